@@ -1,0 +1,268 @@
+//! The command line: flags compatible with the shell loops clowder replaces, and
+//! what each mode does (`--status`, `--dry-run`, the loop itself).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Parser;
+
+use crate::config::{Config, DEFAULT_CONFIG_FILE, Overrides};
+use crate::console::{Console, Verbosity, summary_line};
+use crate::store::status;
+use crate::supervisor::runtime::{Runtime, RuntimeOptions};
+
+/// Exit code for bad command-line input or configuration: nothing was run.
+pub const EXIT_USAGE: i32 = 2;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "clowder",
+    version,
+    about = "Run a coding agent session after session, under a watchdog",
+    long_about = "Run a coding agent (claude -p, codex exec, aider, any program) session after session, \
+under a watchdog: stale sessions are killed, empty ones retried, rate limits backed off, \
+hooks run, and a status file and an event log kept.\n\n\
+Reads harness.toml and PROMPT.md from the current folder. Touch STOP to stop after the \
+current session; Ctrl-C once finishes the session, twice within 3 s kills it.",
+    after_help = "Exit codes: 0 done (max iterations, STOP file, user stop), 1 fatal error, \
+2 bad configuration or usage, 3 too many rate limits in a row, 130/143 stopped by SIGINT/SIGTERM."
+)]
+pub struct Args {
+    /// Productive iterations to run (overrides session.max_iterations)
+    #[arg(value_name = "MAX_ITERATIONS")]
+    pub max_iterations: Option<u64>,
+
+    /// Config file [default: harness.toml, optional]
+    #[arg(short = 'c', long = "config", value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Prompt file (overrides session.prompt_file)
+    #[arg(short = 'p', long = "prompt", value_name = "PATH")]
+    pub prompt: Option<PathBuf>,
+
+    /// Folder for the session output files (overrides session.output_dir)
+    #[arg(short = 'o', long = "output-dir", value_name = "PATH")]
+    pub output_dir: Option<PathBuf>,
+
+    /// Minutes without output before a session is killed (overrides watchdog.stale_timeout_mins)
+    #[arg(long = "timeout", value_name = "MINS")]
+    pub timeout: Option<f64>,
+
+    /// Retries of a session that produced nothing (overrides retry.max_empty_retries)
+    #[arg(long = "retries", value_name = "N")]
+    pub retries: Option<u32>,
+
+    /// Check the configuration, print the resolved settings, and exit
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+
+    /// Show the agent's output between the log lines
+    #[arg(short = 'v', long = "verbose", conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print only errors and the summary line
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// Print the state of the loop running in this folder (from harness.status)
+    #[arg(long = "status")]
+    pub status: bool,
+
+    /// With --status: print the raw status JSON
+    #[arg(long = "json", requires = "status")]
+    pub json: bool,
+
+    /// Print log lines instead of opening the control room
+    #[arg(long = "headless")]
+    pub headless: bool,
+}
+
+/// Runs clowder with the process's arguments and returns the exit code.
+pub fn main() -> i32 {
+    let args = Args::parse();
+    run(args)
+}
+
+pub fn run(args: Args) -> i32 {
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return 1;
+        }
+    };
+    let (config_path, required) = match &args.config {
+        Some(path) => (path.clone(), true),
+        None => (PathBuf::from(DEFAULT_CONFIG_FILE), false),
+    };
+
+    if args.status {
+        // A broken config must not hide the status of a loop that is running.
+        let status_file = Config::load(&config_path, required)
+            .map(|c| c.output.status_file.0)
+            .unwrap_or_else(|_| PathBuf::from("harness.status"));
+        return print_status(&cwd.join(status_file), args.json);
+    }
+
+    let mut config = match Config::load(&config_path, required) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    let overrides = Overrides {
+        max_iterations: args.max_iterations,
+        prompt_file: args.prompt.clone(),
+        output_dir: args.output_dir.clone(),
+        stale_timeout_mins: args.timeout,
+        max_empty_retries: args.retries,
+    };
+    if let Err(err) = config.apply(&overrides) {
+        eprintln!("clowder: error: {err}");
+        return EXIT_USAGE;
+    }
+    if let Err(err) = preflight(&config, &cwd) {
+        eprintln!("clowder: error: {err}");
+        eprintln!("clowder: nothing was run");
+        return EXIT_USAGE;
+    }
+    if args.dry_run {
+        return print_dry_run(&config, &config_path, required, &cwd);
+    }
+
+    let _headless = args.headless || !std::io::stdout().is_terminal();
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else if args.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    run_headless(config, cwd, verbosity)
+}
+
+/// Problems that would make every session fail: caught before anything runs.
+fn preflight(config: &Config, cwd: &Path) -> Result<(), String> {
+    let prompt = cwd.join(config.prompt_path());
+    if !prompt.is_file() {
+        return Err(format!(
+            "prompt file {} not found: create it, or name another with --prompt or [session] prompt_file",
+            config.prompt_path().display()
+        ));
+    }
+    let command = &config.agent.command.0;
+    if find_program(command, cwd).is_none() {
+        return Err(format!(
+            "agent command `{command}` not found (in PATH or relative to {}): set [agent] command in the config",
+            cwd.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Where `program` would be run from, as `execvp` would find it.
+fn find_program(program: &str, cwd: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |path: &Path| {
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let path = cwd.join(program);
+        return executable(&path).then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|path| executable(path))
+}
+
+fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path) -> i32 {
+    let source = if config_path.exists() {
+        config_path.display().to_string()
+    } else if required {
+        format!("{} (missing)", config_path.display())
+    } else {
+        format!("compiled defaults ({} not found)", config_path.display())
+    };
+    let agent = find_program(&config.agent.command.0, cwd)
+        .map_or_else(|| "not found".to_string(), |p| p.display().to_string());
+    println!("# clowder {} — dry run: configuration is valid", env!("CARGO_PKG_VERSION"));
+    println!("# config: {source}");
+    println!("# prompt file in force: {}", config.prompt_path().display());
+    println!("# agent: {agent}");
+    match toml::to_string_pretty(config) {
+        Ok(text) => {
+            println!();
+            print!("{text}");
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder: error: cannot print the settings: {err}");
+            1
+        }
+    }
+}
+
+fn print_status(path: &Path, json: bool) -> i32 {
+    let (snapshot, raw) = match status::read(path) {
+        Ok(read) => read,
+        Err(err) => {
+            eprintln!("clowder: {err}");
+            return 1;
+        }
+    };
+    if json {
+        print!("{raw}");
+        return 0;
+    }
+    let alive = status::writer_alive(snapshot.pid);
+    let size = snapshot
+        .output_file
+        .as_ref()
+        .and_then(|file| std::fs::metadata(file).ok())
+        .map(|m| m.len());
+    println!(
+        "{}",
+        status::render(&snapshot, alive, chrono::Utc::now(), size)
+    );
+    0
+}
+
+fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("clowder: error: cannot start the async runtime: {err}");
+            return 1;
+        }
+    };
+    let started = Instant::now();
+    let options = RuntimeOptions {
+        working_dir: cwd,
+        verbose: verbosity == Verbosity::Verbose,
+    };
+    let outcome = runtime.block_on(async {
+        let (supervisor, _snapshots) =
+            Runtime::new(config, options, Box::new(Console::new(verbosity)))?;
+        // Headless: nobody sends commands; the sender lives as long as the loop.
+        let (_commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+        Ok::<_, String>(supervisor.run(commands_rx).await)
+    });
+    match outcome {
+        Ok(outcome) => {
+            let secs = started.elapsed().as_secs() as i64;
+            println!("{}", summary_line(&outcome.reason, &outcome.snapshot, secs));
+            outcome.reason.exit_code()
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            1
+        }
+    }
+}

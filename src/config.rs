@@ -1,0 +1,610 @@
+//! `harness.toml`: the serde structs, the compiled defaults, command-line overrides
+//! and validation.
+//!
+//! Every key is optional. Values are checked while they are deserialized, so that a
+//! bad value is reported with the file, line, column and dotted key where it stands.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+/// The file read when `--config` is not given. A missing default file means
+/// "all defaults"; a missing file named with `--config` is an error.
+pub const DEFAULT_CONFIG_FILE: &str = "harness.toml";
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub session: SessionConfig,
+    pub agent: AgentConfig,
+    pub watchdog: WatchdogConfig,
+    pub retry: RetryConfig,
+    pub backoff: BackoffConfig,
+    pub shutdown: ShutdownConfig,
+    pub hooks: HooksConfig,
+    pub prompt: PromptConfig,
+    pub output: OutputConfig,
+    pub detect: DetectConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    pub max_iterations: PositiveCount,
+    pub prompt_file: NonEmptyPath,
+    pub output_dir: NonEmptyPath,
+    pub output_prefix: FileStem,
+    pub counter_file: NonEmptyPath,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: PositiveCount(25),
+            prompt_file: NonEmptyPath::from("PROMPT.md"),
+            output_dir: NonEmptyPath::from("."),
+            output_prefix: FileStem("claude-iteration".into()),
+            counter_file: NonEmptyPath::from(".iteration_counter"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    pub command: NonEmptyString,
+    pub args: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            command: NonEmptyString("claude".into()),
+            args: [
+                "-p",
+                "{prompt}",
+                "--dangerously-skip-permissions",
+                "--verbose",
+                "--output-format",
+                "stream-json",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchdogConfig {
+    pub check_interval_secs: PositiveSeconds,
+    pub stale_timeout_mins: PositiveMinutes,
+    pub min_output_bytes: u64,
+}
+
+impl Default for WatchdogConfig {
+    fn default() -> Self {
+        Self {
+            check_interval_secs: PositiveSeconds(Duration::from_secs(60)),
+            stale_timeout_mins: PositiveMinutes(Duration::from_secs(20 * 60)),
+            min_output_bytes: 100,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetryConfig {
+    pub max_empty_retries: u32,
+    pub retry_delay_secs: Seconds,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_empty_retries: 2,
+            retry_delay_secs: Seconds(Duration::from_secs(5)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackoffConfig {
+    pub initial_delay_secs: Seconds,
+    pub max_delay_secs: Seconds,
+    pub max_consecutive_rate_limits: PositiveCount,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        Self {
+            initial_delay_secs: Seconds(Duration::from_secs(2)),
+            max_delay_secs: Seconds(Duration::from_secs(600)),
+            max_consecutive_rate_limits: PositiveCount(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    pub stop_file: NonEmptyPath,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            stop_file: NonEmptyPath::from("STOP"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    pub pre_session: Vec<NonEmptyString>,
+    pub post_session: Vec<NonEmptyString>,
+    /// A hook still running after this long has its process group killed and counts as failed.
+    pub timeout_secs: PositiveSeconds,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self {
+            pre_session: Vec::new(),
+            post_session: Vec::new(),
+            timeout_secs: PositiveSeconds(Duration::from_secs(300)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PromptConfig {
+    /// Alias of `session.prompt_file`; wins over it when both are set.
+    pub file: Option<NonEmptyPath>,
+    pub prepend_commands: Vec<NonEmptyString>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// `""` turns the event log off.
+    pub event_log: PathBuf,
+    pub status_file: NonEmptyPath,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            event_log: PathBuf::from("harness-events.jsonl"),
+            status_file: NonEmptyPath::from("harness.status"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DetectConfig {
+    pub rate_limit_patterns: Vec<Pattern>,
+    pub commit_patterns: Vec<Pattern>,
+}
+
+impl Default for DetectConfig {
+    fn default() -> Self {
+        Self {
+            rate_limit_patterns: Vec::new(),
+            commit_patterns: vec![Pattern("bd-finish".into())],
+        }
+    }
+}
+
+/// Values given on the command line; each `Some` wins over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub max_iterations: Option<u64>,
+    pub prompt_file: Option<PathBuf>,
+    pub output_dir: Option<PathBuf>,
+    pub stale_timeout_mins: Option<f64>,
+    pub max_empty_retries: Option<u32>,
+}
+
+/// A configuration problem, located as precisely as the input allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem is inside the file.
+    pub position: Option<(usize, usize)>,
+    /// Dotted key, e.g. `watchdog.stale_timeout_mins`.
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, column)) = self.position {
+            write!(f, ":{line}:{column}")?;
+        }
+        write!(f, ": ")?;
+        if let Some(key) = &self.key {
+            write!(f, "key `{key}`: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Reads `path`. With `required == false` a missing file yields the defaults.
+    pub fn load(path: &Path, required: bool) -> Result<Config, ConfigError> {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|err| ConfigError {
+                    file: path.to_path_buf(),
+                    position: None,
+                    key: None,
+                    message: format!(
+                        "expected UTF-8 text, found invalid bytes at offset {}",
+                        err.utf8_error().valid_up_to()
+                    ),
+                })?;
+                Config::parse(&text, path)
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound && !required => {
+                Ok(Config::default())
+            }
+            Err(err) => Err(ConfigError {
+                file: path.to_path_buf(),
+                position: None,
+                key: None,
+                message: format!("cannot read the config file: {err}"),
+            }),
+        }
+    }
+
+    /// Parses TOML text; `file` is only used to name the source in errors.
+    pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
+        let locate = |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
+        let deserializer = toml::de::Deserializer::parse(text).map_err(|err| ConfigError {
+            file: file.to_path_buf(),
+            position: locate(err.span()),
+            key: None,
+            message: first_line(err.message()),
+        })?;
+        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            ConfigError {
+                file: file.to_path_buf(),
+                position: locate(inner.span()),
+                key: (path != ".").then_some(path),
+                message: first_line(inner.message()),
+            }
+        })?;
+        Ok(config)
+    }
+
+    pub fn apply(&mut self, overrides: &Overrides) -> Result<(), String> {
+        if let Some(max) = overrides.max_iterations {
+            if max == 0 {
+                return Err("MAX_ITERATIONS: expected a whole number of at least 1".into());
+            }
+            self.session.max_iterations = PositiveCount(max);
+        }
+        if let Some(prompt) = &overrides.prompt_file {
+            self.session.prompt_file = NonEmptyPath(prompt.clone());
+            self.prompt.file = None;
+        }
+        if let Some(dir) = &overrides.output_dir {
+            self.session.output_dir = NonEmptyPath(dir.clone());
+        }
+        if let Some(mins) = overrides.stale_timeout_mins {
+            let duration = positive_duration(mins, 60.0)
+                .ok_or("--timeout: expected a positive number of minutes, such as 20 or 0.5")?;
+            self.watchdog.stale_timeout_mins = PositiveMinutes(duration);
+        }
+        if let Some(retries) = overrides.max_empty_retries {
+            self.retry.max_empty_retries = retries;
+        }
+        Ok(())
+    }
+
+    /// The prompt file in force: `[prompt] file` wins over `[session] prompt_file`.
+    pub fn prompt_path(&self) -> &Path {
+        self.prompt
+            .file
+            .as_ref()
+            .map_or(&self.session.prompt_file.0, |file| &file.0)
+    }
+
+    pub fn event_log_path(&self) -> Option<&Path> {
+        let path = self.output.event_log.as_path();
+        (!path.as_os_str().is_empty()).then_some(path)
+    }
+
+    pub fn stale_timeout(&self) -> Duration {
+        self.watchdog.stale_timeout_mins.0
+    }
+}
+
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or_default().trim().to_string()
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text.as_bytes()[..offset];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    (line, column)
+}
+
+fn positive_duration(value: f64, unit_secs: f64) -> Option<Duration> {
+    let secs = value * unit_secs;
+    (value.is_finite() && value > 0.0 && secs < 1e12).then(|| Duration::from_secs_f64(secs))
+}
+
+/// A number of seconds or minutes as TOML writes it: an integer or a float.
+struct NumberVisitor {
+    expected: &'static str,
+}
+
+impl Visitor<'_> for NumberVisitor {
+    type Value = f64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.expected)
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
+        Ok(v as f64)
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
+        Ok(v)
+    }
+}
+
+fn deserialize_duration<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    unit_secs: f64,
+    allow_zero: bool,
+    expected: &'static str,
+) -> Result<Duration, D::Error> {
+    let value = deserializer.deserialize_any(NumberVisitor { expected })?;
+    let ok = value.is_finite() && (value > 0.0 || (allow_zero && value == 0.0));
+    if !ok || value * unit_secs >= 1e12 {
+        return Err(de::Error::invalid_value(de::Unexpected::Float(value), &expected));
+    }
+    Ok(Duration::from_secs_f64(value * unit_secs))
+}
+
+macro_rules! duration_type {
+    ($name:ident, $unit:expr, $allow_zero:expr, $expected:expr) => {
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub struct $name(pub Duration);
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                deserialize_duration(d, $unit, $allow_zero, $expected).map($name)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_f64(self.0.as_secs_f64() / $unit)
+            }
+        }
+    };
+}
+
+duration_type!(
+    Seconds,
+    1.0,
+    true,
+    "a number of seconds, zero or more (fractions allowed, e.g. 0.5)"
+);
+duration_type!(
+    PositiveSeconds,
+    1.0,
+    false,
+    "a positive number of seconds (fractions allowed, e.g. 0.5)"
+);
+duration_type!(
+    PositiveMinutes,
+    60.0,
+    false,
+    "a positive number of minutes (fractions allowed, e.g. 0.02)"
+);
+
+/// A whole number of at least 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PositiveCount(pub u64);
+
+impl<'de> Deserialize<'de> for PositiveCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = u64::deserialize(d)?;
+        if value == 0 {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Unsigned(0),
+                &"a whole number of at least 1",
+            ));
+        }
+        Ok(PositiveCount(value))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NonEmptyString(pub String);
+
+impl<'de> Deserialize<'de> for NonEmptyString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        if value.trim().is_empty() {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a non-empty string",
+            ));
+        }
+        Ok(NonEmptyString(value))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NonEmptyPath(pub PathBuf);
+
+impl From<&str> for NonEmptyPath {
+    fn from(path: &str) -> Self {
+        NonEmptyPath(PathBuf::from(path))
+    }
+}
+
+impl<'de> Deserialize<'de> for NonEmptyPath {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        if value.is_empty() {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a non-empty path",
+            ));
+        }
+        Ok(NonEmptyPath(PathBuf::from(value)))
+    }
+}
+
+/// A file-name prefix: non-empty, and no path separator, so that output files stay
+/// in `output_dir`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileStem(pub String);
+
+impl<'de> Deserialize<'de> for FileStem {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        if value.is_empty() || value.contains('/') || value.contains('\0') {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a non-empty file name prefix without `/`",
+            ));
+        }
+        Ok(FileStem(value))
+    }
+}
+
+/// A regular expression, checked when the config is read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pattern(pub String);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        if value.is_empty() {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a non-empty regular expression",
+            ));
+        }
+        if let Err(err) = regex::Regex::new(&value) {
+            let detail = err.to_string().replace('\n', " ");
+            return Err(de::Error::custom(format!(
+                "invalid regular expression {value:?}: expected a valid regex ({})",
+                detail.split_whitespace().collect::<Vec<_>>().join(" ")
+            )));
+        }
+        Ok(Pattern(value))
+    }
+}
+
+pub fn pattern_strings(patterns: &[Pattern]) -> Vec<String> {
+    patterns.iter().map(|p| p.0.clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("harness.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let config = parse("").expect("empty config is valid");
+        assert_eq!(config, Config::default());
+        assert_eq!(config.session.max_iterations.0, 25);
+        assert_eq!(config.stale_timeout(), Duration::from_secs(1200));
+    }
+
+    #[test]
+    fn fractional_durations_are_accepted() {
+        let config = parse("[watchdog]\nstale_timeout_mins = 0.02\ncheck_interval_secs = 0.5\n")
+            .expect("valid");
+        assert_eq!(config.stale_timeout(), Duration::from_secs_f64(1.2));
+        assert_eq!(
+            config.watchdog.check_interval_secs.0,
+            Duration::from_millis(500)
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_located() {
+        let err = parse("[watchdog]\nstale_timeout = 3\n").expect_err("unknown key");
+        assert_eq!(err.position, Some((2, 1)));
+        assert_eq!(err.key.as_deref(), Some("watchdog.stale_timeout"));
+        assert!(err.message.contains("unknown field `stale_timeout`"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_is_located() {
+        let err = parse("[session]\n\nmax_iterations = \"ten\"\n").expect_err("wrong type");
+        assert_eq!(err.position, Some((3, 18)));
+        assert_eq!(err.key.as_deref(), Some("session.max_iterations"));
+        assert_eq!(
+            err.to_string(),
+            "harness.toml:3:18: key `session.max_iterations`: invalid type: string \"ten\", expected u64"
+        );
+    }
+
+    #[test]
+    fn negative_duration_is_rejected() {
+        let err = parse("[backoff]\ninitial_delay_secs = -1\n").expect_err("negative");
+        assert_eq!(err.key.as_deref(), Some("backoff.initial_delay_secs"));
+        assert!(err.message.contains("zero or more"), "{err}");
+    }
+
+    #[test]
+    fn bad_regex_is_rejected() {
+        let err = parse("[detect]\nrate_limit_patterns = [\"(unclosed\"]\n").expect_err("regex");
+        assert_eq!(err.key.as_deref(), Some("detect.rate_limit_patterns[0]"));
+        assert_eq!(err.position.map(|p| p.0), Some(2));
+    }
+
+    #[test]
+    fn prompt_file_alias_wins() {
+        let config = parse("[prompt]\nfile = \"TASK.md\"\n").expect("valid");
+        assert_eq!(config.prompt_path(), Path::new("TASK.md"));
+    }
+
+    #[test]
+    fn overrides_win_over_file() {
+        let mut config = parse("[session]\nmax_iterations = 3\n").expect("valid");
+        config
+            .apply(&Overrides {
+                max_iterations: Some(7),
+                stale_timeout_mins: Some(0.5),
+                ..Overrides::default()
+            })
+            .expect("valid overrides");
+        assert_eq!(config.session.max_iterations.0, 7);
+        assert_eq!(config.stale_timeout(), Duration::from_secs(30));
+    }
+}

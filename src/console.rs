@@ -1,0 +1,108 @@
+//! The headless printer: the loop's log lines on stdout, in the format of the shell
+//! loops clowder replaces, e.g.
+//! `[2026-02-14T23:15:00Z] [INFO]  iteration=14 global=362 status=session_running pid=54321`.
+
+use std::io::Write;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::protocol::{ExitReason, Snapshot};
+use crate::supervisor::core::Level;
+use crate::supervisor::runtime::Reporter;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verbosity {
+    /// Errors and the summary only.
+    Quiet,
+    Normal,
+    /// Normal, plus the agent's own output.
+    Verbose,
+}
+
+pub struct Console {
+    verbosity: Verbosity,
+}
+
+impl Console {
+    pub fn new(verbosity: Verbosity) -> Console {
+        Console { verbosity }
+    }
+}
+
+/// One log line, without the newline.
+pub fn format_line(wall: DateTime<Utc>, level: Level, message: &str) -> String {
+    let tag = format!("[{}]", level.as_str());
+    format!(
+        "[{}] {tag:<7} {message}",
+        wall.to_rfc3339_opts(SecondsFormat::Secs, true)
+    )
+}
+
+impl Reporter for Console {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
+        if self.verbosity == Verbosity::Quiet && level != Level::Error {
+            return;
+        }
+        let line = format_line(wall, level, message);
+        let mut stdout = std::io::stdout().lock();
+        // A closed stdout (a pipe to `head`) must not stop the loop.
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+
+    fn agent_output(&mut self, bytes: &[u8]) {
+        if self.verbosity != Verbosity::Verbose {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(bytes);
+        let _ = stdout.flush();
+    }
+}
+
+/// The last line clowder prints.
+pub fn summary_line(reason: &ExitReason, snapshot: &Snapshot, duration_secs: i64) -> String {
+    let c = &snapshot.counters;
+    let completed = snapshot
+        .last_completed_iteration
+        .map_or(0, |_| c.productive);
+    format!(
+        "clowder: stopped ({}) after {} — {} productive of {} max, {} sessions, {} empty retries, {} rate limits, {} watchdog kills, {} commits; last exit {}; exit code {}",
+        reason.label(),
+        crate::store::status::human_duration(duration_secs),
+        completed,
+        snapshot.max_iterations,
+        c.sessions,
+        c.empty_retries,
+        c.rate_limits,
+        c.watchdog_kills,
+        c.commits,
+        snapshot
+            .last_exit_code
+            .map_or_else(|| "-".to_string(), |code| code.to_string()),
+        reason.exit_code()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn line_format_matches_the_shell_loop() {
+        let wall = Utc
+            .with_ymd_and_hms(2026, 2, 14, 23, 15, 0)
+            .single()
+            .expect("valid time");
+        assert_eq!(
+            format_line(
+                wall,
+                Level::Info,
+                "iteration=14 global=362 status=session_running pid=54321"
+            ),
+            "[2026-02-14T23:15:00Z] [INFO]  iteration=14 global=362 status=session_running pid=54321"
+        );
+        assert!(format_line(wall, Level::Error, "x").starts_with("[2026-02-14T23:15:00Z] [ERROR] x"));
+    }
+}

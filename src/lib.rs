@@ -1,0 +1,14 @@
+//! clowder: a terminal control room for autonomous coding agents.
+//!
+//! The library holds the engine ([`supervisor`]), what is on disk ([`store`]), the
+//! reading of agent output ([`agent`]) and the configuration ([`config`]); the
+//! `clowder` binary is a thin shell around [`cli::main`].
+
+#[path = "agent_stub.rs"]
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod console;
+pub mod protocol;
+pub mod store;
+pub mod supervisor;

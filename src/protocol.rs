@@ -1,0 +1,300 @@
+//! The messages that cross between the supervisor and whoever watches it (the
+//! headless console printer or the control room): the lane id, the commands a user
+//! can send, the snapshot of a lane's state, and the events written to the event log.
+//!
+//! `harness.status` is a serialized [`Snapshot`]; each line of the event log is a
+//! serialized [`Event`] with a timestamp.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Which loop a message is about. One lane today; several loops later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct LaneId(pub u32);
+
+/// What a user (or the UI) asks the supervisor to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// SIGSTOP the session's process group; the watchdog clock stops too.
+    Pause,
+    /// SIGCONT the session's process group.
+    Resume,
+    /// TERM, grace, KILL the current session; the loop goes on.
+    KillSession,
+    /// Toggle: finish the current session, then stop.
+    StopAfterCurrent,
+    /// Kill the current session and stop the loop.
+    StopNow,
+}
+
+/// The loop's state, as written to `harness.status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopState {
+    Starting,
+    PreHooks,
+    SessionRunning,
+    WatchdogKill,
+    Retrying,
+    PostHooks,
+    RateLimitedBackoff,
+    Idle,
+    ShuttingDown,
+    Stopped,
+}
+
+impl LoopState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopState::Starting => "starting",
+            LoopState::PreHooks => "pre_hooks",
+            LoopState::SessionRunning => "session_running",
+            LoopState::WatchdogKill => "watchdog_kill",
+            LoopState::Retrying => "retrying",
+            LoopState::PostHooks => "post_hooks",
+            LoopState::RateLimitedBackoff => "rate_limited_backoff",
+            LoopState::Idle => "idle",
+            LoopState::ShuttingDown => "shutting_down",
+            LoopState::Stopped => "stopped",
+        }
+    }
+}
+
+/// Why the loop ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitReason {
+    /// `max_iterations` iterations are done.
+    MaxIterations,
+    /// The STOP file was found.
+    StopFile,
+    /// A user asked from the control room.
+    UserStop,
+    /// SIGINT or SIGTERM.
+    Signal { signal: String, forced: bool },
+    /// Too many rate-limited sessions in a row.
+    RateLimited { consecutive: u64 },
+    /// Something that retrying cannot fix, e.g. the agent command does not exist.
+    Fatal { message: String },
+}
+
+impl ExitReason {
+    /// The process exit code for this reason.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ExitReason::MaxIterations | ExitReason::StopFile | ExitReason::UserStop => 0,
+            ExitReason::Fatal { .. } => 1,
+            ExitReason::RateLimited { .. } => 3,
+            ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
+            ExitReason::Signal { .. } => 130,
+        }
+    }
+
+    pub fn label(&self) -> String {
+        match self {
+            ExitReason::MaxIterations => "max_iterations".into(),
+            ExitReason::StopFile => "stop_file".into(),
+            ExitReason::UserStop => "user_stop".into(),
+            ExitReason::Signal { signal, forced } => {
+                if *forced {
+                    format!("{signal} (forced)")
+                } else {
+                    signal.clone()
+                }
+            }
+            ExitReason::RateLimited { consecutive } => {
+                format!("rate_limited ({consecutive} in a row)")
+            }
+            ExitReason::Fatal { message } => format!("error: {message}"),
+        }
+    }
+}
+
+/// One lane's state: the content of `harness.status`, and what the UI draws.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub lane: LaneId,
+    pub pid: u32,
+    pub state: LoopState,
+    pub paused: bool,
+    pub stop_pending: bool,
+    pub iteration: u64,
+    pub max_iterations: u64,
+    pub global_iteration: Option<u64>,
+    pub output_file: Option<PathBuf>,
+    pub output_bytes: u64,
+    pub loop_start: DateTime<Utc>,
+    pub session_start: Option<DateTime<Utc>>,
+    pub last_output_growth: Option<DateTime<Utc>>,
+    pub last_update: DateTime<Utc>,
+    pub last_completed_iteration: Option<u64>,
+    pub last_completed_global: Option<u64>,
+    pub last_committed: Option<bool>,
+    pub last_exit_code: Option<i32>,
+    pub consecutive_rate_limits: u64,
+    pub pgid: Option<i32>,
+    pub agent_pid: Option<i32>,
+    /// When the current wait (retry delay, backoff, pause between sessions) ends.
+    pub next_session_at: Option<DateTime<Utc>>,
+    pub rate_limit_resets_at: Option<DateTime<Utc>>,
+    pub counters: Counters,
+    pub exit_reason: Option<ExitReason>,
+}
+
+/// Totals for the whole run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub sessions: u64,
+    pub productive: u64,
+    pub empty_retries: u64,
+    pub empty_iterations: u64,
+    pub rate_limits: u64,
+    pub watchdog_kills: u64,
+    pub user_kills: u64,
+    pub hook_failures: u64,
+    pub commits: u64,
+}
+
+/// Which set of hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookKind {
+    PreSession,
+    PostSession,
+}
+
+/// Why a session was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    Watchdog,
+    User,
+    StopNow,
+}
+
+/// A line of the event log, without its timestamp.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    LoopStart {
+        pid: u32,
+        max_iterations: u64,
+        agent_command: String,
+    },
+    SessionStart {
+        iteration: u64,
+        global: u64,
+        pid: i32,
+        pgid: i32,
+        output_file: PathBuf,
+    },
+    WatchdogStale {
+        iteration: u64,
+        global: u64,
+        idle_secs: f64,
+        output_bytes: u64,
+    },
+    WatchdogKill {
+        iteration: u64,
+        global: u64,
+        needed_sigkill: bool,
+    },
+    SessionKilled {
+        iteration: u64,
+        global: u64,
+        reason: KillReason,
+        needed_sigkill: bool,
+    },
+    LingeringKilled {
+        iteration: u64,
+        global: u64,
+        processes: u64,
+    },
+    EmptyRetry {
+        iteration: u64,
+        global: u64,
+        output_bytes: u64,
+        retry: u32,
+        max_retries: u32,
+    },
+    RateLimited {
+        iteration: u64,
+        global: u64,
+        reason: String,
+        consecutive: u64,
+        backoff_secs: f64,
+        resets_at: Option<DateTime<Utc>>,
+    },
+    HookFailed {
+        kind: HookKind,
+        command: String,
+        exit_code: Option<i32>,
+        timed_out: bool,
+        output: String,
+    },
+    IterationSkipped {
+        iteration: u64,
+        reason: String,
+    },
+    SessionComplete {
+        iteration: u64,
+        global: u64,
+        output_bytes: u64,
+        exit_code: i32,
+        duration_secs: f64,
+        committed: bool,
+        retries: u32,
+        rate_limited: bool,
+        productive: bool,
+    },
+    Paused {
+        global: u64,
+    },
+    Resumed {
+        global: u64,
+        paused_secs: f64,
+    },
+    StopRequested {
+        source: String,
+    },
+    StopCancelled,
+    LoopEnd {
+        reason: ExitReason,
+        iterations: u64,
+        counters: Counters,
+        duration_secs: f64,
+    },
+}
+
+impl Event {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::LoopStart { .. } => "loop_start",
+            Event::SessionStart { .. } => "session_start",
+            Event::WatchdogStale { .. } => "watchdog_stale",
+            Event::WatchdogKill { .. } => "watchdog_kill",
+            Event::SessionKilled { .. } => "session_killed",
+            Event::LingeringKilled { .. } => "lingering_killed",
+            Event::EmptyRetry { .. } => "empty_retry",
+            Event::RateLimited { .. } => "rate_limited",
+            Event::HookFailed { .. } => "hook_failed",
+            Event::IterationSkipped { .. } => "iteration_skipped",
+            Event::SessionComplete { .. } => "session_complete",
+            Event::Paused { .. } => "paused",
+            Event::Resumed { .. } => "resumed",
+            Event::StopRequested { .. } => "stop_requested",
+            Event::StopCancelled => "stop_cancelled",
+            Event::LoopEnd { .. } => "loop_end",
+        }
+    }
+}
+
+/// An event with the wall time it happened, as stored in the event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimedEvent {
+    pub ts: DateTime<Utc>,
+    #[serde(flatten)]
+    pub event: Event,
+}

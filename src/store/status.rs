@@ -1,0 +1,199 @@
+//! `harness.status`: the loop's latest [`Snapshot`] as JSON, replaced atomically,
+//! and its human rendering for `clowder --status`.
+
+use std::io;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::protocol::{LoopState, Snapshot};
+
+pub fn write(path: &Path, snapshot: &Snapshot) -> io::Result<()> {
+    let mut json = serde_json::to_vec_pretty(snapshot).map_err(io::Error::other)?;
+    json.push(b'\n');
+    super::write_atomically(path, &json)
+}
+
+/// Reads the status file; the error says which file and what is wrong with it.
+pub fn read(path: &Path) -> Result<(Snapshot, String), String> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        if err.kind() == io::ErrorKind::NotFound {
+            format!(
+                "{}: no status file: no loop has run in this folder (or the status file is configured elsewhere)",
+                path.display()
+            )
+        } else {
+            format!("{}: cannot read: {err}", path.display())
+        }
+    })?;
+    let snapshot = serde_json::from_str(&text).map_err(|err| {
+        format!(
+            "{}:{}:{}: not a clowder status file: {err}",
+            path.display(),
+            err.line(),
+            err.column()
+        )
+    })?;
+    Ok((snapshot, text))
+}
+
+/// Whether the process that wrote the status is still alive and still clowder.
+pub fn writer_alive(pid: u32) -> bool {
+    let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+        return false;
+    };
+    if comm.trim() != "clowder" {
+        return false;
+    }
+    // A zombie has not finished anything; treat it as gone.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// The `--status` report.
+pub fn render(snapshot: &Snapshot, alive: bool, now: DateTime<Utc>, current_size: Option<u64>) -> String {
+    let mut lines = Vec::new();
+    let running = alive && snapshot.state != LoopState::Stopped;
+    if running {
+        let mut state = format!("running (PID {})", snapshot.pid);
+        if snapshot.paused {
+            state.push_str(", session paused");
+        }
+        if snapshot.stop_pending {
+            state.push_str(", stop pending");
+        }
+        lines.push(format!("Loop state: {state}"));
+    } else if snapshot.state == LoopState::Stopped {
+        let reason = snapshot
+            .exit_reason
+            .as_ref()
+            .map_or_else(|| "unknown".to_string(), |r| r.label());
+        lines.push(format!(
+            "Loop state: not running — last run stopped at {} ({reason})",
+            snapshot.last_update.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+    } else {
+        lines.push(format!(
+            "Loop state: not running — PID {} is gone; it was {} at {} (last state shown below)",
+            snapshot.pid,
+            snapshot.state.as_str(),
+            snapshot.last_update.format("%Y-%m-%d %H:%M:%S UTC")
+        ));
+    }
+    let global = snapshot
+        .global_iteration
+        .map_or_else(|| "-".to_string(), |g| g.to_string());
+    lines.push(format!(
+        "Current iteration: {}/{} (global: {global})",
+        snapshot.iteration, snapshot.max_iterations
+    ));
+    lines.push(format!("State: {}", snapshot.state.as_str()));
+    let size = current_size.unwrap_or(snapshot.output_bytes).max(snapshot.output_bytes);
+    let growth = if !running {
+        String::new()
+    } else if snapshot.state == LoopState::SessionRunning {
+        let recent = snapshot
+            .last_output_growth
+            .is_some_and(|at| (now - at).num_seconds() < 10);
+        if size > snapshot.output_bytes || recent {
+            " (growing)".to_string()
+        } else {
+            let idle = snapshot
+                .last_output_growth
+                .map_or(0, |at| (now - at).num_seconds().max(0));
+            format!(" (idle {})", human_duration(idle))
+        }
+    } else {
+        String::new()
+    };
+    lines.push(format!("Session output: {}{growth}", human_bytes(size)));
+    let end = if running { now } else { snapshot.last_update };
+    lines.push(format!(
+        "Uptime: {}",
+        human_duration((end - snapshot.loop_start).num_seconds().max(0))
+    ));
+    match (snapshot.last_completed_iteration, snapshot.last_committed) {
+        (Some(iteration), committed) => {
+            let global = snapshot
+                .last_completed_global
+                .map_or_else(String::new, |g| format!(" (global {g})"));
+            let commit = if committed == Some(true) {
+                "committed"
+            } else {
+                "no commit"
+            };
+            lines.push(format!("Last completed: iteration {iteration}{global} — {commit}"));
+        }
+        (None, _) => lines.push("Last completed: none yet".to_string()),
+    }
+    if let Some(at) = snapshot.next_session_at
+        && running
+    {
+        let secs = (at - now).num_seconds().max(0);
+        lines.push(format!("Next session in: {}", human_duration(secs)));
+    }
+    let c = &snapshot.counters;
+    lines.push(format!(
+        "Counters: {} sessions, {} productive, {} empty retries, {} rate limits ({} in a row), {} watchdog kills, {} hook failures",
+        c.sessions,
+        c.productive,
+        c.empty_retries,
+        c.rate_limits,
+        snapshot.consecutive_rate_limits,
+        c.watchdog_kills,
+        c.hook_failures
+    ));
+    lines.join("\n")
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if bytes < 1000 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1000.0;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+pub fn human_duration(secs: i64) -> String {
+    let secs = secs.max(0);
+    let (days, hours, mins) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60);
+    if days > 0 {
+        format!("{days}d {hours}h {mins}m")
+    } else if hours > 0 {
+        format!("{hours}h {mins}m")
+    } else if mins > 0 {
+        format!("{mins}m {}s", secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_like_the_spec() {
+        assert_eq!(human_bytes(48_200), "48.2 KB");
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(200_000_000), "200.0 MB");
+    }
+
+    #[test]
+    fn durations_read_like_the_spec() {
+        assert_eq!(human_duration(3 * 3600 + 42 * 60 + 5), "3h 42m");
+        assert_eq!(human_duration(65), "1m 5s");
+        assert_eq!(human_duration(9), "9s");
+    }
+}

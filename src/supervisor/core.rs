@@ -1,0 +1,1099 @@
+//! The supervisor's pure state machine: `step(now, input) -> effects`.
+//!
+//! Every decision of the loop lives here and only here: when to start a session,
+//! when the watchdog kills one, whether a finished session was productive, empty
+//! (retry) or rate-limited (back off), and when the loop ends. It performs no I/O
+//! and never reads a clock: the runtime passes the time in and carries out the
+//! returned [`Effect`]s, so the whole loop is tested without sleeping.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::protocol::{
+    Command, Counters, Event, ExitReason, HookKind, KillReason, LaneId, LoopState, Snapshot,
+};
+
+/// The second SIGINT within this window kills the session instead of waiting for it.
+pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
+/// Between SIGTERM and SIGKILL.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// The settings the state machine needs, resolved from the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub max_iterations: u64,
+    pub stale_timeout: Duration,
+    pub min_output_bytes: u64,
+    pub max_empty_retries: u32,
+    pub retry_delay: Duration,
+    pub initial_delay: Duration,
+    pub max_delay: Duration,
+    pub max_consecutive_rate_limits: u64,
+    pub kill_grace: Duration,
+}
+
+/// The time, passed in: monotonic for every decision, wall only for the record.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub mono: Instant,
+    pub wall: DateTime<Utc>,
+}
+
+/// A signal that asks the loop to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Int,
+    Term,
+}
+
+impl StopSignal {
+    fn name(self) -> &'static str {
+        match self {
+            StopSignal::Int => "SIGINT",
+            StopSignal::Term => "SIGTERM",
+        }
+    }
+}
+
+/// A failed hook, as the runtime saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookFailure {
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    pub output: String,
+}
+
+/// What the runtime learned from a finished session's output and working tree.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SessionFindings {
+    pub output_bytes: u64,
+    pub committed: bool,
+    /// Set when the agent was rate-limited, with its own words.
+    pub rate_limit: Option<RateLimitFinding>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimitFinding {
+    pub reason: String,
+    pub resets_at: Option<DateTime<Utc>>,
+}
+
+/// Something that happened, fed to [`Core::step`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// Begin the loop.
+    Start,
+    /// Answer to [`Effect::CheckStopFile`].
+    StopFileChecked { present: bool },
+    /// The runtime noticed the STOP file while a session runs or the loop waits.
+    StopFileSeen,
+    PreHooksFinished { failure: Option<HookFailure> },
+    Spawned {
+        global: u64,
+        pid: i32,
+        pgid: i32,
+        output_file: PathBuf,
+    },
+    SpawnFailed { global: Option<u64>, error: String },
+    /// The output file's current size; sent on every poll while a session runs.
+    OutputSize { bytes: u64 },
+    /// Periodic: lets the watchdog look at the clock.
+    Tick,
+    /// The leader was reaped and no process of the group is left.
+    SessionExited {
+        exit_code: i32,
+        needed_sigkill: bool,
+        lingering_killed: u64,
+    },
+    SessionAnalyzed(SessionFindings),
+    PostHooksFinished { failures: Vec<HookFailure> },
+    TimerFired { epoch: u64 },
+    Signal(StopSignal),
+    Command(Command),
+}
+
+/// Something the runtime must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Log { level: Level, message: String },
+    Emit(Event),
+    WriteStatus,
+    CheckStopFile,
+    RemoveStopFile,
+    RunHooks { kind: HookKind, env: Vec<(String, String)> },
+    Spawn { iteration: u64 },
+    PauseGroup { pgid: i32 },
+    ResumeGroup { pgid: i32 },
+    /// TERM (and CONT) to the group, then KILL after `grace` if anything is left.
+    TerminateGroup { pgid: i32, grace: Duration },
+    AnalyzeSession { output_file: PathBuf },
+    ArmTimer { epoch: u64, after: Duration },
+    Exit(ExitReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Error => "ERROR",
+            Level::Warn => "WARN",
+            Level::Info => "INFO",
+            Level::Debug => "DEBUG",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Session {
+    global: u64,
+    pid: i32,
+    pgid: i32,
+    output_file: PathBuf,
+    started: Instant,
+    started_wall: DateTime<Utc>,
+    output_bytes: u64,
+    last_growth: Instant,
+    last_growth_wall: DateTime<Utc>,
+    paused_since: Option<Instant>,
+    kill: Option<KillReason>,
+    exit_code: Option<i32>,
+    duration: Duration,
+}
+
+impl Session {
+    /// Time without output growth, not counting time spent paused.
+    fn idle_for(&self, now: Instant) -> Duration {
+        let until = self.paused_since.unwrap_or(now);
+        until.saturating_duration_since(self.last_growth)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WaitKind {
+    Retry,
+    Backoff,
+    BetweenIterations,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Phase {
+    NotStarted,
+    CheckingStop,
+    PreHooks,
+    Spawning,
+    Running(Session),
+    Analyzing(Session),
+    PostHooks,
+    Waiting { kind: WaitKind, epoch: u64 },
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum StopRequest {
+    Signal(StopSignal),
+    User,
+}
+
+/// The loop's whole state.
+#[derive(Debug, Clone)]
+pub struct Core {
+    settings: Settings,
+    pid: u32,
+    agent_command: String,
+    phase: Phase,
+    loop_start: Option<Now>,
+    /// Iterations finished: productive, empty after every retry, or skipped by a hook.
+    completed_iterations: u64,
+    empty_retries_this_iteration: u32,
+    consecutive_rate_limits: u64,
+    counters: Counters,
+    stop_request: Option<StopRequest>,
+    stop_now: bool,
+    stop_file_seen: bool,
+    last_interrupt: Option<Instant>,
+    timer_epoch: u64,
+    wait_until_wall: Option<DateTime<Utc>>,
+    rate_limit_resets_at: Option<DateTime<Utc>>,
+    last_completed_iteration: Option<u64>,
+    last_completed_global: Option<u64>,
+    last_committed: Option<bool>,
+    last_exit_code: Option<i32>,
+    last_session_wall: Option<DateTime<Utc>>,
+    exit_reason: Option<ExitReason>,
+    last_wall: Option<DateTime<Utc>>,
+    /// The last session's numbers, kept for the status file after it ends.
+    last_session: Option<(u64, PathBuf, u64)>,
+}
+
+impl Core {
+    pub fn new(settings: Settings, pid: u32, agent_command: String) -> Core {
+        Core {
+            settings,
+            pid,
+            agent_command,
+            phase: Phase::NotStarted,
+            loop_start: None,
+            completed_iterations: 0,
+            empty_retries_this_iteration: 0,
+            consecutive_rate_limits: 0,
+            counters: Counters::default(),
+            stop_request: None,
+            stop_now: false,
+            stop_file_seen: false,
+            last_interrupt: None,
+            timer_epoch: 0,
+            wait_until_wall: None,
+            rate_limit_resets_at: None,
+            last_completed_iteration: None,
+            last_completed_global: None,
+            last_committed: None,
+            last_exit_code: None,
+            last_session_wall: None,
+            exit_reason: None,
+            last_wall: None,
+            last_session: None,
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.phase == Phase::Stopped
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The iteration being worked on (1-based), or the last one once the loop is done.
+    pub fn iteration(&self) -> u64 {
+        (self.completed_iterations + 1).min(self.settings.max_iterations)
+    }
+
+    pub fn completed_iterations(&self) -> u64 {
+        self.completed_iterations
+    }
+
+    /// The running session's process group, if a session is running.
+    pub fn running_pgid(&self) -> Option<i32> {
+        match &self.phase {
+            Phase::Running(session) => Some(session.pgid),
+            _ => None,
+        }
+    }
+
+    /// Whether the runtime should watch the output file and the STOP file closely.
+    pub fn session_running(&self) -> bool {
+        matches!(self.phase, Phase::Running(_))
+    }
+
+    pub fn state(&self) -> LoopState {
+        match &self.phase {
+            Phase::NotStarted => LoopState::Starting,
+            Phase::CheckingStop => LoopState::Idle,
+            Phase::PreHooks => LoopState::PreHooks,
+            Phase::Spawning => LoopState::SessionRunning,
+            Phase::Running(session) | Phase::Analyzing(session) => match session.kill {
+                Some(KillReason::Watchdog) => LoopState::WatchdogKill,
+                Some(_) if self.stop_now => LoopState::ShuttingDown,
+                _ => LoopState::SessionRunning,
+            },
+            Phase::PostHooks => LoopState::PostHooks,
+            Phase::Waiting { kind, .. } => match kind {
+                WaitKind::Retry => LoopState::Retrying,
+                WaitKind::Backoff => LoopState::RateLimitedBackoff,
+                WaitKind::BetweenIterations => LoopState::Idle,
+            },
+            Phase::Stopped => LoopState::Stopped,
+        }
+    }
+
+    /// The content of the status file.
+    pub fn snapshot(&self, wall: DateTime<Utc>) -> Snapshot {
+        let session = match &self.phase {
+            Phase::Running(session) | Phase::Analyzing(session) => Some(session),
+            _ => None,
+        };
+        let (global, output_file, output_bytes) = match session {
+            Some(s) => (Some(s.global), Some(s.output_file.clone()), s.output_bytes),
+            None => match &self.last_session {
+                Some((global, file, bytes)) => (Some(*global), Some(file.clone()), *bytes),
+                None => (None, None, 0),
+            },
+        };
+        let waiting = matches!(self.phase, Phase::Waiting { .. });
+        Snapshot {
+            lane: LaneId::default(),
+            pid: self.pid,
+            state: self.state(),
+            paused: session.is_some_and(|s| s.paused_since.is_some()),
+            stop_pending: self.stop_request.is_some() || self.stop_file_seen,
+            iteration: self.iteration(),
+            max_iterations: self.settings.max_iterations,
+            global_iteration: global,
+            output_file,
+            output_bytes,
+            loop_start: self.loop_start.map_or(wall, |start| start.wall),
+            session_start: session.map(|s| s.started_wall).or(self.last_session_wall),
+            last_output_growth: session.map(|s| s.last_growth_wall),
+            last_update: wall,
+            last_completed_iteration: self.last_completed_iteration,
+            last_completed_global: self.last_completed_global,
+            last_committed: self.last_committed,
+            last_exit_code: self.last_exit_code,
+            consecutive_rate_limits: self.consecutive_rate_limits,
+            pgid: session.map(|s| s.pgid),
+            agent_pid: session.map(|s| s.pid),
+            next_session_at: if waiting { self.wait_until_wall } else { None },
+            rate_limit_resets_at: self.rate_limit_resets_at,
+            counters: self.counters.clone(),
+            exit_reason: self.exit_reason.clone(),
+        }
+    }
+
+    /// The backoff before the next session after `consecutive` rate-limited sessions
+    /// in a row (the first waits `initial_delay`), capped at `max_delay`.
+    pub fn backoff_delay(settings: &Settings, consecutive: u64) -> Duration {
+        let exponent = consecutive.saturating_sub(1).min(62) as u32;
+        let factor = 2u64.saturating_pow(exponent);
+        let initial = settings.initial_delay.as_secs_f64();
+        let secs = (initial * factor as f64).min(settings.max_delay.as_secs_f64());
+        Duration::from_secs_f64(secs.max(0.0))
+    }
+
+    pub fn step(&mut self, now: Now, input: Input) -> Vec<Effect> {
+        let mut out = Vec::new();
+        self.last_wall = Some(now.wall);
+        if self.phase == Phase::Stopped {
+            return out;
+        }
+        match input {
+            Input::Start => self.on_start(now, &mut out),
+            Input::StopFileChecked { present } => self.on_stop_file_checked(now, present, &mut out),
+            Input::StopFileSeen => self.on_stop_file_seen(now, &mut out),
+            Input::PreHooksFinished { failure } => self.on_pre_hooks(now, failure, &mut out),
+            Input::Spawned {
+                global,
+                pid,
+                pgid,
+                output_file,
+            } => self.on_spawned(now, global, pid, pgid, output_file, &mut out),
+            Input::SpawnFailed { global, error } => {
+                let what = global.map_or(String::new(), |g| format!(" global={g}"));
+                log(&mut out, Level::Error, format!("cannot start the agent{what}: {error}"));
+                self.finish(now, ExitReason::Fatal { message: error }, &mut out);
+            }
+            Input::OutputSize { bytes } => self.on_output_size(now, bytes),
+            Input::Tick => self.on_tick(now, &mut out),
+            Input::SessionExited {
+                exit_code,
+                needed_sigkill,
+                lingering_killed,
+            } => self.on_session_exited(now, exit_code, needed_sigkill, lingering_killed, &mut out),
+            Input::SessionAnalyzed(findings) => self.on_session_analyzed(now, findings, &mut out),
+            Input::PostHooksFinished { failures } => {
+                for failure in failures {
+                    self.hook_failed(HookKind::PostSession, failure, &mut out);
+                }
+                self.complete_iteration(now, &mut out);
+            }
+            Input::TimerFired { epoch } => self.on_timer(now, epoch, &mut out),
+            Input::Signal(signal) => self.on_signal(now, signal, &mut out),
+            Input::Command(command) => self.on_command(now, command, &mut out),
+        }
+        out
+    }
+
+    fn on_start(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if self.phase != Phase::NotStarted {
+            return;
+        }
+        self.loop_start = Some(now);
+        out.push(Effect::Emit(Event::LoopStart {
+            pid: self.pid,
+            max_iterations: self.settings.max_iterations,
+            agent_command: self.agent_command.clone(),
+        }));
+        log(
+            out,
+            Level::Info,
+            format!(
+                "loop_start pid={} max_iterations={} agent={}",
+                self.pid, self.settings.max_iterations, self.agent_command
+            ),
+        );
+        self.begin_iteration(out);
+    }
+
+    fn begin_iteration(&mut self, out: &mut Vec<Effect>) {
+        self.phase = Phase::CheckingStop;
+        self.wait_until_wall = None;
+        out.push(Effect::CheckStopFile);
+    }
+
+    fn on_stop_file_checked(&mut self, now: Now, present: bool, out: &mut Vec<Effect>) {
+        if self.phase != Phase::CheckingStop {
+            return;
+        }
+        if present {
+            log(out, Level::Info, "STOP file found, stopping".into());
+            out.push(Effect::RemoveStopFile);
+            self.finish(now, ExitReason::StopFile, out);
+            return;
+        }
+        self.stop_file_seen = false;
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        self.phase = Phase::PreHooks;
+        out.push(Effect::WriteStatus);
+        let iteration = self.iteration();
+        out.push(Effect::RunHooks {
+            kind: HookKind::PreSession,
+            // The runtime adds the global number the session will get.
+            env: vec![("HARNESS_ITERATION".into(), iteration.to_string())],
+        });
+    }
+
+    fn on_stop_file_seen(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if !self.stop_file_seen {
+            self.stop_file_seen = true;
+            log(out, Level::Info, "STOP file found, stopping after the current session".into());
+            out.push(Effect::WriteStatus);
+        }
+        if matches!(self.phase, Phase::Waiting { .. }) {
+            // Nothing is running: no reason to sit out the wait.
+            self.timer_epoch += 1;
+            self.begin_iteration(out);
+        }
+        let _ = now;
+    }
+
+    fn on_pre_hooks(&mut self, now: Now, failure: Option<HookFailure>, out: &mut Vec<Effect>) {
+        if self.phase != Phase::PreHooks {
+            return;
+        }
+        if let Some(failure) = failure {
+            let iteration = self.iteration();
+            let reason = format!("pre-session hook failed: {}", failure.command);
+            self.hook_failed(HookKind::PreSession, failure, out);
+            log(out, Level::Warn, format!("iteration={iteration} skipped: {reason}"));
+            out.push(Effect::Emit(Event::IterationSkipped { iteration, reason }));
+            self.complete_iteration(now, out);
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        self.phase = Phase::Spawning;
+        out.push(Effect::Spawn {
+            iteration: self.iteration(),
+        });
+    }
+
+    fn on_spawned(
+        &mut self,
+        now: Now,
+        global: u64,
+        pid: i32,
+        pgid: i32,
+        output_file: PathBuf,
+        out: &mut Vec<Effect>,
+    ) {
+        if self.phase != Phase::Spawning {
+            return;
+        }
+        let iteration = self.iteration();
+        self.counters.sessions += 1;
+        log(
+            out,
+            Level::Info,
+            format!(
+                "iteration={iteration} global={global} status=session_running pid={pid} output={}",
+                output_file.display()
+            ),
+        );
+        out.push(Effect::Emit(Event::SessionStart {
+            iteration,
+            global,
+            pid,
+            pgid,
+            output_file: output_file.clone(),
+        }));
+        self.phase = Phase::Running(Session {
+            global,
+            pid,
+            pgid,
+            output_file,
+            started: now.mono,
+            started_wall: now.wall,
+            output_bytes: 0,
+            last_growth: now.mono,
+            last_growth_wall: now.wall,
+            paused_since: None,
+            kill: None,
+            exit_code: None,
+            duration: Duration::ZERO,
+        });
+        out.push(Effect::WriteStatus);
+        if self.stop_now {
+            self.kill_session(KillReason::StopNow, out);
+        }
+    }
+
+    fn on_output_size(&mut self, now: Now, bytes: u64) {
+        if let Phase::Running(session) = &mut self.phase
+            && bytes != session.output_bytes
+        {
+            session.output_bytes = bytes;
+            session.last_growth = now.mono;
+            session.last_growth_wall = now.wall;
+        }
+    }
+
+    fn on_tick(&mut self, now: Now, out: &mut Vec<Effect>) {
+        let stale = self.settings.stale_timeout;
+        let iteration = self.iteration();
+        let Phase::Running(session) = &self.phase else {
+            return;
+        };
+        if session.kill.is_some() || session.paused_since.is_some() {
+            return;
+        }
+        let idle = session.idle_for(now.mono);
+        if idle < stale {
+            return;
+        }
+        let global = session.global;
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={global} status=watchdog_kill idle={:.1}s limit={:.1}s: no output, killing the session",
+                idle.as_secs_f64(),
+                stale.as_secs_f64()
+            ),
+        );
+        out.push(Effect::Emit(Event::WatchdogStale {
+            iteration,
+            global,
+            idle_secs: round_secs(idle),
+            output_bytes: session.output_bytes,
+        }));
+        self.kill_session(KillReason::Watchdog, out);
+    }
+
+    fn kill_session(&mut self, reason: KillReason, out: &mut Vec<Effect>) {
+        let grace = self.settings.kill_grace;
+        let Phase::Running(session) = &mut self.phase else {
+            return;
+        };
+        if session.kill.is_some() {
+            // Already dying; a stronger reason (stop now) still wins for the record.
+            if reason == KillReason::StopNow {
+                session.kill = Some(reason);
+            }
+            return;
+        }
+        session.kill = Some(reason);
+        out.push(Effect::TerminateGroup {
+            pgid: session.pgid,
+            grace,
+        });
+        out.push(Effect::WriteStatus);
+    }
+
+    fn on_session_exited(
+        &mut self,
+        now: Now,
+        exit_code: i32,
+        needed_sigkill: bool,
+        lingering_killed: u64,
+        out: &mut Vec<Effect>,
+    ) {
+        let iteration = self.iteration();
+        let Phase::Running(session) = &mut self.phase else {
+            return;
+        };
+        session.duration = now.mono.saturating_duration_since(session.started);
+        let global = session.global;
+        if session.paused_since.is_some() {
+            session.paused_since = None;
+        }
+        session.exit_code = Some(match session.kill {
+            Some(KillReason::Watchdog) => 124,
+            _ => exit_code,
+        });
+        match session.kill {
+            Some(KillReason::Watchdog) => {
+                self.counters.watchdog_kills += 1;
+                out.push(Effect::Emit(Event::WatchdogKill {
+                    iteration,
+                    global,
+                    needed_sigkill,
+                }));
+            }
+            Some(reason) => {
+                if reason == KillReason::User {
+                    self.counters.user_kills += 1;
+                }
+                out.push(Effect::Emit(Event::SessionKilled {
+                    iteration,
+                    global,
+                    reason,
+                    needed_sigkill,
+                }));
+            }
+            None => {}
+        }
+        if lingering_killed > 0 {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "iteration={iteration} global={global} killed {lingering_killed} process(es) left in the session's group after the agent exited"
+                ),
+            );
+            out.push(Effect::Emit(Event::LingeringKilled {
+                iteration,
+                global,
+                processes: lingering_killed,
+            }));
+        }
+        let output_file = session.output_file.clone();
+        let session = session.clone();
+        self.phase = Phase::Analyzing(session);
+        out.push(Effect::AnalyzeSession { output_file });
+        out.push(Effect::WriteStatus);
+    }
+
+    fn on_session_analyzed(&mut self, now: Now, findings: SessionFindings, out: &mut Vec<Effect>) {
+        let Phase::Analyzing(session) = &self.phase else {
+            return;
+        };
+        let session = session.clone();
+        let iteration = self.iteration();
+        let exit_code = session.exit_code.unwrap_or(-1);
+        let rate_limited = findings.rate_limit.is_some();
+        let empty = !rate_limited && findings.output_bytes < self.settings.min_output_bytes;
+        let productive = !rate_limited && !empty;
+        let will_retry_empty = empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
+
+        self.last_exit_code = Some(exit_code);
+        self.last_session_wall = Some(session.started_wall);
+        self.last_session = Some((
+            session.global,
+            session.output_file.clone(),
+            findings.output_bytes,
+        ));
+        if findings.committed {
+            self.counters.commits += 1;
+        }
+        log(
+            out,
+            Level::Info,
+            format!(
+                "iteration={iteration} global={} status=session_complete exit={exit_code} bytes={} duration={:.1}s committed={}{}",
+                session.global,
+                findings.output_bytes,
+                session.duration.as_secs_f64(),
+                findings.committed,
+                if rate_limited { " rate_limited=true" } else if empty { " empty=true" } else { "" }
+            ),
+        );
+        out.push(Effect::Emit(Event::SessionComplete {
+            iteration,
+            global: session.global,
+            output_bytes: findings.output_bytes,
+            exit_code,
+            duration_secs: round_secs(session.duration),
+            committed: findings.committed,
+            retries: self.empty_retries_this_iteration,
+            rate_limited,
+            productive,
+        }));
+
+        if self.stop_now {
+            let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
+            self.finish(now, reason, out);
+            return;
+        }
+
+        if let Some(limit) = findings.rate_limit {
+            self.on_rate_limited(now, iteration, &session, limit, out);
+            return;
+        }
+        self.consecutive_rate_limits = 0;
+        self.rate_limit_resets_at = None;
+
+        if empty {
+            if will_retry_empty {
+                self.empty_retries_this_iteration += 1;
+                self.counters.empty_retries += 1;
+                let retry = self.empty_retries_this_iteration;
+                log(
+                    out,
+                    Level::Warn,
+                    format!(
+                        "iteration={iteration} global={} status=retrying output={} bytes < {}: empty session, retry {retry}/{} in {:.1}s",
+                        session.global,
+                        findings.output_bytes,
+                        self.settings.min_output_bytes,
+                        self.settings.max_empty_retries,
+                        self.settings.retry_delay.as_secs_f64()
+                    ),
+                );
+                out.push(Effect::Emit(Event::EmptyRetry {
+                    iteration,
+                    global: session.global,
+                    output_bytes: findings.output_bytes,
+                    retry,
+                    max_retries: self.settings.max_empty_retries,
+                }));
+                if let Some(reason) = self.pending_stop_reason() {
+                    self.finish(now, reason, out);
+                    return;
+                }
+                self.wait(now, WaitKind::Retry, self.settings.retry_delay, out);
+            } else {
+                self.counters.empty_iterations += 1;
+                log(
+                    out,
+                    Level::Warn,
+                    format!(
+                        "iteration={iteration} global={} empty after {} retries, moving on",
+                        session.global, self.settings.max_empty_retries
+                    ),
+                );
+                self.complete_iteration(now, out);
+            }
+            return;
+        }
+
+        self.counters.productive += 1;
+        self.last_completed_iteration = Some(iteration);
+        self.last_completed_global = Some(session.global);
+        self.last_committed = Some(findings.committed);
+        self.phase = Phase::PostHooks;
+        out.push(Effect::WriteStatus);
+        out.push(Effect::RunHooks {
+            kind: HookKind::PostSession,
+            env: vec![
+                ("HARNESS_ITERATION".into(), iteration.to_string()),
+                ("HARNESS_GLOBAL_ITERATION".into(), session.global.to_string()),
+                (
+                    "HARNESS_OUTPUT_FILE".into(),
+                    session.output_file.display().to_string(),
+                ),
+                ("HARNESS_EXIT_CODE".into(), exit_code.to_string()),
+                ("HARNESS_OUTPUT_BYTES".into(), findings.output_bytes.to_string()),
+                (
+                    "HARNESS_SESSION_DURATION".into(),
+                    session.duration.as_secs().to_string(),
+                ),
+                ("HARNESS_COMMITTED".into(), findings.committed.to_string()),
+            ],
+        });
+    }
+
+    fn on_rate_limited(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        session: &Session,
+        limit: RateLimitFinding,
+        out: &mut Vec<Effect>,
+    ) {
+        self.consecutive_rate_limits += 1;
+        self.counters.rate_limits += 1;
+        let consecutive = self.consecutive_rate_limits;
+        let backoff = Core::backoff_delay(&self.settings, consecutive);
+        // A reset time the agent gave wins when it comes sooner than the cap.
+        let until_reset = limit.resets_at.map(|reset| {
+            (reset - now.wall)
+                .to_std()
+                .unwrap_or(Duration::ZERO)
+        });
+        let delay = match until_reset {
+            Some(until) if until < self.settings.max_delay => until,
+            _ => backoff,
+        };
+        self.rate_limit_resets_at = limit.resets_at;
+        let reset_note = match (limit.resets_at, until_reset) {
+            (Some(at), Some(until)) if until < self.settings.max_delay => {
+                format!(" resets_at={} (waiting for the reset)", at.format("%Y-%m-%dT%H:%M:%SZ"))
+            }
+            (Some(at), _) => format!(" resets_at={} (later than the cap)", at.format("%Y-%m-%dT%H:%M:%SZ")),
+            _ => String::new(),
+        };
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={} status=rate_limited_backoff consecutive={consecutive}/{} backoff={:.1}s reason=\"{}\"{reset_note}",
+                session.global,
+                self.settings.max_consecutive_rate_limits,
+                delay.as_secs_f64(),
+                limit.reason
+            ),
+        );
+        out.push(Effect::Emit(Event::RateLimited {
+            iteration,
+            global: session.global,
+            reason: limit.reason,
+            consecutive,
+            backoff_secs: round_secs(delay),
+            resets_at: limit.resets_at,
+        }));
+        if consecutive >= self.settings.max_consecutive_rate_limits {
+            log(
+                out,
+                Level::Error,
+                format!("{consecutive} rate-limited sessions in a row, giving up"),
+            );
+            self.finish(now, ExitReason::RateLimited { consecutive }, out);
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        self.wait(now, WaitKind::Backoff, delay, out);
+    }
+
+    fn complete_iteration(&mut self, now: Now, out: &mut Vec<Effect>) {
+        self.completed_iterations += 1;
+        self.empty_retries_this_iteration = 0;
+        if self.completed_iterations >= self.settings.max_iterations {
+            self.finish(now, ExitReason::MaxIterations, out);
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        if self.stop_file_seen {
+            // Let the iteration check remove it and stop, without the pause.
+            self.begin_iteration(out);
+            return;
+        }
+        self.wait(now, WaitKind::BetweenIterations, self.settings.initial_delay, out);
+    }
+
+    fn wait(&mut self, now: Now, kind: WaitKind, after: Duration, out: &mut Vec<Effect>) {
+        self.timer_epoch += 1;
+        let epoch = self.timer_epoch;
+        self.phase = Phase::Waiting { kind, epoch };
+        self.wait_until_wall = chrono::Duration::from_std(after)
+            .ok()
+            .and_then(|d| now.wall.checked_add_signed(d));
+        out.push(Effect::ArmTimer { epoch, after });
+        out.push(Effect::WriteStatus);
+    }
+
+    fn on_timer(&mut self, _now: Now, epoch: u64, out: &mut Vec<Effect>) {
+        match self.phase {
+            Phase::Waiting { epoch: current, .. } if current == epoch => self.begin_iteration(out),
+            _ => {}
+        }
+    }
+
+    fn on_signal(&mut self, now: Now, signal: StopSignal, out: &mut Vec<Effect>) {
+        let second = self
+            .last_interrupt
+            .is_some_and(|last| now.mono.saturating_duration_since(last) <= DOUBLE_INTERRUPT_WINDOW);
+        self.last_interrupt = Some(now.mono);
+        if second {
+            log(
+                out,
+                Level::Warn,
+                format!("Caught {} again, killing the session now", signal.name()),
+            );
+            self.stop_request = Some(StopRequest::Signal(signal));
+            self.stop_now_requested(now, out);
+            return;
+        }
+        log(
+            out,
+            Level::Warn,
+            format!("Caught {}, finishing current session...", signal.name()),
+        );
+        if self.stop_request.is_none() {
+            self.stop_request = Some(StopRequest::Signal(signal));
+            out.push(Effect::Emit(Event::StopRequested {
+                source: signal.name().to_string(),
+            }));
+        }
+        self.stop_if_idle(now, out);
+    }
+
+    /// Stop at once when nothing is running that the stop should wait for.
+    fn stop_if_idle(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if matches!(self.phase, Phase::Waiting { .. } | Phase::NotStarted) {
+            if let Some(reason) = self.pending_stop_reason() {
+                self.finish(now, reason, out);
+            }
+        } else {
+            out.push(Effect::WriteStatus);
+        }
+    }
+
+    fn stop_now_requested(&mut self, now: Now, out: &mut Vec<Effect>) {
+        self.stop_now = true;
+        match self.phase {
+            Phase::Running(_) => self.kill_session(KillReason::StopNow, out),
+            Phase::Waiting { .. } | Phase::NotStarted | Phase::CheckingStop => {
+                let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
+                self.finish(now, reason, out);
+            }
+            // Hooks, spawning and analysis are short; the stop takes effect right after.
+            _ => out.push(Effect::WriteStatus),
+        }
+    }
+
+    fn on_command(&mut self, now: Now, command: Command, out: &mut Vec<Effect>) {
+        match command {
+            Command::Pause => {
+                if let Phase::Running(session) = &mut self.phase
+                    && session.paused_since.is_none()
+                    && session.kill.is_none()
+                {
+                    session.paused_since = Some(now.mono);
+                    let (pgid, global) = (session.pgid, session.global);
+                    log(out, Level::Info, format!("global={global} status=paused"));
+                    out.push(Effect::PauseGroup { pgid });
+                    out.push(Effect::Emit(Event::Paused { global }));
+                    out.push(Effect::WriteStatus);
+                }
+            }
+            Command::Resume => {
+                if let Phase::Running(session) = &mut self.phase
+                    && let Some(since) = session.paused_since.take()
+                {
+                    let paused = now.mono.saturating_duration_since(since);
+                    // The watchdog clock was frozen: move the last growth forward by the pause.
+                    session.last_growth += paused;
+                    let (pgid, global) = (session.pgid, session.global);
+                    log(out, Level::Info, format!("global={global} status=resumed"));
+                    out.push(Effect::ResumeGroup { pgid });
+                    out.push(Effect::Emit(Event::Resumed {
+                        global,
+                        paused_secs: round_secs(paused),
+                    }));
+                    out.push(Effect::WriteStatus);
+                }
+            }
+            Command::KillSession => {
+                if self.session_running() {
+                    log(out, Level::Warn, "killing the session at the user's request".into());
+                    self.kill_session(KillReason::User, out);
+                }
+            }
+            Command::StopAfterCurrent => {
+                if self.stop_request == Some(StopRequest::User) {
+                    self.stop_request = None;
+                    log(out, Level::Info, "stop cancelled".into());
+                    out.push(Effect::Emit(Event::StopCancelled));
+                    out.push(Effect::WriteStatus);
+                } else if self.stop_request.is_none() {
+                    self.stop_request = Some(StopRequest::User);
+                    log(out, Level::Info, "stopping after the current session".into());
+                    out.push(Effect::Emit(Event::StopRequested {
+                        source: "user".into(),
+                    }));
+                    self.stop_if_idle(now, out);
+                }
+            }
+            Command::StopNow => {
+                if self.stop_request.is_none() {
+                    self.stop_request = Some(StopRequest::User);
+                }
+                log(out, Level::Warn, "stopping now at the user's request".into());
+                self.stop_now_requested(now, out);
+            }
+        }
+    }
+
+    fn pending_stop_reason(&self) -> Option<ExitReason> {
+        match &self.stop_request {
+            Some(StopRequest::Signal(signal)) => Some(ExitReason::Signal {
+                signal: signal.name().into(),
+                forced: self.stop_now,
+            }),
+            Some(StopRequest::User) => Some(ExitReason::UserStop),
+            None => None,
+        }
+    }
+
+    fn hook_failed(&mut self, kind: HookKind, failure: HookFailure, out: &mut Vec<Effect>) {
+        self.counters.hook_failures += 1;
+        let what = match kind {
+            HookKind::PreSession => "pre-session",
+            HookKind::PostSession => "post-session",
+        };
+        let how = if failure.timed_out {
+            "timed out".to_string()
+        } else {
+            match failure.exit_code {
+                Some(code) => format!("exit={code}"),
+                None => "killed by a signal".to_string(),
+            }
+        };
+        log(
+            out,
+            Level::Warn,
+            format!("{what} hook failed ({how}): {}", failure.command),
+        );
+        out.push(Effect::Emit(Event::HookFailed {
+            kind,
+            command: failure.command,
+            exit_code: failure.exit_code,
+            timed_out: failure.timed_out,
+            output: failure.output,
+        }));
+    }
+
+    fn finish(&mut self, now: Now, reason: ExitReason, out: &mut Vec<Effect>) {
+        if self.phase == Phase::Stopped {
+            return;
+        }
+        self.timer_epoch += 1;
+        self.phase = Phase::Stopped;
+        self.wait_until_wall = None;
+        self.exit_reason = Some(reason.clone());
+        let duration = self
+            .loop_start
+            .map_or(Duration::ZERO, |start| now.mono.saturating_duration_since(start.mono));
+        out.push(Effect::Emit(Event::LoopEnd {
+            reason: reason.clone(),
+            iterations: self.completed_iterations,
+            counters: self.counters.clone(),
+            duration_secs: round_secs(duration),
+        }));
+        out.push(Effect::WriteStatus);
+        out.push(Effect::Exit(reason));
+    }
+}
+
+fn log(out: &mut Vec<Effect>, level: Level, message: String) {
+    out.push(Effect::Log { level, message });
+}
+
+/// Seconds with millisecond precision, for the record.
+fn round_secs(duration: Duration) -> f64 {
+    (duration.as_secs_f64() * 1000.0).round() / 1000.0
+}

@@ -1,0 +1,9 @@
+//! The supervision engine: runs the agent session after session under a watchdog.
+//! It knows nothing about terminals; the console printer and the control room
+//! watch it through [`crate::protocol`].
+
+pub mod core;
+pub mod hooks;
+pub mod process;
+pub mod prompt;
+pub mod runtime;

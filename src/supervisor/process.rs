@@ -1,0 +1,285 @@
+//! Processes: spawn the agent in its own process group with its output file as
+//! stdout and stderr, signal the whole group, escalate TERM to KILL, and reap.
+//!
+//! A session is over only when no live process of its group is left, not when
+//! the leader exits: a background `sleep 600 &` must not outlive its session.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::process::ExitStatusExt;
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep};
+
+/// How often a dying group is looked at.
+const GROUP_POLL: Duration = Duration::from_millis(50);
+/// After SIGKILL, how long to wait for the kernel before reporting the group as stuck.
+const KILL_SETTLE: Duration = Duration::from_secs(10);
+
+/// Makes clowder the reaper of orphans from its sessions, so their zombies do not
+/// stay in the group (and look alive) on systems whose init does not reap.
+pub fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers and touches no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// A started agent: the leader and its process group id.
+pub struct Spawned {
+    pub child: Child,
+    pub pid: i32,
+    pub pgid: i32,
+}
+
+/// Starts `program args` in `cwd` as the leader of a new process group, with
+/// stdin `/dev/null` and `output` (opened for append) as stdout and stderr.
+pub fn spawn_agent(program: &str, args: &[String], output: &File, cwd: &Path) -> io::Result<Spawned> {
+    let stdout = output.try_clone()?;
+    let stderr = output.try_clone()?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .process_group(0)
+        .kill_on_drop(false);
+    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
+    // async-signal-safe. Spawning from the runtime's own thread matters: the parent-
+    // death signal fires when the forking thread exits.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command.spawn()?;
+    let pid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .ok_or_else(|| io::Error::other("the agent exited before its pid was known"))?;
+    Ok(Spawned {
+        child,
+        pid,
+        pgid: pid,
+    })
+}
+
+/// Sends `signal` to every process of the group; a group already gone is not an error.
+pub fn signal_group(pgid: i32, signal: Signal) {
+    if pgid <= 1 {
+        return;
+    }
+    match killpg(Pid::from_raw(pgid), signal) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(err) => tracing::warn!("signal {signal} to group {pgid}: {err}"),
+    }
+}
+
+/// One process as `/proc/PID/stat` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: i32,
+    pub state: char,
+    pub ppid: i32,
+    pub pgid: i32,
+}
+
+pub fn read_proc_stat(pid: i32) -> Option<ProcInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: split after the last ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some(ProcInfo {
+        pid,
+        state,
+        ppid,
+        pgid,
+    })
+}
+
+/// Every process whose process group is `pgid`, zombies included.
+pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(read_proc_stat)
+        .filter(|info| info.pgid == pgid)
+        .collect()
+}
+
+/// Reaps zombies that were reparented to clowder (it is their subreaper), except
+/// the pids in `owned`, which tokio waits for itself.
+pub fn reap_orphan_zombies(owned: &[i32]) -> usize {
+    let me = std::process::id() as i32;
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let zombies: Vec<i32> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| !owned.contains(pid))
+        .filter_map(read_proc_stat)
+        .filter(|info| info.ppid == me && info.state == 'Z')
+        .map(|info| info.pid)
+        .collect();
+    for pid in &zombies {
+        let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+    }
+    zombies.len()
+}
+
+/// Processes of the group that are still alive (not zombies), after reaping the
+/// zombies that are clowder's to reap.
+pub fn live_members(pgid: i32, owned: &[i32]) -> Vec<ProcInfo> {
+    let members = group_members(pgid);
+    if members.iter().any(|m| m.state == 'Z') {
+        reap_orphan_zombies(owned);
+    }
+    members
+        .into_iter()
+        .filter(|m| m.state != 'Z' && m.state != 'X')
+        .collect()
+}
+
+/// The shell-style exit code of a process: its code, or 128 + the signal.
+pub fn exit_code(status: ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|signal| 128 + signal))
+        .unwrap_or(-1)
+}
+
+/// How a session's process group ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupEnd {
+    pub exit_code: i32,
+    pub needed_sigkill: bool,
+    /// Processes still in the group after the leader had exited on its own.
+    pub lingering_killed: u64,
+    /// Live processes still there after SIGKILL and the settle time (stuck in the kernel).
+    pub stuck: usize,
+}
+
+/// Owns one session's process group from spawn to the last process reaped.
+///
+/// A message on `kill_requests` starts TERM (+CONT, in case it is paused), and
+/// KILL after `grace`. Once the leader exits, anything left in the group gets the
+/// same treatment.
+pub async fn supervise_group(
+    mut child: Child,
+    pgid: i32,
+    grace: Duration,
+    mut kill_requests: mpsc::UnboundedReceiver<()>,
+) -> GroupEnd {
+    let leader = pgid;
+    let mut kill_deadline: Option<Instant> = None;
+    let mut needed_sigkill = false;
+    let mut kill_requests_open = true;
+
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            request = kill_requests.recv(), if kill_requests_open => {
+                match request {
+                    Some(()) if kill_deadline.is_none() => {
+                        terminate(pgid);
+                        kill_deadline = Some(Instant::now() + grace);
+                    }
+                    Some(()) => {}
+                    None => kill_requests_open = false,
+                }
+            }
+            _ = sleep_until_opt(kill_deadline), if kill_deadline.is_some() && !needed_sigkill => {
+                signal_group(pgid, Signal::SIGKILL);
+                needed_sigkill = true;
+            }
+        }
+    };
+    let exit_code = match status {
+        Ok(status) => exit_code(status),
+        Err(err) => {
+            tracing::warn!("waiting for agent {leader}: {err}");
+            -1
+        }
+    };
+
+    let mut lingering_killed = 0;
+    let lingering = live_members(pgid, &[]);
+    if !lingering.is_empty() && kill_deadline.is_none() {
+        lingering_killed = lingering.len() as u64;
+        terminate(pgid);
+        kill_deadline = Some(Instant::now() + grace);
+    }
+    let mut killed_at: Option<Instant> = needed_sigkill.then(Instant::now);
+    let mut stuck = 0;
+    loop {
+        let live = live_members(pgid, &[]);
+        if live.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        if let Some(at) = killed_at {
+            if now.duration_since(at) > KILL_SETTLE {
+                stuck = live.len();
+                tracing::warn!("process group {pgid}: {stuck} process(es) survive SIGKILL");
+                break;
+            }
+        } else if kill_deadline.is_some_and(|deadline| now >= deadline) {
+            signal_group(pgid, Signal::SIGKILL);
+            needed_sigkill = true;
+            killed_at = Some(now);
+        }
+        sleep(GROUP_POLL).await;
+    }
+    GroupEnd {
+        exit_code,
+        needed_sigkill,
+        lingering_killed,
+        stuck,
+    }
+}
+
+fn terminate(pgid: i32) {
+    signal_group(pgid, Signal::SIGTERM);
+    // A stopped process does not run its TERM handler until it is continued.
+    signal_group(pgid, Signal::SIGCONT);
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_stat_of_self_parses() {
+        let me = std::process::id() as i32;
+        let info = read_proc_stat(me).expect("own stat");
+        assert_eq!(info.pid, me);
+        assert_eq!(info.state, 'R');
+    }
+}

@@ -1,0 +1,604 @@
+//! The tokio side of the supervisor: feeds [`Input`]s (signals, timers, the child's
+//! exit, output growth, user commands) to the pure [`Core`] and carries out the
+//! [`Effect`]s it returns: spawning, signalling, hooks, files.
+//!
+//! Runs on a current-thread runtime: the agent is spawned from the thread that
+//! owns it, which is what the parent-death signal is tied to.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use nix::sys::signal::Signal;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+
+use super::core::{
+    Core, Effect, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding, SessionFindings,
+    Settings, StopSignal,
+};
+use super::{hooks, process, prompt};
+use crate::agent::{Detectors, scan_output_file};
+use crate::config::{Config, pattern_strings};
+use crate::protocol::{Command, Event, ExitReason, HookKind, Snapshot};
+use crate::store::counter::{Counter, create_output_file, highest_output_number};
+use crate::store::events::EventLog;
+use crate::store::status;
+
+/// How often the status file is refreshed while a session runs.
+const STATUS_REFRESH: Duration = Duration::from_secs(2);
+/// The longest gap between two looks at the output file and the STOP file.
+const MAX_POLL: Duration = Duration::from_secs(1);
+/// In verbose mode, output is copied to the console at least this often.
+const VERBOSE_POLL: Duration = Duration::from_millis(200);
+/// At most this much agent output is echoed per poll in verbose mode.
+const VERBOSE_CHUNK: usize = 1 << 20;
+
+/// Where the supervisor's human-readable output goes: the console in headless
+/// mode, the control room otherwise.
+pub trait Reporter: Send {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str);
+    fn event(&mut self, _wall: DateTime<Utc>, _event: &Event) {}
+    fn agent_output(&mut self, _bytes: &[u8]) {}
+}
+
+/// What the loop needs besides the config.
+pub struct RuntimeOptions {
+    pub working_dir: PathBuf,
+    /// Echo the agent's output through the reporter.
+    pub verbose: bool,
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub reason: ExitReason,
+    pub snapshot: Snapshot,
+}
+
+/// Messages from the runtime's own tasks back to the loop.
+enum Internal {
+    Core(Input),
+    PromptReady {
+        text: String,
+        warnings: Vec<String>,
+    },
+    PromptFailed(String),
+    HooksDone {
+        kind: HookKind,
+        failures: Vec<HookFailure>,
+    },
+    GroupEnded(process::GroupEnd),
+}
+
+struct LiveSession {
+    pgid: i32,
+    output_file: PathBuf,
+    kill: mpsc::UnboundedSender<()>,
+    git_head_before: Option<String>,
+    echoed: u64,
+}
+
+pub struct Runtime {
+    config: Config,
+    options: RuntimeOptions,
+    core: Core,
+    reporter: Box<dyn Reporter>,
+    detectors: Arc<Detectors>,
+    event_log: Option<EventLog>,
+    counter: Counter,
+    status_path: PathBuf,
+    stop_file: PathBuf,
+    output_dir: PathBuf,
+    session: Option<LiveSession>,
+    pending_iteration: u64,
+    snapshots: watch::Sender<Arc<Snapshot>>,
+    internal_tx: mpsc::UnboundedSender<Internal>,
+    internal_rx: mpsc::UnboundedReceiver<Internal>,
+    last_status_write: Option<Instant>,
+    status_error_reported: bool,
+    exit: Option<ExitReason>,
+}
+
+impl Runtime {
+    /// Prepares everything that can fail before the loop starts: the event log,
+    /// the counter, the output directory, the patterns.
+    pub fn new(
+        config: Config,
+        options: RuntimeOptions,
+        mut reporter: Box<dyn Reporter>,
+    ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
+        let cwd = options.working_dir.clone();
+        // `./x` and `x` name the same file; keep `.` out of the paths users read.
+        let resolve = |path: &Path| -> PathBuf {
+            cwd.join(path)
+                .components()
+                .filter(|c| *c != std::path::Component::CurDir)
+                .collect()
+        };
+        let output_dir = resolve(&config.session.output_dir.0);
+        std::fs::create_dir_all(&output_dir).map_err(|err| {
+            format!(
+                "cannot create the output directory {}: {err}",
+                output_dir.display()
+            )
+        })?;
+        let detectors = Detectors::new(
+            &pattern_strings(&config.detect.rate_limit_patterns),
+            &pattern_strings(&config.detect.commit_patterns),
+        )?;
+        let event_log = match config.event_log_path() {
+            Some(path) => {
+                let path = resolve(path);
+                Some(EventLog::open(&path).map_err(|err| {
+                    format!("cannot open the event log {}: {err}", path.display())
+                })?)
+            }
+            None => None,
+        };
+        let prefix = &config.session.output_prefix.0;
+        let highest = highest_output_number(&output_dir, prefix);
+        let loaded = Counter::load(&resolve(&config.session.counter_file.0), highest);
+        if let Some(warning) = loaded.warning {
+            reporter.log(Utc::now(), Level::Warn, &warning);
+        }
+        let settings = Settings {
+            max_iterations: config.session.max_iterations.0,
+            stale_timeout: config.stale_timeout(),
+            min_output_bytes: config.watchdog.min_output_bytes,
+            max_empty_retries: config.retry.max_empty_retries,
+            retry_delay: config.retry.retry_delay_secs.0,
+            initial_delay: config.backoff.initial_delay_secs.0,
+            max_delay: config.backoff.max_delay_secs.0,
+            max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
+            kill_grace: KILL_GRACE,
+        };
+        let core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
+        let snapshot = Arc::new(core.snapshot(Utc::now()));
+        let (snapshots, snapshot_rx) = watch::channel(snapshot);
+        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
+        let runtime = Runtime {
+            status_path: resolve(&config.output.status_file.0),
+            stop_file: resolve(&config.shutdown.stop_file.0),
+            output_dir,
+            config,
+            core,
+            reporter,
+            detectors: Arc::new(detectors),
+            event_log,
+            counter: loaded.counter,
+            session: None,
+            pending_iteration: 0,
+            snapshots,
+            internal_tx,
+            internal_rx,
+            last_status_write: None,
+            status_error_reported: false,
+            exit: None,
+            options,
+        };
+        Ok((runtime, snapshot_rx))
+    }
+
+    fn poll_period(&self) -> Duration {
+        let mut period = self.config.watchdog.check_interval_secs.0.min(MAX_POLL);
+        if self.options.verbose {
+            period = period.min(VERBOSE_POLL);
+        }
+        period.max(Duration::from_millis(20))
+    }
+
+    fn now(&self) -> Now {
+        Now {
+            mono: Instant::now(),
+            wall: Utc::now(),
+        }
+    }
+
+    /// Runs the loop until it ends; `commands` are the user's (may never send).
+    pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
+        process::become_subreaper();
+        let mut sigint = signal(SignalKind::interrupt()).ok();
+        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut ticker = tokio::time::interval(self.poll_period());
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut commands_open = true;
+        let mut queue = VecDeque::from([Input::Start]);
+
+        loop {
+            while let Some(input) = queue.pop_front() {
+                let effects = self.core.step(self.now(), input);
+                for effect in effects {
+                    self.execute(effect, &mut queue);
+                }
+                self.snapshots
+                    .send_replace(Arc::new(self.core.snapshot(Utc::now())));
+            }
+            if self.exit.is_some() && self.session.is_none() {
+                break;
+            }
+            tokio::select! {
+                Some(message) = self.internal_rx.recv() => {
+                    if let Some(input) = self.on_internal(message) {
+                        queue.push_back(input);
+                    }
+                }
+                Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
+                Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
+                command = commands.recv(), if commands_open => match command {
+                    Some(command) => queue.push_back(Input::Command(command)),
+                    None => commands_open = false,
+                },
+                _ = ticker.tick() => self.on_tick(&mut queue),
+            }
+        }
+        process::reap_orphan_zombies(&[]);
+        let snapshot = self.core.snapshot(Utc::now());
+        Outcome {
+            reason: self.exit.unwrap_or(ExitReason::MaxIterations),
+            snapshot,
+        }
+    }
+
+    fn on_tick(&mut self, queue: &mut VecDeque<Input>) {
+        if self.exit.is_some() {
+            return;
+        }
+        if let Some(session) = &self.session {
+            if let Ok(meta) = std::fs::metadata(&session.output_file) {
+                queue.push_back(Input::OutputSize { bytes: meta.len() });
+            }
+            if self.options.verbose {
+                self.echo_output();
+            }
+        }
+        if self.stop_file.exists() {
+            queue.push_back(Input::StopFileSeen);
+        }
+        queue.push_back(Input::Tick);
+        if self.core.session_running()
+            && self
+                .last_status_write
+                .is_none_or(|at| at.elapsed() >= STATUS_REFRESH)
+        {
+            self.write_status();
+        }
+    }
+
+    /// Copies what the agent wrote since the last look to the reporter.
+    fn echo_output(&mut self) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        let Ok(mut file) = File::open(&session.output_file) else {
+            return;
+        };
+        if file.seek(SeekFrom::Start(session.echoed)).is_err() {
+            return;
+        }
+        let mut buf = Vec::new();
+        if let Ok(read) = file.take(VERBOSE_CHUNK as u64).read_to_end(&mut buf) {
+            session.echoed += read as u64;
+            if read > 0 {
+                self.reporter.agent_output(&buf);
+            }
+        }
+    }
+
+    fn on_internal(&mut self, message: Internal) -> Option<Input> {
+        match message {
+            Internal::Core(input) => Some(input),
+            Internal::HooksDone { kind, failures } => Some(match kind {
+                HookKind::PreSession => Input::PreHooksFinished {
+                    failure: failures.into_iter().next(),
+                },
+                HookKind::PostSession => Input::PostHooksFinished { failures },
+            }),
+            Internal::PromptFailed(error) => Some(Input::SpawnFailed {
+                global: None,
+                error,
+            }),
+            Internal::PromptReady { text, warnings } => {
+                for warning in warnings {
+                    self.reporter.log(Utc::now(), Level::Warn, &warning);
+                }
+                Some(self.spawn_session(&text))
+            }
+            Internal::GroupEnded(end) => {
+                if self.options.verbose {
+                    self.echo_output();
+                }
+                if end.stuck > 0 {
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Error,
+                        &format!(
+                            "{} process(es) of the session survived SIGKILL (stuck in the kernel?)",
+                            end.stuck
+                        ),
+                    );
+                }
+                Some(Input::SessionExited {
+                    exit_code: end.exit_code,
+                    needed_sigkill: end.needed_sigkill,
+                    lingering_killed: end.lingering_killed,
+                })
+            }
+        }
+    }
+
+    fn spawn_session(&mut self, prompt_text: &str) -> Input {
+        let prefix = self.config.session.output_prefix.0.clone();
+        let (global, output_file, file) =
+            match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
+                Ok(created) => created,
+                Err(err) => {
+                    return Input::SpawnFailed {
+                        global: Some(self.counter.next()),
+                        error: format!(
+                            "cannot create the output file in {}: {err}",
+                            self.output_dir.display()
+                        ),
+                    };
+                }
+            };
+        // Persisted before the session starts: a crash never hands this number out again.
+        if let Err(err) = self.counter.commit(global) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!("cannot save the iteration counter: {err}"),
+            );
+        }
+        let args = prompt::agent_args(&self.config.agent.args, prompt_text);
+        let git_head_before = git_head(&self.options.working_dir);
+        let spawned = match process::spawn_agent(
+            &self.config.agent.command.0,
+            &args,
+            &file,
+            &self.options.working_dir,
+        ) {
+            Ok(spawned) => spawned,
+            Err(err) => {
+                return Input::SpawnFailed {
+                    global: Some(global),
+                    error: format!("`{}`: {err}", self.config.agent.command.0),
+                };
+            }
+        };
+        drop(file);
+        let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+        let (pid, pgid) = (spawned.pid, spawned.pgid);
+        let tx = self.internal_tx.clone();
+        let grace = self.core.settings().kill_grace;
+        tokio::spawn(async move {
+            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx).await;
+            let _ = tx.send(Internal::GroupEnded(end));
+        });
+        self.session = Some(LiveSession {
+            pgid,
+            output_file: output_file.clone(),
+            kill: kill_tx,
+            git_head_before,
+            echoed: 0,
+        });
+        Input::Spawned {
+            global,
+            pid,
+            pgid,
+            output_file,
+        }
+    }
+
+    fn execute(&mut self, effect: Effect, queue: &mut VecDeque<Input>) {
+        match effect {
+            Effect::Log { level, message } => self.reporter.log(Utc::now(), level, &message),
+            Effect::Emit(event) => self.emit(&event),
+            Effect::WriteStatus => self.write_status(),
+            Effect::CheckStopFile => queue.push_back(Input::StopFileChecked {
+                present: self.stop_file.exists(),
+            }),
+            Effect::RemoveStopFile => {
+                if let Err(err) = std::fs::remove_file(&self.stop_file) {
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Warn,
+                        &format!("cannot remove {}: {err}", self.stop_file.display()),
+                    );
+                }
+            }
+            Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
+            Effect::Spawn { iteration } => self.build_prompt(iteration),
+            Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
+            Effect::ResumeGroup { pgid } => process::signal_group(pgid, Signal::SIGCONT),
+            Effect::TerminateGroup { pgid, .. } => {
+                if let Some(session) = self.session.as_ref().filter(|s| s.pgid == pgid) {
+                    let _ = session.kill.send(());
+                }
+            }
+            Effect::AnalyzeSession { output_file } => self.analyze(output_file),
+            Effect::ArmTimer { epoch, after } => {
+                let tx = self.internal_tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    let _ = tx.send(Internal::Core(Input::TimerFired { epoch }));
+                });
+            }
+            Effect::Exit(reason) => self.exit = Some(reason),
+        }
+    }
+
+    fn emit(&mut self, event: &Event) {
+        let wall = Utc::now();
+        if let Some(log) = &mut self.event_log {
+            let result = log.append(wall, event).and_then(|()| {
+                // A later run must find where a session started even if clowder dies.
+                if matches!(event, Event::SessionStart { .. } | Event::LoopEnd { .. }) {
+                    log.sync()
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(err) = result {
+                let path = log.path().display().to_string();
+                self.reporter.log(
+                    wall,
+                    Level::Error,
+                    &format!("cannot append to the event log {path}: {err}"),
+                );
+            }
+        }
+        self.reporter.event(wall, event);
+    }
+
+    fn write_status(&mut self) {
+        let snapshot = self.core.snapshot(Utc::now());
+        let mut snapshot = snapshot;
+        // The core learns the size at each poll; the status shows the freshest.
+        if let Some(session) = &self.session
+            && let Ok(meta) = std::fs::metadata(&session.output_file)
+        {
+            snapshot.output_bytes = snapshot.output_bytes.max(meta.len());
+        }
+        match status::write(&self.status_path, &snapshot) {
+            Ok(()) => self.status_error_reported = false,
+            Err(err) => {
+                if !self.status_error_reported {
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Error,
+                        &format!(
+                            "cannot write the status file {}: {err} (keeping the last good one)",
+                            self.status_path.display()
+                        ),
+                    );
+                    self.status_error_reported = true;
+                }
+            }
+        }
+        self.last_status_write = Some(Instant::now());
+    }
+
+    fn base_env(&self) -> Vec<(String, String)> {
+        vec![(
+            "HARNESS_PROMPT_FILE".into(),
+            self.config.prompt_path().display().to_string(),
+        )]
+    }
+
+    fn run_hooks(&mut self, kind: HookKind, mut env: Vec<(String, String)>) {
+        env.extend(self.base_env());
+        let commands: Vec<String> = match kind {
+            HookKind::PreSession => {
+                env.push((
+                    "HARNESS_GLOBAL_ITERATION".into(),
+                    self.counter.next().to_string(),
+                ));
+                &self.config.hooks.pre_session
+            }
+            HookKind::PostSession => &self.config.hooks.post_session,
+        }
+        .iter()
+        .map(|c| c.0.clone())
+        .collect();
+        let tx = self.internal_tx.clone();
+        let cwd = self.options.working_dir.clone();
+        let timeout = self.config.hooks.timeout_secs.0;
+        tokio::spawn(async move {
+            let failures = hooks::run_hooks(
+                &commands,
+                &env,
+                &cwd,
+                timeout,
+                kind == HookKind::PreSession,
+            )
+            .await;
+            let _ = tx.send(Internal::HooksDone { kind, failures });
+        });
+    }
+
+    fn build_prompt(&mut self, iteration: u64) {
+        self.pending_iteration = iteration;
+        let prompt_file = self.options.working_dir.join(self.config.prompt_path());
+        let commands: Vec<String> = self
+            .config
+            .prompt
+            .prepend_commands
+            .iter()
+            .map(|c| c.0.clone())
+            .collect();
+        let mut env = self.base_env();
+        env.push(("HARNESS_ITERATION".into(), iteration.to_string()));
+        env.push((
+            "HARNESS_GLOBAL_ITERATION".into(),
+            self.counter.next().to_string(),
+        ));
+        let tx = self.internal_tx.clone();
+        let cwd = self.options.working_dir.clone();
+        let timeout = self.config.hooks.timeout_secs.0;
+        tokio::spawn(async move {
+            let message = match prompt::build(&prompt_file, &commands, &env, &cwd, timeout).await {
+                Ok(built) => Internal::PromptReady {
+                    text: built.text,
+                    warnings: built.warnings,
+                },
+                Err(error) => Internal::PromptFailed(error),
+            };
+            let _ = tx.send(message);
+        });
+    }
+
+    fn analyze(&mut self, output_file: PathBuf) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let detectors = Arc::clone(&self.detectors);
+        let cwd = self.options.working_dir.clone();
+        let tx = self.internal_tx.clone();
+        let head_before = session.git_head_before;
+        tokio::task::spawn_blocking(move || {
+            let output_bytes = std::fs::metadata(&output_file).map_or(0, |m| m.len());
+            let scan = scan_output_file(&output_file, &detectors).unwrap_or_default();
+            let head_after = git_head(&cwd);
+            let head_moved = head_before.is_some() && head_after.is_some() && head_before != head_after;
+            let findings = SessionFindings {
+                output_bytes,
+                committed: head_moved || scan.commit_pattern_seen,
+                rate_limit: scan.rate_limit.map(|limit| RateLimitFinding {
+                    reason: limit.reason,
+                    resets_at: limit
+                        .resets_at_epoch
+                        .and_then(|epoch| DateTime::<Utc>::from_timestamp(epoch, 0)),
+                }),
+            };
+            let _ = tx.send(Internal::Core(Input::SessionAnalyzed(findings)));
+        });
+    }
+}
+
+async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match stream {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The working tree's HEAD commit, if it is a git repository with one.
+fn git_head(cwd: &Path) -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "--verify", "-q", "HEAD"])
+        .current_dir(cwd)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .filter(|head| !head.is_empty())
+}
