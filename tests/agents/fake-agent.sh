@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A fake coding agent for clowder's tests. It behaves as the mode says, so tests can
+# drive every path of the supervisor with a real process.
+#
+# Usage: fake-agent.sh MODE [ARG]   (the prompt, if passed, is ignored unless MODE uses it)
+# Modes:
+#   normal [LINES]      emit Claude-style stream-json: init, LINES assistant lines, result
+#   empty               print nothing, exit 0
+#   tiny                print a few bytes (under min_output_bytes), exit 0
+#   hang                print one line, then sleep forever (watchdog target)
+#   ignore-term         print one line, ignore SIGTERM, sleep forever
+#   background [SECS]   print normal output, leave `sleep SECS` running in the background, exit
+#   fork N              start N children that sleep, print, then wait on them
+#   flood BYTES         write BYTES bytes of stream-json-shaped lines, exit
+#   term-marker FILE    print, then sleep; on SIGTERM write FILE and exit 143
+#   replay FILE         print FILE (a stream-json transcript) line by line, exit
+#   slow SECS           print a line every 0.1 s for SECS seconds, exit
+#   exit CODE           print normal output, exit CODE
+#   prompt              print the prompt (first argument after the mode) and normal output
+# Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
+set -u
+mode=${1:-normal}
+arg=${2:-}
+if [ -n "${FAKE_AGENT_PIDFILE:-}" ]; then
+  echo "$$ $(ps -o pgid= -p $$ | tr -d ' ')" >> "$FAKE_AGENT_PIDFILE"
+fi
+
+init_line='{"type":"system","subtype":"init","session_id":"fake-session","model":"claude-sonnet-4-5","tools":["Bash","Edit"],"cwd":"/tmp"}'
+result_line='{"type":"result","subtype":"success","is_error":false,"num_turns":2,"duration_ms":1200,"total_cost_usd":0.0123,"result":"All done.","session_id":"fake-session"}'
+
+assistant() {
+  printf '{"type":"assistant","message":{"id":"msg_%s","role":"assistant","content":[{"type":"text","text":"Step %s: working on the task."}],"usage":{"input_tokens":10,"output_tokens":5}}}\n' "$1" "$1"
+}
+
+normal() {
+  local lines=${1:-3}
+  echo "$init_line"
+  for i in $(seq 1 "$lines"); do assistant "$i"; done
+  echo "$result_line"
+}
+
+case "$mode" in
+  normal) normal "${arg:-3}" ;;
+  empty) exit 0 ;;
+  tiny) printf 'ok\n' ;;
+  hang) echo "$init_line"; exec sleep 100000 ;;
+  ignore-term)
+    trap '' TERM
+    echo "$init_line"
+    # Keep the shell itself alive (not exec) so the TERM trap applies to it.
+    while true; do sleep 1; done ;;
+  background)
+    normal 3
+    sleep "${arg:-600}" &
+    exit 0 ;;
+  fork)
+    for _ in $(seq 1 "${arg:-3}"); do sleep 600 & done
+    normal 3
+    wait ;;
+  flood)
+    line='{"type":"assistant","message":{"id":"msg_flood","content":[{"type":"text","text":"0123456789012345678901234567890123456789012345678901234567890123456789"}]}}'
+    count=$(( ${arg:-1000000} / (${#line} + 1) + 1 ))
+    yes "$line" | head -n "$count" ;;
+  term-marker)
+    trap 'echo terminated > "$arg"; exit 143' TERM
+    echo "$init_line"
+    while true; do sleep 0.1; done ;;
+  replay) cat "$arg" ;;
+  slow)
+    end=$(( $(date +%s) + ${arg:-2} ))
+    i=0
+    while [ "$(date +%s)" -lt "$end" ]; do i=$((i+1)); assistant "$i"; sleep 0.1; done
+    echo "$result_line" ;;
+  exit) normal 3; exit "${arg:-1}" ;;
+  prompt) printf '%s\n' "$arg"; normal 3 ;;
+  *) echo "fake-agent: unknown mode $mode" >&2; exit 64 ;;
+esac

@@ -1,0 +1,218 @@
+//! Shared helpers for the integration tests: a throwaway project folder with a
+//! `harness.toml` and `PROMPT.md`, the real `clowder` binary run inside it, and
+//! polling helpers (tests wait for conditions to deadlines, never fixed sleeps).
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+/// Generous: these deadlines only matter when something is broken.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub fn clowder_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_clowder"))
+}
+
+pub fn fake_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fake-agent.sh")
+}
+
+pub fn shared_fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures")
+        .join(rel)
+}
+
+/// A `harness.toml` running the fake agent in `mode` with fast timings, plus `extra`
+/// TOML appended (later tables may not repeat earlier ones: pass whole extra tables).
+pub fn fast_config(mode_args: &[&str], extra: &str) -> String {
+    let args: Vec<String> = mode_args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[agent]\ncommand = {:?}\nargs = [{}]\n\n[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.5\n\n[retry]\nretry_delay_secs = 0.05\n\n{extra}\n",
+        fake_agent().display().to_string(),
+        args.join(", ")
+    )
+}
+
+pub struct Project {
+    pub dir: TempDir,
+}
+
+impl Project {
+    pub fn new(harness_toml: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("harness.toml"), harness_toml).expect("write harness.toml");
+        std::fs::write(dir.path().join("PROMPT.md"), "Fix the failing test.\n").expect("write PROMPT.md");
+        Project { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        std::fs::write(self.path(rel), content).expect("write file");
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(clowder_bin());
+        command
+            .args(args)
+            .current_dir(self.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Runs clowder to completion (killing it at the deadline) and returns its output.
+    pub fn run(&self, args: &[&str]) -> Output {
+        let child = self.command(args).spawn().expect("spawn clowder");
+        wait_with_deadline(child, DEADLINE)
+    }
+
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args).spawn().expect("spawn clowder")
+    }
+
+    /// The event log, one JSON value per line.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.path("harness-events.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}")))
+            .collect()
+    }
+
+    pub fn events_named(&self, name: &str) -> Vec<serde_json::Value> {
+        self.events()
+            .into_iter()
+            .filter(|e| e["event"] == name)
+            .collect()
+    }
+
+    pub fn status(&self) -> serde_json::Value {
+        serde_json::from_str(&self.read("harness.status")).expect("status is JSON")
+    }
+
+    pub fn output_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.root())
+            .expect("read dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("claude-iteration-") && n.ends_with(".jsonl"))
+            })
+            .collect();
+        files.sort();
+        files
+    }
+}
+
+pub fn wait_with_deadline(mut child: Child, deadline: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        match child.try_wait().expect("try_wait") {
+            Some(_) => break,
+            None if start.elapsed() > deadline => {
+                let _ = child.kill();
+                let output = child.wait_with_output().expect("wait");
+                panic!(
+                    "clowder did not finish within {deadline:?}\nstdout:\n{}\nstderr:\n{}",
+                    String::from_utf8_lossy(&output.stdout),
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    if let Some(mut out) = child.stdout.take() {
+        out.read_to_end(&mut stdout).expect("read stdout");
+    }
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_end(&mut stderr).expect("read stderr");
+    }
+    let status = child.wait().expect("wait");
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `deadline` passes.
+pub fn wait_until(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if condition() {
+            return true;
+        }
+        if start.elapsed() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `pid` is a live process (zombies count as gone).
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z" && s != "X"))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+/// Live processes (not zombies) whose process group is `pgid`, from `/proc`.
+pub fn live_group_members(pgid: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let (_, rest) = stat.rsplit_once(')')?;
+                    let fields: Vec<&str> = rest.split_whitespace().collect();
+                    let state = *fields.first()?;
+                    let group: i32 = fields.get(2)?.parse().ok()?;
+                    Some(group == pgid && state != "Z" && state != "X")
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+pub fn stdout_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr_of(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Sends `signal` (e.g. libc::SIGINT) to `pid`.
+pub fn send_signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) with a pid and a signal number touches no memory.
+    let rc = unsafe { libc::kill(pid as i32, signal) };
+    assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
+}
