@@ -189,7 +189,10 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
     };
     let agent = find_program(&config.agent.command.0, cwd)
         .map_or_else(|| "not found".to_string(), |p| p.display().to_string());
-    println!("# clowder {} — dry run: configuration is valid", env!("CARGO_PKG_VERSION"));
+    println!(
+        "# clowder {} — dry run: configuration is valid",
+        env!("CARGO_PKG_VERSION")
+    );
     println!("# config: {source}");
     println!("# prompt file in force: {}", config.prompt_path().display());
     println!("# agent: {agent}");

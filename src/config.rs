@@ -270,7 +270,8 @@ impl Config {
 
     /// Parses TOML text; `file` is only used to name the source in errors.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        let locate = |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
+        let locate =
+            |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
         let deserializer = toml::de::Deserializer::parse(text).map_err(|err| ConfigError {
             file: file.to_path_buf(),
             position: locate(err.span()),
@@ -334,7 +335,12 @@ impl Config {
 }
 
 fn first_line(message: &str) -> String {
-    message.lines().next().unwrap_or_default().trim().to_string()
+    message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
@@ -345,7 +351,10 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
         .iter()
         .rposition(|&b| b == b'\n')
         .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[line_start..]).chars().count() + 1;
+    let column = String::from_utf8_lossy(&before[line_start..])
+        .chars()
+        .count()
+        + 1;
     (line, column)
 }
 
@@ -384,7 +393,10 @@ fn deserialize_duration<'de, D: Deserializer<'de>>(
     let value = deserializer.deserialize_any(NumberVisitor { expected })?;
     let ok = value.is_finite() && (value > 0.0 || (allow_zero && value == 0.0));
     if !ok || value * unit_secs >= 1e12 {
-        return Err(de::Error::invalid_value(de::Unexpected::Float(value), &expected));
+        return Err(de::Error::invalid_value(
+            de::Unexpected::Float(value),
+            &expected,
+        ));
     }
     Ok(Duration::from_secs_f64(value * unit_secs))
 }
@@ -537,6 +549,13 @@ mod tests {
     }
 
     #[test]
+    fn the_reference_file_holds_exactly_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness.toml");
+        let config = Config::load(&path, true).expect("reference config parses");
+        assert_eq!(config, Config::default());
+    }
+
+    #[test]
     fn empty_file_gives_defaults() {
         let config = parse("").expect("empty config is valid");
         assert_eq!(config, Config::default());
@@ -560,7 +579,10 @@ mod tests {
         let err = parse("[watchdog]\nstale_timeout = 3\n").expect_err("unknown key");
         assert_eq!(err.position, Some((2, 1)));
         assert_eq!(err.key.as_deref(), Some("watchdog.stale_timeout"));
-        assert!(err.message.contains("unknown field `stale_timeout`"), "{err}");
+        assert!(
+            err.message.contains("unknown field `stale_timeout`"),
+            "{err}"
+        );
     }
 
     #[test]

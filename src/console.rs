@@ -103,6 +103,8 @@ mod tests {
             ),
             "[2026-02-14T23:15:00Z] [INFO]  iteration=14 global=362 status=session_running pid=54321"
         );
-        assert!(format_line(wall, Level::Error, "x").starts_with("[2026-02-14T23:15:00Z] [ERROR] x"));
+        assert!(
+            format_line(wall, Level::Error, "x").starts_with("[2026-02-14T23:15:00Z] [ERROR] x")
+        );
     }
 }

@@ -4,6 +4,8 @@
 //! reading of agent output ([`agent`]) and the configuration ([`config`]); the
 //! `clowder` binary is a thin shell around [`cli::main`].
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
 #[path = "agent_stub.rs"]
 pub mod agent;
 pub mod cli;

@@ -9,7 +9,12 @@ fn three_normal_sessions_leave_three_output_files_and_a_summary() {
     let project = Project::new(&fast_config(&["normal"], ""));
     let output = project.run(&["--headless", "3"]);
     let stdout = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "stdout:\n{stdout}\nstderr:\n{}", stderr_of(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        stderr_of(&output)
+    );
     assert_eq!(project.output_files().len(), 3);
     assert_eq!(project.read(".iteration_counter").trim(), "3");
     let completes = project.events_named("session_complete");
@@ -25,10 +30,15 @@ fn three_normal_sessions_leave_three_output_files_and_a_summary() {
         assert!(event["retries"].is_number());
     }
     let last = stdout.lines().last().unwrap_or_default();
-    assert!(last.starts_with("clowder: stopped (max_iterations)"), "{last}");
+    assert!(
+        last.starts_with("clowder: stopped (max_iterations)"),
+        "{last}"
+    );
     assert!(last.contains("3 productive of 3 max"), "{last}");
     assert!(
-        stdout.lines().any(|l| l.contains("[INFO]  iteration=1 global=1 status=session_running pid=")),
+        stdout
+            .lines()
+            .any(|l| l.contains("[INFO]  iteration=1 global=1 status=session_running pid=")),
         "{stdout}"
     );
     let status = project.status();

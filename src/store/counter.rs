@@ -131,6 +131,9 @@ mod tests {
         let (number, path, _) = create_output_file(dir.path(), "run", 3).expect("create");
         assert_eq!(number, 4);
         assert!(path.ends_with("run-4.jsonl"));
-        assert_eq!(std::fs::read_to_string(dir.path().join("run-3.jsonl")).expect("read"), "old");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("run-3.jsonl")).expect("read"),
+            "old"
+        );
     }
 }

@@ -70,7 +70,8 @@ mod tests {
         let path = dir.path().join("events.jsonl");
         std::fs::write(&path, b"{\"ts\":\"x\",\"event\":\"loop_st").expect("write");
         let mut log = EventLog::open(&path).expect("open");
-        log.append(Utc::now(), &Event::StopCancelled).expect("append");
+        log.append(Utc::now(), &Event::StopCancelled)
+            .expect("append");
         let text = std::fs::read_to_string(&path).expect("read");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2);

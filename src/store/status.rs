@@ -56,7 +56,12 @@ pub fn writer_alive(pid: u32) -> bool {
 }
 
 /// The `--status` report.
-pub fn render(snapshot: &Snapshot, alive: bool, now: DateTime<Utc>, current_size: Option<u64>) -> String {
+pub fn render(
+    snapshot: &Snapshot,
+    alive: bool,
+    now: DateTime<Utc>,
+    current_size: Option<u64>,
+) -> String {
     let mut lines = Vec::new();
     let running = alive && snapshot.state != LoopState::Stopped;
     if running {
@@ -93,7 +98,9 @@ pub fn render(snapshot: &Snapshot, alive: bool, now: DateTime<Utc>, current_size
         snapshot.iteration, snapshot.max_iterations
     ));
     lines.push(format!("State: {}", snapshot.state.as_str()));
-    let size = current_size.unwrap_or(snapshot.output_bytes).max(snapshot.output_bytes);
+    let size = current_size
+        .unwrap_or(snapshot.output_bytes)
+        .max(snapshot.output_bytes);
     let growth = if !running {
         String::new()
     } else if snapshot.state == LoopState::SessionRunning {
@@ -127,7 +134,9 @@ pub fn render(snapshot: &Snapshot, alive: bool, now: DateTime<Utc>, current_size
             } else {
                 "no commit"
             };
-            lines.push(format!("Last completed: iteration {iteration}{global} — {commit}"));
+            lines.push(format!(
+                "Last completed: iteration {iteration}{global} — {commit}"
+            ));
         }
         (None, _) => lines.push("Last completed: none yet".to_string()),
     }

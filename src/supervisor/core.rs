@@ -87,19 +87,28 @@ pub enum Input {
     /// Begin the loop.
     Start,
     /// Answer to [`Effect::CheckStopFile`].
-    StopFileChecked { present: bool },
+    StopFileChecked {
+        present: bool,
+    },
     /// The runtime noticed the STOP file while a session runs or the loop waits.
     StopFileSeen,
-    PreHooksFinished { failure: Option<HookFailure> },
+    PreHooksFinished {
+        failure: Option<HookFailure>,
+    },
     Spawned {
         global: u64,
         pid: i32,
         pgid: i32,
         output_file: PathBuf,
     },
-    SpawnFailed { global: Option<u64>, error: String },
+    SpawnFailed {
+        global: Option<u64>,
+        error: String,
+    },
     /// The output file's current size; sent on every poll while a session runs.
-    OutputSize { bytes: u64 },
+    OutputSize {
+        bytes: u64,
+    },
     /// Periodic: lets the watchdog look at the clock.
     Tick,
     /// The leader was reaped and no process of the group is left.
@@ -109,8 +118,12 @@ pub enum Input {
         lingering_killed: u64,
     },
     SessionAnalyzed(SessionFindings),
-    PostHooksFinished { failures: Vec<HookFailure> },
-    TimerFired { epoch: u64 },
+    PostHooksFinished {
+        failures: Vec<HookFailure>,
+    },
+    TimerFired {
+        epoch: u64,
+    },
     Signal(StopSignal),
     Command(Command),
 }
@@ -118,19 +131,39 @@ pub enum Input {
 /// Something the runtime must do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    Log { level: Level, message: String },
+    Log {
+        level: Level,
+        message: String,
+    },
     Emit(Event),
     WriteStatus,
     CheckStopFile,
     RemoveStopFile,
-    RunHooks { kind: HookKind, env: Vec<(String, String)> },
-    Spawn { iteration: u64 },
-    PauseGroup { pgid: i32 },
-    ResumeGroup { pgid: i32 },
+    RunHooks {
+        kind: HookKind,
+        env: Vec<(String, String)>,
+    },
+    Spawn {
+        iteration: u64,
+    },
+    PauseGroup {
+        pgid: i32,
+    },
+    ResumeGroup {
+        pgid: i32,
+    },
     /// TERM (and CONT) to the group, then KILL after `grace` if anything is left.
-    TerminateGroup { pgid: i32, grace: Duration },
-    AnalyzeSession { output_file: PathBuf },
-    ArmTimer { epoch: u64, after: Duration },
+    TerminateGroup {
+        pgid: i32,
+        grace: Duration,
+    },
+    AnalyzeSession {
+        output_file: PathBuf,
+    },
+    ArmTimer {
+        epoch: u64,
+        after: Duration,
+    },
     Exit(ExitReason),
 }
 
@@ -392,7 +425,11 @@ impl Core {
             } => self.on_spawned(now, global, pid, pgid, output_file, &mut out),
             Input::SpawnFailed { global, error } => {
                 let what = global.map_or(String::new(), |g| format!(" global={g}"));
-                log(&mut out, Level::Error, format!("cannot start the agent{what}: {error}"));
+                log(
+                    &mut out,
+                    Level::Error,
+                    format!("cannot start the agent{what}: {error}"),
+                );
                 self.finish(now, ExitReason::Fatal { message: error }, &mut out);
             }
             Input::OutputSize { bytes } => self.on_output_size(now, bytes),
@@ -471,7 +508,11 @@ impl Core {
     fn on_stop_file_seen(&mut self, now: Now, out: &mut Vec<Effect>) {
         if !self.stop_file_seen {
             self.stop_file_seen = true;
-            log(out, Level::Info, "STOP file found, stopping after the current session".into());
+            log(
+                out,
+                Level::Info,
+                "STOP file found, stopping after the current session".into(),
+            );
             out.push(Effect::WriteStatus);
         }
         if matches!(self.phase, Phase::Waiting { .. }) {
@@ -490,7 +531,11 @@ impl Core {
             let iteration = self.iteration();
             let reason = format!("pre-session hook failed: {}", failure.command);
             self.hook_failed(HookKind::PreSession, failure, out);
-            log(out, Level::Warn, format!("iteration={iteration} skipped: {reason}"));
+            log(
+                out,
+                Level::Warn,
+                format!("iteration={iteration} skipped: {reason}"),
+            );
             out.push(Effect::Emit(Event::IterationSkipped { iteration, reason }));
             self.complete_iteration(now, out);
             return;
@@ -691,7 +736,8 @@ impl Core {
         let rate_limited = findings.rate_limit.is_some();
         let empty = !rate_limited && findings.output_bytes < self.settings.min_output_bytes;
         let productive = !rate_limited && !empty;
-        let will_retry_empty = empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
+        let will_retry_empty =
+            empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
         self.last_exit_code = Some(exit_code);
         self.last_session_wall = Some(session.started_wall);
@@ -712,7 +758,13 @@ impl Core {
                 findings.output_bytes,
                 session.duration.as_secs_f64(),
                 findings.committed,
-                if rate_limited { " rate_limited=true" } else if empty { " empty=true" } else { "" }
+                if rate_limited {
+                    " rate_limited=true"
+                } else if empty {
+                    " empty=true"
+                } else {
+                    ""
+                }
             ),
         );
         out.push(Effect::Emit(Event::SessionComplete {
@@ -794,13 +846,19 @@ impl Core {
             kind: HookKind::PostSession,
             env: vec![
                 ("HARNESS_ITERATION".into(), iteration.to_string()),
-                ("HARNESS_GLOBAL_ITERATION".into(), session.global.to_string()),
+                (
+                    "HARNESS_GLOBAL_ITERATION".into(),
+                    session.global.to_string(),
+                ),
                 (
                     "HARNESS_OUTPUT_FILE".into(),
                     session.output_file.display().to_string(),
                 ),
                 ("HARNESS_EXIT_CODE".into(), exit_code.to_string()),
-                ("HARNESS_OUTPUT_BYTES".into(), findings.output_bytes.to_string()),
+                (
+                    "HARNESS_OUTPUT_BYTES".into(),
+                    findings.output_bytes.to_string(),
+                ),
                 (
                     "HARNESS_SESSION_DURATION".into(),
                     session.duration.as_secs().to_string(),
@@ -823,11 +881,9 @@ impl Core {
         let consecutive = self.consecutive_rate_limits;
         let backoff = Core::backoff_delay(&self.settings, consecutive);
         // A reset time the agent gave wins when it comes sooner than the cap.
-        let until_reset = limit.resets_at.map(|reset| {
-            (reset - now.wall)
-                .to_std()
-                .unwrap_or(Duration::ZERO)
-        });
+        let until_reset = limit
+            .resets_at
+            .map(|reset| (reset - now.wall).to_std().unwrap_or(Duration::ZERO));
         let delay = match until_reset {
             Some(until) if until < self.settings.max_delay => until,
             _ => backoff,
@@ -835,9 +891,15 @@ impl Core {
         self.rate_limit_resets_at = limit.resets_at;
         let reset_note = match (limit.resets_at, until_reset) {
             (Some(at), Some(until)) if until < self.settings.max_delay => {
-                format!(" resets_at={} (waiting for the reset)", at.format("%Y-%m-%dT%H:%M:%SZ"))
+                format!(
+                    " resets_at={} (waiting for the reset)",
+                    at.format("%Y-%m-%dT%H:%M:%SZ")
+                )
             }
-            (Some(at), _) => format!(" resets_at={} (later than the cap)", at.format("%Y-%m-%dT%H:%M:%SZ")),
+            (Some(at), _) => format!(
+                " resets_at={} (later than the cap)",
+                at.format("%Y-%m-%dT%H:%M:%SZ")
+            ),
             _ => String::new(),
         };
         log(
@@ -891,7 +953,12 @@ impl Core {
             self.begin_iteration(out);
             return;
         }
-        self.wait(now, WaitKind::BetweenIterations, self.settings.initial_delay, out);
+        self.wait(
+            now,
+            WaitKind::BetweenIterations,
+            self.settings.initial_delay,
+            out,
+        );
     }
 
     fn wait(&mut self, now: Now, kind: WaitKind, after: Duration, out: &mut Vec<Effect>) {
@@ -913,9 +980,9 @@ impl Core {
     }
 
     fn on_signal(&mut self, now: Now, signal: StopSignal, out: &mut Vec<Effect>) {
-        let second = self
-            .last_interrupt
-            .is_some_and(|last| now.mono.saturating_duration_since(last) <= DOUBLE_INTERRUPT_WINDOW);
+        let second = self.last_interrupt.is_some_and(|last| {
+            now.mono.saturating_duration_since(last) <= DOUBLE_INTERRUPT_WINDOW
+        });
         self.last_interrupt = Some(now.mono);
         if second {
             log(
@@ -999,7 +1066,11 @@ impl Core {
             }
             Command::KillSession => {
                 if self.session_running() {
-                    log(out, Level::Warn, "killing the session at the user's request".into());
+                    log(
+                        out,
+                        Level::Warn,
+                        "killing the session at the user's request".into(),
+                    );
                     self.kill_session(KillReason::User, out);
                 }
             }
@@ -1011,7 +1082,11 @@ impl Core {
                     out.push(Effect::WriteStatus);
                 } else if self.stop_request.is_none() {
                     self.stop_request = Some(StopRequest::User);
-                    log(out, Level::Info, "stopping after the current session".into());
+                    log(
+                        out,
+                        Level::Info,
+                        "stopping after the current session".into(),
+                    );
                     out.push(Effect::Emit(Event::StopRequested {
                         source: "user".into(),
                     }));
@@ -1022,7 +1097,11 @@ impl Core {
                 if self.stop_request.is_none() {
                     self.stop_request = Some(StopRequest::User);
                 }
-                log(out, Level::Warn, "stopping now at the user's request".into());
+                log(
+                    out,
+                    Level::Warn,
+                    "stopping now at the user's request".into(),
+                );
                 self.stop_now_requested(now, out);
             }
         }
@@ -1075,9 +1154,9 @@ impl Core {
         self.phase = Phase::Stopped;
         self.wait_until_wall = None;
         self.exit_reason = Some(reason.clone());
-        let duration = self
-            .loop_start
-            .map_or(Duration::ZERO, |start| now.mono.saturating_duration_since(start.mono));
+        let duration = self.loop_start.map_or(Duration::ZERO, |start| {
+            now.mono.saturating_duration_since(start.mono)
+        });
         out.push(Effect::Emit(Event::LoopEnd {
             reason: reason.clone(),
             iterations: self.completed_iterations,

@@ -42,12 +42,19 @@ pub struct Spawned {
 
 /// Starts `program args` in `cwd` as the leader of a new process group, with
 /// stdin `/dev/null` and `output` (opened for append) as stdout and stderr.
-pub fn spawn_agent(program: &str, args: &[String], output: &File, cwd: &Path) -> io::Result<Spawned> {
+pub fn spawn_agent(
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+    output: &File,
+    cwd: &Path,
+) -> io::Result<Spawned> {
     let stdout = output.try_clone()?;
     let stderr = output.try_clone()?;
     let mut command = Command::new(program);
     command
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(stdout))

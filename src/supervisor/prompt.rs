@@ -24,8 +24,12 @@ pub async fn build(
     cwd: &Path,
     timeout: Duration,
 ) -> Result<BuiltPrompt, String> {
-    let prompt = std::fs::read(prompt_file)
-        .map_err(|err| format!("cannot read the prompt file {}: {err}", prompt_file.display()))?;
+    let prompt = std::fs::read(prompt_file).map_err(|err| {
+        format!(
+            "cannot read the prompt file {}: {err}",
+            prompt_file.display()
+        )
+    })?;
     let prompt = String::from_utf8_lossy(&prompt).into_owned();
     let mut parts = Vec::new();
     let mut warnings = Vec::new();
@@ -36,7 +40,10 @@ pub async fn build(
                     let how = if run.timed_out {
                         "timed out".to_string()
                     } else {
-                        format!("exit {}", run.exit_code.map_or("signal".into(), |c| c.to_string()))
+                        format!(
+                            "exit {}",
+                            run.exit_code.map_or("signal".into(), |c| c.to_string())
+                        )
                     };
                     warnings.push(format!("prepend command `{command}` failed ({how})"));
                 }
@@ -80,7 +87,11 @@ mod tests {
         let built = runtime
             .block_on(build(
                 &file,
-                &["echo status: green".into(), "true".into(), "echo second".into()],
+                &[
+                    "echo status: green".into(),
+                    "true".into(),
+                    "echo second".into(),
+                ],
                 &[],
                 dir.path(),
                 Duration::from_secs(10),

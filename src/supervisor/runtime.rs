@@ -356,9 +356,21 @@ impl Runtime {
         }
         let args = prompt::agent_args(&self.config.agent.args, prompt_text);
         let git_head_before = git_head(&self.options.working_dir);
+        // The agent can tell which session it is, e.g. to name its own logs.
+        let mut env = self.base_env();
+        env.push((
+            "HARNESS_ITERATION".into(),
+            self.pending_iteration.to_string(),
+        ));
+        env.push(("HARNESS_GLOBAL_ITERATION".into(), global.to_string()));
+        env.push((
+            "HARNESS_OUTPUT_FILE".into(),
+            output_file.display().to_string(),
+        ));
         let spawned = match process::spawn_agent(
             &self.config.agent.command.0,
             &args,
+            &env,
             &file,
             &self.options.working_dir,
         ) {
@@ -509,14 +521,9 @@ impl Runtime {
         let cwd = self.options.working_dir.clone();
         let timeout = self.config.hooks.timeout_secs.0;
         tokio::spawn(async move {
-            let failures = hooks::run_hooks(
-                &commands,
-                &env,
-                &cwd,
-                timeout,
-                kind == HookKind::PreSession,
-            )
-            .await;
+            let failures =
+                hooks::run_hooks(&commands, &env, &cwd, timeout, kind == HookKind::PreSession)
+                    .await;
             let _ = tx.send(Internal::HooksDone { kind, failures });
         });
     }
@@ -564,7 +571,8 @@ impl Runtime {
             let output_bytes = std::fs::metadata(&output_file).map_or(0, |m| m.len());
             let scan = scan_output_file(&output_file, &detectors).unwrap_or_default();
             let head_after = git_head(&cwd);
-            let head_moved = head_before.is_some() && head_after.is_some() && head_before != head_after;
+            let head_moved =
+                head_before.is_some() && head_after.is_some() && head_before != head_after;
             let findings = SessionFindings {
                 output_bytes,
                 committed: head_moved || scan.commit_pattern_seen,

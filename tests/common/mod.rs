@@ -46,7 +46,8 @@ impl Project {
     pub fn new(harness_toml: &str) -> Project {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("harness.toml"), harness_toml).expect("write harness.toml");
-        std::fs::write(dir.path().join("PROMPT.md"), "Fix the failing test.\n").expect("write PROMPT.md");
+        std::fs::write(dir.path().join("PROMPT.md"), "Fix the failing test.\n")
+            .expect("write PROMPT.md");
         Project { dir }
     }
 
@@ -92,7 +93,9 @@ impl Project {
         let text = std::fs::read_to_string(self.path("harness-events.jsonl")).unwrap_or_default();
         text.lines()
             .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}")))
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("bad event line {l:?}: {e}"))
+            })
             .collect()
     }
 

@@ -1,0 +1,336 @@
+//! Property tests on the pure supervisor core: time is injected, nothing sleeps.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use clowder::protocol::{HookKind, LoopState};
+use clowder::supervisor::core::{
+    Core, Effect, Input, Now, RateLimitFinding, SessionFindings, Settings,
+};
+use proptest::prelude::*;
+
+fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
+    Settings {
+        max_iterations: 1_000,
+        stale_timeout: Duration::from_secs(60),
+        min_output_bytes: 100,
+        max_empty_retries: 2,
+        retry_delay: Duration::from_secs(5),
+        initial_delay: Duration::from_millis(initial_ms),
+        max_delay: Duration::from_millis(max_ms),
+        max_consecutive_rate_limits: max_consecutive,
+        kill_grace: Duration::from_secs(5),
+    }
+}
+
+/// Drives a core with an injected clock.
+struct Driver {
+    core: Core,
+    base: Instant,
+    wall: DateTime<Utc>,
+    elapsed: Duration,
+    global: u64,
+}
+
+impl Driver {
+    fn new(settings: Settings) -> Driver {
+        let mut driver = Driver {
+            core: Core::new(settings, 1, "agent".into()),
+            base: Instant::now(),
+            wall: DateTime::from_timestamp(1_800_000_000, 0).expect("valid"),
+            elapsed: Duration::ZERO,
+            global: 0,
+        };
+        driver.step(Input::Start);
+        driver
+    }
+
+    fn now(&self) -> Now {
+        Now {
+            mono: self.base + self.elapsed,
+            wall: self.wall + chrono::Duration::from_std(self.elapsed).expect("small"),
+        }
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.elapsed += by;
+    }
+
+    fn step(&mut self, input: Input) -> Vec<Effect> {
+        let now = self.now();
+        self.core.step(now, input)
+    }
+
+    /// From the start of an iteration to a running session.
+    fn start_session(&mut self) {
+        let effects = self.step(Input::StopFileChecked { present: false });
+        assert!(effects.iter().any(|e| matches!(
+            e,
+            Effect::RunHooks {
+                kind: HookKind::PreSession,
+                ..
+            }
+        )));
+        let effects = self.step(Input::PreHooksFinished { failure: None });
+        assert!(effects.iter().any(|e| matches!(e, Effect::Spawn { .. })));
+        self.global += 1;
+        self.step(Input::Spawned {
+            global: self.global,
+            pid: 1000,
+            pgid: 1000,
+            output_file: PathBuf::from(format!("out-{}.jsonl", self.global)),
+        });
+        assert!(self.core.session_running());
+    }
+
+    /// Ends the running session with `findings`; returns the effects of the analysis.
+    fn end_session(&mut self, findings: SessionFindings) -> Vec<Effect> {
+        let effects = self.step(Input::SessionExited {
+            exit_code: 0,
+            needed_sigkill: false,
+            lingering_killed: 0,
+        });
+        assert!(
+            effects
+                .iter()
+                .any(|e| matches!(e, Effect::AnalyzeSession { .. }))
+        );
+        self.step(Input::SessionAnalyzed(findings))
+    }
+
+    /// Lets whatever timer is armed fire, or finishes post hooks; true when a new
+    /// iteration check is pending.
+    fn continue_loop(&mut self, effects: &[Effect]) -> bool {
+        let mut pending: Vec<Effect> = effects.to_vec();
+        loop {
+            if pending.iter().any(|e| matches!(e, Effect::CheckStopFile)) {
+                return true;
+            }
+            if pending.iter().any(|e| matches!(e, Effect::Exit(_))) {
+                return false;
+            }
+            if let Some(epoch) = pending.iter().find_map(|e| match e {
+                Effect::ArmTimer { epoch, after } => Some((*epoch, *after)),
+                _ => None,
+            }) {
+                self.advance(epoch.1);
+                pending = self.step(Input::TimerFired { epoch: epoch.0 });
+                continue;
+            }
+            if pending.iter().any(|e| {
+                matches!(
+                    e,
+                    Effect::RunHooks {
+                        kind: HookKind::PostSession,
+                        ..
+                    }
+                )
+            }) {
+                pending = self.step(Input::PostHooksFinished {
+                    failures: Vec::new(),
+                });
+                continue;
+            }
+            return false;
+        }
+    }
+}
+
+fn armed_delay(effects: &[Effect]) -> Option<Duration> {
+    effects.iter().find_map(|e| match e {
+        Effect::ArmTimer { after, .. } => Some(*after),
+        _ => None,
+    })
+}
+
+fn rate_limited(resets_at: Option<DateTime<Utc>>) -> SessionFindings {
+    SessionFindings {
+        output_bytes: 5_000,
+        committed: false,
+        rate_limit: Some(RateLimitFinding {
+            reason: "test".into(),
+            resets_at,
+        }),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Backoff never exceeds the cap and never shrinks while rate limits continue.
+    #[test]
+    fn backoff_is_capped_and_monotonic(
+        initial_ms in 0u64..10_000,
+        max_ms in 0u64..1_000_000,
+        sessions in 1usize..40,
+    ) {
+        let mut driver = Driver::new(settings(initial_ms, max_ms, 1_000));
+        let mut previous = Duration::ZERO;
+        for _ in 0..sessions {
+            driver.start_session();
+            let effects = driver.end_session(rate_limited(None));
+            prop_assert_eq!(driver.core.state(), LoopState::RateLimitedBackoff);
+            let delay = armed_delay(&effects).expect("a backoff timer");
+            prop_assert!(delay <= Duration::from_millis(max_ms) + Duration::from_micros(1),
+                "delay {:?} over cap {}ms", delay, max_ms);
+            prop_assert!(delay >= previous, "delay shrank: {:?} after {:?}", delay, previous);
+            previous = delay;
+            prop_assert!(driver.continue_loop(&effects));
+        }
+    }
+
+    /// With reset times the agent gave, the wait still never exceeds the cap.
+    #[test]
+    fn reset_times_never_exceed_the_cap(
+        max_ms in 1u64..1_000_000,
+        reset_offsets in proptest::collection::vec(-100_000i64..10_000_000, 1..20),
+    ) {
+        let mut driver = Driver::new(settings(2_000, max_ms, 1_000));
+        for offset in reset_offsets {
+            driver.start_session();
+            let reset = driver.now().wall + chrono::Duration::milliseconds(offset);
+            let effects = driver.end_session(rate_limited(Some(reset)));
+            let delay = armed_delay(&effects).expect("a backoff timer");
+            prop_assert!(delay <= Duration::from_millis(max_ms) + Duration::from_micros(1));
+            prop_assert!(driver.continue_loop(&effects));
+        }
+    }
+
+    /// Empty sessions (and rate-limited ones) never count as productive, and never
+    /// run post-session hooks.
+    #[test]
+    fn empty_retries_never_count_as_productive(
+        outcomes in proptest::collection::vec((0u64..300, any::<bool>()), 1..60),
+    ) {
+        let mut driver = Driver::new(settings(10, 100, 1_000));
+        let mut expected_productive = 0;
+        for (bytes, limited) in outcomes {
+            driver.start_session();
+            let findings = SessionFindings {
+                output_bytes: bytes,
+                committed: false,
+                rate_limit: limited.then(|| RateLimitFinding { reason: "x".into(), resets_at: None }),
+            };
+            let productive = !limited && bytes >= 100;
+            let effects = driver.end_session(findings);
+            let post_hooks = effects.iter().any(|e| matches!(e, Effect::RunHooks { kind: HookKind::PostSession, .. }));
+            prop_assert_eq!(post_hooks, productive);
+            if productive {
+                expected_productive += 1;
+            }
+            prop_assert_eq!(driver.core.counters().productive, expected_productive);
+            if !driver.continue_loop(&effects) {
+                break;
+            }
+        }
+    }
+
+    /// The watchdog never kills a session whose output grew within the limit, and
+    /// always kills one that has been silent past it.
+    #[test]
+    fn watchdog_kills_only_stale_sessions(
+        steps in proptest::collection::vec((0u64..30_000, any::<bool>()), 1..200),
+    ) {
+        let stale = Duration::from_secs(60);
+        let mut driver = Driver::new(settings(10, 100, 1_000));
+        driver.start_session();
+        let mut bytes = 0;
+        let mut since_growth = Duration::ZERO;
+        for (advance_ms, grows) in steps {
+            driver.advance(Duration::from_millis(advance_ms));
+            since_growth += Duration::from_millis(advance_ms);
+            if grows {
+                bytes += 10;
+                since_growth = Duration::ZERO;
+                driver.step(Input::OutputSize { bytes });
+            }
+            let effects = driver.step(Input::Tick);
+            let killed = effects.iter().any(|e| matches!(e, Effect::TerminateGroup { .. }));
+            if since_growth < stale {
+                prop_assert!(!killed, "killed after only {:?} of silence", since_growth);
+            } else {
+                prop_assert!(killed, "not killed after {:?} of silence", since_growth);
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_good_session_resets_the_rate_limit_count() {
+    let mut driver = Driver::new(settings(1_000, 600_000, 5));
+    let mut delays = Vec::new();
+    for limited in [true, true, false, true] {
+        driver.start_session();
+        let findings = if limited {
+            rate_limited(None)
+        } else {
+            SessionFindings {
+                output_bytes: 500,
+                ..SessionFindings::default()
+            }
+        };
+        let effects = driver.end_session(findings);
+        if limited {
+            delays.push(armed_delay(&effects).expect("timer"));
+        }
+        assert!(driver.continue_loop(&effects));
+    }
+    assert_eq!(
+        delays,
+        vec![
+            Duration::from_secs(1),
+            Duration::from_secs(2),
+            Duration::from_secs(1)
+        ]
+    );
+}
+
+#[test]
+fn the_watchdog_clock_is_frozen_while_paused() {
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.advance(Duration::from_secs(50));
+    driver.step(Input::Command(clowder::protocol::Command::Pause));
+    driver.advance(Duration::from_secs(600));
+    let effects = driver.step(Input::Tick);
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    );
+    driver.step(Input::Command(clowder::protocol::Command::Resume));
+    driver.advance(Duration::from_secs(5));
+    let effects = driver.step(Input::Tick);
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    );
+    driver.advance(Duration::from_secs(6));
+    let effects = driver.step(Input::Tick);
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    );
+}
+
+#[test]
+fn too_many_rate_limits_in_a_row_end_the_loop() {
+    let mut driver = Driver::new(settings(10, 100, 3));
+    for round in 1..=3 {
+        driver.start_session();
+        let effects = driver.end_session(rate_limited(None));
+        if round < 3 {
+            assert!(driver.continue_loop(&effects));
+        } else {
+            assert!(effects.iter().any(|e| matches!(
+                e,
+                Effect::Exit(clowder::protocol::ExitReason::RateLimited { consecutive: 3 })
+            )));
+            assert!(driver.core.is_stopped());
+        }
+    }
+}
