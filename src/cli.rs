@@ -81,7 +81,37 @@ pub struct Args {
 /// Runs clowder with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
     let args = Args::parse();
+    init_diagnostics();
     run(args)
+}
+
+/// clowder's own diagnostics go to the file named by `CLOWDER_LOG`, never to the
+/// screen (the console and the control room belong to the loop).
+fn init_diagnostics() {
+    let Some(path) = std::env::var_os("CLOWDER_LOG") else {
+        return;
+    };
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        Ok(file) => file,
+        Err(err) => {
+            eprintln!(
+                "clowder: warning: cannot open CLOWDER_LOG file {}: {err}",
+                PathBuf::from(&path).display()
+            );
+            return;
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CLOWDER_LOG_LEVEL")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
 }
 
 pub fn run(args: Args) -> i32 {

@@ -6,7 +6,6 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
-#[path = "agent_stub.rs"]
 pub mod agent;
 pub mod cli;
 pub mod config;

@@ -1,0 +1,1523 @@
+//! One streaming pass over a finished session's output file.
+//!
+//! The output of one session can be hundreds of megabytes, mostly tool results
+//! the agent read or produced. Everything here is built so that such a file is
+//! read once, in bounded memory, and so that nothing the agent merely *quoted*
+//! (source code about rate limits, logs, even a whole stream-json line embedded in
+//! a string) can be mistaken for the agent itself being rate-limited: JSON lines
+//! are judged only by their parsed top-level structure, and free-text patterns
+//! apply only to lines that are not JSON objects.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::Path;
+
+use chrono::{Local, NaiveDateTime, TimeZone};
+use regex::bytes::{Regex, RegexBuilder};
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// Longest part of one line kept in memory; the rest of a longer line is dropped.
+pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Large reads keep syscall overhead negligible on multi-hundred-MB files.
+const READ_BUF_BYTES: usize = 256 * 1024;
+
+/// Longest excerpt of agent text quoted in a [`RateLimit::reason`].
+const REASON_EXCERPT_CHARS: usize = 120;
+
+/// Built-in free-text signs of a rate limit, for lines that are not JSON objects.
+const DEFAULT_TEXT_PATTERNS: &[&str] = &[
+    r"rate.?limit(?:ed)?(?: reached| exceeded)?",
+    r"usage limit",
+    r"too many requests",
+    // A bare 429 is too common (line counts, diffs): only as a status code.
+    // ASCII boundaries keep the fast DFA usable on non-ASCII text.
+    r"(?:status|error|code|http/[0-9.]+)\W{0,3}429(?-u:\b)",
+    r"quota exceeded",
+    r"exceeded your current quota",
+    r"resource.?exhausted",
+    r"overloaded_error",
+    r"hit your (?:\S+ )?limit",
+    r"limit reached\s*[∙·•–-]\s*resets",
+];
+
+/// The usage-limit texts Claude Code has put in a `result` line, loosened so that
+/// wording changes between versions still match.
+const USAGE_LIMIT_FORMS: &str = r"usage limit reached|limit reached\s*[∙·•–-]\s*resets|hit your (?:\S+ )?limit|rate limit reached|request rejected \(429\)|api error:?\s*429|rate_limit_error";
+
+/// What in a Codex `turn.failed` / `error` message means the account is limited.
+const CODEX_LIMIT_FORMS: &str = r"rate.?limit|(?-u:\b)429(?-u:\b)|usage.?limit|too many requests|quota|hit your (?:\S+ )?limit|resource.?exhausted";
+
+/// Claude's `…limit reached|1755806400`: the epoch after the pipe is the reset time.
+const EPOCH_AFTER_PIPE: &str = r"(?-u)\|\s*([0-9]{10})(?:[^0-9]|$)";
+
+/// Codex: `… or try again at Apr 28th, 2026 10:03 PM.` (the machine's local time).
+const CODEX_TRY_AGAIN_AT: &str = r"(?i)try again at ([a-z]{3})[a-z]*\.? ([0-9]{1,2})(?:st|nd|rd|th)?,? ([0-9]{4}),? ([0-9]{1,2}):([0-9]{2}) ?([ap]m)";
+
+/// What the scanner looks for, built once from config.
+#[derive(Debug, Clone)]
+pub struct Detectors {
+    /// Built-in and user free-text patterns, for non-JSON lines only.
+    text_rate_limit: Regex,
+    /// User commit patterns, for every raw line; `None` when there are none.
+    commit: Option<Regex>,
+    usage_limit_forms: Regex,
+    codex_limit_forms: Regex,
+    epoch_after_pipe: Regex,
+    codex_try_again_at: Regex,
+}
+
+impl Detectors {
+    /// `extra_rate_limit_patterns`: user regexes, matched case-insensitively against
+    /// NON-JSON lines only (in addition to built-in defaults).
+    /// `commit_patterns`: regexes (case-sensitive) matched against every line, raw.
+    /// Returns Err(message) naming the bad pattern if a regex does not compile.
+    pub fn new(
+        extra_rate_limit_patterns: &[String],
+        commit_patterns: &[String],
+    ) -> Result<Self, String> {
+        // Each user pattern is compiled alone first so that an error names the
+        // pattern the user wrote rather than the combined alternation.
+        for p in extra_rate_limit_patterns {
+            RegexBuilder::new(p)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("invalid rate-limit pattern `{p}`: {e}"))?;
+        }
+        for p in commit_patterns {
+            Regex::new(p).map_err(|e| format!("invalid commit pattern `{p}`: {e}"))?;
+        }
+
+        let text_sources = DEFAULT_TEXT_PATTERNS
+            .iter()
+            .copied()
+            .chain(extra_rate_limit_patterns.iter().map(String::as_str));
+        let text_rate_limit = RegexBuilder::new(&alternation(text_sources))
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| format!("rate-limit patterns do not combine: {e}"))?;
+
+        let commit = if commit_patterns.is_empty() {
+            None
+        } else {
+            let combined = alternation(commit_patterns.iter().map(String::as_str));
+            Some(
+                Regex::new(&combined)
+                    .map_err(|e| format!("commit patterns do not combine: {e}"))?,
+            )
+        };
+
+        Ok(Self {
+            text_rate_limit,
+            commit,
+            usage_limit_forms: builtin(USAGE_LIMIT_FORMS, true)?,
+            codex_limit_forms: builtin(CODEX_LIMIT_FORMS, true)?,
+            epoch_after_pipe: builtin(EPOCH_AFTER_PIPE, false)?,
+            codex_try_again_at: builtin(CODEX_TRY_AGAIN_AT, false)?,
+        })
+    }
+}
+
+fn alternation<'a>(patterns: impl Iterator<Item = &'a str>) -> String {
+    patterns
+        .map(|p| format!("(?:{p})"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+fn builtin(pattern: &str, case_insensitive: bool) -> Result<Regex, String> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .build()
+        .map_err(|e| format!("built-in pattern `{pattern}`: {e}"))
+}
+
+/// Why a session is considered rate-limited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// Short human reason, e.g. "result api_error_status 429", "rate_limit_event rejected (five_hour)", "assistant error rate_limit", "usage limit text: Claude AI usage limit reached", "pattern `rate limit` in line 12".
+    pub reason: String,
+    /// When the agent said the limit resets (unix epoch seconds), if it did.
+    pub resets_at_epoch: Option<i64>,
+}
+
+/// What one pass over a session's output found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutputScan {
+    pub rate_limit: Option<RateLimit>,
+    pub commit_pattern_seen: bool,
+    /// Complete lines, plus a final line without a trailing newline.
+    pub lines: u64,
+    /// Lines that parsed as JSON objects.
+    pub json_lines: u64,
+}
+
+/// Streams the file once. Never panics on any bytes; io errors are returned.
+pub fn scan_output_file(path: &Path, detectors: &Detectors) -> io::Result<OutputScan> {
+    scan_output(File::open(path)?, detectors)
+}
+
+/// Same logic on an in-memory reader (used by tests and by scan_output_file).
+///
+/// A session counts as rate-limited when the last `result` line reports a 429 or
+/// a usage-limit text, a `rate_limit_event` is `rejected`, an assistant line
+/// carries `"error":"rate_limit"`, a Codex `turn.failed`/`error` message names a
+/// limit, or a line that is not a JSON object matches a text pattern. Lines are
+/// cut at 1 MiB; the kept start of an over-long line is matched against commit
+/// patterns, and against text patterns unless it starts like a JSON object
+/// (then it is an event with a huge payload, not agent chatter).
+pub fn scan_output<R: Read>(reader: R, detectors: &Detectors) -> io::Result<OutputScan> {
+    let mut reader = BufReader::with_capacity(READ_BUF_BYTES, reader);
+    let mut scanner = Scanner::new(detectors);
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        scanner.feed(chunk);
+        reader.consume(n);
+    }
+    Ok(scanner.finish())
+}
+
+/// A rate-limit signal and the line it came from, so that signals found at
+/// different times (the last `result` is only known at the end) can be ordered.
+#[derive(Debug)]
+struct Candidate {
+    line: u64,
+    limit: RateLimit,
+}
+
+/// Of two signals, keep one that says when the limit lifts, else the later one.
+fn prefer(earlier: Candidate, later: Candidate) -> Candidate {
+    if later.limit.resets_at_epoch.is_some() || earlier.limit.resets_at_epoch.is_none() {
+        later
+    } else {
+        earlier
+    }
+}
+
+/// Splits a byte stream into bounded lines and applies the rules to each.
+struct Scanner<'d> {
+    det: &'d Detectors,
+    /// The start of a line that continues in a later chunk (at most MAX_LINE_BYTES).
+    pending: Vec<u8>,
+    /// The pending line has lost bytes past MAX_LINE_BYTES.
+    pending_truncated: bool,
+    lines: u64,
+    json_lines: u64,
+    commit_pattern_seen: bool,
+    /// Best signal from everything but `result` lines.
+    best: Option<Candidate>,
+    /// Only the last `result` line counts: `None` when it was not rate-limited.
+    last_result: Option<Candidate>,
+}
+
+impl<'d> Scanner<'d> {
+    fn new(det: &'d Detectors) -> Self {
+        Self {
+            det,
+            pending: Vec::new(),
+            pending_truncated: false,
+            lines: 0,
+            json_lines: 0,
+            commit_pattern_seen: false,
+            best: None,
+            last_result: None,
+        }
+    }
+
+    fn feed(&mut self, mut chunk: &[u8]) {
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
+            let (line, rest) = chunk.split_at(i);
+            if self.pending.is_empty() && !self.pending_truncated {
+                // Common case: the whole line is in this chunk, no copy needed.
+                let keep = line.len().min(MAX_LINE_BYTES);
+                self.process_line(&line[..keep], line.len() > keep);
+            } else {
+                self.append(line);
+                let pending = std::mem::take(&mut self.pending);
+                let truncated = std::mem::replace(&mut self.pending_truncated, false);
+                self.process_line(&pending, truncated);
+                // Hand the allocation back so the next long line reuses it.
+                self.pending = pending;
+                self.pending.clear();
+            }
+            chunk = &rest[1..];
+        }
+        self.append(chunk);
+    }
+
+    /// Buffers part of an unfinished line without ever growing past the cap
+    /// (plain `extend` may double the allocation beyond it).
+    fn append(&mut self, data: &[u8]) {
+        let room = MAX_LINE_BYTES - self.pending.len();
+        let take = data.len().min(room);
+        if take < data.len() {
+            self.pending_truncated = true;
+        }
+        if take == 0 {
+            return;
+        }
+        let needed = self.pending.len() + take;
+        if needed > self.pending.capacity() {
+            let target = needed
+                .max(self.pending.capacity().saturating_mul(2))
+                .min(MAX_LINE_BYTES);
+            self.pending.reserve_exact(target - self.pending.len());
+        }
+        self.pending.extend_from_slice(&data[..take]);
+    }
+
+    fn finish(mut self) -> OutputScan {
+        if !self.pending.is_empty() || self.pending_truncated {
+            let pending = std::mem::take(&mut self.pending);
+            let truncated = self.pending_truncated;
+            self.process_line(&pending, truncated);
+        }
+        let best = match (self.best, self.last_result) {
+            (best, None) => best,
+            (None, result) => result,
+            (Some(other), Some(result)) if result.line > other.line => Some(prefer(other, result)),
+            (Some(other), Some(result)) => Some(prefer(result, other)),
+        };
+        OutputScan {
+            rate_limit: best.map(|c| c.limit),
+            commit_pattern_seen: self.commit_pattern_seen,
+            lines: self.lines,
+            json_lines: self.json_lines,
+        }
+    }
+
+    fn process_line(&mut self, line: &[u8], truncated: bool) {
+        self.lines += 1;
+        let number = self.lines;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+
+        if !self.commit_pattern_seen
+            && let Some(commit) = &self.det.commit
+        {
+            self.commit_pattern_seen = commit.is_match(line);
+        }
+
+        let looks_like_object = line.trim_ascii_start().first() == Some(&b'{');
+        if truncated {
+            // An over-long line that starts like an object is almost surely a
+            // stream-json event with a huge payload (a tool result, a base64
+            // image); free-text matching its prefix would read quoted content
+            // as a rate limit, which is exactly what must never happen.
+            if !looks_like_object {
+                self.check_text(line, number);
+            }
+            return;
+        }
+        if looks_like_object && let Ok(event) = serde_json::from_slice::<Event>(line) {
+            self.json_lines += 1;
+            self.check_event(&event, number);
+            return;
+        }
+        self.check_text(line, number);
+    }
+
+    fn signal(&mut self, line: u64, limit: RateLimit) {
+        let new = Candidate { line, limit };
+        self.best = Some(match self.best.take() {
+            Some(old) => prefer(old, new),
+            None => new,
+        });
+    }
+
+    /// Rule for lines that are not JSON objects: free-text patterns.
+    fn check_text(&mut self, line: &[u8], number: u64) {
+        let Some(found) = self.det.text_rate_limit.find(line) else {
+            return;
+        };
+        let matched = excerpt(&String::from_utf8_lossy(found.as_bytes()));
+        let limit = RateLimit {
+            reason: format!("pattern `{matched}` in line {number}"),
+            resets_at_epoch: self.epoch_after_pipe(line),
+        };
+        self.signal(number, limit);
+    }
+
+    /// Rules for JSON objects, decided by the top-level `type` only.
+    fn check_event(&mut self, event: &Event, number: u64) {
+        match event.kind.as_str() {
+            Some("result") => {
+                self.last_result = self.result_limit(event).map(|limit| Candidate {
+                    line: number,
+                    limit,
+                });
+            }
+            Some("rate_limit_event") => {
+                let Some(Field::Object(info)) = &event.rate_limit_info else {
+                    return;
+                };
+                if get(info, "status").and_then(Scalar::as_str) != Some("rejected") {
+                    return;
+                }
+                let reason = match get(info, "rateLimitType").and_then(Scalar::as_str) {
+                    Some(kind) => format!("rate_limit_event rejected ({})", excerpt(kind)),
+                    None => "rate_limit_event rejected".to_owned(),
+                };
+                let resets = get(info, "resetsAt")
+                    .and_then(Scalar::as_i64)
+                    .and_then(epoch_seconds);
+                self.signal(
+                    number,
+                    RateLimit {
+                        reason,
+                        resets_at_epoch: resets,
+                    },
+                );
+            }
+            Some("assistant") => {
+                if matches!(&event.error, Some(Field::Scalar(Scalar::Str(e))) if e == "rate_limit")
+                {
+                    let limit = RateLimit {
+                        reason: "assistant error rate_limit".to_owned(),
+                        resets_at_epoch: None,
+                    };
+                    self.signal(number, limit);
+                }
+            }
+            Some("turn.failed") => {
+                if let Some(Field::Object(error)) = &event.error
+                    && let Some(message) = get(error, "message").and_then(Scalar::as_str)
+                {
+                    self.check_codex_message("turn.failed", message, number);
+                }
+            }
+            Some("error") => {
+                if let Some(message) = event.message.as_str() {
+                    self.check_codex_message("error", message, number);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn result_limit(&self, event: &Event) -> Option<RateLimit> {
+        // API failures arrive as subtype "success" with is_error true; some
+        // versions leave is_error out and only say so in the subtype.
+        let failed = event.is_error.as_bool() == Some(true)
+            || event
+                .subtype
+                .as_str()
+                .is_some_and(|s| s.starts_with("error"));
+        let text = event.result.as_str().unwrap_or("");
+        if failed && event.api_error_status.as_i64() == Some(429) {
+            return Some(RateLimit {
+                reason: "result api_error_status 429".to_owned(),
+                resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+            });
+        }
+        let found = self.det.usage_limit_forms.find(text.as_bytes())?;
+        // A successful result is the agent's own final message and may well talk
+        // about rate limits; only a short text that opens with a limit notice
+        // (`Claude AI usage limit reached|…`, `API Error: Rate limit reached`)
+        // is the CLI's limit message.
+        if !failed && (found.start() > 24 || text.len() > 300) {
+            return None;
+        }
+        Some(RateLimit {
+            reason: format!("usage limit text: {}", excerpt(text)),
+            resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+        })
+    }
+
+    fn check_codex_message(&mut self, kind: &str, message: &str, number: u64) {
+        // `Reconnecting... 2/5 (…429…)` is Codex retrying inside the session;
+        // only a final failure means the session itself was stopped.
+        if message
+            .trim_start()
+            .get(..12)
+            .is_some_and(|s| s.eq_ignore_ascii_case("reconnecting"))
+        {
+            return;
+        }
+        if !self.det.codex_limit_forms.is_match(message.as_bytes()) {
+            return;
+        }
+        let resets = self
+            .epoch_after_pipe(message.as_bytes())
+            .or_else(|| self.codex_try_again_at(message));
+        let limit = RateLimit {
+            reason: format!("codex {kind}: {}", excerpt(message)),
+            resets_at_epoch: resets,
+        };
+        self.signal(number, limit);
+    }
+
+    fn epoch_after_pipe(&self, text: &[u8]) -> Option<i64> {
+        let caps = self.det.epoch_after_pipe.captures(text)?;
+        let digits = std::str::from_utf8(caps.get(1)?.as_bytes()).ok()?;
+        digits.parse().ok()
+    }
+
+    fn codex_try_again_at(&self, message: &str) -> Option<i64> {
+        let caps = self.det.codex_try_again_at.captures(message.as_bytes())?;
+        let part = |i: usize| {
+            caps.get(i)
+                .and_then(|m| std::str::from_utf8(m.as_bytes()).ok())
+        };
+        let stamp = format!(
+            "{} {} {} {}:{} {}",
+            part(1)?,
+            part(2)?,
+            part(3)?,
+            part(4)?,
+            part(5)?,
+            part(6)?.to_ascii_uppercase()
+        );
+        let naive = NaiveDateTime::parse_from_str(&stamp, "%b %d %Y %I:%M %p").ok()?;
+        Local
+            .from_local_datetime(&naive)
+            .earliest()
+            .map(|t| t.timestamp())
+    }
+}
+
+/// Reset times are documented in seconds; a millisecond value is accepted too.
+fn epoch_seconds(value: i64) -> Option<i64> {
+    match value {
+        v if v <= 0 => None,
+        v if v >= 100_000_000_000 => Some(v / 1000),
+        v => Some(v),
+    }
+}
+
+/// First line of agent text, cut at a `|epoch` suffix and shortened for a reason.
+fn excerpt(text: &str) -> String {
+    let head = text.split(['\n', '|']).next().unwrap_or("").trim();
+    let mut out: String = head.chars().take(REASON_EXCERPT_CHARS).collect();
+    if out.len() < head.len() {
+        out.push('…');
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Parsed shape of one JSON line.
+//
+// Only a handful of top-level fields matter, and lines are large (tool results,
+// file contents), so the deserializer keeps scalars of the known keys and skips
+// everything else without building a `serde_json::Value`. Every field accepts
+// any JSON type, so an unexpected type never turns a valid JSON object into
+// "non-JSON" (which would expose it to the free-text patterns).
+// ---------------------------------------------------------------------------
+
+/// A JSON value reduced to its scalar content; containers are skipped.
+#[derive(Debug, Default, Clone, PartialEq)]
+enum Scalar {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    #[default]
+    Other,
+}
+
+impl Scalar {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn as_bool(&self) -> Option<bool> {
+        match self {
+            Scalar::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// Numbers and numeric strings alike: `429` and `"429"` both occur.
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Scalar::Int(i) => Some(*i),
+            Scalar::Float(f) if f.is_finite() && f.abs() < 9.0e18 => Some(f.trunc() as i64),
+            Scalar::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+        Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+        Scalar::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A field that is either a scalar or a small object whose scalar members matter
+/// (`error: {message}`, `rate_limit_info: {status, resetsAt, …}`).
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    Scalar(Scalar),
+    Object(Vec<(String, Scalar)>),
+}
+
+/// Last value wins, as with most JSON readers, if a key is repeated.
+fn get<'a>(members: &'a [(String, Scalar)], key: &str) -> Option<&'a Scalar> {
+    members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Field, E> {
+        ScalarVisitor.visit_bool(v).map(Field::Scalar)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Field, E> {
+        ScalarVisitor.visit_i64(v).map(Field::Scalar)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Field, E> {
+        ScalarVisitor.visit_u64(v).map(Field::Scalar)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Field, E> {
+        ScalarVisitor.visit_f64(v).map(Field::Scalar)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Field, E> {
+        ScalarVisitor.visit_str(v).map(Field::Scalar)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Field, E> {
+        ScalarVisitor.visit_string(v).map(Field::Scalar)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
+        Ok(Field::Scalar(Scalar::Other))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Field, E> {
+        Ok(Field::Scalar(Scalar::Other))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
+        Field::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field, A::Error> {
+        ScalarVisitor.visit_seq(seq).map(Field::Scalar)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Field, A::Error> {
+        let mut members = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value::<Scalar>()?;
+            members.push((key, value));
+        }
+        Ok(Field::Object(members))
+    }
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FieldVisitor)
+    }
+}
+
+/// The top-level members of one stream-json / Codex JSON line that the rules read.
+#[derive(Debug, Default)]
+struct Event {
+    kind: Scalar,
+    subtype: Scalar,
+    is_error: Scalar,
+    api_error_status: Scalar,
+    result: Scalar,
+    message: Scalar,
+    error: Option<Field>,
+    rate_limit_info: Option<Field>,
+}
+
+enum Key {
+    Type,
+    Subtype,
+    IsError,
+    ApiErrorStatus,
+    Result,
+    Message,
+    Error,
+    RateLimitInfo,
+    Other,
+}
+
+struct KeyVisitor;
+
+impl Visitor<'_> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+        Ok(match v {
+            "type" => Key::Type,
+            "subtype" => Key::Subtype,
+            "is_error" => Key::IsError,
+            "api_error_status" => Key::ApiErrorStatus,
+            "result" => Key::Result,
+            "message" => Key::Message,
+            "error" => Key::Error,
+            "rate_limit_info" => Key::RateLimitInfo,
+            _ => Key::Other,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        let mut event = Event::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Type => event.kind = map.next_value()?,
+                Key::Subtype => event.subtype = map.next_value()?,
+                Key::IsError => event.is_error = map.next_value()?,
+                Key::ApiErrorStatus => event.api_error_status = map.next_value()?,
+                Key::Result => event.result = map.next_value()?,
+                Key::Message => event.message = map.next_value()?,
+                Key::Error => event.error = Some(map.next_value()?),
+                Key::RateLimitInfo => event.rate_limit_info = Some(map.next_value()?),
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(event)
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EventVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::io::Write;
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+
+    /// Shared because compiling the regexes dominates small property cases.
+    fn detectors() -> &'static Detectors {
+        static DETECTORS: std::sync::OnceLock<Detectors> = std::sync::OnceLock::new();
+        DETECTORS.get_or_init(|| Detectors::new(&[], &[]).unwrap())
+    }
+
+    fn scan_with(input: &[u8], det: &Detectors) -> OutputScan {
+        scan_output(input, det).unwrap()
+    }
+
+    fn scan(input: &str) -> OutputScan {
+        scan_with(input.as_bytes(), detectors())
+    }
+
+    fn limit(input: &str) -> RateLimit {
+        let out = scan(input);
+        match out.rate_limit {
+            Some(limit) => limit,
+            None => panic!("expected a rate limit in {input:?}, got {out:?}"),
+        }
+    }
+
+    fn assert_not_limited(input: &str) {
+        let out = scan(input);
+        assert_eq!(out.rate_limit, None, "input: {input}");
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(format!("{FIXTURES}/{name}")).unwrap()
+    }
+
+    const FIXTURE_FILES: &[(&str, u64)] = &[
+        ("claude/gleam-2.1.7-basic_query.ndjson", 3),
+        ("codex/agentcmd-0.46-stream-output-2.jsonl", 7),
+        ("codex/agentcmd-0.46-stream-output-3.jsonl", 6),
+        ("codex/agentcmd-0.46-stream-output-4.jsonl", 8),
+    ];
+
+    const INIT: &str = r#"{"type":"system","subtype":"init","cwd":"/w","session_id":"s","tools":["Bash"],"model":"claude-opus-4-5","claude_code_version":"2.1.7"}"#;
+    const OK_RESULT: &str = r#"{"type":"result","subtype":"success","is_error":false,"num_turns":3,"result":"Done.","total_cost_usd":0.1}"#;
+
+    // ---- rule 1: the last result line ----
+
+    #[test]
+    fn result_with_api_error_status_429_number() {
+        let l = limit(&format!(
+            "{INIT}\n{}\n",
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Request rejected (429) · This request would exceed your organization rate limit."}"#
+        ));
+        assert_eq!(l.reason, "result api_error_status 429");
+        assert_eq!(l.resets_at_epoch, None);
+    }
+
+    #[test]
+    fn result_with_api_error_status_429_string() {
+        let l = limit(r#"{"type":"result","is_error":true,"api_error_status":"429","result":"x"}"#);
+        assert_eq!(l.reason, "result api_error_status 429");
+    }
+
+    #[test]
+    fn result_429_with_usage_text_takes_epoch() {
+        let l = limit(
+            r#"{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1755806400"}"#,
+        );
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn result_429_status_without_error_flag_is_not_a_limit() {
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":false,"api_error_status":429,"result":"4"}"#,
+        );
+    }
+
+    #[test]
+    fn result_usage_limit_text_forms() {
+        let forms = [
+            "Claude AI usage limit reached|1755806400",
+            "5-hour limit reached ∙ resets 2am",
+            "You've hit your limit · resets 1pm (Europe/Lisbon)",
+            "API Error: Rate limit reached",
+            "API Error: Request rejected (429) · This request would exceed your rate limit",
+            "claude usage limit reached. Your limit will reset at 5pm (Europe/Warsaw).",
+            "You've hit your session limit · resets 1:30pm",
+            r#"API Error: 429 {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}"#,
+        ];
+        for text in forms {
+            let line = format!(
+                r#"{{"type":"result","subtype":"success","is_error":true,"result":"{text}"}}"#
+            );
+            let l = limit(&line);
+            assert!(l.reason.starts_with("usage limit text: "), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn result_usage_limit_reason_and_epoch() {
+        let l = limit(
+            r#"{"type":"result","subtype":"success","is_error":true,"duration_ms":393,"num_turns":1,"result":"Claude AI usage limit reached|1755806400","total_cost_usd":0}"#,
+        );
+        assert_eq!(l.reason, "usage limit text: Claude AI usage limit reached");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn result_usage_limit_via_error_subtype_without_is_error() {
+        let l = limit(
+            r#"{"type":"result","subtype":"error_during_execution","result":"Claude AI usage limit reached|1754500000"}"#,
+        );
+        assert_eq!(l.resets_at_epoch, Some(1_754_500_000));
+    }
+
+    #[test]
+    fn result_usage_limit_text_even_if_not_flagged_as_error() {
+        let l = limit(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Claude AI usage limit reached|1755806400"}"#,
+        );
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn successful_result_talking_about_rate_limits_is_not_a_limit() {
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"I added a retry for when the API says 'Rate limit reached' or 'usage limit reached', plus tests for HTTP 429."}"#,
+        );
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"tick done; noted the usage limit policy in section 13"}"#,
+        );
+    }
+
+    #[test]
+    fn only_the_last_result_counts() {
+        let limited = r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1755806400"}"#;
+        let out = scan(&format!("{INIT}\n{limited}\n{OK_RESULT}\n"));
+        assert_eq!(out.rate_limit, None);
+        assert_eq!(out.json_lines, 3);
+        // And the other way round.
+        let l = limit(&format!("{OK_RESULT}\n{limited}\n"));
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn failed_result_for_other_reasons_is_not_a_limit() {
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Invalid API key · Please run /login"}"#,
+        );
+        assert_not_limited(
+            r#"{"type":"result","subtype":"error_max_turns","is_error":true,"result":"Reached the maximum number of turns."}"#,
+        );
+    }
+
+    // ---- rule 2: rate_limit_event ----
+
+    #[test]
+    fn rejected_rate_limit_event() {
+        let l = limit(&format!(
+            "{INIT}\n{}\n",
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1755806400,"rateLimitType":"five_hour","utilization":1.0},"session_id":"s"}"#
+        ));
+        assert_eq!(l.reason, "rate_limit_event rejected (five_hour)");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn rejected_rate_limit_event_key_order_and_ms_reset() {
+        let l = limit(
+            r#"{"rate_limit_info":{"rateLimitType":"seven_day","resetsAt":1755806400000,"status":"rejected"},"type":"rate_limit_event"}"#,
+        );
+        assert_eq!(l.reason, "rate_limit_event rejected (seven_day)");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn allowed_rate_limit_events_are_not_limits() {
+        assert_not_limited(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1755806400,"rateLimitType":"five_hour"}}"#,
+        );
+        assert_not_limited(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1755806400,"rateLimitType":"seven_day","utilization":0.9}}"#,
+        );
+        assert_not_limited(r#"{"type":"rate_limit_event","rate_limit_info":{}}"#);
+        assert_not_limited(r#"{"type":"rate_limit_event","rate_limit_info":"rejected"}"#);
+    }
+
+    // ---- rule 3: assistant error ----
+
+    #[test]
+    fn assistant_rate_limit_error() {
+        let l = limit(
+            r#"{"type":"assistant","message":{"id":"m","role":"assistant","content":[{"type":"text","text":"API Error: Rate limit reached"}]},"error":"rate_limit","session_id":"s"}"#,
+        );
+        assert_eq!(l.reason, "assistant error rate_limit");
+        assert_eq!(l.resets_at_epoch, None);
+    }
+
+    #[test]
+    fn assistant_other_errors_are_not_limits() {
+        assert_not_limited(
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Invalid API key"}]},"error":"authentication_failed"}"#,
+        );
+        assert_not_limited(r#"{"type":"user","error":"rate_limit"}"#);
+    }
+
+    // ---- rule 4: Codex ----
+
+    #[test]
+    fn codex_turn_failed_usage_limit() {
+        let l = limit(&format!(
+            "{}\n{}\n{}\n",
+            r#"{"type":"thread.started","thread_id":"t"}"#,
+            r#"{"type":"turn.started"}"#,
+            r#"{"type":"turn.failed","error":{"message":"You've hit your usage limit. Upgrade to Pro (https://openai.com/chatgpt/pricing), or try again later."}}"#
+        ));
+        assert!(
+            l.reason
+                .starts_with("codex turn.failed: You've hit your usage limit"),
+            "{l:?}"
+        );
+        assert_eq!(l.resets_at_epoch, None);
+    }
+
+    #[test]
+    fn codex_error_rate_limit() {
+        let l = limit(
+            r#"{"type":"error","message":"stream error: exceeded retry limit, last status: 429 Too Many Requests"}"#,
+        );
+        assert!(l.reason.starts_with("codex error: "), "{l:?}");
+        let l = limit(r#"{"type":"error","message":"Rate limit exceeded for gpt-5-codex"}"#);
+        assert!(l.reason.contains("Rate limit exceeded"), "{l:?}");
+    }
+
+    #[test]
+    fn codex_try_again_at_gives_local_reset_time() {
+        let l = limit(
+            r#"{"type":"turn.failed","error":{"message":"You've hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to purchase more credits or try again at Apr 28th, 2026 10:03 PM."}}"#,
+        );
+        let naive = NaiveDateTime::parse_from_str("2026-04-28 22:03", "%Y-%m-%d %H:%M").unwrap();
+        let expected = Local
+            .from_local_datetime(&naive)
+            .earliest()
+            .unwrap()
+            .timestamp();
+        assert_eq!(l.resets_at_epoch, Some(expected));
+    }
+
+    #[test]
+    fn codex_reconnecting_and_other_failures_are_not_limits() {
+        assert_not_limited(r#"{"type":"error","message":"Reconnecting... 1/5"}"#);
+        assert_not_limited(
+            r#"{"type":"error","message":"Reconnecting... 2/5 (unexpected status 429 Too Many Requests)"}"#,
+        );
+        assert_not_limited(
+            r#"{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}"#,
+        );
+        // An error *item* is the model's tool trouble, not the session's.
+        assert_not_limited(
+            r#"{"type":"item.completed","item":{"id":"i","type":"error","message":"rate limit 429"}}"#,
+        );
+    }
+
+    // ---- rule 5: non-JSON lines ----
+
+    #[test]
+    fn text_lines_default_patterns() {
+        let lines = [
+            ("litellm.RateLimitError: rate limit exceeded", "RateLimit"),
+            (
+                "Error: rate limit exceeded, retry later",
+                "rate limit exceeded",
+            ),
+            ("Error: usage limit for this month", "usage limit"),
+            ("HTTP/1.1 429 Too Many Requests", "HTTP/1.1 429"),
+            ("request failed with status 429", "status 429"),
+            ("too many requests, slow down", "too many requests"),
+            ("quota exceeded for project", "quota exceeded"),
+            (
+                "anthropic.APIStatusError: {'type': 'overloaded_error'}",
+                "overloaded_error",
+            ),
+            (
+                "You exceeded your current quota, please check your plan",
+                "exceeded your current quota",
+            ),
+            ("Claude AI usage limit reached|1755806400", "usage limit"),
+            ("RESOURCE_EXHAUSTED: quota", "RESOURCE_EXHAUSTED"),
+        ];
+        for (line, matched) in lines {
+            let input = format!("aider v0.80\n{line}\n");
+            let l = limit(&input);
+            assert_eq!(
+                l.reason,
+                format!("pattern `{matched}` in line 2"),
+                "line: {line}"
+            );
+        }
+    }
+
+    #[test]
+    fn text_line_epoch_after_pipe() {
+        let l = limit("Claude AI usage limit reached|1755806400\n");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+        // Eleven digits are not a seconds epoch.
+        let l = limit("Claude AI usage limit reached|17558064001\n");
+        assert_eq!(l.resets_at_epoch, None);
+    }
+
+    #[test]
+    fn text_lines_that_are_not_limits() {
+        assert_not_limited("Compiling clowder v0.1.0\nerror[E0425]: cannot find value `x4290`\n");
+        assert_not_limited("");
+        assert_not_limited("\n\n\n");
+    }
+
+    #[test]
+    fn user_text_patterns_are_case_insensitive_and_for_text_lines_only() {
+        let det = Detectors::new(&["out of credits".to_owned()], &[]).unwrap();
+        let out = scan_with(b"warning\nOUT OF CREDITS, bye\n", &det);
+        let l = out.rate_limit.unwrap();
+        assert_eq!(l.reason, "pattern `OUT OF CREDITS` in line 2");
+        let out = scan_with(
+            br#"{"type":"assistant","message":{"content":[{"type":"text","text":"out of credits"}]}}"#,
+            &det,
+        );
+        assert_eq!(out.rate_limit, None);
+    }
+
+    #[test]
+    fn malformed_json_is_a_text_line() {
+        let l = limit("{\"type\":\"result\" rate limit exceeded\n");
+        assert!(
+            l.reason.starts_with("pattern `rate limit exceeded`"),
+            "{l:?}"
+        );
+        // JSON that is not an object is text too.
+        let l = limit("\"status 429\"\n");
+        assert_eq!(l.reason, "pattern `status 429` in line 1");
+        // A bare number is not a status code.
+        assert_not_limited("\"429\"\n");
+    }
+
+    // ---- never triggered by quoted content ----
+
+    #[test]
+    fn user_tool_result_content_never_triggers() {
+        let embedded = serde_json::to_string(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1755806400,"rateLimitType":"five_hour"}}"#,
+        )
+        .unwrap();
+        let embedded_result = serde_json::to_string(
+            r#"{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1755806400"}"#,
+        )
+        .unwrap();
+        let input = format!(
+            "{INIT}\n{}\n{}\n{}\n{}\n{OK_RESULT}\n",
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"fn retry() { // rate limit: back off on 429 Too Many Requests\n  if status == 429 { sleep(); } } // usage limit reached","is_error":false}]}}"#,
+            format_args!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t2","content":{embedded}}}]}}}}"#
+            ),
+            format_args!(
+                r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t3","content":[{{"type":"text","text":{embedded_result}}}]}}]}}}}"#
+            ),
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t4","content":"{\"type\":\"assistant\",\"error\":\"rate_limit\"}\n{\"type\":\"turn.failed\",\"error\":{\"message\":\"rate limit\"}}","is_error":true}]}}"#,
+        );
+        let out = scan(&input);
+        assert_eq!(out.rate_limit, None);
+        assert_eq!(out.json_lines, 6);
+    }
+
+    #[test]
+    fn assistant_text_and_tool_use_never_trigger() {
+        assert_not_limited(&format!(
+            "{}\n{}\n{}\n",
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"The API says: rate limit exceeded (429). Claude AI usage limit reached|1755806400"}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t","name":"Write","input":{"file_path":"a.rs","content":"{\"type\":\"rate_limit_event\",\"rate_limit_info\":{\"status\":\"rejected\"}}","error":"rate_limit"}}]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"thinking","thinking":"too many requests; quota exceeded"}]}}"#,
+        ));
+    }
+
+    #[test]
+    fn system_lines_never_trigger() {
+        assert_not_limited(&format!(
+            "{}\n{}\n{}\n",
+            r#"{"type":"system","subtype":"init","cwd":"/src/rate-limit-429","tools":["mcp__ratelimit__check"],"model":"m","error":"rate_limit"}"#,
+            r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":2000,"error_status":429,"error":"rate_limit","message":"rate limit exceeded"}"#,
+            r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":4000,"error_status":529,"error":"overloaded_error"}"#,
+        ));
+    }
+
+    // ---- several signals ----
+
+    #[test]
+    fn signal_with_reset_time_wins() {
+        let input = format!(
+            "{}\n{}\n{}\n",
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1755806400,"rateLimitType":"five_hour"}}"#,
+            r#"{"type":"assistant","message":{"content":[]},"error":"rate_limit"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Rate limit reached"}"#,
+        );
+        let l = limit(&input);
+        assert_eq!(l.reason, "rate_limit_event rejected (five_hour)");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn without_reset_times_the_last_signal_wins() {
+        let input = format!(
+            "stderr: 429 Too Many Requests\n{}\n{}\n",
+            r#"{"type":"assistant","message":{"content":[]},"error":"rate_limit"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Rate limit reached"}"#,
+        );
+        assert_eq!(limit(&input).reason, "result api_error_status 429");
+        let input = format!(
+            "{}\n{}\n",
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Rate limit reached"}"#,
+            "later on stderr: rate limited",
+        );
+        assert_eq!(limit(&input).reason, "pattern `rate limited` in line 2");
+    }
+
+    #[test]
+    fn result_reset_time_beats_a_later_signal_without_one() {
+        let input = format!(
+            "{}\n{}\n",
+            r#"{"type":"result","is_error":true,"result":"Claude AI usage limit reached|1755806400"}"#,
+            "rate limit",
+        );
+        assert_eq!(limit(&input).resets_at_epoch, Some(1_755_806_400));
+    }
+
+    // ---- commit patterns ----
+
+    #[test]
+    fn commit_patterns_match_raw_lines() {
+        let det = Detectors::new(
+            &[],
+            &[r"\[main [0-9a-f]{7}\]".to_owned(), "^COMMITTED$".to_owned()],
+        )
+        .unwrap();
+        let json = br#"{"type":"user","message":{"content":[{"type":"tool_result","content":"[main 1a2b3c4] feat: x\n 1 file changed"}]}}"#;
+        assert!(scan_with(json, &det).commit_pattern_seen);
+        assert!(scan_with(b"noise\r\nCOMMITTED\r\nmore\r\n", &det).commit_pattern_seen);
+        assert!(!scan_with(b"committed\n[MAIN 1a2b3c4]\n", &det).commit_pattern_seen);
+        assert!(!scan_with(b"COMMITTED", detectors()).commit_pattern_seen);
+    }
+
+    #[test]
+    fn commit_pattern_on_invalid_utf8_line() {
+        let det = Detectors::new(&[], &["git commit".to_owned()]).unwrap();
+        assert!(scan_with(b"\xff\xfe\x00 git commit -m x\xc3\n", &det).commit_pattern_seen);
+    }
+
+    #[test]
+    fn bad_patterns_are_named() {
+        let err = Detectors::new(&["ok".to_owned(), "rate(limit".to_owned()], &[]).unwrap_err();
+        assert!(err.contains("rate-limit pattern `rate(limit`"), "{err}");
+        let err = Detectors::new(&[], &["[unclosed".to_owned()]).unwrap_err();
+        assert!(err.contains("commit pattern `[unclosed`"), "{err}");
+    }
+
+    // ---- fixtures and counting ----
+
+    #[test]
+    fn fixtures_are_not_rate_limited() {
+        for (name, lines) in FIXTURE_FILES {
+            let out = scan_with(&fixture(name), detectors());
+            assert_eq!(out.rate_limit, None, "{name}");
+            assert_eq!(out.json_lines, *lines, "{name}");
+            assert_eq!(out.lines, *lines, "{name}");
+        }
+    }
+
+    #[test]
+    fn scan_output_file_reads_a_file() {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(&fixture("claude/gleam-2.1.7-basic_query.ndjson"))
+            .unwrap();
+        file.write_all(b"Claude AI usage limit reached|1755806400")
+            .unwrap();
+        file.flush().unwrap();
+        let out = scan_output_file(file.path(), detectors()).unwrap();
+        assert_eq!(out.lines, 4);
+        assert_eq!(out.json_lines, 3);
+        let l = out.rate_limit.unwrap();
+        assert_eq!(l.reason, "pattern `usage limit` in line 4");
+        assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
+    }
+
+    #[test]
+    fn missing_file_is_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(scan_output_file(&dir.path().join("nope.log"), detectors()).is_err());
+    }
+
+    #[test]
+    fn line_endings_and_partial_last_line() {
+        let out = scan(&format!("{INIT}\r\n\r\n{OK_RESULT}"));
+        assert_eq!(out.lines, 3);
+        assert_eq!(out.json_lines, 2);
+        let out = scan(&format!("{INIT}\n{OK_RESULT}\n"));
+        assert_eq!(out.lines, 2);
+        // A last line cut off mid-object is just text.
+        let cut = &OK_RESULT[..40];
+        let out = scan(&format!("{INIT}\n{cut}"));
+        assert_eq!((out.lines, out.json_lines), (2, 1));
+    }
+
+    #[test]
+    fn invalid_utf8_and_nul_bytes() {
+        let mut input = Vec::new();
+        input.extend_from_slice(b"\x00\x00\xff\xfe binary \xc3\x28 noise\n");
+        input.extend_from_slice(br#"{"type":"result","result":"#);
+        input.extend_from_slice(b"\"\xff\"}\n");
+        input.extend_from_slice(b"\x00rate limit\x00\n");
+        let out = scan_with(&input, detectors());
+        assert_eq!(out.lines, 3);
+        assert_eq!(out.json_lines, 0);
+        assert_eq!(
+            out.rate_limit.unwrap().reason,
+            "pattern `rate limit` in line 3"
+        );
+    }
+
+    /// Gives out its data a few bytes at a time, to exercise line reassembly.
+    struct Trickle<'a> {
+        data: &'a [u8],
+        step: usize,
+        calls: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.calls += 1;
+            if self.calls.is_multiple_of(3) {
+                return Err(io::Error::new(io::ErrorKind::Interrupted, "again"));
+            }
+            let n = self.step.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn io_errors_are_returned() {
+        struct Broken;
+        impl Read for Broken {
+            fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+                Err(io::Error::other("disk gone"))
+            }
+        }
+        assert!(scan_output(Broken, detectors()).is_err());
+    }
+
+    // ---- huge lines ----
+
+    /// `len` bytes of `fill`, then `tail`, produced lazily so the test itself
+    /// does not hold the data.
+    struct Generated {
+        fill: u8,
+        left: usize,
+        tail: &'static [u8],
+    }
+
+    impl Read for Generated {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.left > 0 {
+                let n = self.left.min(buf.len());
+                buf[..n].fill(self.fill);
+                self.left -= n;
+                return Ok(n);
+            }
+            let n = self.tail.len().min(buf.len());
+            buf[..n].copy_from_slice(&self.tail[..n]);
+            self.tail = &self.tail[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn ten_megabyte_line_without_newline_is_bounded() {
+        let det = Detectors::new(&[], &["xx".to_owned(), "COMMIT-AFTER-CAP".to_owned()]).unwrap();
+        let mut scanner = Scanner::new(&det);
+        let chunk = vec![b'x'; READ_BUF_BYTES];
+        for _ in 0..40 {
+            scanner.feed(&chunk);
+            assert!(scanner.pending.capacity() <= MAX_LINE_BYTES);
+        }
+        assert_eq!(scanner.pending.len(), MAX_LINE_BYTES);
+        assert!(scanner.pending_truncated);
+        scanner.feed(b"COMMIT-AFTER-CAP");
+        let out = scanner.finish();
+        assert_eq!((out.lines, out.json_lines), (1, 0));
+        assert!(out.commit_pattern_seen);
+
+        // Through the reader path, ending in a limit notice past the cap (dropped).
+        let reader = Generated {
+            fill: b'y',
+            left: 10 << 20,
+            tail: b" rate limit",
+        };
+        let out = scan_output(reader, detectors()).unwrap();
+        assert_eq!(
+            out,
+            OutputScan {
+                lines: 1,
+                ..OutputScan::default()
+            }
+        );
+    }
+
+    #[test]
+    fn text_in_the_kept_prefix_of_a_long_text_line_still_counts() {
+        let mut input = b"429 Too Many Requests ".to_vec();
+        input.resize(3 * MAX_LINE_BYTES, b'.');
+        input.extend_from_slice(b"\nnext\n");
+        let out = scan_with(&input, detectors());
+        assert_eq!(out.lines, 2);
+        assert_eq!(
+            out.rate_limit.unwrap().reason,
+            "pattern `Too Many Requests` in line 1"
+        );
+    }
+
+    #[test]
+    fn over_long_json_line_is_not_text_matched_and_next_lines_parse() {
+        let mut big = br#"{"type":"user","message":{"content":[{"type":"tool_result","content":"rate limit 429 "#.to_vec();
+        big.resize(MAX_LINE_BYTES + 5000, b'a');
+        big.extend_from_slice(b"\"}]}}\n");
+        let mut input = big.clone();
+        input.extend_from_slice(OK_RESULT.as_bytes());
+        input.push(b'\n');
+        let out = scan_with(&input, detectors());
+        assert_eq!((out.lines, out.json_lines), (2, 1));
+        assert_eq!(out.rate_limit, None);
+        // Same when the reader hands it over in small pieces.
+        let out2 = scan_output(
+            Trickle {
+                data: &input,
+                step: 4093,
+                calls: 0,
+            },
+            detectors(),
+        )
+        .unwrap();
+        assert_eq!(out, out2);
+    }
+
+    #[test]
+    fn json_line_just_under_the_cap_is_parsed() {
+        let head = br#"{"type":"result","is_error":true,"api_error_status":429,"result":""#;
+        let mut line = head.to_vec();
+        line.resize(MAX_LINE_BYTES - 2, b'a');
+        line.extend_from_slice(b"\"}");
+        assert_eq!(line.len(), MAX_LINE_BYTES);
+        let out = scan_output(
+            Trickle {
+                data: &line,
+                step: 100_000,
+                calls: 0,
+            },
+            detectors(),
+        )
+        .unwrap();
+        assert_eq!(out.json_lines, 1);
+        assert_eq!(
+            out.rate_limit.unwrap().reason,
+            "result api_error_status 429"
+        );
+    }
+
+    // ---- properties ----
+
+    fn valid_json_line() -> impl Strategy<Value = String> {
+        let fixture_lines: Vec<String> = FIXTURE_FILES
+            .iter()
+            .flat_map(|(name, _)| {
+                String::from_utf8(fixture(name))
+                    .unwrap()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        prop_oneof![
+            proptest::sample::select(fixture_lines),
+            (any::<String>(), any::<String>(), any::<i64>()).prop_map(|(t, s, n)| {
+                serde_json::json!({"type": t, "result": s, "n": n, "error": {"message": s}})
+                    .to_string()
+            }),
+            (any::<String>(), any::<bool>()).prop_map(|(s, b)| {
+                serde_json::json!({"type":"user","message":{"content":[{"type":"tool_result","content": s, "is_error": b}]}})
+                    .to_string()
+            }),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+            let out = scan_with(&bytes, detectors());
+            prop_assert!(out.json_lines <= out.lines);
+        }
+
+        #[test]
+        fn truncated_fixtures_never_panic(which in 0..FIXTURE_FILES.len(), cut in any::<prop::sample::Index>(), noise in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let mut data = fixture(FIXTURE_FILES[which].0);
+            data.truncate(cut.index(data.len() + 1));
+            data.extend_from_slice(&noise);
+            let out = scan_with(&data, detectors());
+            prop_assert!(out.json_lines <= FIXTURE_FILES[which].1 + 1);
+            prop_assert!(out.lines >= out.json_lines);
+        }
+
+        #[test]
+        fn complete_json_lines_are_counted(
+            lines in proptest::collection::vec(valid_json_line(), 0..12),
+            garbage in proptest::collection::vec(any::<u8>(), 0..256),
+            step in 1usize..300,
+        ) {
+            let mut data = Vec::new();
+            for line in &lines {
+                data.extend_from_slice(line.as_bytes());
+                data.push(b'\n');
+            }
+            data.extend_from_slice(&garbage);
+            let out = scan_with(&data, detectors());
+            prop_assert!(out.json_lines >= lines.len() as u64);
+            // How the bytes are split into reads must not matter.
+            let trickled = scan_output(Trickle { data: &data, step, calls: 0 }, detectors()).unwrap();
+            prop_assert_eq!(out, trickled);
+        }
+    }
+}
