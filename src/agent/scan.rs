@@ -11,6 +11,9 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 use chrono::{Local, NaiveDateTime, TimeZone};
 use regex::bytes::{Regex, RegexBuilder};
@@ -314,6 +317,16 @@ impl<'d> Scanner<'d> {
             if !looks_like_object {
                 self.check_text(line, number);
             }
+            return;
+        }
+        if looks_like_object
+            && !may_signal_rate_limit(line)
+            && line.trim_ascii_end().ends_with(b"}")
+        {
+            // Most lines (assistant text, tool calls and results) cannot carry a
+            // rate-limit signal; skipping their parse is what keeps the scan near
+            // the speed of reading the file.
+            self.json_lines += 1;
             return;
         }
         if looks_like_object && let Ok(event) = serde_json::from_slice::<Event>(line) {
@@ -778,6 +791,20 @@ impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(EventVisitor)
     }
+}
+
+/// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
+/// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
+fn may_signal_rate_limit(line: &[u8]) -> bool {
+    static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
+        [
+            memmem::Finder::new(b"\"result\""),
+            memmem::Finder::new(b"\"error\""),
+            memmem::Finder::new(b"rate_limit_event"),
+            memmem::Finder::new(b"turn.failed"),
+        ]
+    });
+    NEEDLES.iter().any(|needle| needle.find(line).is_some())
 }
 
 #[cfg(test)]

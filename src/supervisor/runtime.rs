@@ -571,8 +571,8 @@ impl Runtime {
             let output_bytes = std::fs::metadata(&output_file).map_or(0, |m| m.len());
             let scan = scan_output_file(&output_file, &detectors).unwrap_or_default();
             let head_after = git_head(&cwd);
-            let head_moved =
-                head_before.is_some() && head_after.is_some() && head_before != head_after;
+            // No HEAD before and one after is a repository's first commit.
+            let head_moved = head_after.is_some() && head_before != head_after;
             let findings = SessionFindings {
                 output_bytes,
                 committed: head_moved || scan.commit_pattern_seen,
