@@ -152,15 +152,24 @@ pub fn run(args: Args) -> i32 {
     };
     if let Err(err) = config.apply(&overrides) {
         eprintln!("clowder: error: {err}");
+        eprintln!("clowder: nothing was run");
         return EXIT_USAGE;
     }
-    if let Err(err) = preflight(&config, &cwd) {
-        eprintln!("clowder: error: {err}");
+    let problem = preflight(&config, &cwd).err();
+    if args.dry_run {
+        // The settings are worth seeing even when the agent or prompt is missing.
+        let printed = print_dry_run(&config, &config_path, required, &cwd);
+        if printed != 0 {
+            return printed;
+        }
+    }
+    if let Some(problem) = problem {
+        eprintln!("clowder: error: {problem}");
         eprintln!("clowder: nothing was run");
         return EXIT_USAGE;
     }
     if args.dry_run {
-        return print_dry_run(&config, &config_path, required, &cwd);
+        return 0;
     }
 
     let _headless = args.headless || !std::io::stdout().is_terminal();

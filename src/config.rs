@@ -82,6 +82,7 @@ impl Default for AgentConfig {
 pub struct WatchdogConfig {
     pub check_interval_secs: PositiveSeconds,
     pub stale_timeout_mins: PositiveMinutes,
+    #[serde(deserialize_with = "deserialize_count_u64")]
     pub min_output_bytes: u64,
 }
 
@@ -98,6 +99,7 @@ impl Default for WatchdogConfig {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
+    #[serde(deserialize_with = "deserialize_count_u32")]
     pub max_empty_retries: u32,
     pub retry_delay_secs: Seconds,
 }
@@ -363,25 +365,60 @@ fn positive_duration(value: f64, unit_secs: f64) -> Option<Duration> {
     (value.is_finite() && value > 0.0 && secs < 1e12).then(|| Duration::from_secs_f64(secs))
 }
 
-/// A number of seconds or minutes as TOML writes it: an integer or a float.
+/// A number as TOML wrote it, so that messages show `-1`, not `-1.0`.
+#[derive(Debug, Clone, Copy)]
+enum Number {
+    Int(i128),
+    Float(f64),
+}
+
+impl Number {
+    fn as_f64(self) -> f64 {
+        match self {
+            Number::Int(v) => v as f64,
+            Number::Float(v) => v,
+        }
+    }
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Number::Int(v) => write!(f, "{v}"),
+            Number::Float(v) => write!(f, "{v}"),
+        }
+    }
+}
+
+/// Accepts an integer or a float; anything else is "invalid type" with `expected`.
 struct NumberVisitor {
     expected: &'static str,
 }
 
 impl Visitor<'_> for NumberVisitor {
-    type Value = f64;
+    type Value = Number;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.expected)
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<f64, E> {
-        Ok(v as f64)
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Number, E> {
+        Ok(Number::Int(v.into()))
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<f64, E> {
-        Ok(v as f64)
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Number, E> {
+        Ok(Number::Int(v.into()))
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<f64, E> {
-        Ok(v)
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Number, E> {
+        Ok(Number::Int(v))
     }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Number, E> {
+        Ok(Number::Int(i128::try_from(v).unwrap_or(i128::MAX)))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Number, E> {
+        Ok(Number::Float(v))
+    }
+}
+
+fn invalid_number<E: de::Error>(value: Number, expected: &str) -> E {
+    E::custom(format!("invalid value: {value}, expected {expected}"))
 }
 
 fn deserialize_duration<'de, D: Deserializer<'de>>(
@@ -390,15 +427,43 @@ fn deserialize_duration<'de, D: Deserializer<'de>>(
     allow_zero: bool,
     expected: &'static str,
 ) -> Result<Duration, D::Error> {
-    let value = deserializer.deserialize_any(NumberVisitor { expected })?;
+    let number = deserializer.deserialize_any(NumberVisitor { expected })?;
+    let value = number.as_f64();
     let ok = value.is_finite() && (value > 0.0 || (allow_zero && value == 0.0));
-    if !ok || value * unit_secs >= 1e12 {
-        return Err(de::Error::invalid_value(
-            de::Unexpected::Float(value),
-            &expected,
-        ));
+    if !ok {
+        return Err(invalid_number(number, expected));
+    }
+    // Past ~30,000 years a duration is surely a typo, and would overflow timers.
+    if value * unit_secs >= 1e12 {
+        return Err(de::Error::custom(format!(
+            "invalid value: {number} is too large, expected {expected}"
+        )));
     }
     Ok(Duration::from_secs_f64(value * unit_secs))
+}
+
+/// A whole number in `min..=max`, with a message in words rather than Rust types.
+fn deserialize_whole<'de, D: Deserializer<'de>>(
+    deserializer: D,
+    min: u64,
+    max: u64,
+    expected: &'static str,
+) -> Result<u64, D::Error> {
+    match deserializer.deserialize_any(NumberVisitor { expected })? {
+        Number::Int(v) if v >= i128::from(min) && v <= i128::from(max) => {
+            u64::try_from(v).map_err(|_| invalid_number(Number::Int(v), expected))
+        }
+        other => Err(invalid_number(other, expected)),
+    }
+}
+
+fn deserialize_count_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    deserialize_whole(d, 0, u64::MAX, "a whole number, zero or more")
+}
+
+fn deserialize_count_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    let value = deserialize_whole(d, 0, u64::from(u32::MAX), "a whole number, zero or more")?;
+    u32::try_from(value).map_err(|_| de::Error::custom("number out of range"))
 }
 
 macro_rules! duration_type {
@@ -445,14 +510,7 @@ pub struct PositiveCount(pub u64);
 
 impl<'de> Deserialize<'de> for PositiveCount {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let value = u64::deserialize(d)?;
-        if value == 0 {
-            return Err(de::Error::invalid_value(
-                de::Unexpected::Unsigned(0),
-                &"a whole number of at least 1",
-            ));
-        }
-        Ok(PositiveCount(value))
+        deserialize_whole(d, 1, u64::MAX, "a whole number of at least 1").map(PositiveCount)
     }
 }
 
@@ -526,10 +584,18 @@ impl<'de> Deserialize<'de> for Pattern {
             ));
         }
         if let Err(err) = regex::Regex::new(&value) {
-            let detail = err.to_string().replace('\n', " ");
+            // The regex error draws a caret diagram over several lines; its last
+            // line says what is wrong.
+            let text = err.to_string();
+            let detail = text
+                .lines()
+                .rev()
+                .find(|line| !line.trim().is_empty())
+                .unwrap_or_default()
+                .trim()
+                .trim_start_matches("error: ");
             return Err(de::Error::custom(format!(
-                "invalid regular expression {value:?}: expected a valid regex ({})",
-                detail.split_whitespace().collect::<Vec<_>>().join(" ")
+                "invalid regular expression {value:?}: {detail}, expected a valid regex"
             )));
         }
         Ok(Pattern(value))
@@ -592,7 +658,7 @@ mod tests {
         assert_eq!(err.key.as_deref(), Some("session.max_iterations"));
         assert_eq!(
             err.to_string(),
-            "harness.toml:3:18: key `session.max_iterations`: invalid type: string \"ten\", expected u64"
+            "harness.toml:3:18: key `session.max_iterations`: invalid type: string \"ten\", expected a whole number of at least 1"
         );
     }
 
