@@ -172,7 +172,11 @@ pub fn run(args: Args) -> i32 {
         return 0;
     }
 
-    let _headless = args.headless || !std::io::stdout().is_terminal();
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    if !headless {
+        let format = config.agent.format;
+        return crate::ui::run(config, cwd, format);
+    }
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else if args.verbose {

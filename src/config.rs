@@ -57,6 +57,8 @@ impl Default for SessionConfig {
 pub struct AgentConfig {
     pub command: NonEmptyString,
     pub args: Vec<String>,
+    /// How to read the agent's output: `auto`, `claude-stream-json`, `codex-json` or `text`.
+    pub format: crate::agent::stream::AgentFormat,
 }
 
 impl Default for AgentConfig {
@@ -73,6 +75,7 @@ impl Default for AgentConfig {
             ]
             .map(String::from)
             .to_vec(),
+            format: crate::agent::stream::AgentFormat::Auto,
         }
     }
 }

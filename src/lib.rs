@@ -7,9 +7,11 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod agent;
+pub mod approvals;
 pub mod cli;
 pub mod config;
 pub mod console;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;
+pub mod ui;

@@ -118,7 +118,12 @@ pub struct Snapshot {
     pub lane: LaneId,
     pub pid: u32,
     pub state: LoopState,
+    pub agent_command: String,
+    /// The watchdog's limit: no output growth for this long kills the session.
+    pub stale_timeout_secs: f64,
     pub paused: bool,
+    /// When the current pause began; the watchdog clock stands still since then.
+    pub paused_at: Option<DateTime<Utc>>,
     pub stop_pending: bool,
     pub iteration: u64,
     pub max_iterations: u64,

@@ -11,6 +11,9 @@
 //! patterns only for lines that are not JSON objects (other agents, stderr), so
 //! that source code quoted in tool results can never fake a rate limit.
 
+pub mod follow;
 mod scan;
+pub mod stream;
 
 pub use scan::{Detectors, OutputScan, RateLimit, scan_output, scan_output_file};
+pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser};

@@ -198,6 +198,7 @@ struct Session {
     last_growth: Instant,
     last_growth_wall: DateTime<Utc>,
     paused_since: Option<Instant>,
+    paused_since_wall: Option<DateTime<Utc>>,
     kill: Option<KillReason>,
     exit_code: Option<i32>,
     duration: Duration,
@@ -371,7 +372,10 @@ impl Core {
             lane: LaneId::default(),
             pid: self.pid,
             state: self.state(),
+            agent_command: self.agent_command.clone(),
+            stale_timeout_secs: self.settings.stale_timeout.as_secs_f64(),
             paused: session.is_some_and(|s| s.paused_since.is_some()),
+            paused_at: session.and_then(|s| s.paused_since_wall),
             stop_pending: self.stop_request.is_some() || self.stop_file_seen,
             iteration: self.iteration(),
             max_iterations: self.settings.max_iterations,
@@ -590,6 +594,7 @@ impl Core {
             last_growth: now.mono,
             last_growth_wall: now.wall,
             paused_since: None,
+            paused_since_wall: None,
             kill: None,
             exit_code: None,
             duration: Duration::ZERO,
@@ -676,9 +681,8 @@ impl Core {
         };
         session.duration = now.mono.saturating_duration_since(session.started);
         let global = session.global;
-        if session.paused_since.is_some() {
-            session.paused_since = None;
-        }
+        session.paused_since = None;
+        session.paused_since_wall = None;
         session.exit_code = Some(match session.kill {
             Some(KillReason::Watchdog) => 124,
             _ => exit_code,
@@ -1040,6 +1044,7 @@ impl Core {
                     && session.kill.is_none()
                 {
                     session.paused_since = Some(now.mono);
+                    session.paused_since_wall = Some(now.wall);
                     let (pgid, global) = (session.pgid, session.global);
                     log(out, Level::Info, format!("global={global} status=paused"));
                     out.push(Effect::PauseGroup { pgid });
@@ -1051,6 +1056,7 @@ impl Core {
                 if let Phase::Running(session) = &mut self.phase
                     && let Some(since) = session.paused_since.take()
                 {
+                    session.paused_since_wall = None;
                     let paused = now.mono.saturating_duration_since(since);
                     // The watchdog clock was frozen: move the last growth forward by the pause.
                     session.last_growth += paused;

@@ -1,0 +1,296 @@
+//! The control room: a ratatui screen over the live supervision loop.
+//!
+//! The supervisor runs in the same current-thread runtime; this module's event
+//! loop turns terminal events, snapshots, log lines and output updates into
+//! [`app::Msg`]s, drains everything queued, and draws at most ~30 times a second,
+//! and only when something changed. The terminal is restored on every exit path,
+//! panics included.
+
+pub mod app;
+pub mod view;
+
+use std::io::{self, Stdout};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures_util::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::agent::follow::{FollowUpdate, follow};
+use crate::agent::stream::AgentFormat;
+use crate::config::Config;
+use crate::protocol::ExitReason;
+use crate::supervisor::core::Level;
+use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
+use app::{AppState, Msg, UiCommand, update};
+
+const FRAME: Duration = Duration::from_millis(33);
+
+/// Makes text safe to put on the terminal: control characters (escape sequences
+/// included) are shown as visible escapes instead of being sent.
+pub fn sanitize(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| match c {
+            '\t' => "    ".to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// Log lines from the supervisor, sent to the event pane instead of the console.
+struct ChannelReporter {
+    lines: mpsc::UnboundedSender<(DateTime<Utc>, Level, String)>,
+}
+
+impl Reporter for ChannelReporter {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
+        let _ = self.lines.send((wall, level, message.to_string()));
+    }
+}
+
+/// Raw mode, the alternate screen and mouse capture, undone on drop.
+struct TerminalGuard {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = execute!(
+        io::stdout(),
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+impl TerminalGuard {
+    fn enter() -> io::Result<TerminalGuard> {
+        // Restore before the panic message is printed, so it is readable and the
+        // user's shell is usable.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+        enable_raw_mode()?;
+        let mut stdout = io::stdout();
+        if let Err(err) = execute!(stdout, EnterAlternateScreen, EnableMouseCapture) {
+            restore_terminal();
+            return Err(err);
+        }
+        match Terminal::new(CrosstermBackend::new(stdout)) {
+            Ok(terminal) => Ok(TerminalGuard { terminal }),
+            Err(err) => {
+                restore_terminal();
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// Runs the loop with the control room on the terminal; returns the exit code.
+pub fn run(config: Config, working_dir: PathBuf, format: AgentFormat) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("clowder: error: cannot start the async runtime: {err}");
+            return 1;
+        }
+    };
+    let started = Instant::now();
+    let approvals_dir = working_dir.join(crate::approvals::DEFAULT_DIR);
+    let result = runtime.block_on(async move {
+        let (log_tx, log_rx) = mpsc::unbounded_channel();
+        let options = RuntimeOptions {
+            working_dir,
+            verbose: false,
+        };
+        let (supervisor, snapshots) =
+            Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
+        let guard =
+            TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
+        let outcome =
+            event_loop(guard, supervisor, snapshots, log_rx, format, &approvals_dir).await;
+        outcome.map_err(|err| format!("terminal error: {err}"))
+    });
+    match result {
+        Ok(outcome) => {
+            let secs = started.elapsed().as_secs() as i64;
+            println!(
+                "{}",
+                crate::console::summary_line(&outcome.reason, &outcome.snapshot, secs)
+            );
+            outcome.reason.exit_code()
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            1
+        }
+    }
+}
+
+async fn event_loop(
+    mut guard: TerminalGuard,
+    supervisor: Runtime,
+    mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
+    mut log_rx: mpsc::UnboundedReceiver<(DateTime<Utc>, Level, String)>,
+    format: AgentFormat,
+    approvals_dir: &Path,
+) -> io::Result<Outcome> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let (command_tx, command_rx) = mpsc::unbounded_channel();
+    let supervisor = supervisor.run(command_rx);
+    tokio::pin!(supervisor);
+    let mut state = AppState::new(snapshots.borrow_and_update().clone(), no_color);
+    let mut terminal_events = EventStream::new();
+    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
+    let mut follower: Option<JoinHandle<()>> = None;
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut approvals_ticker = tokio::time::interval(Duration::from_secs(2));
+    approvals_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut outcome: Option<Outcome> = None;
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+
+    loop {
+        let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
+        if dirty && draw_due {
+            guard
+                .terminal
+                .draw(|frame| view::draw(&state, frame, Utc::now()))?;
+            state.output.page = guard
+                .terminal
+                .size()
+                .map_or(20, |s| s.height.saturating_sub(8) as usize);
+            dirty = false;
+            last_draw = Some(Instant::now());
+        }
+        if state.should_quit {
+            break;
+        }
+        let redraw_at = (dirty)
+            .then(|| last_draw.map(|at| at + FRAME))
+            .flatten()
+            .map(tokio::time::Instant::from_std);
+
+        let mut messages = Vec::new();
+        tokio::select! {
+            event = terminal_events.next() => match event {
+                Some(Ok(Event::Key(key))) => messages.push(Msg::Key(key)),
+                Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
+                Some(Ok(_)) => messages.push(Msg::Tick),
+                // The terminal is gone: nobody can answer a dialog, so stop the loop.
+                Some(Err(_)) | None => {
+                    let _ = command_tx.send(crate::protocol::Command::StopNow);
+                    state.quit_when_finished = true;
+                }
+            },
+            changed = snapshots.changed(), if outcome.is_none() => {
+                if changed.is_ok() {
+                    messages.push(Msg::Snapshot(snapshots.borrow_and_update().clone()));
+                }
+            }
+            Some((at, level, text)) = log_rx.recv() => messages.push(Msg::Log { at, level, text }),
+            Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
+            finished = &mut supervisor, if outcome.is_none() => {
+                messages.push(Msg::Snapshot(Arc::new(finished.snapshot.clone())));
+                let reason = finished.reason.clone();
+                let signalled = matches!(reason, ExitReason::Signal { .. });
+                outcome = Some(finished);
+                messages.push(Msg::Finished(reason));
+                if signalled {
+                    // Stopped from outside (SIGINT/SIGTERM): nobody may be looking.
+                    state.should_quit = true;
+                }
+            }
+            _ = ticker.tick() => messages.push(Msg::Tick),
+            _ = approvals_ticker.tick() => {
+                let (dir_exists, pending) = crate::approvals::list_pending(approvals_dir);
+                if pending != state.approvals || dir_exists != state.approvals_dir_exists {
+                    messages.push(Msg::Approvals { dir_exists, pending });
+                }
+            }
+            _ = sleep_until_opt(redraw_at) => {}
+        }
+        // Drain whatever else is already queued before drawing once.
+        while let Ok((at, level, text)) = log_rx.try_recv() {
+            messages.push(Msg::Log { at, level, text });
+        }
+        while let Ok(update) = feed_rx.try_recv() {
+            messages.push(output_msg(update));
+        }
+        for message in messages {
+            dirty = true;
+            for command in update(&mut state, message, Utc::now()) {
+                match command {
+                    UiCommand::Supervisor(command) => {
+                        let _ = command_tx.send(command);
+                    }
+                    UiCommand::Follow(file) => {
+                        if let Some(handle) = follower.take() {
+                            handle.abort();
+                        }
+                        follower = Some(tokio::spawn(follow(file, format, feed_tx.clone())));
+                    }
+                    UiCommand::Quit => state.should_quit = true,
+                }
+            }
+        }
+        if state.should_quit && outcome.is_none() {
+            // Leave only once the loop has ended: nothing keeps running unseen.
+            state.should_quit = false;
+            state.quit_when_finished = true;
+        }
+        if state.should_quit {
+            break;
+        }
+    }
+    if let Some(handle) = follower.take() {
+        handle.abort();
+    }
+    drop(guard);
+    match outcome {
+        Some(outcome) => Ok(outcome),
+        None => Err(io::Error::other("the control room ended before the loop")),
+    }
+}
+
+fn output_msg(update: FollowUpdate) -> Msg {
+    Msg::Output {
+        file: update.file,
+        lines: update.lines,
+        stats: Box::new(update.stats),
+        reset: update.reset,
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

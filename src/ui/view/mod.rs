@@ -1,0 +1,117 @@
+//! Pure view functions: `fn(&AppState, &mut Frame, Rect, now)`, one file per pane.
+//! Time is passed in, so every screen can be snapshot-tested.
+
+mod approvals;
+mod counters;
+mod events;
+mod header;
+mod output;
+mod overlay;
+mod watchdog;
+
+use chrono::{DateTime, Utc};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
+
+use super::app::{AppState, Pane};
+
+/// Below this the panes cannot be laid out; one line says so instead.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 16;
+
+pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = format!(
+            "clowder: terminal too small ({}x{}, need {MIN_WIDTH}x{MIN_HEIGHT}) — the loop keeps running",
+            area.width, area.height
+        );
+        frame.render_widget(Paragraph::new(text), area);
+        return;
+    }
+    let [header_area, body, status_area] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(8),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header::draw(state, frame, header_area, now);
+    if state.zoom {
+        draw_pane(state, state.focus, frame, body, now);
+    } else {
+        let side = (body.width / 3).clamp(30, 48);
+        let [left, right] =
+            Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
+        draw_pane(state, Pane::Output, frame, left, now);
+        let [watch_area, counters_area, approvals_area, events_area] = Layout::vertical([
+            Constraint::Length(5),
+            Constraint::Length(12),
+            Constraint::Length(5),
+            Constraint::Min(3),
+        ])
+        .areas(right);
+        draw_pane(state, Pane::Watchdog, frame, watch_area, now);
+        draw_pane(state, Pane::Counters, frame, counters_area, now);
+        draw_pane(state, Pane::Approvals, frame, approvals_area, now);
+        draw_pane(state, Pane::Events, frame, events_area, now);
+    }
+    overlay::status_line(state, frame, status_area);
+    overlay::draw(state, frame, area);
+    if state.no_color {
+        strip_colors(frame);
+    }
+}
+
+fn draw_pane(state: &AppState, pane: Pane, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
+    match pane {
+        Pane::Output => output::draw(state, frame, area),
+        Pane::Watchdog => watchdog::draw(state, frame, area, now),
+        Pane::Counters => counters::draw(state, frame, area, now),
+        Pane::Approvals => approvals::draw(state, frame, area),
+        Pane::Events => events::draw(state, frame, area),
+    }
+}
+
+/// A pane's frame: its title, and a highlighted border when it has the focus.
+fn pane_block(state: &AppState, pane: Pane, title: Line<'static>) -> Block<'static> {
+    let focused = state.focus == pane;
+    let style = if focused {
+        Style::default()
+            .fg(Color::Cyan)
+            .add_modifier(Modifier::BOLD)
+    } else {
+        Style::default().fg(Color::DarkGray)
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Rounded
+        })
+        .border_style(style)
+        .title(title)
+}
+
+fn title(text: impl Into<String>) -> Line<'static> {
+    Line::from(Span::styled(
+        format!(" {} ", text.into()),
+        Style::default().add_modifier(Modifier::BOLD),
+    ))
+}
+
+/// NO_COLOR: keep bold and reverse for emphasis, drop every colour.
+fn strip_colors(frame: &mut Frame) {
+    for cell in frame.buffer_mut().content.iter_mut() {
+        cell.fg = Color::Reset;
+        cell.bg = Color::Reset;
+    }
+}
+
+/// `1h 02m`, `3m 07s`, `42s`.
+pub fn short_duration(secs: i64) -> String {
+    crate::store::status::human_duration(secs)
+}

@@ -1,0 +1,116 @@
+//! The session output pane: the agent's stream rendered readably (tool calls as
+//! one line, results folded, thinking collapsed), following the tail unless the
+//! user scrolled away.
+
+use ansi_to_tui::IntoText;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{pane_block, title};
+use crate::agent::stream::{LineKind, Rendered};
+use crate::ui::app::{AppState, Pane};
+use crate::ui::sanitize;
+
+fn style_for(line: &Rendered) -> Style {
+    let base = match line.kind {
+        LineKind::System => Style::default().fg(Color::DarkGray),
+        LineKind::Text => Style::default(),
+        LineKind::Thinking => Style::default()
+            .fg(Color::DarkGray)
+            .add_modifier(Modifier::ITALIC),
+        LineKind::ToolCall => Style::default().fg(Color::Cyan),
+        LineKind::ToolResult => Style::default().fg(Color::Gray),
+        LineKind::Result => Style::default()
+            .fg(Color::Green)
+            .add_modifier(Modifier::BOLD),
+        LineKind::RateLimit => Style::default().fg(Color::Yellow),
+        LineKind::Error => Style::default().fg(Color::Red),
+        LineKind::Plain => Style::default(),
+    };
+    if line.is_error {
+        base.fg(Color::Red)
+    } else {
+        base
+    }
+}
+
+fn render_line(line: &Rendered) -> Line<'static> {
+    if line.kind == LineKind::Plain && line.text.contains('\u{1b}') {
+        // Colours the agent printed are kept; the parser already removed every
+        // other escape sequence.
+        if let Ok(text) = line.text.as_bytes().into_text()
+            && let Some(first) = text.lines.into_iter().next()
+        {
+            return first;
+        }
+    }
+    Line::from(Span::styled(sanitize(&line.text), style_for(line)))
+}
+
+pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
+    let output = &state.output;
+    let viewing = match (state.viewing.global, state.viewing.live) {
+        (Some(global), true) => format!("Session output · global {global} · live"),
+        (Some(global), false) => format!("Session output · global {global} · earlier session"),
+        (None, _) => "Session output".to_string(),
+    };
+    let mode = if output.following() {
+        "follow"
+    } else {
+        "scroll (G to follow)"
+    };
+    let mut heading = title(viewing).spans;
+    heading.push(Span::styled(
+        format!("[{mode}] "),
+        Style::default().fg(if output.following() {
+            Color::Green
+        } else {
+            Color::Yellow
+        }),
+    ));
+    if let Some(query) = &output.search {
+        heading.push(Span::styled(
+            format!("[/{query}] "),
+            Style::default().fg(Color::Magenta),
+        ));
+    }
+    let block = pane_block(state, Pane::Output, Line::from(heading));
+    let inner = block.inner(area);
+    let height = inner.height as usize;
+    let total = output.lines.len();
+    let current = output.selected.unwrap_or(total.saturating_sub(1));
+    // Keep the current line in view, as low as possible when following.
+    let start = if output.following() {
+        total.saturating_sub(height)
+    } else {
+        current
+            .saturating_sub(height.saturating_sub(1) / 2)
+            .min(total.saturating_sub(height))
+    };
+    let mut lines: Vec<Line> = Vec::with_capacity(height);
+    if total == 0 {
+        let text = if state.viewing.file.is_some() {
+            "waiting for output…"
+        } else {
+            "no session yet"
+        };
+        lines.push(Line::styled(text, Style::default().fg(Color::DarkGray)));
+    }
+    if output.dropped > 0 && start == 0 {
+        lines.push(Line::styled(
+            format!("… {} earlier lines not kept …", output.dropped),
+            Style::default().fg(Color::DarkGray),
+        ));
+    }
+    for (index, line) in output.lines.iter().enumerate().skip(start).take(height) {
+        let mut rendered = render_line(line);
+        if output.selected == Some(index) {
+            rendered = rendered.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        lines.push(rendered);
+    }
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}

@@ -1,0 +1,211 @@
+//! The control room end to end: the real binary in a real terminal (tmux), keys
+//! sent with `send-keys`, the screen read with `capture-pane`, processes checked
+//! in `/proc`. `.ci/run` installs tmux where it is missing.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+struct Tmux {
+    socket: String,
+    session: String,
+}
+
+impl Tmux {
+    fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
+        let socket = format!("clowder-test-{}-{}", std::process::id(), width);
+        let session = "main".to_string();
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+            ])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .args(["-c", &dir.display().to_string()])
+            .arg(shell_command)
+            .status()
+            .expect("tmux must be installed to run this test (.ci/run installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket, session }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "capture-pane",
+                "-p",
+                "-t",
+                &self.session,
+            ])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str, deadline: Duration) -> String {
+        let mut last = String::new();
+        let found = wait_until(deadline, || {
+            last = self.screen();
+            last.contains(what)
+        });
+        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+/// The states of every live process of the group, from `/proc/PID/stat`.
+fn group_states(pgid: i32) -> Vec<char> {
+    live_group_members(pgid)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .chars()
+                .next()
+        })
+        .collect()
+}
+
+fn first_pgid(pidfile: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(pidfile).ok()?;
+    text.lines().next()?.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn pause_kill_and_stop_from_the_keyboard() {
+    let project = Project::new(
+        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nstale_timeout_mins = 10\n",
+    );
+    // The first session runs until killed; later ones finish in a few seconds.
+    project.write(
+        "agent.sh",
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$HARNESS_GLOBAL_ITERATION\" = 1 ]; then exec {agent} slow 600; else exec {agent} slow 3; fi\n",
+            agent = fake_agent().display()
+        ),
+    );
+    make_executable(&project.path("agent.sh"));
+    let pidfile = project.path("pids.txt");
+    let command = format!(
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 10; echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; sleep 600",
+        pidfile = pidfile.display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+
+    let screen = tmux.wait_for("global 1", DEADLINE);
+    assert!(screen.contains("running"), "{screen}");
+    assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
+    let pgid = first_pgid(&pidfile).expect("agent pgid");
+
+    // p: the whole group is stopped (state T), then continued.
+    tmux.keys(&["p"]);
+    assert!(
+        wait_until(DEADLINE, || {
+            let states = group_states(pgid);
+            !states.is_empty() && states.iter().all(|s| *s == 'T')
+        }),
+        "group not stopped: {:?}",
+        group_states(pgid)
+    );
+    tmux.wait_for("PAUSED", DEADLINE);
+    tmux.keys(&["p"]);
+    assert!(
+        wait_until(DEADLINE, || {
+            let states = group_states(pgid);
+            !states.is_empty() && states.iter().all(|s| *s != 'T')
+        }),
+        "group not resumed: {:?}",
+        group_states(pgid)
+    );
+
+    // K asks first; y kills; the loop goes on with the next session.
+    tmux.keys(&["K"]);
+    tmux.wait_for("Kill the session?", DEADLINE);
+    tmux.keys(&["y"]);
+    tmux.wait_for("1 by you", DEADLINE);
+    assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
+    tmux.wait_for("global 2", DEADLINE);
+
+    // s: stop after the current session; the loop ends and the screen says so.
+    tmux.keys(&["s"]);
+    tmux.wait_for("stopped: user_stop", DEADLINE);
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
+    assert!(screen.contains("clowder: stopped (user_stop)"), "{screen}");
+    // The terminal is back in cooked mode: `stty -a` lists `icanon`, not `-icanon`.
+    let restored = wait_until(DEADLINE, || {
+        tmux.screen().lines().any(|line| line.trim() == "icanon")
+    });
+    assert!(restored, "terminal left in raw mode:\n{}", tmux.screen());
+
+    let killed = project.events_named("session_killed");
+    assert_eq!(killed.len(), 1);
+    assert_eq!(killed[0]["reason"], "user");
+    assert!(!project.events_named("paused").is_empty());
+    assert!(!project.events_named("resumed").is_empty());
+}
+
+#[test]
+fn quit_asks_and_stop_now_leaves_nothing_running() {
+    let project = Project::new(&fast_config(
+        &["slow", "600"],
+        "[watchdog]\nstale_timeout_mins = 10\n",
+    ));
+    let pidfile = project.path("pids.txt");
+    let command = format!(
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 5; echo CLOWDER_EXIT=$?; sleep 600",
+        pidfile = pidfile.display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 80, 24);
+    tmux.wait_for("global 1", DEADLINE);
+    assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
+    let pgid = first_pgid(&pidfile).expect("agent pgid");
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Quit clowder?", DEADLINE);
+    tmux.keys(&["s"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    assert!(screen.contains("clowder: stopped (user_stop)"), "{screen}");
+    assert!(live_group_members(pgid).is_empty());
+}
+
+fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut permissions = std::fs::metadata(path).expect("metadata").permissions();
+    permissions.set_mode(0o755);
+    std::fs::set_permissions(path, permissions).expect("chmod");
+}
