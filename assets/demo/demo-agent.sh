@@ -41,11 +41,11 @@ assistant_text "Reading the task list to pick the next item (iteration $iteratio
 pause
 tool_call "read_$global" Read "{\"file_path\":\"TODO.md\"}"
 pause
-tool_result "read_$global" false "- [x] parse config\\\\n- [ ] retry on empty output\\\\n- [ ] rate-limit backoff (note: a tool result saying rate limit never triggers a backoff)"
+tool_result "read_$global" false "- [x] parse config\\n- [ ] retry on empty output\\n- [ ] rate-limit backoff (note: a tool result saying rate limit never triggers a backoff)"
 pause
 tool_call "test_$global" Bash "{\"command\":\"cargo test retry\",\"description\":\"Run the retry tests\"}"
 pause; pause
-tool_result "test_$global" true "test retry::empty_output ... FAILED\\\\nthread 'retry::empty_output' panicked: expected 2 retries, got 0"
+tool_result "test_$global" true "test retry::empty_output ... FAILED\\nthread 'retry::empty_output' panicked: expected 2 retries, got 0"
 pause
 assistant_text "The retry counter is never incremented. Fixing it."
 pause
@@ -55,7 +55,7 @@ tool_result "edit_$global" false "The file src/retry.rs has been updated."
 pause
 tool_call "retest_$global" Bash "{\"command\":\"cargo test retry\"}"
 pause; pause
-tool_result "retest_$global" false "test retry::empty_output ... ok\\\\ntest result: ok. 4 passed; 0 failed"
+tool_result "retest_$global" false "test retry::empty_output ... ok\\ntest result: ok. 4 passed; 0 failed"
 pause
 assistant_text "Tests pass. Committing with bd-finish."
 pause

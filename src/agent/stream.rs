@@ -27,7 +27,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use memchr::{memchr, memchr2};
+use std::sync::LazyLock;
+
+use memchr::{memchr, memchr2, memmem};
 
 /// Longest part of one line kept in memory; the rest of a longer line is dropped.
 const MAX_PENDING_BYTES: usize = 1 << 20;
@@ -360,7 +362,8 @@ impl StreamParser {
 
     /// Detail text of a shown value: sanitised, capped, and marked when either
     /// the value or the line it came from was cut.
-    fn detail(&self, text: &str, complete: bool) -> Option<String> {
+    fn detail<'t>(&self, text: impl Into<Cow<'t, str>>, complete: bool) -> Option<String> {
+        let text = text.into();
         if text.trim().is_empty() {
             return None;
         }
@@ -428,7 +431,7 @@ impl StreamParser {
                 if let Some(Json::Arr(tools)) = event.get("tools") {
                     text.push_str(&format!(" · {}", plural(tools.len() as u64, "tool")));
                 }
-                let detail = self.detail(&init_detail(event), true);
+                let detail = self.detail(init_detail(event), true);
                 out.push(line(LineKind::System, fit(text)).with_detail(detail));
             }
             Some("api_retry") => {
@@ -476,7 +479,7 @@ impl StreamParser {
                 } else {
                     format!("◆ task started: {what}")
                 };
-                let detail = event.get_str("prompt").and_then(|p| self.detail(&p, true));
+                let detail = event.get_str("prompt").and_then(|p| self.detail(&*p, true));
                 out.push(
                     line(LineKind::System, fit(text))
                         .with_detail(detail)
@@ -498,7 +501,7 @@ impl StreamParser {
                 let failed = matches!(status.as_str(), "failed" | "error");
                 out.push(
                     line(LineKind::System, fit(text))
-                        .with_detail(self.detail(&summary, true))
+                        .with_detail(self.detail(&*summary, true))
                         .with_id(event.get_str("tool_use_id").map(|id| clean(&id)))
                         .with_error(failed),
                 );
@@ -538,7 +541,7 @@ impl StreamParser {
                 }
                 out.push(
                     line(LineKind::System, fit(text))
-                        .with_detail(self.detail(&said, true))
+                        .with_detail(self.detail(&*said, true))
                         .with_error(true),
                 );
             }
@@ -596,7 +599,7 @@ impl StreamParser {
             }
             out.push(
                 line(LineKind::Error, fit(text))
-                    .with_detail(self.detail(&said, true))
+                    .with_detail(self.detail(&*said, true))
                     .with_error(true),
             );
         }
@@ -613,7 +616,7 @@ impl StreamParser {
                 }
                 Some("thinking") => {
                     let thinking = block.get_str("thinking").unwrap_or_default();
-                    out.push(self.thinking(&thinking));
+                    out.push(self.thinking(thinking));
                 }
                 Some("redacted_thinking") => {
                     out.push(line(LineKind::Thinking, "✻ thinking (redacted)".to_owned()));
@@ -626,7 +629,7 @@ impl StreamParser {
         }
     }
 
-    fn thinking(&self, text: &str) -> Rendered {
+    fn thinking(&self, text: Cow<'_, str>) -> Rendered {
         let chars = text.chars().count();
         if text.trim().is_empty() {
             return line(LineKind::Thinking, "✻ thinking".to_owned());
@@ -655,7 +658,7 @@ impl StreamParser {
             Json::Null => None,
             input => {
                 let (pretty, complete) = json_text(input, true);
-                self.detail(&pretty, complete)
+                self.detail(pretty, complete)
             }
         };
         out.push(
@@ -713,14 +716,14 @@ impl StreamParser {
                 _ => {}
             }
             let id = block.get_str("tool_use_id").map(|id| clean(&id));
-            out.push(self.result_line(&body, is_error, None, id));
+            out.push(self.result_line(body, is_error, None, id));
         }
     }
 
     /// "  ↳ first line (+N lines)" / "  ✗ label · first line", detail = the output.
     fn result_line(
         &self,
-        body: &Collected,
+        body: Collected,
         is_error: bool,
         label: Option<&str>,
         id: Option<String>,
@@ -753,7 +756,7 @@ impl StreamParser {
             text.push_str(&format!(" (+{})", plural(more as u64, "line")));
         }
         line(LineKind::ToolResult, fit(text))
-            .with_detail(self.detail(&body.text, body.complete))
+            .with_detail(self.detail(body.text, body.complete))
             .with_id(id)
             .with_error(is_error)
     }
@@ -835,7 +838,7 @@ impl StreamParser {
             out.push(
                 line(LineKind::Text, fit(text))
                     .with_detail(
-                        self.detail(&result, true)
+                        self.detail(&*result, true)
                             .filter(|_| more > 0 || text_is_cut(first)),
                     )
                     .with_error(failed),
@@ -878,7 +881,7 @@ impl StreamParser {
         let (pretty, complete) = json_text(info, true);
         out.push(
             line(LineKind::RateLimit, fit(text))
-                .with_detail(self.detail(&pretty, complete))
+                .with_detail(self.detail(pretty, complete))
                 .with_error(status == "rejected"),
         );
     }
@@ -971,13 +974,13 @@ impl StreamParser {
                 let text = item.get_str("text").unwrap_or_default();
                 if kind == "agent_message" || kind == "assistant_message" {
                     self.stats.last_agent_message =
-                        Some(cap_bytes(sanitize_block(&text), MAX_STATS_TEXT_BYTES));
+                        Some(cap_bytes(sanitize_block(&*text), MAX_STATS_TEXT_BYTES));
                 }
                 push_text_lines(&text, out);
             }
             "reasoning" if completed => {
                 let text = item.get_str("text").unwrap_or_default();
-                out.push(self.thinking(&text));
+                out.push(self.thinking(text));
             }
             "command_execution" | "mcp_tool_call" => {
                 // The call is shown as soon as it starts (commands can run for
@@ -1021,7 +1024,7 @@ impl StreamParser {
                 self.count_tool("patch");
                 out.push(
                     line(LineKind::ToolCall, call_text("patch", &summary))
-                        .with_detail(self.detail(&detail.join("\n"), true))
+                        .with_detail(self.detail(detail.join("\n"), true))
                         .with_id(id.clone()),
                 );
                 if item.get_str("status").as_deref() == Some("failed") {
@@ -1088,7 +1091,7 @@ impl StreamParser {
                     .collect();
                 out.push(
                     line(LineKind::Text, fit(text))
-                        .with_detail(self.detail(&detail.join("\n"), true)),
+                        .with_detail(self.detail(detail.join("\n"), true)),
                 );
             }
             "error" if completed => {
@@ -1107,7 +1110,7 @@ impl StreamParser {
                 LineKind::ToolCall,
                 call_text("exec", &one_line(unwrap_shell(&command))),
             )
-            .with_detail(self.detail(&command, true))
+            .with_detail(self.detail(&*command, true))
             .with_id(id);
         }
         let server = item.get_str("server").unwrap_or_default();
@@ -1119,7 +1122,7 @@ impl StreamParser {
             Json::Null => None,
             args => {
                 let (pretty, complete) = json_text(args, true);
-                self.detail(&pretty, complete)
+                self.detail(pretty, complete)
             }
         };
         line(
@@ -1147,7 +1150,7 @@ impl StreamParser {
             if label.is_some() {
                 self.stats.tool_errors += 1;
             }
-            return self.result_line(&body, label.is_some(), label.as_deref(), id);
+            return self.result_line(body, label.is_some(), label.as_deref(), id);
         }
         let error = item
             .get("error")
@@ -1171,7 +1174,7 @@ impl StreamParser {
         if failed {
             self.stats.tool_errors += 1;
         }
-        self.result_line(&body, failed, None, id)
+        self.result_line(body, failed, None, id)
     }
 }
 
@@ -1515,17 +1518,46 @@ fn fit(text: String) -> String {
     }
 }
 
-/// Bytes that may need more than copying: C0 controls, DEL, and the lead bytes
-/// of C1 controls (U+0080–U+009F) and of the bidi/separator block (U+2028–U+2069).
-fn needs_care(b: u8) -> bool {
-    b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2
+/// Length of the character at `at` if it is one display text must not carry
+/// as is: a C1 control (an 8-bit CSI can drive a terminal), a bidi override or
+/// isolate (they make text read differently from what it is), or a line or
+/// paragraph separator (it would break the line).
+fn special_len(bytes: &[u8], at: usize) -> Option<usize> {
+    match (bytes.get(at), bytes.get(at + 1), bytes.get(at + 2)) {
+        (Some(0xc2), Some(0x80..=0x9f), _) => Some(2),
+        (Some(0xe2), Some(0x80), Some(0xa8..=0xae)) => Some(3),
+        (Some(0xe2), Some(0x81), Some(0xa6..=0xa9)) => Some(3),
+        _ => None,
+    }
 }
 
-/// Characters that are dropped: C1 controls (an 8-bit CSI can drive a
-/// terminal) and bidi overrides/isolates (they make text read differently
-/// from what it is).
-fn is_hidden(c: char) -> bool {
-    matches!(c, '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+/// Whether text can be shown as it is (newlines allowed or not). Most text
+/// can, so this is built to be fast: a branch-free control scan per block, then
+/// a look at the few lead bytes that can start a special character.
+fn is_safe_text(bytes: &[u8], allow_newline: bool) -> bool {
+    let newline = if allow_newline { b'\n' } else { 0xff };
+    let has_control = bytes.chunks(256).any(|block| {
+        block
+            .iter()
+            .fold(false, |seen, &b| seen | ((b < 0x20 && b != newline) | (b == 0x7f)))
+    });
+    if has_control {
+        return false;
+    }
+    let mut i = 0;
+    while let Some(j) = memchr2(0xc2, 0xe2, &bytes[i..]) {
+        let at = i + j;
+        if special_len(bytes, at).is_some() {
+            return false;
+        }
+        i = at + 1;
+    }
+    true
+}
+
+fn char_count(text: &str) -> usize {
+    // Every byte that is not a UTF-8 continuation byte starts a char.
+    text.bytes().filter(|b| (b & 0xc0) != 0x80).count()
 }
 
 /// One display line from one line of agent output: the text after the last
@@ -1540,81 +1572,88 @@ fn sanitize_line(text: &str, keep_sgr: bool, max_chars: usize) -> String {
 
 fn sanitize_into(text: &str, keep_sgr: bool, max_chars: usize, out: &mut String) {
     let text = text.trim_end_matches(['\r', '\n']);
-    let (before, tail) = match text.rfind('\r') {
+    let (before, tail) = match memchr::memrchr(b'\r', text.as_bytes()) {
         Some(i) => (&text[..i], &text[i + 1..]),
         None => ("", text),
     };
     if keep_sgr && before.contains('\x1b') {
         carry_sgr(before, out);
     }
-    // Fast path: nothing to remove and short enough.
-    if !tail.bytes().any(needs_care)
-        && (tail.len() <= max_chars || tail.chars().count() <= max_chars)
+    if is_safe_text(tail.as_bytes(), false)
+        && (tail.len() <= max_chars || char_count(tail) <= max_chars)
     {
         out.push_str(tail);
         return;
     }
-    let bytes = tail.as_bytes();
+    sanitize_run(tail, keep_sgr, max_chars, false, out);
+}
+
+/// The careful path: copies runs of ordinary text whole and deals with each
+/// control, escape sequence or special character between them.
+fn sanitize_run(text: &str, keep_sgr: bool, max_chars: usize, keep_newlines: bool, out: &mut String) {
+    let bytes = text.as_bytes();
     let mut sink = Sink {
         out,
         visible: 0,
+        column: 0,
         last_char_at: None,
         max_chars,
     };
     let mut sgr_bytes = 0usize;
     let mut i = 0;
     while i < bytes.len() {
-        let b = bytes[i];
-        if b == 0x1b {
-            let end = escape_end(bytes, i);
-            if keep_sgr && is_sgr(&bytes[i..end]) && sgr_bytes + (end - i) <= MAX_SGR_BYTES_PER_LINE
-            {
-                sgr_bytes += end - i;
-                sink.out.push_str(&tail[i..end]);
+        let mut j = i;
+        while let Some(&b) = bytes.get(j) {
+            if b < 0x20 || b == 0x7f || ((b == 0xc2 || b == 0xe2) && special_len(bytes, j).is_some()) {
+                break;
             }
-            i = end;
-            continue;
+            j += 1;
         }
-        if b == b'\t' {
-            let spaces = TAB_WIDTH - sink.visible % TAB_WIDTH;
-            for _ in 0..spaces {
-                if !sink.push(' ') {
-                    return;
-                }
-            }
-            i += 1;
-            continue;
+        // Both ends are char boundaries: `j` stops at an ASCII byte, a lead
+        // byte or the end.
+        if j > i && !sink.push_run(&text[i..j]) {
+            return;
         }
-        if b < 0x20 || b == 0x7f {
-            i += 1;
-            continue;
-        }
-        if b < 0x80 {
-            // Runs of printable ASCII are the bulk of any text.
-            let end = bytes[i..]
-                .iter()
-                .position(|&c| !(0x20..0x7f).contains(&c))
-                .map_or(bytes.len(), |n| i + n);
-            if !sink.push_ascii(&tail[i..end]) {
-                return;
-            }
-            i = end;
-            continue;
-        }
-        let Some(c) = tail[i..].chars().next() else {
+        i = j;
+        let Some(&b) = bytes.get(i) else {
             break;
         };
-        i += c.len_utf8();
-        if is_hidden(c) {
-            continue;
-        }
-        let c = if matches!(c, '\u{2028}' | '\u{2029}') {
-            ' '
-        } else {
-            c
-        };
-        if !sink.push(c) {
-            return;
+        match b {
+            0x1b => {
+                let end = escape_end(bytes, i);
+                if keep_sgr
+                    && is_sgr(&bytes[i..end])
+                    && sgr_bytes + (end - i) <= MAX_SGR_BYTES_PER_LINE
+                {
+                    sgr_bytes += end - i;
+                    sink.out.push_str(&text[i..end]);
+                }
+                i = end;
+            }
+            b'\t' => {
+                let spaces = TAB_WIDTH - sink.column % TAB_WIDTH;
+                if !sink.push_run(&"        "[..spaces]) {
+                    return;
+                }
+                i += 1;
+            }
+            b'\n' if keep_newlines => {
+                sink.out.push('\n');
+                sink.column = 0;
+                i += 1;
+            }
+            0..0x20 | 0x7f => i += 1,
+            _ => {
+                let len = special_len(bytes, i).unwrap_or(1);
+                // U+2028/U+2029 separate words; the rest are dropped.
+                if bytes.get(i + 1) == Some(&0x80)
+                    && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9))
+                    && !sink.push_run(" ")
+                {
+                    return;
+                }
+                i += len;
+            }
         }
     }
 }
@@ -1623,6 +1662,8 @@ fn sanitize_into(text: &str, keep_sgr: bool, max_chars: usize, out: &mut String)
 struct Sink<'o> {
     out: &'o mut String,
     visible: usize,
+    /// Characters since the last kept newline, for tab stops.
+    column: usize,
     /// Where the last visible char starts in `out`: it becomes the ellipsis
     /// when one more would exceed the cap.
     last_char_at: Option<usize>,
@@ -1630,43 +1671,31 @@ struct Sink<'o> {
 }
 
 impl Sink<'_> {
-    /// False once the cap is reached (the ellipsis is then in place).
-    fn push(&mut self, c: char) -> bool {
-        if self.visible >= self.max_chars {
-            self.ellipsis();
-            return false;
+    /// Adds a run of ordinary text; false once the cap is reached (the
+    /// ellipsis is then in place).
+    fn push_run(&mut self, run: &str) -> bool {
+        let chars = char_count(run);
+        let room = self.max_chars.saturating_sub(self.visible);
+        let (kept, complete) = if chars <= room {
+            (run, true)
+        } else {
+            let cut = run.char_indices().nth(room).map_or(run.len(), |(k, _)| k);
+            (&run[..cut], false)
+        };
+        if let Some((last, _)) = kept.char_indices().next_back() {
+            self.last_char_at = Some(self.out.len() + last);
         }
-        self.last_char_at = Some(self.out.len());
-        self.out.push(c);
-        self.visible += 1;
-        true
-    }
-
-    /// A run of printable ASCII (one byte per char).
-    fn push_ascii(&mut self, run: &str) -> bool {
-        let room = self.max_chars - self.visible.min(self.max_chars);
-        if run.len() <= room {
-            self.out.push_str(run);
-            self.visible += run.len();
-            if !run.is_empty() {
-                self.last_char_at = Some(self.out.len() - 1);
-            }
+        self.out.push_str(kept);
+        if complete {
+            self.visible += chars;
+            self.column += chars;
             return true;
         }
-        self.out.push_str(&run[..room]);
-        self.visible += room;
-        if room > 0 {
-            self.last_char_at = Some(self.out.len() - 1);
-        }
-        self.ellipsis();
-        false
-    }
-
-    fn ellipsis(&mut self) {
         if let Some(at) = self.last_char_at {
             self.out.truncate(at);
         }
         self.out.push('…');
+        false
     }
 }
 
@@ -1759,13 +1788,23 @@ fn escape_end(bytes: &[u8], start: usize) -> usize {
     }
 }
 
-/// Multi-line text for a detail view: each line sanitised, newlines kept.
-fn sanitize_block(text: &str) -> String {
-    let text = text.trim_end_matches(['\n', '\r']);
-    if !text.bytes().any(|b| b != b'\n' && needs_care(b)) {
-        return text.to_owned();
+/// Multi-line text for a detail view: sanitised like display lines, but
+/// newlines kept and nothing cut. Text that needs no change is not copied.
+fn sanitize_block<'t>(text: impl Into<Cow<'t, str>>) -> String {
+    let text = text.into();
+    let end = text.trim_end_matches(['\n', '\r']).len();
+    if is_safe_text(&text.as_bytes()[..end], true) {
+        let mut text = text.into_owned();
+        text.truncate(end);
+        return text;
     }
+    let text = &text[..end];
     let mut out = String::with_capacity(text.len());
+    if memchr(b'\r', text.as_bytes()).is_none() {
+        sanitize_run(text, false, usize::MAX, true, &mut out);
+        return out;
+    }
+    // Carriage returns overwrite within their own line only.
     for (i, line) in text.split('\n').enumerate() {
         if i > 0 {
             out.push('\n');
@@ -1852,6 +1891,9 @@ impl Collected {
         self.newlines += newlines;
         self.note(!s.raw.is_empty(), ends);
         if self.complete {
+            // Decoding only shrinks text: one reservation is enough.
+            self.text
+                .reserve(s.raw.len().min(MAX_DETAIL_BYTES.saturating_sub(self.text.len())));
             let done = if s.escaped {
                 unescape_into(s.raw, &mut self.text, MAX_DETAIL_BYTES)
             } else {
@@ -1903,23 +1945,22 @@ impl Collected {
 
 /// Newline escapes in a raw JSON string, and whether it ends with one.
 fn escaped_newlines(s: JStr<'_>) -> (usize, bool) {
+    static NEWLINE: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\\n"));
     if !s.escaped {
         return (0, false);
     }
     let bytes = s.raw.as_bytes();
     let mut count = 0;
     let mut last_end = usize::MAX;
-    let mut i = 0;
-    while i < bytes.len() {
-        let Some(j) = memchr(b'\\', &bytes[i..]) else {
-            break;
-        };
-        let at = i + j;
-        if bytes.get(at + 1) == Some(&b'n') {
+    for at in NEWLINE.find_iter(bytes) {
+        // `\\n` is an escaped backslash and a letter: the backslash before the
+        // `n` starts an escape only if an even number of backslashes precede it.
+        let preceding = bytes[..at].iter().rev().take_while(|&&b| b == b'\\').count();
+        if preceding % 2 == 0 {
             count += 1;
             last_end = at + 2;
         }
-        i = at + 2;
     }
     (count, last_end == bytes.len())
 }
@@ -2146,7 +2187,8 @@ impl<'a> Parser<'a> {
             return Err(Stop::Invalid);
         }
         self.pos += 1;
-        let mut members = Vec::new();
+        // Event objects have a handful of members; this saves regrowing.
+        let mut members = Vec::with_capacity(8);
         self.skip_ws();
         match self.peek() {
             None => return self.eof(Json::Obj(members)),
@@ -2199,7 +2241,7 @@ impl<'a> Parser<'a> {
             return Err(Stop::Invalid);
         }
         self.pos += 1;
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(4);
         self.skip_ws();
         match self.peek() {
             None => return self.eof(Json::Arr(items)),
@@ -2504,6 +2546,11 @@ mod tests {
     fn only(lines: &[Rendered]) -> &Rendered {
         assert_eq!(lines.len(), 1, "{lines:#?}");
         &lines[0]
+    }
+
+    /// What the sanitiser must have removed besides control characters.
+    fn is_hidden(c: char) -> bool {
+        matches!(c, '\u{80}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}')
     }
 
     /// No control characters at all in a display string (Plain lines may keep SGR).
@@ -3893,7 +3940,7 @@ mod tests {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
         let session = "5f1c2a9e-1b7d-4e0a-9c3f-2d8e6b4a1f00";
         let mut out = Vec::with_capacity(target + (1 << 20));
-        let mut push = |out: &mut Vec<u8>, value: serde_json::Value| {
+        let push = |out: &mut Vec<u8>, value: serde_json::Value| {
             serde_json::to_writer(&mut *out, &value).unwrap();
             out.push(b'\n');
         };
