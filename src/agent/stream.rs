@@ -1537,9 +1537,9 @@ fn special_len(bytes: &[u8], at: usize) -> Option<usize> {
 fn is_safe_text(bytes: &[u8], allow_newline: bool) -> bool {
     let newline = if allow_newline { b'\n' } else { 0xff };
     let has_control = bytes.chunks(256).any(|block| {
-        block
-            .iter()
-            .fold(false, |seen, &b| seen | ((b < 0x20 && b != newline) | (b == 0x7f)))
+        block.iter().fold(false, |seen, &b| {
+            seen | ((b < 0x20 && b != newline) | (b == 0x7f))
+        })
     });
     if has_control {
         return false;
@@ -1590,7 +1590,13 @@ fn sanitize_into(text: &str, keep_sgr: bool, max_chars: usize, out: &mut String)
 
 /// The careful path: copies runs of ordinary text whole and deals with each
 /// control, escape sequence or special character between them.
-fn sanitize_run(text: &str, keep_sgr: bool, max_chars: usize, keep_newlines: bool, out: &mut String) {
+fn sanitize_run(
+    text: &str,
+    keep_sgr: bool,
+    max_chars: usize,
+    keep_newlines: bool,
+    out: &mut String,
+) {
     let bytes = text.as_bytes();
     let mut sink = Sink {
         out,
@@ -1604,7 +1610,10 @@ fn sanitize_run(text: &str, keep_sgr: bool, max_chars: usize, keep_newlines: boo
     while i < bytes.len() {
         let mut j = i;
         while let Some(&b) = bytes.get(j) {
-            if b < 0x20 || b == 0x7f || ((b == 0xc2 || b == 0xe2) && special_len(bytes, j).is_some()) {
+            if b < 0x20
+                || b == 0x7f
+                || ((b == 0xc2 || b == 0xe2) && special_len(bytes, j).is_some())
+            {
                 break;
             }
             j += 1;
@@ -1892,8 +1901,11 @@ impl Collected {
         self.note(!s.raw.is_empty(), ends);
         if self.complete {
             // Decoding only shrinks text: one reservation is enough.
-            self.text
-                .reserve(s.raw.len().min(MAX_DETAIL_BYTES.saturating_sub(self.text.len())));
+            self.text.reserve(
+                s.raw
+                    .len()
+                    .min(MAX_DETAIL_BYTES.saturating_sub(self.text.len())),
+            );
             let done = if s.escaped {
                 unescape_into(s.raw, &mut self.text, MAX_DETAIL_BYTES)
             } else {
@@ -1956,8 +1968,12 @@ fn escaped_newlines(s: JStr<'_>) -> (usize, bool) {
     for at in NEWLINE.find_iter(bytes) {
         // `\\n` is an escaped backslash and a letter: the backslash before the
         // `n` starts an escape only if an even number of backslashes precede it.
-        let preceding = bytes[..at].iter().rev().take_while(|&&b| b == b'\\').count();
-        if preceding % 2 == 0 {
+        let preceding = bytes[..at]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count();
+        if preceding.is_multiple_of(2) {
             count += 1;
             last_end = at + 2;
         }
@@ -2277,30 +2293,28 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Result<JStr<'a>, Stop> {
         let bytes = self.src.as_bytes();
         let start = self.pos + 1;
-        let mut i = start;
+        let rest = bytes.get(start..).unwrap_or(&[]);
         let mut escaped = false;
-        loop {
-            let found = bytes.get(i..).and_then(|rest| memchr2(b'"', b'\\', rest));
-            match found {
-                Some(j) if bytes[i + j] == b'"' => {
-                    let end = i + j;
-                    self.pos = end + 1;
-                    return Ok(JStr {
-                        raw: &self.src[start..end],
-                        escaped,
-                    });
-                }
-                Some(j) => {
-                    escaped = true;
-                    i += j + 2;
-                }
-                None => {
-                    self.pos = bytes.len();
-                    let raw = self.src.get(start..).unwrap_or("");
-                    return self.eof(JStr { raw, escaped });
-                }
+        // One search over the whole string: a fresh search per escape costs
+        // more than the scan itself in escape-dense text (code, logs).
+        let mut skip_to = 0;
+        for j in memchr::memchr2_iter(b'"', b'\\', rest) {
+            if j < skip_to {
+                continue;
             }
+            if rest[j] == b'"' {
+                self.pos = start + j + 1;
+                return Ok(JStr {
+                    raw: &self.src[start..start + j],
+                    escaped,
+                });
+            }
+            escaped = true;
+            skip_to = j + 2;
         }
+        self.pos = bytes.len();
+        let raw = self.src.get(start..).unwrap_or("");
+        self.eof(JStr { raw, escaped })
     }
 
     fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, Stop> {
@@ -4028,7 +4042,7 @@ mod tests {
                 &mut out,
                 json!({"type":"user","message":{"role":"user","content":[{"tool_use_id":tool_id,"type":"tool_result","content":result,"is_error":is_error}]},"parent_tool_use_id":null,"session_id":session,"uuid":format!("r{turn}")}),
             );
-            if turn % 300 == 0 {
+            if turn.is_multiple_of(300) {
                 push(
                     &mut out,
                     json!({"type":"rate_limit_event","rate_limit_info":{"status":"allowed","resetsAt":1_755_806_400,"rateLimitType":"five_hour"},"session_id":session}),
