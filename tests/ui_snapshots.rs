@@ -110,18 +110,26 @@ fn state_with(snapshot: Snapshot) -> AppState {
             None,
             false,
         ),
-        line(
-            LineKind::ToolCall,
-            "▶ Bash  cargo test retry",
-            Some("cargo test retry\n---\ntest retry::empty_output ... FAILED"),
-            false,
-        ),
-        line(
-            LineKind::ToolResult,
-            "  ✗ test retry::empty_output ... FAILED (+1 lines)",
-            None,
-            true,
-        ),
+        Rendered {
+            tool_use_id: Some("toolu_7".into()),
+            ..line(
+                LineKind::ToolCall,
+                "▶ Bash  cargo test retry",
+                Some("{\n  \"command\": \"cargo test retry\"\n}"),
+                false,
+            )
+        },
+        Rendered {
+            tool_use_id: Some("toolu_7".into()),
+            ..line(
+                LineKind::ToolResult,
+                "  ✗ test retry::empty_output ... FAILED (+1 lines)",
+                Some(
+                    "test retry::empty_output ... FAILED\nthread 'retry::empty_output' panicked: expected 2 retries, got 0",
+                ),
+                true,
+            )
+        },
         line(
             LineKind::Thinking,
             "✻ thinking (812 chars)",

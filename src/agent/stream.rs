@@ -2293,28 +2293,30 @@ impl<'a> Parser<'a> {
     fn string(&mut self) -> Result<JStr<'a>, Stop> {
         let bytes = self.src.as_bytes();
         let start = self.pos + 1;
-        let rest = bytes.get(start..).unwrap_or(&[]);
+        let mut i = start;
         let mut escaped = false;
-        // One search over the whole string: a fresh search per escape costs
-        // more than the scan itself in escape-dense text (code, logs).
-        let mut skip_to = 0;
-        for j in memchr::memchr2_iter(b'"', b'\\', rest) {
-            if j < skip_to {
-                continue;
+        loop {
+            let found = bytes.get(i..).and_then(|rest| memchr2(b'"', b'\\', rest));
+            match found {
+                Some(j) if bytes[i + j] == b'"' => {
+                    let end = i + j;
+                    self.pos = end + 1;
+                    return Ok(JStr {
+                        raw: &self.src[start..end],
+                        escaped,
+                    });
+                }
+                Some(j) => {
+                    escaped = true;
+                    i += j + 2;
+                }
+                None => {
+                    self.pos = bytes.len();
+                    let raw = self.src.get(start..).unwrap_or("");
+                    return self.eof(JStr { raw, escaped });
+                }
             }
-            if rest[j] == b'"' {
-                self.pos = start + j + 1;
-                return Ok(JStr {
-                    raw: &self.src[start..start + j],
-                    escaped,
-                });
-            }
-            escaped = true;
-            skip_to = j + 2;
         }
-        self.pos = bytes.len();
-        let raw = self.src.get(start..).unwrap_or("");
-        self.eof(JStr { raw, escaped })
     }
 
     fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, Stop> {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
-use crate::agent::stream::{Rendered, SessionStats};
+use crate::agent::stream::{LineKind, Rendered, SessionStats};
 use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 
@@ -95,6 +95,27 @@ pub struct OutputView {
 impl OutputView {
     pub fn following(&self) -> bool {
         self.selected.is_none()
+    }
+
+    /// The expanded line's full text: a tool call's input together with its result.
+    pub fn expanded_detail(&self) -> Option<(String, String)> {
+        let line = self.lines.get(self.expanded?)?;
+        let mut detail = line.detail.clone().unwrap_or_default();
+        if line.kind == LineKind::ToolCall
+            && let Some(id) = &line.tool_use_id
+            && let Some(result) = self.lines.iter().find(|other| {
+                other.kind == LineKind::ToolResult && other.tool_use_id.as_ref() == Some(id)
+            })
+        {
+            let status = if result.is_error {
+                "result (error)"
+            } else {
+                "result"
+            };
+            let body = result.detail.clone().unwrap_or_else(|| result.text.clone());
+            detail.push_str(&format!("\n\n── {status} ──\n{body}"));
+        }
+        Some((line.text.clone(), detail))
     }
 
     fn push(&mut self, line: Rendered) {
@@ -495,7 +516,11 @@ fn on_output_key(state: &mut AppState, key: KeyEvent, page: isize, commands: &mu
         }
         KeyCode::Enter => {
             let index = output.current();
-            if output.lines.get(index).is_some_and(|l| l.detail.is_some()) {
+            if output
+                .lines
+                .get(index)
+                .is_some_and(|l| l.detail.is_some() || l.tool_use_id.is_some())
+            {
                 output.expanded = Some(index);
                 output.expanded_scroll = 0;
             }

@@ -142,15 +142,12 @@ fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>, 
 }
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
-    if let Some(index) = state.output.expanded
-        && let Some(line) = state.output.lines.get(index)
-    {
+    if let Some((heading, detail)) = state.output.expanded_detail() {
         let rect = centered(
             area,
             area.width.saturating_sub(8),
             area.height.saturating_sub(4),
         );
-        let detail = line.detail.clone().unwrap_or_default();
         let lines: Vec<Line> = detail
             .lines()
             .skip(state.output.expanded_scroll as usize)
@@ -159,7 +156,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         popup(
             frame,
             rect,
-            &format!("{} — j/k scroll · Esc close", sanitize(&line.text)),
+            &format!("{} — j/k scroll · Esc close", sanitize(heading.trim())),
             lines,
             Color::Cyan,
         );
