@@ -17,7 +17,9 @@ struct Tmux {
 
 impl Tmux {
     fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
-        let socket = format!("clowder-test-{}-{}", std::process::id(), width);
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("clowder-test-{}-{n}", std::process::id());
         let session = "main".to_string();
         let status = Command::new("tmux")
             .args([
@@ -208,4 +210,27 @@ fn make_executable(path: &Path) {
     let mut permissions = std::fs::metadata(path).expect("metadata").permissions();
     permissions.set_mode(0o755);
     std::fs::set_permissions(path, permissions).expect("chmod");
+}
+
+#[test]
+fn the_bundled_demo_opens_the_control_room() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let state = tempfile::tempdir().expect("tempdir");
+    let command = format!(
+        "DEMO_PACE=0.05 DEMO_STATE_DIR={state} {clowder} -c assets/demo/harness.toml; echo CLOWDER_EXIT=$?; sleep 600",
+        state = state.path().display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(root, &command, 120, 40);
+    // Readable stream-json: tool calls on one line, the final result with its cost.
+    tmux.wait_for("▶ Read  TODO.md", DEADLINE);
+    tmux.wait_for("■ result: success", DEADLINE);
+    let screen = tmux.wait_for("stopped: max_iterations", DEADLINE);
+    assert!(
+        screen.contains("rate limits 0 in a row · 1 total"),
+        "{screen}"
+    );
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
 }
