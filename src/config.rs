@@ -28,6 +28,7 @@ pub struct Config {
     pub prompt: PromptConfig,
     pub output: OutputConfig,
     pub detect: DetectConfig,
+    pub completion: CompletionConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -205,6 +206,44 @@ impl Default for DetectConfig {
             rate_limit_patterns: Vec::new(),
             commit_patterns: vec![Pattern("bd-finish".into())],
         }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompletionConfig {
+    /// A text that, found in the agent's final message of a session (Claude's
+    /// `result`, Codex's last `agent_message`), ends the loop; `""` turns this off.
+    pub promise: Promise,
+}
+
+impl CompletionConfig {
+    /// The promise in force, if any.
+    pub fn promise(&self) -> Option<&str> {
+        (!self.promise.0.is_empty()).then_some(self.promise.0.as_str())
+    }
+}
+
+/// The completion promise: empty (off), or a text with something besides blanks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Promise(pub String);
+
+impl<'de> Deserialize<'de> for Promise {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        if !value.is_empty() && value.trim().is_empty() {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a text such as \"TASK_COMPLETE\", or \"\" for none (blanks alone would match almost any message)",
+            ));
+        }
+        if value.contains('\n') {
+            return Err(de::Error::invalid_value(
+                de::Unexpected::Str(&value),
+                &"a text on one line, such as \"TASK_COMPLETE\"",
+            ));
+        }
+        Ok(Promise(value))
     }
 }
 
@@ -677,6 +716,22 @@ mod tests {
         let err = parse("[detect]\nrate_limit_patterns = [\"(unclosed\"]\n").expect_err("regex");
         assert_eq!(err.key.as_deref(), Some("detect.rate_limit_patterns[0]"));
         assert_eq!(err.position.map(|p| p.0), Some(2));
+    }
+
+    #[test]
+    fn completion_promise_is_off_by_default_and_checked() {
+        assert_eq!(Config::default().completion.promise(), None);
+        let config = parse("[completion]\npromise = \"TASK_COMPLETE\"\n").expect("valid");
+        assert_eq!(config.completion.promise(), Some("TASK_COMPLETE"));
+        let config = parse("[completion]\npromise = \"\"\n").expect("valid");
+        assert_eq!(config.completion.promise(), None);
+        let err = parse("[completion]\npromise = \"  \"\n").expect_err("blank");
+        assert_eq!(err.key.as_deref(), Some("completion.promise"));
+        assert_eq!(err.position, Some((2, 11)));
+        assert!(err.message.contains("TASK_COMPLETE"), "{err}");
+        let err = parse("[completion]\npromise = 3\n").expect_err("type");
+        assert_eq!(err.key.as_deref(), Some("completion.promise"));
+        assert!(err.message.contains("invalid type"), "{err}");
     }
 
     #[test]

@@ -78,13 +78,18 @@ pub enum ExitReason {
     RateLimited { consecutive: u64 },
     /// Something that retrying cannot fix, e.g. the agent command does not exist.
     Fatal { message: String },
+    /// The agent's final message held the completion promise: the task is done.
+    Completed,
 }
 
 impl ExitReason {
     /// The process exit code for this reason.
     pub fn exit_code(&self) -> i32 {
         match self {
-            ExitReason::MaxIterations | ExitReason::StopFile | ExitReason::UserStop => 0,
+            ExitReason::MaxIterations
+            | ExitReason::StopFile
+            | ExitReason::UserStop
+            | ExitReason::Completed => 0,
             ExitReason::Fatal { .. } => 1,
             ExitReason::RateLimited { .. } => 3,
             ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
@@ -108,6 +113,7 @@ impl ExitReason {
                 format!("rate_limited ({consecutive} in a row)")
             }
             ExitReason::Fatal { message } => format!("error: {message}"),
+            ExitReason::Completed => "completed".into(),
         }
     }
 }
@@ -146,6 +152,72 @@ pub struct Snapshot {
     pub rate_limit_resets_at: Option<DateTime<Utc>>,
     pub counters: Counters,
     pub exit_reason: Option<ExitReason>,
+    /// What the agent reported about the last finished session.
+    #[serde(default)]
+    pub last_session: Option<SessionSummary>,
+    /// Cost, turns, tool calls and tokens summed over every session of the run.
+    #[serde(default)]
+    pub totals: Totals,
+}
+
+/// One session as the agent reported it in its output stream (Claude Code
+/// stream-json, Codex `--json`); all zero or absent for a plain-text agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionSummary {
+    pub global: u64,
+    pub turns: u64,
+    pub tool_calls: u64,
+    pub tool_errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// What the agent said the session cost, if it said.
+    pub cost_usd: Option<f64>,
+    pub result_subtype: Option<String>,
+    pub result_is_error: Option<bool>,
+    pub model: Option<String>,
+    pub agent_session_id: Option<String>,
+    /// The agent's own measure of the session's length.
+    pub duration_ms: Option<u64>,
+}
+
+impl SessionSummary {
+    /// `"error"` when the final result is an error, else its subtype (`"success"`,
+    /// `"error_max_turns"`, …); `None` without a final result.
+    pub fn result(&self) -> Option<String> {
+        if self.result_is_error == Some(true) {
+            Some("error".into())
+        } else {
+            self.result_subtype.clone().filter(|s| !s.is_empty())
+        }
+    }
+}
+
+/// Sums over every session of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Totals {
+    /// Sum of the costs the agent reported (sessions without one add nothing).
+    pub cost_usd: f64,
+    pub turns: u64,
+    pub tool_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Totals {
+    pub fn add(&mut self, session: &SessionSummary) {
+        self.cost_usd += session
+            .cost_usd
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .unwrap_or(0.0);
+        self.turns = self.turns.saturating_add(session.turns);
+        self.tool_calls = self.tool_calls.saturating_add(session.tool_calls);
+        self.input_tokens = self.input_tokens.saturating_add(session.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(session.output_tokens);
+    }
 }
 
 /// Totals for the whole run.
@@ -253,6 +325,25 @@ pub enum Event {
         retries: u32,
         rate_limited: bool,
         productive: bool,
+        #[serde(default)]
+        cost_usd: Option<f64>,
+        #[serde(default)]
+        turns: u64,
+        #[serde(default)]
+        tool_calls: u64,
+        #[serde(default)]
+        input_tokens: u64,
+        #[serde(default)]
+        output_tokens: u64,
+        /// The final result: its subtype, `"error"`, or absent.
+        #[serde(default)]
+        result: Option<String>,
+    },
+    /// The agent cannot work at all (credentials, billing): the loop stops.
+    AgentError {
+        iteration: u64,
+        global: u64,
+        reason: String,
     },
     Paused {
         global: u64,
@@ -287,6 +378,7 @@ impl Event {
             Event::HookFailed { .. } => "hook_failed",
             Event::IterationSkipped { .. } => "iteration_skipped",
             Event::SessionComplete { .. } => "session_complete",
+            Event::AgentError { .. } => "agent_error",
             Event::Paused { .. } => "paused",
             Event::Resumed { .. } => "resumed",
             Event::StopRequested { .. } => "stop_requested",

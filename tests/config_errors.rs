@@ -139,6 +139,7 @@ invalid_config_cases!(
     output_prefix_with_slash,
     hooks_not_a_list,
     inline_table_column_after_non_ascii,
+    blank_completion_promise,
 );
 
 #[test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use clowder::protocol::{HookKind, LoopState};
+use clowder::protocol::{Event, ExitReason, HookKind, LoopState, SessionSummary};
 use clowder::supervisor::core::{
     Core, Effect, Input, Now, RateLimitFinding, SessionFindings, Settings,
 };
@@ -152,6 +152,7 @@ fn rate_limited(resets_at: Option<DateTime<Utc>>) -> SessionFindings {
             reason: "test".into(),
             resets_at,
         }),
+        ..SessionFindings::default()
     }
 }
 
@@ -211,6 +212,7 @@ proptest! {
                 output_bytes: bytes,
                 committed: false,
                 rate_limit: limited.then(|| RateLimitFinding { reason: "x".into(), resets_at: None }),
+                ..SessionFindings::default()
             };
             let productive = !limited && bytes >= 100;
             let effects = driver.end_session(findings);
@@ -220,6 +222,85 @@ proptest! {
                 expected_productive += 1;
             }
             prop_assert_eq!(driver.core.counters().productive, expected_productive);
+            if !driver.continue_loop(&effects) {
+                break;
+            }
+        }
+    }
+
+    /// The completion promise ends the loop after exactly the first productive
+    /// session that kept it, once its post-session hooks ran; a promise in a
+    /// rate-limited or empty session does not count.
+    #[test]
+    fn only_a_productive_session_keeps_the_promise(
+        outcomes in proptest::collection::vec((0u64..300, any::<bool>(), any::<bool>()), 1..40),
+    ) {
+        let mut driver = Driver::new(settings(10, 100, 1_000));
+        let mut ended = false;
+        for (bytes, limited, promise) in outcomes {
+            driver.start_session();
+            let findings = SessionFindings {
+                output_bytes: bytes,
+                rate_limit: limited.then(|| RateLimitFinding { reason: "x".into(), resets_at: None }),
+                promise_kept: promise,
+                ..SessionFindings::default()
+            };
+            let productive = !limited && bytes >= 100;
+            let effects = driver.end_session(findings);
+            prop_assert!(!effects.iter().any(|e| matches!(e, Effect::Exit(ExitReason::Completed))),
+                "the loop must not end before the post-session hooks");
+            let mut pending = effects;
+            if productive {
+                pending = driver.step(Input::PostHooksFinished { failures: Vec::new() });
+            }
+            let completed = pending.iter().any(|e| matches!(e, Effect::Exit(ExitReason::Completed)));
+            prop_assert_eq!(completed, productive && promise);
+            if completed {
+                prop_assert!(driver.core.is_stopped());
+                let snapshot = driver.core.snapshot(driver.now().wall);
+                prop_assert_eq!(snapshot.exit_reason, Some(ExitReason::Completed));
+                ended = true;
+                break;
+            }
+            if !driver.continue_loop(&pending) {
+                break;
+            }
+        }
+        if !ended {
+            prop_assert!(!matches!(driver.core.snapshot(driver.now().wall).exit_reason, Some(ExitReason::Completed)));
+        }
+    }
+
+    /// The run totals are the sums of what each session reported.
+    #[test]
+    fn totals_are_the_sums_of_the_sessions(
+        sessions in proptest::collection::vec((0u64..50, 0u64..50, 0u64..100_000, proptest::option::of(0u32..10_000)), 1..20),
+    ) {
+        let mut driver = Driver::new(settings(10, 100, 1_000));
+        let (mut turns, mut tools, mut tokens, mut cost) = (0, 0, 0, 0.0);
+        for (t, c, tok, cents) in sessions {
+            driver.start_session();
+            let cost_usd = cents.map(|c| f64::from(c) / 10_000.0);
+            let effects = driver.end_session(SessionFindings {
+                output_bytes: 500,
+                stats: SessionSummary { turns: t, tool_calls: c, output_tokens: tok, cost_usd, ..SessionSummary::default() },
+                ..SessionFindings::default()
+            });
+            turns += t;
+            tools += c;
+            tokens += tok;
+            cost += cost_usd.unwrap_or(0.0);
+            let complete = effects.iter().find_map(|e| match e {
+                Effect::Emit(Event::SessionComplete { turns, tool_calls, cost_usd, .. }) => Some((*turns, *tool_calls, *cost_usd)),
+                _ => None,
+            });
+            prop_assert_eq!(complete, Some((t, c, cost_usd)));
+            let snapshot = driver.core.snapshot(driver.now().wall);
+            prop_assert_eq!(snapshot.totals.turns, turns);
+            prop_assert_eq!(snapshot.totals.tool_calls, tools);
+            prop_assert_eq!(snapshot.totals.output_tokens, tokens);
+            prop_assert!((snapshot.totals.cost_usd - cost).abs() < 1e-9);
+            prop_assert_eq!(snapshot.last_session.map(|s| s.global), Some(driver.global));
             if !driver.continue_loop(&effects) {
                 break;
             }
@@ -333,4 +414,85 @@ fn too_many_rate_limits_in_a_row_end_the_loop() {
             assert!(driver.core.is_stopped());
         }
     }
+}
+
+#[test]
+fn an_agent_error_stops_the_loop_at_once() {
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    let message =
+        "the agent cannot authenticate: Invalid API key — fix the credentials and start again";
+    let effects = driver.end_session(SessionFindings {
+        output_bytes: 5_000,
+        // An auth failure wins over anything else the scan found.
+        rate_limit: Some(RateLimitFinding {
+            reason: "x".into(),
+            resets_at: None,
+        }),
+        promise_kept: true,
+        agent_error: Some(message.into()),
+        ..SessionFindings::default()
+    });
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        Effect::Emit(Event::AgentError { reason, global: 1, .. }) if reason == message
+    )));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Exit(ExitReason::Fatal { message: m }) if m == message))
+    );
+    assert!(!effects.iter().any(|e| matches!(
+        e,
+        Effect::RunHooks { .. } | Effect::ArmTimer { .. } | Effect::Emit(Event::RateLimited { .. })
+    )));
+    assert!(driver.core.is_stopped());
+    assert_eq!(driver.core.counters().productive, 0);
+    assert_eq!(driver.core.counters().rate_limits, 0);
+    assert_eq!(
+        ExitReason::Fatal {
+            message: message.into()
+        }
+        .exit_code(),
+        1
+    );
+    assert_eq!(ExitReason::Completed.exit_code(), 0);
+    assert_eq!(ExitReason::Completed.label(), "completed");
+}
+
+#[test]
+fn the_post_session_hooks_get_the_session_stats() {
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    let effects = driver.end_session(SessionFindings {
+        output_bytes: 500,
+        stats: SessionSummary {
+            turns: 6,
+            tool_calls: 4,
+            cost_usd: Some(0.0412),
+            result_subtype: Some("error_max_turns".into()),
+            ..SessionSummary::default()
+        },
+        ..SessionFindings::default()
+    });
+    let env = effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::RunHooks {
+                kind: HookKind::PostSession,
+                env,
+            } => Some(env.clone()),
+            _ => None,
+        })
+        .expect("post-session hooks");
+    let get = |key: &str| {
+        env.iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("{key} missing"))
+    };
+    assert_eq!(get("HARNESS_COST_USD"), "0.0412");
+    assert_eq!(get("HARNESS_TURNS"), "6");
+    assert_eq!(get("HARNESS_TOOL_CALLS"), "4");
+    assert_eq!(get("HARNESS_RESULT"), "error_max_turns");
 }

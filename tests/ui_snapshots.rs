@@ -59,6 +59,8 @@ fn snapshot() -> Snapshot {
             commits: 2,
         },
         exit_reason: None,
+        last_session: None,
+        totals: Default::default(),
     }
 }
 

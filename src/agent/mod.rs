@@ -15,5 +15,5 @@ pub mod follow;
 mod scan;
 pub mod stream;
 
-pub use scan::{Detectors, OutputScan, RateLimit, scan_output, scan_output_file};
+pub use scan::{Detectors, OutputScan, RateLimit, scan_output, scan_output_file, scan_output_with};
 pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser};

@@ -51,6 +51,17 @@ const USAGE_LIMIT_FORMS: &str = r"usage limit reached|limit reached\s*[∙·•�
 /// What in a Codex `turn.failed` / `error` message means the account is limited.
 const CODEX_LIMIT_FORMS: &str = r"rate.?limit|(?-u:\b)429(?-u:\b)|usage.?limit|too many requests|quota|hit your (?:\S+ )?limit|resource.?exhausted";
 
+/// What in a final result or a Codex failure means the agent cannot log in or
+/// cannot pay: retrying will not help, a person has to act.
+const AUTH_ERROR_FORMS: &str = r"invalid api key|invalid x-api-key|incorrect api key|please run /login|not logged in|oauth token (?:has )?expired|authentication_error|authentication_failed|(?-u:\b)401 unauthorized|credit balance is too low|billing_error|insufficient credit";
+
+/// The billing part of [`AUTH_ERROR_FORMS`].
+const BILLING_FORMS: &str = r"credit balance|billing|insufficient credit|payment";
+
+/// A failed result's text that names a transient server-side failure.
+const TRANSIENT_FORMS: &str =
+    r"api error:?\s*5[0-9]{2}(?-u:\b)|overloaded_error|overloaded|internal server error|api_error";
+
 /// Claude's `…limit reached|1755806400`: the epoch after the pipe is the reset time.
 const EPOCH_AFTER_PIPE: &str = r"(?-u)\|\s*([0-9]{10})(?:[^0-9]|$)";
 
@@ -68,6 +79,9 @@ pub struct Detectors {
     codex_limit_forms: Regex,
     epoch_after_pipe: Regex,
     codex_try_again_at: Regex,
+    auth_error_forms: Regex,
+    billing_forms: Regex,
+    transient_forms: Regex,
 }
 
 impl Detectors {
@@ -117,6 +131,9 @@ impl Detectors {
             codex_limit_forms: builtin(CODEX_LIMIT_FORMS, true)?,
             epoch_after_pipe: builtin(EPOCH_AFTER_PIPE, false)?,
             codex_try_again_at: builtin(CODEX_TRY_AGAIN_AT, false)?,
+            auth_error_forms: builtin(AUTH_ERROR_FORMS, true)?,
+            billing_forms: builtin(BILLING_FORMS, true)?,
+            transient_forms: builtin(TRANSIENT_FORMS, true)?,
         })
     }
 }
@@ -148,6 +165,10 @@ pub struct RateLimit {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputScan {
     pub rate_limit: Option<RateLimit>,
+    /// The agent cannot work at all (it cannot authenticate, or its account
+    /// cannot pay): the whole message for the user, advice included. Read from
+    /// the stream's structure only, never from tool results.
+    pub fatal_error: Option<String>,
     pub commit_pattern_seen: bool,
     /// Complete lines, plus a final line without a trailing newline.
     pub lines: u64,
@@ -170,6 +191,16 @@ pub fn scan_output_file(path: &Path, detectors: &Detectors) -> io::Result<Output
 /// patterns, and against text patterns unless it starts like a JSON object
 /// (then it is an event with a huge payload, not agent chatter).
 pub fn scan_output<R: Read>(reader: R, detectors: &Detectors) -> io::Result<OutputScan> {
+    scan_output_with(reader, detectors, |_| {})
+}
+
+/// [`scan_output`], handing every chunk read to `also` as well, so that another
+/// reader of the same output (the session statistics) needs no second pass.
+pub fn scan_output_with<R: Read>(
+    reader: R,
+    detectors: &Detectors,
+    mut also: impl FnMut(&[u8]),
+) -> io::Result<OutputScan> {
     let mut reader = BufReader::with_capacity(READ_BUF_BYTES, reader);
     let mut scanner = Scanner::new(detectors);
     loop {
@@ -183,6 +214,7 @@ pub fn scan_output<R: Read>(reader: R, detectors: &Detectors) -> io::Result<Outp
         }
         let n = chunk.len();
         scanner.feed(chunk);
+        also(chunk);
         reader.consume(n);
     }
     Ok(scanner.finish())
@@ -219,6 +251,10 @@ struct Scanner<'d> {
     best: Option<Candidate>,
     /// Only the last `result` line counts: `None` when it was not rate-limited.
     last_result: Option<Candidate>,
+    /// The last `result` line's fatal error, if it had one.
+    last_result_fatal: Option<String>,
+    /// A fatal error from anything but `result` lines (the first one found).
+    fatal: Option<String>,
 }
 
 impl<'d> Scanner<'d> {
@@ -232,6 +268,8 @@ impl<'d> Scanner<'d> {
             commit_pattern_seen: false,
             best: None,
             last_result: None,
+            last_result_fatal: None,
+            fatal: None,
         }
     }
 
@@ -291,6 +329,8 @@ impl<'d> Scanner<'d> {
         };
         OutputScan {
             rate_limit: best.map(|c| c.limit),
+            // The result's words say more than an assistant line's error code.
+            fatal_error: self.last_result_fatal.or(self.fatal),
             commit_pattern_seen: self.commit_pattern_seen,
             lines: self.lines,
             json_lines: self.json_lines,
@@ -362,6 +402,7 @@ impl<'d> Scanner<'d> {
     fn check_event(&mut self, event: &Event, number: u64) {
         match event.kind.as_str() {
             Some("result") => {
+                self.last_result_fatal = self.result_fatal(event);
                 self.last_result = self.result_limit(event).map(|limit| Candidate {
                     line: number,
                     limit,
@@ -390,13 +431,34 @@ impl<'d> Scanner<'d> {
                 );
             }
             Some("assistant") => {
-                if matches!(&event.error, Some(Field::Scalar(Scalar::Str(e))) if e == "rate_limit")
-                {
-                    let limit = RateLimit {
-                        reason: "assistant error rate_limit".to_owned(),
-                        resets_at_epoch: None,
-                    };
-                    self.signal(number, limit);
+                let Some(Field::Scalar(Scalar::Str(error))) = &event.error else {
+                    return;
+                };
+                match error.as_str() {
+                    "rate_limit" => {
+                        let limit = RateLimit {
+                            reason: "assistant error rate_limit".to_owned(),
+                            resets_at_epoch: None,
+                        };
+                        self.signal(number, limit);
+                    }
+                    "server_error" => {
+                        let limit = RateLimit {
+                            reason: "transient API error (server_error)".to_owned(),
+                            resets_at_epoch: None,
+                        };
+                        self.signal(number, limit);
+                    }
+                    "authentication_failed" if self.fatal.is_none() => {
+                        self.fatal = Some(fatal_message(
+                            false,
+                            "assistant error authentication_failed",
+                        ));
+                    }
+                    "billing_error" if self.fatal.is_none() => {
+                        self.fatal = Some(fatal_message(true, "assistant error billing_error"));
+                    }
+                    _ => {}
                 }
             }
             Some("turn.failed") => {
@@ -415,19 +477,55 @@ impl<'d> Scanner<'d> {
         }
     }
 
-    fn result_limit(&self, event: &Event) -> Option<RateLimit> {
-        // API failures arrive as subtype "success" with is_error true; some
-        // versions leave is_error out and only say so in the subtype.
-        let failed = event.is_error.as_bool() == Some(true)
-            || event
-                .subtype
-                .as_str()
-                .is_some_and(|s| s.starts_with("error"));
+    /// A `result` line that says the agent cannot log in or cannot pay.
+    fn result_fatal(&self, event: &Event) -> Option<String> {
+        let failed = result_failed(event);
         let text = event.result.as_str().unwrap_or("");
-        if failed && event.api_error_status.as_i64() == Some(429) {
+        let status = event.api_error_status.as_i64();
+        if failed && let Some(status @ 401..=403) = status {
+            let detail = match excerpt(text) {
+                t if t.is_empty() => format!("API error {status}"),
+                t => format!("{t} (API error {status})"),
+            };
+            let billing = status == 402 || self.det.billing_forms.is_match(text.as_bytes());
+            return Some(fatal_message(billing, &detail));
+        }
+        let found = self.det.auth_error_forms.find(text.as_bytes())?;
+        // As with usage limits: a successful result is the agent's own final
+        // message, which may discuss API keys; only a short text that opens with
+        // the notice is the CLI's own.
+        if !failed && (found.start() > 24 || text.len() > 300) {
+            return None;
+        }
+        let billing = self.det.billing_forms.is_match(text.as_bytes());
+        Some(fatal_message(billing, &excerpt(text)))
+    }
+
+    fn result_limit(&self, event: &Event) -> Option<RateLimit> {
+        let failed = result_failed(event);
+        let text = event.result.as_str().unwrap_or("");
+        let status = event.api_error_status.as_i64();
+        if failed && status == Some(429) {
             return Some(RateLimit {
                 reason: "result api_error_status 429".to_owned(),
                 resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+            });
+        }
+        if failed && let Some(status @ 500..=599) = status {
+            return Some(RateLimit {
+                reason: format!("transient API error ({status})"),
+                resets_at_epoch: None,
+            });
+        }
+        if failed
+            && status.is_none()
+            && let Some(found) = self.det.transient_forms.find(text.as_bytes())
+            && (found.start() <= 60 || text.len() <= 300)
+        {
+            let what = String::from_utf8_lossy(found.as_bytes()).to_ascii_lowercase();
+            return Some(RateLimit {
+                reason: format!("transient API error ({})", what.trim()),
+                resets_at_epoch: None,
             });
         }
         let found = self.det.usage_limit_forms.find(text.as_bytes())?;
@@ -452,6 +550,11 @@ impl<'d> Scanner<'d> {
             .get(..12)
             .is_some_and(|s| s.eq_ignore_ascii_case("reconnecting"))
         {
+            return;
+        }
+        if self.fatal.is_none() && self.det.auth_error_forms.is_match(message.as_bytes()) {
+            let billing = self.det.billing_forms.is_match(message.as_bytes());
+            self.fatal = Some(fatal_message(billing, &excerpt(message)));
             return;
         }
         if !self.det.codex_limit_forms.is_match(message.as_bytes()) {
@@ -493,6 +596,27 @@ impl<'d> Scanner<'d> {
             .from_local_datetime(&naive)
             .earliest()
             .map(|t| t.timestamp())
+    }
+}
+
+/// API failures arrive as subtype "success" with is_error true; some versions
+/// leave is_error out and only say so in the subtype.
+fn result_failed(event: &Event) -> bool {
+    event.is_error.as_bool() == Some(true)
+        || event
+            .subtype
+            .as_str()
+            .is_some_and(|s| s.starts_with("error"))
+}
+
+/// The message that stops the loop, with what the user has to do.
+fn fatal_message(billing: bool, detail: &str) -> String {
+    if billing {
+        format!(
+            "the agent's account cannot pay for requests: {detail} — fix the billing and start again"
+        )
+    } else {
+        format!("the agent cannot authenticate: {detail} — fix the credentials and start again")
     }
 }
 
@@ -1482,6 +1606,178 @@ mod tests {
         assert_eq!(
             out.rate_limit.unwrap().reason,
             "result api_error_status 429"
+        );
+    }
+
+    // ---- fatal errors: the agent cannot authenticate or cannot pay ----
+
+    fn fatal(input: &str) -> String {
+        let out = scan(input);
+        match out.fatal_error {
+            Some(message) => message,
+            None => panic!("expected a fatal error in {input:?}, got {out:?}"),
+        }
+    }
+
+    fn assert_not_fatal(input: &str) {
+        let out = scan(input);
+        assert_eq!(out.fatal_error, None, "input: {input}");
+    }
+
+    #[test]
+    fn result_invalid_api_key_is_fatal() {
+        let message = fatal(&format!(
+            "{INIT}\n{}\n",
+            r#"{"type":"result","subtype":"success","is_error":true,"duration_ms":310,"num_turns":1,"result":"Invalid API key · Please run /login","session_id":"s","total_cost_usd":0}"#
+        ));
+        assert_eq!(
+            message,
+            "the agent cannot authenticate: Invalid API key · Please run /login — fix the credentials and start again"
+        );
+        assert_eq!(scan(&format!("{INIT}\n{}\n", r#"{"type":"result","is_error":true,"result":"Invalid API key · Please run /login"}"#)).rate_limit, None);
+    }
+
+    #[test]
+    fn result_api_error_status_401_402_403_is_fatal() {
+        let message = fatal(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":401,"result":"Request failed."}"#,
+        );
+        assert_eq!(
+            message,
+            "the agent cannot authenticate: Request failed. (API error 401) — fix the credentials and start again"
+        );
+        let message = fatal(r#"{"type":"result","is_error":true,"api_error_status":"403"}"#);
+        assert!(message.contains("API error 403"), "{message}");
+        let message = fatal(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":402,"result":"Payment required"}"#,
+        );
+        assert!(
+            message.starts_with("the agent's account cannot pay for requests: Payment required"),
+            "{message}"
+        );
+        // The same status on a result that did not fail is not an error at all.
+        assert_not_fatal(
+            r#"{"type":"result","subtype":"success","is_error":false,"api_error_status":401,"result":"Done."}"#,
+        );
+    }
+
+    #[test]
+    fn result_billing_texts_are_fatal() {
+        let message = fatal(
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Credit balance is too low"}"#,
+        );
+        assert_eq!(
+            message,
+            "the agent's account cannot pay for requests: Credit balance is too low — fix the billing and start again"
+        );
+        // Short CLI notices count even when the result is not flagged.
+        fatal(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Not logged in · Please run /login"}"#,
+        );
+        fatal(
+            r#"{"type":"result","subtype":"success","result":"OAuth token has expired. Please run /login"}"#,
+        );
+    }
+
+    #[test]
+    fn assistant_auth_and_billing_errors_are_fatal() {
+        let message = fatal(
+            r#"{"type":"assistant","message":{"id":"m","model":"<synthetic>","role":"assistant","content":[{"type":"text","text":"Invalid API key · Please run /login"}]},"error":"authentication_failed","session_id":"s"}"#,
+        );
+        assert!(message.contains("authentication_failed"), "{message}");
+        assert!(message.contains("fix the credentials"), "{message}");
+        let message = fatal(
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Credit balance is too low"}]},"error":"billing_error"}"#,
+        );
+        assert!(message.contains("fix the billing"), "{message}");
+    }
+
+    #[test]
+    fn the_results_words_beat_the_assistant_error_code() {
+        let message = fatal(&format!(
+            "{INIT}\n{}\n{}\n",
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"Invalid API key · Please run /login"}]},"error":"authentication_failed"}"#,
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"Invalid API key · Please run /login"}"#
+        ));
+        assert!(
+            message.contains(": Invalid API key · Please run /login —"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn codex_auth_failure_is_fatal_but_reconnecting_is_not() {
+        let message = fatal(
+            r#"{"type":"turn.failed","error":{"message":"unexpected status 401 Unauthorized: Incorrect API key provided"}}"#,
+        );
+        assert!(
+            message
+                .starts_with("the agent cannot authenticate: unexpected status 401 Unauthorized"),
+            "{message}"
+        );
+        assert_not_fatal(
+            r#"{"type":"error","message":"Reconnecting... 1/5 (unexpected status 401 Unauthorized)"}"#,
+        );
+    }
+
+    #[test]
+    fn auth_words_in_quoted_content_are_never_fatal() {
+        // Tool results, tool inputs, assistant prose, the prompt and a long
+        // successful result may all discuss API keys and logins.
+        assert_not_fatal(&format!(
+            "{INIT}\n{}\n{}\n{}\n{}\n{}\n",
+            r#"{"type":"user","message":{"role":"user","content":"Check why we get Invalid API key · Please run /login"}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"grep -r 'Invalid API key' src"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"{\"type\":\"result\",\"is_error\":true,\"api_error_status\":401,\"result\":\"Invalid API key · Please run /login\"}\nCredit balance is too low","is_error":true}]}}"#,
+            r#"{"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"The message 'Invalid API key' comes from the auth module."}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"Fixed the handler so that a request with an Invalid API key gets a 401 and the CLI says Please run /login.","total_cost_usd":0.1}"#
+        ));
+        // Plain text lines are not judged for auth errors at all.
+        assert_not_fatal("Error: Invalid API key\n");
+    }
+
+    // ---- transient API errors: backed off like a rate limit ----
+
+    #[test]
+    fn result_5xx_is_a_transient_backoff() {
+        let l = limit(
+            r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"}"#,
+        );
+        assert_eq!(l.reason, "transient API error (529)");
+        assert_eq!(l.resets_at_epoch, None);
+        let l = limit(
+            r#"{"type":"result","is_error":true,"api_error_status":500,"result":"Request failed."}"#,
+        );
+        assert_eq!(l.reason, "transient API error (500)");
+        let l = limit(
+            r#"{"type":"result","subtype":"success","is_error":true,"result":"API Error: 529 Overloaded"}"#,
+        );
+        assert!(
+            l.reason.starts_with("transient API error ("),
+            "{}",
+            l.reason
+        );
+        assert_eq!(
+            scan(r#"{"type":"result","is_error":true,"api_error_status":529}"#).fatal_error,
+            None
+        );
+    }
+
+    #[test]
+    fn assistant_server_error_is_a_transient_backoff() {
+        let l = limit(
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"API Error: 500"}]},"error":"server_error"}"#,
+        );
+        assert_eq!(l.reason, "transient API error (server_error)");
+    }
+
+    #[test]
+    fn successful_results_about_overload_are_not_transient() {
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":false,"api_error_status":529,"result":"Handled the overloaded_error case."}"#,
+        );
+        assert_not_limited(
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"API Error: 529 handling added"}"#,
         );
     }
 

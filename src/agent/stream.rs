@@ -159,6 +159,9 @@ pub struct StreamParser {
     stats: SessionStats,
     claude: ClaudeState,
     codex: CodexState,
+    /// See [`StreamParser::watch_final_text`].
+    watched: Option<String>,
+    watched_in_final: bool,
 }
 
 #[derive(Debug, Default)]
@@ -229,7 +232,28 @@ impl StreamParser {
             stats: SessionStats::default(),
             claude: ClaudeState::default(),
             codex: CodexState::default(),
+            watched: None,
+            watched_in_final: false,
         }
+    }
+
+    /// Watch the agent's final message (Claude's last `result` text, Codex's last
+    /// `agent_message`) for `needle`, in full: the copies kept in [`SessionStats`]
+    /// are capped. Tool results, tool inputs and the prompt never count.
+    pub fn watch_final_text(&mut self, needle: &str) {
+        self.watched = (!needle.is_empty()).then(|| needle.to_owned());
+    }
+
+    /// Whether the final message read so far holds the watched text.
+    pub fn final_text_has_watched(&self) -> bool {
+        self.watched_in_final
+    }
+
+    fn note_final_text(&mut self, text: Option<&str>) {
+        self.watched_in_final = match (&self.watched, text) {
+            (Some(needle), Some(text)) => text.contains(needle.as_str()),
+            _ => false,
+        };
     }
 
     /// Feed the next bytes of the output file (any chunking: partial lines are buffered; a line over 64 KiB is truncated for display but still counted; never holds more than ~1 MiB of a pending line).
@@ -793,6 +817,7 @@ impl StreamParser {
         self.stats.result_text = result
             .as_deref()
             .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
+        self.note_final_text(result.as_deref());
 
         let failed =
             is_error == Some(true) || subtype.as_deref().is_some_and(|s| s.starts_with("error"));
@@ -975,6 +1000,7 @@ impl StreamParser {
                 if kind == "agent_message" || kind == "assistant_message" {
                     self.stats.last_agent_message =
                         Some(cap_bytes(sanitize_block(&*text), MAX_STATS_TEXT_BYTES));
+                    self.note_final_text(Some(&text));
                 }
                 push_text_lines(&text, out);
             }
@@ -2549,6 +2575,62 @@ mod tests {
 
     fn run_auto(input: &str) -> (Vec<Rendered>, StreamParser) {
         run(AgentFormat::Auto, input.as_bytes())
+    }
+
+    fn watched(input: &str) -> bool {
+        let mut parser = StreamParser::new(AgentFormat::Auto);
+        parser.watch_final_text("TASK_COMPLETE");
+        parser.feed(input.as_bytes());
+        parser.finish();
+        parser.final_text_has_watched()
+    }
+
+    #[test]
+    fn the_watched_text_counts_only_in_the_final_message() {
+        let result = |text: &str| {
+            format!(
+                r#"{{"type":"result","subtype":"success","is_error":false,"result":{}}}"#,
+                serde_json::to_string(text).unwrap()
+            )
+        };
+        assert!(watched(&result("Done.\n\nTASK_COMPLETE")));
+        // Past the 4 KiB kept in the stats: the whole text is searched.
+        assert!(watched(&result(&format!(
+            "{}TASK_COMPLETE",
+            "x".repeat(10_000)
+        ))));
+        assert!(!watched(&result("Done, more to do.")));
+        // Only the last result counts.
+        assert!(!watched(&format!(
+            "{}\n{}\n",
+            result("TASK_COMPLETE"),
+            result("Not yet.")
+        )));
+        // The prompt echo, a tool input, a tool result, assistant prose: never.
+        assert!(!watched(&[
+            r#"{"type":"user","message":{"role":"user","content":"End with TASK_COMPLETE."}}"#,
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"I will write TASK_COMPLETE at the end."},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"echo TASK_COMPLETE"}}]}}"#,
+            r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"TASK_COMPLETE"}]}}"#,
+            &result("Halfway."),
+        ].join("\n")));
+        // Codex: the last agent_message.
+        let codex = |text: &str| {
+            format!(
+                r#"{{"type":"item.completed","item":{{"id":"i","type":"agent_message","text":{}}}}}"#,
+                serde_json::to_string(text).unwrap()
+            )
+        };
+        assert!(watched(&format!("{}\n", codex("All done. TASK_COMPLETE"))));
+        assert!(!watched(&format!(
+            "{}\n{}\n",
+            codex("TASK_COMPLETE"),
+            codex("Wait, one more thing.")
+        )));
+        // Nothing watched: never.
+        let mut parser = StreamParser::new(AgentFormat::Auto);
+        parser.feed(result("TASK_COMPLETE").as_bytes());
+        parser.finish();
+        assert!(!parser.final_text_has_watched());
     }
 
     fn texts(lines: &[Rendered]) -> Vec<&str> {

@@ -157,7 +157,34 @@ pub fn render(
         c.watchdog_kills,
         c.hook_failures
     ));
+    if let Some(line) = cost_line(snapshot) {
+        lines.push(line);
+    }
     lines.join("\n")
+}
+
+/// `Cost: $0.1234 total, last session $0.0412 · 6 turns · 4 tool calls`, once a
+/// session has ended.
+fn cost_line(snapshot: &Snapshot) -> Option<String> {
+    let last = snapshot.last_session.as_ref()?;
+    let cost = last
+        .cost_usd
+        .map_or_else(|| "cost unknown".to_string(), |c| format!("${c:.4}"));
+    let mut parts = vec![format!("last session {cost}")];
+    parts.push(plural(last.turns, "turn", "turns"));
+    parts.push(plural(last.tool_calls, "tool call", "tool calls"));
+    if let Some(result) = last.result().filter(|r| r != "success") {
+        parts.push(format!("result {result}"));
+    }
+    Some(format!(
+        "Cost: ${:.4} total, {}",
+        snapshot.totals.cost_usd,
+        parts.join(" · ")
+    ))
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 pub fn human_bytes(bytes: u64) -> String {
@@ -198,6 +225,42 @@ mod tests {
         assert_eq!(human_bytes(999), "999 B");
         assert_eq!(human_bytes(200_000_000), "200.0 MB");
     }
+
+    #[test]
+    fn the_cost_line_shows_the_run_total_and_the_last_session() {
+        let mut snapshot: Snapshot = serde_json::from_str(MINIMAL_STATUS).expect("old status");
+        assert_eq!(
+            snapshot.last_session, None,
+            "an older status file still reads"
+        );
+        assert_eq!(cost_line(&snapshot), None);
+        snapshot.totals.cost_usd = 0.1234;
+        snapshot.last_session = Some(crate::protocol::SessionSummary {
+            cost_usd: Some(0.0412),
+            turns: 6,
+            tool_calls: 4,
+            result_subtype: Some("success".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            cost_line(&snapshot).as_deref(),
+            Some("Cost: $0.1234 total, last session $0.0412 · 6 turns · 4 tool calls")
+        );
+        let last = snapshot.last_session.as_mut().expect("set");
+        last.cost_usd = None;
+        last.turns = 1;
+        last.tool_calls = 1;
+        last.result_is_error = Some(true);
+        assert_eq!(
+            cost_line(&snapshot).as_deref(),
+            Some(
+                "Cost: $0.1234 total, last session cost unknown · 1 turn · 1 tool call · result error"
+            )
+        );
+    }
+
+    /// A status file as written before session statistics existed.
+    const MINIMAL_STATUS: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"claude","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":1,"max_iterations":1,"global_iteration":1,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T00:00:00Z","last_completed_iteration":null,"last_completed_global":null,"last_committed":null,"last_exit_code":null,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":0,"productive":0,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":0},"exit_reason":null}"#;
 
     #[test]
     fn durations_read_like_the_spec() {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 
 use crate::protocol::{
-    Command, Counters, Event, ExitReason, HookKind, KillReason, LaneId, LoopState, Snapshot,
+    Command, Counters, Event, ExitReason, HookKind, KillReason, LaneId, LoopState, SessionSummary,
+    Snapshot, Totals,
 };
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
@@ -73,6 +74,12 @@ pub struct SessionFindings {
     pub committed: bool,
     /// Set when the agent was rate-limited, with its own words.
     pub rate_limit: Option<RateLimitFinding>,
+    /// What the agent reported about the session (turns, tools, tokens, cost, result).
+    pub stats: SessionSummary,
+    /// The agent's final message held the completion promise.
+    pub promise_kept: bool,
+    /// The agent cannot work at all (credentials, billing): the whole message.
+    pub agent_error: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -267,6 +274,10 @@ pub struct Core {
     last_wall: Option<DateTime<Utc>>,
     /// The last session's numbers, kept for the status file after it ends.
     last_session: Option<(u64, PathBuf, u64)>,
+    last_session_stats: Option<SessionSummary>,
+    totals: Totals,
+    /// The last productive session kept the completion promise: end after its hooks.
+    promise_kept: bool,
 }
 
 impl Core {
@@ -296,6 +307,9 @@ impl Core {
             exit_reason: None,
             last_wall: None,
             last_session: None,
+            last_session_stats: None,
+            totals: Totals::default(),
+            promise_kept: false,
         }
     }
 
@@ -397,6 +411,8 @@ impl Core {
             rate_limit_resets_at: self.rate_limit_resets_at,
             counters: self.counters.clone(),
             exit_reason: self.exit_reason.clone(),
+            last_session: self.last_session_stats.clone(),
+            totals: self.totals.clone(),
         }
     }
 
@@ -737,9 +753,12 @@ impl Core {
         let session = session.clone();
         let iteration = self.iteration();
         let exit_code = session.exit_code.unwrap_or(-1);
-        let rate_limited = findings.rate_limit.is_some();
-        let empty = !rate_limited && findings.output_bytes < self.settings.min_output_bytes;
-        let productive = !rate_limited && !empty;
+        let agent_error = findings.agent_error.clone();
+        let rate_limited = agent_error.is_none() && findings.rate_limit.is_some();
+        let empty = agent_error.is_none()
+            && !rate_limited
+            && findings.output_bytes < self.settings.min_output_bytes;
+        let productive = agent_error.is_none() && !rate_limited && !empty;
         let will_retry_empty =
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
@@ -753,16 +772,28 @@ impl Core {
         if findings.committed {
             self.counters.commits += 1;
         }
+        let mut stats = findings.stats.clone();
+        stats.global = session.global;
+        self.totals.add(&stats);
+        let mut stats_note = String::new();
+        if let Some(cost) = stats.cost_usd {
+            stats_note.push_str(&format!(" cost=${cost:.4}"));
+        }
+        if stats.turns > 0 || stats.cost_usd.is_some() {
+            stats_note.push_str(&format!(" turns={}", stats.turns));
+        }
         log(
             out,
             Level::Info,
             format!(
-                "iteration={iteration} global={} status=session_complete exit={exit_code} bytes={} duration={:.1}s committed={}{}",
+                "iteration={iteration} global={} status=session_complete exit={exit_code} bytes={} duration={:.1}s committed={}{}{stats_note}",
                 session.global,
                 findings.output_bytes,
                 session.duration.as_secs_f64(),
                 findings.committed,
-                if rate_limited {
+                if agent_error.is_some() {
+                    " agent_error=true"
+                } else if rate_limited {
                     " rate_limited=true"
                 } else if empty {
                     " empty=true"
@@ -781,7 +812,25 @@ impl Core {
             retries: self.empty_retries_this_iteration,
             rate_limited,
             productive,
+            cost_usd: stats.cost_usd,
+            turns: stats.turns,
+            tool_calls: stats.tool_calls,
+            input_tokens: stats.input_tokens,
+            output_tokens: stats.output_tokens,
+            result: stats.result(),
         }));
+        self.last_session_stats = Some(stats.clone());
+
+        if let Some(reason) = agent_error {
+            log(out, Level::Error, reason.clone());
+            out.push(Effect::Emit(Event::AgentError {
+                iteration,
+                global: session.global,
+                reason: reason.clone(),
+            }));
+            self.finish(now, ExitReason::Fatal { message: reason }, out);
+            return;
+        }
 
         if self.stop_now {
             let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
@@ -844,6 +893,17 @@ impl Core {
         self.last_completed_iteration = Some(iteration);
         self.last_completed_global = Some(session.global);
         self.last_committed = Some(findings.committed);
+        self.promise_kept = findings.promise_kept;
+        if findings.promise_kept {
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "iteration={iteration} global={} the agent kept the completion promise: the task is complete, stopping after the post-session hooks",
+                    session.global
+                ),
+            );
+        }
         self.phase = Phase::PostHooks;
         out.push(Effect::WriteStatus);
         out.push(Effect::RunHooks {
@@ -868,6 +928,13 @@ impl Core {
                     session.duration.as_secs().to_string(),
                 ),
                 ("HARNESS_COMMITTED".into(), findings.committed.to_string()),
+                (
+                    "HARNESS_COST_USD".into(),
+                    stats.cost_usd.map_or_else(String::new, |c| c.to_string()),
+                ),
+                ("HARNESS_TURNS".into(), stats.turns.to_string()),
+                ("HARNESS_TOOL_CALLS".into(), stats.tool_calls.to_string()),
+                ("HARNESS_RESULT".into(), stats.result().unwrap_or_default()),
             ],
         });
     }
@@ -944,6 +1011,10 @@ impl Core {
     fn complete_iteration(&mut self, now: Now, out: &mut Vec<Effect>) {
         self.completed_iterations += 1;
         self.empty_retries_this_iteration = 0;
+        if std::mem::take(&mut self.promise_kept) {
+            self.finish(now, ExitReason::Completed, out);
+            return;
+        }
         if self.completed_iterations >= self.settings.max_iterations {
             self.finish(now, ExitReason::MaxIterations, out);
             return;

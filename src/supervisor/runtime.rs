@@ -22,9 +22,9 @@ use super::core::{
     Settings, StopSignal,
 };
 use super::{hooks, process, prompt};
-use crate::agent::{Detectors, scan_output_file};
+use crate::agent::{Detectors, SessionStats, StreamParser, scan_output_with};
 use crate::config::{Config, pattern_strings};
-use crate::protocol::{Command, Event, ExitReason, HookKind, Snapshot};
+use crate::protocol::{Command, Event, ExitReason, HookKind, SessionSummary, Snapshot};
 use crate::store::counter::{Counter, create_output_file, highest_output_number};
 use crate::store::events::EventLog;
 use crate::store::status;
@@ -62,7 +62,7 @@ pub struct Outcome {
 
 /// Messages from the runtime's own tasks back to the loop.
 enum Internal {
-    Core(Input),
+    Core(Box<Input>),
     PromptReady {
         text: String,
         warnings: Vec<String>,
@@ -291,7 +291,7 @@ impl Runtime {
 
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
-            Internal::Core(input) => Some(input),
+            Internal::Core(input) => Some(*input),
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
                     failure: failures.into_iter().next(),
@@ -437,7 +437,7 @@ impl Runtime {
                 let tx = self.internal_tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(after).await;
-                    let _ = tx.send(Internal::Core(Input::TimerFired { epoch }));
+                    let _ = tx.send(Internal::Core(Box::new(Input::TimerFired { epoch })));
                 });
             }
             Effect::Exit(reason) => self.exit = Some(reason),
@@ -567,9 +567,23 @@ impl Runtime {
         let cwd = self.options.working_dir.clone();
         let tx = self.internal_tx.clone();
         let head_before = session.git_head_before;
+        let format = self.config.agent.format;
+        let promise = self.config.completion.promise().map(str::to_owned);
         tokio::task::spawn_blocking(move || {
             let output_bytes = std::fs::metadata(&output_file).map_or(0, |m| m.len());
-            let scan = scan_output_file(&output_file, &detectors).unwrap_or_default();
+            // One pass over the file feeds both the scan and the stream parser.
+            let mut parser = StreamParser::new(format);
+            if let Some(promise) = &promise {
+                parser.watch_final_text(promise);
+            }
+            let scan = File::open(&output_file)
+                .and_then(|file| {
+                    scan_output_with(file, &detectors, |chunk| {
+                        parser.feed(chunk);
+                    })
+                })
+                .unwrap_or_default();
+            parser.finish();
             let head_after = git_head(&cwd);
             // No HEAD before and one after is a repository's first commit.
             let head_moved = head_after.is_some() && head_before != head_after;
@@ -582,9 +596,32 @@ impl Runtime {
                         .resets_at_epoch
                         .and_then(|epoch| DateTime::<Utc>::from_timestamp(epoch, 0)),
                 }),
+                stats: summary(parser.stats()),
+                promise_kept: parser.final_text_has_watched(),
+                agent_error: scan.fatal_error,
             };
-            let _ = tx.send(Internal::Core(Input::SessionAnalyzed(findings)));
+            let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(findings))));
         });
+    }
+}
+
+/// The parts of the parser's statistics that the loop records.
+fn summary(stats: &SessionStats) -> SessionSummary {
+    SessionSummary {
+        global: 0,
+        turns: stats.turns,
+        tool_calls: stats.tool_calls,
+        tool_errors: stats.tool_errors,
+        input_tokens: stats.input_tokens,
+        output_tokens: stats.output_tokens,
+        cache_read_tokens: stats.cache_read_tokens,
+        cache_write_tokens: stats.cache_write_tokens,
+        cost_usd: stats.cost_usd.filter(|c| c.is_finite()),
+        result_subtype: stats.result_subtype.clone(),
+        result_is_error: stats.result_is_error,
+        model: stats.model.clone(),
+        agent_session_id: stats.agent_session_id.clone(),
+        duration_ms: stats.duration_ms,
     }
 }
 
