@@ -5,8 +5,9 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
+use crate::approvals::commands as approvals;
 use crate::config::{Config, DEFAULT_CONFIG_FILE, Overrides};
 use crate::console::{Console, Verbosity, summary_line};
 use crate::store::status;
@@ -19,6 +20,7 @@ pub const EXIT_USAGE: i32 = 2;
 #[command(
     name = "clowder",
     version,
+    args_conflicts_with_subcommands = true,
     about = "Run a coding agent session after session, under a watchdog",
     long_about = "Run a coding agent (claude -p, codex exec, aider, any program) session after session, \
 under a watchdog: stale sessions are killed, empty ones retried, rate limits backed off, \
@@ -76,6 +78,26 @@ pub struct Args {
     /// Print log lines instead of opening the control room
     #[arg(long = "headless")]
     pub headless: bool,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The approval queue's subcommands (see README, "Approvals").
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Claude Code PreToolUse hook: queue the tool call and wait for a human's decision
+    Gate(approvals::GateArgs),
+    /// List the pending approval requests
+    Queue(approvals::QueueArgs),
+    /// Approve a pending request
+    Approve(approvals::ApproveArgs),
+    /// Reject a pending request; the reason is passed to the agent
+    Reject(approvals::RejectArgs),
+    /// Ask a human a yes/no question: exit 0 approved, 1 rejected, 3 timed out
+    Ask(approvals::AskArgs),
+    /// Set up a project: `--claude-hook` prints (or with --write merges) the hook registration
+    Init(approvals::InitArgs),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -115,6 +137,9 @@ fn init_diagnostics() {
 }
 
 pub fn run(args: Args) -> i32 {
+    if let Some(command) = args.command {
+        return run_command(command);
+    }
     let cwd = match std::env::current_dir() {
         Ok(cwd) => cwd,
         Err(err) => {
@@ -185,6 +210,27 @@ pub fn run(args: Args) -> i32 {
         Verbosity::Normal
     };
     run_headless(config, cwd, verbosity)
+}
+
+fn run_command(command: Command) -> i32 {
+    match command {
+        Command::Gate(args) => approvals::gate(args),
+        Command::Queue(args) => approvals::queue(args),
+        Command::Approve(args) => approvals::decide(
+            &args.dir.dir,
+            &args.id,
+            crate::approvals::Decision::Approve,
+            args.reason,
+        ),
+        Command::Reject(args) => approvals::decide(
+            &args.dir.dir,
+            &args.id,
+            crate::approvals::Decision::Reject(args.reason),
+            None,
+        ),
+        Command::Ask(args) => approvals::ask(args),
+        Command::Init(args) => approvals::init(args),
+    }
 }
 
 /// Problems that would make every session fail: caught before anything runs.

@@ -1,22 +1,871 @@
-//! The approval queue's directory, read-only for now: what is pending.
+//! The human-in-the-loop approval queue: a directory of JSON files.
+//!
+//! ```text
+//! <dir>/pending/<id>.json   a request waiting for a human (written by its producer)
+//! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file
+//! <dir>/done/<id>.json      request + decision + outcome, moved there by the producer
+//! ```
+//!
+//! Every file is read as untrusted input ([`safe_read`]): no symbolic links, FIFOs,
+//! hard links or oversized files; strict JSON; ids matching `^[A-Za-z0-9_-]{1,64}$`.
+//! A bad file is logged (`approval_rejected_file`) and moved aside into `done/`.
+//! Text taken from the files goes through [`escape`] before reaching a terminal.
 
-use std::path::Path;
+pub mod commands;
+mod events;
+pub mod safe_read;
+
+use std::collections::HashSet;
+use std::fs::DirBuilder;
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+pub use events::ApprovalEvent;
+use safe_read::DirHandle;
 
 /// Where requests wait, relative to the working directory.
 pub const DEFAULT_DIR: &str = ".clowder/approvals";
 
-/// The names of the pending requests (sorted), and whether the queue exists at all.
+/// The event log the queue appends to, relative to the working directory.
+pub const DEFAULT_EVENT_LOG: &str = "harness-events.jsonl";
+
+/// How often a waiting producer rescans, whatever the file watcher says.
+const RESCAN: Duration = Duration::from_millis(250);
+
+/// The ids of the valid pending requests, oldest first, and whether the queue
+/// exists at all. Read-only: moves nothing, logs nothing (the control room polls it).
 pub fn list_pending(dir: &Path) -> (bool, Vec<String>) {
-    let pending = dir.join("pending");
-    let Ok(entries) = std::fs::read_dir(&pending) else {
-        return (dir.is_dir(), Vec::new());
+    if !dir.is_dir() {
+        return (false, Vec::new());
+    }
+    let Ok(pending) = DirHandle::open(&dir.join("pending")) else {
+        return (true, Vec::new());
+    };
+    let mut requests: Vec<Request> = scan_names(&dir.join("pending"))
+        .into_iter()
+        .filter_map(|name| parse_pending(&pending, &name).ok().flatten())
+        .map(|(request, _)| request)
+        .collect();
+    sort_requests(&mut requests);
+    (true, requests.into_iter().map(|r| r.id).collect())
+}
+
+/// Whether `id` is a request id: `^[A-Za-z0-9_-]{1,64}$`.
+pub fn valid_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `text` made safe for a terminal: control characters (ESC included, so every ANSI
+/// sequence), DEL, C1 controls and bidirectional overrides are written `\u{1b}`.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+}
+
+/// A request as stored in `pending/<id>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub id: String,
+    pub created: DateTime<Utc>,
+    pub kind: RequestKind,
+    pub title: String,
+    #[serde(default)]
+    pub tool_name: Option<String>,
+    #[serde(default)]
+    pub tool_input: Option<serde_json::Value>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    /// A tool call held by `clowder gate`.
+    Tool,
+    /// A question asked with `clowder ask`.
+    Ask,
+}
+
+impl Request {
+    /// What the request is about in one line, unescaped: the command of a Bash
+    /// call, the file of an Edit or Write, else the compact tool input.
+    pub fn subject(&self) -> String {
+        let Some(input) = &self.tool_input else {
+            return String::new();
+        };
+        for key in [
+            "command",
+            "file_path",
+            "path",
+            "notebook_path",
+            "url",
+            "pattern",
+        ] {
+            if let Some(value) = input.get(key).and_then(|v| v.as_str()) {
+                return value.to_string();
+            }
+        }
+        input.to_string()
+    }
+
+    /// Seconds since the request was created.
+    pub fn age_secs(&self, now: DateTime<Utc>) -> i64 {
+        (now - self.created).num_seconds().max(0)
+    }
+}
+
+/// What a human decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Approve,
+    Reject(String),
+}
+
+/// A decision as stored in `decided/<id>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRecord {
+    pub id: String,
+    pub decision: DecisionKind,
+    #[serde(default)]
+    pub reason: Option<String>,
+    pub decided_at: DateTime<Utc>,
+    /// sha256 (hex) of the exact bytes of the request file decided on.
+    pub request_hash: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionKind {
+    Approve,
+    Reject,
+}
+
+/// A finished request, as stored in `done/<id>.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DoneRecord {
+    pub request: Request,
+    pub decision: Option<DecisionRecord>,
+    /// `approved`, `rejected`, `timed_out`, `cancelled` or `removed`.
+    pub outcome: String,
+    pub waited_secs: f64,
+}
+
+/// How a wait ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Approved {
+        reason: Option<String>,
+    },
+    Rejected {
+        reason: String,
+    },
+    TimedOut,
+    /// The waiting process was told to stop (the number of the signal).
+    Cancelled {
+        signal: i32,
+    },
+    /// The pending file disappeared or changed under the producer.
+    Removed,
+}
+
+/// A request written by [`Queue::submit`], to wait on.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    pub request: Request,
+    /// sha256 (hex) of the request file.
+    pub hash: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The directory is not safe to use (permissions, owner, a symbolic link).
+    #[error("{0}")]
+    Unsafe(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("no pending request with id `{0}` (see `clowder queue`)")]
+    UnknownId(String),
+    #[error("`{0}` is not a request id (letters, digits, `_` and `-`, at most 64)")]
+    BadId(String),
+    #[error("pending request `{id}` is unreadable: {reason}")]
+    BadRequest { id: String, reason: String },
+    #[error("{0}")]
+    Io(String),
+}
+
+/// An open approval queue.
+pub struct Queue {
+    dir: PathBuf,
+    event_log: Option<PathBuf>,
+    /// Bad files already reported by this process (a file left in place is not
+    /// reported again on every rescan).
+    reported: Mutex<HashSet<String>>,
+}
+
+impl Queue {
+    /// Opens the queue in `dir`, creating it and its `pending/`, `decided/` and
+    /// `done/` folders (mode 0700) as needed. A folder that another user owns or
+    /// that is group- or world-writable is refused: whoever can write there can
+    /// approve. Events go to `harness-events.jsonl` in the current folder.
+    pub fn open(dir: &Path) -> Result<Queue, QueueError> {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|err| QueueError::Io(format!("cannot create {}: {err}", dir.display())))?;
+        check_dir(dir, true)?;
+        for sub in ["pending", "decided", "done"] {
+            let path = dir.join(sub);
+            match DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(err) => {
+                    return Err(QueueError::Io(format!(
+                        "cannot create {}: {err}",
+                        path.display()
+                    )));
+                }
+            }
+            check_dir(&path, false)?;
+        }
+        Ok(Queue {
+            dir: dir.to_path_buf(),
+            event_log: Some(PathBuf::from(DEFAULT_EVENT_LOG)),
+            reported: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Sends the queue's events to `path` instead (`None`: nowhere).
+    pub fn with_event_log(mut self, path: Option<PathBuf>) -> Queue {
+        self.event_log = path;
+        self
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn sub(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn open_sub(&self, name: &str) -> Result<DirHandle, QueueError> {
+        let path = self.sub(name);
+        DirHandle::open(&path)
+            .map_err(|err| QueueError::Io(format!("cannot open {}: {err}", path.display())))
+    }
+
+    /// Appends an event to the log; the log is best effort and never fails a caller.
+    pub fn log(&self, event: &ApprovalEvent) {
+        if let Some(path) = &self.event_log {
+            let _ = events::append(path, event);
+        }
+    }
+
+    /// The valid pending requests, oldest first. Bad files are logged and moved
+    /// aside into `done/`.
+    pub fn pending(&self) -> Vec<Request> {
+        self.scan_pending().0
+    }
+
+    /// [`Queue::pending`], plus each file refused in this scan (name, reason).
+    pub fn scan_pending(&self) -> (Vec<Request>, Vec<(String, String)>) {
+        let Ok(pending) = self.open_sub("pending") else {
+            return (Vec::new(), Vec::new());
+        };
+        let mut requests = Vec::new();
+        let mut refused = Vec::new();
+        for name in scan_names(&self.sub("pending")) {
+            match parse_pending(&pending, &name) {
+                Ok(Some((request, _))) => requests.push(request),
+                Ok(None) => {}
+                Err(reason) => {
+                    self.reject_file("pending", &name, &reason, None);
+                    refused.push((name, reason));
+                }
+            }
+        }
+        sort_requests(&mut requests);
+        (requests, refused)
+    }
+
+    /// One pending request and the exact bytes of its file.
+    pub fn get(&self, id: &str) -> Result<(Request, Vec<u8>), DecideError> {
+        if !valid_id(id) {
+            return Err(DecideError::BadId(id.to_string()));
+        }
+        let pending = self
+            .open_sub("pending")
+            .map_err(|e| DecideError::Io(e.to_string()))?;
+        match parse_pending(&pending, &format!("{id}.json")) {
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => Err(DecideError::UnknownId(id.to_string())),
+            Err(reason) => Err(DecideError::BadRequest {
+                id: id.to_string(),
+                reason,
+            }),
+        }
+    }
+
+    /// Records a human's decision on pending request `id` (`decided/<id>.json`,
+    /// written atomically, bound to the request by its hash).
+    pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
+        let (_, bytes) = self.get(id)?;
+        let (kind, reason) = match decision {
+            Decision::Approve => (DecisionKind::Approve, None),
+            Decision::Reject(reason) => (DecisionKind::Reject, Some(reason)),
+        };
+        self.write_decision(id, kind, reason, &bytes)
+    }
+
+    /// [`Queue::decide`] for an approval that carries a reason.
+    pub fn approve_with_reason(&self, id: &str, reason: Option<String>) -> Result<(), DecideError> {
+        let (_, bytes) = self.get(id)?;
+        self.write_decision(id, DecisionKind::Approve, reason, &bytes)
+    }
+
+    fn write_decision(
+        &self,
+        id: &str,
+        decision: DecisionKind,
+        reason: Option<String>,
+        request_bytes: &[u8],
+    ) -> Result<(), DecideError> {
+        let record = DecisionRecord {
+            id: id.to_string(),
+            decision,
+            reason,
+            decided_at: Utc::now(),
+            request_hash: sha256_hex(request_bytes),
+        };
+        let mut json =
+            serde_json::to_vec_pretty(&record).map_err(|e| DecideError::Io(e.to_string()))?;
+        json.push(b'\n');
+        let path = self.sub("decided").join(format!("{id}.json"));
+        crate::store::write_atomically(&path, &json)
+            .map_err(|err| DecideError::Io(format!("cannot write {}: {err}", path.display())))
+    }
+
+    /// Writes a new request into `pending/` (under a temporary name in the queue
+    /// folder first, then renamed, so a reader never sees half a file). The id is
+    /// chosen here; `request.id` and `request.created` are overwritten. A request
+    /// too large for the queue has its longest texts shortened.
+    pub fn submit(&self, mut request: Request) -> Result<Submitted, QueueError> {
+        let root = DirHandle::open(&self.dir)
+            .map_err(|err| QueueError::Io(format!("cannot open {}: {err}", self.dir.display())))?;
+        let pending = self.open_sub("pending")?;
+        for _attempt in 0..100 {
+            request.id = new_id();
+            request.created = Utc::now();
+            let taken = ["pending", "decided", "done"]
+                .iter()
+                .any(|sub| self.sub(sub).join(format!("{}.json", request.id)).exists());
+            if taken {
+                continue;
+            }
+            let bytes = encode_within_limit(&mut request)?;
+            let temp_name = format!(".tmp-{}-{}", request.id, std::process::id());
+            let temp_path = self.dir.join(&temp_name);
+            let written = (|| -> io::Result<()> {
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&temp_path)?;
+                file.write_all(&bytes)?;
+                file.sync_all()
+            })();
+            if let Err(err) = written {
+                let _ = std::fs::remove_file(&temp_path);
+                return Err(QueueError::Io(format!(
+                    "cannot write {}: {err}",
+                    temp_path.display()
+                )));
+            }
+            let final_name = format!("{}.json", request.id);
+            match rename_no_replace(&root, &temp_name, &pending, &final_name) {
+                Ok(()) => {
+                    let _ = std::fs::File::open(self.sub("pending")).and_then(|d| d.sync_all());
+                    return Ok(Submitted {
+                        hash: sha256_hex(&bytes),
+                        request,
+                    });
+                }
+                Err(nix::errno::Errno::EEXIST) => {
+                    let _ = std::fs::remove_file(&temp_path);
+                }
+                Err(err) => {
+                    let _ = std::fs::remove_file(&temp_path);
+                    return Err(QueueError::Io(format!(
+                        "cannot move the request into {}: {err}",
+                        self.sub("pending").display()
+                    )));
+                }
+            }
+        }
+        Err(QueueError::Io("cannot find a free request id".into()))
+    }
+
+    /// Waits for a decision on `submitted`, up to `timeout` (`None`: forever).
+    /// `cancelled` is polled often; a `Some(signal)` ends the wait. Whatever the
+    /// outcome, the request leaves `pending/` for `done/<id>.json`.
+    pub fn wait(
+        &self,
+        submitted: &Submitted,
+        timeout: Option<Duration>,
+        cancelled: &dyn Fn() -> Option<i32>,
+    ) -> Result<Outcome, QueueError> {
+        let started = Instant::now();
+        let (tx, rx) = mpsc::channel::<()>();
+        // The watcher only hints; the timer below rescans regardless, so events the
+        // watcher merges or loses cost at most one rescan period.
+        let _watcher = {
+            use notify::Watcher;
+            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+                let _ = tx.send(());
+            })
+            .ok()
+            .and_then(|mut watcher| {
+                watcher
+                    .watch(&self.sub("decided"), notify::RecursiveMode::NonRecursive)
+                    .ok()?;
+                let _ = watcher.watch(&self.sub("pending"), notify::RecursiveMode::NonRecursive);
+                Some(watcher)
+            })
+        };
+        let id = submitted.request.id.clone();
+        let decided = self.open_sub("decided")?;
+        let pending = self.open_sub("pending")?;
+        loop {
+            if let Some(signal) = cancelled() {
+                return Ok(self.finish(submitted, None, Outcome::Cancelled { signal }, started));
+            }
+            if let Some(record) = self.check_decision(&decided, submitted) {
+                let outcome = match record.decision {
+                    DecisionKind::Approve => Outcome::Approved {
+                        reason: record.reason.clone(),
+                    },
+                    DecisionKind::Reject => Outcome::Rejected {
+                        reason: record
+                            .reason
+                            .clone()
+                            .filter(|r| !r.trim().is_empty())
+                            .unwrap_or_else(|| "rejected (no reason given)".into()),
+                    },
+                };
+                return Ok(self.finish(submitted, Some(record), outcome, started));
+            }
+            let still_pending = match pending.read(&format!("{id}.json")) {
+                Ok(Some(bytes)) => sha256_hex(&bytes) == submitted.hash,
+                Ok(None) => false,
+                Err(_) => false,
+            };
+            if !still_pending {
+                // A decision written just before the request vanished still counts.
+                if let Some(record) = self.check_decision(&decided, submitted) {
+                    let outcome = match record.decision {
+                        DecisionKind::Approve => Outcome::Approved {
+                            reason: record.reason.clone(),
+                        },
+                        DecisionKind::Reject => Outcome::Rejected {
+                            reason: record.reason.clone().unwrap_or_default(),
+                        },
+                    };
+                    return Ok(self.finish(submitted, Some(record), outcome, started));
+                }
+                return Ok(self.finish(submitted, None, Outcome::Removed, started));
+            }
+            let mut nap = RESCAN;
+            if let Some(timeout) = timeout {
+                let elapsed = started.elapsed();
+                if elapsed >= timeout {
+                    return Ok(self.finish(submitted, None, Outcome::TimedOut, started));
+                }
+                nap = nap.min(timeout - elapsed);
+            }
+            // Wake on a watcher hint or the timer; drain merged hints.
+            if rx.recv_timeout(nap).is_ok() {
+                while rx.try_recv().is_ok() {}
+            }
+        }
+    }
+
+    /// The decision on `submitted` if there is a valid one; an invalid decision file
+    /// is logged and moved aside.
+    fn check_decision(&self, decided: &DirHandle, submitted: &Submitted) -> Option<DecisionRecord> {
+        let id = &submitted.request.id;
+        let name = format!("{id}.json");
+        let problem = match decided.read(&name) {
+            Ok(None) => return None,
+            Err(reason) => reason,
+            Ok(Some(bytes)) => match parse_decision(&bytes) {
+                Err(reason) => reason,
+                Ok(record) if record.id != *id => {
+                    format!("decision id `{}` does not match the file name", record.id)
+                }
+                Ok(record) if record.request_hash != submitted.hash => {
+                    "request_hash does not match the request file".to_string()
+                }
+                Ok(record) if record.decided_at < submitted.request.created => {
+                    "decided before the request was made".to_string()
+                }
+                Ok(record) => return Some(record),
+            },
+        };
+        self.reject_file("decided", &name, &problem, Some(id));
+        None
+    }
+
+    /// Moves the request (and its decision) into `done/<id>.json` and logs the end.
+    fn finish(
+        &self,
+        submitted: &Submitted,
+        decision: Option<DecisionRecord>,
+        outcome: Outcome,
+        started: Instant,
+    ) -> Outcome {
+        let waited_secs = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+        let id = submitted.request.id.clone();
+        let label = match &outcome {
+            Outcome::Approved { .. } => "approved",
+            Outcome::Rejected { .. } => "rejected",
+            Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled { .. } => "cancelled",
+            Outcome::Removed => "removed",
+        };
+        let record = DoneRecord {
+            request: submitted.request.clone(),
+            decision: decision.clone(),
+            outcome: label.to_string(),
+            waited_secs,
+        };
+        if let Ok(mut json) = serde_json::to_vec_pretty(&record) {
+            json.push(b'\n');
+            let done = self.sub("done").join(format!("{id}.json"));
+            if crate::store::write_atomically(&done, &json).is_ok() {
+                let _ = std::fs::remove_file(self.sub("pending").join(format!("{id}.json")));
+                if decision.is_some() {
+                    let _ = std::fs::remove_file(self.sub("decided").join(format!("{id}.json")));
+                }
+            }
+        }
+        let mut event = ApprovalEvent::new(match &outcome {
+            Outcome::Approved { .. } | Outcome::Rejected { .. } => "approval_decided",
+            Outcome::TimedOut => "approval_timeout",
+            Outcome::Cancelled { .. } | Outcome::Removed => "approval_cancelled",
+        });
+        event.id = Some(id);
+        event.waited_secs = Some(waited_secs);
+        event.outcome = Some(label.to_string());
+        if let Some(record) = &decision {
+            event.reason = record.reason.clone();
+        }
+        self.log(&event);
+        outcome
+    }
+
+    /// Logs a refused file and moves it into `done/` (`rejected-…`); if it cannot be
+    /// moved it is left alone, and reported once per process.
+    fn reject_file(&self, sub: &str, name: &str, reason: &str, id: Option<&str>) {
+        let key = format!("{sub}/{name}");
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        let stamp = Utc::now().format("%Y%m%dT%H%M%S%.f");
+        let target = format!("rejected-{sub}-{}-{stamp}", safe.trim_start_matches('.'));
+        let moved = match (self.open_sub(sub), self.open_sub("done")) {
+            (Ok(from), Ok(to)) => rename_no_replace(&from, name, &to, &target).is_ok(),
+            _ => false,
+        };
+        if !moved {
+            let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+            if !reported.insert(key.clone()) {
+                return;
+            }
+        }
+        let mut event = ApprovalEvent::new("approval_rejected_file");
+        event.id = id.map(str::to_string);
+        event.file = Some(key);
+        event.reason = Some(reason.to_string());
+        event.outcome = Some(if moved {
+            format!("moved to done/{target}")
+        } else {
+            "left in place".to_string()
+        });
+        self.log(&event);
+    }
+}
+
+/// Refuses a queue folder that others could write to.
+fn check_dir(path: &Path, follow: bool) -> Result<(), QueueError> {
+    let meta = if follow {
+        std::fs::metadata(path)
+    } else {
+        std::fs::symlink_metadata(path)
+    }
+    .map_err(|err| QueueError::Io(format!("cannot inspect {}: {err}", path.display())))?;
+    if meta.file_type().is_symlink() {
+        return Err(QueueError::Unsafe(format!(
+            "{} is a symbolic link: the approval queue folders must be real folders",
+            path.display()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(QueueError::Unsafe(format!(
+            "{} is not a folder",
+            path.display()
+        )));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(QueueError::Unsafe(format!(
+            "{} is group- or world-writable (mode {mode:04o}): anyone who can write there can approve; run `chmod 700 {}`",
+            path.display(),
+            path.display()
+        )));
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != uid {
+        return Err(QueueError::Unsafe(format!(
+            "{} belongs to user {}, not to this user ({uid})",
+            path.display(),
+            meta.uid()
+        )));
+    }
+    Ok(())
+}
+
+/// The names in `dir` that could be requests (dot files, such as temporaries, are
+/// skipped), sorted.
+fn scan_names(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
     };
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|name| !name.starts_with('.'))
         .collect();
     names.sort();
-    (true, names)
+    names
+}
+
+/// Reads and checks `pending/<name>`. `Ok(None)`: gone.
+fn parse_pending(pending: &DirHandle, name: &str) -> Result<Option<(Request, Vec<u8>)>, String> {
+    let Some(stem) = name.strip_suffix(".json").filter(|s| valid_id(s)) else {
+        return Err("file name is not <id>.json".into());
+    };
+    let Some(bytes) = pending.read(name)? else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(&bytes).map_err(|_| "not valid UTF-8".to_string())?;
+    let request: Request =
+        serde_json::from_str(text).map_err(|err| format!("not a valid request: {err}"))?;
+    if !valid_id(&request.id) {
+        return Err(format!(
+            "request id `{}` is not a valid id",
+            escape(&request.id)
+        ));
+    }
+    if request.id != stem {
+        return Err(format!(
+            "request id `{}` does not match the file name",
+            escape(&request.id)
+        ));
+    }
+    Ok(Some((request, bytes)))
+}
+
+fn parse_decision(bytes: &[u8]) -> Result<DecisionRecord, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())?;
+    serde_json::from_str(text).map_err(|err| format!("not a valid decision: {err}"))
+}
+
+fn sort_requests(requests: &mut [Request]) {
+    requests.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id)));
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh id: 10 characters from `[a-z0-9]`.
+fn new_id() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijkmnpqrstuvwxyz23456789";
+    let mut seed = [0u8; 10];
+    let random = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed));
+    if random.is_err() {
+        let fallback = Sha256::digest(format!(
+            "{:?}{}{:?}",
+            std::time::SystemTime::now(),
+            std::process::id(),
+            Instant::now()
+        ));
+        seed.copy_from_slice(&fallback[..10]);
+    }
+    seed.iter()
+        .map(|b| ALPHABET[(*b as usize) % ALPHABET.len()] as char)
+        .collect()
+}
+
+/// Renames without replacing an existing file (`RENAME_NOREPLACE`; where the file
+/// system lacks it, a check then a rename).
+fn rename_no_replace(
+    from: &DirHandle,
+    from_name: &str,
+    to: &DirHandle,
+    to_name: &str,
+) -> nix::Result<()> {
+    use nix::fcntl::{AtFlags, RenameFlags, renameat, renameat2};
+    match renameat2(
+        from.fd(),
+        from_name,
+        to.fd(),
+        to_name,
+        RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOSYS) => {
+            if nix::sys::stat::fstatat(to.fd(), to_name, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok() {
+                return Err(nix::errno::Errno::EEXIST);
+            }
+            renameat(from.fd(), from_name, to.fd(), to_name)
+        }
+        other => other,
+    }
+}
+
+/// The request as file bytes, its longest texts shortened until it fits the queue's
+/// file size limit.
+fn encode_within_limit(request: &mut Request) -> Result<Vec<u8>, QueueError> {
+    let limit = safe_read::MAX_FILE_BYTES as usize;
+    let mut keep = 16 * 1024;
+    loop {
+        let mut bytes = serde_json::to_vec_pretty(&*request)
+            .map_err(|err| QueueError::Io(format!("cannot encode the request: {err}")))?;
+        bytes.push(b'\n');
+        if bytes.len() <= limit {
+            return Ok(bytes);
+        }
+        if keep < 16 {
+            return Err(QueueError::Io(
+                "the request is too large for the queue".into(),
+            ));
+        }
+        request.title = shorten(&request.title, keep.min(1024));
+        request.body = request.body.as_deref().map(|b| shorten(b, keep));
+        request.cwd = request.cwd.as_deref().map(|c| shorten(c, 4096));
+        request.session_id = request.session_id.as_deref().map(|s| shorten(s, 256));
+        request.tool_name = request.tool_name.as_deref().map(|s| shorten(s, 256));
+        if let Some(input) = &mut request.tool_input {
+            shorten_json(input, keep);
+        }
+        keep /= 2;
+    }
+}
+
+fn shorten(text: &str, keep: usize) -> String {
+    if text.len() <= keep {
+        return text.to_string();
+    }
+    let mut end = keep;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes cut]", &text[..end], text.len() - end)
+}
+
+fn shorten_json(value: &mut serde_json::Value, keep: usize) {
+    match value {
+        serde_json::Value::String(s) => *s = shorten(s, keep),
+        serde_json::Value::Array(items) => {
+            items.truncate(64);
+            items.iter_mut().for_each(|v| shorten_json(v, keep));
+        }
+        serde_json::Value::Object(map) => map.values_mut().for_each(|v| shorten_json(v, keep)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_follow_the_rule() {
+        assert!(valid_id("abc-DEF_123"));
+        assert!(!valid_id(""));
+        assert!(!valid_id("../x"));
+        assert!(!valid_id("a.json"));
+        assert!(!valid_id(&"a".repeat(65)));
+        assert!(valid_id(&new_id()));
+    }
+
+    #[test]
+    fn escapes_control_characters() {
+        assert_eq!(escape("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(escape("a\nb\u{9b}c\u{202e}"), "a\\u{a}b\\u{9b}c\\u{202e}");
+        assert_eq!(escape("héllo ▶"), "héllo ▶");
+    }
+
+    #[test]
+    fn big_requests_are_shortened_to_fit() {
+        let mut request = Request {
+            id: "x".into(),
+            created: Utc::now(),
+            kind: RequestKind::Tool,
+            title: "Write".into(),
+            tool_name: Some("Write".into()),
+            tool_input: Some(serde_json::json!({"file_path": "a", "content": "é".repeat(200_000)})),
+            session_id: None,
+            cwd: None,
+            body: None,
+        };
+        let bytes = encode_within_limit(&mut request).expect("fits");
+        assert!(bytes.len() as u64 <= safe_read::MAX_FILE_BYTES);
+        assert_eq!(request.subject(), "a");
+    }
 }

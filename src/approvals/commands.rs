@@ -1,0 +1,748 @@
+//! The approval subcommands: `gate`, `queue`, `approve`, `reject`, `ask`, `init`.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    ApprovalEvent, DEFAULT_DIR, DecideError, Decision, Outcome, Queue, QueueError, Request,
+    RequestKind, escape,
+};
+
+/// Exit code for a problem with the queue or the input: nothing was decided.
+pub const EXIT_ERROR: i32 = 2;
+
+/// The largest hook input read from stdin.
+const MAX_STDIN: u64 = 1024 * 1024;
+
+/// The largest `--body-file` for `clowder ask`.
+const MAX_BODY: u64 = 48 * 1024;
+
+/// How long to wait for a decision: `90s`, `10m`, `1.5h`, `never`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wait {
+    pub limit: Option<Duration>,
+    pub label: String,
+}
+
+impl std::str::FromStr for Wait {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Wait, String> {
+        let text = text.trim();
+        if text == "never" {
+            return Ok(Wait {
+                limit: None,
+                label: "never".into(),
+            });
+        }
+        let bad = || format!("`{text}` is not a duration: use e.g. 90s, 10m, 1h or never");
+        let split = text
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, unit) = text.split_at(split);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let scale = match unit {
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        let secs = number * scale;
+        if !secs.is_finite() || secs <= 0.0 || secs > 366.0 * 86_400.0 {
+            return Err(format!(
+                "`{text}`: the timeout must be positive (or `never`)"
+            ));
+        }
+        Ok(Wait {
+            limit: Some(Duration::from_secs_f64(secs)),
+            label: text.to_string(),
+        })
+    }
+}
+
+fn default_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_DIR)
+}
+
+#[derive(Debug, Args)]
+pub struct DirArg {
+    /// The approval queue folder
+    #[arg(long = "dir", value_name = "PATH", default_value_os_t = default_dir())]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// How long to wait for a decision before denying (90s, 10m, 1h, never). The
+    /// default stays under the 600 s hook timeout of `clowder init --claude-hook`:
+    /// Claude Code lets the call run when the hook itself times out.
+    #[arg(long = "timeout", value_name = "DURATION", default_value = "9m")]
+    pub timeout: Wait,
+}
+
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    #[command(flatten)]
+    pub dir: DirArg,
+    /// Print the pending requests as JSON
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The request id (see `clowder queue`)
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// A note kept with the decision
+    #[arg(long = "reason", value_name = "TEXT")]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub dir: DirArg,
+}
+
+#[derive(Debug, Args)]
+pub struct RejectArgs {
+    /// The request id (see `clowder queue`)
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Why: the agent is told this
+    #[arg(long = "reason", value_name = "TEXT")]
+    pub reason: String,
+    #[command(flatten)]
+    pub dir: DirArg,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The question, in one line
+    #[arg(long = "title", value_name = "TEXT")]
+    pub title: String,
+    /// A file whose text is shown with the question
+    #[arg(long = "body-file", value_name = "PATH")]
+    pub body_file: Option<PathBuf>,
+    /// How long to wait for an answer (90s, 10m, 1h, never)
+    #[arg(long = "timeout", value_name = "DURATION", default_value = "10m")]
+    pub timeout: Wait,
+    #[command(flatten)]
+    pub dir: DirArg,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Print the Claude Code hook that sends Bash, Edit and Write calls through `clowder gate`
+    #[arg(long = "claude-hook", required = true)]
+    pub claude_hook: bool,
+    /// Merge the hook into .claude/settings.json instead of printing it
+    #[arg(long = "write", requires = "claude_hook")]
+    pub write: bool,
+}
+
+// ---------------------------------------------------------------------------
+// Signals: a flag the waiting loops poll.
+
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(signal: libc::c_int) {
+    SIGNAL.store(signal, Ordering::SeqCst);
+}
+
+fn install_signal_flag() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    let action = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: the handler only stores into an atomic, which is async-signal-safe.
+        let _ = unsafe { sigaction(signal, &action) };
+    }
+}
+
+fn caught_signal() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
+fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("signal {signal}"))
+}
+
+// ---------------------------------------------------------------------------
+
+fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
+    Queue::open(dir).map_err(|err| {
+        match err {
+            QueueError::Unsafe(msg) => {
+                eprintln!("{who}: error: unsafe approval queue: {}", escape(&msg))
+            }
+            QueueError::Io(msg) => eprintln!("{who}: error: {}", escape(&msg)),
+        }
+        EXIT_ERROR
+    })
+}
+
+/// Whether a clowder loop is running in the current folder (its `harness.status`
+/// names a live clowder process).
+fn loop_running() -> bool {
+    crate::store::status::read(Path::new("harness.status")).is_ok_and(|(snapshot, _)| {
+        snapshot.state != crate::protocol::LoopState::Stopped
+            && crate::store::status::writer_alive(snapshot.pid)
+    })
+}
+
+/// The PreToolUse hook input (unknown fields are allowed: Claude Code adds some).
+#[derive(Debug, Deserialize)]
+struct HookInput {
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    hook_event_name: Option<String>,
+    tool_name: String,
+    #[serde(default)]
+    tool_input: Option<serde_json::Value>,
+}
+
+#[derive(Serialize)]
+struct HookAnswer<'a> {
+    #[serde(rename = "hookSpecificOutput")]
+    output: HookOutput<'a>,
+}
+
+#[derive(Serialize)]
+struct HookOutput<'a> {
+    #[serde(rename = "hookEventName")]
+    event: &'static str,
+    #[serde(rename = "permissionDecision")]
+    decision: &'static str,
+    #[serde(rename = "permissionDecisionReason")]
+    reason: &'a str,
+}
+
+/// The PreToolUse answer printed by `clowder gate`.
+pub fn hook_answer(allow: bool, reason: &str) -> String {
+    let answer = HookAnswer {
+        output: HookOutput {
+            event: "PreToolUse",
+            decision: if allow { "allow" } else { "deny" },
+            reason,
+        },
+    };
+    serde_json::to_string(&answer).unwrap_or_else(|_| {
+        "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\"permissionDecision\":\"deny\",\"permissionDecisionReason\":\"clowder gate: internal error\"}}".into()
+    })
+}
+
+/// `clowder gate`: a Claude Code PreToolUse hook that holds the tool call until a
+/// human decides. Fails closed: every error, a panic included, exits 2 (blocks).
+pub fn gate(args: GateArgs) -> i32 {
+    std::panic::set_hook(Box::new(|info| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "clowder gate: internal error, the tool call is denied: {}",
+            escape(&info.to_string())
+        );
+        std::process::exit(EXIT_ERROR);
+    }));
+    install_signal_flag();
+    match run_gate(&args) {
+        Ok(code) => code,
+        Err(reason) => {
+            eprintln!(
+                "clowder gate: {} — the tool call is denied",
+                escape(&reason)
+            );
+            EXIT_ERROR
+        }
+    }
+}
+
+fn run_gate(args: &GateArgs) -> Result<i32, String> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .take(MAX_STDIN + 1)
+        .read_to_end(&mut input)
+        .map_err(|err| format!("cannot read the hook input: {err}"))?;
+    if input.len() as u64 > MAX_STDIN {
+        return Err(format!("the hook input is larger than {MAX_STDIN} bytes"));
+    }
+    let hook: HookInput = serde_json::from_slice(&input)
+        .map_err(|err| format!("the hook input is not PreToolUse JSON: {err}"))?;
+    if let Some(event) = hook.hook_event_name.as_deref()
+        && event != "PreToolUse"
+    {
+        return Err(format!(
+            "clowder gate answers PreToolUse hooks, not `{event}`"
+        ));
+    }
+    let queue = Queue::open(&args.dir.dir).map_err(|err| match err {
+        QueueError::Unsafe(msg) => format!("unsafe approval queue: {msg}"),
+        QueueError::Io(msg) => msg,
+    })?;
+    let mut request = Request {
+        id: String::new(),
+        created: chrono::Utc::now(),
+        kind: RequestKind::Tool,
+        title: String::new(),
+        tool_name: Some(hook.tool_name.clone()),
+        tool_input: hook.tool_input,
+        session_id: hook.session_id,
+        cwd: hook.cwd,
+        body: None,
+    };
+    let subject: String = request.subject().chars().take(200).collect();
+    request.title = if subject.is_empty() {
+        hook.tool_name.clone()
+    } else {
+        format!("{}: {subject}", hook.tool_name)
+    };
+    let submitted = queue.submit(request).map_err(|err| err.to_string())?;
+    let id = submitted.request.id.clone();
+    let mut event = ApprovalEvent::new("approval_requested");
+    event.id = Some(id.clone());
+    event.kind = Some("tool".into());
+    event.tool = Some(hook.tool_name.clone());
+    queue.log(&event);
+    eprintln!(
+        "clowder gate: waiting for approval of {} (id {id}) — approve in the control room or with `clowder approve {id}`",
+        escape(&hook.tool_name)
+    );
+    if !loop_running() {
+        eprintln!(
+            "clowder gate: no clowder loop holds this folder (no live harness.status): the request is queued anyway"
+        );
+    }
+    let outcome = queue
+        .wait(&submitted, args.timeout.limit, &caught_signal)
+        .map_err(|err| err.to_string())?;
+    let (allow, reason) = match outcome {
+        Outcome::Approved { reason } => (
+            true,
+            match reason {
+                Some(r) if !r.trim().is_empty() => format!("approved in clowder: {r}"),
+                _ => "approved in clowder".to_string(),
+            },
+        ),
+        Outcome::Rejected { reason } => (false, reason),
+        Outcome::TimedOut => (
+            false,
+            format!(
+                "timed out after {} waiting for a human to approve (clowder approval queue)",
+                args.timeout.label
+            ),
+        ),
+        Outcome::Removed => (
+            false,
+            "the request was removed from the clowder approval queue".to_string(),
+        ),
+        Outcome::Cancelled { signal } => {
+            return Err(format!(
+                "stopped by {} while waiting for approval",
+                signal_name(signal)
+            ));
+        }
+    };
+    println!("{}", hook_answer(allow, &reason));
+    std::io::stdout()
+        .flush()
+        .map_err(|err| format!("cannot write the answer: {err}"))?;
+    Ok(0)
+}
+
+/// `clowder ask`: exit 0 approved, 1 rejected, 3 timed out, 2 error.
+pub fn ask(args: AskArgs) -> i32 {
+    install_signal_flag();
+    let body = match &args.body_file {
+        None => None,
+        Some(path) => match read_body(path) {
+            Ok(body) => Some(body),
+            Err(err) => {
+                eprintln!("clowder ask: error: {}", escape(&err));
+                return EXIT_ERROR;
+            }
+        },
+    };
+    let queue = match open_queue(&args.dir.dir, "clowder ask") {
+        Ok(queue) => queue,
+        Err(code) => return code,
+    };
+    let request = Request {
+        id: String::new(),
+        created: chrono::Utc::now(),
+        kind: RequestKind::Ask,
+        title: args.title.clone(),
+        tool_name: None,
+        tool_input: None,
+        session_id: None,
+        cwd: std::env::current_dir()
+            .ok()
+            .map(|p| p.display().to_string()),
+        body,
+    };
+    let submitted = match queue.submit(request) {
+        Ok(submitted) => submitted,
+        Err(err) => {
+            eprintln!("clowder ask: error: {}", escape(&err.to_string()));
+            return EXIT_ERROR;
+        }
+    };
+    let id = submitted.request.id.clone();
+    let mut event = ApprovalEvent::new("approval_requested");
+    event.id = Some(id.clone());
+    event.kind = Some("ask".into());
+    queue.log(&event);
+    eprintln!(
+        "clowder ask: waiting for an answer (id {id}) — `clowder approve {id}` or `clowder reject {id} --reason …`"
+    );
+    match queue.wait(&submitted, args.timeout.limit, &caught_signal) {
+        Ok(Outcome::Approved { reason }) => {
+            match reason {
+                Some(r) => eprintln!("clowder ask: approved: {}", escape(&r)),
+                None => eprintln!("clowder ask: approved"),
+            }
+            0
+        }
+        Ok(Outcome::Rejected { reason }) => {
+            eprintln!("clowder ask: rejected: {}", escape(&reason));
+            1
+        }
+        Ok(Outcome::TimedOut) => {
+            eprintln!(
+                "clowder ask: timed out after {} without an answer",
+                args.timeout.label
+            );
+            3
+        }
+        Ok(Outcome::Removed) => {
+            eprintln!("clowder ask: the request was removed from the queue");
+            1
+        }
+        Ok(Outcome::Cancelled { signal }) => {
+            eprintln!("clowder ask: stopped by {}", signal_name(signal));
+            128 + signal
+        }
+        Err(err) => {
+            eprintln!("clowder ask: error: {}", escape(&err.to_string()));
+            EXIT_ERROR
+        }
+    }
+}
+
+fn read_body(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BODY + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+    if bytes.len() as u64 > MAX_BODY {
+        return Err(format!(
+            "{} is larger than {MAX_BODY} bytes",
+            path.display()
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))
+}
+
+/// One pending request as `clowder queue --json` prints it.
+#[derive(Serialize)]
+struct Listed<'a> {
+    id: &'a str,
+    created: chrono::DateTime<chrono::Utc>,
+    age_secs: i64,
+    kind: RequestKind,
+    tool_name: Option<&'a str>,
+    subject: String,
+    title: &'a str,
+    session_id: Option<&'a str>,
+    cwd: Option<&'a str>,
+    tool_input: Option<&'a serde_json::Value>,
+    body: Option<&'a str>,
+}
+
+/// `clowder queue`: the pending requests.
+pub fn queue(args: QueueArgs) -> i32 {
+    let queue = match open_queue(&args.dir.dir, "clowder queue") {
+        Ok(queue) => queue,
+        Err(code) => return code,
+    };
+    let (requests, refused) = queue.scan_pending();
+    for (name, reason) in &refused {
+        eprintln!(
+            "clowder queue: refused pending/{}: {}",
+            escape(name),
+            escape(reason)
+        );
+    }
+    let now = chrono::Utc::now();
+    if args.json {
+        let listed: Vec<Listed> = requests
+            .iter()
+            .map(|r| Listed {
+                id: &r.id,
+                created: r.created,
+                age_secs: r.age_secs(now),
+                kind: r.kind,
+                tool_name: r.tool_name.as_deref(),
+                subject: r.subject(),
+                title: &r.title,
+                session_id: r.session_id.as_deref(),
+                cwd: r.cwd.as_deref(),
+                tool_input: r.tool_input.as_ref(),
+                body: r.body.as_deref(),
+            })
+            .collect();
+        match serde_json::to_string_pretty(&listed) {
+            Ok(json) => println!("{}", json_escape_controls(&json)),
+            Err(err) => {
+                eprintln!("clowder queue: error: {err}");
+                return 1;
+            }
+        }
+        return 0;
+    }
+    if requests.is_empty() {
+        println!(
+            "no pending requests in {}",
+            escape(&args.dir.dir.display().to_string())
+        );
+        return 0;
+    }
+    println!(
+        "{:<12} {:>7}  {:<10} {:<50}  TITLE",
+        "ID", "AGE", "TOOL", "WHAT"
+    );
+    for r in &requests {
+        let tool = match r.kind {
+            RequestKind::Ask => "(ask)".to_string(),
+            RequestKind::Tool => r.tool_name.clone().unwrap_or_default(),
+        };
+        println!(
+            "{:<12} {:>7}  {:<10} {:<50}  {}",
+            r.id,
+            crate::store::status::human_duration(r.age_secs(now)),
+            escape(&clip(&tool, 10)),
+            escape(&clip(&r.subject(), 50)),
+            escape(&clip(&r.title, 100)),
+        );
+    }
+    0
+}
+
+fn clip(text: &str, max: usize) -> String {
+    let text = text.lines().next().unwrap_or("");
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// serde_json leaves DEL, C1 controls and bidi overrides raw; as JSON escapes they
+/// mean the same and cannot steer a terminal.
+fn json_escape_controls(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if super::is_unsafe_char(c) && c != '\n' {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `clowder approve ID` / `clowder reject ID --reason …`.
+pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) -> i32 {
+    let who = match decision {
+        Decision::Approve => "clowder approve",
+        Decision::Reject(_) => "clowder reject",
+    };
+    let queue = match open_queue(dir, who) {
+        Ok(queue) => queue,
+        Err(code) => return code,
+    };
+    let verb = match decision {
+        Decision::Approve => "approved",
+        Decision::Reject(_) => "rejected",
+    };
+    let result = match decision {
+        Decision::Approve => queue.approve_with_reason(id, note),
+        reject => queue.decide(id, reject),
+    };
+    match result {
+        Ok(()) => {
+            println!("{verb} {id}");
+            0
+        }
+        Err(
+            err @ (DecideError::UnknownId(_)
+            | DecideError::BadId(_)
+            | DecideError::BadRequest { .. }),
+        ) => {
+            eprintln!("{who}: error: {}", escape(&err.to_string()));
+            1
+        }
+        Err(err) => {
+            eprintln!("{who}: error: {}", escape(&err.to_string()));
+            EXIT_ERROR
+        }
+    }
+}
+
+/// What `clowder init --claude-hook` prints: the `.claude/settings.json` hook.
+pub const CLAUDE_HOOK_SNIPPET: &str = r#"{"hooks":{"PreToolUse":[{"matcher":"Bash|Edit|Write","hooks":[{"type":"command","command":"clowder gate","timeout":600}]}]}}"#;
+
+/// The hook registration `clowder init --claude-hook --write` merges.
+pub fn claude_hook_entry() -> serde_json::Value {
+    serde_json::json!({
+        "matcher": "Bash|Edit|Write",
+        "hooks": [{"type": "command", "command": "clowder gate", "timeout": 600}]
+    })
+}
+
+/// `clowder init --claude-hook [--write]`.
+pub fn init(args: InitArgs) -> i32 {
+    if !args.write {
+        println!("{CLAUDE_HOOK_SNIPPET}");
+        return 0;
+    }
+    let path = Path::new(".claude/settings.json");
+    match merge_hook(path) {
+        Ok(true) => {
+            println!(
+                "clowder: added the `clowder gate` PreToolUse hook to {}",
+                path.display()
+            );
+            0
+        }
+        Ok(false) => {
+            println!(
+                "clowder: {} already runs `clowder gate`; nothing changed",
+                path.display()
+            );
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Adds the hook to the settings file, keeping everything else. `Ok(false)`: it
+/// was already there.
+fn merge_hook(path: &Path) -> Result<bool, String> {
+    let mut settings = match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => serde_json::json!({}),
+        Ok(text) => serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
+            format!(
+                "{} is not valid JSON ({err}); it was not changed",
+                path.display()
+            )
+        })?,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    let not_object = |what: &str| {
+        format!(
+            "{}: {what} is not a JSON object; it was not changed",
+            path.display()
+        )
+    };
+    let root = settings
+        .as_object_mut()
+        .ok_or_else(|| not_object("the file"))?;
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .ok_or_else(|| not_object("`hooks`"))?;
+    let pre = hooks
+        .entry("PreToolUse")
+        .or_insert_with(|| serde_json::json!([]))
+        .as_array_mut()
+        .ok_or_else(|| {
+            format!(
+                "{}: `hooks.PreToolUse` is not a list; it was not changed",
+                path.display()
+            )
+        })?;
+    let present = pre.iter().any(|entry| {
+        entry["hooks"].as_array().is_some_and(|hooks| {
+            hooks.iter().any(|h| {
+                h["command"]
+                    .as_str()
+                    .is_some_and(|c| c.trim() == "clowder gate")
+            })
+        })
+    });
+    if present {
+        return Ok(false);
+    }
+    pre.push(claude_hook_entry());
+    let mut text = serde_json::to_string_pretty(&settings).map_err(|e| e.to_string())?;
+    text.push('\n');
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    crate::store::write_atomically(path, text.as_bytes())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_parse() {
+        let secs = |t: &str| t.parse::<Wait>().map(|w| w.limit.map(|d| d.as_secs_f64()));
+        assert_eq!(secs("90s"), Ok(Some(90.0)));
+        assert_eq!(secs("10m"), Ok(Some(600.0)));
+        assert_eq!(secs("1h"), Ok(Some(3600.0)));
+        assert_eq!(secs("1.5m"), Ok(Some(90.0)));
+        assert_eq!(secs("never"), Ok(None));
+        assert!(secs("0s").is_err());
+        assert!(secs("10").is_err());
+        assert!(secs("m").is_err());
+        assert!(secs("10 minutes").is_err());
+    }
+
+    #[test]
+    fn the_printed_snippet_is_the_merged_entry() {
+        let snippet: serde_json::Value = serde_json::from_str(CLAUDE_HOOK_SNIPPET).expect("json");
+        assert_eq!(snippet["hooks"]["PreToolUse"][0], claude_hook_entry());
+    }
+
+    #[test]
+    fn answers_are_the_hook_protocol() {
+        assert_eq!(
+            hook_answer(false, "no"),
+            r#"{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"no"}}"#
+        );
+    }
+}
