@@ -234,3 +234,67 @@ fn the_bundled_demo_opens_the_control_room() {
     let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
     assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
 }
+
+#[test]
+fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
+    let project = Project::new(
+        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nstale_timeout_mins = 10\n",
+    );
+    // A fake agent that asks before two tool calls, the way Claude Code's
+    // PreToolUse hook runs `clowder gate`, and records the answers.
+    let hook_input = |command: &str| {
+        format!(
+            "{{\"session_id\":\"s-1\",\"transcript_path\":\"/tmp/t.jsonl\",\"cwd\":\"$PWD\",\"permission_mode\":\"default\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"command\":\"{command}\"}},\"tool_use_id\":\"toolu_1\"}}"
+        )
+    };
+    project.write(
+        "agent.sh",
+        &format!(
+            "#!/usr/bin/env bash\n\
+             {agent} normal 2\n\
+             echo \"{first}\" | {clowder} gate --timeout 60s > answer-1.json 2>/dev/null\n\
+             echo \"{second}\" | {clowder} gate --timeout 60s > answer-2.json 2>/dev/null\n\
+             {agent} normal 1\n",
+            agent = fake_agent().display(),
+            clowder = clowder_bin().display(),
+            first = hook_input("make deploy").replace('"', "\\\""),
+            second = hook_input("git push --force").replace('"', "\\\""),
+        ),
+    );
+    make_executable(&project.path("agent.sh"));
+    let command = format!(
+        "{clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+
+    tmux.wait_for("▶ Bash  make deploy", DEADLINE);
+    tmux.keys(&["a"]);
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(project.path("answer-1.json")).is_ok_and(|t| t.contains("allow"))
+    }));
+    let answer: serde_json::Value =
+        serde_json::from_str(&project.read("answer-1.json")).expect("allow JSON");
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
+
+    tmux.wait_for("▶ Bash  git push --force", DEADLINE);
+    tmux.keys(&["r"]);
+    tmux.wait_for("Reject", DEADLINE);
+    // Keys typed as the reason never act: `q`, `s`, `p` and `K` are just text here.
+    tmux.keys(&["-l", "no force pushes, ask Kim"]);
+    tmux.keys(&["Enter"]);
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(project.path("answer-2.json")).is_ok_and(|t| t.contains("deny"))
+    }));
+    let answer: serde_json::Value =
+        serde_json::from_str(&project.read("answer-2.json")).expect("deny JSON");
+    assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "deny");
+    assert_eq!(
+        answer["hookSpecificOutput"]["permissionDecisionReason"],
+        "no force pushes, ask Kim"
+    );
+    let screen = tmux.wait_for("stopped: max_iterations", DEADLINE);
+    assert!(!screen.contains("Quit clowder?"), "{screen}");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+}

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use clowder::agent::stream::{LineKind, Rendered, SessionStats};
+use clowder::approvals::{Request, RequestKind};
 use clowder::protocol::{Counters, ExitReason, LaneId, LoopState, Snapshot};
-use clowder::ui::app::{AppState, Msg, update};
+use clowder::ui::app::{AppState, Msg, UiCommand, update};
 use clowder::ui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
@@ -233,18 +234,87 @@ fn rate_limit_backoff_countdown() {
     insta::assert_snapshot!(render(&state, 120, 40, now()));
 }
 
-#[test]
-fn approvals_pending() {
+fn request(id: &str, minutes_ago: i64, tool: &str, input: serde_json::Value) -> Request {
+    Request {
+        id: id.into(),
+        created: now() - Duration::minutes(minutes_ago),
+        kind: RequestKind::Tool,
+        title: format!("{tool} wants to run"),
+        tool_name: Some(tool.into()),
+        tool_input: Some(input),
+        session_id: Some("s-1".into()),
+        cwd: Some("/work".into()),
+        body: None,
+    }
+}
+
+fn with_approvals() -> AppState {
     let mut state = state_with(snapshot());
     update(
         &mut state,
         Msg::Approvals {
             dir_exists: true,
-            pending: vec!["req-bash-rm-rf.json".into(), "req-edit-main.json".into()],
+            pending: vec![
+                request(
+                    "req-1",
+                    3,
+                    "Bash",
+                    serde_json::json!({"command": "rm -rf build"}),
+                ),
+                request(
+                    "req-2",
+                    1,
+                    "Edit",
+                    serde_json::json!({"file_path": "src/main.rs", "old_string": "a", "new_string": "b"}),
+                ),
+                request(
+                    "req-3",
+                    0,
+                    "Bash",
+                    serde_json::json!({"command": "echo \u{1b}[31mred\u{1b}[0m"}),
+                ),
+            ],
         },
         now(),
     );
+    state
+}
+
+#[test]
+fn approvals_pending() {
+    let state = with_approvals();
     insta::assert_snapshot!(render(&state, 120, 40, now()));
+}
+
+#[test]
+fn approval_reject_dialog() {
+    let mut state = with_approvals();
+    update(&mut state, key(KeyCode::Char('r')), now());
+    for c in "not on main".chars() {
+        update(&mut state, key(KeyCode::Char(c)), now());
+    }
+    insta::assert_snapshot!(render(&state, 120, 40, now()));
+    let commands = update(&mut state, key(KeyCode::Enter), now());
+    assert_eq!(
+        commands,
+        vec![UiCommand::Reject {
+            id: "req-1".into(),
+            reason: "not on main".into()
+        }]
+    );
+}
+
+#[test]
+fn approval_full_request() {
+    let mut state = with_approvals();
+    update(&mut state, key(KeyCode::Tab), now());
+    update(&mut state, key(KeyCode::Tab), now());
+    update(&mut state, key(KeyCode::Tab), now());
+    update(&mut state, key(KeyCode::Char('j')), now());
+    update(&mut state, key(KeyCode::Enter), now());
+    insta::assert_snapshot!(render(&state, 120, 40, now()));
+    let commands = update(&mut state, key(KeyCode::Char('a')), now());
+    assert_eq!(commands, vec![UiCommand::Approve { id: "req-2".into() }]);
 }
 
 #[test]

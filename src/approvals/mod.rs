@@ -43,6 +43,12 @@ const RESCAN: Duration = Duration::from_millis(250);
 /// The ids of the valid pending requests, oldest first, and whether the queue
 /// exists at all. Read-only: moves nothing, logs nothing (the control room polls it).
 pub fn list_pending(dir: &Path) -> (bool, Vec<String>) {
+    let (exists, requests) = list_pending_requests(dir);
+    (exists, requests.into_iter().map(|r| r.id).collect())
+}
+
+/// [`list_pending`] with the whole requests, for the control room's pane.
+pub fn list_pending_requests(dir: &Path) -> (bool, Vec<Request>) {
     if !dir.is_dir() {
         return (false, Vec::new());
     }
@@ -55,7 +61,7 @@ pub fn list_pending(dir: &Path) -> (bool, Vec<String>) {
         .map(|(request, _)| request)
         .collect();
     sort_requests(&mut requests);
-    (true, requests.into_iter().map(|r| r.id).collect())
+    (true, requests)
 }
 
 /// Whether `id` is a request id: `^[A-Za-z0-9_-]{1,64}$`.

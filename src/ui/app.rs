@@ -12,7 +12,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
+use ratatui_textarea::TextArea;
+
 use crate::agent::stream::{LineKind, Rendered, SessionStats};
+use crate::approvals::Request;
 use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 
@@ -217,8 +220,14 @@ pub struct AppState {
     /// Bytes and time of the previous snapshot, for the growth rate.
     pub growth_sample: Option<(u64, DateTime<Utc>)>,
     pub growth_rate: f64,
-    pub approvals: Vec<String>,
+    pub approvals: Vec<Request>,
     pub approvals_dir_exists: bool,
+    /// The approval the keys act on (index into `approvals`).
+    pub approval_selected: usize,
+    /// The full request shown on top of everything.
+    pub approval_expanded: bool,
+    /// The reason being typed for a rejection: the request id and the text box.
+    pub reject_box: Option<(String, TextArea<'static>)>,
     /// The loop has ended; the screen stays until the user leaves.
     pub finished: Option<ExitReason>,
     /// The user chose to stop and leave as soon as the loop has ended.
@@ -247,7 +256,7 @@ pub enum Msg {
     },
     Approvals {
         dir_exists: bool,
-        pending: Vec<String>,
+        pending: Vec<Request>,
     },
     Finished(ExitReason),
     Tick,
@@ -257,6 +266,13 @@ pub enum Msg {
 #[derive(Debug, Clone, PartialEq)]
 pub enum UiCommand {
     Supervisor(Command),
+    Approve {
+        id: String,
+    },
+    Reject {
+        id: String,
+        reason: String,
+    },
     /// Show this output file in the output pane (from its end).
     Follow(PathBuf),
     Quit,
@@ -282,6 +298,9 @@ impl AppState {
             growth_rate: 0.0,
             approvals: Vec::new(),
             approvals_dir_exists: false,
+            approval_selected: 0,
+            approval_expanded: false,
+            reject_box: None,
             finished: None,
             quit_when_finished: false,
             should_quit: false,
@@ -298,9 +317,13 @@ impl AppState {
             && self.snapshot.pgid.is_some()
     }
 
-    /// Whether the search prompt takes the keys.
+    /// Whether a text prompt takes the keys.
     pub fn typing(&self) -> bool {
-        self.output.search_input.is_some()
+        self.output.search_input.is_some() || self.reject_box.is_some()
+    }
+
+    pub fn selected_approval(&self) -> Option<&Request> {
+        self.approvals.get(self.approval_selected)
     }
 }
 
@@ -351,8 +374,22 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
             dir_exists,
             pending,
         } => {
+            // Keep the selection on the same request as the list changes.
+            let selected_id = state.selected_approval().map(|r| r.id.clone());
             state.approvals_dir_exists = dir_exists;
             state.approvals = pending;
+            state.approval_selected = selected_id
+                .and_then(|id| state.approvals.iter().position(|r| r.id == id))
+                .unwrap_or(0);
+            if state.approvals.is_empty() {
+                state.approval_expanded = false;
+            }
+            // A request decided elsewhere (or timed out) closes its reason box.
+            if let Some((id, _)) = &state.reject_box
+                && !state.approvals.iter().any(|r| &r.id == id)
+            {
+                state.reject_box = None;
+            }
         }
         Msg::Finished(reason) => {
             state.finished = Some(reason);
@@ -413,6 +450,29 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
     let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
 
     // A text prompt owns every key: nothing typed there triggers a global action.
+    if let Some((id, text)) = state.reject_box.as_mut() {
+        match key.code {
+            KeyCode::Esc => state.reject_box = None,
+            KeyCode::Enter => {
+                let reason = text.lines().join(" ").trim().to_string();
+                let reason = if reason.is_empty() {
+                    "rejected in the control room".to_string()
+                } else {
+                    reason
+                };
+                commands.push(UiCommand::Reject {
+                    id: id.clone(),
+                    reason,
+                });
+                state.reject_box = None;
+            }
+            _ if ctrl_c => state.reject_box = None,
+            _ => {
+                text.input(key);
+            }
+        }
+        return;
+    }
     if let Some(input) = state.output.search_input.as_mut() {
         match key.code {
             KeyCode::Esc => state.output.search_input = None,
@@ -456,6 +516,16 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
         return;
     }
 
+    if state.approval_expanded {
+        match key.code {
+            KeyCode::Char('a') | KeyCode::Char('r') => {}
+            _ => {
+                state.approval_expanded = false;
+                return;
+            }
+        }
+    }
+
     if state.help {
         if matches!(
             key.code,
@@ -489,11 +559,38 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             commands.push(UiCommand::Supervisor(Command::StopAfterCurrent))
         }
         KeyCode::Char('S') if state.finished.is_none() => state.dialog = Some(Dialog::StopNow),
+        KeyCode::Char('a') if !state.approvals.is_empty() => {
+            if let Some(request) = state.selected_approval() {
+                commands.push(UiCommand::Approve {
+                    id: request.id.clone(),
+                });
+            }
+            state.approval_expanded = false;
+        }
+        KeyCode::Char('r') if !state.approvals.is_empty() => {
+            if let Some(request) = state.selected_approval() {
+                let mut text = TextArea::default();
+                text.set_placeholder_text("why? (Enter rejects, Esc cancels)");
+                state.reject_box = Some((request.id.clone(), text));
+            }
+            state.approval_expanded = false;
+        }
         KeyCode::Tab => state.focus = cycle(state.focus, 1),
         KeyCode::BackTab => state.focus = cycle(state.focus, -1),
         KeyCode::Char('z') => state.zoom = !state.zoom,
         KeyCode::Esc if state.zoom => state.zoom = false,
         _ if state.focus == Pane::Output => on_output_key(state, key, page, commands),
+        _ if state.focus == Pane::Approvals => match key.code {
+            KeyCode::Char('j') | KeyCode::Down => {
+                state.approval_selected =
+                    (state.approval_selected + 1).min(state.approvals.len().saturating_sub(1));
+            }
+            KeyCode::Char('k') | KeyCode::Up => {
+                state.approval_selected = state.approval_selected.saturating_sub(1);
+            }
+            KeyCode::Enter if !state.approvals.is_empty() => state.approval_expanded = true,
+            _ => {}
+        },
         _ => {}
     }
 }

@@ -170,7 +170,10 @@ async fn event_loop(
     let mut follower: Option<JoinHandle<()>> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut approvals_ticker = tokio::time::interval(Duration::from_secs(2));
+    // The queue is rescanned on every file-system hint and at least every second.
+    let mut approvals_ticker = tokio::time::interval(Duration::from_secs(1));
+    let (hint_tx, mut hint_rx) = mpsc::unbounded_channel::<()>();
+    let mut watcher: Option<notify::RecommendedWatcher> = None;
     approvals_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut outcome: Option<Outcome> = None;
     let mut dirty = true;
@@ -229,10 +232,14 @@ async fn event_loop(
             }
             _ = ticker.tick() => messages.push(Msg::Tick),
             _ = approvals_ticker.tick() => {
-                let (dir_exists, pending) = crate::approvals::list_pending(approvals_dir);
-                if pending != state.approvals || dir_exists != state.approvals_dir_exists {
-                    messages.push(Msg::Approvals { dir_exists, pending });
+                if watcher.is_none() {
+                    watcher = watch_queue(approvals_dir, hint_tx.clone());
                 }
+                messages.extend(rescan_approvals(&state, approvals_dir));
+            }
+            Some(()) = hint_rx.recv() => {
+                while hint_rx.try_recv().is_ok() {}
+                messages.extend(rescan_approvals(&state, approvals_dir));
             }
             _ = sleep_until_opt(redraw_at) => {}
         }
@@ -243,6 +250,7 @@ async fn event_loop(
         while let Ok(update) = feed_rx.try_recv() {
             messages.push(output_msg(update));
         }
+        let mut log_tx_local: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
         for message in messages {
             dirty = true;
             for command in update(&mut state, message, Utc::now()) {
@@ -257,8 +265,29 @@ async fn event_loop(
                         follower = Some(tokio::spawn(follow(file, format, feed_tx.clone())));
                     }
                     UiCommand::Quit => state.should_quit = true,
+                    UiCommand::Approve { id } => {
+                        decide(
+                            approvals_dir,
+                            &id,
+                            crate::approvals::Decision::Approve,
+                            &mut log_tx_local,
+                        );
+                        let _ = hint_tx.send(());
+                    }
+                    UiCommand::Reject { id, reason } => {
+                        decide(
+                            approvals_dir,
+                            &id,
+                            crate::approvals::Decision::Reject(reason),
+                            &mut log_tx_local,
+                        );
+                        let _ = hint_tx.send(());
+                    }
                 }
             }
+        }
+        for (at, level, text) in log_tx_local {
+            update(&mut state, Msg::Log { at, level, text }, Utc::now());
         }
         if state.should_quit && outcome.is_none() {
             // Leave only once the loop has ended: nothing keeps running unseen.
@@ -276,6 +305,58 @@ async fn event_loop(
     match outcome {
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),
+    }
+}
+
+/// The pending requests, as a message only when they changed.
+fn rescan_approvals(state: &AppState, dir: &Path) -> Option<Msg> {
+    let (dir_exists, pending) = crate::approvals::list_pending_requests(dir);
+    (pending != state.approvals || dir_exists != state.approvals_dir_exists).then_some(
+        Msg::Approvals {
+            dir_exists,
+            pending,
+        },
+    )
+}
+
+/// Watches the queue's `pending/` folder; events are only hints to rescan.
+fn watch_queue(dir: &Path, hints: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let pending = dir.join("pending");
+    if !pending.is_dir() {
+        return None;
+    }
+    let mut watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
+        let _ = hints.send(());
+    })
+    .ok()?;
+    watcher
+        .watch(&pending, notify::RecursiveMode::NonRecursive)
+        .ok()?;
+    Some(watcher)
+}
+
+/// Writes a decision into the queue; a failure shows in the event pane.
+fn decide(
+    dir: &Path,
+    id: &str,
+    decision: crate::approvals::Decision,
+    errors: &mut Vec<(DateTime<Utc>, Level, String)>,
+) {
+    let what = match &decision {
+        crate::approvals::Decision::Approve => "approved".to_string(),
+        crate::approvals::Decision::Reject(reason) => format!("rejected: {reason}"),
+    };
+    let result = crate::approvals::Queue::open(dir)
+        .map_err(|err| err.to_string())
+        .and_then(|queue| queue.decide(id, decision).map_err(|err| err.to_string()));
+    match result {
+        Ok(()) => errors.push((Utc::now(), Level::Info, format!("request {id} {what}"))),
+        Err(err) => errors.push((
+            Utc::now(),
+            Level::Error,
+            format!("cannot decide request {id}: {err}"),
+        )),
     }
 }
 

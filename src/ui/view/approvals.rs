@@ -1,22 +1,38 @@
-//! The approvals pane: what waits for a human in the approval queue.
+//! The approvals pane: what waits for a human, oldest first, with how long it has
+//! waited; `a` approves the selected request, `r` rejects it with a reason.
 
+use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style};
-use ratatui::text::Line;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{pane_block, title};
+use super::{pane_block, short_duration, title};
+use crate::approvals::{Request, RequestKind, escape};
 use crate::ui::app::{AppState, Pane};
 
-pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
+/// `▶ Bash  rm -rf build` for a tool call, `? title` for a question; escaped.
+pub fn request_line(request: &Request) -> String {
+    match request.kind {
+        RequestKind::Tool => format!(
+            "▶ {}  {}",
+            escape(request.tool_name.as_deref().unwrap_or("tool")),
+            escape(&request.subject())
+        ),
+        RequestKind::Ask => format!("? {}", escape(&request.title)),
+    }
+}
+
+pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
     let count = state.approvals.len();
     let name = if count > 0 {
-        format!("Approvals ({count} pending)")
+        format!("Approvals ({count} waiting) · a approve · r reject")
     } else {
         "Approvals".to_string()
     };
     let block = pane_block(state, Pane::Approvals, title(name));
+    let height = block.inner(area).height as usize;
     let lines: Vec<Line> = if count == 0 {
         let text = if state.approvals_dir_exists {
             "nothing waiting for you"
@@ -25,10 +41,26 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         };
         vec![Line::styled(text, Style::default().fg(Color::DarkGray))]
     } else {
+        let start = state
+            .approval_selected
+            .saturating_sub(height.saturating_sub(1));
         state
             .approvals
             .iter()
-            .map(|name| Line::styled(format!("? {name}"), Style::default().fg(Color::Yellow)))
+            .enumerate()
+            .skip(start)
+            .take(height)
+            .map(|(index, request)| {
+                let waited = short_duration(request.age_secs(now));
+                let mut line = Line::from(vec![
+                    Span::styled(request_line(request), Style::default().fg(Color::Yellow)),
+                    Span::styled(format!("  {waited}"), Style::default().fg(Color::DarkGray)),
+                ]);
+                if index == state.approval_selected {
+                    line = line.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+                }
+                line
+            })
             .collect()
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);

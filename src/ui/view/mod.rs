@@ -46,10 +46,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
         draw_pane(state, Pane::Output, frame, left, now);
+        // Waiting requests get room: they are what needs the human.
+        let approvals_height = (state.approvals.len() as u16 + 2).clamp(3, 10);
         let [watch_area, counters_area, approvals_area, events_area] = Layout::vertical([
             Constraint::Length(5),
             Constraint::Length(12),
-            Constraint::Length(5),
+            Constraint::Length(approvals_height),
             Constraint::Min(3),
         ])
         .areas(right);
@@ -70,7 +72,7 @@ fn draw_pane(state: &AppState, pane: Pane, frame: &mut Frame, area: Rect, now: D
         Pane::Output => output::draw(state, frame, area),
         Pane::Watchdog => watchdog::draw(state, frame, area, now),
         Pane::Counters => counters::draw(state, frame, area, now),
-        Pane::Approvals => approvals::draw(state, frame, area),
+        Pane::Approvals => approvals::draw(state, frame, area, now),
         Pane::Events => events::draw(state, frame, area),
     }
 }

@@ -7,6 +7,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
+use crate::approvals::escape;
 use crate::ui::app::{AppState, Dialog, Pane};
 use crate::ui::sanitize;
 
@@ -28,6 +29,12 @@ const HELP: &[(&str, &str)] = &[
     ("/  n  N", "search the output, next, previous"),
     ("Enter", "expand the selected tool call and its result"),
     ("[  ]", "previous / next session of this run"),
+    ("a", "approve the selected request in the approval queue"),
+    ("r", "reject it: type a reason, Enter sends, Esc cancels"),
+    (
+        "Enter (Approvals)",
+        "show the whole request; j/k select another",
+    ),
     ("?", "this help; Esc closes it"),
 ];
 
@@ -160,6 +167,69 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             lines,
             Color::Cyan,
         );
+    }
+    if state.approval_expanded
+        && let Some(request) = state.selected_approval()
+    {
+        let rect = centered(
+            area,
+            area.width.saturating_sub(8),
+            area.height.saturating_sub(4),
+        );
+        let mut lines = vec![
+            Line::raw(format!("id       {}", escape(&request.id))),
+            Line::raw(format!("title    {}", escape(&request.title))),
+            Line::raw(format!(
+                "tool     {}",
+                escape(request.tool_name.as_deref().unwrap_or("-"))
+            )),
+            Line::raw(format!(
+                "session  {}",
+                escape(request.session_id.as_deref().unwrap_or("-"))
+            )),
+            Line::raw(format!(
+                "cwd      {}",
+                escape(request.cwd.as_deref().unwrap_or("-"))
+            )),
+            Line::raw(format!(
+                "created  {}",
+                request.created.format("%Y-%m-%d %H:%M:%S UTC")
+            )),
+            Line::raw(""),
+        ];
+        if let Some(input) = &request.tool_input {
+            let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
+            lines.extend(pretty.lines().map(|l| Line::raw(escape(l))));
+        }
+        if let Some(body) = &request.body {
+            lines.push(Line::raw(""));
+            lines.extend(body.lines().map(|l| Line::raw(escape(l))));
+        }
+        popup(
+            frame,
+            rect,
+            "Request — a approve · r reject · Esc close",
+            lines,
+            Color::Yellow,
+        );
+    }
+    if let Some((id, text)) = &state.reject_box {
+        let rect = centered(area, 70, 7);
+        frame.render_widget(Clear, rect);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Double)
+            .border_style(Style::default().fg(Color::Red))
+            .title(Span::styled(
+                format!(
+                    " Reject {} — reason, Enter rejects, Esc cancels ",
+                    escape(id)
+                ),
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        let inner = block.inner(rect);
+        frame.render_widget(block, rect);
+        frame.render_widget(text, inner);
     }
     if state.help {
         let rect = centered(area, 76, HELP.len() as u16 + 4);
