@@ -212,7 +212,24 @@ pub fn run(args: Args) -> i32 {
     run_headless(config, cwd, verbosity)
 }
 
-fn run_command(command: Command) -> i32 {
+fn run_command(mut command: Command) -> i32 {
+    // The gate reads the config itself (a broken one must deny, not fail open).
+    if !matches!(command, Command::Gate(_) | Command::Init(_)) {
+        let config = match approvals::approvals_config() {
+            Ok(config) => config,
+            Err(err) => {
+                eprintln!("clowder: error: {err}");
+                return EXIT_USAGE;
+            }
+        };
+        match &mut command {
+            Command::Queue(args) => args.dir.resolve(Some(&config)),
+            Command::Approve(args) => args.dir.resolve(Some(&config)),
+            Command::Reject(args) => args.dir.resolve(Some(&config)),
+            Command::Ask(args) => args.dir.resolve(Some(&config)),
+            Command::Gate(_) | Command::Init(_) => {}
+        }
+    }
     match command {
         Command::Gate(args) => approvals::gate(args),
         Command::Queue(args) => approvals::queue(args),

@@ -29,6 +29,7 @@ pub struct Config {
     pub output: OutputConfig,
     pub detect: DetectConfig,
     pub completion: CompletionConfig,
+    pub approvals: ApprovalsConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -244,6 +245,105 @@ impl<'de> Deserialize<'de> for Promise {
             ));
         }
         Ok(Promise(value))
+    }
+}
+
+/// The approval queue and the rules that decide without a human.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    pub dir: NonEmptyPath,
+    /// How long `clowder gate` waits before denying: `90s`, `10m`, `1h`, `never`.
+    pub timeout: WaitSetting,
+    /// Tool calls that run without asking (deny rules are checked first).
+    pub allow: Vec<Rule>,
+    /// Tool calls that are refused without asking.
+    pub deny: Vec<Rule>,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        Self {
+            dir: NonEmptyPath::from(crate::approvals::DEFAULT_DIR),
+            // Under the 600 s timeout of the hook `clowder init --claude-hook`
+            // registers: when the hook itself times out, Claude Code runs the call.
+            timeout: WaitSetting("9m".into()),
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+/// A wait as `clowder gate --timeout` takes it, checked when the config is read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WaitSetting(pub String);
+
+impl WaitSetting {
+    pub fn parse(&self) -> crate::approvals::commands::Wait {
+        self.0.parse().unwrap_or(crate::approvals::commands::Wait {
+            limit: Some(Duration::from_secs(540)),
+            label: "9m".into(),
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for WaitSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        value
+            .parse::<crate::approvals::commands::Wait>()
+            .map_err(|err| {
+                de::Error::custom(format!(
+                    "{err}, expected a duration such as 90s, 10m, 1h or never"
+                ))
+            })?;
+        Ok(WaitSetting(value))
+    }
+}
+
+/// A policy rule: a tool (regex on the whole tool name, e.g. `Bash` or `Edit|Write`)
+/// and, optionally, what it acts on: `pattern` (a regex searched in the command or
+/// file path) or `prefix` (the command or path starts with exactly this).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub tool: Pattern,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<Pattern>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+impl Rule {
+    /// Whether the rule covers a call of `tool` on `subject` (command or path).
+    pub fn matches(&self, tool: &str, subject: &str) -> bool {
+        let whole_tool = regex::Regex::new(&format!("^(?:{})$", self.tool.0));
+        if !whole_tool.is_ok_and(|re| re.is_match(tool)) {
+            return false;
+        }
+        if let Some(pattern) = &self.pattern
+            && !regex::Regex::new(&pattern.0).is_ok_and(|re| re.is_match(subject))
+        {
+            return false;
+        }
+        if let Some(prefix) = &self.prefix
+            && !subject.starts_with(prefix.as_str())
+        {
+            return false;
+        }
+        true
+    }
+
+    /// `Bash prefix "cargo test"`, for messages.
+    pub fn describe(&self) -> String {
+        let mut text = format!("tool `{}`", self.tool.0);
+        if let Some(pattern) = &self.pattern {
+            text.push_str(&format!(" matching /{}/", pattern.0));
+        }
+        if let Some(prefix) = &self.prefix {
+            text.push_str(&format!(" starting with {prefix:?}"));
+        }
+        text
     }
 }
 

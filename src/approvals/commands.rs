@@ -65,15 +65,33 @@ impl std::str::FromStr for Wait {
     }
 }
 
-fn default_dir() -> PathBuf {
-    PathBuf::from(DEFAULT_DIR)
-}
-
 #[derive(Debug, Args)]
 pub struct DirArg {
-    /// The approval queue folder
-    #[arg(long = "dir", value_name = "PATH", default_value_os_t = default_dir())]
+    /// The approval queue folder [default: [approvals] dir, or .clowder/approvals]
+    #[arg(long = "dir", value_name = "PATH")]
+    pub given: Option<PathBuf>,
+    /// Resolved from `--dir`, the config, or the default.
+    #[arg(skip)]
     pub dir: PathBuf,
+}
+
+/// The `[approvals]` settings from `harness.toml` in the current folder (optional
+/// file). A broken config is an error: a gate must not guess its rules.
+pub fn approvals_config() -> Result<crate::config::ApprovalsConfig, String> {
+    crate::config::Config::load(Path::new(crate::config::DEFAULT_CONFIG_FILE), false)
+        .map(|config| config.approvals)
+        .map_err(|err| format!("bad configuration: {err}"))
+}
+
+impl DirArg {
+    /// Fills in `dir`: `--dir` wins over `[approvals] dir`, which wins over the default.
+    pub fn resolve(&mut self, config: Option<&crate::config::ApprovalsConfig>) {
+        self.dir = match (&self.given, config) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(config)) => config.dir.0.clone(),
+            (None, None) => PathBuf::from(DEFAULT_DIR),
+        };
+    }
 }
 
 #[derive(Debug, Args)]
@@ -83,8 +101,8 @@ pub struct GateArgs {
     /// How long to wait for a decision before denying (90s, 10m, 1h, never). The
     /// default stays under the 600 s hook timeout of `clowder init --claude-hook`:
     /// Claude Code lets the call run when the hook itself times out.
-    #[arg(long = "timeout", value_name = "DURATION", default_value = "9m")]
-    pub timeout: Wait,
+    #[arg(long = "timeout", value_name = "DURATION")]
+    pub timeout: Option<Wait>,
 }
 
 #[derive(Debug, Args)]
@@ -249,7 +267,7 @@ pub fn hook_answer(allow: bool, reason: &str) -> String {
 
 /// `clowder gate`: a Claude Code PreToolUse hook that holds the tool call until a
 /// human decides. Fails closed: every error, a panic included, exits 2 (blocks).
-pub fn gate(args: GateArgs) -> i32 {
+pub fn gate(mut args: GateArgs) -> i32 {
     std::panic::set_hook(Box::new(|info| {
         let _ = writeln!(
             std::io::stderr(),
@@ -259,7 +277,18 @@ pub fn gate(args: GateArgs) -> i32 {
         std::process::exit(EXIT_ERROR);
     }));
     install_signal_flag();
-    match run_gate(&args) {
+    let config = match approvals_config() {
+        Ok(config) => config,
+        Err(reason) => {
+            eprintln!(
+                "clowder gate: {} — the tool call is denied",
+                escape(&reason)
+            );
+            return EXIT_ERROR;
+        }
+    };
+    args.dir.resolve(Some(&config));
+    match run_gate(&args, &config) {
         Ok(code) => code,
         Err(reason) => {
             eprintln!(
@@ -271,7 +300,11 @@ pub fn gate(args: GateArgs) -> i32 {
     }
 }
 
-fn run_gate(args: &GateArgs) -> Result<i32, String> {
+fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<i32, String> {
+    let timeout = args
+        .timeout
+        .clone()
+        .unwrap_or_else(|| config.timeout.parse());
     let mut input = Vec::new();
     std::io::stdin()
         .take(MAX_STDIN + 1)
@@ -304,7 +337,48 @@ fn run_gate(args: &GateArgs) -> Result<i32, String> {
         cwd: hook.cwd,
         body: None,
     };
-    let subject: String = request.subject().chars().take(200).collect();
+    // Policy first, deny before allow: a rule decides without a human.
+    let full_subject = request.subject();
+    let decided_by_rule = config
+        .deny
+        .iter()
+        .find(|rule| rule.matches(&hook.tool_name, &full_subject))
+        .map(|rule| {
+            (
+                false,
+                format!("denied by the rule {} in [approvals] deny", rule.describe()),
+            )
+        })
+        .or_else(|| {
+            config
+                .allow
+                .iter()
+                .find(|rule| rule.matches(&hook.tool_name, &full_subject))
+                .map(|rule| {
+                    (
+                        true,
+                        format!(
+                            "allowed by the rule {} in [approvals] allow",
+                            rule.describe()
+                        ),
+                    )
+                })
+        });
+    if let Some((allow, reason)) = decided_by_rule {
+        if let Ok(queue) = Queue::open(&args.dir.dir) {
+            let mut event = ApprovalEvent::new("approval_decided");
+            event.kind = Some("policy".into());
+            event.tool = Some(hook.tool_name.clone());
+            event.reason = Some(reason.clone());
+            queue.log(&event);
+        }
+        println!("{}", hook_answer(allow, &reason));
+        std::io::stdout()
+            .flush()
+            .map_err(|err| format!("cannot write the answer: {err}"))?;
+        return Ok(0);
+    }
+    let subject: String = full_subject.chars().take(200).collect();
     request.title = if subject.is_empty() {
         hook.tool_name.clone()
     } else {
@@ -327,7 +401,7 @@ fn run_gate(args: &GateArgs) -> Result<i32, String> {
         );
     }
     let outcome = queue
-        .wait(&submitted, args.timeout.limit, &caught_signal)
+        .wait(&submitted, timeout.limit, &caught_signal)
         .map_err(|err| err.to_string())?;
     let (allow, reason) = match outcome {
         Outcome::Approved { reason } => (
@@ -342,7 +416,7 @@ fn run_gate(args: &GateArgs) -> Result<i32, String> {
             false,
             format!(
                 "timed out after {} waiting for a human to approve (clowder approval queue)",
-                args.timeout.label
+                timeout.label
             ),
         ),
         Outcome::Removed => (

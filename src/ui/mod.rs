@@ -121,7 +121,7 @@ pub fn run(config: Config, working_dir: PathBuf, format: AgentFormat) -> i32 {
         }
     };
     let started = Instant::now();
-    let approvals_dir = working_dir.join(crate::approvals::DEFAULT_DIR);
+    let approvals_dir = working_dir.join(&config.approvals.dir.0);
     let result = runtime.block_on(async move {
         let (log_tx, log_rx) = mpsc::unbounded_channel();
         let options = RuntimeOptions {
