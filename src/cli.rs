@@ -197,10 +197,19 @@ pub fn run(args: Args) -> i32 {
         return 0;
     }
 
+    // One loop per folder; held until this function returns (or the process dies).
+    let _lock = match crate::store::lock::InstanceLock::acquire(&cwd) {
+        Ok(lock) => lock,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
     let headless = args.headless || !std::io::stdout().is_terminal();
     if !headless {
         let format = config.agent.format;
-        return crate::ui::run(config, cwd, format);
+        return crate::ui::run(config, config_path, cwd, format);
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet

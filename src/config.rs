@@ -347,6 +347,38 @@ impl Rule {
     }
 }
 
+/// Appends an allow rule (`tool` exactly, commands or paths starting with `prefix`)
+/// to `[approvals] allow` in the config file, keeping its comments and layout.
+/// The result is checked like any config before it replaces the file.
+pub fn add_allow_rule(path: &Path, tool: &str, prefix: &str) -> Result<(), String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
+    };
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|err| format!("{}: cannot edit: {err}", path.display()))?;
+    let approvals = document
+        .entry("approvals")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_like_mut()
+        .ok_or_else(|| format!("{}: `approvals` is not a table", path.display()))?;
+    let allow = approvals
+        .entry("allow")
+        .or_insert(toml_edit::value(toml_edit::Array::new()))
+        .as_array_mut()
+        .ok_or_else(|| format!("{}: `approvals.allow` is not an array", path.display()))?;
+    let mut rule = toml_edit::InlineTable::new();
+    rule.insert("tool", regex::escape(tool).into());
+    rule.insert("prefix", prefix.into());
+    allow.push(rule);
+    let updated = document.to_string();
+    Config::parse(&updated, path).map_err(|err| format!("the new rule would not load: {err}"))?;
+    crate::store::write_atomically(path, updated.as_bytes())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
 /// Values given on the command line; each `Some` wins over the file.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -761,6 +793,26 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness.toml");
         let config = Config::load(&path, true).expect("reference config parses");
         assert_eq!(config, Config::default());
+    }
+
+    #[test]
+    fn an_allow_rule_is_appended_keeping_comments() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("harness.toml");
+        std::fs::write(&path, "# my loop\n[session]\nmax_iterations = 3 # three\n").expect("write");
+        add_allow_rule(&path, "Bash", "cargo test --all").expect("add");
+        add_allow_rule(&path, "mcp__x.y", "a").expect("add");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            text.starts_with("# my loop\n[session]\nmax_iterations = 3 # three\n"),
+            "{text}"
+        );
+        let config = Config::parse(&text, &path).expect("valid");
+        assert_eq!(config.approvals.allow.len(), 2);
+        assert!(config.approvals.allow[0].matches("Bash", "cargo test --all -q"));
+        assert!(!config.approvals.allow[0].matches("Bash", "cargo build"));
+        assert!(config.approvals.allow[1].matches("mcp__x.y", "a"));
+        assert!(!config.approvals.allow[1].matches("mcp__xzy", "a"));
     }
 
     #[test]

@@ -147,6 +147,10 @@ pub struct Snapshot {
     pub consecutive_rate_limits: u64,
     pub pgid: Option<i32>,
     pub agent_pid: Option<i32>,
+    /// The agent's start time (clock ticks since boot, `/proc/PID/stat` field 22):
+    /// a later run checks it before it kills a group this run left behind.
+    #[serde(default)]
+    pub agent_start_ticks: Option<u64>,
     /// When the current wait (retry delay, backoff, pause between sessions) ends.
     pub next_session_at: Option<DateTime<Utc>>,
     pub rate_limit_resets_at: Option<DateTime<Utc>>,
@@ -266,6 +270,18 @@ pub enum Event {
         pid: i32,
         pgid: i32,
         output_file: PathBuf,
+        /// The agent's start time in clock ticks since boot (see [`Snapshot::agent_start_ticks`]).
+        #[serde(default)]
+        agent_start_ticks: Option<u64>,
+    },
+    /// At start, the status file showed a session of an earlier run that never
+    /// ended (clowder was killed): what was left of its process group is killed.
+    SessionAbandoned {
+        global: Option<u64>,
+        pgid: i32,
+        pid: i32,
+        /// Processes of the group that were still alive and were killed.
+        killed: u64,
     },
     WatchdogStale {
         iteration: u64,
@@ -369,6 +385,7 @@ impl Event {
         match self {
             Event::LoopStart { .. } => "loop_start",
             Event::SessionStart { .. } => "session_start",
+            Event::SessionAbandoned { .. } => "session_abandoned",
             Event::WatchdogStale { .. } => "watchdog_stale",
             Event::WatchdogKill { .. } => "watchdog_kill",
             Event::SessionKilled { .. } => "session_killed",

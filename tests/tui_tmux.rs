@@ -254,11 +254,15 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
              {agent} normal 2\n\
              echo \"{first}\" | {clowder} gate --timeout 60s > answer-1.json 2>/dev/null\n\
              echo \"{second}\" | {clowder} gate --timeout 60s > answer-2.json 2>/dev/null\n\
+             echo \"{third}\" | {clowder} gate --timeout 60s > answer-3.json 2>/dev/null\n\
+             echo \"{fourth}\" | {clowder} gate --timeout 60s > answer-4.json 2>/dev/null\n\
              {agent} normal 1\n",
             agent = fake_agent().display(),
             clowder = clowder_bin().display(),
             first = hook_input("make deploy").replace('"', "\\\""),
             second = hook_input("git push --force").replace('"', "\\\""),
+            third = hook_input("cargo test --all").replace('"', "\\\""),
+            fourth = hook_input("cargo test --all --release").replace('"', "\\\""),
         ),
     );
     make_executable(&project.path("agent.sh"));
@@ -292,6 +296,32 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
     assert_eq!(
         answer["hookSpecificOutput"]["permissionDecisionReason"],
         "no force pushes, ask Kim"
+    );
+    // A: approve and always allow; the next call with that prefix needs nobody.
+    tmux.wait_for("▶ Bash  cargo test --all", DEADLINE);
+    tmux.keys(&["A"]);
+    for answer_file in ["answer-3.json", "answer-4.json"] {
+        assert!(
+            wait_until(DEADLINE, || {
+                std::fs::read_to_string(project.path(answer_file))
+                    .is_ok_and(|t| t.contains("allow"))
+            }),
+            "{answer_file} never allowed; screen:\n{}",
+            tmux.screen()
+        );
+    }
+    let answer: serde_json::Value =
+        serde_json::from_str(&project.read("answer-4.json")).expect("allow JSON");
+    assert!(
+        answer["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("allowed by the rule")),
+        "{answer}"
+    );
+    assert!(
+        project
+            .read("harness.toml")
+            .contains("prefix = \"cargo test --all\"")
     );
     let screen = tmux.wait_for("stopped: max_iterations", DEADLINE);
     assert!(!screen.contains("Quit clowder?"), "{screen}");

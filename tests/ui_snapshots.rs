@@ -46,6 +46,7 @@ fn snapshot() -> Snapshot {
         consecutive_rate_limits: 0,
         pgid: Some(5151),
         agent_pid: Some(5151),
+        agent_start_ticks: None,
         next_session_at: None,
         rate_limit_resets_at: None,
         counters: Counters {
@@ -389,4 +390,48 @@ fn keys_typed_into_search_never_trigger_actions() {
     assert!(commands.is_empty(), "{commands:?}");
     assert_eq!(state.output.search_input.as_deref(), Some("pKsSq"));
     assert!(state.dialog.is_none());
+}
+
+#[test]
+fn approval_history() {
+    use clowder::approvals::{DecisionKind, DecisionRecord, DoneRecord};
+    let mut state = with_approvals();
+    for _ in 0..3 {
+        update(&mut state, key(KeyCode::Tab), now());
+    }
+    let commands = update(&mut state, key(KeyCode::Char('h')), now());
+    assert_eq!(commands, vec![UiCommand::LoadHistory]);
+    let done =
+        |id: &str, outcome: &str, kind: Option<DecisionKind>, reason: Option<&str>| DoneRecord {
+            request: request(
+                id,
+                10,
+                "Bash",
+                serde_json::json!({"command": format!("make {id}")}),
+            ),
+            decision: kind.map(|decision| DecisionRecord {
+                id: id.into(),
+                decision,
+                reason: reason.map(str::to_string),
+                decided_at: now(),
+                request_hash: "0".repeat(64),
+            }),
+            outcome: outcome.into(),
+            waited_secs: 42.0,
+        };
+    update(
+        &mut state,
+        Msg::History(vec![
+            done(
+                "deploy",
+                "rejected",
+                Some(DecisionKind::Reject),
+                Some("not on Friday"),
+            ),
+            done("lint", "approved", Some(DecisionKind::Approve), None),
+            done("release", "timed_out", None, None),
+        ]),
+        now(),
+    );
+    insta::assert_snapshot!(render(&state, 120, 40, now()));
 }

@@ -15,5 +15,8 @@ pub mod follow;
 mod scan;
 pub mod stream;
 
-pub use scan::{Detectors, OutputScan, RateLimit, scan_output, scan_output_file, scan_output_with};
+pub use scan::{
+    Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
+    scan_output_with,
+};
 pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser};

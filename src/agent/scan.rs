@@ -10,8 +10,9 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::ops::Deref;
 use std::path::Path;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use memchr::memmem;
 
@@ -220,6 +221,40 @@ pub fn scan_output_with<R: Read>(
     Ok(scanner.finish())
 }
 
+/// The scan of [`scan_output`], fed piece by piece: the supervisor reads a
+/// session's output while it is written and so has little left to read when the
+/// session ends. Feeding the same bytes in any chunks gives the same
+/// [`OutputScan`] as one pass over them.
+pub struct OutputScanner {
+    inner: Scanner<Arc<Detectors>>,
+}
+
+impl OutputScanner {
+    pub fn new(detectors: Arc<Detectors>) -> Self {
+        Self {
+            inner: Scanner::new(detectors),
+        }
+    }
+
+    /// The next bytes of the output, cut anywhere (a line may span many feeds).
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.inner.feed(chunk);
+    }
+
+    /// End of the output: a last line without a newline counts too.
+    pub fn finish(self) -> OutputScan {
+        self.inner.finish()
+    }
+}
+
+impl std::fmt::Debug for OutputScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputScanner")
+            .field("lines", &self.inner.lines)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A rate-limit signal and the line it came from, so that signals found at
 /// different times (the last `result` is only known at the end) can be ordered.
 #[derive(Debug)]
@@ -238,8 +273,10 @@ fn prefer(earlier: Candidate, later: Candidate) -> Candidate {
 }
 
 /// Splits a byte stream into bounded lines and applies the rules to each.
-struct Scanner<'d> {
-    det: &'d Detectors,
+/// `D` is `&Detectors` for a one-shot scan, `Arc<Detectors>` for one that lives
+/// as long as a session.
+struct Scanner<D: Deref<Target = Detectors>> {
+    det: D,
     /// The start of a line that continues in a later chunk (at most MAX_LINE_BYTES).
     pending: Vec<u8>,
     /// The pending line has lost bytes past MAX_LINE_BYTES.
@@ -257,8 +294,8 @@ struct Scanner<'d> {
     fatal: Option<String>,
 }
 
-impl<'d> Scanner<'d> {
-    fn new(det: &'d Detectors) -> Self {
+impl<D: Deref<Target = Detectors>> Scanner<D> {
+    fn new(det: D) -> Self {
         Self {
             det,
             pending: Vec::new(),
@@ -1841,6 +1878,48 @@ mod tests {
             // How the bytes are split into reads must not matter.
             let trickled = scan_output(Trickle { data: &data, step, calls: 0 }, detectors()).unwrap();
             prop_assert_eq!(out, trickled);
+        }
+    }
+
+    proptest! {
+        // Few cases: some hold a line over the 1 MiB cap.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn feeding_in_any_chunks_equals_one_pass(
+            lines in proptest::collection::vec(prop_oneof![
+                6 => valid_json_line(),
+                2 => Just("rate limit reached|1755806400".to_owned()),
+                2 => Just(r#"{"type":"result","is_error":true,"api_error_status":429,"result":"Claude AI usage limit reached|1755806400"}"#.to_owned()),
+                2 => Just(r#"{"type":"assistant","error":"authentication_failed","message":{"content":[]}}"#.to_owned()),
+                1 => Just(format!("{{\"type\":\"user\",\"x\":\"{}\"}}", "y".repeat(MAX_LINE_BYTES))),
+                1 => Just(format!("rate limit {}", "x".repeat(MAX_LINE_BYTES))),
+                2 => Just("Closes #12".to_owned()),
+                4 => any::<String>(),
+            ], 0..10),
+            tail in proptest::collection::vec(any::<u8>(), 0..64),
+            cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
+        ) {
+            let mut data = Vec::new();
+            for line in &lines {
+                data.extend_from_slice(line.as_bytes());
+                data.push(b'\n');
+            }
+            data.extend_from_slice(&tail);
+            static DET: std::sync::OnceLock<Arc<Detectors>> = std::sync::OnceLock::new();
+            let det = DET.get_or_init(|| {
+                Arc::new(Detectors::new(&[], &["Closes #[0-9]+".to_owned()]).unwrap())
+            });
+            let one_pass = scan_output(&data[..], det).unwrap();
+            let mut points: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
+            points.sort_unstable();
+            let mut scanner = OutputScanner::new(Arc::clone(det));
+            let mut from = 0;
+            for point in points.into_iter().chain([data.len()]) {
+                scanner.feed(&data[from..point]);
+                from = point;
+            }
+            prop_assert_eq!(scanner.finish(), one_pass);
         }
     }
 }

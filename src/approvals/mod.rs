@@ -47,6 +47,34 @@ pub fn list_pending(dir: &Path) -> (bool, Vec<String>) {
     (exists, requests.into_iter().map(|r| r.id).collect())
 }
 
+/// The newest finished requests (at most `limit`), newest first: the history the
+/// control room shows. Read-only; files that are not history records are skipped.
+pub fn list_done(dir: &Path, limit: usize) -> Vec<DoneRecord> {
+    let done_dir = dir.join("done");
+    let Ok(done) = DirHandle::open(&done_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<(std::time::SystemTime, String)> = scan_names(&done_dir)
+        .into_iter()
+        .filter(|name| name.strip_suffix(".json").is_some_and(valid_id))
+        .filter_map(|name| {
+            let modified = std::fs::symlink_metadata(done_dir.join(&name))
+                .and_then(|m| m.modified())
+                .ok()?;
+            Some((modified, name))
+        })
+        .collect();
+    names.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+    names
+        .into_iter()
+        .take(limit)
+        .filter_map(|(_, name)| {
+            let bytes = done.read(&name).ok().flatten()?;
+            serde_json::from_slice::<DoneRecord>(&bytes).ok()
+        })
+        .collect()
+}
+
 /// [`list_pending`] with the whole requests, for the control room's pane.
 pub fn list_pending_requests(dir: &Path) -> (bool, Vec<Request>) {
     if !dir.is_dir() {

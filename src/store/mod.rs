@@ -4,6 +4,7 @@
 
 pub mod counter;
 pub mod events;
+pub mod lock;
 pub mod status;
 
 use std::fs::File;

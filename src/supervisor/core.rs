@@ -407,6 +407,8 @@ impl Core {
             consecutive_rate_limits: self.consecutive_rate_limits,
             pgid: session.map(|s| s.pgid),
             agent_pid: session.map(|s| s.pid),
+            // Known to the runtime, which spawned the agent; it fills this in.
+            agent_start_ticks: None,
             next_session_at: if waiting { self.wait_until_wall } else { None },
             rate_limit_resets_at: self.rate_limit_resets_at,
             counters: self.counters.clone(),
@@ -598,6 +600,7 @@ impl Core {
             pid,
             pgid,
             output_file: output_file.clone(),
+            agent_start_ticks: None,
         }));
         self.phase = Phase::Running(Session {
             global,

@@ -2,6 +2,7 @@
 //! It knows nothing about terminals; the console printer and the control room
 //! watch it through [`crate::protocol`].
 
+pub mod analysis;
 pub mod core;
 pub mod hooks;
 pub mod process;

@@ -102,6 +102,9 @@ pub struct ProcInfo {
     pub state: char,
     pub ppid: i32,
     pub pgid: i32,
+    /// When the process started, in clock ticks since boot (field 22): with the
+    /// pid, it names one process even after the pid is reused.
+    pub start_ticks: u64,
 }
 
 pub fn read_proc_stat(pid: i32) -> Option<ProcInfo> {
@@ -112,12 +115,76 @@ pub fn read_proc_stat(pid: i32) -> Option<ProcInfo> {
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
+    // Fields 6 to 21, then the start time.
+    let start_ticks = fields.nth(16)?.parse().ok()?;
     Some(ProcInfo {
         pid,
         state,
         ppid,
         pgid,
+        start_ticks,
     })
+}
+
+/// Whether `pid` was started with `key=value` in its environment (false when
+/// it cannot be read: gone, or another user's).
+pub fn environ_has(pid: i32, key: &str, value: &str) -> bool {
+    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let wanted = format!("{key}={value}");
+    environ
+        .split(|b| *b == 0)
+        .any(|entry| entry == wanted.as_bytes())
+}
+
+/// How an abandoned group was dealt with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupCleanup {
+    /// Live processes found in the group and signalled.
+    pub killed: u64,
+    pub needed_sigkill: bool,
+    /// Still alive after SIGKILL and the settle time.
+    pub stuck: usize,
+}
+
+/// Ends every process of `pgid`, which is no child of clowder's (a group left by
+/// a previous run): TERM (+CONT), KILL after `grace`, then waits for the kernel.
+pub async fn kill_foreign_group(pgid: i32, grace: Duration) -> GroupCleanup {
+    let live = live_members(pgid, &[]);
+    let mut cleanup = GroupCleanup {
+        killed: live.len() as u64,
+        needed_sigkill: false,
+        stuck: 0,
+    };
+    if live.is_empty() {
+        return cleanup;
+    }
+    terminate(pgid);
+    let deadline = Instant::now() + grace;
+    let mut killed_at: Option<Instant> = None;
+    loop {
+        let live = live_members(pgid, &[]);
+        if live.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        match killed_at {
+            Some(at) if now.duration_since(at) > KILL_SETTLE => {
+                cleanup.stuck = live.len();
+                break;
+            }
+            Some(_) => {}
+            None if now >= deadline => {
+                signal_group(pgid, Signal::SIGKILL);
+                cleanup.needed_sigkill = true;
+                killed_at = Some(now);
+            }
+            None => {}
+        }
+        sleep(GROUP_POLL).await;
+    }
+    cleanup
 }
 
 /// Every process whose process group is `pgid`, zombies included.
@@ -289,5 +356,25 @@ mod tests {
         assert_eq!(info.pid, me);
         assert!(matches!(info.state, 'R' | 'S'), "{info:?}");
         assert_eq!(info.pgid, nix::unistd::getpgrp().as_raw());
+        assert!(info.start_ticks > 0, "{info:?}");
+        let child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("CLOWDER_TEST_MARK", "yes")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id() as i32;
+        let mut child = child;
+        let info_child = read_proc_stat(pid).expect("child stat");
+        assert!(info_child.start_ticks >= info.start_ticks);
+        // Until the child has exec'd, /proc shows the parent's environment: poll.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !environ_has(pid, "CLOWDER_TEST_MARK", "yes") && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(environ_has(pid, "CLOWDER_TEST_MARK", "yes"));
+        assert!(!environ_has(pid, "CLOWDER_TEST_MARK", "no"));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }

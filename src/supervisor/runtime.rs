@@ -17,14 +17,15 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
+use super::analysis::SessionReader;
 use super::core::{
     Core, Effect, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding, SessionFindings,
     Settings, StopSignal,
 };
 use super::{hooks, process, prompt};
-use crate::agent::{Detectors, SessionStats, StreamParser, scan_output_with};
+use crate::agent::{Detectors, SessionStats};
 use crate::config::{Config, pattern_strings};
-use crate::protocol::{Command, Event, ExitReason, HookKind, SessionSummary, Snapshot};
+use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
 use crate::store::counter::{Counter, create_output_file, highest_output_number};
 use crate::store::events::EventLog;
 use crate::store::status;
@@ -37,6 +38,9 @@ const MAX_POLL: Duration = Duration::from_secs(1);
 const VERBOSE_POLL: Duration = Duration::from_millis(200);
 /// At most this much agent output is echoed per poll in verbose mode.
 const VERBOSE_CHUNK: usize = 1 << 20;
+/// At most this much of a running session's output is analysed per poll: the loop
+/// shares its thread with the control room, so no poll may take long.
+const ANALYSIS_CHUNK: usize = 8 << 20;
 
 /// Where the supervisor's human-readable output goes: the console in headless
 /// mode, the control room otherwise.
@@ -76,11 +80,16 @@ enum Internal {
 }
 
 struct LiveSession {
+    pid: i32,
+    /// The agent's start time, recorded so a later run can recognise its group.
+    start_ticks: Option<u64>,
     pgid: i32,
     output_file: PathBuf,
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
     echoed: u64,
+    /// Reads the output as it grows; taken when the session is analysed.
+    reader: Option<SessionReader>,
 }
 
 pub struct Runtime {
@@ -204,6 +213,8 @@ impl Runtime {
         process::become_subreaper();
         let mut sigint = signal(SignalKind::interrupt()).ok();
         let mut sigterm = signal(SignalKind::terminate()).ok();
+        // Before anything rewrites the status file of the run that may have left it.
+        self.recover_abandoned_session().await;
         let mut ticker = tokio::time::interval(self.poll_period());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commands_open = true;
@@ -244,6 +255,79 @@ impl Runtime {
         }
     }
 
+    /// If the status file shows a session of an earlier run that never ended
+    /// (clowder was killed; only its agent died with it), kills what is left of
+    /// that session's process group and logs `session_abandoned`. A group is
+    /// signalled only when it is provably that session's: its leader alive with
+    /// the recorded start time, or, the leader gone, members started no earlier
+    /// and carrying the session's `HARNESS_OUTPUT_FILE`. A pid or group id
+    /// reused by an unrelated process is never signalled.
+    async fn recover_abandoned_session(&mut self) {
+        let Ok((old, _)) = status::read(&self.status_path) else {
+            return;
+        };
+        let (Some(pgid), Some(pid)) = (old.pgid, old.agent_pid) else {
+            return;
+        };
+        if old.state == LoopState::Stopped || old.pid == std::process::id() {
+            return;
+        }
+        if status::writer_alive(old.pid) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "{} names a session of clowder PID {}, which is still running: left alone",
+                    self.status_path.display(),
+                    old.pid
+                ),
+            );
+            return;
+        }
+        let ours =
+            abandoned_group_is_ours(pgid, pid, old.agent_start_ticks, old.output_file.as_deref());
+        let cleanup = if ours {
+            process::kill_foreign_group(pgid, self.core.settings().kill_grace).await
+        } else {
+            process::GroupCleanup {
+                killed: 0,
+                needed_sigkill: false,
+                stuck: 0,
+            }
+        };
+        let global = old
+            .global_iteration
+            .map_or_else(|| "?".to_string(), |g| g.to_string());
+        let message = if cleanup.killed > 0 {
+            format!(
+                "session global={global} of an earlier run (clowder PID {}) was left running: killed {} process(es) of its group {pgid}",
+                old.pid, cleanup.killed
+            )
+        } else {
+            format!(
+                "session global={global} of an earlier run (clowder PID {}) never ended; nothing of its group {pgid} is left to kill",
+                old.pid
+            )
+        };
+        self.reporter.log(Utc::now(), Level::Warn, &message);
+        if cleanup.stuck > 0 {
+            self.reporter.log(
+                Utc::now(),
+                Level::Error,
+                &format!(
+                    "{} process(es) of group {pgid} survived SIGKILL (stuck in the kernel?)",
+                    cleanup.stuck
+                ),
+            );
+        }
+        self.emit(&Event::SessionAbandoned {
+            global: old.global_iteration,
+            pgid,
+            pid,
+            killed: cleanup.killed,
+        });
+    }
+
     fn on_tick(&mut self, queue: &mut VecDeque<Input>) {
         if self.exit.is_some() {
             return;
@@ -255,6 +339,9 @@ impl Runtime {
             if self.options.verbose {
                 self.echo_output();
             }
+        }
+        if let Some(reader) = self.session.as_mut().and_then(|s| s.reader.as_mut()) {
+            reader.feed(ANALYSIS_CHUNK);
         }
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
@@ -392,11 +479,19 @@ impl Runtime {
             let _ = tx.send(Internal::GroupEnded(end));
         });
         self.session = Some(LiveSession {
+            pid,
+            start_ticks: process::read_proc_stat(pid).map(|info| info.start_ticks),
             pgid,
             output_file: output_file.clone(),
             kill: kill_tx,
             git_head_before,
             echoed: 0,
+            reader: Some(SessionReader::new(
+                &output_file,
+                Arc::clone(&self.detectors),
+                self.config.agent.format,
+                self.config.completion.promise(),
+            )),
         });
         Input::Spawned {
             global,
@@ -409,7 +504,18 @@ impl Runtime {
     fn execute(&mut self, effect: Effect, queue: &mut VecDeque<Input>) {
         match effect {
             Effect::Log { level, message } => self.reporter.log(Utc::now(), level, &message),
-            Effect::Emit(event) => self.emit(&event),
+            Effect::Emit(mut event) => {
+                if let Event::SessionStart {
+                    pid,
+                    agent_start_ticks,
+                    ..
+                } = &mut event
+                    && let Some(session) = self.session.as_ref().filter(|s| s.pid == *pid)
+                {
+                    *agent_start_ticks = session.start_ticks;
+                }
+                self.emit(&event);
+            }
             Effect::WriteStatus => self.write_status(),
             Effect::CheckStopFile => queue.push_back(Input::StopFileChecked {
                 present: self.stop_file.exists(),
@@ -475,6 +581,11 @@ impl Runtime {
             && let Ok(meta) = std::fs::metadata(&session.output_file)
         {
             snapshot.output_bytes = snapshot.output_bytes.max(meta.len());
+        }
+        if let Some(session) = &self.session
+            && snapshot.agent_pid == Some(session.pid)
+        {
+            snapshot.agent_start_ticks = session.start_ticks;
         }
         match status::write(&self.status_path, &snapshot) {
             Ok(()) => self.status_error_reported = false,
@@ -560,35 +671,29 @@ impl Runtime {
     }
 
     fn analyze(&mut self, output_file: PathBuf) {
-        let Some(session) = self.session.take() else {
+        let Some(mut session) = self.session.take() else {
             return;
         };
-        let detectors = Arc::clone(&self.detectors);
+        let reader = session.reader.take().unwrap_or_else(|| {
+            SessionReader::new(
+                &output_file,
+                Arc::clone(&self.detectors),
+                self.config.agent.format,
+                self.config.completion.promise(),
+            )
+        });
         let cwd = self.options.working_dir.clone();
         let tx = self.internal_tx.clone();
         let head_before = session.git_head_before;
-        let format = self.config.agent.format;
-        let promise = self.config.completion.promise().map(str::to_owned);
         tokio::task::spawn_blocking(move || {
-            let output_bytes = std::fs::metadata(&output_file).map_or(0, |m| m.len());
-            // One pass over the file feeds both the scan and the stream parser.
-            let mut parser = StreamParser::new(format);
-            if let Some(promise) = &promise {
-                parser.watch_final_text(promise);
-            }
-            let scan = File::open(&output_file)
-                .and_then(|file| {
-                    scan_output_with(file, &detectors, |chunk| {
-                        parser.feed(chunk);
-                    })
-                })
-                .unwrap_or_default();
-            parser.finish();
+            // Most of the output was read while the session ran; this is the rest.
+            let analysis = reader.finish();
+            let scan = analysis.scan;
             let head_after = git_head(&cwd);
             // No HEAD before and one after is a repository's first commit.
             let head_moved = head_after.is_some() && head_before != head_after;
             let findings = SessionFindings {
-                output_bytes,
+                output_bytes: analysis.output_bytes,
                 committed: head_moved || scan.commit_pattern_seen,
                 rate_limit: scan.rate_limit.map(|limit| RateLimitFinding {
                     reason: limit.reason,
@@ -596,13 +701,48 @@ impl Runtime {
                         .resets_at_epoch
                         .and_then(|epoch| DateTime::<Utc>::from_timestamp(epoch, 0)),
                 }),
-                stats: summary(parser.stats()),
-                promise_kept: parser.final_text_has_watched(),
+                stats: summary(&analysis.stats),
+                promise_kept: analysis.promise_kept,
                 agent_error: scan.fatal_error,
             };
             let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(findings))));
         });
     }
+}
+
+/// Whether the live processes of `pgid` are the group of the session whose
+/// leader was `pid`, started at `start_ticks`, writing to `output_file`.
+fn abandoned_group_is_ours(
+    pgid: i32,
+    pid: i32,
+    start_ticks: Option<u64>,
+    output_file: Option<&Path>,
+) -> bool {
+    // Without the start time nothing can be proved: never signal on a guess.
+    let Some(start_ticks) = start_ticks else {
+        return false;
+    };
+    let live = process::live_members(pgid, &[]);
+    if live.is_empty() {
+        return false;
+    }
+    // While a group has members its id is not handed out again, so a live leader
+    // is either the session's own (same start time) or the leader of a new group
+    // that reused the number after the session's group had died out.
+    if let Some(leader) = process::read_proc_stat(pid).filter(|p| p.state != 'Z' && p.state != 'X')
+    {
+        return leader.start_ticks == start_ticks;
+    }
+    // Leader gone: every process of the session's group started after it, and
+    // inherited the session's environment.
+    let Some(output_file) = output_file else {
+        return false;
+    };
+    let output_file = output_file.display().to_string();
+    live.iter().all(|p| p.start_ticks >= start_ticks)
+        && live
+            .iter()
+            .any(|p| process::environ_has(p.pid, "HARNESS_OUTPUT_FILE", &output_file))
 }
 
 /// The parts of the parser's statistics that the loop records.

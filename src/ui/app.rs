@@ -15,7 +15,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent
 use ratatui_textarea::TextArea;
 
 use crate::agent::stream::{LineKind, Rendered, SessionStats};
-use crate::approvals::Request;
+use crate::approvals::{DoneRecord, Request};
 use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 
@@ -226,6 +226,8 @@ pub struct AppState {
     pub approval_selected: usize,
     /// The full request shown on top of everything.
     pub approval_expanded: bool,
+    /// Finished requests, newest first, while the history view is shown.
+    pub approval_history: Option<Vec<DoneRecord>>,
     /// The reason being typed for a rejection: the request id and the text box.
     pub reject_box: Option<(String, TextArea<'static>)>,
     /// The loop has ended; the screen stays until the user leaves.
@@ -258,6 +260,8 @@ pub enum Msg {
         dir_exists: bool,
         pending: Vec<Request>,
     },
+    /// The approval history, for the history view.
+    History(Vec<DoneRecord>),
     Finished(ExitReason),
     Tick,
 }
@@ -269,12 +273,20 @@ pub enum UiCommand {
     Approve {
         id: String,
     },
+    /// Approve, and allow calls of `tool` starting with `prefix` from now on.
+    ApproveAlways {
+        id: String,
+        tool: String,
+        prefix: String,
+    },
     Reject {
         id: String,
         reason: String,
     },
     /// Show this output file in the output pane (from its end).
     Follow(PathBuf),
+    /// Read the approval history (the view was opened).
+    LoadHistory,
     Quit,
 }
 
@@ -300,6 +312,7 @@ impl AppState {
             approvals_dir_exists: false,
             approval_selected: 0,
             approval_expanded: false,
+            approval_history: None,
             reject_box: None,
             finished: None,
             quit_when_finished: false,
@@ -389,6 +402,11 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
                 && !state.approvals.iter().any(|r| &r.id == id)
             {
                 state.reject_box = None;
+            }
+        }
+        Msg::History(records) => {
+            if state.approval_history.is_some() {
+                state.approval_history = Some(records);
             }
         }
         Msg::Finished(reason) => {
@@ -518,7 +536,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
 
     if state.approval_expanded {
         match key.code {
-            KeyCode::Char('a') | KeyCode::Char('r') => {}
+            KeyCode::Char('a') | KeyCode::Char('A') | KeyCode::Char('r') => {}
             _ => {
                 state.approval_expanded = false;
                 return;
@@ -567,6 +585,23 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             }
             state.approval_expanded = false;
         }
+        KeyCode::Char('A') if !state.approvals.is_empty() => {
+            if let Some(request) = state.selected_approval() {
+                let command = match (&request.tool_name, request.subject()) {
+                    (Some(tool), subject) if !subject.is_empty() => UiCommand::ApproveAlways {
+                        id: request.id.clone(),
+                        tool: tool.clone(),
+                        prefix: subject,
+                    },
+                    // Nothing to write a rule for (a question, or a call without input).
+                    _ => UiCommand::Approve {
+                        id: request.id.clone(),
+                    },
+                };
+                commands.push(command);
+            }
+            state.approval_expanded = false;
+        }
         KeyCode::Char('r') if !state.approvals.is_empty() => {
             if let Some(request) = state.selected_approval() {
                 let mut text = TextArea::default();
@@ -589,6 +624,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
                 state.approval_selected = state.approval_selected.saturating_sub(1);
             }
             KeyCode::Enter if !state.approvals.is_empty() => state.approval_expanded = true,
+            KeyCode::Char('h') => toggle_history(state, commands),
             _ => {}
         },
         _ => {}
@@ -665,6 +701,15 @@ fn browse(state: &mut AppState, delta: i64, commands: &mut Vec<UiCommand>) {
         };
         state.output.clear();
         commands.push(UiCommand::Follow(file));
+    }
+}
+
+fn toggle_history(state: &mut AppState, commands: &mut Vec<UiCommand>) {
+    if state.approval_history.is_some() {
+        state.approval_history = None;
+    } else {
+        state.approval_history = Some(Vec::new());
+        commands.push(UiCommand::LoadHistory);
     }
 }
 

@@ -35,6 +35,8 @@ use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
 
 const FRAME: Duration = Duration::from_millis(33);
+/// Finished approvals shown in the history view.
+const HISTORY_LIMIT: usize = 200;
 
 /// Makes text safe to put on the terminal: control characters (escape sequences
 /// included) are shown as visible escapes instead of being sent.
@@ -109,7 +111,7 @@ impl Drop for TerminalGuard {
 }
 
 /// Runs the loop with the control room on the terminal; returns the exit code.
-pub fn run(config: Config, working_dir: PathBuf, format: AgentFormat) -> i32 {
+pub fn run(config: Config, config_path: PathBuf, working_dir: PathBuf, format: AgentFormat) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -122,6 +124,7 @@ pub fn run(config: Config, working_dir: PathBuf, format: AgentFormat) -> i32 {
     };
     let started = Instant::now();
     let approvals_dir = working_dir.join(&config.approvals.dir.0);
+    let config_path = working_dir.join(config_path);
     let result = runtime.block_on(async move {
         let (log_tx, log_rx) = mpsc::unbounded_channel();
         let options = RuntimeOptions {
@@ -132,8 +135,16 @@ pub fn run(config: Config, working_dir: PathBuf, format: AgentFormat) -> i32 {
             Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
-        let outcome =
-            event_loop(guard, supervisor, snapshots, log_rx, format, &approvals_dir).await;
+        let outcome = event_loop(
+            guard,
+            supervisor,
+            snapshots,
+            log_rx,
+            format,
+            &approvals_dir,
+            &config_path,
+        )
+        .await;
         outcome.map_err(|err| format!("terminal error: {err}"))
     });
     match result {
@@ -159,6 +170,7 @@ async fn event_loop(
     mut log_rx: mpsc::UnboundedReceiver<(DateTime<Utc>, Level, String)>,
     format: AgentFormat,
     approvals_dir: &Path,
+    config_path: &Path,
 ) -> io::Result<Outcome> {
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
@@ -203,7 +215,10 @@ async fn event_loop(
         let mut messages = Vec::new();
         tokio::select! {
             event = terminal_events.next() => match event {
-                Some(Ok(Event::Key(key))) => messages.push(Msg::Key(key)),
+                Some(Ok(Event::Key(key))) => {
+                    tracing::debug!(?key, "key");
+                    messages.push(Msg::Key(key));
+                }
                 Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
                 Some(Ok(_)) => messages.push(Msg::Tick),
                 // The terminal is gone: nobody can answer a dialog, so stop the loop.
@@ -265,6 +280,10 @@ async fn event_loop(
                         follower = Some(tokio::spawn(follow(file, format, feed_tx.clone())));
                     }
                     UiCommand::Quit => state.should_quit = true,
+                    UiCommand::LoadHistory => {
+                        let records = crate::approvals::list_done(approvals_dir, HISTORY_LIMIT);
+                        update(&mut state, Msg::History(records), Utc::now());
+                    }
                     UiCommand::Approve { id } => {
                         decide(
                             approvals_dir,
@@ -272,6 +291,29 @@ async fn event_loop(
                             crate::approvals::Decision::Approve,
                             &mut log_tx_local,
                         );
+                        let _ = hint_tx.send(());
+                    }
+                    UiCommand::ApproveAlways { id, tool, prefix } => {
+                        decide(
+                            approvals_dir,
+                            &id,
+                            crate::approvals::Decision::Approve,
+                            &mut log_tx_local,
+                        );
+                        let note = match crate::config::add_allow_rule(config_path, &tool, &prefix)
+                        {
+                            Ok(()) => (
+                                Level::Info,
+                                format!(
+                                    "always allowed from now on: {} starting with {:?} (added to {})",
+                                    crate::approvals::escape(&tool),
+                                    crate::approvals::escape(&prefix),
+                                    config_path.display()
+                                ),
+                            ),
+                            Err(err) => (Level::Error, format!("cannot add the allow rule: {err}")),
+                        };
+                        log_tx_local.push((Utc::now(), note.0, note.1));
                         let _ = hint_tx.send(());
                     }
                     UiCommand::Reject { id, reason } => {
@@ -309,14 +351,22 @@ async fn event_loop(
 }
 
 /// The pending requests, as a message only when they changed.
-fn rescan_approvals(state: &AppState, dir: &Path) -> Option<Msg> {
+fn rescan_approvals(state: &AppState, dir: &Path) -> Vec<Msg> {
+    let mut messages = Vec::new();
     let (dir_exists, pending) = crate::approvals::list_pending_requests(dir);
-    (pending != state.approvals || dir_exists != state.approvals_dir_exists).then_some(
-        Msg::Approvals {
+    if pending != state.approvals || dir_exists != state.approvals_dir_exists {
+        messages.push(Msg::Approvals {
             dir_exists,
             pending,
-        },
-    )
+        });
+    }
+    if state.approval_history.is_some() {
+        messages.push(Msg::History(crate::approvals::list_done(
+            dir,
+            HISTORY_LIMIT,
+        )));
+    }
+    messages
 }
 
 /// Watches the queue's `pending/` folder; events are only hints to rescan.

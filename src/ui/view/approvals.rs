@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{pane_block, short_duration, title};
-use crate::approvals::{Request, RequestKind, escape};
+use crate::approvals::{DoneRecord, Request, RequestKind, escape};
 use crate::ui::app::{AppState, Pane};
 
 /// `▶ Bash  rm -rf build` for a tool call, `? title` for a question; escaped.
@@ -24,7 +24,59 @@ pub fn request_line(request: &Request) -> String {
     }
 }
 
+/// The history view: finished requests, newest first, with how each ended.
+fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, area: Rect) {
+    let block = pane_block(
+        state,
+        Pane::Approvals,
+        title(format!("Approvals · history ({}) · h back", records.len())),
+    );
+    let height = block.inner(area).height as usize;
+    let lines: Vec<Line> = if records.is_empty() {
+        vec![Line::styled(
+            "no finished requests yet",
+            Style::default().fg(Color::DarkGray),
+        )]
+    } else {
+        records
+            .iter()
+            .take(height)
+            .map(|record| {
+                let (mark, color) = match record.outcome.as_str() {
+                    "approved" => ("✓", Color::Green),
+                    "rejected" => ("✗", Color::Red),
+                    "timed_out" => ("◌", Color::Yellow),
+                    _ => ("·", Color::DarkGray),
+                };
+                let reason = record
+                    .decision
+                    .as_ref()
+                    .and_then(|d| d.reason.as_deref())
+                    .filter(|r| !r.is_empty())
+                    .map_or_else(String::new, |r| format!(": {}", escape(r)));
+                Line::from(vec![
+                    Span::styled(format!("{mark} "), Style::default().fg(color)),
+                    Span::raw(request_line(&record.request)),
+                    Span::styled(
+                        format!(
+                            "  {}{reason} · {}",
+                            record.outcome.replace('_', " "),
+                            short_duration(record.waited_secs as i64)
+                        ),
+                        Style::default().fg(Color::DarkGray),
+                    ),
+                ])
+            })
+            .collect()
+    };
+    frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
+    if let Some(records) = &state.approval_history {
+        draw_history(state, records, frame, area);
+        return;
+    }
     let count = state.approvals.len();
     let name = if count > 0 {
         format!("Approvals ({count} waiting) · a approve · r reject")

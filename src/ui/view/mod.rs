@@ -47,7 +47,11 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
             Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
         draw_pane(state, Pane::Output, frame, left, now);
         // Waiting requests get room: they are what needs the human.
-        let approvals_height = (state.approvals.len() as u16 + 2).clamp(3, 10);
+        let shown = match &state.approval_history {
+            Some(records) => records.len().max(1),
+            None => state.approvals.len(),
+        };
+        let approvals_height = (shown as u16 + 2).clamp(3, 10);
         let [watch_area, counters_area, approvals_area, events_area] = Layout::vertical([
             Constraint::Length(5),
             Constraint::Length(12),

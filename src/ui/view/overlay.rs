@@ -30,11 +30,16 @@ const HELP: &[(&str, &str)] = &[
     ("Enter", "expand the selected tool call and its result"),
     ("[  ]", "previous / next session of this run"),
     ("a", "approve the selected request in the approval queue"),
+    (
+        "A",
+        "approve, and always allow this tool with this command prefix",
+    ),
     ("r", "reject it: type a reason, Enter sends, Esc cancels"),
     (
         "Enter (Approvals)",
         "show the whole request; j/k select another",
     ),
+    ("h (Approvals)", "history: how finished requests ended"),
     ("?", "this help; Esc closes it"),
 ];
 

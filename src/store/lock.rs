@@ -1,0 +1,136 @@
+//! One loop per folder: `.clowder/lock`, held with `flock` for as long as the
+//! loop runs, with the holder's PID written in it.
+//!
+//! The kernel drops the lock when the process dies, however it dies, so a crash
+//! never leaves a stale lock behind. The file is opened close-on-exec: neither
+//! the agent nor a hook inherits it.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// The folder of clowder's own files in a project (the approval queue lives in it too).
+pub const STATE_DIR: &str = ".clowder";
+/// The lock file, in [`STATE_DIR`].
+pub const LOCK_FILE: &str = "lock";
+
+/// Why the lock could not be taken.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds it; its PID if the file names one.
+    Held {
+        path: PathBuf,
+        pid: Option<u32>,
+    },
+    Io {
+        path: PathBuf,
+        error: io::Error,
+    },
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { path, pid } => {
+                let holder =
+                    pid.map_or_else(|| "another process".to_string(), |pid| format!("PID {pid}"));
+                write!(
+                    f,
+                    "another clowder loop is already running in this folder ({holder} holds {})",
+                    path.display()
+                )
+            }
+            LockError::Io { path, error } => {
+                write!(f, "cannot take the lock {}: {error}", path.display())
+            }
+        }
+    }
+}
+
+/// The held lock; released when dropped (or when the process ends).
+#[derive(Debug)]
+pub struct InstanceLock {
+    _file: File,
+    path: PathBuf,
+}
+
+impl InstanceLock {
+    /// Takes `working_dir/.clowder/lock` without waiting, creating `.clowder`
+    /// (mode 0700) if needed, and writes this process's PID in it.
+    pub fn acquire(working_dir: &Path) -> Result<InstanceLock, LockError> {
+        let dir = working_dir.join(STATE_DIR);
+        let path = dir.join(LOCK_FILE);
+        let io_error = |error| LockError::Io {
+            path: path.clone(),
+            error,
+        };
+        if !dir.is_dir() {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(io_error)?;
+        }
+        // Not truncated on open: until the lock is ours, the holder's PID is in it.
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io_error)?;
+        // SAFETY: flock on a descriptor this function owns; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                return Err(LockError::Held {
+                    pid: text.trim().parse().ok(),
+                    path,
+                });
+            }
+            return Err(io_error(error));
+        }
+        let pid = format!("{}\n", std::process::id());
+        file.set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(pid.as_bytes()))
+            .map_err(io_error)?;
+        Ok(InstanceLock { _file: file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_lock_in_the_same_folder_is_refused_with_the_holder_pid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = InstanceLock::acquire(dir.path()).expect("first");
+        let text = std::fs::read_to_string(first.path()).expect("read");
+        assert_eq!(text.trim(), std::process::id().to_string());
+        // flock locks belong to the open file: a second open conflicts even in one process.
+        match InstanceLock::acquire(dir.path()) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(first);
+        InstanceLock::acquire(dir.path()).expect("free again once dropped");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join(STATE_DIR))
+            .expect("dir")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+}

@@ -1,0 +1,270 @@
+//! Reading a session's output while it is written, so that little is left to read
+//! when the session ends.
+//!
+//! The loop feeds a [`SessionReader`] a bounded amount on each poll (it shares its
+//! thread with the control room), and [`SessionReader::finish`] reads the rest on
+//! a blocking thread: the rate-limit/commit scan and the stream parser each on
+//! their own thread, since the parser is the slower of the two. Whatever the
+//! chunking, the result is that of one pass over the whole file.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::agent::{AgentFormat, Detectors, OutputScan, OutputScanner, SessionStats, StreamParser};
+
+/// Size of one read.
+const READ_BYTES: usize = 256 * 1024;
+
+/// What one session's output told.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The size of the output file when the rest was read.
+    pub output_bytes: u64,
+    /// The scan; the default (nothing found) if the file could not be read.
+    pub scan: OutputScan,
+    pub stats: SessionStats,
+    /// The agent's final message held the completion promise.
+    pub promise_kept: bool,
+}
+
+/// One session's output file, read from the start as it grows.
+#[derive(Debug)]
+pub struct SessionReader {
+    path: PathBuf,
+    file: Option<File>,
+    /// How far both readers have been fed.
+    offset: u64,
+    scanner: OutputScanner,
+    parser: StreamParser,
+    /// A read failed: the scan says nothing (as a failed one-pass scan did).
+    failed: bool,
+    buf: Vec<u8>,
+}
+
+impl SessionReader {
+    pub fn new(
+        path: &Path,
+        detectors: Arc<Detectors>,
+        format: AgentFormat,
+        promise: Option<&str>,
+    ) -> SessionReader {
+        let mut parser = StreamParser::new(format);
+        if let Some(promise) = promise {
+            parser.watch_final_text(promise);
+        }
+        SessionReader {
+            path: path.to_path_buf(),
+            file: None,
+            offset: 0,
+            scanner: OutputScanner::new(detectors),
+            parser,
+            failed: false,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Bytes read and handed to both readers so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn file(&mut self) -> io::Result<&File> {
+        if self.file.is_none() {
+            self.file = Some(File::open(&self.path)?);
+        }
+        Ok(self.file.as_ref().expect("opened above"))
+    }
+
+    /// Reads at most `budget` new bytes (fewer at the end of what is written so
+    /// far) and feeds them to both readers; returns how many.
+    pub fn feed(&mut self, budget: usize) -> usize {
+        if self.failed {
+            return 0;
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(READ_BYTES, 0);
+        let mut total = 0;
+        while total < budget {
+            let want = READ_BYTES.min(budget - total);
+            let offset = self.offset;
+            let read = match self
+                .file()
+                .and_then(|file| read_at(file, &mut buf[..want], offset))
+            {
+                Ok(read) => read,
+                Err(_) => {
+                    self.failed = true;
+                    break;
+                }
+            };
+            if read == 0 {
+                break;
+            }
+            self.scanner.feed(&buf[..read]);
+            self.parser.feed(&buf[..read]);
+            self.offset += read as u64;
+            total += read;
+        }
+        self.buf = buf;
+        total
+    }
+
+    /// Reads the rest of the file (up to its size now: both readers see the same
+    /// bytes even if something outside the session still writes) and returns
+    /// the analysis. Blocking: call it off the loop's thread.
+    pub fn finish(mut self) -> Analysis {
+        let end = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        let file = if self.failed {
+            None
+        } else {
+            match self.file() {
+                Ok(_) => self.file.take(),
+                Err(_) => {
+                    self.failed = true;
+                    None
+                }
+            }
+        };
+        let start = self.offset;
+        let SessionReader {
+            scanner,
+            mut parser,
+            failed,
+            ..
+        } = self;
+        let (scan, parsed) = match &file {
+            Some(file) if end > start => std::thread::scope(|scope| {
+                let scan = scope.spawn(move || {
+                    let mut scanner = scanner;
+                    read_range(file, start, end, |chunk| scanner.feed(chunk))
+                        .map(|()| scanner.finish())
+                });
+                let parsed = read_range(file, start, end, |chunk| {
+                    parser.feed(chunk);
+                });
+                let scan = scan
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (scan, parsed)
+            }),
+            _ => (Ok(scanner.finish()), Ok(())),
+        };
+        // A read error leaves the parser with what it got, as the one-pass read did.
+        let _ = parsed;
+        parser.finish();
+        let scan = match scan {
+            Ok(scan) if !failed => scan,
+            _ => OutputScan::default(),
+        };
+        Analysis {
+            output_bytes: end,
+            scan,
+            promise_kept: parser.final_text_has_watched(),
+            stats: parser.stats().clone(),
+        }
+    }
+}
+
+/// `pread`, retried on EINTR.
+fn read_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, offset) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Hands `file[start..end]` to `sink` in reads of [`READ_BYTES`].
+fn read_range(file: &File, start: u64, end: u64, mut sink: impl FnMut(&[u8])) -> io::Result<()> {
+    let mut buf = vec![0; READ_BYTES];
+    let mut offset = start;
+    while offset < end {
+        let want = READ_BYTES.min((end - offset) as usize);
+        let read = read_at(file, &mut buf[..want], offset)?;
+        if read == 0 {
+            break;
+        }
+        sink(&buf[..read]);
+        offset += read as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    use crate::agent::{scan_output_with, stream::AgentFormat};
+
+    fn one_pass(path: &Path, det: &Detectors, promise: &str) -> (OutputScan, SessionStats, bool) {
+        let mut parser = StreamParser::new(AgentFormat::Auto);
+        parser.watch_final_text(promise);
+        let scan = scan_output_with(File::open(path).unwrap(), det, |chunk| {
+            parser.feed(chunk);
+        })
+        .unwrap();
+        parser.finish();
+        let kept = parser.final_text_has_watched();
+        (scan, parser.stats().clone(), kept)
+    }
+
+    #[test]
+    fn fed_while_written_then_finished_equals_one_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let det = Arc::new(Detectors::new(&[], &["Closes #[0-9]+".into()]).unwrap());
+        let lines = [
+            r#"{"type":"system","subtype":"init","session_id":"s","model":"claude-sonnet-4-5","tools":[],"cwd":"/"}"#,
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":7,"output_tokens":3}}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"rate limit reached","is_error":true}]}}"#,
+            "Closes #7",
+            r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"total_cost_usd":0.5,"result":"ALL DONE","session_id":"s"}"#,
+        ];
+        let mut file = File::create(&path).unwrap();
+        let mut reader =
+            SessionReader::new(&path, Arc::clone(&det), AgentFormat::Auto, Some("DONE"));
+        assert_eq!(reader.feed(1 << 20), 0, "nothing written yet");
+        for (i, line) in lines.iter().enumerate() {
+            // Cut each line in two writes, and feed small budgets in between.
+            let (a, b) = line.split_at(line.len() / 2);
+            file.write_all(a.as_bytes()).unwrap();
+            reader.feed(3 + i);
+            file.write_all(b.as_bytes()).unwrap();
+            file.write_all(b"\n").unwrap();
+            reader.feed(17);
+        }
+        file.write_all(b"a last line without newline").unwrap();
+        let fed = reader.offset();
+        assert!(fed > 0);
+        let analysis = reader.finish();
+        let (scan, stats, kept) = one_pass(&path, &det, "DONE");
+        assert_eq!(analysis.scan, scan);
+        assert_eq!(analysis.stats, stats);
+        assert_eq!(analysis.promise_kept, kept);
+        assert!(kept && scan.commit_pattern_seen && scan.rate_limit.is_none());
+        assert_eq!(
+            analysis.output_bytes,
+            std::fs::metadata(&path).unwrap().len()
+        );
+    }
+
+    #[test]
+    fn a_missing_file_finds_nothing() {
+        let det = Arc::new(Detectors::new(&[], &[]).unwrap());
+        let mut reader = SessionReader::new(
+            Path::new("/nonexistent/clowder/out.jsonl"),
+            det,
+            AgentFormat::Auto,
+            None,
+        );
+        assert_eq!(reader.feed(1024), 0);
+        let analysis = reader.finish();
+        assert_eq!(analysis.scan, OutputScan::default());
+        assert_eq!(analysis.output_bytes, 0);
+    }
+}
