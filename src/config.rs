@@ -259,6 +259,23 @@ pub struct ApprovalsConfig {
     pub allow: Vec<Rule>,
     /// Tool calls that are refused without asking.
     pub deny: Vec<Rule>,
+    /// 1–2: every session waits for approval before it starts; 3: only critical
+    /// sessions (every `critical_every`-th iteration, or a prompt holding
+    /// `<!-- critical -->`); 4–5: sessions start without asking.
+    pub autonomy: Autonomy,
+    /// With autonomy 3: every N-th iteration is critical (0: none by count).
+    #[serde(deserialize_with = "deserialize_count_u64")]
+    pub critical_every: u64,
+}
+
+/// An autonomy level from 1 (ask before every session) to 5 (never ask).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Autonomy(pub u8);
+
+impl<'de> Deserialize<'de> for Autonomy {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize_whole(d, 1, 5, "an autonomy level from 1 to 5").map(|v| Autonomy(v as u8))
+    }
 }
 
 impl Default for ApprovalsConfig {
@@ -270,6 +287,8 @@ impl Default for ApprovalsConfig {
             timeout: WaitSetting("9m".into()),
             allow: Vec::new(),
             deny: Vec::new(),
+            autonomy: Autonomy(5),
+            critical_every: 0,
         }
     }
 }

@@ -43,6 +43,10 @@ pub enum LoopState {
     Idle,
     ShuttingDown,
     Stopped,
+    /// A session waits for a human's approval before it starts.
+    AwaitingApproval,
+    /// A human rejected a session; the loop waits to be resumed.
+    Held,
 }
 
 impl LoopState {
@@ -58,6 +62,8 @@ impl LoopState {
             LoopState::Idle => "idle",
             LoopState::ShuttingDown => "shutting_down",
             LoopState::Stopped => "stopped",
+            LoopState::AwaitingApproval => "awaiting_approval",
+            LoopState::Held => "held",
         }
     }
 }
@@ -156,6 +162,9 @@ pub struct Snapshot {
     pub rate_limit_resets_at: Option<DateTime<Utc>>,
     pub counters: Counters,
     pub exit_reason: Option<ExitReason>,
+    /// Why the loop is held (a human rejected a session), while it is.
+    #[serde(default)]
+    pub held_reason: Option<String>,
     /// What the agent reported about the last finished session.
     #[serde(default)]
     pub last_session: Option<SessionSummary>,
@@ -372,6 +381,14 @@ pub enum Event {
         source: String,
     },
     StopCancelled,
+    /// A human answered whether a session may start.
+    SessionGate {
+        iteration: u64,
+        approved: bool,
+        reason: String,
+    },
+    /// A held loop was resumed by the user.
+    LoopResumed,
     LoopEnd {
         reason: ExitReason,
         iterations: u64,
@@ -400,6 +417,8 @@ impl Event {
             Event::Resumed { .. } => "resumed",
             Event::StopRequested { .. } => "stop_requested",
             Event::StopCancelled => "stop_cancelled",
+            Event::SessionGate { .. } => "session_gate",
+            Event::LoopResumed => "loop_resumed",
             Event::LoopEnd { .. } => "loop_end",
         }
     }

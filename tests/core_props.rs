@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use clowder::protocol::{Event, ExitReason, HookKind, LoopState, SessionSummary};
 use clowder::supervisor::core::{
-    Core, Effect, Input, Now, RateLimitFinding, SessionFindings, Settings,
+    Core, Effect, Input, Now, RateLimitFinding, SessionFindings, SessionGate, Settings,
 };
 use proptest::prelude::*;
 
@@ -21,6 +21,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         max_delay: Duration::from_millis(max_ms),
         max_consecutive_rate_limits: max_consecutive,
         kill_grace: Duration::from_secs(5),
+        session_gate: SessionGate::default(),
     }
 }
 
@@ -495,4 +496,35 @@ fn the_post_session_hooks_get_the_session_stats() {
     assert_eq!(get("HARNESS_TURNS"), "6");
     assert_eq!(get("HARNESS_TOOL_CALLS"), "4");
     assert_eq!(get("HARNESS_RESULT"), "error_max_turns");
+}
+
+#[test]
+fn a_rejected_session_gate_holds_until_resumed() {
+    let mut settings = settings(10, 100, 5);
+    settings.session_gate = SessionGate {
+        autonomy: 1,
+        critical_every: 0,
+    };
+    let mut driver = Driver::new(settings);
+    driver.step(Input::StopFileChecked { present: false });
+    driver.step(Input::PreHooksFinished { failure: None });
+    let effects = driver.step(Input::PromptReady {
+        critical_marker: false,
+    });
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::RequestSessionApproval { iteration: 1, .. }))
+    );
+    assert_eq!(driver.core.state(), LoopState::AwaitingApproval);
+    driver.step(Input::SessionApproval {
+        approved: false,
+        reason: "not now".into(),
+    });
+    assert_eq!(driver.core.state(), LoopState::Held);
+    // Time passing, ticks and timers do not start anything while held.
+    driver.advance(Duration::from_secs(3600));
+    assert!(driver.step(Input::Tick).is_empty());
+    let effects = driver.step(Input::Command(clowder::protocol::Command::Resume));
+    assert!(effects.iter().any(|e| matches!(e, Effect::CheckStopFile)));
 }

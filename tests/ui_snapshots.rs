@@ -61,6 +61,7 @@ fn snapshot() -> Snapshot {
             commits: 2,
         },
         exit_reason: None,
+        held_reason: None,
         last_session: None,
         totals: Default::default(),
     }

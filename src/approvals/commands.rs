@@ -609,6 +609,7 @@ pub fn queue(args: QueueArgs) -> i32 {
     for r in &requests {
         let tool = match r.kind {
             RequestKind::Ask => "(ask)".to_string(),
+            RequestKind::Session => "(session)".to_string(),
             RequestKind::Tool => r.tool_name.clone().unwrap_or_default(),
         };
         println!(

@@ -146,6 +146,8 @@ pub enum RequestKind {
     Tool,
     /// A question asked with `clowder ask`.
     Ask,
+    /// A session waiting to start (an autonomy level asks first).
+    Session,
 }
 
 impl Request {

@@ -33,6 +33,31 @@ pub struct Settings {
     pub max_delay: Duration,
     pub max_consecutive_rate_limits: u64,
     pub kill_grace: Duration,
+    /// Which sessions wait for a human before they start.
+    pub session_gate: SessionGate,
+}
+
+/// The autonomy level's say over starting sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SessionGate {
+    /// 1–2: every session asks; 3: critical sessions ask; 4–5 (and 0): none.
+    pub autonomy: u8,
+    /// With autonomy 3, every N-th iteration is critical (0: none by count).
+    pub critical_every: u64,
+}
+
+impl SessionGate {
+    /// Whether iteration `iteration` must be approved before it starts.
+    pub fn asks(&self, iteration: u64, critical_marker: bool) -> bool {
+        match self.autonomy {
+            1 | 2 => true,
+            3 => {
+                critical_marker
+                    || (self.critical_every > 0 && iteration.is_multiple_of(self.critical_every))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The time, passed in: monotonic for every decision, wall only for the record.
@@ -112,6 +137,15 @@ pub enum Input {
         global: Option<u64>,
         error: String,
     },
+    /// The prompt is built; `critical_marker`: it holds `<!-- critical -->`.
+    PromptReady {
+        critical_marker: bool,
+    },
+    /// A human's answer to [`Effect::RequestSessionApproval`].
+    SessionApproval {
+        approved: bool,
+        reason: String,
+    },
     /// The output file's current size; sent on every poll while a session runs.
     OutputSize {
         bytes: u64,
@@ -153,6 +187,17 @@ pub enum Effect {
     Spawn {
         iteration: u64,
     },
+    /// Start the agent with the prompt just built.
+    StartAgent {
+        iteration: u64,
+    },
+    /// Ask a human (through the approval queue) whether this session may start.
+    RequestSessionApproval {
+        iteration: u64,
+        critical: bool,
+    },
+    /// Stop waiting for that answer: the loop moved on.
+    CancelSessionApproval,
     PauseGroup {
         pgid: i32,
     },
@@ -235,7 +280,16 @@ enum Phase {
     Running(Session),
     Analyzing(Session),
     PostHooks,
-    Waiting { kind: WaitKind, epoch: u64 },
+    Waiting {
+        kind: WaitKind,
+        epoch: u64,
+    },
+    /// The session's start waits for a human.
+    AwaitingApproval,
+    /// A human rejected the session: nothing runs until they resume the loop.
+    Held {
+        reason: String,
+    },
     Stopped,
 }
 
@@ -364,6 +418,8 @@ impl Core {
                 WaitKind::Backoff => LoopState::RateLimitedBackoff,
                 WaitKind::BetweenIterations => LoopState::Idle,
             },
+            Phase::AwaitingApproval => LoopState::AwaitingApproval,
+            Phase::Held { .. } => LoopState::Held,
             Phase::Stopped => LoopState::Stopped,
         }
     }
@@ -413,6 +469,10 @@ impl Core {
             rate_limit_resets_at: self.rate_limit_resets_at,
             counters: self.counters.clone(),
             exit_reason: self.exit_reason.clone(),
+            held_reason: match &self.phase {
+                Phase::Held { reason } => Some(reason.clone()),
+                _ => None,
+            },
             last_session: self.last_session_stats.clone(),
             totals: self.totals.clone(),
         }
@@ -453,6 +513,12 @@ impl Core {
                     format!("cannot start the agent{what}: {error}"),
                 );
                 self.finish(now, ExitReason::Fatal { message: error }, &mut out);
+            }
+            Input::PromptReady { critical_marker } => {
+                self.on_prompt_ready(critical_marker, &mut out)
+            }
+            Input::SessionApproval { approved, reason } => {
+                self.on_session_approval(now, approved, reason, &mut out)
             }
             Input::OutputSize { bytes } => self.on_output_size(now, bytes),
             Input::Tick => self.on_tick(now, &mut out),
@@ -537,8 +603,14 @@ impl Core {
             );
             out.push(Effect::WriteStatus);
         }
-        if matches!(self.phase, Phase::Waiting { .. }) {
+        if matches!(
+            self.phase,
+            Phase::Waiting { .. } | Phase::AwaitingApproval | Phase::Held { .. }
+        ) {
             // Nothing is running: no reason to sit out the wait.
+            if self.phase == Phase::AwaitingApproval {
+                out.push(Effect::CancelSessionApproval);
+            }
             self.timer_epoch += 1;
             self.begin_iteration(out);
         }
@@ -621,6 +693,74 @@ impl Core {
         out.push(Effect::WriteStatus);
         if self.stop_now {
             self.kill_session(KillReason::StopNow, out);
+        }
+    }
+
+    fn on_prompt_ready(&mut self, critical_marker: bool, out: &mut Vec<Effect>) {
+        if self.phase != Phase::Spawning {
+            return;
+        }
+        let iteration = self.iteration();
+        if !self.settings.session_gate.asks(iteration, critical_marker) {
+            out.push(Effect::StartAgent { iteration });
+            return;
+        }
+        let critical = self.settings.session_gate.autonomy == 3;
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} status=awaiting_approval: the session waits for a human (autonomy {}{})",
+                self.settings.session_gate.autonomy,
+                if critical { ", critical session" } else { "" }
+            ),
+        );
+        self.phase = Phase::AwaitingApproval;
+        out.push(Effect::RequestSessionApproval {
+            iteration,
+            critical,
+        });
+        out.push(Effect::WriteStatus);
+    }
+
+    fn on_session_approval(
+        &mut self,
+        now: Now,
+        approved: bool,
+        reason: String,
+        out: &mut Vec<Effect>,
+    ) {
+        if self.phase != Phase::AwaitingApproval {
+            return;
+        }
+        let iteration = self.iteration();
+        out.push(Effect::Emit(Event::SessionGate {
+            iteration,
+            approved,
+            reason: reason.clone(),
+        }));
+        if let Some(stop) = self.pending_stop_reason() {
+            self.finish(now, stop, out);
+            return;
+        }
+        if approved {
+            log(
+                out,
+                Level::Info,
+                format!("iteration={iteration} session approved"),
+            );
+            self.phase = Phase::Spawning;
+            out.push(Effect::StartAgent { iteration });
+        } else {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "iteration={iteration} status=held: the session was rejected ({reason}); the loop waits until you resume it"
+                ),
+            );
+            self.phase = Phase::Held { reason };
+            out.push(Effect::WriteStatus);
         }
     }
 
@@ -1088,7 +1228,16 @@ impl Core {
 
     /// Stop at once when nothing is running that the stop should wait for.
     fn stop_if_idle(&mut self, now: Now, out: &mut Vec<Effect>) {
-        if matches!(self.phase, Phase::Waiting { .. } | Phase::NotStarted) {
+        if matches!(
+            self.phase,
+            Phase::Waiting { .. }
+                | Phase::NotStarted
+                | Phase::AwaitingApproval
+                | Phase::Held { .. }
+        ) {
+            if self.phase == Phase::AwaitingApproval {
+                out.push(Effect::CancelSessionApproval);
+            }
             if let Some(reason) = self.pending_stop_reason() {
                 self.finish(now, reason, out);
             }
@@ -1101,7 +1250,14 @@ impl Core {
         self.stop_now = true;
         match self.phase {
             Phase::Running(_) => self.kill_session(KillReason::StopNow, out),
-            Phase::Waiting { .. } | Phase::NotStarted | Phase::CheckingStop => {
+            Phase::Waiting { .. }
+            | Phase::NotStarted
+            | Phase::CheckingStop
+            | Phase::AwaitingApproval
+            | Phase::Held { .. } => {
+                if self.phase == Phase::AwaitingApproval {
+                    out.push(Effect::CancelSessionApproval);
+                }
                 let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
                 self.finish(now, reason, out);
             }
@@ -1125,6 +1281,15 @@ impl Core {
                     out.push(Effect::Emit(Event::Paused { global }));
                     out.push(Effect::WriteStatus);
                 }
+            }
+            Command::Resume if matches!(self.phase, Phase::Held { .. }) => {
+                log(
+                    out,
+                    Level::Info,
+                    "resumed by the user: asking again for the next session".into(),
+                );
+                out.push(Effect::Emit(Event::LoopResumed));
+                self.begin_iteration(out);
             }
             Command::Resume => {
                 if let Phase::Running(session) = &mut self.phase

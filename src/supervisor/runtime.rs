@@ -20,10 +20,11 @@ use tokio::sync::{mpsc, watch};
 use super::analysis::SessionReader;
 use super::core::{
     Core, Effect, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding, SessionFindings,
-    Settings, StopSignal,
+    SessionGate, Settings, StopSignal,
 };
 use super::{hooks, process, prompt};
 use crate::agent::{Detectors, SessionStats};
+use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
 use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
 use crate::store::counter::{Counter, create_output_file, highest_output_number};
@@ -32,6 +33,8 @@ use crate::store::status;
 
 /// How often the status file is refreshed while a session runs.
 const STATUS_REFRESH: Duration = Duration::from_secs(2);
+/// A prompt holding this marks its session critical (asked first at autonomy 3).
+pub const CRITICAL_MARKER: &str = "<!-- critical -->";
 /// The longest gap between two looks at the output file and the STOP file.
 const MAX_POLL: Duration = Duration::from_secs(1);
 /// In verbose mode, output is copied to the console at least this often.
@@ -111,6 +114,10 @@ pub struct Runtime {
     last_status_write: Option<Instant>,
     status_error_reported: bool,
     exit: Option<ExitReason>,
+    /// The prompt built for the session about to start.
+    pending_prompt: Option<String>,
+    /// Set to stop waiting for a session's approval.
+    approval_cancel: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Runtime {
@@ -165,6 +172,10 @@ impl Runtime {
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
             kill_grace: KILL_GRACE,
+            session_gate: SessionGate {
+                autonomy: config.approvals.autonomy.0,
+                critical_every: config.approvals.critical_every,
+            },
         };
         let core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
         let snapshot = Arc::new(core.snapshot(Utc::now()));
@@ -188,6 +199,8 @@ impl Runtime {
             last_status_write: None,
             status_error_reported: false,
             exit: None,
+            pending_prompt: None,
+            approval_cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             options,
         };
         Ok((runtime, snapshot_rx))
@@ -393,7 +406,9 @@ impl Runtime {
                 for warning in warnings {
                     self.reporter.log(Utc::now(), Level::Warn, &warning);
                 }
-                Some(self.spawn_session(&text))
+                let critical_marker = text.contains(CRITICAL_MARKER);
+                self.pending_prompt = Some(text);
+                Some(Input::PromptReady { critical_marker })
             }
             Internal::GroupEnded(end) => {
                 if self.options.verbose {
@@ -546,7 +561,22 @@ impl Runtime {
                     let _ = tx.send(Internal::Core(Box::new(Input::TimerFired { epoch })));
                 });
             }
-            Effect::Exit(reason) => self.exit = Some(reason),
+            Effect::Exit(reason) => {
+                self.approval_cancel
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                self.exit = Some(reason);
+            }
+            Effect::StartAgent { .. } => {
+                let prompt = self.pending_prompt.take().unwrap_or_default();
+                queue.push_back(self.spawn_session(&prompt));
+            }
+            Effect::RequestSessionApproval {
+                iteration,
+                critical,
+            } => self.request_session_approval(iteration, critical),
+            Effect::CancelSessionApproval => self
+                .approval_cancel
+                .store(true, std::sync::atomic::Ordering::SeqCst),
         }
     }
 
@@ -667,6 +697,77 @@ impl Runtime {
                 Err(error) => Internal::PromptFailed(error),
             };
             let _ = tx.send(message);
+        });
+    }
+
+    /// Puts a "may this session start?" request in the approval queue and waits
+    /// for the answer off the loop's thread; no timeout: the loop waits for a human.
+    fn request_session_approval(&mut self, iteration: u64, critical: bool) {
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.approval_cancel = Arc::clone(&cancel);
+        let dir = self.options.working_dir.join(&self.config.approvals.dir.0);
+        let prompt = self.pending_prompt.clone().unwrap_or_default();
+        let max = self.config.session.max_iterations.0;
+        let tx = self.internal_tx.clone();
+        let cwd = self.options.working_dir.display().to_string();
+        tokio::task::spawn_blocking(move || {
+            let answer = |approved: bool, reason: String| {
+                let _ = tx.send(Internal::Core(Box::new(Input::SessionApproval {
+                    approved,
+                    reason,
+                })));
+            };
+            let queue = match Queue::open(&dir) {
+                Ok(queue) => queue,
+                Err(err) => {
+                    return answer(
+                        false,
+                        format!("cannot ask through the approval queue: {err}"),
+                    );
+                }
+            };
+            let body: String = prompt.chars().take(16 * 1024).collect();
+            let request = Request {
+                id: String::new(),
+                created: Utc::now(),
+                kind: RequestKind::Session,
+                title: format!(
+                    "start session {iteration}/{max}{}",
+                    if critical { " (critical)" } else { "" }
+                ),
+                tool_name: None,
+                tool_input: None,
+                session_id: None,
+                cwd: Some(cwd),
+                body: Some(body),
+            };
+            let submitted = match queue.submit(request) {
+                Ok(submitted) => submitted,
+                Err(err) => {
+                    return answer(
+                        false,
+                        format!("cannot ask through the approval queue: {err}"),
+                    );
+                }
+            };
+            let cancelled = || {
+                cancel
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    .then_some(0)
+            };
+            match queue.wait(&submitted, None, &cancelled) {
+                Ok(ApprovalOutcome::Approved { reason }) => {
+                    answer(true, reason.unwrap_or_else(|| "approved".into()))
+                }
+                Ok(ApprovalOutcome::Rejected { reason }) => answer(false, reason),
+                Ok(ApprovalOutcome::TimedOut) => answer(false, "timed out".into()),
+                Ok(ApprovalOutcome::Removed) => {
+                    answer(false, "the request was removed from the queue".into())
+                }
+                // The loop moved on; nobody is listening.
+                Ok(ApprovalOutcome::Cancelled { .. }) => {}
+                Err(err) => answer(false, format!("approval queue error: {err}")),
+            }
         });
     }
 

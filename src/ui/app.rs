@@ -564,6 +564,11 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
     match key.code {
         KeyCode::Char('q') => ask_quit(state, commands),
         KeyCode::Char('?') => state.help = true,
+        KeyCode::Char('p')
+            if state.snapshot.state == LoopState::Held && state.finished.is_none() =>
+        {
+            commands.push(UiCommand::Supervisor(Command::Resume));
+        }
         KeyCode::Char('p') if state.running_session() => {
             let command = if state.snapshot.paused {
                 Command::Resume

@@ -21,6 +21,7 @@ pub fn request_line(request: &Request) -> String {
             escape(&request.subject())
         ),
         RequestKind::Ask => format!("? {}", escape(&request.title)),
+        RequestKind::Session => format!("● {}", escape(&request.title)),
     }
 }
 

@@ -24,6 +24,17 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             LoopState::RateLimitedBackoff => ("◔ rate-limited".to_string(), Color::Yellow),
             LoopState::Retrying => ("↻ retrying".to_string(), Color::Yellow),
             LoopState::ShuttingDown => ("… stopping".to_string(), Color::Magenta),
+            LoopState::AwaitingApproval => (
+                "? session waits for your approval".to_string(),
+                Color::Yellow,
+            ),
+            LoopState::Held => (
+                format!(
+                    "‖ HELD: {} (p resumes)",
+                    crate::approvals::escape(snap.held_reason.as_deref().unwrap_or("rejected"))
+                ),
+                Color::Red,
+            ),
             other => (
                 format!("○ {}", other.as_str().replace('_', " ")),
                 Color::Blue,
