@@ -165,3 +165,34 @@ fn the_queue_folder_comes_from_the_config() {
     assert!(project.path("queue/done").is_dir());
     assert!(!project.path(".clowder/approvals").exists());
 }
+
+#[test]
+fn the_gate_denies_at_its_timeout_even_when_the_loop_dies_mid_wait() {
+    let project = Project::new(&fast_config(
+        &["hang"],
+        "[watchdog]\nstale_timeout_mins = 10\n\n[approvals]\ntimeout = \"2s\"\n",
+    ));
+    let mut clowder = project.spawn(&["--headless", "1"]);
+    assert!(wait_until(DEADLINE, || !project
+        .events_named("session_start")
+        .is_empty()));
+    let gate_started = std::time::Instant::now();
+    let hook = serde_json::json!({"tool_name": "Bash", "tool_input": {"command": "make deploy"}, "hook_event_name": "PreToolUse"});
+    let mut command = project.command(&["gate"]);
+    command.stdin(Stdio::piped());
+    let mut gate = command.spawn().expect("spawn gate");
+    let _ = gate
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(hook.to_string().as_bytes());
+    // The loop (and with it any control room) dies while the gate waits.
+    clowder.kill().expect("kill clowder");
+    let _ = clowder.wait();
+    let output = wait_with_deadline(gate, DEADLINE);
+    assert_eq!(output.status.code(), Some(0));
+    let (decision, reason) = decision(&output);
+    assert_eq!(decision, "deny");
+    assert!(reason.starts_with("timed out after 2s"), "{reason}");
+    assert!(gate_started.elapsed() >= std::time::Duration::from_secs(2));
+}
