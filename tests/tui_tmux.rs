@@ -328,3 +328,41 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
 }
+
+#[test]
+fn killing_a_paused_session_lets_its_term_handler_run() {
+    let project = Project::new(&fast_config(
+        &["term-marker", "terminated.txt"],
+        "[watchdog]\nstale_timeout_mins = 10\n",
+    ));
+    let pidfile = project.path("pids.txt");
+    let command = format!(
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        pidfile = pidfile.display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+    tmux.wait_for("global 1", DEADLINE);
+    assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
+    let pgid = first_pgid(&pidfile).expect("agent pgid");
+    tmux.keys(&["p"]);
+    assert!(wait_until(DEADLINE, || {
+        let states = group_states(pgid);
+        !states.is_empty() && states.iter().all(|s| *s == 'T')
+    }));
+    // A stopped process runs no handler: the kill must continue it after TERM.
+    tmux.keys(&["K"]);
+    tmux.wait_for("Kill the session?", DEADLINE);
+    tmux.keys(&["y"]);
+    assert!(
+        wait_until(DEADLINE, || project.path("terminated.txt").exists()),
+        "the agent's TERM handler never ran"
+    );
+    assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
+    let killed = project.events_named("session_killed");
+    assert_eq!(killed.len(), 1);
+    assert_eq!(killed[0]["needed_sigkill"], false);
+    tmux.wait_for("stopped: max_iterations", DEADLINE);
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+}
