@@ -28,7 +28,8 @@ hooks run, and a status file and an event log kept.\n\n\
 Reads harness.toml and PROMPT.md from the current folder. Touch STOP to stop after the \
 current session; Ctrl-C once finishes the session, twice within 3 s kills it.",
     after_help = "Exit codes: 0 done (max iterations, STOP file, user stop), 1 fatal error, \
-2 bad configuration or usage, 3 too many rate limits in a row, 130/143 stopped by SIGINT/SIGTERM."
+2 bad configuration or usage, 3 too many rate limits in a row, 4 a run budget ([guard] max_cost_usd, \
+max_runtime) reached, 130/143 stopped by SIGINT/SIGTERM."
 )]
 pub struct Args {
     /// Productive iterations to run (overrides session.max_iterations)

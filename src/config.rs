@@ -30,6 +30,7 @@ pub struct Config {
     pub detect: DetectConfig,
     pub completion: CompletionConfig,
     pub approvals: ApprovalsConfig,
+    pub guard: GuardConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -175,6 +176,31 @@ pub struct PromptConfig {
     /// Alias of `session.prompt_file`; wins over it when both are set.
     pub file: Option<NonEmptyPath>,
     pub prepend_commands: Vec<NonEmptyString>,
+    /// Used from the second session of a run on (see `continuation_mode`);
+    /// `""`: nothing.
+    pub continuation: String,
+    /// `prepend`: the continuation goes before the prompt; `replace`: it is sent
+    /// instead of the prompt.
+    pub continuation_mode: ContinuationMode,
+    /// A JSON handoff the agent leaves for the next session (`phase`, `completed`,
+    /// `next_step`, `critical_files`, `memory_notes`); `""` turns this off.
+    pub handoff_file: PathBuf,
+}
+
+/// How `[prompt] continuation` combines with the prompt file.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ContinuationMode {
+    #[default]
+    Prepend,
+    Replace,
+}
+
+impl PromptConfig {
+    /// The handoff file in force, if any.
+    pub fn handoff_path(&self) -> Option<&Path> {
+        (!self.handoff_file.as_os_str().is_empty()).then_some(self.handoff_file.as_path())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -290,6 +316,123 @@ impl Default for ApprovalsConfig {
             autonomy: Autonomy(5),
             critical_every: 0,
         }
+    }
+}
+
+/// Budgets and loop detection: what stops a session, or the run, that goes too far.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardConfig {
+    /// A session making more tool calls than this is stopped (0: no limit).
+    #[serde(deserialize_with = "deserialize_count_u64")]
+    pub max_tool_calls_per_session: u64,
+    /// A session reporting a higher cost than this is stopped (0: no limit).
+    pub max_cost_per_session_usd: Usd,
+    /// The run stops when its sessions together cost this much (0: no limit).
+    pub max_cost_usd: Usd,
+    /// The run stops after this long: `90m`, `8h`, `1.5d`; `""`: no limit.
+    pub max_runtime: OptionalDuration,
+    /// The same tool call (same tool, same input) this many times in a row is a
+    /// doom loop (0: off).
+    pub doom_loop_threshold: DoomLoopThreshold,
+    /// What a doom loop does: `kill` the session, `gate` (ask a human), `warn`.
+    pub on_doom_loop: crate::protocol::DoomLoopAction,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        Self {
+            max_tool_calls_per_session: 0,
+            max_cost_per_session_usd: Usd(0.0),
+            max_cost_usd: Usd(0.0),
+            max_runtime: OptionalDuration::default(),
+            doom_loop_threshold: DoomLoopThreshold(3),
+            on_doom_loop: crate::protocol::DoomLoopAction::Kill,
+        }
+    }
+}
+
+/// An amount of US dollars, zero or more.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Usd(pub f64);
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const EXPECTED: &str = "an amount of US dollars, zero (no limit) or more, e.g. 5 or 0.5";
+        let number = d.deserialize_any(NumberVisitor { expected: EXPECTED })?;
+        let value = number.as_f64();
+        if !value.is_finite() || !(0.0..1e12).contains(&value) {
+            return Err(invalid_number(number, EXPECTED));
+        }
+        Ok(Usd(value))
+    }
+}
+
+/// 0 (off) or a number of repeats of at least 2.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct DoomLoopThreshold(pub u64);
+
+impl<'de> Deserialize<'de> for DoomLoopThreshold {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const EXPECTED: &str = "0 (off) or a whole number of at least 2";
+        match deserialize_whole(d, 0, u64::MAX, EXPECTED)? {
+            1 => Err(invalid_number(Number::Int(1), EXPECTED)),
+            value => Ok(DoomLoopThreshold(value)),
+        }
+    }
+}
+
+/// A duration written `90s`, `90m`, `8h` or `1.5d`, or `""` for none.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OptionalDuration {
+    pub text: String,
+    pub duration: Option<Duration>,
+}
+
+impl OptionalDuration {
+    pub fn parse(text: &str) -> Result<OptionalDuration, String> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Ok(OptionalDuration {
+                text: String::new(),
+                duration: None,
+            });
+        }
+        let bad = || {
+            format!(
+                "`{trimmed}` is not a duration, expected e.g. 90s, 90m, 8h, 1.5d, or \"\" for no limit"
+            )
+        };
+        let split = trimmed
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let (number, unit) = trimmed.split_at(split);
+        let number: f64 = number.parse().map_err(|_| bad())?;
+        let scale = match unit {
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86_400.0,
+            _ => return Err(bad()),
+        };
+        let duration = positive_duration(number, scale).ok_or_else(bad)?;
+        Ok(OptionalDuration {
+            text: trimmed.to_string(),
+            duration: Some(duration),
+        })
+    }
+}
+
+impl Serialize for OptionalDuration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for OptionalDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(d)?;
+        OptionalDuration::parse(&value).map_err(de::Error::custom)
     }
 }
 

@@ -69,7 +69,7 @@ impl LoopState {
 }
 
 /// Why the loop ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitReason {
     /// `max_iterations` iterations are done.
@@ -86,6 +86,12 @@ pub enum ExitReason {
     Fatal { message: String },
     /// The agent's final message held the completion promise: the task is done.
     Completed,
+    /// A run budget (`[guard] max_cost_usd`, `max_runtime`) was reached.
+    BudgetExceeded {
+        budget: Budget,
+        limit: f64,
+        value: f64,
+    },
 }
 
 impl ExitReason {
@@ -98,6 +104,7 @@ impl ExitReason {
             | ExitReason::Completed => 0,
             ExitReason::Fatal { .. } => 1,
             ExitReason::RateLimited { .. } => 3,
+            ExitReason::BudgetExceeded { .. } => 4,
             ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
             ExitReason::Signal { .. } => 130,
         }
@@ -120,6 +127,91 @@ impl ExitReason {
             }
             ExitReason::Fatal { message } => format!("error: {message}"),
             ExitReason::Completed => "completed".into(),
+            ExitReason::BudgetExceeded {
+                budget,
+                limit,
+                value,
+            } => format!("budget {}", budget.describe(*limit, *value)),
+        }
+    }
+}
+
+/// A limit of `[guard]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    MaxToolCallsPerSession,
+    MaxCostPerSessionUsd,
+    MaxCostUsd,
+    MaxRuntime,
+}
+
+impl Budget {
+    /// The key in `[guard]`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Budget::MaxToolCallsPerSession => "max_tool_calls_per_session",
+            Budget::MaxCostPerSessionUsd => "max_cost_per_session_usd",
+            Budget::MaxCostUsd => "max_cost_usd",
+            Budget::MaxRuntime => "max_runtime",
+        }
+    }
+
+    /// Whether reaching it ends the run (not just the session).
+    pub fn is_run_budget(self) -> bool {
+        matches!(self, Budget::MaxCostUsd | Budget::MaxRuntime)
+    }
+
+    /// A value in this budget's unit: `21`, `$5.12`, `1h 30m`.
+    pub fn format(self, value: f64) -> String {
+        match self {
+            Budget::MaxToolCallsPerSession => format!("{value}"),
+            Budget::MaxCostPerSessionUsd | Budget::MaxCostUsd => format!("${value:.2}"),
+            Budget::MaxRuntime if value < 60.0 => {
+                let text = format!("{value:.1}");
+                format!("{}s", text.trim_end_matches(".0"))
+            }
+            Budget::MaxRuntime => {
+                let secs = value.round() as i64;
+                if secs % 60 == 0 || secs >= 3600 {
+                    crate::store::status::human_duration(secs)
+                } else {
+                    format!("{}m {}s", secs / 60, secs % 60)
+                }
+            }
+        }
+    }
+
+    /// `max_cost_usd: $5.12 of $5.00`.
+    pub fn describe(self, limit: f64, value: f64) -> String {
+        format!(
+            "{}: {} of {}",
+            self.key(),
+            self.format(value),
+            self.format(limit)
+        )
+    }
+}
+
+/// What a doom loop (the same tool call again and again) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum DoomLoopAction {
+    /// Stop the session; the loop goes on.
+    #[default]
+    Kill,
+    /// Ask a human through the approval queue; a rejection stops the session.
+    Gate,
+    /// Only record it.
+    Warn,
+}
+
+impl DoomLoopAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DoomLoopAction::Kill => "kill",
+            DoomLoopAction::Gate => "gate",
+            DoomLoopAction::Warn => "warn",
         }
     }
 }
@@ -233,6 +325,29 @@ impl Totals {
     }
 }
 
+/// A budget and how far past it a session or the run went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BudgetBreach {
+    pub budget: Budget,
+    pub limit: f64,
+    pub value: f64,
+}
+
+impl BudgetBreach {
+    pub fn describe(&self) -> String {
+        self.budget.describe(self.limit, self.value)
+    }
+
+    /// How the loop ends when this is a run budget.
+    pub fn exit_reason(&self) -> ExitReason {
+        ExitReason::BudgetExceeded {
+            budget: self.budget,
+            limit: self.limit,
+            value: self.value,
+        }
+    }
+}
+
 /// Totals for the whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -262,6 +377,10 @@ pub enum KillReason {
     Watchdog,
     User,
     StopNow,
+    /// A `[guard]` budget was exceeded.
+    Budget,
+    /// The same tool call again and again (`[guard] doom_loop_threshold`).
+    DoomLoop,
 }
 
 /// A line of the event log, without its timestamp.
@@ -363,6 +482,42 @@ pub enum Event {
         /// The final result: its subtype, `"error"`, or absent.
         #[serde(default)]
         result: Option<String>,
+        /// Why clowder killed the session, if it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        killed: Option<KillReason>,
+        /// The budget the session went over, if one stopped it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        budget: Option<BudgetBreach>,
+    },
+    /// A `[guard]` budget was exceeded: the session (per-session budgets) or the
+    /// run (`max_cost_usd`, `max_runtime`) stops.
+    BudgetExceeded {
+        iteration: u64,
+        global: Option<u64>,
+        budget: Budget,
+        limit: f64,
+        value: f64,
+    },
+    /// The same tool call `repeats` times in a row.
+    DoomLoop {
+        iteration: u64,
+        global: u64,
+        tool: String,
+        /// The start of the call's input.
+        input: String,
+        repeats: u64,
+        action: DoomLoopAction,
+    },
+    /// A human answered whether a session in a doom loop may go on.
+    DoomLoopGate {
+        global: u64,
+        approved: bool,
+        reason: String,
+    },
+    /// The handoff file could not be used; the session starts without it.
+    HandoffInvalid {
+        file: PathBuf,
+        error: String,
     },
     /// The agent cannot work at all (credentials, billing): the loop stops.
     AgentError {
@@ -419,6 +574,10 @@ impl Event {
             Event::StopCancelled => "stop_cancelled",
             Event::SessionGate { .. } => "session_gate",
             Event::LoopResumed => "loop_resumed",
+            Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::DoomLoop { .. } => "doom_loop",
+            Event::DoomLoopGate { .. } => "doom_loop_gate",
+            Event::HandoffInvalid { .. } => "handoff_invalid",
             Event::LoopEnd { .. } => "loop_end",
         }
     }

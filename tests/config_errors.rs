@@ -140,6 +140,10 @@ invalid_config_cases!(
     hooks_not_a_list,
     inline_table_column_after_non_ascii,
     blank_completion_promise,
+    guard_runtime_words,
+    guard_doom_threshold_one,
+    guard_negative_cost,
+    bad_continuation_mode,
 );
 
 #[test]

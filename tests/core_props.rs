@@ -4,9 +4,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use clowder::protocol::{Event, ExitReason, HookKind, LoopState, SessionSummary};
+use clowder::agent::ToolCallSig;
+use clowder::protocol::{DoomLoopAction, Event, ExitReason, HookKind, LoopState, SessionSummary};
 use clowder::supervisor::core::{
-    Core, Effect, Input, Now, RateLimitFinding, SessionFindings, SessionGate, Settings,
+    Core, Effect, GuardSettings, Input, Now, RateLimitFinding, SessionFindings, SessionGate,
+    Settings,
 };
 use proptest::prelude::*;
 
@@ -22,6 +24,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         max_consecutive_rate_limits: max_consecutive,
         kill_grace: Duration::from_secs(5),
         session_gate: SessionGate::default(),
+        guard: GuardSettings::default(),
     }
 }
 
@@ -527,4 +530,65 @@ fn a_rejected_session_gate_holds_until_resumed() {
     assert!(driver.step(Input::Tick).is_empty());
     let effects = driver.step(Input::Command(clowder::protocol::Command::Resume));
     assert!(effects.iter().any(|e| matches!(e, Effect::CheckStopFile)));
+}
+
+fn call(input: u8) -> ToolCallSig {
+    ToolCallSig {
+        name: "Bash".into(),
+        summary: format!("run {input}"),
+        input_hash: u64::from(input),
+    }
+}
+
+proptest! {
+    /// With `warn`, a doom loop is reported exactly once for every streak of
+    /// `threshold` or more identical calls, however the calls are split across
+    /// polls; with `kill`, the session is stopped at the first such streak.
+    #[test]
+    fn doom_loops_are_found_exactly_at_the_threshold(
+        calls in proptest::collection::vec(0u8..3, 0..40),
+        chunk in 1usize..6,
+        threshold in 2u64..5,
+        kill in any::<bool>(),
+    ) {
+        let mut config = settings(1000, 60_000, 5);
+        config.guard = GuardSettings {
+            doom_loop_threshold: threshold,
+            on_doom_loop: if kill { DoomLoopAction::Kill } else { DoomLoopAction::Warn },
+            ..GuardSettings::default()
+        };
+        let mut driver = Driver::new(config);
+        driver.start_session();
+        let mut reported = 0usize;
+        let mut terminated = false;
+        for (i, part) in calls.chunks(chunk).enumerate() {
+            let effects = driver.step(Input::SessionProgress {
+                global: driver.global,
+                tool_calls: (i * chunk + part.len()) as u64,
+                cost_usd: None,
+                new_calls: part.iter().map(|c| call(*c)).collect(),
+            });
+            reported += effects
+                .iter()
+                .filter(|e| matches!(e, Effect::Emit(Event::DoomLoop { .. })))
+                .count();
+            terminated |= effects.iter().any(|e| matches!(e, Effect::TerminateGroup { .. }));
+        }
+        // Streaks of identical calls of length >= threshold.
+        let mut streaks = 0usize;
+        let mut run = 0u64;
+        for (i, c) in calls.iter().enumerate() {
+            run = if i > 0 && calls[i - 1] == *c { run + 1 } else { 1 };
+            if run == threshold {
+                streaks += 1;
+            }
+        }
+        if kill {
+            prop_assert_eq!(reported, streaks.min(1));
+            prop_assert_eq!(terminated, streaks > 0);
+        } else {
+            prop_assert_eq!(reported, streaks);
+            prop_assert!(!terminated);
+        }
+    }
 }

@@ -19,4 +19,4 @@ pub use scan::{
     Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
     scan_output_with,
 };
-pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser};
+pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser, ToolCallSig};

@@ -143,6 +143,17 @@ pub struct SessionStats {
     pub json_lines: u64,
 }
 
+/// One tool call as the doom-loop detector compares them: the same name and the
+/// same input (object keys in any order) give the same signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallSig {
+    pub name: String,
+    /// The one-line summary shown for the call (`npm test`, a file path…).
+    pub summary: String,
+    /// Hash of the canonical input.
+    pub input_hash: u64,
+}
+
 /// Incremental reader of one session's output; see the module documentation.
 #[derive(Debug)]
 pub struct StreamParser {
@@ -162,6 +173,8 @@ pub struct StreamParser {
     /// See [`StreamParser::watch_final_text`].
     watched: Option<String>,
     watched_in_final: bool,
+    /// Tool calls not yet taken, when recording (see [`StreamParser::record_tool_calls`]).
+    tool_call_log: Option<Vec<ToolCallSig>>,
 }
 
 #[derive(Debug, Default)]
@@ -234,6 +247,33 @@ impl StreamParser {
             codex: CodexState::default(),
             watched: None,
             watched_in_final: false,
+            tool_call_log: None,
+        }
+    }
+
+    /// Keep a [`ToolCallSig`] of every tool call from now on, for
+    /// [`StreamParser::take_tool_calls`].
+    pub fn record_tool_calls(&mut self) {
+        self.tool_call_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The tool calls read since the last call, in order (empty unless recording).
+    pub fn take_tool_calls(&mut self) -> Vec<ToolCallSig> {
+        self.tool_call_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn log_tool_call(&mut self, name: &str, summary: &str, input: &Json<'_>) {
+        if let Some(log) = &mut self.tool_call_log {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            hash_canonical(input, &mut hasher);
+            log.push(ToolCallSig {
+                name: name.to_owned(),
+                summary: summary.to_owned(),
+                input_hash: std::hash::Hasher::finish(&hasher),
+            });
         }
     }
 
@@ -678,6 +718,7 @@ impl StreamParser {
         self.count_tool(&name);
         let input = block.get("input").unwrap_or(&Json::Null);
         let summary = tool_summary(&name, input);
+        self.log_tool_call(&name, &summary, input);
         let detail = match input {
             Json::Null => None,
             input => {
@@ -1132,18 +1173,22 @@ impl StreamParser {
         if kind == "command_execution" {
             let command = item.get_str("command").unwrap_or_default();
             self.count_tool("exec");
-            return line(
-                LineKind::ToolCall,
-                call_text("exec", &one_line(unwrap_shell(&command))),
-            )
-            .with_detail(self.detail(&*command, true))
-            .with_id(id);
+            let summary = one_line(unwrap_shell(&command));
+            if self.tool_call_log.is_some() {
+                let input = item.get("command").cloned().unwrap_or(Json::Null);
+                self.log_tool_call("exec", &summary, &input);
+            }
+            return line(LineKind::ToolCall, call_text("exec", &summary))
+                .with_detail(self.detail(&*command, true))
+                .with_id(id);
         }
         let server = item.get_str("server").unwrap_or_default();
         let tool = item.get_str("tool").unwrap_or_default();
         let name = clean(&format!("mcp__{server}__{tool}"));
         self.count_tool(&name);
         let arguments = item.get("arguments").unwrap_or(&Json::Null);
+        let summary = compact_summary(arguments);
+        self.log_tool_call(&name, &summary, arguments);
         let detail = match arguments {
             Json::Null => None,
             args => {
@@ -1151,12 +1196,9 @@ impl StreamParser {
                 self.detail(pretty, complete)
             }
         };
-        line(
-            LineKind::ToolCall,
-            call_text(&name, &compact_summary(arguments)),
-        )
-        .with_detail(detail)
-        .with_id(id)
+        line(LineKind::ToolCall, call_text(&name, &summary))
+            .with_detail(detail)
+            .with_id(id)
     }
 
     fn codex_result(&mut self, item: &Json<'_>, kind: &str, id: Option<String>) -> Rendered {
@@ -2538,6 +2580,42 @@ fn write_json(value: &Json<'_>, pretty: bool, indent: usize, out: &mut String, c
         }
     }
     out.len() <= cap
+}
+
+/// Feeds a value to `hasher` canonically: strings decoded, object members sorted
+/// by key (the last of a repeated key wins, as in [`Json::get`]).
+fn hash_canonical(value: &Json<'_>, hasher: &mut impl std::hash::Hasher) {
+    use std::hash::Hash;
+    match value {
+        Json::Null => 0u8.hash(hasher),
+        Json::Bool(b) => (1u8, *b).hash(hasher),
+        Json::Num(n) => (2u8, *n).hash(hasher),
+        Json::Str(s) => (3u8, &*s.decode()).hash(hasher),
+        Json::Arr(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_canonical(item, hasher);
+            }
+        }
+        Json::Obj(members) => {
+            let mut sorted: Vec<(Cow<'_, str>, &Json<'_>)> =
+                members.iter().map(|(k, v)| (k.decode(), v)).collect();
+            // Stable sort, then keep the last of each key.
+            sorted.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut unique: Vec<(Cow<'_, str>, &Json<'_>)> = Vec::with_capacity(sorted.len());
+            for (key, item) in sorted {
+                match unique.last_mut() {
+                    Some(last) if last.0 == key => last.1 = item,
+                    _ => unique.push((key, item)),
+                }
+            }
+            (5u8, unique.len()).hash(hasher);
+            for (key, item) in unique {
+                key.hash(hasher);
+                hash_canonical(item, hasher);
+            }
+        }
+    }
 }
 
 /// A value as JSON text for a detail view; (text, complete).

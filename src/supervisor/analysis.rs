@@ -13,7 +13,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::agent::{AgentFormat, Detectors, OutputScan, OutputScanner, SessionStats, StreamParser};
+use crate::agent::{
+    AgentFormat, Detectors, OutputScan, OutputScanner, SessionStats, StreamParser, ToolCallSig,
+};
 
 /// Size of one read.
 const READ_BYTES: usize = 256 * 1024;
@@ -28,6 +30,16 @@ pub struct Analysis {
     pub stats: SessionStats,
     /// The agent's final message held the completion promise.
     pub promise_kept: bool,
+}
+
+/// What a running session did so far, for the budgets and the doom-loop check.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub tool_calls: u64,
+    pub cost_usd: Option<f64>,
+    /// Tool calls read since the last [`SessionReader::progress`], in order
+    /// (empty unless [`SessionReader::record_tool_calls`] was called).
+    pub new_calls: Vec<ToolCallSig>,
 }
 
 /// One session's output file, read from the start as it grows.
@@ -66,6 +78,21 @@ impl SessionReader {
         }
     }
 
+    /// Keep every tool call's signature for [`SessionReader::progress`].
+    pub fn record_tool_calls(&mut self) {
+        self.parser.record_tool_calls();
+    }
+
+    /// The session's tool calls and cost as read so far.
+    pub fn progress(&mut self) -> Progress {
+        let stats = self.parser.stats();
+        Progress {
+            tool_calls: stats.tool_calls,
+            cost_usd: stats.cost_usd,
+            new_calls: self.parser.take_tool_calls(),
+        }
+    }
+
     /// Bytes read and handed to both readers so far.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -75,7 +102,10 @@ impl SessionReader {
         if self.file.is_none() {
             self.file = Some(File::open(&self.path)?);
         }
-        Ok(self.file.as_ref().expect("opened above"))
+        match &self.file {
+            Some(file) => Ok(file),
+            None => Err(io::Error::other("the output file was not opened")),
+        }
     }
 
     /// Reads at most `budget` new bytes (fewer at the end of what is written so

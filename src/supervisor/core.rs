@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use crate::agent::ToolCallSig;
 use crate::protocol::{
-    Command, Counters, Event, ExitReason, HookKind, KillReason, LaneId, LoopState, SessionSummary,
-    Snapshot, Totals,
+    Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason, HookKind,
+    KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
 };
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
@@ -35,6 +36,30 @@ pub struct Settings {
     pub kill_grace: Duration,
     /// Which sessions wait for a human before they start.
     pub session_gate: SessionGate,
+    /// Budgets and doom-loop detection (`[guard]`).
+    pub guard: GuardSettings,
+}
+
+/// `[guard]`, resolved: zero means no limit.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GuardSettings {
+    pub max_tool_calls_per_session: u64,
+    pub max_cost_per_session_usd: f64,
+    pub max_cost_usd: f64,
+    pub max_runtime: Option<Duration>,
+    /// The same tool call this many times in a row is a doom loop (0: off).
+    pub doom_loop_threshold: u64,
+    pub on_doom_loop: DoomLoopAction,
+}
+
+impl GuardSettings {
+    /// Whether the runtime must report tool calls and cost while a session runs.
+    pub fn watches_sessions(&self) -> bool {
+        self.max_tool_calls_per_session > 0
+            || self.max_cost_per_session_usd > 0.0
+            || self.max_cost_usd > 0.0
+            || self.doom_loop_threshold > 0
+    }
 }
 
 /// The autonomy level's say over starting sessions.
@@ -150,6 +175,20 @@ pub enum Input {
     OutputSize {
         bytes: u64,
     },
+    /// What the running session's output showed so far (sent while `[guard]`
+    /// watches sessions): its tool calls up to now and the new ones in order.
+    SessionProgress {
+        global: u64,
+        tool_calls: u64,
+        cost_usd: Option<f64>,
+        new_calls: Vec<ToolCallSig>,
+    },
+    /// A human's answer to [`Effect::RequestDoomLoopApproval`].
+    DoomLoopApproval {
+        global: u64,
+        approved: bool,
+        reason: String,
+    },
     /// Periodic: lets the watchdog look at the clock.
     Tick,
     /// The leader was reaped and no process of the group is left.
@@ -198,6 +237,15 @@ pub enum Effect {
     },
     /// Stop waiting for that answer: the loop moved on.
     CancelSessionApproval,
+    /// Ask a human whether a session repeating the same tool call may go on
+    /// (its group is stopped meanwhile).
+    RequestDoomLoopApproval {
+        iteration: u64,
+        global: u64,
+        tool: String,
+        input: String,
+        repeats: u64,
+    },
     PauseGroup {
         pgid: i32,
     },
@@ -254,6 +302,14 @@ struct Session {
     kill: Option<KillReason>,
     exit_code: Option<i32>,
     duration: Duration,
+    /// The last tool call and how many times in a row it came.
+    last_call: Option<(ToolCallSig, u64)>,
+    /// A doom-loop gate is waiting for a human (the group is stopped).
+    doom_gate: bool,
+    /// The budget that stopped this session, if one did.
+    budget: Option<BudgetBreach>,
+    /// The cost the session reported so far.
+    cost_so_far: Option<f64>,
 }
 
 impl Session {
@@ -332,6 +388,8 @@ pub struct Core {
     totals: Totals,
     /// The last productive session kept the completion promise: end after its hooks.
     promise_kept: bool,
+    /// A run budget was reached: end once the session in progress is recorded.
+    run_budget: Option<BudgetBreach>,
 }
 
 impl Core {
@@ -364,6 +422,7 @@ impl Core {
             last_session_stats: None,
             totals: Totals::default(),
             promise_kept: false,
+            run_budget: None,
         }
     }
 
@@ -521,6 +580,17 @@ impl Core {
                 self.on_session_approval(now, approved, reason, &mut out)
             }
             Input::OutputSize { bytes } => self.on_output_size(now, bytes),
+            Input::SessionProgress {
+                global,
+                tool_calls,
+                cost_usd,
+                new_calls,
+            } => self.on_session_progress(now, global, tool_calls, cost_usd, new_calls, &mut out),
+            Input::DoomLoopApproval {
+                global,
+                approved,
+                reason,
+            } => self.on_doom_loop_approval(now, global, approved, reason, &mut out),
             Input::Tick => self.on_tick(now, &mut out),
             Input::SessionExited {
                 exit_code,
@@ -689,10 +759,16 @@ impl Core {
             kill: None,
             exit_code: None,
             duration: Duration::ZERO,
+            last_call: None,
+            doom_gate: false,
+            budget: None,
+            cost_so_far: None,
         });
         out.push(Effect::WriteStatus);
         if self.stop_now {
             self.kill_session(KillReason::StopNow, out);
+        } else if self.run_budget.is_some() {
+            self.kill_session(KillReason::Budget, out);
         }
     }
 
@@ -775,6 +851,10 @@ impl Core {
     }
 
     fn on_tick(&mut self, now: Now, out: &mut Vec<Effect>) {
+        self.check_run_budgets(now, out);
+        if self.phase == Phase::Stopped {
+            return;
+        }
         let stale = self.settings.stale_timeout;
         let iteration = self.iteration();
         let Phase::Running(session) = &self.phase else {
@@ -961,6 +1041,8 @@ impl Core {
             input_tokens: stats.input_tokens,
             output_tokens: stats.output_tokens,
             result: stats.result(),
+            killed: session.kill,
+            budget: session.budget,
         }));
         self.last_session_stats = Some(stats.clone());
 
@@ -978,6 +1060,12 @@ impl Core {
         if self.stop_now {
             let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
             self.finish(now, reason, out);
+            return;
+        }
+
+        self.check_run_cost(Some(session.global), out);
+        if !productive && let Some(breach) = self.run_budget {
+            self.finish(now, breach.exit_reason(), out);
             return;
         }
 
@@ -1158,6 +1246,10 @@ impl Core {
             self.finish(now, ExitReason::Completed, out);
             return;
         }
+        if let Some(breach) = self.run_budget {
+            self.finish(now, breach.exit_reason(), out);
+            return;
+        }
         if self.completed_iterations >= self.settings.max_iterations {
             self.finish(now, ExitReason::MaxIterations, out);
             return;
@@ -1190,9 +1282,14 @@ impl Core {
         out.push(Effect::WriteStatus);
     }
 
-    fn on_timer(&mut self, _now: Now, epoch: u64, out: &mut Vec<Effect>) {
+    fn on_timer(&mut self, now: Now, epoch: u64, out: &mut Vec<Effect>) {
         match self.phase {
-            Phase::Waiting { epoch: current, .. } if current == epoch => self.begin_iteration(out),
+            Phase::Waiting { epoch: current, .. } if current == epoch => {
+                self.check_run_budgets(now, out);
+                if self.phase != Phase::Stopped {
+                    self.begin_iteration(out);
+                }
+            }
             _ => {}
         }
     }
@@ -1291,24 +1388,7 @@ impl Core {
                 out.push(Effect::Emit(Event::LoopResumed));
                 self.begin_iteration(out);
             }
-            Command::Resume => {
-                if let Phase::Running(session) = &mut self.phase
-                    && let Some(since) = session.paused_since.take()
-                {
-                    session.paused_since_wall = None;
-                    let paused = now.mono.saturating_duration_since(since);
-                    // The watchdog clock was frozen: move the last growth forward by the pause.
-                    session.last_growth += paused;
-                    let (pgid, global) = (session.pgid, session.global);
-                    log(out, Level::Info, format!("global={global} status=resumed"));
-                    out.push(Effect::ResumeGroup { pgid });
-                    out.push(Effect::Emit(Event::Resumed {
-                        global,
-                        paused_secs: round_secs(paused),
-                    }));
-                    out.push(Effect::WriteStatus);
-                }
-            }
+            Command::Resume => self.resume_session(now, out),
             Command::KillSession => {
                 if self.session_running() {
                     log(
@@ -1349,6 +1429,306 @@ impl Core {
                 );
                 self.stop_now_requested(now, out);
             }
+        }
+    }
+
+    /// Continues a paused session (a no-op when none is paused).
+    fn resume_session(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if let Phase::Running(session) = &mut self.phase
+            && let Some(since) = session.paused_since.take()
+        {
+            session.paused_since_wall = None;
+            let paused = now.mono.saturating_duration_since(since);
+            // The watchdog clock was frozen: move the last growth forward by the pause.
+            session.last_growth += paused;
+            let (pgid, global) = (session.pgid, session.global);
+            log(out, Level::Info, format!("global={global} status=resumed"));
+            out.push(Effect::ResumeGroup { pgid });
+            out.push(Effect::Emit(Event::Resumed {
+                global,
+                paused_secs: round_secs(paused),
+            }));
+            out.push(Effect::WriteStatus);
+        }
+    }
+
+    /// Budgets and doom-loop detection on what the running session did so far.
+    fn on_session_progress(
+        &mut self,
+        now: Now,
+        global: u64,
+        tool_calls: u64,
+        cost_usd: Option<f64>,
+        new_calls: Vec<ToolCallSig>,
+        out: &mut Vec<Effect>,
+    ) {
+        let guard = self.settings.guard;
+        let iteration = self.iteration();
+        let run_cost = self.totals.cost_usd;
+        let Phase::Running(session) = &mut self.phase else {
+            return;
+        };
+        if session.global != global || session.kill.is_some() {
+            return;
+        }
+        if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            session.cost_so_far = Some(cost);
+        }
+        let mut dooms: Vec<(ToolCallSig, u64)> = Vec::new();
+        if guard.doom_loop_threshold > 0 {
+            for call in new_calls {
+                let repeats = match &mut session.last_call {
+                    Some((last, count))
+                        if last.name == call.name && last.input_hash == call.input_hash =>
+                    {
+                        *count += 1;
+                        *count
+                    }
+                    slot => {
+                        *slot = Some((call, 1));
+                        1
+                    }
+                };
+                // Once per streak: a streak that goes on is not reported again.
+                if repeats == guard.doom_loop_threshold && !session.doom_gate {
+                    dooms.extend(session.last_call.clone());
+                    if guard.on_doom_loop != DoomLoopAction::Warn {
+                        break;
+                    }
+                }
+            }
+        }
+        let session_cost = session.cost_so_far;
+        let mut breach = None;
+        if guard.max_tool_calls_per_session > 0 && tool_calls > guard.max_tool_calls_per_session {
+            breach = Some(BudgetBreach {
+                budget: Budget::MaxToolCallsPerSession,
+                limit: guard.max_tool_calls_per_session as f64,
+                value: tool_calls as f64,
+            });
+        } else if let Some(cost) = session_cost {
+            if guard.max_cost_per_session_usd > 0.0 && cost > guard.max_cost_per_session_usd {
+                breach = Some(BudgetBreach {
+                    budget: Budget::MaxCostPerSessionUsd,
+                    limit: guard.max_cost_per_session_usd,
+                    value: cost,
+                });
+            } else if guard.max_cost_usd > 0.0 && run_cost + cost >= guard.max_cost_usd {
+                breach = Some(BudgetBreach {
+                    budget: Budget::MaxCostUsd,
+                    limit: guard.max_cost_usd,
+                    value: run_cost + cost,
+                });
+            }
+        }
+        for (call, repeats) in dooms {
+            self.on_doom_loop(now, iteration, global, call, repeats, out);
+        }
+        if let Some(breach) = breach {
+            self.budget_exceeded(breach, out);
+        }
+    }
+
+    fn on_doom_loop(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        global: u64,
+        call: ToolCallSig,
+        repeats: u64,
+        out: &mut Vec<Effect>,
+    ) {
+        let action = self.settings.guard.on_doom_loop;
+        let input: String = call.summary.chars().take(200).collect();
+        let what = match action {
+            DoomLoopAction::Kill => "killing the session",
+            DoomLoopAction::Gate => "pausing the session to ask whether it may go on",
+            DoomLoopAction::Warn => "going on ([guard] on_doom_loop = \"warn\")",
+        };
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={global} status=doom_loop tool={} repeats={repeats} input=\"{input}\": the same tool call {repeats} times in a row, {what}",
+                call.name
+            ),
+        );
+        out.push(Effect::Emit(Event::DoomLoop {
+            iteration,
+            global,
+            tool: call.name.clone(),
+            input: input.clone(),
+            repeats,
+            action,
+        }));
+        match action {
+            DoomLoopAction::Warn => {}
+            DoomLoopAction::Kill => self.kill_session(KillReason::DoomLoop, out),
+            DoomLoopAction::Gate => {
+                let Phase::Running(session) = &mut self.phase else {
+                    return;
+                };
+                session.doom_gate = true;
+                if session.paused_since.is_none() {
+                    session.paused_since = Some(now.mono);
+                    session.paused_since_wall = Some(now.wall);
+                    out.push(Effect::PauseGroup { pgid: session.pgid });
+                    out.push(Effect::Emit(Event::Paused { global }));
+                }
+                out.push(Effect::RequestDoomLoopApproval {
+                    iteration,
+                    global,
+                    tool: call.name,
+                    input,
+                    repeats,
+                });
+                out.push(Effect::WriteStatus);
+            }
+        }
+    }
+
+    fn on_doom_loop_approval(
+        &mut self,
+        now: Now,
+        global: u64,
+        approved: bool,
+        reason: String,
+        out: &mut Vec<Effect>,
+    ) {
+        let Phase::Running(session) = &mut self.phase else {
+            return;
+        };
+        if session.global != global || !session.doom_gate {
+            return;
+        }
+        session.doom_gate = false;
+        out.push(Effect::Emit(Event::DoomLoopGate {
+            global,
+            approved,
+            reason: reason.clone(),
+        }));
+        if approved {
+            // A fresh streak: the human said this repetition is fine.
+            session.last_call = None;
+            log(
+                out,
+                Level::Info,
+                format!("global={global} the session may go on ({reason})"),
+            );
+            self.resume_session(now, out);
+        } else {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "global={global} doom loop: the session was rejected ({reason}), killing it"
+                ),
+            );
+            self.kill_session(KillReason::DoomLoop, out);
+        }
+    }
+
+    /// Records a budget breach and stops the session (and, for a run budget, the
+    /// loop once the session is recorded).
+    fn budget_exceeded(&mut self, breach: BudgetBreach, out: &mut Vec<Effect>) {
+        let iteration = self.iteration();
+        let global = match &mut self.phase {
+            Phase::Running(session) => {
+                session.budget.get_or_insert(breach);
+                Some(session.global)
+            }
+            _ => None,
+        };
+        if breach.budget.is_run_budget() {
+            self.run_budget.get_or_insert(breach);
+        }
+        let stopping = match (global.is_some(), breach.budget.is_run_budget()) {
+            (true, true) => "stopping the session and the run",
+            (true, false) => "stopping the session",
+            (false, _) => "stopping the run",
+        };
+        let at = global.map_or_else(String::new, |g| format!(" global={g}"));
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration}{at} status=budget_exceeded {}: {stopping}",
+                breach.describe()
+            ),
+        );
+        out.push(Effect::Emit(Event::BudgetExceeded {
+            iteration,
+            global,
+            budget: breach.budget,
+            limit: breach.limit,
+            value: breach.value,
+        }));
+        if global.is_some() {
+            self.kill_session(KillReason::Budget, out);
+        }
+    }
+
+    /// `max_cost_usd` against the run's total so far.
+    fn check_run_cost(&mut self, global: Option<u64>, out: &mut Vec<Effect>) {
+        let limit = self.settings.guard.max_cost_usd;
+        if limit <= 0.0 || self.run_budget.is_some() || self.totals.cost_usd < limit {
+            return;
+        }
+        let breach = BudgetBreach {
+            budget: Budget::MaxCostUsd,
+            limit,
+            value: self.totals.cost_usd,
+        };
+        self.run_budget = Some(breach);
+        let iteration = self.iteration();
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} status=budget_exceeded {}: stopping the run",
+                breach.describe()
+            ),
+        );
+        out.push(Effect::Emit(Event::BudgetExceeded {
+            iteration,
+            global,
+            budget: breach.budget,
+            limit: breach.limit,
+            value: breach.value,
+        }));
+    }
+
+    /// `max_runtime` (and `max_cost_usd` between sessions): stops a session
+    /// in progress, or ends the loop at once when nothing runs.
+    fn check_run_budgets(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if self.run_budget.is_none()
+            && let Some(limit) = self.settings.guard.max_runtime
+            && let Some(start) = self.loop_start
+        {
+            let ran = now.mono.saturating_duration_since(start.mono);
+            if ran >= limit {
+                let breach = BudgetBreach {
+                    budget: Budget::MaxRuntime,
+                    limit: limit.as_secs_f64(),
+                    value: ran.as_secs_f64(),
+                };
+                self.budget_exceeded(breach, out);
+            }
+        }
+        if self.run_budget.is_none() && !self.session_running() {
+            self.check_run_cost(None, out);
+        }
+        let Some(breach) = self.run_budget else {
+            return;
+        };
+        if matches!(
+            self.phase,
+            Phase::Waiting { .. } | Phase::AwaitingApproval | Phase::Held { .. }
+        ) {
+            if self.phase == Phase::AwaitingApproval {
+                out.push(Effect::CancelSessionApproval);
+            }
+            self.finish(now, breach.exit_reason(), out);
         }
     }
 

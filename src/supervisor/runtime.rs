@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::analysis::SessionReader;
 use super::core::{
-    Core, Effect, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding, SessionFindings,
-    SessionGate, Settings, StopSignal,
+    Core, Effect, GuardSettings, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding,
+    SessionFindings, SessionGate, Settings, StopSignal,
 };
 use super::{hooks, process, prompt};
 use crate::agent::{Detectors, SessionStats};
@@ -73,6 +73,7 @@ enum Internal {
     PromptReady {
         text: String,
         warnings: Vec<String>,
+        handoff_error: Option<(PathBuf, String)>,
     },
     PromptFailed(String),
     HooksDone {
@@ -83,6 +84,7 @@ enum Internal {
 }
 
 struct LiveSession {
+    global: u64,
     pid: i32,
     /// The agent's start time, recorded so a later run can recognise its group.
     start_ticks: Option<u64>,
@@ -175,6 +177,14 @@ impl Runtime {
             session_gate: SessionGate {
                 autonomy: config.approvals.autonomy.0,
                 critical_every: config.approvals.critical_every,
+            },
+            guard: GuardSettings {
+                max_tool_calls_per_session: config.guard.max_tool_calls_per_session,
+                max_cost_per_session_usd: config.guard.max_cost_per_session_usd.0,
+                max_cost_usd: config.guard.max_cost_usd.0,
+                max_runtime: config.guard.max_runtime.duration,
+                doom_loop_threshold: config.guard.doom_loop_threshold.0,
+                on_doom_loop: config.guard.on_doom_loop,
             },
         };
         let core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
@@ -353,8 +363,20 @@ impl Runtime {
                 self.echo_output();
             }
         }
-        if let Some(reader) = self.session.as_mut().and_then(|s| s.reader.as_mut()) {
+        let watch = self.core.settings().guard.watches_sessions();
+        if let Some(session) = self.session.as_mut()
+            && let Some(reader) = session.reader.as_mut()
+        {
             reader.feed(ANALYSIS_CHUNK);
+            if watch {
+                let progress = reader.progress();
+                queue.push_back(Input::SessionProgress {
+                    global: session.global,
+                    tool_calls: progress.tool_calls,
+                    cost_usd: progress.cost_usd,
+                    new_calls: progress.new_calls,
+                });
+            }
         }
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
@@ -402,9 +424,24 @@ impl Runtime {
                 global: None,
                 error,
             }),
-            Internal::PromptReady { text, warnings } => {
+            Internal::PromptReady {
+                text,
+                warnings,
+                handoff_error,
+            } => {
                 for warning in warnings {
                     self.reporter.log(Utc::now(), Level::Warn, &warning);
+                }
+                if let Some((file, error)) = handoff_error {
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Warn,
+                        &format!(
+                            "handoff file {}: {error}; the session starts without it",
+                            file.display()
+                        ),
+                    );
+                    self.emit(&Event::HandoffInvalid { file, error });
                 }
                 let critical_marker = text.contains(CRITICAL_MARKER);
                 self.pending_prompt = Some(text);
@@ -493,7 +530,17 @@ impl Runtime {
             let end = process::supervise_group(spawned.child, pgid, grace, kill_rx).await;
             let _ = tx.send(Internal::GroupEnded(end));
         });
+        let mut reader = SessionReader::new(
+            &output_file,
+            Arc::clone(&self.detectors),
+            self.config.agent.format,
+            self.config.completion.promise(),
+        );
+        if self.core.settings().guard.doom_loop_threshold > 0 {
+            reader.record_tool_calls();
+        }
         self.session = Some(LiveSession {
+            global,
             pid,
             start_ticks: process::read_proc_stat(pid).map(|info| info.start_ticks),
             pgid,
@@ -501,12 +548,7 @@ impl Runtime {
             kill: kill_tx,
             git_head_before,
             echoed: 0,
-            reader: Some(SessionReader::new(
-                &output_file,
-                Arc::clone(&self.detectors),
-                self.config.agent.format,
-                self.config.completion.promise(),
-            )),
+            reader: Some(reader),
         });
         Input::Spawned {
             global,
@@ -574,6 +616,13 @@ impl Runtime {
                 iteration,
                 critical,
             } => self.request_session_approval(iteration, critical),
+            Effect::RequestDoomLoopApproval {
+                iteration,
+                global,
+                tool,
+                input,
+                repeats,
+            } => self.request_doom_loop_approval(iteration, global, &tool, &input, repeats),
             Effect::CancelSessionApproval => self
                 .approval_cancel
                 .store(true, std::sync::atomic::Ordering::SeqCst),
@@ -685,14 +734,26 @@ impl Runtime {
             "HARNESS_GLOBAL_ITERATION".into(),
             self.counter.next().to_string(),
         ));
+        let prompt_config = &self.config.prompt;
+        let extras = prompt::Extras {
+            // From the run's second session on.
+            continuation: (self.core.counters().sessions > 0)
+                .then(|| prompt_config.continuation.clone()),
+            continuation_mode: prompt_config.continuation_mode,
+            handoff_file: prompt_config
+                .handoff_path()
+                .map(|path| self.options.working_dir.join(path)),
+        };
         let tx = self.internal_tx.clone();
         let cwd = self.options.working_dir.clone();
         let timeout = self.config.hooks.timeout_secs.0;
         tokio::spawn(async move {
-            let message = match prompt::build(&prompt_file, &commands, &env, &cwd, timeout).await {
+            let built = prompt::build(&prompt_file, &commands, &extras, &env, &cwd, timeout).await;
+            let message = match built {
                 Ok(built) => Internal::PromptReady {
                     text: built.text,
                     warnings: built.warnings,
+                    handoff_error: built.handoff_error,
                 },
                 Err(error) => Internal::PromptFailed(error),
             };
@@ -703,19 +764,75 @@ impl Runtime {
     /// Puts a "may this session start?" request in the approval queue and waits
     /// for the answer off the loop's thread; no timeout: the loop waits for a human.
     fn request_session_approval(&mut self, iteration: u64, critical: bool) {
+        let prompt = self.pending_prompt.clone().unwrap_or_default();
+        let max = self.config.session.max_iterations.0;
+        let request = Request {
+            id: String::new(),
+            created: Utc::now(),
+            kind: RequestKind::Session,
+            title: format!(
+                "start session {iteration}/{max}{}",
+                if critical { " (critical)" } else { "" }
+            ),
+            tool_name: None,
+            tool_input: None,
+            session_id: None,
+            cwd: Some(self.options.working_dir.display().to_string()),
+            body: Some(prompt.chars().take(16 * 1024).collect()),
+        };
+        self.ask_through_queue(request, |approved, reason| Input::SessionApproval {
+            approved,
+            reason,
+        });
+    }
+
+    /// Asks whether a session that repeats the same tool call may go on.
+    fn request_doom_loop_approval(
+        &mut self,
+        iteration: u64,
+        global: u64,
+        tool: &str,
+        input: &str,
+        repeats: u64,
+    ) {
+        let request = Request {
+            id: String::new(),
+            created: Utc::now(),
+            kind: RequestKind::Ask,
+            title: format!(
+                "session {iteration} (global {global}) called {tool} with the same input {repeats} times in a row: let it go on?"
+            ),
+            tool_name: Some(tool.to_string()),
+            tool_input: Some(serde_json::json!({ "input": input })),
+            session_id: None,
+            cwd: Some(self.options.working_dir.display().to_string()),
+            body: Some(format!(
+                "The session is paused. Approve to let it go on (the count starts again), reject to kill it.\n\n{tool}  {input}"
+            )),
+        };
+        self.ask_through_queue(request, move |approved, reason| Input::DoomLoopApproval {
+            global,
+            approved,
+            reason,
+        });
+    }
+
+    /// Submits `request` to the approval queue and waits for the answer off the
+    /// loop's thread (no timeout: the loop waits for a human); the answer comes
+    /// back as `to_input(approved, reason)`. A queue that cannot be used is a
+    /// rejection: nothing goes on without a human's say.
+    fn ask_through_queue(
+        &mut self,
+        request: Request,
+        to_input: impl Fn(bool, String) -> Input + Send + 'static,
+    ) {
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
         self.approval_cancel = Arc::clone(&cancel);
         let dir = self.options.working_dir.join(&self.config.approvals.dir.0);
-        let prompt = self.pending_prompt.clone().unwrap_or_default();
-        let max = self.config.session.max_iterations.0;
         let tx = self.internal_tx.clone();
-        let cwd = self.options.working_dir.display().to_string();
         tokio::task::spawn_blocking(move || {
             let answer = |approved: bool, reason: String| {
-                let _ = tx.send(Internal::Core(Box::new(Input::SessionApproval {
-                    approved,
-                    reason,
-                })));
+                let _ = tx.send(Internal::Core(Box::new(to_input(approved, reason))));
             };
             let queue = match Queue::open(&dir) {
                 Ok(queue) => queue,
@@ -725,21 +842,6 @@ impl Runtime {
                         format!("cannot ask through the approval queue: {err}"),
                     );
                 }
-            };
-            let body: String = prompt.chars().take(16 * 1024).collect();
-            let request = Request {
-                id: String::new(),
-                created: Utc::now(),
-                kind: RequestKind::Session,
-                title: format!(
-                    "start session {iteration}/{max}{}",
-                    if critical { " (critical)" } else { "" }
-                ),
-                tool_name: None,
-                tool_input: None,
-                session_id: None,
-                cwd: Some(cwd),
-                body: Some(body),
             };
             let submitted = match queue.submit(request) {
                 Ok(submitted) => submitted,

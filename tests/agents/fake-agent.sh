@@ -15,6 +15,7 @@
 #   term-marker FILE    print, then sleep; on SIGTERM write FILE and exit 143
 #   replay FILE         print FILE (a stream-json transcript) line by line, exit
 #   slow SECS           print a line every 0.1 s for SECS seconds, exit
+#   drip FILE [HANG]    print FILE line by line, 0.2 s apart, then sleep HANG s (default 0), exit
 #   exit CODE           print normal output, exit CODE
 #   prompt              print the prompt (first argument after the mode) and normal output
 # Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
@@ -66,6 +67,9 @@ case "$mode" in
     echo "$init_line"
     while true; do sleep 0.1; done ;;
   replay) cat "$arg" ;;
+  drip)
+    while IFS= read -r line; do printf '%s\n' "$line"; sleep 0.2; done < "$arg"
+    sleep "${3:-0}" ;;
   slow)
     end=$(( $(date +%s) + ${arg:-2} ))
     i=0
