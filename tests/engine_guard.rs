@@ -159,7 +159,7 @@ fn gate_pauses_the_session_and_an_approval_lets_it_finish() {
     assert!(
         request["title"]
             .as_str()
-            .is_some_and(|t| t.contains("called Bash with the same input 3 times in a row")),
+            .is_some_and(|t| t.starts_with("doom loop: Bash ×3 with the same input")),
         "{request}"
     );
     // While the human decides, the whole group is stopped.

@@ -800,7 +800,7 @@ impl Runtime {
             created: Utc::now(),
             kind: RequestKind::Ask,
             title: format!(
-                "session {iteration} (global {global}) called {tool} with the same input {repeats} times in a row: let it go on?"
+                "doom loop: {tool} ×{repeats} with the same input — let session {iteration} (global {global}) go on?"
             ),
             tool_name: Some(tool.to_string()),
             tool_input: Some(serde_json::json!({ "input": input })),
