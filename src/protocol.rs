@@ -47,6 +47,9 @@ pub enum LoopState {
     AwaitingApproval,
     /// A human rejected a session; the loop waits to be resumed.
     Held,
+    /// The output directory's disk is (nearly) full: no session starts until
+    /// space returns.
+    DiskFull,
 }
 
 impl LoopState {
@@ -64,6 +67,7 @@ impl LoopState {
             LoopState::Stopped => "stopped",
             LoopState::AwaitingApproval => "awaiting_approval",
             LoopState::Held => "held",
+            LoopState::DiskFull => "disk_full",
         }
     }
 }
@@ -514,6 +518,16 @@ pub enum Event {
         approved: bool,
         reason: String,
     },
+    /// Less than the minimum free space is left where output files go: no new
+    /// session starts until space returns (checked every few seconds).
+    DiskFull {
+        dir: PathBuf,
+        free_bytes: u64,
+    },
+    /// Space is back after [`Event::DiskFull`]; the loop goes on.
+    DiskSpaceRestored {
+        waited_secs: f64,
+    },
     /// The handoff file could not be used; the session starts without it.
     HandoffInvalid {
         file: PathBuf,
@@ -578,6 +592,8 @@ impl Event {
             Event::DoomLoop { .. } => "doom_loop",
             Event::DoomLoopGate { .. } => "doom_loop_gate",
             Event::HandoffInvalid { .. } => "handoff_invalid",
+            Event::DiskFull { .. } => "disk_full",
+            Event::DiskSpaceRestored { .. } => "disk_space_restored",
             Event::LoopEnd { .. } => "loop_end",
         }
     }

@@ -8,7 +8,7 @@ use clowder::agent::ToolCallSig;
 use clowder::protocol::{DoomLoopAction, Event, ExitReason, HookKind, LoopState, SessionSummary};
 use clowder::supervisor::core::{
     Core, Effect, GuardSettings, Input, Now, RateLimitFinding, SessionFindings, SessionGate,
-    Settings,
+    Settings, StopSignal,
 };
 use proptest::prelude::*;
 
@@ -35,6 +35,8 @@ struct Driver {
     wall: DateTime<Utc>,
     elapsed: Duration,
     global: u64,
+    /// How far the wall clock was set away from the monotonic one (NTP, a user).
+    wall_jump: chrono::Duration,
 }
 
 impl Driver {
@@ -45,6 +47,7 @@ impl Driver {
             wall: DateTime::from_timestamp(1_800_000_000, 0).expect("valid"),
             elapsed: Duration::ZERO,
             global: 0,
+            wall_jump: chrono::Duration::zero(),
         };
         driver.step(Input::Start);
         driver
@@ -53,12 +56,19 @@ impl Driver {
     fn now(&self) -> Now {
         Now {
             mono: self.base + self.elapsed,
-            wall: self.wall + chrono::Duration::from_std(self.elapsed).expect("small"),
+            wall: self.wall
+                + chrono::Duration::from_std(self.elapsed).expect("small")
+                + self.wall_jump,
         }
     }
 
     fn advance(&mut self, by: Duration) {
         self.elapsed += by;
+    }
+
+    /// Sets the wall clock `secs` forward (or back), leaving the monotonic one alone.
+    fn jump_wall(&mut self, secs: i64) {
+        self.wall_jump += chrono::Duration::seconds(secs);
     }
 
     fn step(&mut self, input: Input) -> Vec<Effect> {
@@ -312,17 +322,22 @@ proptest! {
     }
 
     /// The watchdog never kills a session whose output grew within the limit, and
-    /// always kills one that has been silent past it.
+    /// always kills one that has been silent past it, whatever the wall clock
+    /// does meanwhile (jumps of up to a day either way).
     #[test]
     fn watchdog_kills_only_stale_sessions(
-        steps in proptest::collection::vec((0u64..30_000, any::<bool>()), 1..200),
+        steps in proptest::collection::vec(
+            (0u64..30_000, any::<bool>(), -86_400i64..86_400),
+            1..200,
+        ),
     ) {
         let stale = Duration::from_secs(60);
         let mut driver = Driver::new(settings(10, 100, 1_000));
         driver.start_session();
         let mut bytes = 0;
         let mut since_growth = Duration::ZERO;
-        for (advance_ms, grows) in steps {
+        for (advance_ms, grows, jump) in steps {
+            driver.jump_wall(jump);
             driver.advance(Duration::from_millis(advance_ms));
             since_growth += Duration::from_millis(advance_ms);
             if grows {
@@ -591,4 +606,59 @@ proptest! {
             prop_assert!(!terminated);
         }
     }
+}
+
+#[test]
+fn clock_jumps_do_not_move_backoff_the_double_interrupt_window_or_the_runtime_budget() {
+    // Backoff: the wait armed after a rate limit is the same with the wall clock
+    // set an hour back just before.
+    let mut driver = Driver::new(settings(2_000, 60_000, 5));
+    driver.start_session();
+    driver.jump_wall(-3600);
+    let effects = driver.end_session(rate_limited(None));
+    assert_eq!(armed_delay(&effects), Some(Duration::from_secs(2)));
+
+    // Double SIGINT: the second comes 1 s later by the monotonic clock while the
+    // wall clock went back an hour: still "again", the session is killed now.
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.step(Input::Signal(StopSignal::Int));
+    driver.advance(Duration::from_secs(1));
+    driver.jump_wall(-3600);
+    let effects = driver.step(Input::Signal(StopSignal::Int));
+    assert!(
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    );
+    // And 10 s later by the monotonic clock is not "again", though the wall
+    // clock says only a moment passed.
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.step(Input::Signal(StopSignal::Int));
+    driver.advance(Duration::from_secs(10));
+    driver.jump_wall(-10);
+    let effects = driver.step(Input::Signal(StopSignal::Int));
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    );
+
+    // max_runtime counts monotonic time: a day's jump forward ends nothing.
+    let budget = |effects: &[Effect]| {
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::Emit(Event::BudgetExceeded { .. })))
+    };
+    let mut config = settings(10, 100, 5);
+    config.guard.max_runtime = Some(Duration::from_secs(3600));
+    let mut driver = Driver::new(config);
+    driver.start_session();
+    driver.jump_wall(86_400);
+    driver.advance(Duration::from_secs(30));
+    assert!(!budget(&driver.step(Input::Tick)));
+    driver.advance(Duration::from_secs(3570));
+    driver.step(Input::OutputSize { bytes: 100 });
+    assert!(budget(&driver.step(Input::Tick)));
 }

@@ -21,6 +21,8 @@ use crate::protocol::{
 pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
 /// Between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How often free disk space is looked at again while the disk is full.
+pub const DISK_RECHECK: Duration = Duration::from_secs(5);
 
 /// The settings the state machine needs, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -149,6 +151,13 @@ pub enum Input {
     },
     /// The runtime noticed the STOP file while a session runs or the loop waits.
     StopFileSeen,
+    /// Sent instead of `StopFileChecked { present: false }`, or when the output
+    /// file cannot be created for want of space: too little space is left
+    /// where output files go to start a session.
+    DiskFull {
+        dir: PathBuf,
+        free_bytes: u64,
+    },
     PreHooksFinished {
         failure: Option<HookFailure>,
     },
@@ -325,6 +334,7 @@ enum WaitKind {
     Retry,
     Backoff,
     BetweenIterations,
+    DiskFull,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -390,6 +400,8 @@ pub struct Core {
     promise_kept: bool,
     /// A run budget was reached: end once the session in progress is recorded.
     run_budget: Option<BudgetBreach>,
+    /// Since when no session could start for want of disk space.
+    disk_full_since: Option<Instant>,
 }
 
 impl Core {
@@ -423,6 +435,7 @@ impl Core {
             totals: Totals::default(),
             promise_kept: false,
             run_budget: None,
+            disk_full_since: None,
         }
     }
 
@@ -476,6 +489,7 @@ impl Core {
                 WaitKind::Retry => LoopState::Retrying,
                 WaitKind::Backoff => LoopState::RateLimitedBackoff,
                 WaitKind::BetweenIterations => LoopState::Idle,
+                WaitKind::DiskFull => LoopState::DiskFull,
             },
             Phase::AwaitingApproval => LoopState::AwaitingApproval,
             Phase::Held { .. } => LoopState::Held,
@@ -557,6 +571,9 @@ impl Core {
             Input::Start => self.on_start(now, &mut out),
             Input::StopFileChecked { present } => self.on_stop_file_checked(now, present, &mut out),
             Input::StopFileSeen => self.on_stop_file_seen(now, &mut out),
+            Input::DiskFull { dir, free_bytes } => {
+                self.on_disk_full(now, dir, free_bytes, &mut out)
+            }
             Input::PreHooksFinished { failure } => self.on_pre_hooks(now, failure, &mut out),
             Input::Spawned {
                 global,
@@ -653,6 +670,20 @@ impl Core {
             self.finish(now, reason, out);
             return;
         }
+        if let Some(since) = self.disk_full_since.take() {
+            let waited = now.mono.saturating_duration_since(since);
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "disk space is back after {:.0}s, going on",
+                    waited.as_secs_f64()
+                ),
+            );
+            out.push(Effect::Emit(Event::DiskSpaceRestored {
+                waited_secs: round_secs(waited),
+            }));
+        }
         self.phase = Phase::PreHooks;
         out.push(Effect::WriteStatus);
         let iteration = self.iteration();
@@ -661,6 +692,31 @@ impl Core {
             // The runtime adds the global number the session will get.
             env: vec![("HARNESS_ITERATION".into(), iteration.to_string())],
         });
+    }
+
+    /// No session starts while the disk is full; look again in a while.
+    fn on_disk_full(&mut self, now: Now, dir: PathBuf, free_bytes: u64, out: &mut Vec<Effect>) {
+        if !matches!(self.phase, Phase::CheckingStop | Phase::Spawning) {
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        if self.disk_full_since.is_none() {
+            self.disk_full_since = Some(now.mono);
+            log(
+                out,
+                Level::Error,
+                format!(
+                    "status=disk_full free={free_bytes} bytes in {}: no new session until space returns (looking again every {}s)",
+                    dir.display(),
+                    DISK_RECHECK.as_secs()
+                ),
+            );
+            out.push(Effect::Emit(Event::DiskFull { dir, free_bytes }));
+        }
+        self.wait(now, WaitKind::DiskFull, DISK_RECHECK, out);
     }
 
     fn on_stop_file_seen(&mut self, now: Now, out: &mut Vec<Effect>) {

@@ -35,6 +35,9 @@ use crate::store::status;
 const STATUS_REFRESH: Duration = Duration::from_secs(2);
 /// A prompt holding this marks its session critical (asked first at autonomy 3).
 pub const CRITICAL_MARKER: &str = "<!-- critical -->";
+/// Below this much free space where output files go, no session starts: the
+/// session's output (and the status file, the event log) would be cut short.
+pub const MIN_FREE_SPACE: u64 = 1024 * 1024;
 /// The longest gap between two looks at the output file and the STOP file.
 const MAX_POLL: Duration = Duration::from_secs(1);
 /// In verbose mode, output is copied to the console at least this often.
@@ -475,6 +478,12 @@ impl Runtime {
         let (global, output_file, file) =
             match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
                 Ok(created) => created,
+                Err(err) if is_out_of_space(&err) => {
+                    return Input::DiskFull {
+                        dir: self.output_dir.clone(),
+                        free_bytes: free_space(&self.output_dir).unwrap_or(0),
+                    };
+                }
                 Err(err) => {
                     return Input::SpawnFailed {
                         global: Some(self.counter.next()),
@@ -574,9 +583,16 @@ impl Runtime {
                 self.emit(&event);
             }
             Effect::WriteStatus => self.write_status(),
-            Effect::CheckStopFile => queue.push_back(Input::StopFileChecked {
-                present: self.stop_file.exists(),
-            }),
+            Effect::CheckStopFile => {
+                let present = self.stop_file.exists();
+                match self.free_space_if_low() {
+                    Some(free_bytes) if !present => queue.push_back(Input::DiskFull {
+                        dir: self.output_dir.clone(),
+                        free_bytes,
+                    }),
+                    _ => queue.push_back(Input::StopFileChecked { present }),
+                }
+            }
             Effect::RemoveStopFile => {
                 if let Err(err) = std::fs::remove_file(&self.stop_file) {
                     self.reporter.log(
@@ -683,6 +699,11 @@ impl Runtime {
             }
         }
         self.last_status_write = Some(Instant::now());
+    }
+
+    /// The free space where output files go, when it is below [`MIN_FREE_SPACE`].
+    fn free_space_if_low(&self) -> Option<u64> {
+        free_space(&self.output_dir).filter(|free| *free < MIN_FREE_SPACE)
     }
 
     fn base_env(&self) -> Vec<(String, String)> {
@@ -946,6 +967,23 @@ fn abandoned_group_is_ours(
         && live
             .iter()
             .any(|p| process::environ_has(p.pid, "HARNESS_OUTPUT_FILE", &output_file))
+}
+
+/// Bytes an unprivileged process may still write on `dir`'s file system.
+fn free_space(dir: &Path) -> Option<u64> {
+    let stats = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some(
+        stats
+            .blocks_available()
+            .saturating_mul(stats.fragment_size()),
+    )
+}
+
+fn is_out_of_space(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(code) if code == libc::ENOSPC || code == libc::EDQUOT
+    )
 }
 
 /// The parts of the parser's statistics that the loop records.

@@ -87,6 +87,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         let what = match snap.state {
             LoopState::RateLimitedBackoff => "backoff",
             LoopState::Retrying => "retry in",
+            LoopState::DiskFull => "disk check",
             _ => "next in",
         };
         let mut text = short_duration(secs);

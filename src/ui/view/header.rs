@@ -23,6 +23,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             LoopState::WatchdogKill => ("✖ watchdog kill".to_string(), Color::Red),
             LoopState::RateLimitedBackoff => ("◔ rate-limited".to_string(), Color::Yellow),
             LoopState::Retrying => ("↻ retrying".to_string(), Color::Yellow),
+            LoopState::DiskFull => (
+                "✖ DISK FULL: no new session until space returns".to_string(),
+                Color::Red,
+            ),
             LoopState::ShuttingDown => ("… stopping".to_string(), Color::Magenta),
             LoopState::AwaitingApproval => (
                 "? session waits for your approval".to_string(),

@@ -1,0 +1,115 @@
+//! A full disk: with the output directory on a small tmpfs that is filled up,
+//! clowder keeps running, logs `disk_full`, starts no session until space
+//! returns, then goes on. Needs `mount` (the tests run as root in CI).
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// A tmpfs mounted for the test, unmounted when dropped (even on failure).
+struct Tmpfs {
+    dir: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .ok()?;
+        status.success().then(|| Tmpfs {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// Writes zeros into `path` until the file system says it is full.
+fn fill(path: &Path) {
+    let mut file = std::fs::File::create(path).expect("create filler");
+    let block = vec![0u8; 64 * 1024];
+    loop {
+        match file.write(&block) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(err) if err.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(err) => panic!("filling the disk: {err}"),
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_holds_new_sessions_until_space_returns() {
+    let project = Project::new(&fast_config(
+        &["normal"],
+        "[session]\noutput_dir = \"out\"\n",
+    ));
+    let Some(tmpfs) = Tmpfs::mount(&project.path("out"), "4m") else {
+        // Not root: nothing to measure here (CI runs as root).
+        eprintln!("skipped: cannot mount a tmpfs");
+        return;
+    };
+    let filler = tmpfs.dir.join("filler");
+    fill(&filler);
+
+    let clowder = project.spawn(&["--headless", "2"]);
+    assert!(
+        wait_until(DEADLINE, || !project.events_named("disk_full").is_empty()),
+        "no disk_full event: {:?}",
+        project.events()
+    );
+    let full = project.events_named("disk_full");
+    assert_eq!(full.len(), 1);
+    assert!(
+        full[0]["free_bytes"]
+            .as_u64()
+            .is_some_and(|f| f < 1024 * 1024)
+    );
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(project.path("harness.status"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|s| s["state"] == "disk_full")
+    }));
+    // Through more than one look at the disk (every 5 s): still no session, one event.
+    std::thread::sleep(Duration::from_secs(6));
+    assert!(project.events_named("session_start").is_empty());
+    assert_eq!(project.events_named("disk_full").len(), 1);
+    assert!(pid_alive(clowder.id() as i32), "clowder gave up");
+
+    std::fs::remove_file(&filler).expect("free the space");
+    let output = wait_with_deadline(clowder, DEADLINE);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout_of(&output),
+        stderr_of(&output)
+    );
+    assert_eq!(project.events_named("disk_space_restored").len(), 1);
+    assert_eq!(project.events_named("session_complete").len(), 2);
+    assert!(stdout_of(&output).contains("status=disk_full"));
+    let outputs: Vec<_> = std::fs::read_dir(&tmpfs.dir)
+        .expect("read out")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("claude-iteration-")
+        })
+        .collect();
+    assert_eq!(outputs.len(), 2);
+    drop(tmpfs);
+}
