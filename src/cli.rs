@@ -199,7 +199,7 @@ pub fn run(args: Args) -> i32 {
     }
 
     // One loop per folder; held until this function returns (or the process dies).
-    let _lock = match crate::store::lock::InstanceLock::acquire(&cwd) {
+    let mut lock = match crate::store::lock::InstanceLock::acquire(&cwd) {
         Ok(lock) => lock,
         Err(err) => {
             eprintln!("clowder: error: {err}");
@@ -210,7 +210,13 @@ pub fn run(args: Args) -> i32 {
     let headless = args.headless || !std::io::stdout().is_terminal();
     if !headless {
         let format = config.agent.format;
-        return crate::ui::run(config, config_path, cwd, format);
+        // The shell waits for a parent that only waits, so that quitting the
+        // control room can leave the loop running (see `detach`).
+        let detacher = crate::detach::fork_waiter();
+        if detacher.is_some() {
+            let _ = lock.write_holder();
+        }
+        return crate::ui::run(config, config_path, cwd, format, detacher);
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet

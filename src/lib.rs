@@ -11,6 +11,7 @@ pub mod approvals;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod detach;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;

@@ -366,3 +366,63 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
 }
+
+#[test]
+fn detach_leaves_the_loop_running_in_the_background() {
+    let project = Project::new(&fast_config(&["slow", "600"], ""));
+    let command = format!(
+        "{clowder} 5; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+    tmux.wait_for("global 1", DEADLINE);
+    tmux.keys(&["q"]);
+    tmux.wait_for("d  detach", DEADLINE);
+    tmux.keys(&["d"]);
+    // The shell has its prompt back at once, with exit code 0.
+    let screen = tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    assert!(screen.contains("clowder: detached"), "{screen}");
+
+    // The process that holds the folder's lock is the loop, alive, on its own
+    // session, with no terminal.
+    let holder: i32 = project
+        .read(".clowder/lock")
+        .trim()
+        .parse()
+        .expect("pid in the lock");
+    assert!(pid_alive(holder));
+    assert!(screen.contains(&format!("PID {holder}")), "{screen}");
+    let stat = std::fs::read_to_string(format!("/proc/{holder}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(fields[3], holder.to_string(), "session id: {stat}");
+    for fd in 0..=2 {
+        let target = std::fs::read_link(format!("/proc/{holder}/fd/{fd}")).expect("fd");
+        assert_eq!(target, Path::new("/dev/null"));
+    }
+    // It goes on writing the status file: the session still runs.
+    let status = project.status();
+    assert_eq!(status["pid"], holder);
+    assert_eq!(status["state"], "session_running");
+    let pgid = status["pgid"].as_i64().expect("pgid") as i32;
+    assert!(!live_group_members(pgid).is_empty());
+    // A second loop in the folder is refused, naming the detached one.
+    let second = project.run(&["--headless", "1"]);
+    assert_eq!(second.status.code(), Some(2));
+    assert!(stderr_of(&second).contains(&holder.to_string()));
+
+    // Stopped from outside like any headless loop: nothing is left behind.
+    send_signal(holder as u32, libc::SIGINT);
+    assert!(wait_until(DEADLINE, || project.status()["stop_pending"] == true));
+    send_signal(holder as u32, libc::SIGINT);
+    assert!(
+        wait_until(DEADLINE, || !pid_alive(holder)),
+        "the detached loop did not stop"
+    );
+    assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
+    assert!(wait_until(DEADLINE, || project.status()["state"] == "stopped"));
+}

@@ -52,7 +52,7 @@ impl std::fmt::Display for LockError {
 /// The held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct InstanceLock {
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
@@ -96,12 +96,21 @@ impl InstanceLock {
             }
             return Err(io_error(error));
         }
+        let mut lock = InstanceLock {
+            file,
+            path: path.clone(),
+        };
+        lock.write_holder().map_err(io_error)?;
+        Ok(lock)
+    }
+
+    /// Writes this process's PID as the holder's: after a fork, the process
+    /// that goes on holds the lock (the open file is shared).
+    pub fn write_holder(&mut self) -> io::Result<()> {
         let pid = format!("{}\n", std::process::id());
-        file.set_len(0)
-            .and_then(|()| file.seek(SeekFrom::Start(0)))
-            .and_then(|_| file.write_all(pid.as_bytes()))
-            .map_err(io_error)?;
-        Ok(InstanceLock { _file: file, path })
+        self.file.set_len(0)?;
+        self.file.seek(SeekFrom::Start(0))?;
+        self.file.write_all(pid.as_bytes())
     }
 
     pub fn path(&self) -> &Path {

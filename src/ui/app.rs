@@ -236,6 +236,8 @@ pub struct AppState {
     pub quit_when_finished: bool,
     pub should_quit: bool,
     pub no_color: bool,
+    /// The quit dialog offers to leave the loop running in the background.
+    pub can_detach: bool,
 }
 
 /// Something that happened, for [`update`].
@@ -288,6 +290,8 @@ pub enum UiCommand {
     /// Read the approval history (the view was opened).
     LoadHistory,
     Quit,
+    /// Close the control room and leave the loop running headless.
+    Detach,
 }
 
 impl AppState {
@@ -318,6 +322,7 @@ impl AppState {
             quit_when_finished: false,
             should_quit: false,
             no_color,
+            can_detach: false,
         }
     }
 
@@ -756,6 +761,10 @@ fn answer_dialog(
                 if !state.snapshot.stop_pending {
                     commands.push(UiCommand::Supervisor(Command::StopAfterCurrent));
                 }
+            }
+            KeyCode::Char('d') if state.can_detach => {
+                state.dialog = None;
+                commands.push(UiCommand::Detach);
             }
             _ => {}
         },

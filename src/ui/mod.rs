@@ -29,6 +29,7 @@ use tokio::task::JoinHandle;
 use crate::agent::follow::{FollowUpdate, follow};
 use crate::agent::stream::AgentFormat;
 use crate::config::Config;
+use crate::detach::Detacher;
 use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
@@ -111,7 +112,15 @@ impl Drop for TerminalGuard {
 }
 
 /// Runs the loop with the control room on the terminal; returns the exit code.
-pub fn run(config: Config, config_path: PathBuf, working_dir: PathBuf, format: AgentFormat) -> i32 {
+/// With a `detacher` (see [`crate::detach`]) the quit dialog also offers to
+/// leave the loop running in the background.
+pub fn run(
+    config: Config,
+    config_path: PathBuf,
+    working_dir: PathBuf,
+    format: AgentFormat,
+    detacher: Option<Detacher>,
+) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -123,8 +132,11 @@ pub fn run(config: Config, config_path: PathBuf, working_dir: PathBuf, format: A
         }
     };
     let started = Instant::now();
-    let approvals_dir = working_dir.join(&config.approvals.dir.0);
-    let config_path = working_dir.join(config_path);
+    let files = Files {
+        approvals_dir: working_dir.join(&config.approvals.dir.0),
+        config_path: working_dir.join(config_path),
+        stop_file: working_dir.join(&config.shutdown.stop_file.0),
+    };
     let result = runtime.block_on(async move {
         let (log_tx, log_rx) = mpsc::unbounded_channel();
         let options = RuntimeOptions {
@@ -136,13 +148,7 @@ pub fn run(config: Config, config_path: PathBuf, working_dir: PathBuf, format: A
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
         let outcome = event_loop(
-            guard,
-            supervisor,
-            snapshots,
-            log_rx,
-            format,
-            &approvals_dir,
-            &config_path,
+            guard, supervisor, snapshots, log_rx, format, &files, detacher,
         )
         .await;
         outcome.map_err(|err| format!("terminal error: {err}"))
@@ -163,20 +169,33 @@ pub fn run(config: Config, config_path: PathBuf, working_dir: PathBuf, format: A
     }
 }
 
+/// The project's files the control room touches besides the supervisor's.
+struct Files {
+    approvals_dir: PathBuf,
+    /// Where `A` adds allow rules.
+    config_path: PathBuf,
+    /// Named in the message shown on detach.
+    stop_file: PathBuf,
+}
+
 async fn event_loop(
     mut guard: TerminalGuard,
     supervisor: Runtime,
     mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
     mut log_rx: mpsc::UnboundedReceiver<(DateTime<Utc>, Level, String)>,
     format: AgentFormat,
-    approvals_dir: &Path,
-    config_path: &Path,
+    files: &Files,
+    detach: Option<Detacher>,
 ) -> io::Result<Outcome> {
+    let approvals_dir = files.approvals_dir.as_path();
+    let config_path = files.config_path.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
     let supervisor = supervisor.run(command_rx);
     tokio::pin!(supervisor);
     let mut state = AppState::new(snapshots.borrow_and_update().clone(), no_color);
+    state.can_detach = detach.is_some();
+    let mut detaching = false;
     let mut terminal_events = EventStream::new();
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut follower: Option<JoinHandle<()>> = None;
@@ -280,6 +299,7 @@ async fn event_loop(
                         follower = Some(tokio::spawn(follow(file, format, feed_tx.clone())));
                     }
                     UiCommand::Quit => state.should_quit = true,
+                    UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
                     UiCommand::LoadHistory => {
                         let records = crate::approvals::list_done(approvals_dir, HISTORY_LIMIT);
                         update(&mut state, Msg::History(records), Utc::now());
@@ -336,7 +356,7 @@ async fn event_loop(
             state.should_quit = false;
             state.quit_when_finished = true;
         }
-        if state.should_quit {
+        if state.should_quit || detaching {
             break;
         }
     }
@@ -344,6 +364,23 @@ async fn event_loop(
         handle.abort();
     }
     drop(guard);
+    if detaching && let Some(detacher) = detach {
+        // Nobody reads the pane any more; the supervisor's lines are dropped.
+        drop(log_rx);
+        drop(watcher);
+        let pid = std::process::id();
+        println!(
+            "clowder: detached: the loop goes on in the background as PID {pid}.\n  clowder --status   what it is doing\n  touch {}   stop after the current session\n  kill -INT {pid}   stop (twice within 3 s: kill the session now)",
+            files.stop_file.display()
+        );
+        use std::io::Write;
+        let _ = io::stdout().flush();
+        if let Err(err) = detacher.detach() {
+            // Still attached to the terminal: say so, and run on as before.
+            eprintln!("clowder: cannot detach ({err}); the loop goes on here, in the foreground");
+        }
+        return Ok(supervisor.await);
+    }
     match outcome {
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),

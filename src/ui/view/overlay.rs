@@ -256,17 +256,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     }
     if let Some(dialog) = state.dialog {
         let (title, lines, color) = match dialog {
-            Dialog::Quit => (
-                "Quit clowder?",
-                vec![
+            Dialog::Quit => {
+                let mut lines = vec![
                     Line::raw("The loop is still running. Stop it?"),
                     Line::raw(""),
                     Line::raw("  s  stop now (kill the session), then quit"),
                     Line::raw("  a  stop after this session, then quit"),
-                    Line::raw("  c  cancel (Esc)"),
-                ],
-                Color::Yellow,
-            ),
+                ];
+                if state.can_detach {
+                    lines.push(Line::raw(
+                        "  d  detach: quit, the loop runs on in the background",
+                    ));
+                }
+                lines.push(Line::raw("  c  cancel (Esc)"));
+                ("Quit clowder?", lines, Color::Yellow)
+            }
             Dialog::KillSession => (
                 "Kill the session?",
                 vec![

@@ -1,0 +1,127 @@
+//! Leaving the loop running when the control room is closed (`d` in the quit
+//! dialog).
+//!
+//! The agent is a child of the process that supervises it, so that process has
+//! to stay; what must go is the process the shell waits for. Before the control
+//! room starts, clowder forks: the parent only waits (the shell's job), the
+//! child runs the loop and the screen. On detach the child restores the
+//! terminal, tells the parent, which exits 0 and gives the shell back, and goes
+//! on headless in a session of its own with no terminal, still writing the
+//! status file and the event log. Without a detach, the parent exits with the
+//! child's exit code once it ends, so nothing changes for scripts.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::fcntl::OFlag;
+use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, pipe2, setsid};
+
+/// The child's end of the line to the waiting parent.
+#[derive(Debug)]
+pub struct Detacher {
+    to_parent: OwnedFd,
+}
+
+/// What the parent waits on: a byte from the child means "detached".
+const DETACHED: u8 = b'D';
+
+static FORWARD_TERM: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn note_sigterm(_: libc::c_int) {
+    FORWARD_TERM.store(1, Ordering::SeqCst);
+}
+
+/// Forks the waiting parent. Returns in the child (which goes on) with the
+/// means to detach later; `None` when the fork is not possible, and clowder then
+/// runs in one process without the detach choice. Never returns in the parent.
+///
+/// Call it while the process has a single thread: before any runtime starts.
+pub fn fork_waiter() -> Option<Detacher> {
+    // CLOEXEC: agents and hooks must not inherit the write end, or the parent
+    // would wait on them too.
+    let (from_child, to_parent) = pipe2(OFlag::O_CLOEXEC).ok()?;
+    // SAFETY: called before any other thread exists (see above), so the child
+    // holds no lock another thread owned.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            drop(from_child);
+            Some(Detacher { to_parent })
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(to_parent);
+            std::process::exit(wait_for_child(child, &from_child))
+        }
+        Err(_) => None,
+    }
+}
+
+/// The parent's whole life: wait for "detached" or for the child's end.
+fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
+    // The terminal sends SIGINT and SIGHUP to the child as well (same process
+    // group); forwarding them would double them. SIGTERM comes from someone
+    // who named this process: pass it on.
+    let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
+    let forward = SigAction::new(
+        SigHandler::Handler(note_sigterm),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handlers only store to an atomic.
+    unsafe {
+        let _ = signal::sigaction(Signal::SIGINT, &ignore);
+        let _ = signal::sigaction(Signal::SIGHUP, &ignore);
+        let _ = signal::sigaction(Signal::SIGQUIT, &ignore);
+        let _ = signal::sigaction(Signal::SIGTERM, &forward);
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        if FORWARD_TERM.swap(0, Ordering::SeqCst) == 1 {
+            let _ = signal::kill(child, Signal::SIGTERM);
+        }
+        match nix::unistd::read(from_child, &mut byte) {
+            Ok(1) if byte[0] == DETACHED => return 0,
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => break,
+        }
+    }
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, signal, _)) => return 128 + signal as i32,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => {
+                if FORWARD_TERM.swap(0, Ordering::SeqCst) == 1 {
+                    let _ = signal::kill(child, Signal::SIGTERM);
+                }
+            }
+            Err(_) => return 1,
+        }
+    }
+}
+
+impl Detacher {
+    /// Lets the shell go: the parent exits 0, this process leaves the terminal's
+    /// session (no SIGHUP when the terminal closes) and its standard streams
+    /// point at `/dev/null` from now on. Call it after restoring the terminal.
+    pub fn detach(self) -> io::Result<()> {
+        nix::unistd::write(&self.to_parent, &[DETACHED]).map_err(io::Error::from)?;
+        drop(self.to_parent);
+        setsid().map_err(io::Error::from)?;
+        let null = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/null")?;
+        for fd in 0..=2 {
+            // SAFETY: dup2 onto the standard descriptors, which this process owns.
+            if unsafe { libc::dup2(null.as_raw_fd(), fd) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
