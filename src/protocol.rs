@@ -267,6 +267,12 @@ pub struct Snapshot {
     /// Cost, turns, tool calls and tokens summed over every session of the run.
     #[serde(default)]
     pub totals: Totals,
+    /// `[guard] max_cost_usd`, when set: the run's cost is shown against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// `[guard] max_runtime` in seconds, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_runtime_secs: Option<f64>,
 }
 
 /// One session as the agent reported it in its output stream (Claude Code

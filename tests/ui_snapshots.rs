@@ -64,6 +64,8 @@ fn snapshot() -> Snapshot {
         held_reason: None,
         last_session: None,
         totals: Default::default(),
+        max_cost_usd: None,
+        max_runtime_secs: None,
     }
 }
 

@@ -548,6 +548,12 @@ impl Core {
             },
             last_session: self.last_session_stats.clone(),
             totals: self.totals.clone(),
+            max_cost_usd: Some(self.settings.guard.max_cost_usd).filter(|limit| *limit > 0.0),
+            max_runtime_secs: self
+                .settings
+                .guard
+                .max_runtime
+                .map(|limit| limit.as_secs_f64()),
         }
     }
 

@@ -129,14 +129,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         .as_ref()
         .and_then(|s| s.cost_usd)
         .unwrap_or(0.0);
+    let run_cost = usage.run_cost_usd + session_cost;
+    let budget = match state.snapshot.max_cost_usd {
+        Some(limit) => format!(" of ${limit:.2}"),
+        None => String::new(),
+    };
     lines.push(row(
         "run",
         format!(
-            "${:.4} · {} turns",
-            usage.run_cost_usd + session_cost,
+            "${run_cost:.4}{budget} · {} turns",
             usage.run_turns + usage.session.as_ref().map_or(0, |s| s.turns)
         ),
-        Color::Cyan,
+        match state.snapshot.max_cost_usd {
+            Some(limit) if run_cost >= limit * 0.8 => Color::Yellow,
+            _ => Color::Cyan,
+        },
     ));
     let block = pane_block(state, Pane::Counters, title("Counters"));
     frame.render_widget(Paragraph::new(lines).block(block), area);

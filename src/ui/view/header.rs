@@ -48,7 +48,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     let global = snap
         .global_iteration
         .map_or_else(|| "-".to_string(), |g| g.to_string());
-    let uptime = short_duration((now - snap.loop_start).num_seconds());
+    let mut uptime = short_duration((now - snap.loop_start).num_seconds());
+    if let Some(limit) = snap.max_runtime_secs {
+        uptime.push_str(&format!(" of {}", short_duration(limit as i64)));
+    }
     let mut first = vec![
         Span::styled(
             " clowder ",
