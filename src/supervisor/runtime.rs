@@ -157,8 +157,23 @@ impl Runtime {
             None => None,
         };
         let prefix = &config.session.output_prefix.0;
+        let counter_path = resolve(&config.session.counter_file.0);
+        // Under the instance lock nobody else writes these files: a temp file next
+        // to one is a write that a killed run never finished.
+        for path in [resolve(&config.output.status_file.0), counter_path.clone()] {
+            if let Err(err) = crate::store::remove_interrupted_writes(&path) {
+                reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!(
+                        "cannot remove the temp files of an interrupted write of {}: {err}",
+                        path.display()
+                    ),
+                );
+            }
+        }
         let highest = highest_output_number(&output_dir, prefix);
-        let loaded = Counter::load(&resolve(&config.session.counter_file.0), highest);
+        let loaded = Counter::load(&counter_path, highest);
         if let Some(warning) = loaded.warning {
             reporter.log(Utc::now(), Level::Warn, &warning);
         }
