@@ -1,6 +1,7 @@
 //! What clowder keeps on disk survives clowder being killed at any moment: the
 //! status file is always whole and temp files of interrupted writes do not pile
-//! up.
+//! up; a lost or corrupt iteration counter is recovered from the event log and
+//! the output files without reusing or skipping a number.
 
 mod common;
 
@@ -208,4 +209,109 @@ fn random_sigkills_never_leave_a_torn_status_or_piled_up_temp_files() {
         sigkill(*pid);
     }
     assert!(gone, "processes of the killed runs are left: {left:?}");
+}
+
+/// `(file name, content)` of every output file under `dir`, recursively.
+fn output_file_contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .expect("read dir")
+        .filter_map(Result::ok)
+    {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if path.is_dir() {
+            found.extend(output_file_contents(&path));
+        } else if name.starts_with("claude-iteration-") && name.ends_with(".jsonl") {
+            found.push((name, std::fs::read(&path).expect("read output file")));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The `global` of every `session_start` in the event log, skipping the lines
+/// the test damaged on purpose.
+fn session_globals(project: &Project) -> Vec<u64> {
+    project
+        .read("harness-events.jsonl")
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "session_start")
+        .map(|event| event["global"].as_u64().expect("global"))
+        .collect()
+}
+
+#[test]
+fn a_lost_or_corrupt_counter_continues_after_the_highest_number_in_the_event_log() {
+    let project = Project::new(&fast_config(&["normal"], ""));
+    let first = project.run(&["--headless", "3"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr_of(&first));
+    assert_eq!(session_globals(&project), [1, 2, 3]);
+    let archive = project.path("archive");
+    std::fs::create_dir(&archive).expect("mkdir archive");
+
+    for (round, counter) in [
+        ("garbage", Some("\u{0}x17 not a number\n")),
+        ("empty", Some("")),
+        ("missing", None),
+    ] {
+        // The output files are rotated away: of the numbers used, only the event
+        // log keeps a record.
+        for file in project.output_files() {
+            let name = file.file_name().expect("name").to_owned();
+            std::fs::rename(&file, archive.join(name)).expect("move output file");
+        }
+        match counter {
+            Some(text) => project.write(".iteration_counter", text),
+            None => std::fs::remove_file(project.path(".iteration_counter")).expect("rm"),
+        }
+        if round == "empty" {
+            // A line torn by a crash and one that is no event at all are skipped.
+            let mut log = std::fs::OpenOptions::new()
+                .append(true)
+                .open(project.path("harness-events.jsonl"))
+                .expect("open event log");
+            use std::io::Write;
+            log.write_all(b"garbage\n{\"ts\":\"2026-01-01T00:00:00Z\",\"event\":\"session_st")
+                .expect("append");
+        }
+        let before_files = output_file_contents(project.root());
+        let before = session_globals(&project);
+        let expected = before.iter().max().expect("sessions") + 1;
+
+        let output = project.run(&["--headless", "1"]);
+        let stdout = stdout_of(&output);
+        assert_eq!(output.status.code(), Some(0), "{round}: {stdout}");
+        let after = session_globals(&project);
+        assert_eq!(
+            after.last(),
+            Some(&expected),
+            "{round}: the new session must be number {expected}: {after:?}\n{stdout}"
+        );
+        assert_eq!(after.len(), before.len() + 1, "{round}: {after:?}");
+        assert!(
+            stdout.contains(".iteration_counter")
+                && stdout.contains(&format!("highest number in use: {}", expected - 1)),
+            "{round}: the recovery is reported: {stdout}"
+        );
+        let files = project.output_files();
+        assert_eq!(
+            files,
+            [project.path(&format!("claude-iteration-{expected}.jsonl"))],
+            "{round}"
+        );
+        // Nothing that was there was touched; one new file was added.
+        let now = output_file_contents(project.root());
+        assert_eq!(now.len(), before_files.len() + 1, "{round}");
+        for file in &before_files {
+            assert!(now.contains(file), "{round}: {} was overwritten", file.0);
+        }
+        assert_eq!(
+            project.read(".iteration_counter").trim(),
+            expected.to_string()
+        );
+    }
+    // Every number used once, none skipped.
+    assert_eq!(session_globals(&project), [1, 2, 3, 4, 5, 6]);
 }

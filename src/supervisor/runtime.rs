@@ -27,7 +27,7 @@ use crate::agent::{Detectors, SessionStats};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
 use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
-use crate::store::counter::{Counter, create_output_file, highest_output_number};
+use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
 use crate::store::status;
 
@@ -172,9 +172,13 @@ impl Runtime {
                 );
             }
         }
-        let highest = highest_output_number(&output_dir, prefix);
-        let loaded = Counter::load(&counter_path, highest);
-        if let Some(warning) = loaded.warning {
+        let loaded = counter::recover(
+            &counter_path,
+            &output_dir,
+            prefix,
+            event_log.as_ref().map(EventLog::path),
+        );
+        for warning in loaded.warnings {
             reporter.log(Utc::now(), Level::Warn, &warning);
         }
         let settings = Settings {
