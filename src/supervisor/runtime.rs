@@ -443,6 +443,30 @@ impl Runtime {
                         ),
                     );
                 }
+                // The number of the session that just ended: none is handed out
+                // between a session's spawn and its end.
+                let global = self.counter.last();
+                for escaped in end.escaped {
+                    let outcome = if escaped.killed {
+                        "killed"
+                    } else {
+                        "it survived SIGKILL (stuck in the kernel?)"
+                    };
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Warn,
+                        &format!(
+                            "global={global} process {} ({}) left the session's process group and outlived the session: {outcome}",
+                            escaped.pid, escaped.command
+                        ),
+                    );
+                    self.emit(&Event::LeakedPid {
+                        global,
+                        pid: escaped.pid,
+                        command: escaped.command,
+                        killed: escaped.killed,
+                    });
+                }
                 Some(Input::SessionExited {
                     exit_code: end.exit_code,
                     needed_sigkill: end.needed_sigkill,
@@ -508,8 +532,9 @@ impl Runtime {
         let (pid, pgid) = (spawned.pid, spawned.pgid);
         let tx = self.internal_tx.clone();
         let grace = self.core.settings().kill_grace;
+        let marker = output_file.display().to_string();
         tokio::spawn(async move {
-            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx).await;
+            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx, marker).await;
             let _ = tx.send(Internal::GroupEnded(end));
         });
         self.session = Some(LiveSession {
