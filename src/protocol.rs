@@ -570,6 +570,16 @@ pub enum Event {
         counters: Counters,
         duration_secs: f64,
     },
+    /// A process of the session left its process group (`setsid`) and was still
+    /// alive when the session ended: clowder found it and killed it.
+    LeakedPid {
+        global: u64,
+        pid: i32,
+        /// Its command name, as `/proc/PID/comm` gives it.
+        command: String,
+        /// False if it survived TERM and KILL (stuck in the kernel).
+        killed: bool,
+    },
 }
 
 impl Event {
@@ -601,6 +611,7 @@ impl Event {
             Event::DiskFull { .. } => "disk_full",
             Event::DiskSpaceRestored { .. } => "disk_space_restored",
             Event::LoopEnd { .. } => "loop_end",
+            Event::LeakedPid { .. } => "leaked_pid",
         }
     }
 }

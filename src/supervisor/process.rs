@@ -3,9 +3,15 @@
 //!
 //! A session is over only when no live process of its group is left, not when
 //! the leader exits: a background `sleep 600 &` must not outlive its session.
+//! Nor may a process that left the group with `setsid` (a daemon): once the
+//! group is empty, clowder's descendants that carry the session's environment are
+//! found in `/proc`, killed one by one and reported.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::io::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -243,7 +249,7 @@ pub fn exit_code(status: ExitStatus) -> i32 {
 }
 
 /// How a session's process group ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupEnd {
     pub exit_code: i32,
     pub needed_sigkill: bool,
@@ -251,6 +257,20 @@ pub struct GroupEnd {
     pub lingering_killed: u64,
     /// Live processes still there after SIGKILL and the settle time (stuck in the kernel).
     pub stuck: usize,
+    /// Processes of the session that had left its group and were still alive
+    /// once the group was empty.
+    pub escaped: Vec<Escaped>,
+}
+
+/// A process that left the session's process group (`setsid`, `setpgid`) and
+/// outlived the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Escaped {
+    pub pid: i32,
+    /// Its command name (`/proc/PID/comm`).
+    pub command: String,
+    /// Gone after TERM, the grace and KILL; false if it survived them.
+    pub killed: bool,
 }
 
 /// Owns one session's process group from spawn to the last process reaped.
@@ -258,13 +278,20 @@ pub struct GroupEnd {
 /// A message on `kill_requests` starts TERM (+CONT, in case it is paused), and
 /// KILL after `grace`. Once the leader exits, anything left in the group gets the
 /// same treatment.
+///
+/// `output_file` is the session's `HARNESS_OUTPUT_FILE`, which every process it
+/// starts inherits: with the leader's start time, it tells the processes that
+/// escaped the group (see [`find_escaped`]).
 pub async fn supervise_group(
     mut child: Child,
     pgid: i32,
     grace: Duration,
     mut kill_requests: mpsc::UnboundedReceiver<()>,
+    output_file: String,
 ) -> GroupEnd {
     let leader = pgid;
+    // Read before the leader is waited for: until then its pid cannot be reused.
+    let leader_start = read_proc_stat(leader).map(|info| info.start_ticks);
     let mut kill_deadline: Option<Instant> = None;
     let mut needed_sigkill = false;
     let mut kill_requests_open = true;
@@ -324,12 +351,176 @@ pub async fn supervise_group(
         }
         sleep(GROUP_POLL).await;
     }
+    // Now, with the group empty and before the loop moves on: the post-session
+    // hooks, which get the same HARNESS_OUTPUT_FILE, have not started yet, so
+    // nothing of theirs can be taken for the session's. (Pre-session hooks and
+    // prompt commands are not given it, and start before the leader.)
+    let escaped = match leader_start {
+        Some(since) => {
+            let found = find_escaped(std::process::id() as i32, pgid, &output_file, since);
+            kill_escaped(found, grace).await
+        }
+        None => {
+            tracing::warn!("agent {leader}: no start time, so no search for escaped processes");
+            Vec::new()
+        }
+    };
     GroupEnd {
         exit_code,
         needed_sigkill,
         lingering_killed,
         stuck,
+        escaped,
     }
+}
+
+/// Every process in `/proc` (those that vanish while it is read are left out).
+fn all_processes() -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(read_proc_stat)
+        .collect()
+}
+
+/// Whether the parent chain of `pid` reaches `ancestor`.
+fn descends_from(pid: i32, ancestor: i32, parents: &HashMap<i32, i32>) -> bool {
+    let mut current = pid;
+    // Bounded: a chain read from a changing /proc could in theory loop.
+    for _ in 0..parents.len() {
+        match parents.get(&current) {
+            Some(&parent) if parent == ancestor => return true,
+            Some(&parent) if parent > 1 => current = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The processes of a session that are alive outside its group `pgid`. Only
+/// what is provably the session's: a descendant of clowder (`me`; orphans come
+/// to it as their subreaper), started no earlier than the session's leader
+/// (`since`, clock ticks since boot), with the session's `HARNESS_OUTPUT_FILE`
+/// in its environment. A process that cleared its environment is not found.
+pub fn find_escaped(me: i32, pgid: i32, output_file: &str, since: u64) -> Vec<ProcInfo> {
+    let processes = all_processes();
+    let parents: HashMap<i32, i32> = processes.iter().map(|p| (p.pid, p.ppid)).collect();
+    processes
+        .into_iter()
+        .filter(|p| p.state != 'Z' && p.state != 'X')
+        .filter(|p| p.pid != me && p.pgid != pgid && p.start_ticks >= since)
+        .filter(|p| descends_from(p.pid, me, &parents))
+        .filter(|p| environ_has(p.pid, "HARNESS_OUTPUT_FILE", output_file))
+        .collect()
+}
+
+/// One process to end, held by a pidfd when the kernel has them, so that a
+/// signal can never reach another process that reused the pid.
+struct Target {
+    info: ProcInfo,
+    command: String,
+    pidfd: Option<OwnedFd>,
+}
+
+impl Target {
+    fn new(info: ProcInfo) -> Option<Target> {
+        let command = std::fs::read_to_string(format!("/proc/{}/comm", info.pid))
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default();
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+        // (or -1); no memory is passed.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, info.pid, 0) };
+        let pidfd = i32::try_from(fd)
+            .ok()
+            .filter(|fd| *fd >= 0)
+            // SAFETY: the descriptor was just returned by the kernel and is owned here only.
+            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        // The same start time after the pidfd is open: it names the process found.
+        let target = Target {
+            info,
+            command,
+            pidfd,
+        };
+        target.alive().then_some(target)
+    }
+
+    /// Still the process that was found, and not a zombie.
+    fn alive(&self) -> bool {
+        read_proc_stat(self.info.pid).is_some_and(|now| {
+            now.start_ticks == self.info.start_ticks && now.state != 'Z' && now.state != 'X'
+        })
+    }
+
+    fn signal(&self, signal: Signal) {
+        match &self.pidfd {
+            Some(fd) => {
+                // SAFETY: pidfd_send_signal on a descriptor owned by `self`, with no
+                // siginfo (null) and no flags.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_pidfd_send_signal,
+                        fd.as_raw_fd(),
+                        signal as libc::c_int,
+                        std::ptr::null::<libc::siginfo_t>(),
+                        0,
+                    );
+                }
+            }
+            // Kernels before 5.3: the start time is checked just before the signal.
+            None if self.alive() => {
+                let _ = nix::sys::signal::kill(Pid::from_raw(self.info.pid), signal);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Ends `found` as a group is ended: TERM (+CONT), KILL after `grace`, then waits
+/// for the kernel; each process is signalled alone (an escaped process may lead
+/// a group of its own, with members that are not provably the session's).
+pub async fn kill_escaped(found: Vec<ProcInfo>, grace: Duration) -> Vec<Escaped> {
+    let targets: Vec<Target> = found.into_iter().filter_map(Target::new).collect();
+    if targets.is_empty() {
+        return Vec::new();
+    }
+    for target in &targets {
+        target.signal(Signal::SIGTERM);
+        target.signal(Signal::SIGCONT);
+    }
+    let deadline = Instant::now() + grace;
+    let mut killed_at: Option<Instant> = None;
+    loop {
+        // Orphans are clowder's to reap; until then a dead one is a zombie.
+        reap_orphan_zombies(&[]);
+        let live: Vec<&Target> = targets.iter().filter(|t| t.alive()).collect();
+        if live.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        match killed_at {
+            Some(at) if now.duration_since(at) > KILL_SETTLE => break,
+            Some(_) => {}
+            None if now >= deadline => {
+                for target in live {
+                    target.signal(Signal::SIGKILL);
+                }
+                killed_at = Some(now);
+            }
+            None => {}
+        }
+        sleep(GROUP_POLL).await;
+    }
+    targets
+        .iter()
+        .map(|target| Escaped {
+            pid: target.info.pid,
+            command: target.command.clone(),
+            killed: !target.alive(),
+        })
+        .collect()
 }
 
 fn terminate(pgid: i32) {
@@ -376,5 +567,61 @@ mod tests {
         assert!(!environ_has(pid, "CLOWDER_TEST_MARK", "no"));
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn descent_follows_parents_and_stops_at_init_and_loops() {
+        let parents = HashMap::from([(10, 5), (11, 10), (12, 1), (20, 21), (21, 20)]);
+        assert!(descends_from(11, 5, &parents));
+        assert!(descends_from(10, 5, &parents));
+        assert!(!descends_from(12, 5, &parents));
+        assert!(!descends_from(20, 5, &parents), "a cycle ends");
+        assert!(!descends_from(99, 5, &parents));
+    }
+
+    #[test]
+    fn only_descendants_with_the_session_environment_are_found() {
+        use std::os::unix::process::CommandExt;
+        let me = std::process::id() as i32;
+        // No process group has id 0: here no process is in the session's group.
+        let no_group = 0;
+        let since = read_proc_stat(me).expect("own stat").start_ticks;
+        let spawn = |value: &str| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .env("HARNESS_OUTPUT_FILE", value)
+                .process_group(0)
+                .spawn()
+                .expect("spawn sleep")
+        };
+        let mut ours = spawn("/tmp/clowder-test-session-a.jsonl");
+        let mut other = spawn("/tmp/clowder-test-session-b.jsonl");
+        let (ours_pid, other_pid) = (ours.id() as i32, other.id() as i32);
+        // Until a child has exec'd, /proc shows the parent's environment: poll.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut found = Vec::new();
+        while std::time::Instant::now() < deadline {
+            found = find_escaped(me, no_group, "/tmp/clowder-test-session-a.jsonl", since)
+                .into_iter()
+                .map(|p| p.pid)
+                .collect();
+            if found.contains(&ours_pid) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(found.contains(&ours_pid), "{found:?}");
+        assert!(!found.contains(&other_pid), "{found:?}");
+        // Started before `since`: not the session's, whatever its environment.
+        let later = read_proc_stat(ours_pid).expect("stat").start_ticks + 1;
+        let none = find_escaped(me, no_group, "/tmp/clowder-test-session-a.jsonl", later);
+        assert!(none.iter().all(|p| p.pid != ours_pid), "{none:?}");
+        // In the session's own group: the group kill's business, not an escape.
+        let in_group = find_escaped(me, ours_pid, "/tmp/clowder-test-session-a.jsonl", since);
+        assert!(in_group.iter().all(|p| p.pid != ours_pid), "{in_group:?}");
+        for child in [&mut ours, &mut other] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

@@ -27,7 +27,7 @@ use crate::agent::{Detectors, SessionStats};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
 use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
-use crate::store::counter::{Counter, create_output_file, highest_output_number};
+use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
 use crate::store::status;
 
@@ -162,9 +162,28 @@ impl Runtime {
             None => None,
         };
         let prefix = &config.session.output_prefix.0;
-        let highest = highest_output_number(&output_dir, prefix);
-        let loaded = Counter::load(&resolve(&config.session.counter_file.0), highest);
-        if let Some(warning) = loaded.warning {
+        let counter_path = resolve(&config.session.counter_file.0);
+        // Under the instance lock nobody else writes these files: a temp file next
+        // to one is a write that a killed run never finished.
+        for path in [resolve(&config.output.status_file.0), counter_path.clone()] {
+            if let Err(err) = crate::store::remove_interrupted_writes(&path) {
+                reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!(
+                        "cannot remove the temp files of an interrupted write of {}: {err}",
+                        path.display()
+                    ),
+                );
+            }
+        }
+        let loaded = counter::recover(
+            &counter_path,
+            &output_dir,
+            prefix,
+            event_log.as_ref().map(EventLog::path),
+        );
+        for warning in loaded.warnings {
             reporter.log(Utc::now(), Level::Warn, &warning);
         }
         let settings = Settings {
@@ -464,6 +483,30 @@ impl Runtime {
                         ),
                     );
                 }
+                // The number of the session that just ended: none is handed out
+                // between a session's spawn and its end.
+                let global = self.counter.last();
+                for escaped in end.escaped {
+                    let outcome = if escaped.killed {
+                        "killed"
+                    } else {
+                        "it survived SIGKILL (stuck in the kernel?)"
+                    };
+                    self.reporter.log(
+                        Utc::now(),
+                        Level::Warn,
+                        &format!(
+                            "global={global} process {} ({}) left the session's process group and outlived the session: {outcome}",
+                            escaped.pid, escaped.command
+                        ),
+                    );
+                    self.emit(&Event::LeakedPid {
+                        global,
+                        pid: escaped.pid,
+                        command: escaped.command,
+                        killed: escaped.killed,
+                    });
+                }
                 Some(Input::SessionExited {
                     exit_code: end.exit_code,
                     needed_sigkill: end.needed_sigkill,
@@ -535,8 +578,9 @@ impl Runtime {
         let (pid, pgid) = (spawned.pid, spawned.pgid);
         let tx = self.internal_tx.clone();
         let grace = self.core.settings().kill_grace;
+        let marker = output_file.display().to_string();
         tokio::spawn(async move {
-            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx).await;
+            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx, marker).await;
             let _ = tx.send(Internal::GroupEnded(end));
         });
         let mut reader = SessionReader::new(

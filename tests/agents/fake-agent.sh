@@ -18,6 +18,8 @@
 #   drip FILE [HANG]    print FILE line by line, 0.2 s apart, then sleep HANG s (default 0), exit
 #   exit CODE           print normal output, exit CODE
 #   prompt              print the prompt (first argument after the mode) and normal output
+#   setsid-escape [SECS] start `sleep SECS` in a session of its own (out of the agent's
+#                       process group), print normal output and "escaped pid PID", exit
 # Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
 set -u
 mode=${1:-normal}
@@ -77,5 +79,15 @@ case "$mode" in
     echo "$result_line" ;;
   exit) normal 3; exit "${arg:-1}" ;;
   prompt) printf '%s\n' "$arg"; normal 3 ;;
+  setsid-escape)
+    # Not a group leader, so setsid(1) calls setsid() itself and execs: $! is the sleep.
+    setsid sleep "${arg:-1000}" &
+    child=$!
+    # Exit only once it has left the group: until then the group kill would get it.
+    while kill -0 "$child" 2>/dev/null && [ "$(ps -o sid= -p "$child" | tr -d ' ')" != "$child" ]; do
+      sleep 0.01
+    done
+    normal 3
+    echo "escaped pid $child" ;;
   *) echo "fake-agent: unknown mode $mode" >&2; exit 64 ;;
 esac
