@@ -359,6 +359,10 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
         "the agent's TERM handler never ran"
     );
     assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
+    // The event follows the group's end: wait for it rather than race it.
+    assert!(wait_until(DEADLINE, || !project
+        .events_named("session_killed")
+        .is_empty()));
     let killed = project.events_named("session_killed");
     assert_eq!(killed.len(), 1);
     assert_eq!(killed[0]["needed_sigkill"], false);
