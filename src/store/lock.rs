@@ -49,6 +49,10 @@ impl std::fmt::Display for LockError {
     }
 }
 
+/// How many times (50 ms apart) to try again while the PID in the lock file is
+/// not a live process.
+const HOLDER_GONE_RETRIES: u32 = 40;
+
 /// The held lock; released when dropped (or when the process ends).
 #[derive(Debug)]
 pub struct InstanceLock {
@@ -82,19 +86,29 @@ impl InstanceLock {
             .mode(0o600)
             .open(&path)
             .map_err(io_error)?;
-        // SAFETY: flock on a descriptor this function owns; no memory is passed.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            let error = io::Error::last_os_error();
-            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(LockError::Held {
-                    pid: text.trim().parse().ok(),
-                    path,
-                });
+        // A holder that is gone may still have the lock for a moment: a child it
+        // was forking shares the open file until that child execs (or exits).
+        let mut attempts_left = HOLDER_GONE_RETRIES;
+        loop {
+            // SAFETY: flock on a descriptor this function owns; no memory is passed.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
             }
-            return Err(io_error(error));
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(io_error(error));
+            }
+            let mut text = String::new();
+            let _ = file.seek(SeekFrom::Start(0));
+            let _ = file.read_to_string(&mut text);
+            let pid: Option<u32> = text.trim().parse().ok();
+            let holder_alive = pid.is_some_and(process_is_running);
+            if holder_alive || attempts_left == 0 {
+                return Err(LockError::Held { pid, path });
+            }
+            attempts_left -= 1;
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let mut lock = InstanceLock {
             file,
@@ -116,6 +130,15 @@ impl InstanceLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Whether `pid` is a live process (a zombie holds no files any more).
+fn process_is_running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
 }
 
 #[cfg(test)]
