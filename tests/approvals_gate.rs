@@ -6,6 +6,7 @@ mod common;
 
 use std::io::Write;
 use std::process::{Child, Output, Stdio};
+use std::time::Duration;
 
 use common::*;
 
@@ -378,4 +379,36 @@ fn the_loop_form_still_parses() {
     // A loop option before a subcommand is a usage error, not a silent mix.
     let output = project.run(&["--headless", "queue"]);
     assert_eq!(output.status.code(), Some(2));
+}
+
+/// CPU time (user + system) of `pid` so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after the comm.
+    fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime")
+}
+
+#[test]
+fn a_waiting_ask_sleeps_instead_of_spinning() {
+    // Reading the request raises inotify access events; taken as hints, each
+    // rescan woke the next one and a waiting `ask` used a whole core.
+    let project = Project::new(&fast_config(&["normal"], ""));
+    let ask = project.spawn(&["ask", "--title", "Deploy?", "--timeout", "60s"]);
+    assert!(wait_until(DEADLINE, || queue_json(&project).len() == 1));
+    let before = cpu_ticks(ask.id());
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_ticks(ask.id()) - before;
+    // A spinning wait uses ~300 ticks here; a sleeping one a few (rescans every
+    // 250 ms). The bound leaves room for a loaded machine.
+    assert!(used < 100, "a waiting ask used {used} ticks in 3 s");
+    let id = the_pending_id(&project);
+    assert_eq!(project.run(&["approve", &id]).status.code(), Some(0));
+    let output = wait_with_deadline(ask, DEADLINE);
+    assert_eq!(output.status.code(), Some(0));
 }

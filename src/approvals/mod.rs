@@ -491,8 +491,10 @@ impl Queue {
         // watcher merges or loses cost at most one rescan period.
         let _watcher = {
             use notify::Watcher;
-            notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-                let _ = tx.send(());
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if is_change_hint(&event) {
+                    let _ = tx.send(());
+                }
             })
             .ok()
             .and_then(|mut watcher| {
@@ -863,6 +865,17 @@ fn shorten_json(value: &mut serde_json::Value, keep: usize) {
         }
         serde_json::Value::Object(map) => map.values_mut().for_each(|v| shorten_json(v, keep)),
         _ => {}
+    }
+}
+
+/// Whether a watcher event may mean a queue file came, changed or went. Reading
+/// a file raises access events too: treating those as hints would make every
+/// rescan (which reads the files) wake the next one, a busy loop.
+pub fn is_change_hint(event: &notify::Result<notify::Event>) -> bool {
+    match event {
+        Ok(event) => !matches!(event.kind, notify::EventKind::Access(_)),
+        // An overflow or a watcher error: rescan to be sure.
+        Err(_) => true,
     }
 }
 

@@ -413,8 +413,10 @@ fn watch_queue(dir: &Path, hints: mpsc::UnboundedSender<()>) -> Option<notify::R
     if !pending.is_dir() {
         return None;
     }
-    let mut watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-        let _ = hints.send(());
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if crate::approvals::is_change_hint(&event) {
+            let _ = hints.send(());
+        }
     })
     .ok()?;
     watcher
