@@ -6,9 +6,11 @@
 
 Each of N requests (default 200) is asked, waited for on screen, then approved.
 Prints the median and p99 of each. Usage: python3 benches/approval_latency.py [N]
+Builds the release binary into ${CARGO_TARGET_DIR:-target} unless CLOWDER_BIN names one.
 """
 import json
 import os
+import signal
 import shutil
 import statistics
 import subprocess
@@ -17,8 +19,11 @@ import tempfile
 import time
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
-clowder = os.path.join(root, "target", "release", "clowder")
+clowder = os.environ.get("CLOWDER_BIN")
+if not clowder:
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=root, check=True)
+    target = os.path.abspath(os.environ.get("CARGO_TARGET_DIR") or os.path.join(root, "target"))
+    clowder = os.path.join(target, "release", "clowder")
 agent = os.path.join(root, "tests", "agents", "fake-agent.sh")
 count = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 work = tempfile.mkdtemp(prefix="clowder-latency-")
@@ -34,6 +39,13 @@ def percentile(values, p):
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+def stop(signum, _frame):
+    sys.exit(128 + signum)  # runs the clean-up below
+
+
+signal.signal(signal.SIGTERM, stop)
+signal.signal(signal.SIGHUP, stop)
+ask = None
 try:
     with open(os.path.join(work, "PROMPT.md"), "w") as f:
         f.write("wait\n")
@@ -68,5 +80,8 @@ try:
         print(f"{name:<24} median {statistics.median(values) * 1000:7.1f} ms   "
               f"p99 {percentile(values, 99) * 1000:7.1f} ms   ({len(values)} requests)")
 finally:
+    if ask is not None and ask.poll() is None:
+        ask.kill()
+        ask.wait()
     tmux("kill-server")
     shutil.rmtree(work, ignore_errors=True)
