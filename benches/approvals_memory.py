@@ -10,6 +10,8 @@
                 (the queue is read on the same task that drives the loop)
   queue         `clowder queue` and `clowder queue --json` listing them: wall time and
                 peak RSS (from wait4's rusage), best of 3.
+  ask           one `clowder ask` waiting for an answer (as `clowder gate` waits for each
+                held tool call), no control room: its CPU over SECS seconds.
 
 The requests are written straight into `.clowder/approvals/pending/` in the format
 `clowder gate` uses (pretty JSON, `<id>.json`, folders 0700, files 0600): Bash tool calls,
@@ -280,6 +282,26 @@ def measure_watchdog(work, pending_count, limit_mins=0.1, patience=180):
               f"loop_start -> session_start {start_delay:.2f} s", flush=True)
 
 
+def measure_waiting_ask(work):
+    """CPU of one `clowder ask` waiting for an answer (what `clowder gate` does per held tool call)."""
+    ask = subprocess.Popen([clowder, "ask", "--title", "waiting", "--timeout", "1h"], cwd=work,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(2)
+        before = cpu_ticks(ask.pid)
+        time.sleep(secs)
+        used = (cpu_ticks(ask.pid) - before) / clk_tck
+        print(f"{'clowder ask, waiting':<30} CPU {used:.2f} s over {secs} s = {100 * used / secs:.2f}% of a core; "
+              f"peak RSS {status_kb(ask.pid, 'VmHWM') / 1024:.1f} MB", flush=True)
+    finally:
+        ask.terminate()
+        try:
+            ask.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            ask.kill()
+            ask.wait()
+
+
 def main():
     work = make_project(count)
     empty = make_project(0)
@@ -290,6 +312,7 @@ def main():
         measure_control_room(empty, 0)
         measure_watchdog(work, count)
         measure_watchdog(empty, 0)
+        measure_waiting_ask(empty)
     finally:
         tmux("kill-server")
         shutil.rmtree(work, ignore_errors=True)
