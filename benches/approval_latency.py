@@ -98,4 +98,8 @@ finally:
         ask.kill()
         ask.wait()
     tmux("kill-server")
+    try:
+        os.unlink(os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}", socket))
+    except FileNotFoundError:
+        pass
     shutil.rmtree(work, ignore_errors=True)

@@ -131,7 +131,7 @@ def measure_queue(work):
         shown = (len(json.loads(listed)) if "--json" in args
                  else sum(1 for line in listed.decode().splitlines() if "bench-" in line))
         print(f"{label:<22} {count} pending: wall {best[0] * 1000:6.0f} ms (best of 3, median "
-              f"{statistics.median(r[0] for r in runs) * 1000:.0f} ms)   peak RSS {max(r[1] for r in runs) / 1024:5.1f} MB"
+              f"{statistics.median(r[0] for r in runs) * 1000:.0f} ms)   peak RSS {max(r[1] for r in runs) / 1024:5.1f} MiB"
               f"   ({shown} listed)", flush=True)
         if shown != count:
             raise RuntimeError(f"{label} listed {shown} requests, expected {count}")
@@ -189,8 +189,10 @@ class ControlRoom:
 
     def __enter__(self):
         self.started = time.monotonic()
-        tmux("-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-c", self.work,
-             f"'{clowder}' 1; echo clowder exited $?; read line")
+        started = tmux("-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "40", "-c", self.work,
+                       f"'{clowder}' 1; echo clowder exited $?; read line")
+        if started.returncode != 0:
+            raise RuntimeError(f"tmux new-session failed: {started.stderr}")
         start = wait_event(self.work, "loop_start", 30)
         if not start:
             raise RuntimeError(f"the control room did not start:\n{screen()}")
@@ -226,6 +228,9 @@ class ControlRoom:
             except ProcessLookupError:
                 pass
         tmux("kill-server")
+        deadline = time.monotonic() + 5  # the next session must not reach this server
+        while tmux("list-sessions").returncode == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def measure_control_room(work, pending_count):
@@ -246,7 +251,7 @@ def measure_control_room(work, pending_count):
         peak, rss = status_kb(room.pid, "VmHWM"), status_kb(room.pid, "VmRSS")
         text = screen()
         print(f"{label:<30} on screen after {shown_after:4.1f} s; CPU {used:.2f} s over {secs} s = "
-              f"{100 * used / secs:.2f}% of a core; peak RSS {peak / 1024:.1f} MB (now {rss / 1024:.1f} MB)",
+              f"{100 * used / secs:.2f}% of a core; peak RSS {peak / 1024:.1f} MiB (now {rss / 1024:.1f} MiB)",
               flush=True)
         if pending_count:
             if "cargo test -p crate_00000" not in text:
@@ -292,7 +297,7 @@ def measure_waiting_ask(work):
         time.sleep(secs)
         used = (cpu_ticks(ask.pid) - before) / clk_tck
         print(f"{'clowder ask, waiting':<30} CPU {used:.2f} s over {secs} s = {100 * used / secs:.2f}% of a core; "
-              f"peak RSS {status_kb(ask.pid, 'VmHWM') / 1024:.1f} MB", flush=True)
+              f"peak RSS {status_kb(ask.pid, 'VmHWM') / 1024:.1f} MiB", flush=True)
     finally:
         ask.terminate()
         try:
@@ -315,6 +320,10 @@ def main():
         measure_waiting_ask(empty)
     finally:
         tmux("kill-server")
+        try:
+            os.unlink(os.path.join(os.environ.get("TMUX_TMPDIR") or "/tmp", f"tmux-{os.getuid()}", socket))
+        except FileNotFoundError:
+            pass
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(empty, ignore_errors=True)
 

@@ -26,6 +26,7 @@ loop_pid=""
 cleanup() {
   [ -n "$loop_pid" ] && kill -KILL -- "-$loop_pid" 2>/dev/null || true
   tmux -L "$socket" kill-server 2>/dev/null || true
+  rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$socket"
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -21,6 +21,7 @@ loop_pid="" agent_pgid=""
 cleanup() {
   [ -n "$loop_pid" ] && stop_loop "$loop_pid" "$agent_pgid"
   tmux -L "$socket" kill-server 2>/dev/null || true
+  rm -f "${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)/$socket"
   rm -rf "$work"
 }
 trap cleanup EXIT
