@@ -203,8 +203,16 @@ async fn event_loop(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The queue is rescanned on every file-system hint and at least every second.
     let mut approvals_ticker = tokio::time::interval(Duration::from_secs(1));
-    let (hint_tx, mut hint_rx) = mpsc::unbounded_channel::<()>();
-    let mut watcher: Option<notify::RecommendedWatcher> = None;
+    let (hint_tx, hint_rx) = mpsc::unbounded_channel::<()>();
+    // Reading a large queue takes a while: it is scanned off this thread, which
+    // the supervisor shares.
+    let (listing_tx, mut listing_rx) = mpsc::unbounded_channel();
+    let scanner = spawn_queue_scanner(
+        approvals_dir.to_path_buf(),
+        hint_tx.clone(),
+        hint_rx,
+        listing_tx,
+    );
     approvals_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut outcome: Option<Outcome> = None;
     let mut dirty = true;
@@ -265,15 +273,16 @@ async fn event_loop(
                 }
             }
             _ = ticker.tick() => messages.push(Msg::Tick),
-            _ = approvals_ticker.tick() => {
-                if watcher.is_none() {
-                    watcher = watch_queue(approvals_dir, hint_tx.clone());
-                }
-                messages.extend(rescan_approvals(&state, approvals_dir));
+            _ = approvals_ticker.tick(), if state.approval_history.is_some() => {
+                messages.push(Msg::History(crate::approvals::list_done(
+                    approvals_dir,
+                    HISTORY_LIMIT,
+                )));
             }
-            Some(()) = hint_rx.recv() => {
-                while hint_rx.try_recv().is_ok() {}
-                messages.extend(rescan_approvals(&state, approvals_dir));
+            Some((dir_exists, pending)) = listing_rx.recv() => {
+                if pending != state.approvals || dir_exists != state.approvals_dir_exists {
+                    messages.push(Msg::Approvals { dir_exists, pending });
+                }
             }
             _ = sleep_until_opt(redraw_at) => {}
         }
@@ -363,11 +372,11 @@ async fn event_loop(
     if let Some(handle) = follower.take() {
         handle.abort();
     }
+    scanner.abort();
     drop(guard);
     if detaching && let Some(detacher) = detach {
         // Nobody reads the pane any more; the supervisor's lines are dropped.
         drop(log_rx);
-        drop(watcher);
         let pid = std::process::id();
         println!(
             "clowder: detached: the loop goes on in the background as PID {pid}.\n  clowder --status   what it is doing\n  touch {}   stop after the current session\n  kill -INT {pid}   stop (twice within 3 s: kill the session now)",
@@ -387,23 +396,40 @@ async fn event_loop(
     }
 }
 
-/// The pending requests, as a message only when they changed.
-fn rescan_approvals(state: &AppState, dir: &Path) -> Vec<Msg> {
-    let mut messages = Vec::new();
-    let (dir_exists, pending) = crate::approvals::list_pending_requests(dir);
-    if pending != state.approvals || dir_exists != state.approvals_dir_exists {
-        messages.push(Msg::Approvals {
-            dir_exists,
-            pending,
-        });
-    }
-    if state.approval_history.is_some() {
-        messages.push(Msg::History(crate::approvals::list_done(
-            dir,
-            HISTORY_LIMIT,
-        )));
-    }
-    messages
+/// Lists the queue's pending requests on a blocking thread after every burst of
+/// hints (a decision, a watcher event) and at least every second, and sends
+/// each listing; one scan at a time.
+fn spawn_queue_scanner(
+    dir: PathBuf,
+    hint_tx: mpsc::UnboundedSender<()>,
+    mut hints: mpsc::UnboundedReceiver<()>,
+    listings: mpsc::UnboundedSender<(bool, Vec<crate::approvals::Request>)>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut watcher: Option<notify::RecommendedWatcher> = None;
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    if watcher.is_none() {
+                        watcher = watch_queue(&dir, hint_tx.clone());
+                    }
+                }
+                Some(()) = hints.recv() => {}
+            }
+            while hints.try_recv().is_ok() {}
+            let scan_dir = dir.clone();
+            let listing = tokio::task::spawn_blocking(move || {
+                crate::approvals::list_pending_requests(&scan_dir)
+            })
+            .await;
+            let Ok(listing) = listing else { break };
+            if listings.send(listing).is_err() {
+                break;
+            }
+        }
+    })
 }
 
 /// Watches the queue's `pending/` folder; events are only hints to rescan.
