@@ -7,7 +7,7 @@
                 (VmHWM). The same with an empty queue, for comparison.
   watchdog      the same control room with a 6 s stale limit: the agent's last byte ->
                 `watchdog_kill`, and how long after `loop_start` the session started
-                (the queue is read on the same task that drives the loop)
+                (the queue is listed on a blocking thread, off the loop's)
   queue         `clowder queue` and `clowder queue --json` listing them: wall time and
                 peak RSS (from wait4's rusage), best of 3.
   ask           one `clowder ask` waiting for an answer (as `clowder gate` waits for each

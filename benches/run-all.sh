@@ -46,6 +46,7 @@ run "reaction: watchdog and double SIGINT" python3 "$benches/reaction.py" "$reac
 run "$pending pending approvals: control room and clowder queue" \
   env COUNT=$pending SECS=$secs python3 "$benches/approvals_memory.py"
 run "approval latency" python3 "$benches/approval_latency.py" "$latency_requests"
+run "stream-json parse throughput against jq" bash "$benches/parse.sh"
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
 # (agent, sleep, tee, tmux) whose working folder is one of the benchmarks' temp folders.
