@@ -343,7 +343,7 @@ proptest! {
             if grows {
                 bytes += 10;
                 since_growth = Duration::ZERO;
-                driver.step(Input::OutputSize { bytes });
+                driver.step(Input::OutputSize { bytes, written_ago: Duration::ZERO });
             }
             let effects = driver.step(Input::Tick);
             let killed = effects.iter().any(|e| matches!(e, Effect::TerminateGroup { .. }));
@@ -659,6 +659,44 @@ fn clock_jumps_do_not_move_backoff_the_double_interrupt_window_or_the_runtime_bu
     driver.advance(Duration::from_secs(30));
     assert!(!budget(&driver.step(Input::Tick)));
     driver.advance(Duration::from_secs(3570));
-    driver.step(Input::OutputSize { bytes: 100 });
+    driver.step(Input::OutputSize {
+        bytes: 100,
+        written_ago: Duration::ZERO,
+    });
     assert!(budget(&driver.step(Input::Tick)));
+}
+
+#[test]
+fn the_watchdog_counts_from_the_last_write_not_from_the_poll_that_saw_it() {
+    let killed = |effects: &[Effect]| {
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    };
+    // settings(): a 60 s stale limit.
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.advance(Duration::from_secs(10));
+    // The poll sees growth written 0.8 s before it.
+    driver.step(Input::OutputSize {
+        bytes: 10,
+        written_ago: Duration::from_millis(800),
+    });
+    driver.advance(Duration::from_millis(59_000));
+    assert!(!killed(&driver.step(Input::Tick)));
+    driver.advance(Duration::from_millis(300));
+    assert!(killed(&driver.step(Input::Tick)));
+
+    // A modification time far in the past moves the clock back one poll at most.
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.advance(Duration::from_secs(30));
+    driver.step(Input::OutputSize {
+        bytes: 10,
+        written_ago: Duration::from_secs(25),
+    });
+    driver.advance(Duration::from_millis(58_900));
+    assert!(!killed(&driver.step(Input::Tick)));
+    driver.advance(Duration::from_millis(200));
+    assert!(killed(&driver.step(Input::Tick)));
 }

@@ -21,6 +21,9 @@ use crate::protocol::{
 pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
 /// Between SIGTERM and SIGKILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// The most a file's modification time may move the watchdog's clock back: one
+/// poll period (a larger gap means the clock or the file system is off).
+pub const MAX_WRITTEN_AGO: Duration = Duration::from_secs(1);
 /// How often free disk space is looked at again while the disk is full.
 pub const DISK_RECHECK: Duration = Duration::from_secs(5);
 
@@ -181,8 +184,12 @@ pub enum Input {
         reason: String,
     },
     /// The output file's current size; sent on every poll while a session runs.
+    /// `written_ago`: how long before this poll the file was last written (from
+    /// its modification time), so the watchdog's clock starts at the last byte,
+    /// not at the poll that noticed it. Capped at [`MAX_WRITTEN_AGO`].
     OutputSize {
         bytes: u64,
+        written_ago: Duration,
     },
     /// What the running session's output showed so far (sent while `[guard]`
     /// watches sessions): its tool calls up to now and the new ones in order.
@@ -602,7 +609,9 @@ impl Core {
             Input::SessionApproval { approved, reason } => {
                 self.on_session_approval(now, approved, reason, &mut out)
             }
-            Input::OutputSize { bytes } => self.on_output_size(now, bytes),
+            Input::OutputSize { bytes, written_ago } => {
+                self.on_output_size(now, bytes, written_ago)
+            }
             Input::SessionProgress {
                 global,
                 tool_calls,
@@ -902,13 +911,21 @@ impl Core {
         }
     }
 
-    fn on_output_size(&mut self, now: Now, bytes: u64) {
+    fn on_output_size(&mut self, now: Now, bytes: u64, written_ago: Duration) {
         if let Phase::Running(session) = &mut self.phase
             && bytes != session.output_bytes
         {
+            // Never before the growth already seen, nor before a pause ended.
+            let ago = written_ago.min(MAX_WRITTEN_AGO);
+            let at = now.mono.checked_sub(ago).unwrap_or(now.mono);
             session.output_bytes = bytes;
-            session.last_growth = now.mono;
-            session.last_growth_wall = now.wall;
+            if at > session.last_growth {
+                session.last_growth = at;
+                session.last_growth_wall = chrono::Duration::from_std(ago)
+                    .ok()
+                    .and_then(|ago| now.wall.checked_sub_signed(ago))
+                    .unwrap_or(now.wall);
+            }
         }
     }
 

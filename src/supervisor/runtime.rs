@@ -379,7 +379,16 @@ impl Runtime {
         }
         if let Some(session) = &self.session {
             if let Ok(meta) = std::fs::metadata(&session.output_file) {
-                queue.push_back(Input::OutputSize { bytes: meta.len() });
+                // A modification time in the future (clock set back) counts as now.
+                let written_ago = meta
+                    .modified()
+                    .ok()
+                    .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
+                    .unwrap_or(Duration::ZERO);
+                queue.push_back(Input::OutputSize {
+                    bytes: meta.len(),
+                    written_ago,
+                });
             }
             if self.options.verbose {
                 self.echo_output();
