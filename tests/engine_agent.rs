@@ -17,14 +17,6 @@ use serde_json::Value;
 // Helpers
 // ---------------------------------------------------------------------------
 
-fn transcript(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/agent")
-        .join(name)
-        .display()
-        .to_string()
-}
-
 /// Replays `name` every session, with fast timings and `extra` tables.
 fn replay_config(name: &str, extra: &str) -> String {
     fast_config(&["replay", &transcript(name)], extra)

@@ -5,20 +5,11 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-
-fn transcript(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/agent")
-        .join(name)
-        .display()
-        .to_string()
-}
 
 /// The fake agent prints `name` a line every 0.2 s, then sleeps `hang` seconds.
 fn drip_config(name: &str, hang: u32, extra: &str) -> String {

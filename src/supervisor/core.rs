@@ -1726,22 +1726,7 @@ impl Core {
             (true, false) => "stopping the session",
             (false, _) => "stopping the run",
         };
-        let at = global.map_or_else(String::new, |g| format!(" global={g}"));
-        log(
-            out,
-            Level::Warn,
-            format!(
-                "iteration={iteration}{at} status=budget_exceeded {}: {stopping}",
-                breach.describe()
-            ),
-        );
-        out.push(Effect::Emit(Event::BudgetExceeded {
-            iteration,
-            global,
-            budget: breach.budget,
-            limit: breach.limit,
-            value: breach.value,
-        }));
+        record_breach(iteration, global, breach, stopping, out);
         if global.is_some() {
             self.kill_session(KillReason::Budget, out);
         }
@@ -1759,22 +1744,7 @@ impl Core {
             value: self.totals.cost_usd,
         };
         self.run_budget = Some(breach);
-        let iteration = self.iteration();
-        log(
-            out,
-            Level::Warn,
-            format!(
-                "iteration={iteration} status=budget_exceeded {}: stopping the run",
-                breach.describe()
-            ),
-        );
-        out.push(Effect::Emit(Event::BudgetExceeded {
-            iteration,
-            global,
-            budget: breach.budget,
-            limit: breach.limit,
-            value: breach.value,
-        }));
+        record_breach(self.iteration(), global, breach, "stopping the run", out);
     }
 
     /// `max_runtime` (and `max_cost_usd` between sessions): stops a session
@@ -1870,6 +1840,32 @@ impl Core {
         out.push(Effect::WriteStatus);
         out.push(Effect::Exit(reason));
     }
+}
+
+/// The log line and the `budget_exceeded` event of a breach.
+fn record_breach(
+    iteration: u64,
+    global: Option<u64>,
+    breach: BudgetBreach,
+    stopping: &str,
+    out: &mut Vec<Effect>,
+) {
+    let at = global.map_or_else(String::new, |g| format!(" global={g}"));
+    log(
+        out,
+        Level::Warn,
+        format!(
+            "iteration={iteration}{at} status=budget_exceeded {}: {stopping}",
+            breach.describe()
+        ),
+    );
+    out.push(Effect::Emit(Event::BudgetExceeded {
+        iteration,
+        global,
+        budget: breach.budget,
+        limit: breach.limit,
+        value: breach.value,
+    }));
 }
 
 fn log(out: &mut Vec<Effect>, level: Level, message: String) {

@@ -195,13 +195,8 @@ pub async fn kill_foreign_group(pgid: i32, grace: Duration) -> GroupCleanup {
 
 /// Every process whose process group is `pgid`, zombies included.
 pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(read_proc_stat)
+    all_processes()
+        .into_iter()
         .filter(|info| info.pgid == pgid)
         .collect()
 }

@@ -21,6 +21,15 @@ pub fn fake_agent() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fake-agent.sh")
 }
 
+/// A transcript of `tests/fixtures/agent/`, as the fake agent's argument.
+pub fn transcript(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agent")
+        .join(name)
+        .display()
+        .to_string()
+}
+
 pub fn shared_fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures")
