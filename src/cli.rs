@@ -99,6 +99,10 @@ pub enum Command {
     Ask(approvals::AskArgs),
     /// Set up a project: `--claude-hook` prints (or with --write merges) the hook registration
     Init(approvals::InitArgs),
+    /// Pause the session of the loop running in this folder (SIGSTOP to its process group)
+    Pause,
+    /// Resume a paused session, or a loop held by a rejected session gate
+    Resume,
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -228,7 +232,39 @@ pub fn run(args: Args) -> i32 {
     run_headless(config, cwd, verbosity)
 }
 
+/// Leaves a request for the loop running in this folder, which takes it within
+/// a second; refused when no loop runs here.
+fn send_control(request: &str) -> i32 {
+    let cwd = match std::env::current_dir() {
+        Ok(cwd) => cwd,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return 1;
+        }
+    };
+    // Taking the lock means nobody holds it: there is no loop to tell.
+    if crate::store::lock::InstanceLock::acquire(&cwd).is_ok() {
+        eprintln!("clowder: error: no clowder loop is running in this folder");
+        return 1;
+    }
+    match crate::store::control::request(&cwd, request) {
+        Ok(path) => {
+            println!("clowder: asked the loop to {request} ({})", path.display());
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            1
+        }
+    }
+}
+
 fn run_command(mut command: Command) -> i32 {
+    match command {
+        Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
+        Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
+        _ => {}
+    }
     // The gate reads the config itself (a broken one must deny, not fail open).
     if !matches!(command, Command::Gate(_) | Command::Init(_)) {
         let config = match approvals::approvals_config() {
@@ -243,7 +279,7 @@ fn run_command(mut command: Command) -> i32 {
             Command::Approve(args) => args.dir.resolve(Some(&config)),
             Command::Reject(args) => args.dir.resolve(Some(&config)),
             Command::Ask(args) => args.dir.resolve(Some(&config)),
-            Command::Gate(_) | Command::Init(_) => {}
+            Command::Gate(_) | Command::Init(_) | Command::Pause | Command::Resume => {}
         }
     }
     match command {
@@ -263,6 +299,8 @@ fn run_command(mut command: Command) -> i32 {
         ),
         Command::Ask(args) => approvals::ask(args),
         Command::Init(args) => approvals::init(args),
+        // Handled above.
+        Command::Pause | Command::Resume => 0,
     }
 }
 

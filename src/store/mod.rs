@@ -2,6 +2,7 @@
 //! iteration counter. Each owns its format; writers never truncate what a reader
 //! may need.
 
+pub mod control;
 pub mod counter;
 pub mod events;
 pub mod lock;

@@ -27,6 +27,7 @@ use crate::agent::{Detectors, SessionStats};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
 use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
+use crate::store::control;
 use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
 use crate::store::status;
@@ -177,6 +178,9 @@ impl Runtime {
                 );
             }
         }
+        // A request left for a loop that ended meanwhile is not for this one.
+        control::take(&cwd, control::PAUSE_REQUEST);
+        control::take(&cwd, control::RESUME_REQUEST);
         let loaded = counter::recover(
             &counter_path,
             &output_dir,
@@ -411,6 +415,14 @@ impl Runtime {
         }
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
+        }
+        // From `clowder pause` / `clowder resume` in another terminal.
+        let cwd = &self.options.working_dir;
+        if control::take(cwd, control::PAUSE_REQUEST) {
+            queue.push_back(Input::Command(Command::Pause));
+        }
+        if control::take(cwd, control::RESUME_REQUEST) {
+            queue.push_back(Input::Command(Command::Resume));
         }
         queue.push_back(Input::Tick);
         if self.core.session_running()
