@@ -559,7 +559,7 @@ fn plain_text_output_without_a_pattern_is_not_a_rate_limit() {
 
 #[test]
 fn the_real_claude_transcript_is_productive() {
-    let transcript = shared_fixture("claude/gleam-2.1.7-basic_query.ndjson");
+    let transcript = public_fixture("claude/gleam-2.1.7-basic_query.ndjson");
     assert!(std::fs::metadata(&transcript).expect("fixture").len() >= 100);
     assert_not_limited(&transcript.display().to_string());
 }

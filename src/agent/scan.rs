@@ -974,7 +974,7 @@ mod tests {
     use proptest::prelude::*;
     use std::io::Write;
 
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/public");
 
     /// Shared because compiling the regexes dominates small property cases.
     fn detectors() -> &'static Detectors {

@@ -2630,7 +2630,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures");
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/public");
 
     const CLAUDE_FIXTURE: &str = "claude/gleam-2.1.7-basic_query.ndjson";
     const CODEX_FIXTURES: &[&str] = &[

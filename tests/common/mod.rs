@@ -30,9 +30,9 @@ pub fn transcript(name: &str) -> String {
         .to_string()
 }
 
-pub fn shared_fixture(rel: &str) -> PathBuf {
+pub fn public_fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/fixtures")
+        .join("tests/fixtures/public")
         .join(rel)
 }
 
