@@ -320,7 +320,7 @@ fn preflight(config: &Config, cwd: &Path) -> Result<(), String> {
             cwd.display()
         ));
     }
-    Ok(())
+    crate::store::preflight::check(config, cwd)
 }
 
 /// Where `program` would be run from, as `execvp` would find it.
