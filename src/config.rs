@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
+mod duplicate;
+
 /// The file read when `--config` is not given. A missing default file means
 /// "all defaults"; a missing file named with `--config` is an error.
 pub const DEFAULT_CONFIG_FILE: &str = "harness.toml";
@@ -610,11 +612,18 @@ impl Config {
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         let locate =
             |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
-        let deserializer = toml::de::Deserializer::parse(text).map_err(|err| ConfigError {
-            file: file.to_path_buf(),
-            position: locate(err.span()),
-            key: None,
-            message: first_line(err.message()),
+        let deserializer = toml::de::Deserializer::parse(text).map_err(|err| {
+            let message = first_line(err.message());
+            let named = (message == "duplicate key")
+                .then(|| duplicate::describe(text, err.span()?))
+                .flatten();
+            let (key, message) = named.map_or((None, message), |(k, m)| (Some(k), m));
+            ConfigError {
+                file: file.to_path_buf(),
+                position: locate(err.span()),
+                key,
+                message,
+            }
         })?;
         let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
             let path = err.path().to_string();
