@@ -13,6 +13,8 @@ use crate::console::{Console, Verbosity, summary_line};
 use crate::store::status;
 use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
+mod meta;
+
 /// Exit code for bad command-line input or configuration: nothing was run.
 pub const EXIT_USAGE: i32 = 2;
 
@@ -103,6 +105,16 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
+    /// Print a shell completion script (see README for where to install it)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `clowder man > clowder.1`
+    Man,
+    /// About harness.toml itself
+    #[command(subcommand)]
+    Config(meta::ConfigCommand),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -263,6 +275,9 @@ fn run_command(mut command: Command) -> i32 {
     match command {
         Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
+        Command::Completions { shell } => return meta::completions(shell),
+        Command::Man => return meta::man(),
+        Command::Config(command) => return meta::config(command),
         _ => {}
     }
     // The gate reads the config itself (a broken one must deny, not fail open).
@@ -279,7 +294,13 @@ fn run_command(mut command: Command) -> i32 {
             Command::Approve(args) => args.dir.resolve(Some(&config)),
             Command::Reject(args) => args.dir.resolve(Some(&config)),
             Command::Ask(args) => args.dir.resolve(Some(&config)),
-            Command::Gate(_) | Command::Init(_) | Command::Pause | Command::Resume => {}
+            Command::Gate(_)
+            | Command::Init(_)
+            | Command::Pause
+            | Command::Resume
+            | Command::Completions { .. }
+            | Command::Man
+            | Command::Config(_) => {}
         }
     }
     match command {
@@ -300,7 +321,11 @@ fn run_command(mut command: Command) -> i32 {
         Command::Ask(args) => approvals::ask(args),
         Command::Init(args) => approvals::init(args),
         // Handled above.
-        Command::Pause | Command::Resume => 0,
+        Command::Pause
+        | Command::Resume
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Config(_) => 0,
     }
 }
 

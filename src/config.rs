@@ -8,16 +8,18 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 mod duplicate;
+pub mod schema;
 
 /// The file read when `--config` is not given. A missing default file means
 /// "all defaults"; a missing file named with `--config` is an error.
 pub const DEFAULT_CONFIG_FILE: &str = "harness.toml";
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub session: SessionConfig,
@@ -35,7 +37,7 @@ pub struct Config {
     pub guard: GuardConfig,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionConfig {
     pub max_iterations: PositiveCount,
@@ -57,7 +59,7 @@ impl Default for SessionConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentConfig {
     pub command: NonEmptyString,
@@ -85,7 +87,7 @@ impl Default for AgentConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WatchdogConfig {
     pub check_interval_secs: PositiveSeconds,
@@ -104,7 +106,7 @@ impl Default for WatchdogConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     #[serde(deserialize_with = "deserialize_count_u32")]
@@ -121,7 +123,7 @@ impl Default for RetryConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct BackoffConfig {
     pub initial_delay_secs: Seconds,
@@ -139,7 +141,7 @@ impl Default for BackoffConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownConfig {
     pub stop_file: NonEmptyPath,
@@ -153,7 +155,7 @@ impl Default for ShutdownConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     pub pre_session: Vec<NonEmptyString>,
@@ -172,7 +174,7 @@ impl Default for HooksConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PromptConfig {
     /// Alias of `session.prompt_file`; wins over it when both are set.
@@ -190,7 +192,7 @@ pub struct PromptConfig {
 }
 
 /// How `[prompt] continuation` combines with the prompt file.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ContinuationMode {
     #[default]
@@ -205,7 +207,7 @@ impl PromptConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OutputConfig {
     /// `""` turns the event log off.
@@ -222,7 +224,7 @@ impl Default for OutputConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectConfig {
     pub rate_limit_patterns: Vec<Pattern>,
@@ -238,7 +240,7 @@ impl Default for DetectConfig {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CompletionConfig {
     /// A text that, found in the agent's final message of a session (Claude's
@@ -277,7 +279,7 @@ impl<'de> Deserialize<'de> for Promise {
 }
 
 /// The approval queue and the rules that decide without a human.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApprovalsConfig {
     pub dir: NonEmptyPath,
@@ -322,7 +324,7 @@ impl Default for ApprovalsConfig {
 }
 
 /// Budgets and loop detection: what stops a session, or the run, that goes too far.
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct GuardConfig {
     /// A session making more tool calls than this is stopped (0: no limit).
@@ -468,7 +470,7 @@ impl<'de> Deserialize<'de> for WaitSetting {
 /// A policy rule: a tool (regex on the whole tool name, e.g. `Bash` or `Edit|Write`)
 /// and, optionally, what it acts on: `pattern` (a regex searched in the command or
 /// file path) or `prefix` (the command or path starts with exactly this).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     pub tool: Pattern,

@@ -198,7 +198,9 @@ impl Budget {
 }
 
 /// What a doom loop (the same tool call again and again) does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum DoomLoopAction {
     /// Stop the session; the loop goes on.

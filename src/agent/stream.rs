@@ -68,7 +68,17 @@ const MAX_SGR_SEQUENCE_BYTES: usize = 64;
 const TRUNCATED_MARK: &str = "\n… (truncated)";
 
 /// Which event format the agent writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentFormat {
     /// Decide from the stream itself (see [`StreamParser::format`]).
