@@ -5,12 +5,14 @@
 
 mod common;
 
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 /// SIGKILLs in the torture test.
 const KILLS: usize = 500;
@@ -72,38 +74,55 @@ fn status_inode(path: &Path) -> Option<u64> {
     std::fs::metadata(path).ok().map(|m| m.ino())
 }
 
-fn random_delay(rng: &mut Rng, max: Duration) -> Duration {
-    Duration::from_micros(rng.below(max.as_micros() as u64))
+fn random_delay(rng: &mut ChaCha8Rng, max: Duration) -> Duration {
+    Duration::from_micros(rng.random_range(0..max.as_micros() as u64))
 }
 
-/// xorshift64*: random kill delays without a dependency; the seed is printed so
-/// that a failing sequence can be replayed.
-struct Rng(u64);
+/// The default seed: the same kill sequence on every run, so a failure replays.
+const DEFAULT_SEED: u64 = 0x00c1_0d3e;
 
-impl Rng {
-    fn below(&mut self, bound: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % bound
-    }
+/// `CLOWDER_TORTURE_SEED` (decimal, or hex with `0x`) or the default; a seed that
+/// does not parse is an error rather than a quiet fallback.
+fn torture_seed() -> u64 {
+    let Ok(text) = std::env::var("CLOWDER_TORTURE_SEED") else {
+        return DEFAULT_SEED;
+    };
+    let text = text.trim();
+    let parsed = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse(),
+    };
+    parsed.unwrap_or_else(|err| panic!("CLOWDER_TORTURE_SEED={text:?}: {err}"))
+}
+
+/// A seed names one sequence of kill delays: printing it is enough to replay them.
+#[test]
+fn the_kill_delays_are_a_function_of_the_seed() {
+    let delays = |seed| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..16)
+            .map(|_| random_delay(&mut rng, MAX_EARLY_KILL))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(delays(DEFAULT_SEED), delays(DEFAULT_SEED));
+    assert_ne!(delays(DEFAULT_SEED), delays(DEFAULT_SEED + 1));
+    assert!(
+        delays(0).iter().any(|d| !d.is_zero()),
+        "seed 0 is a sequence too"
+    );
 }
 
 #[test]
 fn random_sigkills_never_leave_a_torn_status_or_piled_up_temp_files() {
     let project = Project::new(&fast_config(&["normal"], CYCLING));
     let status_path = project.path("harness.status");
-    let seed = std::env::var("CLOWDER_TORTURE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        });
-    eprintln!("seed {seed} (CLOWDER_TORTURE_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let seed = torture_seed();
+    // Past the harness's capture, so the seed shows even when the test passes.
+    let _ = writeln!(
+        std::io::stderr(),
+        "torture seed {seed} (CLOWDER_TORTURE_SEED={seed} replays it)"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
     // Outside the project folder, which must hold nothing but clowder's files.
     let scratch = tempfile::tempdir().expect("scratch dir");
     let stderr_path = scratch.path().join("clowder.stderr");
