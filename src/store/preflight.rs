@@ -135,12 +135,18 @@ fn check_file(
     })
 }
 
-/// Whether a new file can be made in `dir`: made, then deleted when dropped.
+/// Whether a new file can be made in `dir`: made (a new name, never an existing
+/// file), then deleted.
 fn try_folder(dir: &Path) -> io::Result<()> {
-    tempfile::Builder::new()
-        .prefix(".clowder-preflight.")
-        .tempfile_in(dir)
-        .map(drop)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let probe = dir.join(format!(".clowder-preflight.{}.{nanos}", std::process::id()));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    std::fs::remove_file(&probe)
 }
 
 fn existing_ancestor(path: &Path) -> &Path {
