@@ -19,13 +19,9 @@ use crate::protocol::{
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
 pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
-/// Between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// The most a file's modification time may move the watchdog's clock back: one
 /// poll period (a larger gap means the clock or the file system is off).
 pub const MAX_WRITTEN_AGO: Duration = Duration::from_secs(1);
-/// How often free disk space is looked at again while the disk is full.
-pub const DISK_RECHECK: Duration = Duration::from_secs(5);
 
 /// The settings the state machine needs, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +34,11 @@ pub struct Settings {
     pub initial_delay: Duration,
     pub max_delay: Duration,
     pub max_consecutive_rate_limits: u64,
+    /// Between SIGTERM and SIGKILL (`[watchdog] kill_grace_secs`).
     pub kill_grace: Duration,
+    /// How often free disk space is looked at again while the disk is full
+    /// (`[output] disk_recheck_secs`).
+    pub disk_recheck: Duration,
     /// Which sessions wait for a human before they start.
     pub session_gate: SessionGate,
     /// Budgets and doom-loop detection (`[guard]`).
@@ -726,12 +726,12 @@ impl Core {
                 format!(
                     "status=disk_full free={free_bytes} bytes in {}: no new session until space returns (looking again every {}s)",
                     dir.display(),
-                    DISK_RECHECK.as_secs()
+                    self.settings.disk_recheck.as_secs_f64()
                 ),
             );
             out.push(Effect::Emit(Event::DiskFull { dir, free_bytes }));
         }
-        self.wait(now, WaitKind::DiskFull, DISK_RECHECK, out);
+        self.wait(now, WaitKind::DiskFull, self.settings.disk_recheck, out);
     }
 
     fn on_stop_file_seen(&mut self, now: Now, out: &mut Vec<Effect>) {

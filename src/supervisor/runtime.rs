@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::analysis::SessionReader;
 use super::core::{
-    Core, Effect, GuardSettings, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding,
+    Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding,
     SessionFindings, SessionGate, Settings, StopSignal,
 };
 use super::{hooks, process, prompt};
@@ -199,7 +199,8 @@ impl Runtime {
             initial_delay: config.backoff.initial_delay_secs.0,
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
-            kill_grace: KILL_GRACE,
+            kill_grace: config.watchdog.kill_grace_secs.0,
+            disk_recheck: config.output.disk_recheck_secs.0,
             session_gate: SessionGate {
                 autonomy: config.approvals.autonomy.0,
                 critical_every: config.approvals.critical_every,
