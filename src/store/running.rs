@@ -24,6 +24,7 @@ pub struct Record {
     pub what: String,
     /// The clowder that started it.
     pub clowder_pid: u32,
+    /// The leader; 0 while it is being started (then `start_ticks` is clowder's).
     pub pid: i32,
     pub pgid: i32,
     /// The leader's start time in clock ticks since boot: nothing older is its.

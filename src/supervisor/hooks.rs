@@ -66,6 +66,9 @@ pub struct ShellContext {
     pub running: Option<Running>,
     /// Token prefix: this clowder's pid and start time.
     pub token_prefix: String,
+    /// This clowder's start time (clock ticks since boot): nothing carrying one
+    /// of its tokens started earlier.
+    pub own_start: u64,
     pub counter: Arc<AtomicU64>,
     pub grace: Duration,
     /// Becomes true when running commands must be interrupted.
@@ -84,6 +87,7 @@ impl ShellContext {
             }),
             running: None,
             token_prefix: format!("{}-plain-", std::process::id()),
+            own_start: 0,
             counter: Arc::new(AtomicU64::new(0)),
             grace: Duration::from_secs(5),
             cancel,
@@ -125,10 +129,24 @@ pub async fn run_shell(
         .process_group(0)
         .kill_on_drop(true);
     die_with_clowder(&mut shell, cgroup.as_deref())?;
-    let mut child = shell.spawn()?;
+    let containment = Containment { token, cgroup };
+    // Recorded before it starts, so a clowder killed meanwhile leaves a trace;
+    // recorded again with its pid once that is known.
+    record(ctx, command, 0, Some(ctx.own_start), &containment);
+    let mut child = match shell.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            if let Some(running) = &ctx.running {
+                running.remove(&containment.token);
+            }
+            if let Some(cgroup) = &containment.cgroup {
+                super::cgroup::remove_tree(cgroup);
+            }
+            return Err(err);
+        }
+    };
     let pgid = child.id().map_or(0, |id| id as i32);
     let start_ticks = read_proc_stat(pgid).map(|info| info.start_ticks);
-    let containment = Containment { token, cgroup };
     record(ctx, command, pgid, start_ticks, &containment);
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

@@ -78,7 +78,8 @@ pub fn group_is_ours(
     value: &str,
 ) -> bool {
     // Without the start time nothing can be proved: never signal on a guess.
-    let Some(start_ticks) = start_ticks else {
+    // Group 0 (not yet known) would be the kernel's threads.
+    let Some(start_ticks) = start_ticks.filter(|_| pgid > 1) else {
         return false;
     };
     let live = process::live_members(pgid, &[]);

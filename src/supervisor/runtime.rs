@@ -244,6 +244,7 @@ impl Runtime {
             method: Arc::clone(&kill_method),
             running: Some(running.clone()),
             token_prefix: format!("{}-{own_start}-", std::process::id()),
+            own_start,
             counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             grace: settings.kill_grace,
             cancel,
@@ -676,16 +677,26 @@ impl Runtime {
         let token = format!("{}s{global}", self.shell.token_prefix);
         env.push((process::TOKEN_ENV.into(), token.clone()));
         let cgroup = self.session_cgroup(global);
+        let mut containment = process::Containment {
+            token: token.clone(),
+            cgroup,
+        };
+        // Recorded before it starts, and again once its pid is known.
+        self.record_session(global, 0, Some(self.shell.own_start), &containment);
         let spawned = match process::spawn_agent(
             &self.config.agent.command.0,
             &args,
             &env,
             &file,
             &self.options.working_dir,
-            cgroup.as_deref(),
+            containment.cgroup.as_deref(),
         ) {
             Ok(spawned) => spawned,
             Err(err) => {
+                self.running.remove(&containment.token);
+                if let Some(cgroup) = containment.cgroup.take() {
+                    cgroup::remove_tree(&cgroup);
+                }
                 return Input::SpawnFailed {
                     global: Some(global),
                     error: format!("`{}`: {err}", self.config.agent.command.0),
@@ -698,10 +709,6 @@ impl Runtime {
         let tx = self.internal_tx.clone();
         let grace = self.core.settings().kill_grace;
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
-        let containment = process::Containment {
-            token: token.clone(),
-            cgroup,
-        };
         self.record_session(global, pid, start_ticks, &containment);
         tokio::spawn(async move {
             let end =
