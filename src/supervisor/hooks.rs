@@ -278,7 +278,16 @@ pub async fn run_hooks(
                 command: command.clone(),
                 exit_code: run.exit_code,
                 timed_out: run.timed_out,
-                output: run.combined_output(),
+                output: if run.interrupted {
+                    format!(
+                        "{}\n(interrupted: clowder is stopping)",
+                        run.combined_output()
+                    )
+                    .trim_start()
+                    .to_string()
+                } else {
+                    run.combined_output()
+                },
             }),
             Err(err) => Some(HookFailure {
                 command: command.clone(),
@@ -337,6 +346,35 @@ mod tests {
         assert!(run.timed_out);
         assert!(!run.succeeded());
         assert_eq!(run.combined_output(), "started");
+    }
+
+    #[test]
+    fn an_interrupted_hook_that_ignores_term_is_killed_after_the_grace() {
+        let (tx, cancel) = watch::channel(false);
+        let ctx = ShellContext {
+            grace: Duration::from_millis(200),
+            cancel,
+            ..ShellContext::plain()
+        };
+        let run = runtime()
+            .block_on(async {
+                let run = run_shell(
+                    "trap '' TERM; echo started; sleep 30",
+                    &[],
+                    Path::new("."),
+                    Duration::from_secs(60),
+                    &ctx,
+                );
+                let interrupt = async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = tx.send(true);
+                };
+                tokio::join!(run, interrupt).0
+            })
+            .expect("run");
+        assert!(run.interrupted && !run.timed_out);
+        assert_eq!(run.exit_code, Some(128 + libc::SIGKILL));
+        assert!(run.combined_output().starts_with("started"), "{run:?}");
     }
 
     #[test]
