@@ -75,6 +75,8 @@ pub struct ShellContext {
     pub cancel: watch::Receiver<bool>,
 }
 
+static PLAIN_CONTEXTS: AtomicU64 = AtomicU64::new(0);
+
 impl ShellContext {
     /// No cgroups, no records, never interrupted.
     pub fn plain() -> ShellContext {
@@ -86,7 +88,13 @@ impl ShellContext {
                 why: "plain".into(),
             }),
             running: None,
-            token_prefix: format!("{}-plain-", std::process::id()),
+            // Unique per context: two contexts sharing a token would take each
+            // other's processes for their own.
+            token_prefix: format!(
+                "{}-plain{}-",
+                std::process::id(),
+                PLAIN_CONTEXTS.fetch_add(1, Ordering::Relaxed)
+            ),
             own_start: 0,
             counter: Arc::new(AtomicU64::new(0)),
             grace: Duration::from_secs(5),
@@ -372,7 +380,7 @@ mod tests {
                 tokio::join!(run, interrupt).0
             })
             .expect("run");
-        assert!(run.interrupted && !run.timed_out);
+        assert!(run.interrupted && !run.timed_out, "{run:?}");
         assert_eq!(run.exit_code, Some(128 + libc::SIGKILL));
         assert!(run.combined_output().starts_with("started"), "{run:?}");
     }

@@ -52,6 +52,10 @@ const VERBOSE_CHUNK: usize = 1 << 20;
 /// shares its thread with the control room, so no poll may take long.
 const ANALYSIS_CHUNK: usize = 8 << 20;
 
+/// Loops started in this process: part of every token, so that no two loops
+/// hand out the same one.
+static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Where the supervisor's human-readable output goes: the console in headless
 /// mode, the control room otherwise.
 pub trait Reporter: Send {
@@ -243,7 +247,12 @@ impl Runtime {
         let shell = ShellContext {
             method: Arc::clone(&kill_method),
             running: Some(running.clone()),
-            token_prefix: format!("{}-{own_start}-", std::process::id()),
+            // Unique per loop, even with several loops in one process.
+            token_prefix: format!(
+                "{}-{own_start}-{}",
+                std::process::id(),
+                LOOPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
             own_start,
             counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             grace: settings.kill_grace,
