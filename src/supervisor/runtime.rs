@@ -692,20 +692,10 @@ impl Runtime {
         };
         // Recorded before it starts, and again once its pid is known.
         self.record_session(global, 0, Some(self.shell.own_start), &containment);
-        let spawned = match process::spawn_agent(
-            &self.config.agent.command.0,
-            &args,
-            &env,
-            &file,
-            &self.options.working_dir,
-            containment.cgroup.as_deref(),
-        ) {
+        let spawned = match self.spawn_contained(&args, &env, &file, &mut containment) {
             Ok(spawned) => spawned,
             Err(err) => {
                 self.running.remove(&containment.token);
-                if let Some(cgroup) = containment.cgroup.take() {
-                    cgroup::remove_tree(&cgroup);
-                }
                 return Input::SpawnFailed {
                     global: Some(global),
                     error: format!("`{}`: {err}", self.config.agent.command.0),
@@ -751,6 +741,44 @@ impl Runtime {
             pgid,
             output_file,
         }
+    }
+
+    /// Spawns the agent in its cgroup; if that fails, once more without one (the
+    /// session is then ended by its group and token), so that a cgroup that
+    /// refuses a process never stops the loop.
+    fn spawn_contained(
+        &mut self,
+        args: &[String],
+        env: &[(String, String)],
+        file: &File,
+        containment: &mut process::Containment,
+    ) -> std::io::Result<process::Spawned> {
+        let program = &self.config.agent.command.0;
+        let cwd = &self.options.working_dir;
+        let first =
+            process::spawn_agent(program, args, env, file, cwd, containment.cgroup.as_deref());
+        if first.is_ok() {
+            return first;
+        }
+        let Some(cgroup) = containment.cgroup.take() else {
+            return first;
+        };
+        cgroup::remove_tree(&cgroup);
+        let second = process::spawn_agent(program, args, env, file, cwd, None);
+        if second.is_ok()
+            && let Err(err) = &first
+        {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "cannot start the agent in {}: {err}; this session is ended by its process group and {}",
+                    cgroup.display(),
+                    process::TOKEN_ENV
+                ),
+            );
+        }
+        second
     }
 
     /// The session's own cgroup, when sessions get one (a failure is logged and
