@@ -19,15 +19,13 @@ pub struct Ended {
     pub escaped: Vec<Escaped>,
 }
 
-/// Ends every recorded group of a clowder other than this one (the instance
-/// lock is held: none of them is running) and forgets the records.
+/// Ends every recorded group and forgets the records. Called at start, before
+/// this clowder has recorded anything, with the instance lock held: every
+/// record is an earlier run's (even one whose clowder had this pid, before a
+/// reboot), and none of them is running.
 pub async fn end_abandoned(running: &Running, grace: Duration) -> Vec<Ended> {
-    let me = std::process::id();
     let mut ended = Vec::new();
     for record in running.all() {
-        if record.clowder_pid == me {
-            continue;
-        }
         ended.push(end_one(record.clone(), grace).await);
         running.remove(&record.token);
     }
