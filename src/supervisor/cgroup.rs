@@ -73,8 +73,11 @@ impl KillMethod {
 
 /// The cgroup2 mount point, from `/proc/self/mountinfo`.
 fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| {
+    cgroup2_mount_in(&std::fs::read_to_string("/proc/self/mountinfo").ok()?)
+}
+
+fn cgroup2_mount_in(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         let fstype = right.split_whitespace().next()?;
         let mount_point = left.split_whitespace().nth(4)?;
@@ -294,6 +297,23 @@ pub async fn kill_and_remove(cgroup: &Path) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cgroup2_mount_is_found_among_v1_mounts() {
+        let mountinfo = "\
+30 25 0:26 / /sys/fs/cgroup rw,nosuid - tmpfs tmpfs rw,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw
+32 30 0:28 / /sys/fs/cgroup/cpu rw,nosuid - cgroup cgroup rw,cpu
+";
+        assert_eq!(
+            cgroup2_mount_in(mountinfo),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup2_mount_in("32 30 0:28 / /x rw - cgroup cgroup rw\n"),
+            None
+        );
+    }
 
     #[test]
     fn mountinfo_escapes_are_undone() {

@@ -107,14 +107,22 @@ impl ShellContext {
     }
 }
 
-/// Runs one shell command to completion, timeout or interruption.
-pub async fn run_shell(
+/// One started shell command: its leader, group and what contains it.
+struct Started {
+    child: tokio::process::Child,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    containment: Containment,
+}
+
+/// Starts `sh -c command` in its own group (and cgroup, where there are some),
+/// with its own token and the parent-death signal, recorded for a later start.
+fn start_shell(
     command: &str,
     env: &[(String, String)],
     cwd: &Path,
-    timeout: Duration,
     ctx: &ShellContext,
-) -> std::io::Result<CommandRun> {
+) -> std::io::Result<Started> {
     let n = ctx.counter.fetch_add(1, Ordering::Relaxed);
     let token = format!("{}h{n}", ctx.token_prefix);
     let cgroup = ctx
@@ -141,7 +149,7 @@ pub async fn run_shell(
     // Recorded before it starts, so a clowder killed meanwhile leaves a trace;
     // recorded again with its pid once that is known.
     record(ctx, command, 0, Some(ctx.own_start), &containment);
-    let mut child = match shell.spawn() {
+    let child = match shell.spawn() {
         Ok(child) => child,
         Err(err) => {
             if let Some(running) = &ctx.running {
@@ -156,6 +164,28 @@ pub async fn run_shell(
     let pgid = child.id().map_or(0, |id| id as i32);
     let start_ticks = read_proc_stat(pgid).map(|info| info.start_ticks);
     record(ctx, command, pgid, start_ticks, &containment);
+    Ok(Started {
+        child,
+        pgid,
+        start_ticks,
+        containment,
+    })
+}
+
+/// Runs one shell command to completion, timeout or interruption.
+pub async fn run_shell(
+    command: &str,
+    env: &[(String, String)],
+    cwd: &Path,
+    timeout: Duration,
+    ctx: &ShellContext,
+) -> std::io::Result<CommandRun> {
+    let Started {
+        mut child,
+        pgid,
+        start_ticks,
+        containment,
+    } = start_shell(command, env, cwd, ctx)?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let readers = tokio::spawn(async move {
