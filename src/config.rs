@@ -94,6 +94,7 @@ pub struct WatchdogConfig {
     pub stale_timeout_mins: PositiveMinutes,
     #[serde(deserialize_with = "deserialize_count_u64")]
     pub min_output_bytes: u64,
+    pub kill_grace_secs: PositiveSeconds,
 }
 
 impl Default for WatchdogConfig {
@@ -102,6 +103,7 @@ impl Default for WatchdogConfig {
             check_interval_secs: PositiveSeconds(Duration::from_secs(60)),
             stale_timeout_mins: PositiveMinutes(Duration::from_secs(20 * 60)),
             min_output_bytes: 100,
+            kill_grace_secs: PositiveSeconds(Duration::from_secs(5)),
         }
     }
 }
@@ -213,6 +215,7 @@ pub struct OutputConfig {
     /// `""` turns the event log off.
     pub event_log: PathBuf,
     pub status_file: NonEmptyPath,
+    pub disk_recheck_secs: PositiveSeconds,
 }
 
 impl Default for OutputConfig {
@@ -220,6 +223,7 @@ impl Default for OutputConfig {
         Self {
             event_log: PathBuf::from("harness-events.jsonl"),
             status_file: NonEmptyPath::from("harness.status"),
+            disk_recheck_secs: PositiveSeconds(Duration::from_secs(5)),
         }
     }
 }

@@ -403,6 +403,12 @@ pub enum Event {
         pid: u32,
         max_iterations: u64,
         agent_command: String,
+        /// How sessions are ended: `cgroup` or `group+token`.
+        #[serde(default)]
+        kill_method: String,
+        /// Where the cgroups are, or why there are none.
+        #[serde(default)]
+        kill_method_detail: String,
     },
     SessionStart {
         iteration: u64,

@@ -141,6 +141,8 @@ invalid_config_cases!(
     empty_agent_command,
     output_prefix_with_slash,
     hooks_not_a_list,
+    zero_kill_grace,
+    disk_recheck_words,
     inline_table_column_after_non_ascii,
     blank_completion_promise,
     guard_runtime_words,
@@ -195,7 +197,7 @@ fn errors_name_the_config_file_given_with_dash_c() {
     assert_eq!(
         stderr.lines().next(),
         Some(
-            "clowder: error: conf/loop.toml:2:1: key `watchdog.stale_timeout`: unknown field `stale_timeout`, expected one of `check_interval_secs`, `stale_timeout_mins`, `min_output_bytes`"
+            "clowder: error: conf/loop.toml:2:1: key `watchdog.stale_timeout`: unknown field `stale_timeout`, expected one of `check_interval_secs`, `stale_timeout_mins`, `min_output_bytes`, `kill_grace_secs`"
         ),
         "{stderr}"
     );

@@ -23,6 +23,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         max_delay: Duration::from_millis(max_ms),
         max_consecutive_rate_limits: max_consecutive,
         kill_grace: Duration::from_secs(5),
+        disk_recheck: Duration::from_secs(5),
         session_gate: SessionGate::default(),
         guard: GuardSettings::default(),
     }
@@ -699,4 +700,59 @@ fn the_watchdog_counts_from_the_last_write_not_from_the_poll_that_saw_it() {
     assert!(!killed(&driver.step(Input::Tick)));
     driver.advance(Duration::from_millis(200));
     assert!(killed(&driver.step(Input::Tick)));
+}
+
+fn exit_of(effects: &[Effect]) -> Option<ExitReason> {
+    effects.iter().find_map(|e| match e {
+        Effect::Exit(reason) => Some(reason.clone()),
+        _ => None,
+    })
+}
+
+fn interrupts(effects: &[Effect]) -> bool {
+    effects.iter().any(|e| matches!(e, Effect::InterruptHooks))
+}
+
+#[test]
+fn a_second_ctrl_c_during_the_last_post_session_hook_interrupts_it_and_exits_130() {
+    let mut config = settings(10, 100, 5);
+    config.max_iterations = 1;
+    let mut driver = Driver::new(config);
+    driver.start_session();
+    driver.end_session(SessionFindings {
+        output_bytes: 500,
+        ..SessionFindings::default()
+    });
+    assert!(!interrupts(&driver.step(Input::Signal(StopSignal::Int))));
+    assert!(interrupts(&driver.step(Input::Signal(StopSignal::Int))));
+    let effects = driver.step(Input::PostHooksFinished {
+        failures: Vec::new(),
+    });
+    let reason = exit_of(&effects).expect("the loop ends");
+    assert_eq!(reason.exit_code(), 130, "{reason:?}");
+}
+
+#[test]
+fn sigterm_during_a_pre_session_hook_interrupts_it_and_exits_143() {
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.step(Input::StopFileChecked { present: false });
+    assert!(interrupts(&driver.step(Input::Signal(StopSignal::Term))));
+    let effects = driver.step(Input::PreHooksFinished {
+        failure: Some(clowder::supervisor::core::HookFailure {
+            command: "sleep 1000".into(),
+            exit_code: Some(143),
+            timed_out: false,
+            output: String::new(),
+        }),
+    });
+    assert!(!effects.iter().any(|e| matches!(e, Effect::Spawn { .. })));
+    let reason = exit_of(&effects).expect("the loop ends");
+    assert_eq!(reason.exit_code(), 143, "{reason:?}");
+}
+
+#[test]
+fn sigterm_during_a_session_does_not_interrupt_hooks_that_are_not_running() {
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    assert!(!interrupts(&driver.step(Input::Signal(StopSignal::Term))));
 }

@@ -55,7 +55,7 @@ fn fill(path: &Path) {
 fn a_full_disk_holds_new_sessions_until_space_returns() {
     let project = Project::new(&fast_config(
         &["normal"],
-        "[session]\noutput_dir = \"out\"\n",
+        "[session]\noutput_dir = \"out\"\n\n[output]\ndisk_recheck_secs = 0.5\n",
     ));
     let Some(tmpfs) = Tmpfs::mount(&project.path("out"), "4m") else {
         cannot_run("cannot mount a tmpfs for a disk to fill (needs root)");
@@ -83,8 +83,8 @@ fn a_full_disk_holds_new_sessions_until_space_returns() {
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .is_some_and(|s| s["state"] == "disk_full")
     }));
-    // Through more than one look at the disk (every 5 s): still no session, one event.
-    std::thread::sleep(Duration::from_secs(6));
+    // Through more than one look at the disk (every 0.5 s): still no session, one event.
+    std::thread::sleep(Duration::from_millis(1500));
     assert!(project.events_named("session_start").is_empty());
     assert_eq!(project.events_named("disk_full").len(), 1);
     assert!(pid_alive(clowder.id() as i32), "clowder gave up");

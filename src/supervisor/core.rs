@@ -19,13 +19,9 @@ use crate::protocol::{
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
 pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
-/// Between SIGTERM and SIGKILL.
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// The most a file's modification time may move the watchdog's clock back: one
 /// poll period (a larger gap means the clock or the file system is off).
 pub const MAX_WRITTEN_AGO: Duration = Duration::from_secs(1);
-/// How often free disk space is looked at again while the disk is full.
-pub const DISK_RECHECK: Duration = Duration::from_secs(5);
 
 /// The settings the state machine needs, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +34,11 @@ pub struct Settings {
     pub initial_delay: Duration,
     pub max_delay: Duration,
     pub max_consecutive_rate_limits: u64,
+    /// Between SIGTERM and SIGKILL (`[watchdog] kill_grace_secs`).
     pub kill_grace: Duration,
+    /// How often free disk space is looked at again while the disk is full
+    /// (`[output] disk_recheck_secs`).
+    pub disk_recheck: Duration,
     /// Which sessions wait for a human before they start.
     pub session_gate: SessionGate,
     /// Budgets and doom-loop detection (`[guard]`).
@@ -268,6 +268,9 @@ pub enum Effect {
     ResumeGroup {
         pgid: i32,
     },
+    /// TERM (and CONT) to the running hooks' and prompt commands' groups, then
+    /// KILL after the kill grace: the loop is stopping and will not wait for them.
+    InterruptHooks,
     /// TERM (and CONT) to the group, then KILL after `grace` if anything is left.
     TerminateGroup {
         pgid: i32,
@@ -387,6 +390,8 @@ pub struct Core {
     counters: Counters,
     stop_request: Option<StopRequest>,
     stop_now: bool,
+    /// Running hooks were interrupted by a stop: the loop ends when they do.
+    hooks_interrupted: bool,
     stop_file_seen: bool,
     last_interrupt: Option<Instant>,
     timer_epoch: u64,
@@ -425,6 +430,7 @@ impl Core {
             counters: Counters::default(),
             stop_request: None,
             stop_now: false,
+            hooks_interrupted: false,
             stop_file_seen: false,
             last_interrupt: None,
             timer_epoch: 0,
@@ -604,7 +610,7 @@ impl Core {
                 self.finish(now, ExitReason::Fatal { message: error }, &mut out);
             }
             Input::PromptReady { critical_marker } => {
-                self.on_prompt_ready(critical_marker, &mut out)
+                self.on_prompt_ready(now, critical_marker, &mut out)
             }
             Input::SessionApproval { approved, reason } => {
                 self.on_session_approval(now, approved, reason, &mut out)
@@ -652,6 +658,9 @@ impl Core {
             pid: self.pid,
             max_iterations: self.settings.max_iterations,
             agent_command: self.agent_command.clone(),
+            // Filled in by the runtime, which chose the method.
+            kill_method: String::new(),
+            kill_method_detail: String::new(),
         }));
         log(
             out,
@@ -726,12 +735,12 @@ impl Core {
                 format!(
                     "status=disk_full free={free_bytes} bytes in {}: no new session until space returns (looking again every {}s)",
                     dir.display(),
-                    DISK_RECHECK.as_secs()
+                    self.settings.disk_recheck.as_secs_f64()
                 ),
             );
             out.push(Effect::Emit(Event::DiskFull { dir, free_bytes }));
         }
-        self.wait(now, WaitKind::DiskFull, DISK_RECHECK, out);
+        self.wait(now, WaitKind::DiskFull, self.settings.disk_recheck, out);
     }
 
     fn on_stop_file_seen(&mut self, now: Now, out: &mut Vec<Effect>) {
@@ -760,6 +769,12 @@ impl Core {
 
     fn on_pre_hooks(&mut self, now: Now, failure: Option<HookFailure>, out: &mut Vec<Effect>) {
         if self.phase != Phase::PreHooks {
+            return;
+        }
+        if self.hooks_interrupted
+            && let Some(reason) = self.pending_stop_reason()
+        {
+            self.finish(now, reason, out);
             return;
         }
         if let Some(failure) = failure {
@@ -843,8 +858,14 @@ impl Core {
         }
     }
 
-    fn on_prompt_ready(&mut self, critical_marker: bool, out: &mut Vec<Effect>) {
+    fn on_prompt_ready(&mut self, now: Now, critical_marker: bool, out: &mut Vec<Effect>) {
         if self.phase != Phase::Spawning {
+            return;
+        }
+        if self.hooks_interrupted
+            && let Some(reason) = self.pending_stop_reason()
+        {
+            self.finish(now, reason, out);
             return;
         }
         let iteration = self.iteration();
@@ -1321,6 +1342,13 @@ impl Core {
     fn complete_iteration(&mut self, now: Now, out: &mut Vec<Effect>) {
         self.completed_iterations += 1;
         self.empty_retries_this_iteration = 0;
+        // The stop interrupted the hooks: its exit code, not the iteration's.
+        if self.hooks_interrupted
+            && let Some(reason) = self.pending_stop_reason()
+        {
+            self.finish(now, reason, out);
+            return;
+        }
         if std::mem::take(&mut self.promise_kept) {
             self.finish(now, ExitReason::Completed, out);
             return;
@@ -1399,6 +1427,9 @@ impl Core {
                 source: signal.name().to_string(),
             }));
         }
+        if signal == StopSignal::Term {
+            self.interrupt_hooks(out);
+        }
         self.stop_if_idle(now, out);
     }
 
@@ -1437,8 +1468,24 @@ impl Core {
                 let reason = self.pending_stop_reason().unwrap_or(ExitReason::UserStop);
                 self.finish(now, reason, out);
             }
-            // Hooks, spawning and analysis are short; the stop takes effect right after.
+            Phase::PreHooks | Phase::PostHooks | Phase::Spawning => {
+                self.interrupt_hooks(out);
+                out.push(Effect::WriteStatus);
+            }
+            // Analysis is short; the stop takes effect right after.
             _ => out.push(Effect::WriteStatus),
+        }
+    }
+
+    /// A stop that will not wait for hooks (SIGTERM, a second Ctrl-C): their
+    /// groups get TERM, the grace, KILL, and the loop ends when they have.
+    fn interrupt_hooks(&mut self, out: &mut Vec<Effect>) {
+        if matches!(
+            self.phase,
+            Phase::PreHooks | Phase::PostHooks | Phase::Spawning
+        ) {
+            self.hooks_interrupted = true;
+            out.push(Effect::InterruptHooks);
         }
     }
 

@@ -10,12 +10,20 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use nix::sys::signal::Signal;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
+use tokio::sync::watch;
 
+use super::cgroup::KillMethod;
 use super::core::HookFailure;
-use super::process::{exit_code, live_members, signal_group};
+use super::process::{
+    Containment, TOKEN_ENV, die_with_clowder, exit_code, live_members, read_proc_stat, signal_group,
+};
+use crate::store::running::{Record, Running};
 
 /// The most output kept from one hook run.
 pub const OUTPUT_CAP: usize = 16 * 1024;
@@ -25,13 +33,15 @@ pub const OUTPUT_CAP: usize = 16 * 1024;
 pub struct CommandRun {
     pub exit_code: Option<i32>,
     pub timed_out: bool,
+    /// Ended by clowder's stop (SIGTERM, a second Ctrl-C).
+    pub interrupted: bool,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
 }
 
 impl CommandRun {
     pub fn succeeded(&self) -> bool {
-        !self.timed_out && self.exit_code == Some(0)
+        !self.timed_out && !self.interrupted && self.exit_code == Some(0)
     }
 
     /// stdout then stderr, lossily decoded, capped.
@@ -47,25 +57,135 @@ impl CommandRun {
     }
 }
 
-/// Runs one shell command to completion or timeout.
-pub async fn run_shell(
+/// What every shell command of a loop shares: how its processes are contained
+/// and recorded, and the signal to interrupt it (SIGTERM, a second Ctrl-C).
+#[derive(Clone)]
+pub struct ShellContext {
+    pub method: Arc<KillMethod>,
+    /// Where running commands are recorded for a later start to end.
+    pub running: Option<Running>,
+    /// Token prefix: this clowder's pid and start time.
+    pub token_prefix: String,
+    /// This clowder's start time (clock ticks since boot): nothing carrying one
+    /// of its tokens started earlier.
+    pub own_start: u64,
+    pub counter: Arc<AtomicU64>,
+    pub grace: Duration,
+    /// Becomes true when running commands must be interrupted.
+    pub cancel: watch::Receiver<bool>,
+}
+
+static PLAIN_CONTEXTS: AtomicU64 = AtomicU64::new(0);
+
+impl ShellContext {
+    /// No cgroups, no records, never interrupted.
+    pub fn plain() -> ShellContext {
+        let (tx, cancel) = watch::channel(false);
+        // The receiver must stay usable: a dropped sender reads as a change.
+        std::mem::forget(tx);
+        ShellContext {
+            method: Arc::new(KillMethod::GroupToken {
+                why: "plain".into(),
+            }),
+            running: None,
+            // Unique per context: two contexts sharing a token would take each
+            // other's processes for their own.
+            token_prefix: format!(
+                "{}-plain{}-",
+                std::process::id(),
+                PLAIN_CONTEXTS.fetch_add(1, Ordering::Relaxed)
+            ),
+            own_start: 0,
+            counter: Arc::new(AtomicU64::new(0)),
+            grace: Duration::from_secs(5),
+            cancel,
+        }
+    }
+
+    fn interrupted(&self) -> bool {
+        *self.cancel.borrow()
+    }
+}
+
+/// One started shell command: its leader, group and what contains it.
+struct Started {
+    child: tokio::process::Child,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    containment: Containment,
+}
+
+/// Starts `sh -c command` in its own group (and cgroup, where there are some),
+/// with its own token and the parent-death signal, recorded for a later start.
+fn start_shell(
     command: &str,
     env: &[(String, String)],
     cwd: &Path,
-    timeout: Duration,
-) -> std::io::Result<CommandRun> {
-    let mut child = Command::new("sh")
+    ctx: &ShellContext,
+) -> std::io::Result<Started> {
+    let n = ctx.counter.fetch_add(1, Ordering::Relaxed);
+    let token = format!("{}h{n}", ctx.token_prefix);
+    let cgroup = ctx
+        .method
+        .create(&format!("hook-{n}"))
+        .unwrap_or_else(|err| {
+            tracing::warn!("no cgroup for hook `{command}`: {err}");
+            None
+        });
+    let mut shell = Command::new("sh");
+    shell
         .arg("-c")
         .arg(command)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env(TOKEN_ENV, &token)
         .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    die_with_clowder(&mut shell, cgroup.as_deref())?;
+    let containment = Containment { token, cgroup };
+    // Recorded before it starts, so a clowder killed meanwhile leaves a trace;
+    // recorded again with its pid once that is known.
+    record(ctx, command, 0, Some(ctx.own_start), &containment);
+    let child = match shell.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            if let Some(running) = &ctx.running {
+                running.remove(&containment.token);
+            }
+            if let Some(cgroup) = &containment.cgroup {
+                super::cgroup::remove_tree(cgroup);
+            }
+            return Err(err);
+        }
+    };
     let pgid = child.id().map_or(0, |id| id as i32);
+    let start_ticks = read_proc_stat(pgid).map(|info| info.start_ticks);
+    record(ctx, command, pgid, start_ticks, &containment);
+    Ok(Started {
+        child,
+        pgid,
+        start_ticks,
+        containment,
+    })
+}
+
+/// Runs one shell command to completion, timeout or interruption.
+pub async fn run_shell(
+    command: &str,
+    env: &[(String, String)],
+    cwd: &Path,
+    timeout: Duration,
+    ctx: &ShellContext,
+) -> std::io::Result<CommandRun> {
+    let Started {
+        mut child,
+        pgid,
+        start_ticks,
+        containment,
+    } = start_shell(command, env, cwd, ctx)?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let readers = tokio::spawn(async move {
@@ -73,16 +193,24 @@ pub async fn run_shell(
         (out, err)
     });
 
-    let (status, timed_out) = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => (status.ok(), false),
-        Err(_) => {
+    let mut cancel = ctx.cancel.clone();
+    let (status, timed_out, interrupted) = tokio::select! {
+        status = child.wait() => (status.ok(), false, false),
+        () = tokio::time::sleep(timeout) => {
             signal_group(pgid, Signal::SIGKILL);
-            (child.wait().await.ok(), true)
+            (child.wait().await.ok(), true, false)
         }
+        () = wait_for_cancel(&mut cancel) => (interrupt(&mut child, pgid, ctx.grace).await, false, true),
     };
     // Whatever the hook left running in its group would hold the pipes open.
     if !live_members(pgid, &[]).is_empty() {
         signal_group(pgid, Signal::SIGKILL);
+    }
+    containment
+        .end_escaped(pgid, start_ticks, Duration::ZERO)
+        .await;
+    if let Some(running) = &ctx.running {
+        running.remove(&containment.token);
     }
     let (stdout, stderr) = match tokio::time::timeout(Duration::from_secs(2), readers).await {
         Ok(Ok(output)) => output,
@@ -91,9 +219,59 @@ pub async fn run_shell(
     Ok(CommandRun {
         exit_code: status.map(exit_code),
         timed_out,
+        interrupted,
         stdout,
         stderr,
     })
+}
+
+/// Records a started command so that a later start can end it if clowder dies.
+fn record(
+    ctx: &ShellContext,
+    command: &str,
+    pgid: i32,
+    start_ticks: Option<u64>,
+    containment: &Containment,
+) {
+    let (Some(running), Some(start_ticks)) = (&ctx.running, start_ticks) else {
+        return;
+    };
+    let entry = Record {
+        token: containment.token.clone(),
+        kind: "hook".into(),
+        what: command.to_string(),
+        clowder_pid: std::process::id(),
+        pid: pgid,
+        pgid,
+        start_ticks,
+        cgroup: containment.cgroup.clone(),
+    };
+    if let Err(err) = running.add(&entry) {
+        tracing::warn!("cannot record hook `{command}`: {err}");
+    }
+}
+
+async fn wait_for_cancel(cancel: &mut watch::Receiver<bool>) {
+    if cancel.wait_for(|interrupted| *interrupted).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// TERM (+CONT) to the group, `grace`, then KILL.
+async fn interrupt(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+    grace: Duration,
+) -> Option<std::process::ExitStatus> {
+    signal_group(pgid, Signal::SIGTERM);
+    signal_group(pgid, Signal::SIGCONT);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            signal_group(pgid, Signal::SIGKILL);
+            child.wait().await.ok()
+        }
+    }
 }
 
 /// Reads to EOF, keeping the first [`OUTPUT_CAP`] bytes and discarding the rest,
@@ -124,16 +302,30 @@ pub async fn run_hooks(
     cwd: &Path,
     timeout: Duration,
     stop_at_first_failure: bool,
+    ctx: &ShellContext,
 ) -> Vec<HookFailure> {
     let mut failures = Vec::new();
     for command in commands {
-        let failure = match run_shell(command, env, cwd, timeout).await {
+        // Once the loop is stopping, no further hook starts.
+        if ctx.interrupted() {
+            break;
+        }
+        let failure = match run_shell(command, env, cwd, timeout, ctx).await {
             Ok(run) if run.succeeded() => None,
             Ok(run) => Some(HookFailure {
                 command: command.clone(),
                 exit_code: run.exit_code,
                 timed_out: run.timed_out,
-                output: run.combined_output(),
+                output: if run.interrupted {
+                    format!(
+                        "{}\n(interrupted: clowder is stopping)",
+                        run.combined_output()
+                    )
+                    .trim_start()
+                    .to_string()
+                } else {
+                    run.combined_output()
+                },
             }),
             Err(err) => Some(HookFailure {
                 command: command.clone(),
@@ -171,6 +363,7 @@ mod tests {
                 &[("HARNESS_TEST".into(), "a; rm -rf / $(x)".into())],
                 Path::new("."),
                 Duration::from_secs(10),
+                &ShellContext::plain(),
             ))
             .expect("run");
         assert!(run.succeeded());
@@ -185,11 +378,41 @@ mod tests {
                 &[],
                 Path::new("."),
                 Duration::from_millis(300),
+                &ShellContext::plain(),
             ))
             .expect("run");
         assert!(run.timed_out);
         assert!(!run.succeeded());
         assert_eq!(run.combined_output(), "started");
+    }
+
+    #[test]
+    fn an_interrupted_hook_that_ignores_term_is_killed_after_the_grace() {
+        let (tx, cancel) = watch::channel(false);
+        let ctx = ShellContext {
+            grace: Duration::from_millis(200),
+            cancel,
+            ..ShellContext::plain()
+        };
+        let run = runtime()
+            .block_on(async {
+                let run = run_shell(
+                    "trap '' TERM; echo started; sleep 30",
+                    &[],
+                    Path::new("."),
+                    Duration::from_secs(60),
+                    &ctx,
+                );
+                let interrupt = async {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = tx.send(true);
+                };
+                tokio::join!(run, interrupt).0
+            })
+            .expect("run");
+        assert!(run.interrupted && !run.timed_out, "{run:?}");
+        assert_eq!(run.exit_code, Some(128 + libc::SIGKILL));
+        assert!(run.combined_output().starts_with("started"), "{run:?}");
     }
 
     #[test]
@@ -200,6 +423,7 @@ mod tests {
                 &[],
                 Path::new("."),
                 Duration::from_secs(10),
+                &ShellContext::plain(),
             ))
             .expect("run");
         assert!(run.succeeded());

@@ -3,8 +3,10 @@
 //! watch it through [`crate::protocol`].
 
 pub mod analysis;
+pub mod cgroup;
 pub mod core;
 pub mod hooks;
+pub mod leftovers;
 pub mod process;
 pub mod prompt;
 pub mod runtime;

@@ -13,7 +13,7 @@ use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -54,6 +54,7 @@ pub fn spawn_agent(
     env: &[(String, String)],
     output: &File,
     cwd: &Path,
+    cgroup: Option<&Path>,
 ) -> io::Result<Spawned> {
     let stdout = output.try_clone()?;
     let stderr = output.try_clone()?;
@@ -67,17 +68,7 @@ pub fn spawn_agent(
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(false);
-    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
-    // async-signal-safe. Spawning from the runtime's own thread matters: the parent-
-    // death signal fires when the forking thread exits.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    die_with_clowder(&mut command, cgroup)?;
     let child = command.spawn()?;
     let pid = child
         .id()
@@ -88,6 +79,27 @@ pub fn spawn_agent(
         pid,
         pgid: pid,
     })
+}
+
+/// Makes the child die with clowder (the parent-death signal) and, with a
+/// `cgroup`, move itself into it before it execs.
+pub fn die_with_clowder(command: &mut Command, cgroup: Option<&Path>) -> io::Result<()> {
+    let procs = cgroup.map(super::cgroup::cgroup_procs_path).transpose()?;
+    // SAFETY: the closure runs between fork and exec and only calls prctl, open,
+    // write and close, which are async-signal-safe. Spawning from the runtime's own
+    // thread matters: the parent-death signal fires when the forking thread exits.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            match &procs {
+                Some(procs) => super::cgroup::join_self(procs),
+                None => Ok(()),
+            }
+        });
+    }
+    Ok(())
 }
 
 /// Sends `signal` to every process of the group; a group already gone is not an error.
@@ -268,21 +280,64 @@ pub struct Escaped {
     pub killed: bool,
 }
 
+/// The environment variable that carries a session's (or hook's) token.
+pub const TOKEN_ENV: &str = "CLOWDER_SESSION";
+
+/// What names a session's processes besides its process group: the token in
+/// every process's environment, and its cgroup when there is one.
+#[derive(Debug, Clone)]
+pub struct Containment {
+    pub token: String,
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Containment {
+    /// Ends what is left of the session outside its (now empty) group: with a
+    /// cgroup, everything still in it; otherwise clowder's descendants started
+    /// no earlier than `since` that carry the token. TERM, `grace`, KILL; then
+    /// the cgroup is removed.
+    pub async fn end_escaped(
+        &self,
+        pgid: i32,
+        since: Option<u64>,
+        grace: Duration,
+    ) -> Vec<Escaped> {
+        let escaped = match (&self.cgroup, since) {
+            (Some(cgroup), _) => {
+                let found = super::cgroup::members(cgroup)
+                    .into_iter()
+                    .filter_map(read_proc_stat)
+                    .filter(|p| p.state != 'Z' && p.state != 'X')
+                    .collect();
+                kill_escaped(found, grace).await
+            }
+            (None, Some(since)) => {
+                let me = std::process::id() as i32;
+                kill_escaped(find_escaped(me, pgid, &self.token, since), grace).await
+            }
+            (None, None) => {
+                tracing::warn!("group {pgid}: no start time, so no search for escaped processes");
+                Vec::new()
+            }
+        };
+        if let Some(cgroup) = &self.cgroup {
+            super::cgroup::kill_and_remove(cgroup).await;
+        }
+        escaped
+    }
+}
+
 /// Owns one session's process group from spawn to the last process reaped.
 ///
 /// A message on `kill_requests` starts TERM (+CONT, in case it is paused), and
 /// KILL after `grace`. Once the leader exits, anything left in the group gets the
-/// same treatment.
-///
-/// `output_file` is the session's `HARNESS_OUTPUT_FILE`, which every process it
-/// starts inherits: with the leader's start time, it tells the processes that
-/// escaped the group (see [`find_escaped`]).
+/// same treatment, and then whatever escaped it (see [`Containment::end_escaped`]).
 pub async fn supervise_group(
     mut child: Child,
     pgid: i32,
     grace: Duration,
     mut kill_requests: mpsc::UnboundedReceiver<()>,
-    output_file: String,
+    containment: Containment,
 ) -> GroupEnd {
     let leader = pgid;
     // Read before the leader is waited for: until then its pid cannot be reused.
@@ -347,19 +402,8 @@ pub async fn supervise_group(
         sleep(GROUP_POLL).await;
     }
     // Now, with the group empty and before the loop moves on: the post-session
-    // hooks, which get the same HARNESS_OUTPUT_FILE, have not started yet, so
-    // nothing of theirs can be taken for the session's. (Pre-session hooks and
-    // prompt commands are not given it, and start before the leader.)
-    let escaped = match leader_start {
-        Some(since) => {
-            let found = find_escaped(std::process::id() as i32, pgid, &output_file, since);
-            kill_escaped(found, grace).await
-        }
-        None => {
-            tracing::warn!("agent {leader}: no start time, so no search for escaped processes");
-            Vec::new()
-        }
-    };
+    // hooks have tokens of their own, so nothing of theirs is taken for the session's.
+    let escaped = containment.end_escaped(pgid, leader_start, grace).await;
     GroupEnd {
         exit_code,
         needed_sigkill,
@@ -398,9 +442,10 @@ fn descends_from(pid: i32, ancestor: i32, parents: &HashMap<i32, i32>) -> bool {
 /// The processes of a session that are alive outside its group `pgid`. Only
 /// what is provably the session's: a descendant of clowder (`me`; orphans come
 /// to it as their subreaper), started no earlier than the session's leader
-/// (`since`, clock ticks since boot), with the session's `HARNESS_OUTPUT_FILE`
-/// in its environment. A process that cleared its environment is not found.
-pub fn find_escaped(me: i32, pgid: i32, output_file: &str, since: u64) -> Vec<ProcInfo> {
+/// (`since`, clock ticks since boot), with the session's token in its
+/// environment. A process that cleared its environment is not found (a cgroup
+/// finds it).
+pub fn find_escaped(me: i32, pgid: i32, token: &str, since: u64) -> Vec<ProcInfo> {
     let processes = all_processes();
     let parents: HashMap<i32, i32> = processes.iter().map(|p| (p.pid, p.ppid)).collect();
     processes
@@ -408,7 +453,18 @@ pub fn find_escaped(me: i32, pgid: i32, output_file: &str, since: u64) -> Vec<Pr
         .filter(|p| p.state != 'Z' && p.state != 'X')
         .filter(|p| p.pid != me && p.pgid != pgid && p.start_ticks >= since)
         .filter(|p| descends_from(p.pid, me, &parents))
-        .filter(|p| environ_has(p.pid, "HARNESS_OUTPUT_FILE", output_file))
+        .filter(|p| environ_has(p.pid, TOKEN_ENV, token))
+        .collect()
+}
+
+/// Every live process, wherever it is now, started no earlier than `since`
+/// with `token` in its environment: what a killed clowder's session left.
+pub fn find_by_token(token: &str, since: u64) -> Vec<ProcInfo> {
+    let me = std::process::id() as i32;
+    all_processes()
+        .into_iter()
+        .filter(|p| p.state != 'Z' && p.state != 'X' && p.pid != me && p.start_ticks >= since)
+        .filter(|p| environ_has(p.pid, TOKEN_ENV, token))
         .collect()
 }
 
@@ -584,7 +640,7 @@ mod tests {
         let spawn = |value: &str| {
             std::process::Command::new("sleep")
                 .arg("30")
-                .env("HARNESS_OUTPUT_FILE", value)
+                .env(TOKEN_ENV, value)
                 .process_group(0)
                 .spawn()
                 .expect("spawn sleep")

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::hooks::run_shell;
+use super::hooks::{ShellContext, run_shell};
 use crate::config::ContinuationMode;
 
 pub const SEPARATOR: &str = "\n---\n";
@@ -47,6 +47,7 @@ pub async fn build(
     env: &[(String, String)],
     cwd: &Path,
     timeout: Duration,
+    ctx: &ShellContext,
 ) -> Result<BuiltPrompt, String> {
     let prompt = std::fs::read(prompt_file).map_err(|err| {
         format!(
@@ -58,7 +59,7 @@ pub async fn build(
     let mut parts = Vec::new();
     let mut warnings = Vec::new();
     for command in prepend_commands {
-        match run_shell(command, env, cwd, timeout).await {
+        match run_shell(command, env, cwd, timeout, ctx).await {
             Ok(run) => {
                 if !run.succeeded() {
                     let how = if run.timed_out {
@@ -256,6 +257,7 @@ mod tests {
                 &[],
                 dir.path(),
                 Duration::from_secs(10),
+                &ShellContext::plain(),
             ))
             .expect("build");
         assert_eq!(built.text, "status: green\n---\nsecond\n---\ndo the work");
@@ -281,6 +283,7 @@ mod tests {
                 &[],
                 dir,
                 Duration::from_secs(10),
+                &ShellContext::plain(),
             ))
             .expect("build")
     }

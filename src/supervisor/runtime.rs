@@ -18,11 +18,13 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use super::analysis::SessionReader;
+use super::cgroup::KillMethod;
 use super::core::{
-    Core, Effect, GuardSettings, HookFailure, Input, KILL_GRACE, Level, Now, RateLimitFinding,
-    SessionFindings, SessionGate, Settings, StopSignal,
+    Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding, SessionFindings,
+    SessionGate, Settings, StopSignal,
 };
-use super::{hooks, process, prompt};
+use super::hooks::ShellContext;
+use super::{cgroup, hooks, leftovers, process, prompt};
 use crate::agent::{Detectors, SessionStats};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
@@ -30,6 +32,7 @@ use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSu
 use crate::store::control;
 use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
+use crate::store::running::{Record, Running};
 use crate::store::status;
 
 /// How often the status file is refreshed while a session runs.
@@ -48,6 +51,10 @@ const VERBOSE_CHUNK: usize = 1 << 20;
 /// At most this much of a running session's output is analysed per poll: the loop
 /// shares its thread with the control room, so no poll may take long.
 const ANALYSIS_CHUNK: usize = 8 << 20;
+
+/// Loops started in this process: part of every token, so that no two loops
+/// hand out the same one.
+static LOOPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Where the supervisor's human-readable output goes: the console in headless
 /// mode, the control room otherwise.
@@ -93,6 +100,8 @@ struct LiveSession {
     /// The agent's start time, recorded so a later run can recognise its group.
     start_ticks: Option<u64>,
     pgid: i32,
+    /// Its `CLOWDER_SESSION` value, which names its record.
+    token: String,
     output_file: PathBuf,
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
@@ -124,6 +133,12 @@ pub struct Runtime {
     pending_prompt: Option<String>,
     /// Set to stop waiting for a session's approval.
     approval_cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// How sessions and hooks are contained and ended (cgroup or group+token).
+    kill_method: Arc<KillMethod>,
+    running: Running,
+    /// What hooks and prompt commands share; its cancel ends them on a stop.
+    shell: ShellContext,
+    hook_cancel: watch::Sender<bool>,
 }
 
 impl Runtime {
@@ -199,7 +214,8 @@ impl Runtime {
             initial_delay: config.backoff.initial_delay_secs.0,
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
-            kill_grace: KILL_GRACE,
+            kill_grace: config.watchdog.kill_grace_secs.0,
+            disk_recheck: config.output.disk_recheck_secs.0,
             session_gate: SessionGate {
                 autonomy: config.approvals.autonomy.0,
                 critical_every: config.approvals.critical_every,
@@ -212,6 +228,35 @@ impl Runtime {
                 doom_loop_threshold: config.guard.doom_loop_threshold.0,
                 on_doom_loop: config.guard.on_doom_loop,
             },
+        };
+        let kill_method = Arc::new(cgroup::setup());
+        if let KillMethod::GroupToken { why } = kill_method.as_ref() {
+            reporter.log(
+                Utc::now(),
+                Level::Info,
+                &format!(
+                    "no per-session cgroups ({why}): sessions are ended by process group and {}",
+                    process::TOKEN_ENV
+                ),
+            );
+        }
+        let running = Running::new(&cwd);
+        let (hook_cancel, cancel) = watch::channel(false);
+        let own_start =
+            process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);
+        let shell = ShellContext {
+            method: Arc::clone(&kill_method),
+            running: Some(running.clone()),
+            // Unique per loop, even with several loops in one process.
+            token_prefix: format!(
+                "{}-{own_start}-{}",
+                std::process::id(),
+                LOOPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
+            own_start,
+            counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            grace: settings.kill_grace,
+            cancel,
         };
         let core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
         let snapshot = Arc::new(core.snapshot(Utc::now()));
@@ -237,6 +282,10 @@ impl Runtime {
             exit: None,
             pending_prompt: None,
             approval_cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            kill_method,
+            running,
+            shell,
+            hook_cancel,
             options,
         };
         Ok((runtime, snapshot_rx))
@@ -264,6 +313,7 @@ impl Runtime {
         let mut sigterm = signal(SignalKind::terminate()).ok();
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
+        self.end_leftovers().await;
         let mut ticker = tokio::time::interval(self.poll_period());
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut commands_open = true;
@@ -297,6 +347,7 @@ impl Runtime {
             }
         }
         process::reap_orphan_zombies(&[]);
+        self.kill_method.teardown();
         let snapshot = self.core.snapshot(Utc::now());
         Outcome {
             reason: self.exit.unwrap_or(ExitReason::MaxIterations),
@@ -333,8 +384,19 @@ impl Runtime {
             );
             return;
         }
-        let ours =
-            abandoned_group_is_ours(pgid, pid, old.agent_start_ticks, old.output_file.as_deref());
+        let output_file = old
+            .output_file
+            .as_ref()
+            .map(|f| f.display().to_string())
+            .unwrap_or_default();
+        let ours = old.output_file.is_some()
+            && leftovers::group_is_ours(
+                pgid,
+                pid,
+                old.agent_start_ticks,
+                "HARNESS_OUTPUT_FILE",
+                &output_file,
+            );
         let cleanup = if ours {
             process::kill_foreign_group(pgid, self.core.settings().kill_grace).await
         } else {
@@ -375,6 +437,45 @@ impl Runtime {
             pid,
             killed: cleanup.killed,
         });
+    }
+
+    /// Ends what a killed clowder's sessions and hooks left (see [`leftovers`]).
+    async fn end_leftovers(&mut self) {
+        let grace = self.core.settings().kill_grace;
+        for ended in leftovers::end_abandoned(&self.running, grace).await {
+            let record = &ended.record;
+            if ended.group_killed == 0 && ended.escaped.is_empty() {
+                continue;
+            }
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "{} `{}` of an earlier run (clowder PID {}) was left running: killed {} process(es) of its group {} and {} outside it",
+                    record.kind,
+                    record.what,
+                    record.clowder_pid,
+                    ended.group_killed,
+                    record.pgid,
+                    ended.escaped.len()
+                ),
+            );
+            let global = record
+                .what
+                .parse()
+                .ok()
+                .filter(|_| record.kind == "session");
+            for escaped in &ended.escaped {
+                if let Some(global) = global {
+                    self.emit(&Event::LeakedPid {
+                        global,
+                        pid: escaped.pid,
+                        command: escaped.command.clone(),
+                        killed: escaped.killed,
+                    });
+                }
+            }
+        }
     }
 
     fn on_tick(&mut self, queue: &mut VecDeque<Input>) {
@@ -491,6 +592,9 @@ impl Runtime {
                 Some(Input::PromptReady { critical_marker })
             }
             Internal::GroupEnded(end) => {
+                if let Some(session) = &self.session {
+                    self.running.remove(&session.token);
+                }
                 if self.options.verbose {
                     self.echo_output();
                 }
@@ -579,15 +683,19 @@ impl Runtime {
             "HARNESS_OUTPUT_FILE".into(),
             output_file.display().to_string(),
         ));
-        let spawned = match process::spawn_agent(
-            &self.config.agent.command.0,
-            &args,
-            &env,
-            &file,
-            &self.options.working_dir,
-        ) {
+        let token = format!("{}s{global}", self.shell.token_prefix);
+        env.push((process::TOKEN_ENV.into(), token.clone()));
+        let cgroup = self.session_cgroup(global);
+        let mut containment = process::Containment {
+            token: token.clone(),
+            cgroup,
+        };
+        // Recorded before it starts, and again once its pid is known.
+        self.record_session(global, 0, Some(self.shell.own_start), &containment);
+        let spawned = match self.spawn_contained(&args, &env, &file, &mut containment) {
             Ok(spawned) => spawned,
             Err(err) => {
+                self.running.remove(&containment.token);
                 return Input::SpawnFailed {
                     global: Some(global),
                     error: format!("`{}`: {err}", self.config.agent.command.0),
@@ -599,9 +707,11 @@ impl Runtime {
         let (pid, pgid) = (spawned.pid, spawned.pgid);
         let tx = self.internal_tx.clone();
         let grace = self.core.settings().kill_grace;
-        let marker = output_file.display().to_string();
+        let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
+        self.record_session(global, pid, start_ticks, &containment);
         tokio::spawn(async move {
-            let end = process::supervise_group(spawned.child, pgid, grace, kill_rx, marker).await;
+            let end =
+                process::supervise_group(spawned.child, pgid, grace, kill_rx, containment).await;
             let _ = tx.send(Internal::GroupEnded(end));
         });
         let mut reader = SessionReader::new(
@@ -616,8 +726,9 @@ impl Runtime {
         self.session = Some(LiveSession {
             global,
             pid,
-            start_ticks: process::read_proc_stat(pid).map(|info| info.start_ticks),
+            start_ticks,
             pgid,
+            token,
             output_file: output_file.clone(),
             kill: kill_tx,
             git_head_before,
@@ -632,10 +743,104 @@ impl Runtime {
         }
     }
 
+    /// Spawns the agent in its cgroup; if that fails, once more without one (the
+    /// session is then ended by its group and token), so that a cgroup that
+    /// refuses a process never stops the loop.
+    fn spawn_contained(
+        &mut self,
+        args: &[String],
+        env: &[(String, String)],
+        file: &File,
+        containment: &mut process::Containment,
+    ) -> std::io::Result<process::Spawned> {
+        let program = &self.config.agent.command.0;
+        let cwd = &self.options.working_dir;
+        let first =
+            process::spawn_agent(program, args, env, file, cwd, containment.cgroup.as_deref());
+        if first.is_ok() {
+            return first;
+        }
+        let Some(cgroup) = containment.cgroup.take() else {
+            return first;
+        };
+        cgroup::remove_tree(&cgroup);
+        let second = process::spawn_agent(program, args, env, file, cwd, None);
+        if second.is_ok()
+            && let Err(err) = &first
+        {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "cannot start the agent in {}: {err}; this session is ended by its process group and {}",
+                    cgroup.display(),
+                    process::TOKEN_ENV
+                ),
+            );
+        }
+        second
+    }
+
+    /// The session's own cgroup, when sessions get one (a failure is logged and
+    /// the session goes on under the process group and its token).
+    fn session_cgroup(&mut self, global: u64) -> Option<PathBuf> {
+        match self.kill_method.create(&format!("session-{global}")) {
+            Ok(cgroup) => cgroup,
+            Err(err) => {
+                self.reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!("global={global}: no cgroup for the session: {err}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Records the session before it can do much, for a later start to end it
+    /// if clowder dies.
+    fn record_session(
+        &mut self,
+        global: u64,
+        pid: i32,
+        start_ticks: Option<u64>,
+        containment: &process::Containment,
+    ) {
+        let Some(start_ticks) = start_ticks else {
+            return;
+        };
+        let record = Record {
+            token: containment.token.clone(),
+            kind: "session".into(),
+            what: global.to_string(),
+            clowder_pid: std::process::id(),
+            pid,
+            pgid: pid,
+            start_ticks,
+            cgroup: containment.cgroup.clone(),
+        };
+        if let Err(err) = self.running.add(&record) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!("global={global}: cannot record the session in .clowder/running: {err}"),
+            );
+        }
+    }
+
     fn execute(&mut self, effect: Effect, queue: &mut VecDeque<Input>) {
         match effect {
             Effect::Log { level, message } => self.reporter.log(Utc::now(), level, &message),
             Effect::Emit(mut event) => {
+                if let Event::LoopStart {
+                    kill_method,
+                    kill_method_detail,
+                    ..
+                } = &mut event
+                {
+                    *kill_method = self.kill_method.name().to_string();
+                    *kill_method_detail = self.kill_method.detail();
+                }
                 if let Event::SessionStart {
                     pid,
                     agent_start_ticks,
@@ -704,6 +909,9 @@ impl Runtime {
                 input,
                 repeats,
             } => self.request_doom_loop_approval(iteration, global, &tool, &input, repeats),
+            Effect::InterruptHooks => {
+                let _ = self.hook_cancel.send(true);
+            }
             Effect::CancelSessionApproval => self
                 .approval_cancel
                 .store(true, std::sync::atomic::Ordering::SeqCst),
@@ -796,10 +1004,10 @@ impl Runtime {
         let tx = self.internal_tx.clone();
         let cwd = self.options.working_dir.clone();
         let timeout = self.config.hooks.timeout_secs.0;
+        let shell = self.shell.clone();
         tokio::spawn(async move {
-            let failures =
-                hooks::run_hooks(&commands, &env, &cwd, timeout, kind == HookKind::PreSession)
-                    .await;
+            let pre = kind == HookKind::PreSession;
+            let failures = hooks::run_hooks(&commands, &env, &cwd, timeout, pre, &shell).await;
             let _ = tx.send(Internal::HooksDone { kind, failures });
         });
     }
@@ -833,8 +1041,18 @@ impl Runtime {
         let tx = self.internal_tx.clone();
         let cwd = self.options.working_dir.clone();
         let timeout = self.config.hooks.timeout_secs.0;
+        let shell = self.shell.clone();
         tokio::spawn(async move {
-            let built = prompt::build(&prompt_file, &commands, &extras, &env, &cwd, timeout).await;
+            let built = prompt::build(
+                &prompt_file,
+                &commands,
+                &extras,
+                &env,
+                &cwd,
+                timeout,
+                &shell,
+            )
+            .await;
             let message = match built {
                 Ok(built) => Internal::PromptReady {
                     text: built.text,
@@ -997,41 +1215,6 @@ impl Runtime {
             let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(findings))));
         });
     }
-}
-
-/// Whether the live processes of `pgid` are the group of the session whose
-/// leader was `pid`, started at `start_ticks`, writing to `output_file`.
-fn abandoned_group_is_ours(
-    pgid: i32,
-    pid: i32,
-    start_ticks: Option<u64>,
-    output_file: Option<&Path>,
-) -> bool {
-    // Without the start time nothing can be proved: never signal on a guess.
-    let Some(start_ticks) = start_ticks else {
-        return false;
-    };
-    let live = process::live_members(pgid, &[]);
-    if live.is_empty() {
-        return false;
-    }
-    // While a group has members its id is not handed out again, so a live leader
-    // is either the session's own (same start time) or the leader of a new group
-    // that reused the number after the session's group had died out.
-    if let Some(leader) = process::read_proc_stat(pid).filter(|p| p.state != 'Z' && p.state != 'X')
-    {
-        return leader.start_ticks == start_ticks;
-    }
-    // Leader gone: every process of the session's group started after it, and
-    // inherited the session's environment.
-    let Some(output_file) = output_file else {
-        return false;
-    };
-    let output_file = output_file.display().to_string();
-    live.iter().all(|p| p.start_ticks >= start_ticks)
-        && live
-            .iter()
-            .any(|p| process::environ_has(p.pid, "HARNESS_OUTPUT_FILE", &output_file))
 }
 
 /// Bytes an unprivileged process may still write on `dir`'s file system.

@@ -1,0 +1,115 @@
+//! `.clowder/running/`: one small JSON file per process group clowder has
+//! started and not yet seen end (a session or a hook), written and fsynced
+//! before the group can do anything, removed once it is gone. What a killed
+//! clowder leaves here is what the next start must end.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::lock::STATE_DIR;
+
+/// The folder of the records, in [`STATE_DIR`].
+pub const RUNNING_DIR: &str = "running";
+
+/// One started process group, with what proves that a process is its.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The `CLOWDER_SESSION` value every process of it inherits.
+    pub token: String,
+    /// `session` or `hook`.
+    pub kind: String,
+    /// The session's global number, or the hook's command.
+    pub what: String,
+    /// The clowder that started it.
+    pub clowder_pid: u32,
+    /// The leader; 0 while it is being started (then `start_ticks` is clowder's).
+    pub pid: i32,
+    pub pgid: i32,
+    /// The leader's start time in clock ticks since boot: nothing older is its.
+    pub start_ticks: u64,
+    /// Its cgroup, when sessions run in cgroups.
+    #[serde(default)]
+    pub cgroup: Option<PathBuf>,
+}
+
+/// The records folder of a project.
+#[derive(Debug, Clone)]
+pub struct Running {
+    dir: PathBuf,
+}
+
+impl Running {
+    pub fn new(working_dir: &Path) -> Running {
+        Running {
+            dir: working_dir.join(STATE_DIR).join(RUNNING_DIR),
+        }
+    }
+
+    fn path(&self, token: &str) -> PathBuf {
+        self.dir.join(format!("{token}.json"))
+    }
+
+    /// Writes `record` durably (a later run must find it even after a SIGKILL).
+    pub fn add(&self, record: &Record) -> io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
+        super::write_atomically(&self.path(&record.token), &bytes)
+    }
+
+    pub fn remove(&self, token: &str) {
+        let _ = std::fs::remove_file(self.path(token));
+    }
+
+    /// Every readable record; files that are not records are removed with the
+    /// temp files of interrupted writes (nobody else writes here: the instance
+    /// lock is held).
+    pub fn all(&self) -> Vec<Record> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut records = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let path = entry.path();
+            let parsed = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
+            match parsed {
+                Some(record) if path.extension().is_some_and(|e| e == "json") => {
+                    records.push(record)
+                }
+                _ => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_are_removed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let running = Running::new(dir.path());
+        let record = Record {
+            token: "1.2.s3".into(),
+            kind: "session".into(),
+            what: "3".into(),
+            clowder_pid: 1,
+            pid: 10,
+            pgid: 10,
+            start_ticks: 99,
+            cgroup: Some(PathBuf::from("/sys/fs/cgroup/x")),
+        };
+        running.add(&record).expect("add");
+        std::fs::write(dir.path().join(".clowder/running/junk"), "x").expect("junk");
+        assert_eq!(running.all(), vec![record]);
+        running.remove("1.2.s3");
+        assert!(running.all().is_empty());
+    }
+}
