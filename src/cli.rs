@@ -103,6 +103,8 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
+    #[command(flatten)]
+    Fleet(crate::fleet::cli::FleetCommand),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -260,6 +262,9 @@ fn send_control(request: &str) -> i32 {
 }
 
 fn run_command(mut command: Command) -> i32 {
+    if let Command::Fleet(fleet) = command {
+        return crate::fleet::cli::run(fleet);
+    }
     match command {
         Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
@@ -279,7 +284,11 @@ fn run_command(mut command: Command) -> i32 {
             Command::Approve(args) => args.dir.resolve(Some(&config)),
             Command::Reject(args) => args.dir.resolve(Some(&config)),
             Command::Ask(args) => args.dir.resolve(Some(&config)),
-            Command::Gate(_) | Command::Init(_) | Command::Pause | Command::Resume => {}
+            Command::Gate(_)
+            | Command::Init(_)
+            | Command::Pause
+            | Command::Resume
+            | Command::Fleet(_) => {}
         }
     }
     match command {
@@ -300,7 +309,7 @@ fn run_command(mut command: Command) -> i32 {
         Command::Ask(args) => approvals::ask(args),
         Command::Init(args) => approvals::init(args),
         // Handled above.
-        Command::Pause | Command::Resume => 0,
+        Command::Pause | Command::Resume | Command::Fleet(_) => 0,
     }
 }
 
