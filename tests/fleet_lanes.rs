@@ -601,3 +601,83 @@ fn a_corrupt_or_newer_registry_is_refused_and_left_alone() {
     }
     assert!(!repo.branch_exists("clowder/x"));
 }
+
+/// A loop run by hand; killed with its agent's group if a test fails halfway.
+struct HandLoop {
+    child: std::process::Child,
+    agent_group: Option<i32>,
+}
+
+impl Drop for HandLoop {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.agent_group {
+            // SAFETY: kill(2) with a group id and a signal number touches no memory.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_running_lane_shows_its_live_state_and_is_not_removed() {
+    let repo = Repo::new();
+    repo.expect(&["lane", "add", "auth"], 0);
+    // Until the fleet runs lanes, a loop run by hand in the lane's files folder
+    // writes the status file `clowder lanes` reads.
+    let files = repo.path(".clowder/lanes/auth");
+    std::fs::write(
+        files.join("harness.toml"),
+        common::fast_config(&["hang"], ""),
+    )
+    .expect("write");
+    std::fs::write(files.join("PROMPT.md"), "Work.\n").expect("write");
+    let mut command = Command::new(clowder_bin());
+    isolate(&mut command)
+        .args(["--headless"])
+        .current_dir(&files)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut hand = HandLoop {
+        child: command.spawn().expect("spawn clowder"),
+        agent_group: None,
+    };
+    let status_file = files.join("harness.status");
+    let read_status = || -> Option<Value> {
+        serde_json::from_str(&std::fs::read_to_string(&status_file).ok()?).ok()
+    };
+    let running = common::wait_until(DEADLINE, || {
+        read_status().is_some_and(|status| status["state"] == "session_running")
+    });
+    assert!(running, "the loop did not start a session");
+    let pgid = read_status().expect("status")["pgid"]
+        .as_i64()
+        .expect("pgid") as i32;
+    hand.agent_group = Some(pgid);
+
+    let row = repo.lanes_json().remove(0);
+    assert_eq!(row["state"], "session_running", "{row}");
+    assert_eq!(row["running"], true);
+    assert_eq!(row["iteration"], 1);
+    assert!(row["idle_secs"].is_i64(), "{row}");
+    let out = repo.expect(&["lane", "rm", "auth", "--force"], 1);
+    assert!(out.contains("lane auth is running"), "{out}");
+    assert!(repo.path(".clowder/worktrees/auth").is_dir());
+
+    // Twice: the first only asks the session to finish.
+    common::send_signal(hand.child.id(), libc::SIGINT);
+    assert!(common::wait_until(DEADLINE, || {
+        read_status().is_some_and(|status| status["stop_pending"] == true)
+    }));
+    common::send_signal(hand.child.id(), libc::SIGINT);
+    assert!(common::wait_until(DEADLINE, || {
+        hand.child.try_wait().expect("wait").is_some()
+    }));
+    assert!(common::wait_until(DEADLINE, || {
+        common::live_group_members(pgid).is_empty()
+    }));
+    let row = repo.lanes_json().remove(0);
+    assert_eq!(row["state"], "stopped", "{row}");
+    assert_eq!(row["running"], false);
+}

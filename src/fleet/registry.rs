@@ -80,6 +80,18 @@ impl LaneState {
     }
 }
 
+impl Lane {
+    /// The lane's options as they are laid over the root harness.toml (its
+    /// `max_cost_usd` goes to `[guard] max_cost_usd`).
+    pub fn overrides(&self) -> crate::config::Overrides {
+        crate::config::Overrides {
+            max_iterations: self.max_iterations,
+            prompt_file: self.prompt_file.clone(),
+            ..Default::default()
+        }
+    }
+}
+
 impl Default for Registry {
     fn default() -> Self {
         Registry {
