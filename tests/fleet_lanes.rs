@@ -518,7 +518,9 @@ fn orphaned_worktrees_are_reported_and_never_deleted() {
 fn stop_pause_and_resume_are_recorded_in_the_registry() {
     let repo = Repo::new();
     repo.expect(&["lane", "add", "auth"], 0);
-    repo.expect(&["lane", "stop", "auth"], 0);
+    let out = repo.expect(&["lane", "stop", "auth"], 0);
+    assert!(out.contains("lane auth: stopped (was active)"), "{out}");
+    assert!(out.contains("recorded only"), "{out}");
     assert_eq!(repo.lane("auth").expect("lane")["state"], "stopped");
     assert!(
         !repo.path(".clowder/lanes/auth/STOP").exists(),

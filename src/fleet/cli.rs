@@ -22,11 +22,11 @@ pub enum FleetCommand {
 pub enum LaneCommand {
     /// Register a lane, with a worktree at .clowder/worktrees/NAME on a new branch clowder/NAME
     Add(AddArgs),
-    /// Stop the lane after its current session; it is not started again until resumed
+    /// Record the lane as stopped: it is not started again until resumed
     Stop(StopArgs),
-    /// Pause the lane: no session runs until it is resumed
+    /// Record the lane as paused: no session of it runs until it is resumed
     Pause(NameArg),
-    /// Resume a paused or stopped lane
+    /// Record a paused or stopped lane as active again
     Resume(NameArg),
     /// Remove a lane; refused when its worktree or branch holds work its base lacks
     Rm(RmArgs),
@@ -53,7 +53,7 @@ pub struct AddArgs {
     /// Productive iterations the lane runs (overrides session.max_iterations)
     #[arg(long = "max-iterations", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_iterations: Option<u64>,
-    /// The lane stops once its sessions cost this much (overrides guard.max_cost_usd)
+    /// The lane's cost budget in US dollars (overrides guard.max_cost_usd for it)
     #[arg(long = "max-cost", value_name = "USD", value_parser = positive_usd)]
     pub max_cost: Option<f64>,
     /// Work in this existing folder instead of a new worktree (`.`: this folder)
@@ -65,7 +65,7 @@ pub struct AddArgs {
 pub struct StopArgs {
     #[command(flatten)]
     pub lane: NameArg,
-    /// Stop the running session too, not only after it
+    /// For a running lane: end its current session too, not only after it
     #[arg(long = "now")]
     pub now: bool,
 }

@@ -252,7 +252,7 @@ pub fn set_state(
         }
         (LaneState::Paused, true) => leave(PAUSE_REQUEST)?,
         (LaneState::Active, true) => leave(RESUME_REQUEST)?,
-        (_, false) => {}
+        (_, false) => done.push("no clowder runs in this folder: recorded only".to_string()),
     }
     if state == LaneState::Active {
         // A STOP left for the lane would end its next run at once.
