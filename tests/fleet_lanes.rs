@@ -216,6 +216,7 @@ fn an_existing_branch_or_lane_is_refused_with_exit_2() {
     let out = repo.expect(&["lane", "add", "taken"], 2);
     assert!(out.contains("branch clowder/taken already exists"), "{out}");
     assert!(!repo.path(".clowder/worktrees/taken").exists());
+    assert!(!repo.path(".clowder/lanes/taken").exists());
 
     repo.expect(&["lane", "add", "docs"], 0);
     let before = std::fs::read_to_string(repo.path(".clowder/fleet.json")).expect("read");

@@ -71,26 +71,26 @@ pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Fa
             )));
         }
         ignore_state_dir(root)?;
-        let (kind, dir, branch, base, base_commit) = match &options.dir {
-            Some(dir) => {
-                check_dir_lane(root, registry, dir)?;
-                (LaneKind::Dir, dir.clone(), None, None, None)
-            }
-            None => {
-                let (base, commit) = add_worktree(root, name, options.base.as_deref())?;
-                let dir = worktree_path(Path::new(""), name);
-                (
-                    LaneKind::Worktree,
-                    dir,
-                    Some(name.branch()),
-                    Some(base),
-                    Some(commit),
-                )
-            }
-        };
+        if let Some(dir) = &options.dir {
+            check_dir_lane(root, registry, dir)?;
+        }
+        // Before the worktree, so that nothing fails between it and the registry.
         let files = lane_files_dir(root, name);
         std::fs::create_dir_all(&files)
             .map_err(|err| format!("cannot create {}: {err}", files.display()))?;
+        let (kind, dir, branch, base, base_commit) = match &options.dir {
+            Some(dir) => (LaneKind::Dir, dir.clone(), None, None, None),
+            None => {
+                let (base, commit) = add_worktree(root, name, options.base.as_deref())
+                    .inspect_err(|_| {
+                        // Only if empty: an earlier lane's files are never removed.
+                        let _ = std::fs::remove_dir(&files);
+                    })?;
+                let dir = worktree_path(Path::new(""), name);
+                let branch = Some(name.branch());
+                (LaneKind::Worktree, dir, branch, Some(base), Some(commit))
+            }
+        };
         let lane = Lane {
             name: name.clone(),
             kind,
