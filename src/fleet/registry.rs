@@ -130,8 +130,13 @@ pub fn load(root: &Path) -> Result<Registry, String> {
 fn parse(path: &Path, text: &str) -> Result<Registry, String> {
     let bad = |what: String| format!("{}: {what}", path.display());
     let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
+        let what = err.to_string();
+        // serde_json ends its message with the place, which is said first here.
+        let what = what
+            .rsplit_once(" at line ")
+            .map_or(what.as_str(), |(w, _)| w);
         bad(format!(
-            "line {} column {}: not valid JSON: {err}",
+            "line {} column {}: not valid JSON: {what}",
             err.line(),
             err.column()
         ))
