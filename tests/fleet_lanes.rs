@@ -420,6 +420,15 @@ fn rm_refuses_uncommitted_changes_untracked_files_and_unmerged_commits() {
     assert!(out.contains("new.txt"), "{out}");
     std::fs::remove_file(worktree.join("new.txt")).expect("rm");
 
+    // Another branch checked out in the worktree: its commits are not clowder's to judge.
+    git_in(&worktree, &["checkout", "--quiet", "-b", "other"]);
+    let out = repo.expect(&["lane", "rm", "auth", "--force"], 1);
+    assert!(
+        out.contains("has other checked out, not clowder/auth"),
+        "{out}"
+    );
+    git_in(&worktree, &["checkout", "--quiet", "clowder/auth"]);
+
     repo.commit_in_lane("auth", "work.txt");
     let out = repo.expect(&["lane", "rm", "auth"], 1);
     assert!(
@@ -509,6 +518,12 @@ fn orphaned_worktrees_are_reported_and_never_deleted() {
     assert!(!out.contains("orphan: .clowder/worktrees/kept"), "{out}");
     assert!(repo.path(".clowder/worktrees/stray/file").is_file());
     assert!(repo.lane("gone").is_some());
+    let out = repo.expect(&["lane", "add", "stray"], 2);
+    assert!(
+        out.contains("already exists but is no registered lane"),
+        "{out}"
+    );
+    assert!(repo.path(".clowder/worktrees/stray/file").is_file());
 
     // A lane whose worktree is gone can still be removed; its branch goes too.
     repo.expect(&["lane", "rm", "gone"], 0);
