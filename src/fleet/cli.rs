@@ -8,6 +8,11 @@ use super::LaneName;
 use super::lanes::{self, AddOptions, Failure, LaneRow, Orphan};
 use super::registry::{self, LaneState};
 
+/// Bad input: a name, an existing lane or branch, a missing file (as clap's own).
+const EXIT_USAGE: i32 = 2;
+/// Refused to protect work, or something failed.
+const EXIT_FAILED: i32 = 1;
+
 /// The fleet's subcommands, flattened into clowder's own.
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
@@ -100,7 +105,7 @@ pub fn run(command: FleetCommand) -> i32 {
         Ok(root) => root,
         Err(err) => {
             eprintln!("clowder: error: cannot read the current folder: {err}");
-            return 1;
+            return EXIT_FAILED;
         }
     };
     let result = match command {
@@ -111,7 +116,10 @@ pub fn run(command: FleetCommand) -> i32 {
         Ok(()) => 0,
         Err(failure) => {
             eprintln!("clowder: error: {}", failure.message());
-            failure.exit_code()
+            match failure {
+                Failure::Usage(_) => EXIT_USAGE,
+                Failure::Refused(_) | Failure::Failed(_) => EXIT_FAILED,
+            }
         }
     }
 }

@@ -22,13 +22,6 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Failure::Usage(_) => crate::cli::EXIT_USAGE,
-            Failure::Refused(_) | Failure::Failed(_) => 1,
-        }
-    }
-
     pub fn message(&self) -> &str {
         match self {
             Failure::Usage(text) | Failure::Refused(text) | Failure::Failed(text) => text,
