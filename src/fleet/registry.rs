@@ -216,6 +216,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_lanes_options_become_overrides_of_the_root_config() {
+        let lane: Lane = serde_json::from_value(serde_json::json!({
+            "name": "auth", "kind": "worktree", "dir": ".clowder/worktrees/auth",
+            "branch": "clowder/auth", "base": "refs/heads/main", "base_commit": "abc",
+            "prompt_file": "lanes/auth.md", "max_iterations": 4, "max_cost_usd": 2.0,
+            "state": "paused", "created": "2026-01-01T00:00:00Z"
+        }))
+        .expect("a lane");
+        let overrides = lane.overrides();
+        assert_eq!(overrides.max_iterations, Some(4));
+        assert_eq!(overrides.prompt_file, Some(PathBuf::from("lanes/auth.md")));
+        assert_eq!(overrides.output_dir, None);
+    }
+
+    #[test]
     fn a_newer_version_is_refused_before_the_rest_is_read() {
         let path = Path::new("fleet.json");
         let err = parse(path, r#"{"schema_version": 2, "lanes": 7}"#).expect_err("newer");
