@@ -115,6 +115,8 @@ pub enum Command {
     /// About harness.toml itself
     #[command(subcommand)]
     Config(meta::ConfigCommand),
+    #[command(flatten)]
+    Fleet(crate::fleet::cli::FleetCommand),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -272,6 +274,9 @@ fn send_control(request: &str) -> i32 {
 }
 
 fn run_command(mut command: Command) -> i32 {
+    if let Command::Fleet(fleet) = command {
+        return crate::fleet::cli::run(fleet);
+    }
     match command {
         Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
@@ -300,7 +305,8 @@ fn run_command(mut command: Command) -> i32 {
             | Command::Resume
             | Command::Completions { .. }
             | Command::Man
-            | Command::Config(_) => {}
+            | Command::Config(_)
+            | Command::Fleet(_) => {}
         }
     }
     match command {
@@ -325,7 +331,8 @@ fn run_command(mut command: Command) -> i32 {
         | Command::Resume
         | Command::Completions { .. }
         | Command::Man
-        | Command::Config(_) => 0,
+        | Command::Config(_)
+        | Command::Fleet(_) => 0,
     }
 }
 

@@ -1,0 +1,287 @@
+//! `clowder lane …` and `clowder lanes`: the arguments and what is printed.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use super::LaneName;
+use super::lanes::{self, AddOptions, Failure, LaneRow, Orphan};
+use super::registry::{self, LaneState};
+
+/// Bad input: a name, an existing lane or branch, a missing file (as clap's own).
+const EXIT_USAGE: i32 = 2;
+/// Refused to protect work, or something failed.
+const EXIT_FAILED: i32 = 1;
+
+/// The fleet's subcommands, flattened into clowder's own.
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Add, stop, pause, resume or remove a lane (a loop in its own git worktree)
+    #[command(subcommand)]
+    Lane(LaneCommand),
+    /// List the lanes: state, iteration, cost, commits ahead of the base, approvals
+    Lanes(LanesArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LaneCommand {
+    /// Register a lane, with a worktree at .clowder/worktrees/NAME on a new branch clowder/NAME
+    Add(AddArgs),
+    /// Record the lane as stopped: it is not started again until resumed
+    Stop(StopArgs),
+    /// Record the lane as paused: no session of it runs until it is resumed
+    Pause(NameArg),
+    /// Record a paused or stopped lane as active again
+    Resume(NameArg),
+    /// Remove a lane; refused when its worktree or branch holds work its base lacks
+    Rm(RmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// The lane's name (see `clowder lanes`)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// 1 to 40 characters: a-z, 0-9, '.', '_', '-', starting with a letter or digit
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The lane's prompt file, relative to this folder (overrides session.prompt_file)
+    #[arg(long = "prompt", value_name = "FILE")]
+    pub prompt: Option<PathBuf>,
+    /// Where the lane's branch starts [default: HEAD]
+    #[arg(long = "base", value_name = "REF", conflicts_with = "dir")]
+    pub base: Option<String>,
+    /// Productive iterations the lane runs (overrides session.max_iterations)
+    #[arg(long = "max-iterations", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_iterations: Option<u64>,
+    /// The lane's cost budget in US dollars (overrides guard.max_cost_usd for it)
+    #[arg(long = "max-cost", value_name = "USD", value_parser = positive_usd)]
+    pub max_cost: Option<f64>,
+    /// Work in this existing folder instead of a new worktree (`.`: this folder)
+    #[arg(long = "dir", value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    #[command(flatten)]
+    pub lane: NameArg,
+    /// For a running lane: end its current session too, not only after it
+    #[arg(long = "now")]
+    pub now: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    #[command(flatten)]
+    pub lane: NameArg,
+    /// Remove the worktree even with work in it: keeps the branch (and saves
+    /// uncommitted changes as a git stash)
+    #[arg(long = "force")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LanesArgs {
+    /// Print the lanes as a JSON array
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+fn positive_usd(text: &str) -> Result<f64, String> {
+    match text.trim_start_matches('$').parse::<f64>() {
+        Ok(usd) if usd.is_finite() && usd > 0.0 => Ok(usd),
+        _ => Err("expected a positive amount of US dollars, such as 5 or 2.50".to_string()),
+    }
+}
+
+/// Runs a fleet subcommand in the current folder and returns the exit code.
+pub fn run(command: FleetCommand) -> i32 {
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let result = match command {
+        FleetCommand::Lanes(args) => list(&root, args.json),
+        FleetCommand::Lane(command) => lane(&root, command),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(failure) => {
+            eprintln!("clowder: error: {}", failure.message());
+            match failure {
+                Failure::Usage(_) => EXIT_USAGE,
+                Failure::Refused(_) | Failure::Failed(_) => EXIT_FAILED,
+            }
+        }
+    }
+}
+
+fn parse_name(name: &str) -> Result<LaneName, Failure> {
+    LaneName::parse(name).map_err(Failure::Usage)
+}
+
+fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
+    let done = match command {
+        LaneCommand::Add(args) => return add(root, args),
+        LaneCommand::Stop(args) => {
+            let name = parse_name(&args.lane.name)?;
+            lanes::set_state(root, &name, LaneState::Stopped, args.now)?
+        }
+        LaneCommand::Pause(args) => {
+            lanes::set_state(root, &parse_name(&args.name)?, LaneState::Paused, false)?
+        }
+        LaneCommand::Resume(args) => {
+            lanes::set_state(root, &parse_name(&args.name)?, LaneState::Active, false)?
+        }
+        LaneCommand::Rm(args) => {
+            let name = parse_name(&args.lane.name)?;
+            let mut done = lanes::remove(root, &name, args.force)?;
+            done.insert(0, format!("lane {name} removed"));
+            done
+        }
+    };
+    for line in done {
+        println!("clowder: {line}");
+    }
+    Ok(())
+}
+
+fn add(root: &Path, args: AddArgs) -> Result<(), Failure> {
+    let name = parse_name(&args.name)?;
+    let options = AddOptions {
+        prompt_file: args.prompt,
+        base: args.base,
+        max_iterations: args.max_iterations,
+        max_cost_usd: args.max_cost,
+        dir: args.dir,
+    };
+    let lane = lanes::add(root, &name, options)?;
+    match (&lane.branch, &lane.base) {
+        (Some(branch), Some(base)) => println!(
+            "clowder: lane {name} added: worktree {} on branch {branch} from {}",
+            lane.dir.display(),
+            lanes::short_ref(base)
+        ),
+        _ => println!(
+            "clowder: lane {name} added: works in {}",
+            lane.dir.display()
+        ),
+    }
+    println!(
+        "clowder: its files go to {}",
+        super::lane_files_dir(Path::new(""), &name).display()
+    );
+    Ok(())
+}
+
+fn list(root: &Path, json: bool) -> Result<(), Failure> {
+    let registry = registry::load(root).map_err(Failure::Failed)?;
+    let approvals = crate::approvals::commands::approvals_config()
+        .map(|config| config.dir.0)
+        .unwrap_or_else(|err| {
+            eprintln!("clowder: warning: {err}; reading the approval queue in its default folder");
+            PathBuf::from(crate::approvals::DEFAULT_DIR)
+        });
+    let (rows, unclaimed) = lanes::rows(root, &registry, &approvals, chrono::Utc::now());
+    let orphans = lanes::orphans(root, &registry);
+    if json {
+        let text = serde_json::to_string_pretty(&rows)
+            .map_err(|err| Failure::Failed(format!("cannot encode the lanes: {err}")))?;
+        println!("{text}");
+        for orphan in &orphans {
+            eprintln!("clowder: orphan: {}", orphan_line(orphan));
+        }
+        return Ok(());
+    }
+    print!("{}", table(&rows));
+    for row in &rows {
+        for problem in &row.problems {
+            println!("clowder: lane {}: {problem}", row.name);
+        }
+    }
+    if unclaimed > 0 {
+        println!(
+            "clowder: {unclaimed} pending approval request(s) come from no lane's folder (see `clowder queue`)"
+        );
+    }
+    for orphan in &orphans {
+        println!("clowder: orphan: {}", orphan_line(orphan));
+    }
+    Ok(())
+}
+
+fn orphan_line(orphan: &Orphan) -> String {
+    format!(
+        "{}: {} (nothing was deleted)",
+        orphan.path.display(),
+        orphan.problem
+    )
+}
+
+/// The lanes as aligned columns, or a hint when there are none.
+pub fn table(rows: &[LaneRow]) -> String {
+    if rows.is_empty() {
+        return "no lanes (add one with `clowder lane add NAME`)\n".to_string();
+    }
+    let dash = || "-".to_string();
+    let mut lines: Vec<[String; 8]> = vec![[
+        "NAME".into(),
+        "STATE".into(),
+        "ITER".into(),
+        "GLOBAL".into(),
+        "IDLE".into(),
+        "COST".into(),
+        "AHEAD".into(),
+        "APPROVALS".into(),
+    ]];
+    for row in rows {
+        let mut state = row.state.clone();
+        if row.requested != LaneState::Active {
+            state.push_str(&format!(" [{}]", row.requested.as_str()));
+        }
+        let iteration = match (row.iteration, row.max_iterations) {
+            (Some(i), Some(max)) => format!("{i}/{max}"),
+            (Some(i), None) => i.to_string(),
+            (None, _) => dash(),
+        };
+        lines.push([
+            row.name.clone(),
+            state,
+            iteration,
+            row.global_iteration.map_or_else(dash, |g| g.to_string()),
+            row.idle_secs
+                .map_or_else(dash, crate::store::status::human_duration),
+            row.cost_usd.map_or_else(dash, |c| format!("${c:.4}")),
+            row.commits_ahead.map_or_else(dash, |a| a.to_string()),
+            row.pending_approvals.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..8)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for line in lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}

@@ -1,0 +1,31 @@
+//! The fleet: many lanes (loops), each in its own folder, registered in
+//! `.clowder/fleet.json`. This part holds the registry, the git worktrees and the
+//! lane commands that work on files; running the lanes together comes later.
+
+pub mod cli;
+pub mod lanes;
+mod name;
+pub mod registry;
+pub mod worktree;
+
+use std::path::{Path, PathBuf};
+
+pub use name::LaneName;
+
+use crate::store::lock::STATE_DIR;
+
+/// `.clowder/worktrees`: one git worktree per lane.
+pub fn worktrees_dir(root: &Path) -> PathBuf {
+    root.join(STATE_DIR).join("worktrees")
+}
+
+/// `.clowder/worktrees/NAME`: the lane's worktree, the agent's working folder.
+pub fn worktree_path(root: &Path, name: &LaneName) -> PathBuf {
+    worktrees_dir(root).join(name.as_str())
+}
+
+/// `.clowder/lanes/NAME`: the lane's status, events, counter, output files and
+/// requests. clowder writes nothing into a lane's worktree.
+pub fn lane_files_dir(root: &Path, name: &LaneName) -> PathBuf {
+    root.join(STATE_DIR).join("lanes").join(name.as_str())
+}

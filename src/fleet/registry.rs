@@ -1,0 +1,247 @@
+//! `.clowder/fleet.json`: the lanes of a fleet, their folders, branches and
+//! options. Written atomically; read only when its `schema_version` is one this
+//! clowder knows, so a newer file is refused rather than half-read.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+use super::LaneName;
+use crate::store::lock::STATE_DIR;
+
+/// The registry's format version; a file with a higher one is refused.
+pub const SCHEMA_VERSION: u64 = 1;
+/// The registry, in [`STATE_DIR`].
+pub const FLEET_FILE: &str = "fleet.json";
+/// Held (flock) while the registry is read, changed and written back.
+const REGISTRY_LOCK: &str = "fleet.lock";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registry {
+    pub schema_version: u64,
+    pub lanes: Vec<Lane>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    pub name: LaneName,
+    pub kind: LaneKind,
+    /// The agent's working folder: relative to the fleet's folder, or absolute.
+    pub dir: PathBuf,
+    /// `clowder/NAME` for a worktree lane.
+    pub branch: Option<String>,
+    /// What the branch is measured against: a full ref name (`refs/heads/main`)
+    /// when the lane started from one, else a commit.
+    pub base: Option<String>,
+    /// The commit the branch started at.
+    pub base_commit: Option<String>,
+    /// Laid over the root harness.toml when the lane runs; relative to the fleet's folder.
+    pub prompt_file: Option<PathBuf>,
+    pub max_iterations: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    /// What the user asked for; the lane's live state is in its status file.
+    pub state: LaneState,
+    pub created: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneKind {
+    /// Its own git worktree under `.clowder/worktrees/NAME` on `clowder/NAME`.
+    Worktree,
+    /// An existing folder (`--dir`), no branch of its own.
+    Dir,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneState {
+    /// Runs when the fleet runs.
+    Active,
+    /// Held: no session runs until it is resumed.
+    Paused,
+    /// Not started again until it is resumed.
+    Stopped,
+}
+
+impl LaneState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaneState::Active => "active",
+            LaneState::Paused => "paused",
+            LaneState::Stopped => "stopped",
+        }
+    }
+}
+
+impl Lane {
+    /// The lane's options as they are laid over the root harness.toml (its
+    /// `max_cost_usd` goes to `[guard] max_cost_usd`).
+    pub fn overrides(&self) -> crate::config::Overrides {
+        crate::config::Overrides {
+            max_iterations: self.max_iterations,
+            prompt_file: self.prompt_file.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry {
+            schema_version: SCHEMA_VERSION,
+            lanes: Vec::new(),
+        }
+    }
+}
+
+impl Registry {
+    pub fn lane(&self, name: &LaneName) -> Option<&Lane> {
+        self.lanes.iter().find(|lane| &lane.name == name)
+    }
+
+    pub fn lane_mut(&mut self, name: &LaneName) -> Option<&mut Lane> {
+        self.lanes.iter_mut().find(|lane| &lane.name == name)
+    }
+}
+
+pub fn path(root: &Path) -> PathBuf {
+    root.join(STATE_DIR).join(FLEET_FILE)
+}
+
+/// Reads the registry of the fleet in `root`; no file is an empty fleet.
+pub fn load(root: &Path) -> Result<Registry, String> {
+    let path = path(root);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&path, &text),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
+        Err(err) => Err(format!("{}: cannot read: {err}", path.display())),
+    }
+}
+
+/// Checks the version first, then the whole file; errors name the file and
+/// where in it the problem is.
+fn parse(path: &Path, text: &str) -> Result<Registry, String> {
+    let bad = |what: String| format!("{}: {what}", path.display());
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
+        let what = err.to_string();
+        // serde_json ends its message with the place, which is said first here.
+        let what = what
+            .rsplit_once(" at line ")
+            .map_or(what.as_str(), |(w, _)| w);
+        bad(format!(
+            "line {} column {}: not valid JSON: {what}",
+            err.line(),
+            err.column()
+        ))
+    })?;
+    match value.get("schema_version").map(serde_json::Value::as_u64) {
+        None => return Err(bad("no schema_version: not a clowder fleet file".into())),
+        Some(None) => {
+            return Err(bad(
+                "schema_version: expected a whole number such as 1".into()
+            ));
+        }
+        Some(Some(version)) if version > SCHEMA_VERSION => {
+            return Err(bad(format!(
+                "schema_version {version} was written by a newer clowder (this one reads up to {SCHEMA_VERSION}); nothing was read or changed"
+            )));
+        }
+        Some(Some(_)) => {}
+    }
+    let registry: Registry = serde_path_to_error::deserialize(value)
+        .map_err(|err| bad(format!("at {}: {}", err.path(), err.inner())))?;
+    let mut names: Vec<&LaneName> = registry.lanes.iter().map(|lane| &lane.name).collect();
+    names.sort();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(bad(format!("lane {} is listed twice", pair[0])));
+    }
+    Ok(registry)
+}
+
+fn save(root: &Path, registry: &Registry) -> Result<(), String> {
+    let path = path(root);
+    let mut json = serde_json::to_vec_pretty(registry)
+        .map_err(|err| format!("cannot encode {}: {err}", path.display()))?;
+    json.push(b'\n');
+    crate::store::write_atomically(&path, &json)
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))
+}
+
+/// Creates `root/.clowder` (mode 0700, like the instance lock does) if needed.
+pub fn ensure_state_dir(root: &Path) -> Result<PathBuf, String> {
+    let dir = root.join(STATE_DIR);
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Reads the registry, lets `change` edit it, and writes it back if `change`
+/// succeeds, all under an exclusive lock so that two commands never lose each
+/// other's edits. `change` may do slow work (git) while the lock is held.
+pub fn update<T, E: From<String>>(
+    root: &Path,
+    change: impl FnOnce(&mut Registry) -> Result<T, E>,
+) -> Result<T, E> {
+    let _lock = lock(root)?;
+    let mut registry = load(root)?;
+    let result = change(&mut registry)?;
+    save(root, &registry)?;
+    Ok(result)
+}
+
+fn lock(root: &Path) -> Result<Flock<File>, String> {
+    let path = ensure_state_dir(root)?.join(REGISTRY_LOCK);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, errno)| format!("cannot lock {}: {errno}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lanes_options_become_overrides_of_the_root_config() {
+        let lane: Lane = serde_json::from_value(serde_json::json!({
+            "name": "auth", "kind": "worktree", "dir": ".clowder/worktrees/auth",
+            "branch": "clowder/auth", "base": "refs/heads/main", "base_commit": "abc",
+            "prompt_file": "lanes/auth.md", "max_iterations": 4, "max_cost_usd": 2.0,
+            "state": "paused", "created": "2026-01-01T00:00:00Z"
+        }))
+        .expect("a lane");
+        let overrides = lane.overrides();
+        assert_eq!(overrides.max_iterations, Some(4));
+        assert_eq!(overrides.prompt_file, Some(PathBuf::from("lanes/auth.md")));
+        assert_eq!(overrides.output_dir, None);
+    }
+
+    #[test]
+    fn a_newer_version_is_refused_before_the_rest_is_read() {
+        let path = Path::new("fleet.json");
+        let err = parse(path, r#"{"schema_version": 2, "lanes": 7}"#).expect_err("newer");
+        assert!(err.contains("schema_version 2"), "{err}");
+        let err = parse(path, r#"{"schema_version": 1, "lanes": 7}"#).expect_err("bad lanes");
+        assert!(err.starts_with("fleet.json: at lanes:"), "{err}");
+        let err = parse(path, "{\"schema_version\": 1,\n").expect_err("cut");
+        assert!(err.contains("line 2"), "{err}");
+        assert_eq!(
+            parse(path, r#"{"schema_version": 1, "lanes": []}"#),
+            Ok(Registry::default())
+        );
+    }
+}

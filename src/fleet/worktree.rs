@@ -1,0 +1,126 @@
+//! The git side of lanes: worktrees, branches and what a branch holds that its
+//! base lacks. Runs the `git` program, so the user's git and its settings decide;
+//! every error says which git command failed and what git said.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Runs `git -C dir ARGS` and returns its stdout, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    answer(dir, args)?.ok_or_else(|| failed(dir, args, "it answered no"))
+}
+
+/// Runs `git -C dir ARGS`: Some(stdout) when it succeeds, None when it answers
+/// "no" (exit 1: no such ref, not a symbolic ref), an error when git fails.
+fn answer(dir: &Path, args: &[&str]) -> Result<Option<String>, String> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run git: {err}"))?;
+    if output.status.success() {
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        return Ok(Some(stdout.trim_end().to_string()));
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if output.status.code() == Some(1) && stderr.trim().is_empty() {
+        return Ok(None);
+    }
+    Err(failed(dir, args, stderr.trim()))
+}
+
+fn failed(dir: &Path, args: &[&str], said: &str) -> String {
+    format!(
+        "`git {}` in {} failed: {said}",
+        args.join(" "),
+        dir.display()
+    )
+}
+
+/// The top folder of the repository `dir` is in, or why there is none.
+pub fn toplevel(dir: &Path) -> Result<PathBuf, String> {
+    git(dir, &["rev-parse", "--show-toplevel"]).map(PathBuf::from)
+}
+
+/// The commit `rev` names, if it names one.
+pub fn commit_of(dir: &Path, rev: &str) -> Result<Option<String>, String> {
+    let spec = format!("{rev}^{{commit}}");
+    answer(dir, &["rev-parse", "--verify", "--quiet", &spec])
+}
+
+/// The full ref name `rev` stands for (`refs/heads/main` for `main` or for HEAD on
+/// main), or None when it is a commit, a detached HEAD or an expression.
+pub fn full_ref_name(dir: &Path, rev: &str) -> Result<Option<String>, String> {
+    let name = git(dir, &["rev-parse", "--symbolic-full-name", rev])?;
+    Ok(name.starts_with("refs/").then_some(name))
+}
+
+pub fn branch_exists(dir: &Path, branch: &str) -> Result<bool, String> {
+    let name = format!("refs/heads/{branch}");
+    Ok(answer(dir, &["show-ref", "--verify", "--quiet", &name])?.is_some())
+}
+
+/// `git worktree add -b BRANCH PATH COMMIT`.
+pub fn add(repo: &Path, path: &Path, branch: &str, commit: &str) -> Result<(), String> {
+    let path = path.to_string_lossy();
+    git(
+        repo,
+        &["worktree", "add", "--quiet", "-b", branch, &path, commit],
+    )
+    .map(drop)
+}
+
+/// What `git status` lists in a worktree: changes and untracked files that are
+/// not ignored, one per line; empty when clean.
+pub fn uncommitted(worktree: &Path) -> Result<Vec<String>, String> {
+    let text = git(
+        worktree,
+        &["status", "--porcelain", "--untracked-files=all"],
+    )?;
+    Ok(text.lines().map(str::to_string).collect())
+}
+
+/// The branch checked out in `worktree` (`refs/heads/…`), None when detached.
+pub fn checked_out(worktree: &Path) -> Result<Option<String>, String> {
+    answer(worktree, &["symbolic-ref", "--quiet", "HEAD"])
+}
+
+/// How many commits `branch` has that `base` lacks.
+pub fn commits_ahead(repo: &Path, base: &str, branch: &str) -> Result<u64, String> {
+    let range = format!("{base}..{branch}");
+    let count = git(repo, &["rev-list", "--count", &range, "--"])?;
+    count
+        .parse()
+        .map_err(|_| format!("`git rev-list --count {range}` printed {count:?}, not a number"))
+}
+
+/// `git worktree remove PATH`: git itself refuses a worktree with changes.
+pub fn remove(repo: &Path, path: &Path) -> Result<(), String> {
+    git(repo, &["worktree", "remove", &path.to_string_lossy()]).map(drop)
+}
+
+/// Forgets worktrees whose folder is already gone (git's own bookkeeping only).
+pub fn prune(repo: &Path) -> Result<(), String> {
+    git(repo, &["worktree", "prune"]).map(drop)
+}
+
+/// Deletes `refs/heads/BRANCH`, but only while it still points at `tip`.
+pub fn delete_branch(repo: &Path, branch: &str, tip: &str) -> Result<(), String> {
+    git(
+        repo,
+        &["update-ref", "-d", &format!("refs/heads/{branch}"), tip],
+    )
+    .map(drop)
+}
+
+/// Saves a worktree's uncommitted changes, untracked files included, as a stash
+/// entry and returns its commit.
+pub fn stash(worktree: &Path, message: &str) -> Result<String, String> {
+    git(
+        worktree,
+        &["stash", "push", "--include-untracked", "--message", message],
+    )?;
+    git(worktree, &["rev-parse", "--verify", "refs/stash"])
+}
