@@ -95,6 +95,8 @@ const TABLE: &[(&str, &str)] = &[
     ("cargo test ${x:-$(id)}", "ask"),
     ("cargo test $((1 + 2))", "ask"),
     ("cargo test $HOME", "allow"),
+    ("cargo test --features \"$F\"", "allow"),
+    ("echo PATH=/tmp/evil", "allow"),
     ("$CARGO test", "ask"),
     // Redirections: to a file never; /dev/null and fd moves are fine.
     ("cargo test > ~/.bashrc", "ask"),

@@ -90,37 +90,28 @@ impl RuleRef<'_> {
     /// Whether the rule covers one simple command: its prefix as whole words, its
     /// regex searched in the words joined by single spaces.
     fn covers_command(&self, command: &Simple) -> bool {
-        let words_match = self.prefix.is_none_or(|prefix| {
-            let wanted = prefix_words(prefix);
-            wanted.len() <= command.words.len()
-                && wanted
-                    .iter()
-                    .zip(&command.words)
-                    .all(|(want, word)| word.literal && &word.text == want)
-        });
-        words_match && self.pattern_matches(&command.text())
+        let literal = command.words.iter().take_while(|w| w.literal);
+        self.starts(literal.map(|w| w.text.as_str())) && self.pattern_matches(&command.text())
     }
 
     /// Whether a deny rule hits a command: any simple command, nested ones
     /// included, or the raw text (so an unreadable command is still refused).
     fn denies_command(&self, raw: &str, script: &Script) -> bool {
-        let raw_hit = self.pattern_matches(raw)
-            && self.prefix.is_none_or(|prefix| {
-                let wanted = prefix_words(prefix);
-                let mut words = raw.split_whitespace();
-                wanted
-                    .iter()
-                    .all(|want| words.next() == Some(want.as_str()))
-            });
+        let raw_hit = self.pattern_matches(raw) && self.starts(raw.split_whitespace());
         raw_hit
             || script.commands.iter().any(|command| {
                 self.pattern_matches(&command.text())
-                    && self.prefix.is_none_or(|prefix| {
-                        let wanted = prefix_words(prefix);
-                        wanted.len() <= command.words.len()
-                            && wanted.iter().zip(&command.words).all(|(w, c)| &c.text == w)
-                    })
+                    && self.starts(command.words.iter().map(|w| w.text.as_str()))
             })
+    }
+
+    /// Whether `words` begin with the prefix's words (true without a prefix).
+    fn starts<'w>(&self, mut words: impl Iterator<Item = &'w str>) -> bool {
+        self.prefix.is_none_or(|prefix| {
+            prefix_words(prefix)
+                .iter()
+                .all(|want| words.next() == Some(want.as_str()))
+        })
     }
 
     /// A path rule: the prefix by whole components after `.` and `..` are
@@ -225,7 +216,9 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
     let denied = deny.iter().find(|rule| match &call.subject {
         Subject::Shell { raw, script } => rule.denies_command(raw, script),
         Subject::Path(path) => rule.denies_path(path),
-        Subject::Text(text) => rule.pattern_matches(text) && rule.covers_text(text),
+        Subject::Text(text) => {
+            rule.pattern_matches(text) && rule.prefix.is_none_or(|p| text.starts_with(p))
+        }
     });
     if let Some(rule) = denied {
         return Verdict::Deny(format!(
@@ -396,7 +389,7 @@ fn joined((absolute, parts): &(bool, Vec<String>)) -> String {
 /// A command line read by the shell parser: its simple commands (those inside
 /// substitutions too) and the constructs found that no rule can allow.
 #[derive(Debug, Default)]
-pub struct Script {
+struct Script {
     commands: Vec<Simple>,
     unprovable: Vec<String>,
 }
@@ -432,7 +425,7 @@ impl Simple {
 
 /// Parses a command line; never fails: what cannot be parsed is recorded as a
 /// construct no rule can allow.
-pub fn analyze(command: &str) -> Script {
+fn analyze(command: &str) -> Script {
     let mut script = Script::default();
     script.source(command, 0);
     script
