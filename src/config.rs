@@ -472,8 +472,9 @@ impl<'de> Deserialize<'de> for WaitSetting {
 }
 
 /// A policy rule: a tool (regex on the whole tool name, e.g. `Bash` or `Edit|Write`)
-/// and, optionally, what it acts on: `pattern` (a regex searched in the command or
-/// file path) or `prefix` (the command or path starts with exactly this).
+/// and, optionally, what it acts on: `pattern` (a regex) or `prefix` (the first
+/// words of a command, or the leading components of a path). What a rule covers is
+/// decided in `approvals::policy`.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
@@ -485,42 +486,29 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether the rule covers a call of `tool` on `subject` (command or path).
-    pub fn matches(&self, tool: &str, subject: &str) -> bool {
-        let whole_tool = regex::Regex::new(&format!("^(?:{})$", self.tool.0));
-        if !whole_tool.is_ok_and(|re| re.is_match(tool)) {
-            return false;
+    /// The rule as the policy reads it.
+    pub fn policy(&self) -> crate::approvals::policy::RuleRef<'_> {
+        crate::approvals::policy::RuleRef {
+            tool: &self.tool.0,
+            pattern: self.pattern.as_ref().map(|p| p.0.as_str()),
+            prefix: self.prefix.as_deref(),
         }
-        if let Some(pattern) = &self.pattern
-            && !regex::Regex::new(&pattern.0).is_ok_and(|re| re.is_match(subject))
-        {
-            return false;
-        }
-        if let Some(prefix) = &self.prefix
-            && !subject.starts_with(prefix.as_str())
-        {
-            return false;
-        }
-        true
     }
 
     /// `Bash prefix "cargo test"`, for messages.
     pub fn describe(&self) -> String {
-        let mut text = format!("tool `{}`", self.tool.0);
-        if let Some(pattern) = &self.pattern {
-            text.push_str(&format!(" matching /{}/", pattern.0));
-        }
-        if let Some(prefix) = &self.prefix {
-            text.push_str(&format!(" starting with {prefix:?}"));
-        }
-        text
+        self.policy().describe()
     }
 }
 
-/// Appends an allow rule (`tool` exactly, commands or paths starting with `prefix`)
-/// to `[approvals] allow` in the config file, keeping its comments and layout.
-/// The result is checked like any config before it replaces the file.
-pub fn add_allow_rule(path: &Path, tool: &str, prefix: &str) -> Result<(), String> {
+/// Appends allow rules (`tool` exactly, one per prefix: the words a command
+/// starts with, or a path) to `[approvals] allow` in the config file, keeping its
+/// comments and layout. The result is checked like any config before it replaces
+/// the file.
+pub fn add_allow_rule(path: &Path, tool: &str, prefixes: &[String]) -> Result<(), String> {
+    if prefixes.is_empty() {
+        return Ok(());
+    }
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -539,10 +527,12 @@ pub fn add_allow_rule(path: &Path, tool: &str, prefix: &str) -> Result<(), Strin
         .or_insert(toml_edit::value(toml_edit::Array::new()))
         .as_array_mut()
         .ok_or_else(|| format!("{}: `approvals.allow` is not an array", path.display()))?;
-    let mut rule = toml_edit::InlineTable::new();
-    rule.insert("tool", regex::escape(tool).into());
-    rule.insert("prefix", prefix.into());
-    allow.push(rule);
+    for prefix in prefixes {
+        let mut rule = toml_edit::InlineTable::new();
+        rule.insert("tool", regex::escape(tool).into());
+        rule.insert("prefix", prefix.as_str().into());
+        allow.push(rule);
+    }
     let updated = document.to_string();
     Config::parse(&updated, path).map_err(|err| format!("the new rule would not load: {err}"))?;
     crate::store::write_atomically(path, updated.as_bytes())
@@ -977,8 +967,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("harness.toml");
         std::fs::write(&path, "# my loop\n[session]\nmax_iterations = 3 # three\n").expect("write");
-        add_allow_rule(&path, "Bash", "cargo test --all").expect("add");
-        add_allow_rule(&path, "mcp__x.y", "a").expect("add");
+        add_allow_rule(&path, "Bash", &["cargo test --all".into()]).expect("add");
+        add_allow_rule(&path, "mcp__x.y", &["a".into()]).expect("add");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with("# my loop\n[session]\nmax_iterations = 3 # three\n"),
@@ -986,10 +976,27 @@ mod tests {
         );
         let config = Config::parse(&text, &path).expect("valid");
         assert_eq!(config.approvals.allow.len(), 2);
-        assert!(config.approvals.allow[0].matches("Bash", "cargo test --all -q"));
-        assert!(!config.approvals.allow[0].matches("Bash", "cargo build"));
-        assert!(config.approvals.allow[1].matches("mcp__x.y", "a"));
-        assert!(!config.approvals.allow[1].matches("mcp__xzy", "a"));
+        let allows = |rule: &Rule, tool: &str, input: serde_json::Value| {
+            use crate::approvals::policy::{Call, Verdict, decide};
+            matches!(
+                decide(&Call::new(tool, Some(&input)), &[rule.policy()], &[]),
+                Verdict::Allow(_)
+            )
+        };
+        let bash = |command: &str| serde_json::json!({ "command": command });
+        let rules = &config.approvals.allow;
+        assert!(allows(&rules[0], "Bash", bash("cargo test --all -q")));
+        assert!(!allows(&rules[0], "Bash", bash("cargo build")));
+        assert!(allows(
+            &rules[1],
+            "mcp__x.y",
+            serde_json::json!({ "pattern": "a" })
+        ));
+        assert!(!allows(
+            &rules[1],
+            "mcp__xzy",
+            serde_json::json!({ "pattern": "a" })
+        ));
     }
 
     #[test]

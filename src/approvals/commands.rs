@@ -337,33 +337,20 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         cwd: hook.cwd,
         body: None,
     };
-    // Policy first, deny before allow: a rule decides without a human.
+    // Policy first, deny before allow: a rule decides without a human, and an
+    // allow only when it covers every simple command of a shell call.
     let full_subject = request.subject();
-    let decided_by_rule = config
-        .deny
-        .iter()
-        .find(|rule| rule.matches(&hook.tool_name, &full_subject))
-        .map(|rule| {
-            (
-                false,
-                format!("denied by the rule {} in [approvals] deny", rule.describe()),
-            )
-        })
-        .or_else(|| {
-            config
-                .allow
-                .iter()
-                .find(|rule| rule.matches(&hook.tool_name, &full_subject))
-                .map(|rule| {
-                    (
-                        true,
-                        format!(
-                            "allowed by the rule {} in [approvals] allow",
-                            rule.describe()
-                        ),
-                    )
-                })
-        });
+    let allow: Vec<_> = config.allow.iter().map(|r| r.policy()).collect();
+    let deny: Vec<_> = config.deny.iter().map(|r| r.policy()).collect();
+    let call = super::policy::Call::new(&hook.tool_name, request.tool_input.as_ref());
+    let decided_by_rule = match super::policy::decide(&call, &allow, &deny) {
+        super::policy::Verdict::Allow(reason) => Some((true, reason)),
+        super::policy::Verdict::Deny(reason) => Some((false, reason)),
+        super::policy::Verdict::Ask(why) => {
+            eprintln!("clowder gate: asking a human: {}", escape(&why));
+            None
+        }
+    };
     if let Some((allow, reason)) = decided_by_rule {
         if let Ok(queue) = Queue::open(&args.dir.dir) {
             let mut event = ApprovalEvent::new("approval_decided");

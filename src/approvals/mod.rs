@@ -13,6 +13,7 @@
 
 pub mod commands;
 mod events;
+pub mod policy;
 pub mod safe_read;
 
 use std::collections::HashSet;

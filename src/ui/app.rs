@@ -275,11 +275,13 @@ pub enum UiCommand {
     Approve {
         id: String,
     },
-    /// Approve, and allow calls of `tool` starting with `prefix` from now on.
+    /// Approve, and allow calls of `tool` starting with each of `prefixes` from
+    /// now on (none: approve once); `covers` tells the user what that means.
     ApproveAlways {
         id: String,
         tool: String,
-        prefix: String,
+        prefixes: Vec<String>,
+        covers: String,
     },
     Reject {
         id: String,
@@ -598,11 +600,18 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
         KeyCode::Char('A') if !state.approvals.is_empty() => {
             if let Some(request) = state.selected_approval() {
                 let command = match (&request.tool_name, request.subject()) {
-                    (Some(tool), subject) if !subject.is_empty() => UiCommand::ApproveAlways {
-                        id: request.id.clone(),
-                        tool: tool.clone(),
-                        prefix: subject,
-                    },
+                    (Some(tool), subject) if !subject.is_empty() => {
+                        let rule = crate::approvals::policy::always_rule(
+                            tool,
+                            request.tool_input.as_ref(),
+                        );
+                        UiCommand::ApproveAlways {
+                            id: request.id.clone(),
+                            tool: tool.clone(),
+                            prefixes: rule.prefixes,
+                            covers: rule.note,
+                        }
+                    }
                     // Nothing to write a rule for (a question, or a call without input).
                     _ => UiCommand::Approve {
                         id: request.id.clone(),

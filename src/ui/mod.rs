@@ -322,26 +322,30 @@ async fn event_loop(
                         );
                         let _ = hint_tx.send(());
                     }
-                    UiCommand::ApproveAlways { id, tool, prefix } => {
+                    UiCommand::ApproveAlways {
+                        id,
+                        tool,
+                        prefixes,
+                        covers,
+                    } => {
                         decide(
                             approvals_dir,
                             &id,
                             crate::approvals::Decision::Approve,
                             &mut log_tx_local,
                         );
-                        let note = match crate::config::add_allow_rule(config_path, &tool, &prefix)
-                        {
-                            Ok(()) => (
-                                Level::Info,
-                                format!(
-                                    "always allowed from now on: {} starting with {:?} (added to {})",
-                                    crate::approvals::escape(&tool),
-                                    crate::approvals::escape(&prefix),
-                                    config_path.display()
+                        let covers = crate::approvals::escape(&covers);
+                        let note =
+                            match crate::config::add_allow_rule(config_path, &tool, &prefixes) {
+                                Ok(()) if prefixes.is_empty() => (Level::Info, covers),
+                                Ok(()) => (
+                                    Level::Info,
+                                    format!("{covers} (added to {})", config_path.display()),
                                 ),
-                            ),
-                            Err(err) => (Level::Error, format!("cannot add the allow rule: {err}")),
-                        };
+                                Err(err) => {
+                                    (Level::Error, format!("cannot add the allow rule: {err}"))
+                                }
+                            };
                         log_tx_local.push((Utc::now(), note.0, note.1));
                         let _ = hint_tx.send(());
                     }
