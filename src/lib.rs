@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod detach;
+pub mod fmt;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;

@@ -66,6 +66,8 @@ fn snapshot() -> Snapshot {
         totals: Default::default(),
         max_cost_usd: None,
         max_runtime_secs: None,
+        max_cost_per_session_usd: None,
+        max_tool_calls_per_session: None,
     }
 }
 

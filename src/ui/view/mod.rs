@@ -117,7 +117,5 @@ fn strip_colors(frame: &mut Frame) {
     }
 }
 
-/// `1h 02m`, `3m 07s`, `42s`.
-pub fn short_duration(secs: i64) -> String {
-    crate::store::status::human_duration(secs)
-}
+/// The approvals pane names the one duration formatter by this name.
+pub(super) use crate::fmt::duration as short_duration;
