@@ -162,7 +162,9 @@ pub fn shorten_paths(text: &str, max: usize) -> String {
             break;
         };
         let excess = total - max;
-        let target = long.saturating_sub(excess).max(12);
+        // Never below the file name: the end of the text gives way instead.
+        let name = words[index].rsplit('/').next().unwrap_or_default();
+        let target = long.saturating_sub(excess).max(width(name) + 2);
         let short = path_middle(&words[index], target);
         let short = if width(&short) >= long {
             format!("{ELLIPSIS}{short}")

@@ -118,7 +118,10 @@ pub fn render(
     } else {
         String::new()
     };
-    lines.push(format!("Session output: {}{growth}", crate::fmt::bytes(size)));
+    lines.push(format!(
+        "Session output: {}{growth}",
+        crate::fmt::bytes(size)
+    ));
     let end = if running { now } else { snapshot.last_update };
     lines.push(format!(
         "Uptime: {}",
@@ -226,5 +229,4 @@ mod tests {
 
     /// A status file as written before session statistics existed.
     const MINIMAL_STATUS: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"claude","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":1,"max_iterations":1,"global_iteration":1,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T00:00:00Z","last_completed_iteration":null,"last_completed_global":null,"last_committed":null,"last_exit_code":null,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":0,"productive":0,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":0},"exit_reason":null}"#;
-
 }

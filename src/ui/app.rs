@@ -78,7 +78,8 @@ pub struct Viewing {
 pub struct EventLine {
     pub at: DateTime<Utc>,
     pub level: Level,
-    pub text: String,
+    /// Its wordings, longest first; the pane shows the first that fits.
+    pub text: Vec<String>,
     /// What Enter shows: the event's JSON record, or the whole log line.
     pub detail: String,
 }
@@ -264,7 +265,11 @@ pub fn run_totals(state: &AppState) -> (f64, u64) {
         && snap.last_completed_global != snap.global_iteration;
     match state.usage.session.as_ref().filter(|_| running) {
         Some(live) => (
-            totals.cost_usd + live.cost_usd.filter(|c| c.is_finite() && *c > 0.0).unwrap_or(0.0),
+            totals.cost_usd
+                + live
+                    .cost_usd
+                    .filter(|c| c.is_finite() && *c > 0.0)
+                    .unwrap_or(0.0),
             totals.turns.saturating_add(live.turns),
         ),
         None => (totals.cost_usd, totals.turns),
@@ -443,7 +448,7 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
                 let line = EventLine {
                     at,
                     level,
-                    text: event_text::log_summary(&text),
+                    text: vec![event_text::log_summary(&text)],
                     detail: text,
                 };
                 push_event(state, line);
@@ -453,7 +458,7 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
             let line = EventLine {
                 at,
                 level: event_text::level(&event),
-                text: event_text::summary(&event),
+                text: event_text::summaries(&event),
                 detail: event_text::record(at, &event),
             };
             push_event(state, line);
@@ -884,10 +889,11 @@ fn answer_dialog(
         Dialog::StopNow => Some(Action::StopNow),
         Dialog::Quit => None,
     };
-    if action.is_none() && asked_by.is_some() {
-        if keymap::lookup(Context::Main, &key).map(|b| b.action) == asked_by {
-            action = Some(Action::Confirm);
-        }
+    if action.is_none()
+        && asked_by.is_some()
+        && keymap::lookup(Context::Main, &key).map(|b| b.action) == asked_by
+    {
+        action = Some(Action::Confirm);
     }
     match (dialog, action) {
         (_, Some(Action::Cancel)) => state.dialog = None,

@@ -66,7 +66,9 @@ pub fn level(event: &Event) -> Level {
         | Event::SessionAbandoned { .. }
         | Event::LeakedPid { .. }
         | Event::HandoffInvalid { .. } => Level::Warn,
-        Event::SessionGate { approved: false, .. } => Level::Warn,
+        Event::SessionGate {
+            approved: false, ..
+        } => Level::Warn,
         _ => Level::Info,
     }
 }
@@ -84,21 +86,60 @@ fn secs(value: f64) -> String {
     fmt::duration(value.round() as i64)
 }
 
-/// `#2 rate limited, next in 3s (resets 14:00)`.
-pub fn summary(event: &Event) -> String {
+/// The event in a few words, longest wording first: the pane shows the first
+/// that fits. `#2 rate limited, next in 3s (resets 14:00)`, `#2 rate limited`.
+pub fn summaries(event: &Event) -> Vec<String> {
+    match event {
+        Event::SessionStart { global, pid, .. } => vec![
+            format!("#{global} started, PID {pid}"),
+            format!("#{global} started"),
+        ],
+        Event::RateLimited {
+            global,
+            backoff_secs,
+            resets_at,
+            ..
+        } => {
+            let next = format!("#{global} rate limited, next in {}", secs(*backoff_secs));
+            let mut wordings = Vec::new();
+            if let Some(at) = resets_at {
+                wordings.push(format!("{next} (resets {})", fmt::clock_short(*at)));
+            }
+            wordings.push(next);
+            wordings.push(format!("#{global} rate limited"));
+            wordings
+        }
+        Event::SessionComplete { .. } => session_complete(event),
+        Event::WatchdogStale { global, .. } => {
+            vec![summary(event), format!("#{global} no output, killing")]
+        }
+        Event::LoopEnd { reason, .. } => vec![summary(event), format!("ended: {}", reason.label())],
+        Event::SessionGate {
+            iteration,
+            approved,
+            ..
+        } => vec![
+            summary(event),
+            format!(
+                "iteration {iteration} {}",
+                if *approved {
+                    "approved"
+                } else {
+                    "rejected, held"
+                }
+            ),
+        ],
+        _ => vec![summary(event)],
+    }
+}
+
+/// The event in one sentence.
+fn summary(event: &Event) -> String {
     match event {
         Event::LoopStart { max_iterations, .. } => {
             format!("loop started, up to {max_iterations} iterations")
         }
-        Event::SessionStart {
-            global,
-            pid,
-            output_file,
-            ..
-        } => format!(
-            "#{global} started, PID {pid} → {}",
-            output_file.display()
-        ),
+        Event::SessionStart { global, pid, .. } => format!("#{global} started, PID {pid}"),
         Event::SessionAbandoned { pgid, killed, .. } => {
             format!("earlier run's session (group {pgid}): {killed} killed")
         }
@@ -158,7 +199,7 @@ pub fn summary(event: &Event) -> String {
         Event::IterationSkipped { iteration, reason } => {
             format!("iteration {iteration} skipped: {reason}")
         }
-        Event::SessionComplete { .. } => session_complete(event),
+        Event::SessionComplete { .. } => session_complete(event).remove(0),
         Event::BudgetExceeded {
             budget,
             limit,
@@ -190,7 +231,9 @@ pub fn summary(event: &Event) -> String {
         Event::AgentError { global, reason, .. } => format!("#{global} agent error: {reason}"),
         Event::Paused { global } => format!("#{global} paused"),
         Event::Resumed {
-            global, paused_secs, ..
+            global,
+            paused_secs,
+            ..
         } => format!("#{global} resumed after {}", secs(*paused_secs)),
         Event::StopRequested { source } => format!("stop requested ({source})"),
         Event::StopCancelled => "stop cancelled".to_string(),
@@ -200,12 +243,19 @@ pub fn summary(event: &Event) -> String {
             reason,
         } => format!(
             "iteration {iteration} {}: {reason}",
-            if *approved { "approved" } else { "rejected, held" }
+            if *approved {
+                "approved"
+            } else {
+                "rejected, held"
+            }
         ),
         Event::LoopResumed => "loop resumed".to_string(),
         Event::LoopEnd {
             reason, iterations, ..
-        } => format!("loop ended: {} after {iterations} iterations", reason.label()),
+        } => format!(
+            "loop ended: {} after {iterations} iterations",
+            reason.label()
+        ),
         Event::LeakedPid {
             global,
             pid,
@@ -218,8 +268,8 @@ pub fn summary(event: &Event) -> String {
     }
 }
 
-/// `#2 done in 3m 4s, exit 0, committed, $0.04`.
-fn session_complete(event: &Event) -> String {
+/// `#2 done in 3m 4s, exit 0, committed, $0.04`, then shorter.
+fn session_complete(event: &Event) -> Vec<String> {
     let Event::SessionComplete {
         global,
         exit_code,
@@ -231,20 +281,30 @@ fn session_complete(event: &Event) -> String {
         ..
     } = event
     else {
-        return String::new();
+        return vec![String::new()];
     };
-    let mut text = format!("#{global} done in {}, exit {exit_code}", secs(*duration_secs));
-    if *committed {
-        text.push_str(", committed");
+    let outcome = if *committed {
+        ", committed"
     } else if *rate_limited {
-        text.push_str(", rate limited");
+        ", rate limited"
     } else if !productive {
-        text.push_str(", not productive");
-    }
+        ", not productive"
+    } else {
+        ""
+    };
+    let took = secs(*duration_secs);
+    let mut wordings = Vec::new();
     if let Some(cost) = cost_usd {
-        text.push_str(&format!(", ${cost:.2}"));
+        wordings.push(format!(
+            "#{global} done in {took}, exit {exit_code}{outcome}, ${cost:.2}"
+        ));
     }
-    text
+    wordings.push(format!(
+        "#{global} done in {took}, exit {exit_code}{outcome}"
+    ));
+    wordings.push(format!("#{global} exit {exit_code}{outcome}"));
+    wordings.push(format!("#{global} exit {exit_code}"));
+    wordings
 }
 
 #[cfg(test)]
@@ -263,8 +323,15 @@ mod tests {
             resets_at: Some(resets),
         };
         assert_eq!(
-            summary(&event),
-            format!("#2 rate limited, next in 3s (resets {})", resets.format("%H:%M"))
+            summaries(&event),
+            [
+                format!(
+                    "#2 rate limited, next in 3s (resets {})",
+                    resets.format("%H:%M")
+                ),
+                "#2 rate limited, next in 3s".to_string(),
+                "#2 rate limited".to_string(),
+            ]
         );
         assert!(record(resets, &event).contains("\"backoff_secs\": 3.0"));
     }
@@ -274,7 +341,9 @@ mod tests {
         assert!(repeats_an_event(
             "iteration=2 global=2 status=rate_limited_backoff consecutive=1/5"
         ));
-        assert!(repeats_an_event("iteration=3 status=held: the session was rejected"));
+        assert!(repeats_an_event(
+            "iteration=3 status=held: the session was rejected"
+        ));
         assert!(!repeats_an_event(
             "iteration=3 status=awaiting_approval: the session waits for a human"
         ));

@@ -52,8 +52,14 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
         row(
             "productive",
             vec![
-                format!("{}/{} · {} sessions", c.productive, snap.max_iterations, c.sessions),
-                format!("{}/{} · {} sess.", c.productive, snap.max_iterations, c.sessions),
+                format!(
+                    "{}/{} · {} sessions",
+                    c.productive, snap.max_iterations, c.sessions
+                ),
+                format!(
+                    "{}/{} · {} sess.",
+                    c.productive, snap.max_iterations, c.sessions
+                ),
                 format!("{}/{}", c.productive, snap.max_iterations),
             ],
             Color::Green,
@@ -61,7 +67,10 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
         row(
             "empty",
             vec![
-                format!("{} retries · {} given up", c.empty_retries, c.empty_iterations),
+                format!(
+                    "{} retries · {} given up",
+                    c.empty_retries, c.empty_iterations
+                ),
                 format!("{} retry · {} lost", c.empty_retries, c.empty_iterations),
             ],
             warn_if(c.empty_retries > 0, Color::Yellow),
@@ -69,8 +78,14 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
         row(
             "rate limits",
             vec![
-                format!("{} in a row · {} total", snap.consecutive_rate_limits, c.rate_limits),
-                format!("{} now · {} total", snap.consecutive_rate_limits, c.rate_limits),
+                format!(
+                    "{} in a row · {} total",
+                    snap.consecutive_rate_limits, c.rate_limits
+                ),
+                format!(
+                    "{} now · {} total",
+                    snap.consecutive_rate_limits, c.rate_limits
+                ),
             ],
             warn_if(snap.consecutive_rate_limits > 0, Color::Yellow),
         ),
@@ -135,7 +150,11 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
                     format!("{short} · {} turns", stats.turns),
                     short,
                 ],
-                budget_color(cost.unwrap_or(0.0), snap.max_cost_per_session_usd, Color::Cyan),
+                budget_color(
+                    cost.unwrap_or(0.0),
+                    snap.max_cost_per_session_usd,
+                    Color::Cyan,
+                ),
             ));
         }
         None => rows.push(row("session", vec!["-".to_string()], Color::DarkGray)),
@@ -159,9 +178,14 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
     if let Some(stats) = session {
         rows.push(row(
             "tool calls",
-            vec![format!("{} · {} failed", stats.tool_calls, stats.tool_errors)],
+            vec![format!(
+                "{} · {} failed",
+                stats.tool_calls, stats.tool_errors
+            )],
             match snap.max_tool_calls_per_session {
-                Some(limit) => budget_color(stats.tool_calls as f64, Some(limit as f64), Color::Cyan),
+                Some(limit) => {
+                    budget_color(stats.tool_calls as f64, Some(limit as f64), Color::Cyan)
+                }
                 None if stats.tool_errors > 0 => Color::Yellow,
                 None => Color::Cyan,
             },
@@ -204,7 +228,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     // A narrow pane gives the values the room, with shorter labels.
     let narrow = inner.width < 34;
     let label_width = if narrow { 8 } else { 12 };
-    let value_width = (inner.width as usize).saturating_sub(label_width);
+    // One cell stays free before the border, so a value never seems cut.
+    let value_width = (inner.width as usize).saturating_sub(label_width + 1);
     let lines: Vec<Line> = rows
         .into_iter()
         .take(inner.height as usize)
@@ -213,7 +238,11 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
                 Span::styled(
                     format!(
                         "{:<label_width$}",
-                        if narrow { short_label(row.label) } else { row.label }
+                        if narrow {
+                            short_label(row.label)
+                        } else {
+                            row.label
+                        }
                     ),
                     Style::default().fg(Color::DarkGray),
                 ),

@@ -25,7 +25,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     // The selected entry stays in sight; otherwise the newest are shown.
     let end = selected.map_or(count, |s| (s + 1).max(height.min(count)));
     let start = end.saturating_sub(height);
-    let text_width = (inner.width as usize).saturating_sub(9);
+    let text_width = (inner.width as usize).saturating_sub(10);
     let lines: Vec<Line> = state
         .events
         .iter()
@@ -39,8 +39,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                 Level::Info => Color::Reset,
                 Level::Debug => Color::DarkGray,
             };
-            let text = sanitize(&event.text);
-            let text = fmt::fit(&fmt::shorten_paths(&text, text_width), text_width);
+            let wordings: Vec<String> = event
+                .text
+                .iter()
+                .map(|t| fmt::shorten_paths(&sanitize(t), text_width))
+                .collect();
+            let text = fmt::first_fitting(&wordings, text_width);
             let mut style = Style::default().fg(color);
             if Some(index) == selected && state.focus == Pane::Events {
                 style = style.add_modifier(Modifier::REVERSED);

@@ -45,7 +45,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             ),
         }
     };
-    let width = area.width as usize;
+    // One cell stays free at the end, so a value never seems cut.
+    let width = (area.width as usize).saturating_sub(1);
     let global = snap
         .global_iteration
         .map_or_else(|| "-".to_string(), |g| g.to_string());
@@ -72,7 +73,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         _ => Color::Reset,
     };
     let badge = " clowder ";
-    let label = fmt::fit(&label, width.saturating_sub(badge.len() + 1 + fmt::width(stop)));
+    let label = fmt::fit(
+        &label,
+        width.saturating_sub(badge.len() + 1 + fmt::width(stop)),
+    );
     let room = width.saturating_sub(badge.len() + 1 + fmt::width(&label) + fmt::width(stop));
     let (it, max) = (snap.iteration, snap.max_iterations);
     let middle = fmt::first_fitting(

@@ -63,24 +63,35 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         return;
     }
     let pane = pane_context(state.focus);
-    let mut items: Vec<(String, String)> = KEYMAP
+    let mut items: Vec<(String, String, bool)> = KEYMAP
         .iter()
         .filter(|b| b.context == Context::Main || Some(b.context) == pane)
         .filter(|b| available(state, b.action))
         .filter_map(|b| {
             let (key, word) = b.status?;
-            Some((format!(" {key} "), format!(" {} ", status_word(state, b.action, word))))
+            let keep = matches!(b.action, Action::Quit | Action::Help);
+            Some((
+                format!(" {key} "),
+                format!(" {} ", status_word(state, b.action, word)),
+                keep,
+            ))
         })
         .collect();
-    // Whole items only: drop from the end, but keep the last (the help).
-    let width = |items: &[(String, String)]| -> usize {
-        items.iter().map(|(k, w)| fmt::width(k) + fmt::width(w)).sum()
+    // Whole items only: the last that may go goes first; quit and help stay.
+    let width = |items: &[(String, String, bool)]| -> usize {
+        items
+            .iter()
+            .map(|(k, w, _)| fmt::width(k) + fmt::width(w))
+            .sum()
     };
-    while width(&items) > area.width as usize && items.len() > 1 {
-        items.remove(items.len() - 2);
+    while width(&items) > area.width as usize {
+        let Some(last) = items.iter().rposition(|(_, _, keep)| !keep) else {
+            break;
+        };
+        items.remove(last);
     }
     let mut spans = Vec::new();
-    for (key, what) in items {
+    for (key, what, _) in items {
         spans.push(Span::styled(
             key,
             Style::default().fg(Color::Black).bg(Color::Gray),

@@ -69,7 +69,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
                     format!("{written} · {rate}"),
                     written,
                 ],
-                info_area.width as usize,
+                (info_area.width as usize).saturating_sub(1),
             );
             frame.render_widget(Paragraph::new(Line::from(text)), info_area);
         }
@@ -81,7 +81,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
                     format!("no session · limit {limit}"),
                     format!("limit {limit}"),
                 ],
-                gauge_area.width as usize,
+                (gauge_area.width as usize).saturating_sub(1),
             );
             frame.render_widget(
                 Paragraph::new(text).style(Style::default().fg(Color::DarkGray)),
