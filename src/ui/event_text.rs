@@ -25,10 +25,12 @@ const STATUSES_WITH_AN_EVENT: &[&str] = &[
 
 /// Whether a log line only repeats an event that the pane shows anyway.
 pub fn repeats_an_event(line: &str) -> bool {
-    line.split_whitespace()
-        .take(4)
-        .filter_map(|word| word.strip_prefix("status="))
-        .any(|status| STATUSES_WITH_AN_EVENT.contains(&status.trim_end_matches(':')))
+    line.starts_with("loop_start ")
+        || line
+            .split_whitespace()
+            .take(4)
+            .filter_map(|word| word.strip_prefix("status="))
+            .any(|status| STATUSES_WITH_AN_EVENT.contains(&status.trim_end_matches(':')))
 }
 
 /// A log line in a few words: its leading `iteration=N global=G` becomes `#G`.
@@ -110,6 +112,7 @@ pub fn summaries(event: &Event) -> Vec<String> {
             wordings
         }
         Event::SessionComplete { .. } => session_complete(event),
+        Event::LoopStart { .. } => vec![summary(event), "loop started".to_string()],
         Event::WatchdogStale { global, .. } => {
             vec![summary(event), format!("#{global} no output, killing")]
         }

@@ -122,10 +122,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     } else {
         String::new()
     };
-    let command = fmt::fit(
-        &snap.agent_command,
-        width.saturating_sub(fixed + fmt::width(&own)),
-    );
+    let room = width.saturating_sub(fixed + fmt::width(&own));
+    let command = fmt::fit(&fmt::shorten_paths(&snap.agent_command, room), room);
     let second = Line::from(vec![
         Span::styled(" agent ", Style::default().fg(Color::DarkGray)),
         Span::raw(command),
