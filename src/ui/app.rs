@@ -690,6 +690,25 @@ fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
         Action::Kill => state.dialog = Some(Dialog::KillSession),
         Action::StopAfter => commands.push(UiCommand::Supervisor(Command::StopAfterCurrent)),
         Action::StopNow => state.dialog = Some(Dialog::StopNow),
+        Action::Approve | Action::ApproveAlways | Action::Reject => {
+            on_decision(state, action, commands)
+        }
+        Action::FocusNext => state.focus = cycle(state.focus, 1),
+        Action::FocusPrev => state.focus = cycle(state.focus, -1),
+        Action::Zoom => state.zoom = !state.zoom,
+        Action::Unzoom => state.zoom = false,
+        _ => match state.focus {
+            Pane::Output => on_output_action(state, action, page, commands),
+            Pane::Approvals => on_approvals_action(state, action, commands),
+            Pane::Events => state.events_view.act(action, state.events.len()),
+            Pane::Watchdog | Pane::Counters => {}
+        },
+    }
+}
+
+/// `a`, `A`, `r` on the selected request, from any pane.
+fn on_decision(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+    match action {
         Action::Approve => {
             if let Some(request) = state.selected_approval() {
                 commands.push(UiCommand::Approve {
@@ -723,16 +742,7 @@ fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
             }
             state.approval_expanded = false;
         }
-        Action::FocusNext => state.focus = cycle(state.focus, 1),
-        Action::FocusPrev => state.focus = cycle(state.focus, -1),
-        Action::Zoom => state.zoom = !state.zoom,
-        Action::Unzoom => state.zoom = false,
-        _ => match state.focus {
-            Pane::Output => on_output_action(state, action, page, commands),
-            Pane::Approvals => on_approvals_action(state, action, commands),
-            Pane::Events => state.events_view.act(action, state.events.len()),
-            Pane::Watchdog | Pane::Counters => {}
-        },
+        _ => {}
     }
 }
 
