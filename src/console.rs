@@ -69,7 +69,7 @@ pub fn summary_line(reason: &ExitReason, snapshot: &Snapshot, duration_secs: i64
     format!(
         "clowder: stopped ({}) after {} — {} productive of {} max, {} sessions, {} empty retries, {} rate limits, {} watchdog kills, {} commits; last exit {}; exit code {}",
         reason.label(),
-        crate::store::status::human_duration(duration_secs),
+        crate::fmt::duration(duration_secs),
         completed,
         snapshot.max_iterations,
         c.sessions,

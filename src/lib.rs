@@ -13,6 +13,7 @@ pub mod config;
 pub mod console;
 pub mod detach;
 pub mod fleet;
+pub mod fmt;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;

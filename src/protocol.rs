@@ -178,7 +178,7 @@ impl Budget {
             Budget::MaxRuntime => {
                 let secs = value.round() as i64;
                 if secs % 60 == 0 || secs >= 3600 {
-                    crate::store::status::human_duration(secs)
+                    crate::fmt::duration(secs)
                 } else {
                     format!("{}m {}s", secs / 60, secs % 60)
                 }
@@ -275,6 +275,12 @@ pub struct Snapshot {
     /// `[guard] max_runtime` in seconds, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_runtime_secs: Option<f64>,
+    /// `[guard] max_cost_per_session_usd`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_per_session_usd: Option<f64>,
+    /// `[guard] max_tool_calls_per_session`, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls_per_session: Option<u64>,
 }
 
 /// One session as the agent reported it in its output stream (Claude Code

@@ -199,7 +199,8 @@ fn quit_asks_and_stop_now_leaves_nothing_running() {
     let pgid = first_pgid(&pidfile).expect("agent pgid");
     tmux.keys(&["C-c"]);
     tmux.wait_for("Quit clowder?", DEADLINE);
-    tmux.keys(&["s"]);
+    // `S` stops now, in the quit dialog as in the main view.
+    tmux.keys(&["S"]);
     let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
     assert!(screen.contains("clowder: stopped (user_stop)"), "{screen}");
     assert!(live_group_members(pgid).is_empty());

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use clowder::agent::stream::{LineKind, Rendered, SessionStats};
 use clowder::approvals::{Request, RequestKind};
-use clowder::protocol::{Counters, ExitReason, LaneId, LoopState, Snapshot};
+use clowder::protocol::{Counters, Event, ExitReason, LaneId, LoopState, Snapshot, Totals};
 use clowder::ui::app::{AppState, Msg, UiCommand, update};
 use clowder::ui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -63,9 +63,18 @@ fn snapshot() -> Snapshot {
         exit_reason: None,
         held_reason: None,
         last_session: None,
-        totals: Default::default(),
+        // The supervisor's sums of the sessions before this one.
+        totals: Totals {
+            cost_usd: 0.30,
+            turns: 38,
+            tool_calls: 40,
+            input_tokens: 90_000,
+            output_tokens: 8_000,
+        },
         max_cost_usd: None,
         max_runtime_secs: None,
+        max_cost_per_session_usd: None,
+        max_tool_calls_per_session: None,
     }
 }
 
@@ -160,19 +169,49 @@ fn state_with(snapshot: Snapshot) -> AppState {
         },
         now,
     );
-    for (minute, text) in [
-        (50, "iteration=3 global=41 status=session_running pid=5151"),
+    let events = [
         (
             49,
-            "iteration=2 global=40 status=session_complete exit=0 bytes=3651",
+            Event::SessionComplete {
+                iteration: 2,
+                global: 40,
+                output_bytes: 3651,
+                exit_code: 0,
+                duration_secs: 184.0,
+                committed: true,
+                retries: 0,
+                rate_limited: false,
+                productive: true,
+                cost_usd: Some(0.12),
+                turns: 9,
+                tool_calls: 7,
+                input_tokens: 9000,
+                output_tokens: 800,
+                result: Some("success".into()),
+                killed: None,
+                budget: None,
+            },
         ),
-    ] {
+        (
+            50,
+            Event::SessionStart {
+                iteration: 3,
+                global: 41,
+                pid: 5151,
+                pgid: 5151,
+                output_file: PathBuf::from(
+                    "/home/me/projects/app/lib/src/features/navigation/claude-iteration-41.jsonl",
+                ),
+                agent_start_ticks: None,
+            },
+        ),
+    ];
+    for (minute, event) in events {
         update(
             &mut state,
-            Msg::Log {
+            Msg::Event {
                 at: t0() + Duration::minutes(minute),
-                level: clowder::supervisor::core::Level::Info,
-                text: text.into(),
+                event: Box::new(event),
             },
             now,
         );
@@ -437,4 +476,257 @@ fn approval_history() {
         now(),
     );
     insta::assert_snapshot!(render(&state, 120, 40, now()));
+}
+
+/// The rows of a rendered screen (the text between the quotes of each line).
+fn rows(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.strip_prefix('"')?.strip_suffix('"').map(str::to_string))
+        .collect()
+}
+
+/// The run's cost and turns are the supervisor's totals (plus the running
+/// session's so far), whatever sessions the control room saw or browsed.
+#[test]
+fn run_totals_are_the_supervisors() {
+    let mut state = state_with(snapshot());
+    let screen = render(&state, 120, 40, now());
+    assert!(screen.contains("$0.3412 · 42 turns"), "{screen}");
+    // Browsing an older session changes nothing in the run's totals.
+    update(&mut state, key(KeyCode::Char('[')), now());
+    update(
+        &mut state,
+        Msg::Output {
+            file: PathBuf::from("/work/claude-iteration-40.jsonl"),
+            lines: Vec::new(),
+            stats: Box::new(SessionStats {
+                turns: 9,
+                cost_usd: Some(0.12),
+                ..SessionStats::default()
+            }),
+            reset: true,
+        },
+        now(),
+    );
+    update(&mut state, key(KeyCode::Char(']')), now());
+    let screen = render(&state, 120, 40, now());
+    assert!(screen.contains("$0.3412 · 42 turns"), "{screen}");
+    // Two fast sessions ended between two snapshots: the supervisor counted them.
+    let mut snap = snapshot();
+    snap.global_iteration = Some(43);
+    snap.output_file = Some(PathBuf::from("/work/claude-iteration-43.jsonl"));
+    snap.last_completed_global = Some(42);
+    snap.totals.cost_usd = 0.34;
+    snap.totals.turns = 42;
+    update(&mut state, Msg::Snapshot(Arc::new(snap)), now());
+    let screen = render(&state, 120, 40, now());
+    assert!(screen.contains("$0.3400 · 42 turns"), "{screen}");
+}
+
+/// The run's cost turns yellow near `[guard] max_cost_usd` and red at it.
+#[test]
+fn budget_warnings_follow_the_supervisors_totals() {
+    let colour_of = |limit: f64| {
+        let mut snap = snapshot();
+        snap.max_cost_usd = Some(limit);
+        let state = state_with(snap);
+        let mut terminal = Terminal::new(TestBackend::new(120, 40)).expect("test terminal");
+        terminal
+            .draw(|frame| view::draw(&state, frame, now()))
+            .expect("draw");
+        let buffer = terminal.backend().buffer().clone();
+        let screen = rows(&format!("{}", terminal.backend()));
+        let (y, row) = screen
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.contains("│run "))
+            .expect("a run row");
+        let prefix = &row[..row.find("$0.34").expect("the run's cost")];
+        let x = prefix.chars().count() as u16;
+        buffer[(x, y as u16)].fg
+    };
+    use ratatui::style::Color;
+    assert_eq!(colour_of(5.0), Color::Cyan);
+    assert_eq!(colour_of(0.40), Color::Yellow);
+    assert_eq!(colour_of(0.30), Color::Red);
+}
+
+/// Cuts seen at 80x24 before values were fitted to their pane.
+const BAD_CUTS: &[&str] = &[
+    "limit 3│",
+    "0 gi│",
+    "status=",
+    "· 4 session│",
+    "· 4 turn│",
+    "420 ou│",
+    "0 b│",
+    " zoo",
+    " e\"",
+];
+
+/// The states worth seeing at 80x24.
+fn small_screens() -> Vec<(&'static str, String)> {
+    let mut screens = Vec::new();
+    let state = state_with(snapshot());
+    screens.push(("running", render(&state, 80, 24, now())));
+    let mut snap = snapshot();
+    snap.paused = true;
+    snap.paused_at = Some(now());
+    snap.stop_pending = true;
+    snap.max_runtime_secs = Some(8.0 * 3600.0);
+    snap.max_cost_usd = Some(5.0);
+    snap.agent_command =
+        "claude -p --output-format stream-json --verbose --dangerously-skip-permissions".into();
+    screens.push(("paused", render(&state_with(snap), 80, 24, now())));
+    let mut snap = snapshot();
+    snap.state = LoopState::RateLimitedBackoff;
+    snap.pgid = None;
+    snap.agent_pid = None;
+    snap.consecutive_rate_limits = 2;
+    snap.next_session_at = Some(now() + Duration::seconds(95));
+    snap.rate_limit_resets_at = Some(now() + Duration::seconds(95));
+    screens.push(("rate limited", render(&state_with(snap), 80, 24, now())));
+    let mut snap = snapshot();
+    snap.state = LoopState::Stopped;
+    snap.pgid = None;
+    snap.agent_pid = None;
+    let mut state = state_with(snap);
+    update(&mut state, Msg::Finished(ExitReason::MaxIterations), now());
+    screens.push(("stopped", render(&state, 80, 24, now())));
+    screens
+}
+
+#[test]
+fn every_pane_fits_80x24_without_cutting_a_value() {
+    for (name, screen) in small_screens() {
+        for bad in BAD_CUTS {
+            assert!(!screen.contains(bad), "{name}: {bad:?} in\n{screen}");
+        }
+        for (y, row) in rows(&screen).iter().enumerate() {
+            let cells: Vec<char> = row.chars().collect();
+            // The side panes' text never runs into their right border, unless
+            // it ends with an ellipsis on purpose.
+            if cells.last() == Some(&'│') && !row.contains("approval queue") {
+                let before = cells[cells.len() - 2];
+                assert!(
+                    before == ' ' || before == '…' || before == '█',
+                    "{name}: row {y} runs into the border: {row}"
+                );
+            }
+            // Header and status line end in whole words.
+            if (y < 2 || y == 23) && cells.last() != Some(&' ') {
+                assert_eq!(cells.last(), Some(&'…'), "{name}: row {y}: {row}");
+            }
+        }
+    }
+}
+
+#[test]
+fn paused_with_budgets_at_80x24() {
+    let (_, screen) = small_screens().remove(1);
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn rate_limited_at_80x24() {
+    let (_, screen) = small_screens().remove(2);
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn help_at_80x24_wraps_under_its_description() {
+    let mut state = state_with(snapshot());
+    update(&mut state, key(KeyCode::Char('?')), now());
+    let screen = render(&state, 80, 24, now());
+    insta::assert_snapshot!(screen);
+    let rows = rows(&screen);
+    let first = rows
+        .iter()
+        .position(|r| r.contains("p  pause / resume"))
+        .expect("the p line");
+    let column = rows[first].find("pause / resume").expect("description");
+    let next = &rows[first + 1];
+    assert!(
+        next[..column].chars().all(|c| !c.is_alphanumeric())
+            && next[column..].starts_with(|c: char| c.is_alphanumeric()),
+        "the wrapped line starts under its description:\n{}\n{next}",
+        rows[first]
+    );
+    // It scrolls: the last section comes into sight.
+    for _ in 0..40 {
+        update(&mut state, key(KeyCode::Char('j')), now());
+    }
+    let screen = render(&state, 80, 24, now());
+    assert!(screen.contains("Quit dialog"), "{screen}");
+    update(&mut state, key(KeyCode::Esc), now());
+    assert!(!state.help);
+}
+
+#[test]
+fn quit_dialog_at_80x24_uses_the_main_views_letters() {
+    let mut state = state_with(snapshot());
+    state.can_detach = true;
+    update(&mut state, key(KeyCode::Char('q')), now());
+    let screen = render(&state, 80, 24, now());
+    insta::assert_snapshot!(screen);
+    assert!(
+        screen.contains("s  stop after this session, then quit"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("S  stop now (kill the session), then quit"),
+        "{screen}"
+    );
+    let commands = update(&mut state, key(KeyCode::Char('S')), now());
+    assert_eq!(
+        commands,
+        vec![UiCommand::Supervisor(clowder::protocol::Command::StopNow)]
+    );
+    let mut state = state_with(snapshot());
+    update(&mut state, key(KeyCode::Char('q')), now());
+    let commands = update(&mut state, key(KeyCode::Char('s')), now());
+    assert_eq!(
+        commands,
+        vec![UiCommand::Supervisor(
+            clowder::protocol::Command::StopAfterCurrent
+        )]
+    );
+    assert!(state.dialog.is_none() && state.quit_when_finished);
+}
+
+#[test]
+fn an_events_full_record_opens_on_enter() {
+    let mut state = state_with(snapshot());
+    update(
+        &mut state,
+        Msg::Event {
+            at: now(),
+            event: Box::new(Event::RateLimited {
+                iteration: 2,
+                global: 2,
+                reason: "usage limit reached".into(),
+                consecutive: 1,
+                backoff_secs: 3.0,
+                resets_at: Some(now() + Duration::minutes(15)),
+            }),
+        },
+        now(),
+    );
+    for _ in 0..4 {
+        update(&mut state, key(KeyCode::Tab), now());
+    }
+    update(&mut state, key(KeyCode::Char('z')), now());
+    let screen = render(&state, 120, 40, now());
+    assert!(
+        screen.contains("09:02:00 #2 rate limited, next in 3s (resets 09:17)"),
+        "{screen}"
+    );
+    update(&mut state, key(KeyCode::Enter), now());
+    let screen = render(&state, 80, 24, now());
+    insta::assert_snapshot!(screen);
+    assert!(screen.contains("\"event\": \"rate_limited\""), "{screen}");
+    assert!(screen.contains("usage limit reached"), "{screen}");
+    update(&mut state, key(KeyCode::Esc), now());
+    assert!(!state.events_view.expanded);
 }

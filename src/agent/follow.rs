@@ -35,7 +35,7 @@ fn skipped_line(bytes: u64) -> Rendered {
         kind: LineKind::System,
         text: format!(
             "… {} of earlier output not shown …",
-            crate::store::status::human_bytes(bytes)
+            crate::fmt::bytes(bytes)
         ),
         detail: None,
         tool_use_id: None,

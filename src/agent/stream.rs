@@ -890,7 +890,7 @@ impl StreamParser {
             parts.push(format!("${cost:.4}"));
         }
         if let Some(ms) = duration {
-            parts.push(format_duration(ms));
+            parts.push(crate::fmt::duration_ms(ms));
         }
         let usage = self.claude.result_usage.unwrap_or(self.claude.summed);
         let detail = format!(
@@ -1556,15 +1556,6 @@ fn group(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-fn format_duration(ms: u64) -> String {
-    let secs = ms / 1000;
-    match ms {
-        ms if ms < 60_000 => format!("{:.1}s", ms as f64 / 1000.0),
-        ms if ms < 3_600_000 => format!("{}m {}s", secs / 60, secs % 60),
-        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -3808,10 +3799,6 @@ mod tests {
         assert_eq!(group(999), "999");
         assert_eq!(group(1000), "1,000");
         assert_eq!(group(1_234_567), "1,234,567");
-        assert_eq!(format_duration(400), "0.4s");
-        assert_eq!(format_duration(59_949), "59.9s");
-        assert_eq!(format_duration(125_000), "2m 5s");
-        assert_eq!(format_duration(7_500_000), "2h 5m");
         assert_eq!(unwrap_shell("bash -lc ls"), "ls");
         assert_eq!(unwrap_shell("bash -lc 'cat test.js'"), "cat test.js");
         assert_eq!(

@@ -602,7 +602,7 @@ pub fn queue(args: QueueArgs) -> i32 {
         println!(
             "{:<12} {:>7}  {:<10} {:<50}  {}",
             r.id,
-            crate::store::status::human_duration(r.age_secs(now)),
+            crate::fmt::duration(r.age_secs(now)),
             escape(&clip(&tool, 10)),
             escape(&clip(&r.subject(), 50)),
             escape(&clip(&r.title, 100)),

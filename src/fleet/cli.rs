@@ -257,8 +257,7 @@ pub fn table(rows: &[LaneRow]) -> String {
             state,
             iteration,
             row.global_iteration.map_or_else(dash, |g| g.to_string()),
-            row.idle_secs
-                .map_or_else(dash, crate::store::status::human_duration),
+            row.idle_secs.map_or_else(dash, crate::fmt::duration),
             row.cost_usd.map_or_else(dash, |c| format!("${c:.4}")),
             row.commits_ahead.map_or_else(dash, |a| a.to_string()),
             row.pending_approvals.to_string(),

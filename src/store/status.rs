@@ -113,16 +113,19 @@ pub fn render(
             let idle = snapshot
                 .last_output_growth
                 .map_or(0, |at| (now - at).num_seconds().max(0));
-            format!(" (idle {})", human_duration(idle))
+            format!(" (idle {})", crate::fmt::duration(idle))
         }
     } else {
         String::new()
     };
-    lines.push(format!("Session output: {}{growth}", human_bytes(size)));
+    lines.push(format!(
+        "Session output: {}{growth}",
+        crate::fmt::bytes(size)
+    ));
     let end = if running { now } else { snapshot.last_update };
     lines.push(format!(
         "Uptime: {}",
-        human_duration((end - snapshot.loop_start).num_seconds().max(0))
+        crate::fmt::duration((end - snapshot.loop_start).num_seconds().max(0))
     ));
     match (snapshot.last_completed_iteration, snapshot.last_committed) {
         (Some(iteration), committed) => {
@@ -144,7 +147,7 @@ pub fn render(
         && running
     {
         let secs = (at - now).num_seconds().max(0);
-        lines.push(format!("Next session in: {}", human_duration(secs)));
+        lines.push(format!("Next session in: {}", crate::fmt::duration(secs)));
     }
     let c = &snapshot.counters;
     lines.push(format!(
@@ -187,44 +190,9 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
-    if bytes < 1000 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1000.0;
-    let mut unit = 0;
-    while value >= 1000.0 && unit < UNITS.len() - 1 {
-        value /= 1000.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-pub fn human_duration(secs: i64) -> String {
-    let secs = secs.max(0);
-    let (days, hours, mins) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60);
-    if days > 0 {
-        format!("{days}d {hours}h {mins}m")
-    } else if hours > 0 {
-        format!("{hours}h {mins}m")
-    } else if mins > 0 {
-        format!("{mins}m {}s", secs % 60)
-    } else {
-        format!("{secs}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_read_like_the_spec() {
-        assert_eq!(human_bytes(48_200), "48.2 KB");
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(200_000_000), "200.0 MB");
-    }
 
     #[test]
     fn the_cost_line_shows_the_run_total_and_the_last_session() {
@@ -261,11 +229,4 @@ mod tests {
 
     /// A status file as written before session statistics existed.
     const MINIMAL_STATUS: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"claude","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":1,"max_iterations":1,"global_iteration":1,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T00:00:00Z","last_completed_iteration":null,"last_completed_global":null,"last_committed":null,"last_exit_code":null,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":0,"productive":0,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":0},"exit_reason":null}"#;
-
-    #[test]
-    fn durations_read_like_the_spec() {
-        assert_eq!(human_duration(3 * 3600 + 42 * 60 + 5), "3h 42m");
-        assert_eq!(human_duration(65), "1m 5s");
-        assert_eq!(human_duration(9), "9s");
-    }
 }

@@ -567,6 +567,10 @@ impl Core {
                 .guard
                 .max_runtime
                 .map(|limit| limit.as_secs_f64()),
+            max_cost_per_session_usd: Some(self.settings.guard.max_cost_per_session_usd)
+                .filter(|limit| *limit > 0.0),
+            max_tool_calls_per_session: Some(self.settings.guard.max_tool_calls_per_session)
+                .filter(|limit| *limit > 0),
         }
     }
 

@@ -16,8 +16,10 @@ use ratatui_textarea::TextArea;
 
 use crate::agent::stream::{LineKind, Rendered, SessionStats};
 use crate::approvals::{DoneRecord, Request};
-use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
+use crate::protocol::{Command, Event, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
+use crate::ui::event_text;
+use crate::ui::keymap::{self, Action, Context};
 
 /// Output lines kept in memory, whatever the size of the output file.
 pub const MAX_OUTPUT_LINES: usize = 5_000;
@@ -71,11 +73,60 @@ pub struct Viewing {
     pub live: bool,
 }
 
+/// One entry of the events pane: a few words, and the full record behind them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EventLine {
     pub at: DateTime<Utc>,
     pub level: Level,
-    pub text: String,
+    /// Its wordings, longest first; the pane shows the first that fits.
+    pub text: Vec<String>,
+    /// What Enter shows: the event's JSON record, or the whole log line.
+    pub detail: String,
+}
+
+/// Where the user is in the events pane.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventsView {
+    /// Index into the events; `None` follows the newest.
+    pub selected: Option<usize>,
+    /// The selected event's full record is shown on top.
+    pub expanded: bool,
+    pub scroll: u16,
+}
+
+impl EventsView {
+    /// The entry the keys act on.
+    pub fn current(&self, count: usize) -> Option<usize> {
+        match self.selected {
+            Some(index) => Some(index.min(count.checked_sub(1)?)),
+            None => count.checked_sub(1),
+        }
+    }
+
+    fn act(&mut self, action: Action, count: usize) {
+        let Some(current) = self.current(count) else {
+            return;
+        };
+        match action {
+            Action::Up => self.selected = Some(current.saturating_sub(1)),
+            Action::Down if current + 1 >= count => self.selected = None,
+            Action::Down => self.selected = Some(current + 1),
+            Action::Follow => self.selected = None,
+            Action::Expand => {
+                self.selected = Some(current);
+                self.expanded = true;
+                self.scroll = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Keeps the selection on the same entry when the oldest is dropped.
+    fn dropped_front(&mut self) {
+        if let Some(selected) = self.selected.as_mut() {
+            *selected = selected.saturating_sub(1);
+        }
+    }
 }
 
 /// The output pane: a bounded window of rendered lines and where the user is in it.
@@ -194,15 +245,35 @@ impl OutputView {
     }
 }
 
-/// Cost, tokens and turns: the current session's, and the run's so far.
+/// The current session's cost, tokens and turns, as its output shows them so
+/// far. The run's totals are the supervisor's ([`Snapshot::totals`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
     pub session: Option<SessionStats>,
-    /// Totals of the sessions that have ended while the control room watched.
-    pub run_cost_usd: f64,
-    pub run_tokens: u64,
-    pub run_turns: u64,
-    pub run_sessions_counted: u64,
+    /// The global iteration `session` belongs to.
+    pub session_global: Option<u64>,
+}
+
+/// The run's cost and turns: the supervisor's totals of finished sessions, plus
+/// the running session's so far (the supervisor adds it when it ends).
+pub fn run_totals(state: &AppState) -> (f64, u64) {
+    let snap = &state.snapshot;
+    let totals = &snap.totals;
+    let running = state.running_session()
+        && state.usage.session_global.is_some()
+        && state.usage.session_global == snap.global_iteration
+        && snap.last_completed_global != snap.global_iteration;
+    match state.usage.session.as_ref().filter(|_| running) {
+        Some(live) => (
+            totals.cost_usd
+                + live
+                    .cost_usd
+                    .filter(|c| c.is_finite() && *c > 0.0)
+                    .unwrap_or(0.0),
+            totals.turns.saturating_add(live.turns),
+        ),
+        None => (totals.cost_usd, totals.turns),
+    }
 }
 
 /// Everything the screen shows.
@@ -213,9 +284,11 @@ pub struct AppState {
     pub viewing: Viewing,
     pub usage: Usage,
     pub events: VecDeque<EventLine>,
+    pub events_view: EventsView,
     pub focus: Pane,
     pub zoom: bool,
     pub help: bool,
+    pub help_scroll: u16,
     pub dialog: Option<Dialog>,
     /// Bytes and time of the previous snapshot, for the growth rate.
     pub growth_sample: Option<(u64, DateTime<Utc>)>,
@@ -250,6 +323,11 @@ pub enum Msg {
         at: DateTime<Utc>,
         level: Level,
         text: String,
+    },
+    /// A supervisor event (the event log's record).
+    Event {
+        at: DateTime<Utc>,
+        event: Box<Event>,
     },
     /// New lines of the session in view; `reset` starts a fresh view.
     Output {
@@ -308,9 +386,11 @@ impl AppState {
             },
             usage: Usage::default(),
             events: VecDeque::new(),
+            events_view: EventsView::default(),
             focus: Pane::Output,
             zoom: false,
             help: false,
+            help_scroll: 0,
             dialog: None,
             growth_sample: None,
             growth_rate: 0.0,
@@ -366,10 +446,24 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
         },
         Msg::Snapshot(snapshot) => on_snapshot(state, snapshot, now, &mut commands),
         Msg::Log { at, level, text } => {
-            if state.events.len() >= MAX_EVENT_LINES {
-                state.events.pop_front();
+            if !event_text::repeats_an_event(&text) {
+                let line = EventLine {
+                    at,
+                    level,
+                    text: vec![event_text::log_summary(&text)],
+                    detail: text,
+                };
+                push_event(state, line);
             }
-            state.events.push_back(EventLine { at, level, text });
+        }
+        Msg::Event { at, event } => {
+            let line = EventLine {
+                at,
+                level: event_text::level(&event),
+                text: event_text::summaries(&event),
+                detail: event_text::record(at, &event),
+            };
+            push_event(state, line);
         }
         Msg::Output {
             file,
@@ -388,6 +482,7 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
             }
             if state.viewing.global == state.snapshot.global_iteration {
                 state.usage.session = Some(*stats);
+                state.usage.session_global = state.viewing.global;
             }
         }
         Msg::Approvals {
@@ -428,6 +523,14 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
     commands
 }
 
+fn push_event(state: &mut AppState, line: EventLine) {
+    if state.events.len() >= MAX_EVENT_LINES {
+        state.events.pop_front();
+        state.events_view.dropped_front();
+    }
+    state.events.push_back(line);
+}
+
 fn on_snapshot(
     state: &mut AppState,
     snapshot: Arc<Snapshot>,
@@ -436,13 +539,7 @@ fn on_snapshot(
 ) {
     let previous_global = state.snapshot.global_iteration;
     if snapshot.global_iteration != previous_global {
-        // The session in view ended: count it in the run's totals.
-        if let Some(stats) = state.usage.session.take() {
-            state.usage.run_cost_usd += stats.cost_usd.unwrap_or(0.0);
-            state.usage.run_tokens += stats.input_tokens + stats.output_tokens;
-            state.usage.run_turns += stats.turns;
-            state.usage.run_sessions_counted += 1;
-        }
+        state.usage = Usage::default();
         state.growth_sample = None;
         state.growth_rate = 0.0;
     }
@@ -517,26 +614,13 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
     }
 
     if let Some(dialog) = state.dialog {
-        answer_dialog(state, dialog, key, ctrl_c, commands);
+        answer_dialog(state, dialog, key, commands);
         return;
     }
 
-    if state.output.expanded.is_some() {
-        match key.code {
-            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => state.output.expanded = None,
-            KeyCode::Char('j') | KeyCode::Down => {
-                state.output.expanded_scroll = state.output.expanded_scroll.saturating_add(1)
-            }
-            KeyCode::Char('k') | KeyCode::Up => {
-                state.output.expanded_scroll = state.output.expanded_scroll.saturating_sub(1)
-            }
-            KeyCode::PageDown => {
-                state.output.expanded_scroll = state.output.expanded_scroll.saturating_add(10)
-            }
-            KeyCode::PageUp => {
-                state.output.expanded_scroll = state.output.expanded_scroll.saturating_sub(10)
-            }
-            _ => {}
+    if state.output.expanded.is_some() || state.events_view.expanded || state.help {
+        if let Some(binding) = keymap::lookup(Context::Detail, &key) {
+            on_detail(state, binding.action);
         }
         return;
     }
@@ -551,45 +635,83 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
         }
     }
 
-    if state.help {
-        if matches!(
-            key.code,
-            KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q')
-        ) || ctrl_c
-        {
-            state.help = false;
-        }
-        return;
+    let pane = match state.focus {
+        Pane::Output => Some(Context::Output),
+        Pane::Approvals => Some(Context::Approvals),
+        Pane::Events => Some(Context::Events),
+        Pane::Watchdog | Pane::Counters => None,
+    };
+    let binding = pane
+        .and_then(|context| keymap::lookup(context, &key))
+        .filter(|b| available(state, b.action))
+        .or_else(|| keymap::lookup(Context::Main, &key));
+    if let Some(binding) = binding
+        && available(state, binding.action)
+    {
+        act(state, binding.action, commands);
     }
+}
 
-    if ctrl_c {
-        ask_quit(state, commands);
-        return;
+/// Whether `action` does something now; the status line shows only those.
+pub fn available(state: &AppState, action: Action) -> bool {
+    let live = state.finished.is_none();
+    let held = state.snapshot.state == LoopState::Held && live;
+    match action {
+        Action::PauseResume => held || state.running_session(),
+        Action::Kill => state.running_session(),
+        Action::StopAfter | Action::StopNow => live,
+        Action::Approve | Action::ApproveAlways | Action::Reject => !state.approvals.is_empty(),
+        Action::Unzoom => state.zoom,
+        Action::Expand => match state.focus {
+            Pane::Approvals => !state.approvals.is_empty(),
+            Pane::Events => !state.events.is_empty(),
+            _ => true,
+        },
+        Action::Top => !state.output.lines.is_empty(),
+        _ => true,
     }
+}
 
+/// Carries out a main-view action (its availability was checked).
+fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
     let page = state.output.page.max(1) as isize;
-    match key.code {
-        KeyCode::Char('q') => ask_quit(state, commands),
-        KeyCode::Char('?') => state.help = true,
-        KeyCode::Char('p')
-            if state.snapshot.state == LoopState::Held && state.finished.is_none() =>
-        {
-            commands.push(UiCommand::Supervisor(Command::Resume));
+    match action {
+        Action::Quit => ask_quit(state, commands),
+        Action::Help => {
+            state.help = true;
+            state.help_scroll = 0;
         }
-        KeyCode::Char('p') if state.running_session() => {
-            let command = if state.snapshot.paused {
+        Action::PauseResume => {
+            let command = if state.snapshot.state == LoopState::Held || state.snapshot.paused {
                 Command::Resume
             } else {
                 Command::Pause
             };
             commands.push(UiCommand::Supervisor(command));
         }
-        KeyCode::Char('K') if state.running_session() => state.dialog = Some(Dialog::KillSession),
-        KeyCode::Char('s') if state.finished.is_none() => {
-            commands.push(UiCommand::Supervisor(Command::StopAfterCurrent))
+        Action::Kill => state.dialog = Some(Dialog::KillSession),
+        Action::StopAfter => commands.push(UiCommand::Supervisor(Command::StopAfterCurrent)),
+        Action::StopNow => state.dialog = Some(Dialog::StopNow),
+        Action::Approve | Action::ApproveAlways | Action::Reject => {
+            on_decision(state, action, commands)
         }
-        KeyCode::Char('S') if state.finished.is_none() => state.dialog = Some(Dialog::StopNow),
-        KeyCode::Char('a') if !state.approvals.is_empty() => {
+        Action::FocusNext => state.focus = cycle(state.focus, 1),
+        Action::FocusPrev => state.focus = cycle(state.focus, -1),
+        Action::Zoom => state.zoom = !state.zoom,
+        Action::Unzoom => state.zoom = false,
+        _ => match state.focus {
+            Pane::Output => on_output_action(state, action, page, commands),
+            Pane::Approvals => on_approvals_action(state, action, commands),
+            Pane::Events => state.events_view.act(action, state.events.len()),
+            Pane::Watchdog | Pane::Counters => {}
+        },
+    }
+}
+
+/// `a`, `A`, `r` on the selected request, from any pane.
+fn on_decision(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+    match action {
+        Action::Approve => {
             if let Some(request) = state.selected_approval() {
                 commands.push(UiCommand::Approve {
                     id: request.id.clone(),
@@ -597,7 +719,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             }
             state.approval_expanded = false;
         }
-        KeyCode::Char('A') if !state.approvals.is_empty() => {
+        Action::ApproveAlways => {
             if let Some(request) = state.selected_approval() {
                 let command = match (&request.tool_name, request.subject()) {
                     (Some(tool), subject) if !subject.is_empty() => {
@@ -621,7 +743,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             }
             state.approval_expanded = false;
         }
-        KeyCode::Char('r') if !state.approvals.is_empty() => {
+        Action::Reject => {
             if let Some(request) = state.selected_approval() {
                 let mut text = TextArea::default();
                 text.set_placeholder_text("why? (Enter rejects, Esc cancels)");
@@ -629,44 +751,72 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             }
             state.approval_expanded = false;
         }
-        KeyCode::Tab => state.focus = cycle(state.focus, 1),
-        KeyCode::BackTab => state.focus = cycle(state.focus, -1),
-        KeyCode::Char('z') => state.zoom = !state.zoom,
-        KeyCode::Esc if state.zoom => state.zoom = false,
-        _ if state.focus == Pane::Output => on_output_key(state, key, page, commands),
-        _ if state.focus == Pane::Approvals => match key.code {
-            KeyCode::Char('j') | KeyCode::Down => {
-                state.approval_selected =
-                    (state.approval_selected + 1).min(state.approvals.len().saturating_sub(1));
-            }
-            KeyCode::Char('k') | KeyCode::Up => {
-                state.approval_selected = state.approval_selected.saturating_sub(1);
-            }
-            KeyCode::Enter if !state.approvals.is_empty() => state.approval_expanded = true,
-            KeyCode::Char('h') => toggle_history(state, commands),
-            _ => {}
-        },
         _ => {}
     }
 }
 
-fn on_output_key(state: &mut AppState, key: KeyEvent, page: isize, commands: &mut Vec<UiCommand>) {
+/// Keys while a full text (tool call, event, help) is on top.
+fn on_detail(state: &mut AppState, action: Action) {
+    let scroll = if state.help {
+        &mut state.help_scroll
+    } else if state.events_view.expanded {
+        &mut state.events_view.scroll
+    } else {
+        &mut state.output.expanded_scroll
+    };
+    match action {
+        Action::Down => *scroll = scroll.saturating_add(1),
+        Action::Up => *scroll = scroll.saturating_sub(1),
+        Action::PageDown => *scroll = scroll.saturating_add(10),
+        Action::PageUp => *scroll = scroll.saturating_sub(10),
+        Action::Close => {
+            if state.help {
+                state.help = false;
+            } else if state.events_view.expanded {
+                state.events_view.expanded = false;
+            } else {
+                state.output.expanded = None;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn on_approvals_action(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+    match action {
+        Action::Down => {
+            state.approval_selected =
+                (state.approval_selected + 1).min(state.approvals.len().saturating_sub(1));
+        }
+        Action::Up => state.approval_selected = state.approval_selected.saturating_sub(1),
+        Action::Expand => state.approval_expanded = true,
+        Action::History => toggle_history(state, commands),
+        _ => {}
+    }
+}
+
+fn on_output_action(
+    state: &mut AppState,
+    action: Action,
+    page: isize,
+    commands: &mut Vec<UiCommand>,
+) {
     let output = &mut state.output;
-    match key.code {
-        KeyCode::Char('j') | KeyCode::Down => output.move_by(1),
-        KeyCode::Char('k') | KeyCode::Up => output.move_by(-1),
-        KeyCode::PageDown => output.move_by(page),
-        KeyCode::PageUp => output.move_by(-page),
-        KeyCode::Char('g') | KeyCode::Home if !output.lines.is_empty() => output.selected = Some(0),
-        KeyCode::Char('G') | KeyCode::End => output.selected = None,
-        KeyCode::Char('/') => output.search_input = Some(String::new()),
-        KeyCode::Char('n') => {
+    match action {
+        Action::Down => output.move_by(1),
+        Action::Up => output.move_by(-1),
+        Action::PageDown => output.move_by(page),
+        Action::PageUp => output.move_by(-page),
+        Action::Top => output.selected = Some(0),
+        Action::Follow => output.selected = None,
+        Action::Search => output.search_input = Some(String::new()),
+        Action::SearchNext => {
             output.find(true);
         }
-        KeyCode::Char('N') => {
+        Action::SearchPrev => {
             output.find(false);
         }
-        KeyCode::Enter => {
+        Action::Expand => {
             let index = output.current();
             if output
                 .lines
@@ -677,8 +827,8 @@ fn on_output_key(state: &mut AppState, key: KeyEvent, page: isize, commands: &mu
                 output.expanded_scroll = 0;
             }
         }
-        KeyCode::Char('[') => browse(state, -1, commands),
-        KeyCode::Char(']') => browse(state, 1, commands),
+        Action::PrevSession => browse(state, -1, commands),
+        Action::NextSession => browse(state, 1, commands),
         _ => {}
     }
 }
@@ -745,56 +895,52 @@ fn answer_dialog(
     state: &mut AppState,
     dialog: Dialog,
     key: KeyEvent,
-    ctrl_c: bool,
     commands: &mut Vec<UiCommand>,
 ) {
-    let cancel = ctrl_c
-        || matches!(
-            key.code,
-            KeyCode::Esc | KeyCode::Char('c') | KeyCode::Char('n')
-        );
-    if cancel {
-        state.dialog = None;
-        return;
+    let context = match dialog {
+        Dialog::Quit => Context::QuitDialog,
+        Dialog::KillSession | Dialog::StopNow => Context::Confirm,
+    };
+    let mut action = keymap::lookup(context, &key).map(|b| b.action);
+    // The key that asked the question also answers it.
+    let asked_by = match dialog {
+        Dialog::KillSession => Some(Action::Kill),
+        Dialog::StopNow => Some(Action::StopNow),
+        Dialog::Quit => None,
+    };
+    if action.is_none()
+        && asked_by.is_some()
+        && keymap::lookup(Context::Main, &key).map(|b| b.action) == asked_by
+    {
+        action = Some(Action::Confirm);
     }
-    match dialog {
-        Dialog::Quit => match key.code {
-            KeyCode::Char('s') | KeyCode::Char('S') => {
-                state.dialog = None;
-                state.quit_when_finished = true;
-                commands.push(UiCommand::Supervisor(Command::StopNow));
-            }
-            KeyCode::Char('a') => {
-                state.dialog = None;
-                state.quit_when_finished = true;
-                if !state.snapshot.stop_pending {
-                    commands.push(UiCommand::Supervisor(Command::StopAfterCurrent));
-                }
-            }
-            KeyCode::Char('d') if state.can_detach => {
-                state.dialog = None;
-                commands.push(UiCommand::Detach);
-            }
-            _ => {}
-        },
-        Dialog::KillSession => {
-            if matches!(
-                key.code,
-                KeyCode::Char('y') | KeyCode::Char('K') | KeyCode::Enter
-            ) {
-                state.dialog = None;
-                commands.push(UiCommand::Supervisor(Command::KillSession));
+    match (dialog, action) {
+        (_, Some(Action::Cancel)) => state.dialog = None,
+        (Dialog::Quit, Some(Action::StopNowThenQuit)) => {
+            state.dialog = None;
+            state.quit_when_finished = true;
+            commands.push(UiCommand::Supervisor(Command::StopNow));
+        }
+        (Dialog::Quit, Some(Action::StopAfterThenQuit)) => {
+            state.dialog = None;
+            state.quit_when_finished = true;
+            if !state.snapshot.stop_pending {
+                commands.push(UiCommand::Supervisor(Command::StopAfterCurrent));
             }
         }
-        Dialog::StopNow => {
-            if matches!(
-                key.code,
-                KeyCode::Char('y') | KeyCode::Char('S') | KeyCode::Enter
-            ) {
-                state.dialog = None;
-                commands.push(UiCommand::Supervisor(Command::StopNow));
-            }
+        (Dialog::Quit, Some(Action::Detach)) if state.can_detach => {
+            state.dialog = None;
+            commands.push(UiCommand::Detach);
         }
+        (Dialog::KillSession, Some(Action::Confirm)) => {
+            state.dialog = None;
+            commands.push(UiCommand::Supervisor(Command::KillSession));
+        }
+        (Dialog::StopNow, Some(Action::Confirm)) => {
+            state.dialog = None;
+            commands.push(UiCommand::Supervisor(Command::StopNow));
+        }
+        _ => {}
     }
 }
 

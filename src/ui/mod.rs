@@ -7,6 +7,8 @@
 //! panics included.
 
 pub mod app;
+mod event_text;
+pub mod keymap;
 pub mod view;
 
 use std::io::{self, Stdout};
@@ -54,14 +56,26 @@ pub fn sanitize(text: &str) -> String {
         .collect()
 }
 
-/// Log lines from the supervisor, sent to the event pane instead of the console.
+/// Log lines and events from the supervisor, sent to the event pane instead of
+/// the console.
 struct ChannelReporter {
-    lines: mpsc::UnboundedSender<(DateTime<Utc>, Level, String)>,
+    lines: mpsc::UnboundedSender<Msg>,
 }
 
 impl Reporter for ChannelReporter {
     fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
-        let _ = self.lines.send((wall, level, message.to_string()));
+        let _ = self.lines.send(Msg::Log {
+            at: wall,
+            level,
+            text: message.to_string(),
+        });
+    }
+
+    fn event(&mut self, wall: DateTime<Utc>, event: &crate::protocol::Event) {
+        let _ = self.lines.send(Msg::Event {
+            at: wall,
+            event: Box::new(event.clone()),
+        });
     }
 }
 
@@ -182,7 +196,7 @@ async fn event_loop(
     mut guard: TerminalGuard,
     supervisor: Runtime,
     mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
-    mut log_rx: mpsc::UnboundedReceiver<(DateTime<Utc>, Level, String)>,
+    mut log_rx: mpsc::UnboundedReceiver<Msg>,
     format: AgentFormat,
     files: &Files,
     detach: Option<Detacher>,
@@ -259,7 +273,7 @@ async fn event_loop(
                     messages.push(Msg::Snapshot(snapshots.borrow_and_update().clone()));
                 }
             }
-            Some((at, level, text)) = log_rx.recv() => messages.push(Msg::Log { at, level, text }),
+            Some(report) = log_rx.recv() => messages.push(report),
             Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
             finished = &mut supervisor, if outcome.is_none() => {
                 messages.push(Msg::Snapshot(Arc::new(finished.snapshot.clone())));
@@ -287,8 +301,8 @@ async fn event_loop(
             _ = sleep_until_opt(redraw_at) => {}
         }
         // Drain whatever else is already queued before drawing once.
-        while let Ok((at, level, text)) = log_rx.try_recv() {
-            messages.push(Msg::Log { at, level, text });
+        while let Ok(report) = log_rx.try_recv() {
+            messages.push(report);
         }
         while let Ok(update) = feed_rx.try_recv() {
             messages.push(output_msg(update));

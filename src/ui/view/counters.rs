@@ -1,5 +1,9 @@
 //! The counters pane: productive iterations, retries, rate limits and backoff
 //! countdown, watchdog kills, last exit, commit; cost, tokens and turns.
+//!
+//! Each value has a long and a short wording; the pane uses the longest that
+//! fits, so a narrow pane shows whole words. Rows that do not fit are dropped
+//! from the bottom, least important last.
 
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
@@ -8,75 +12,99 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{pane_block, short_duration, title};
+use super::{pane_block, title};
+use crate::fmt;
 use crate::protocol::LoopState;
-use crate::ui::app::{AppState, Pane};
+use crate::ui::app::{AppState, Pane, run_totals};
 
-fn row(label: &str, value: String, color: Color) -> Line<'static> {
-    Line::from(vec![
-        Span::styled(format!("{label:<12}"), Style::default().fg(Color::DarkGray)),
-        Span::styled(value, Style::default().fg(color)),
-    ])
+/// A row: its label, then its wordings from the longest to the shortest.
+struct Row {
+    label: &'static str,
+    values: Vec<String>,
+    color: Color,
 }
 
-pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
+fn row(label: &'static str, values: Vec<String>, color: Color) -> Row {
+    Row {
+        label,
+        values,
+        color,
+    }
+}
+
+/// Yellow from 80 % of a limit, red at the limit.
+fn budget_color(value: f64, limit: Option<f64>, normal: Color) -> Color {
+    match limit {
+        Some(limit) if limit > 0.0 && value >= limit => Color::Red,
+        Some(limit) if limit > 0.0 && value >= limit * 0.8 => Color::Yellow,
+        _ => normal,
+    }
+}
+
+fn warn_if(on: bool, color: Color) -> Color {
+    if on { color } else { Color::Reset }
+}
+
+fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
     let snap = &state.snapshot;
     let c = &snap.counters;
-    let mut lines = vec![
+    let mut rows = vec![
         row(
             "productive",
-            format!(
-                "{}/{} · {} sessions",
-                c.productive, snap.max_iterations, c.sessions
-            ),
+            vec![
+                format!(
+                    "{}/{} · {} sessions",
+                    c.productive, snap.max_iterations, c.sessions
+                ),
+                format!(
+                    "{}/{} · {} sess.",
+                    c.productive, snap.max_iterations, c.sessions
+                ),
+                format!("{}/{}", c.productive, snap.max_iterations),
+            ],
             Color::Green,
         ),
         row(
             "empty",
-            format!(
-                "{} retries · {} given up",
-                c.empty_retries, c.empty_iterations
-            ),
-            if c.empty_retries > 0 {
-                Color::Yellow
-            } else {
-                Color::Reset
-            },
+            vec![
+                format!(
+                    "{} retries · {} given up",
+                    c.empty_retries, c.empty_iterations
+                ),
+                format!("{} retry · {} lost", c.empty_retries, c.empty_iterations),
+            ],
+            warn_if(c.empty_retries > 0, Color::Yellow),
         ),
         row(
             "rate limits",
-            format!(
-                "{} in a row · {} total",
-                snap.consecutive_rate_limits, c.rate_limits
-            ),
-            if snap.consecutive_rate_limits > 0 {
-                Color::Yellow
-            } else {
-                Color::Reset
-            },
+            vec![
+                format!(
+                    "{} in a row · {} total",
+                    snap.consecutive_rate_limits, c.rate_limits
+                ),
+                format!(
+                    "{} now · {} total",
+                    snap.consecutive_rate_limits, c.rate_limits
+                ),
+            ],
+            warn_if(snap.consecutive_rate_limits > 0, Color::Yellow),
         ),
         row(
             "kills",
-            format!("{} watchdog · {} by you", c.watchdog_kills, c.user_kills),
-            if c.watchdog_kills > 0 {
-                Color::Red
-            } else {
-                Color::Reset
-            },
+            vec![
+                format!("{} watchdog · {} by you", c.watchdog_kills, c.user_kills),
+                format!("{} idle · {} by you", c.watchdog_kills, c.user_kills),
+                format!("{} idle · {} you", c.watchdog_kills, c.user_kills),
+            ],
+            warn_if(c.watchdog_kills > 0, Color::Red),
         ),
         row(
             "last exit",
-            match (snap.last_exit_code, snap.last_committed) {
-                (Some(code), committed) => format!(
-                    "{code}{}",
-                    if committed == Some(true) {
-                        " · committed"
-                    } else {
-                        ""
-                    }
-                ),
+            vec![match (snap.last_exit_code, snap.last_committed) {
+                (Some(code), Some(true)) => format!("{code} · committed"),
+                (Some(code), _) => code.to_string(),
                 (None, _) => "-".to_string(),
-            },
+            }],
             Color::Reset,
         ),
     ];
@@ -90,61 +118,140 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             LoopState::DiskFull => "disk check",
             _ => "next in",
         };
-        let mut text = short_duration(secs);
-        if let Some(reset) = snap.rate_limit_resets_at {
-            text.push_str(&format!(" → {}", reset.format("%H:%M:%SZ")));
-        }
-        lines.push(row(what, text, Color::Yellow));
+        let wait = fmt::duration(secs);
+        let values = match snap.rate_limit_resets_at {
+            Some(reset) => vec![
+                format!("{wait} (resets {})", fmt::clock(reset)),
+                format!("{wait} (resets {})", fmt::clock_short(reset)),
+                wait,
+            ],
+            None => vec![wait],
+        };
+        rows.push(row(what, values, Color::Yellow));
     }
-    let usage = &state.usage;
-    match &usage.session {
+    rows
+}
+
+fn usage_rows(state: &AppState) -> Vec<Row> {
+    let snap = &state.snapshot;
+    let mut rows = Vec::new();
+    let session = state.usage.session.as_ref();
+    match session {
         Some(stats) => {
-            let cost = stats
-                .cost_usd
-                .map_or_else(|| "-".to_string(), |c| format!("${c:.4}"));
-            lines.push(row(
+            let cost = stats.cost_usd;
+            let (long, short) = cost.map_or_else(
+                || ("-".to_string(), "-".to_string()),
+                |c| (format!("${c:.4}"), format!("${c:.2}")),
+            );
+            rows.push(row(
                 "session",
-                format!("{cost} · {} turns", stats.turns),
-                Color::Cyan,
-            ));
-            lines.push(row(
-                "tool calls",
-                format!("{} · {} failed", stats.tool_calls, stats.tool_errors),
-                if stats.tool_errors > 0 {
-                    Color::Yellow
-                } else {
-                    Color::Cyan
-                },
-            ));
-            lines.push(row(
-                "tokens",
-                format!("{} in · {} out", stats.input_tokens, stats.output_tokens),
-                Color::Cyan,
+                vec![
+                    format!("{long} · {} turns", stats.turns),
+                    format!("{short} · {} turns", stats.turns),
+                    short,
+                ],
+                budget_color(
+                    cost.unwrap_or(0.0),
+                    snap.max_cost_per_session_usd,
+                    Color::Cyan,
+                ),
             ));
         }
-        None => lines.push(row("session", "-".to_string(), Color::DarkGray)),
+        None => rows.push(row("session", vec!["-".to_string()], Color::DarkGray)),
     }
-    let session_cost = usage
-        .session
-        .as_ref()
-        .and_then(|s| s.cost_usd)
-        .unwrap_or(0.0);
-    let run_cost = usage.run_cost_usd + session_cost;
-    let budget = match state.snapshot.max_cost_usd {
-        Some(limit) => format!(" of ${limit:.2}"),
-        None => String::new(),
-    };
-    lines.push(row(
+    let (run_cost, run_turns) = run_totals(state);
+    let mut values = Vec::new();
+    if let Some(limit) = snap.max_cost_usd {
+        values.push(format!("${run_cost:.4} of ${limit:.2} · {run_turns} turns"));
+        values.push(format!("${run_cost:.2} of ${limit:.2} · {run_turns} turns"));
+        values.push(format!("${run_cost:.2}/{limit:.2} · {run_turns} turns"));
+        values.push(format!("${run_cost:.2} of ${limit:.2}"));
+    } else {
+        values.push(format!("${run_cost:.4} · {run_turns} turns"));
+        values.push(format!("${run_cost:.2} · {run_turns} turns"));
+    }
+    rows.push(row(
         "run",
-        format!(
-            "${run_cost:.4}{budget} · {} turns",
-            usage.run_turns + usage.session.as_ref().map_or(0, |s| s.turns)
-        ),
-        match state.snapshot.max_cost_usd {
-            Some(limit) if run_cost >= limit * 0.8 => Color::Yellow,
-            _ => Color::Cyan,
-        },
+        values,
+        budget_color(run_cost, snap.max_cost_usd, Color::Cyan),
     ));
+    if let Some(stats) = session {
+        rows.push(row(
+            "tool calls",
+            vec![format!(
+                "{} · {} failed",
+                stats.tool_calls, stats.tool_errors
+            )],
+            match snap.max_tool_calls_per_session {
+                Some(limit) => {
+                    budget_color(stats.tool_calls as f64, Some(limit as f64), Color::Cyan)
+                }
+                None if stats.tool_errors > 0 => Color::Yellow,
+                None => Color::Cyan,
+            },
+        ));
+        rows.push(row(
+            "tokens",
+            vec![
+                format!("{} in · {} out", stats.input_tokens, stats.output_tokens),
+                format!(
+                    "{} in · {} out",
+                    fmt::count(stats.input_tokens),
+                    fmt::count(stats.output_tokens)
+                ),
+            ],
+            Color::Cyan,
+        ));
+    }
+    rows
+}
+
+/// A label in at most seven cells.
+fn short_label(label: &'static str) -> &'static str {
+    match label {
+        "productive" => "done",
+        "rate limits" => "limits",
+        "last exit" => "exit",
+        "retry in" => "retry",
+        "disk check" => "disk",
+        "next in" => "next",
+        "tool calls" => "tools",
+        other => other,
+    }
+}
+
+pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
     let block = pane_block(state, Pane::Counters, title("Counters"));
+    let inner = block.inner(area);
+    let mut rows = loop_rows(state, now);
+    rows.extend(usage_rows(state));
+    // A narrow pane gives the values the room, with shorter labels.
+    let narrow = inner.width < 34;
+    let label_width = if narrow { 8 } else { 12 };
+    // One cell stays free before the border, so a value never seems cut.
+    let value_width = (inner.width as usize).saturating_sub(label_width + 1);
+    let lines: Vec<Line> = rows
+        .into_iter()
+        .take(inner.height as usize)
+        .map(|row| {
+            Line::from(vec![
+                Span::styled(
+                    format!(
+                        "{:<label_width$}",
+                        if narrow {
+                            short_label(row.label)
+                        } else {
+                            row.label
+                        }
+                    ),
+                    Style::default().fg(Color::DarkGray),
+                ),
+                Span::styled(
+                    fmt::first_fitting(&row.values, value_width),
+                    Style::default().fg(row.color),
+                ),
+            ])
+        })
+        .collect();
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }

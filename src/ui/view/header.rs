@@ -7,7 +7,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::short_duration;
+use crate::fmt;
 use crate::protocol::LoopState;
 use crate::ui::app::AppState;
 
@@ -45,16 +45,52 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             ),
         }
     };
+    // One cell stays free at the end, so a value never seems cut.
+    let width = (area.width as usize).saturating_sub(1);
     let global = snap
         .global_iteration
         .map_or_else(|| "-".to_string(), |g| g.to_string());
-    let mut uptime = short_duration((now - snap.loop_start).num_seconds());
+    let mut uptime = fmt::duration((now - snap.loop_start).num_seconds());
     if let Some(limit) = snap.max_runtime_secs {
-        uptime.push_str(&format!(" of {}", short_duration(limit as i64)));
+        uptime.push_str(&format!(" of {}", fmt::duration(limit as i64)));
     }
+    let stop = if snap.stop_pending && state.finished.is_none() {
+        "   STOP pending"
+    } else {
+        ""
+    };
+    let runtime_color = match snap.max_runtime_secs {
+        Some(limit) if limit > 0.0 => {
+            let used = (now - snap.loop_start).num_seconds() as f64;
+            if used >= limit {
+                Color::Red
+            } else if used >= limit * 0.8 {
+                Color::Yellow
+            } else {
+                Color::Reset
+            }
+        }
+        _ => Color::Reset,
+    };
+    let badge = " clowder ";
+    let label = fmt::fit(
+        &label,
+        width.saturating_sub(badge.len() + 1 + fmt::width(stop)),
+    );
+    let room = width.saturating_sub(badge.len() + 1 + fmt::width(&label) + fmt::width(stop));
+    let (it, max) = (snap.iteration, snap.max_iterations);
+    let middle = fmt::first_fitting(
+        &[
+            format!("   iteration {it}/{max} (global {global})   up {uptime}"),
+            format!("  {it}/{max} (global {global})  up {uptime}"),
+            format!("  {it}/{max} #{global}"),
+            String::new(),
+        ],
+        room,
+    );
     let mut first = vec![
         Span::styled(
-            " clowder ",
+            badge,
             Style::default()
                 .fg(Color::Black)
                 .bg(Color::Cyan)
@@ -65,14 +101,11 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             label,
             Style::default().fg(color).add_modifier(Modifier::BOLD),
         ),
-        Span::raw(format!(
-            "   iteration {}/{} (global {global})   up {uptime}",
-            snap.iteration, snap.max_iterations
-        )),
+        Span::styled(middle, Style::default().fg(runtime_color)),
     ];
-    if snap.stop_pending && state.finished.is_none() {
+    if !stop.is_empty() {
         first.push(Span::styled(
-            "   STOP pending",
+            stop,
             Style::default()
                 .fg(Color::Magenta)
                 .add_modifier(Modifier::BOLD),
@@ -82,15 +115,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         (Some(pid), Some(pgid)) => format!("PID {pid} · PGID {pgid}"),
         _ => "no session process".to_string(),
     };
+    let own = format!("   clowder PID {}", snap.pid);
+    let fixed = " agent ".len() + 3 + fmt::width(&process);
+    let own = if fixed + fmt::width(&own) + 12 <= width {
+        own
+    } else {
+        String::new()
+    };
+    let room = width.saturating_sub(fixed + fmt::width(&own));
+    let command = fmt::fit(&fmt::shorten_paths(&snap.agent_command, room), room);
     let second = Line::from(vec![
         Span::styled(" agent ", Style::default().fg(Color::DarkGray)),
-        Span::raw(snap.agent_command.clone()),
+        Span::raw(command),
         Span::styled("   ", Style::default()),
         Span::styled(process, Style::default().fg(Color::DarkGray)),
-        Span::styled(
-            format!("   clowder PID {}", snap.pid),
-            Style::default().fg(Color::DarkGray),
-        ),
+        Span::styled(own, Style::default().fg(Color::DarkGray)),
     ]);
     frame.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
 }

@@ -52,9 +52,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
             None => state.approvals.len(),
         };
         let approvals_height = (shown as u16 + 2).clamp(3, 10);
+        // On a short screen the counters' lowest rows give way to two events.
+        let counters_height = 12.min(right.height.saturating_sub(4 + approvals_height + 4));
         let [watch_area, counters_area, approvals_area, events_area] = Layout::vertical([
-            Constraint::Length(5),
-            Constraint::Length(12),
+            // The gauge and one line under it.
+            Constraint::Length(4),
+            Constraint::Length(counters_height),
             Constraint::Length(approvals_height),
             Constraint::Min(3),
         ])
@@ -117,7 +120,5 @@ fn strip_colors(frame: &mut Frame) {
     }
 }
 
-/// `1h 02m`, `3m 07s`, `42s`.
-pub fn short_duration(secs: i64) -> String {
-    crate::store::status::human_duration(secs)
-}
+/// The approvals pane names the one duration formatter by this name.
+pub(super) use crate::fmt::duration as short_duration;

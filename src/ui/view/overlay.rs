@@ -8,40 +8,45 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
 use crate::approvals::escape;
-use crate::ui::app::{AppState, Dialog, Pane};
+use crate::fmt;
+use crate::protocol::LoopState;
+use crate::ui::app::{AppState, Dialog, Pane, available};
+use crate::ui::keymap::{self, Action, Context, KEYMAP};
 use crate::ui::sanitize;
 
-const HELP: &[(&str, &str)] = &[
-    (
-        "p",
-        "pause / resume the session (SIGSTOP / SIGCONT to its group)",
-    ),
-    ("K", "kill the session now (asks first); the loop goes on"),
-    ("s", "stop after this session (again: cancel)"),
-    ("S", "stop now (asks first)"),
-    ("q, Ctrl-C", "quit: asks whether to stop the loop"),
-    ("Tab / Shift-Tab", "move the focus between panes"),
-    ("z", "zoom the focused pane"),
-    ("j k ↑ ↓", "scroll the output (stops following)"),
-    ("PgUp PgDn", "scroll a page"),
-    ("g / G", "top / follow the tail"),
-    ("mouse wheel", "scroll the output"),
-    ("/  n  N", "search the output, next, previous"),
-    ("Enter", "expand the selected tool call and its result"),
-    ("[  ]", "previous / next session of this run"),
-    ("a", "approve the selected request in the approval queue"),
-    (
-        "A",
-        "approve, and always allow this tool with this command prefix",
-    ),
-    ("r", "reject it: type a reason, Enter sends, Esc cancels"),
-    (
-        "Enter (Approvals)",
-        "show the whole request; j/k select another",
-    ),
-    ("h (Approvals)", "history: how finished requests ended"),
-    ("?", "this help; Esc closes it"),
+/// The help's key column, in cells; descriptions wrap under their own column.
+const HELP_KEYS: usize = 16;
+
+/// The contexts the help lists, in order.
+const HELP_CONTEXTS: [Context; 7] = [
+    Context::Main,
+    Context::Output,
+    Context::Approvals,
+    Context::Events,
+    Context::Detail,
+    Context::QuitDialog,
+    Context::Confirm,
 ];
+
+/// The keymap's context for the focused pane, if it has keys of its own.
+fn pane_context(pane: Pane) -> Option<Context> {
+    match pane {
+        Pane::Output => Some(Context::Output),
+        Pane::Approvals => Some(Context::Approvals),
+        Pane::Events => Some(Context::Events),
+        Pane::Watchdog | Pane::Counters => None,
+    }
+}
+
+/// The status line's word for an action, as the state words it now.
+fn status_word(state: &AppState, action: Action, word: &'static str) -> &'static str {
+    let snap = &state.snapshot;
+    match action {
+        Action::PauseResume if snap.paused || snap.state == LoopState::Held => "resume",
+        Action::StopAfter if snap.stop_pending => "cancel stop",
+        _ => word,
+    }
+}
 
 pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
     if let Some(input) = &state.output.search_input {
@@ -57,72 +62,82 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(line), area);
         return;
     }
-    let keys: &[(&str, &str)] = if state.finished.is_some() {
-        &[("q", "quit"), ("[ ]", "sessions"), ("?", "help")]
-    } else if state.focus == Pane::Output {
-        &[
-            (
-                "p",
-                if state.snapshot.paused {
-                    "resume"
-                } else {
-                    "pause"
-                },
-            ),
-            ("K", "kill"),
-            (
-                "s",
-                if state.snapshot.stop_pending {
-                    "cancel stop"
-                } else {
-                    "stop after"
-                },
-            ),
-            ("S", "stop now"),
-            ("j/k", "scroll"),
-            ("/", "search"),
-            ("Enter", "expand"),
-            ("[ ]", "sessions"),
-            ("Tab", "focus"),
-            ("z", "zoom"),
-            ("q", "quit"),
-            ("?", "help"),
-        ]
-    } else {
-        &[
-            (
-                "p",
-                if state.snapshot.paused {
-                    "resume"
-                } else {
-                    "pause"
-                },
-            ),
-            ("K", "kill"),
-            (
-                "s",
-                if state.snapshot.stop_pending {
-                    "cancel stop"
-                } else {
-                    "stop after"
-                },
-            ),
-            ("S", "stop now"),
-            ("Tab", "focus"),
-            ("z", "zoom"),
-            ("q", "quit"),
-            ("?", "help"),
-        ]
+    let pane = pane_context(state.focus);
+    let mut items: Vec<(String, String, bool)> = KEYMAP
+        .iter()
+        .filter(|b| b.context == Context::Main || Some(b.context) == pane)
+        .filter(|b| available(state, b.action))
+        .filter_map(|b| {
+            let (key, word) = b.status?;
+            let keep = matches!(b.action, Action::Quit | Action::Help);
+            Some((
+                format!(" {key} "),
+                format!(" {} ", status_word(state, b.action, word)),
+                keep,
+            ))
+        })
+        .collect();
+    // Whole items only: the last that may go goes first; quit and help stay.
+    let width = |items: &[(String, String, bool)]| -> usize {
+        items
+            .iter()
+            .map(|(k, w, _)| fmt::width(k) + fmt::width(w))
+            .sum()
     };
+    while width(&items) > area.width as usize {
+        let Some(last) = items.iter().rposition(|(_, _, keep)| !keep) else {
+            break;
+        };
+        items.remove(last);
+    }
     let mut spans = Vec::new();
-    for (key, what) in keys {
+    for (key, what, _) in items {
         spans.push(Span::styled(
-            format!(" {key} "),
+            key,
             Style::default().fg(Color::Black).bg(Color::Gray),
         ));
-        spans.push(Span::raw(format!(" {what} ")));
+        spans.push(Span::raw(what));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// The help's lines for a popup `width` cells wide inside its border.
+fn help_lines(width: usize) -> Vec<Line<'static>> {
+    let text_width = width.saturating_sub(HELP_KEYS + 2).max(10);
+    let indent = " ".repeat(HELP_KEYS + 2);
+    let mut lines = Vec::new();
+    for context in HELP_CONTEXTS {
+        if !lines.is_empty() {
+            lines.push(Line::raw(""));
+        }
+        lines.push(Line::styled(
+            context.heading(),
+            Style::default().add_modifier(Modifier::BOLD),
+        ));
+        for binding in keymap::documented(context) {
+            for (i, part) in fmt::wrap(binding.help, text_width).into_iter().enumerate() {
+                let key = if i == 0 {
+                    Span::styled(
+                        format!("{:>HELP_KEYS$}  ", binding.label),
+                        Style::default().fg(Color::Cyan),
+                    )
+                } else {
+                    Span::raw(indent.clone())
+                };
+                lines.push(Line::from(vec![key, Span::raw(part)]));
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    for note in [
+        "The mouse wheel scrolls the output.",
+        "Keys typed into the search prompt or a reason never trigger these.",
+    ] {
+        for part in fmt::wrap(note, width) {
+            lines.push(Line::styled(part, Style::default().fg(Color::DarkGray)));
+        }
+    }
+    lines
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -133,6 +148,34 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
         .flex(Flex::Center)
         .areas(row);
     cell
+}
+
+/// `  y  kill    n / Esc  cancel`, from the keymap.
+fn confirm_keys(what: &str) -> String {
+    let mut bindings = keymap::documented(Context::Confirm);
+    let yes = bindings.next().map_or("y", |b| b.label);
+    let no = bindings.next().map_or("n", |b| b.label);
+    format!("  {yes}  {what}    {no}  cancel")
+}
+
+/// A popup whose lines are already laid out (no wrapping).
+fn popup_lines(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    lines: Vec<Line<'static>>,
+    color: Color,
+) {
+    frame.render_widget(Clear, area);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(Style::default().fg(color))
+        .title(Span::styled(
+            format!(" {title} "),
+            Style::default().add_modifier(Modifier::BOLD),
+        ));
+    frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
 fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>, color: Color) {
@@ -237,22 +280,40 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         frame.render_widget(text, inner);
     }
     if state.help {
-        let rect = centered(area, 76, HELP.len() as u16 + 4);
-        let mut lines: Vec<Line> = HELP
-            .iter()
-            .map(|(key, what)| {
-                Line::from(vec![
-                    Span::styled(format!("{key:>16}  "), Style::default().fg(Color::Cyan)),
-                    Span::raw(*what),
-                ])
-            })
+        let rect = centered(area, 84.min(area.width.saturating_sub(2)), area.height);
+        let lines = help_lines(rect.width.saturating_sub(2) as usize);
+        let visible = rect.height.saturating_sub(2) as usize;
+        let scroll = (state.help_scroll as usize).min(lines.len().saturating_sub(visible));
+        let title = if lines.len() > visible {
+            "Keys — j/k scroll · Esc close"
+        } else {
+            "Keys — Esc close"
+        };
+        let lines = lines.into_iter().skip(scroll).collect();
+        popup_lines(frame, rect, title, lines, Color::Cyan);
+    }
+    if state.events_view.expanded
+        && let Some(index) = state.events_view.current(state.events.len())
+        && let Some(event) = state.events.get(index)
+    {
+        let rect = centered(
+            area,
+            area.width.saturating_sub(8),
+            area.height.saturating_sub(4),
+        );
+        let lines: Vec<Line> = event
+            .detail
+            .lines()
+            .skip(state.events_view.scroll as usize)
+            .map(|l| Line::raw(sanitize(l)))
             .collect();
-        lines.push(Line::raw(""));
-        lines.push(Line::styled(
-            "Keys typed into the search prompt never trigger these.",
-            Style::default().fg(Color::DarkGray),
-        ));
-        popup(frame, rect, "Keys", lines, Color::Cyan);
+        popup(
+            frame,
+            rect,
+            &format!("Event at {} — j/k scroll · Esc close", fmt::clock(event.at)),
+            lines,
+            Color::Cyan,
+        );
     }
     if let Some(dialog) = state.dialog {
         let (title, lines, color) = match dialog {
@@ -260,15 +321,13 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                 let mut lines = vec![
                     Line::raw("The loop is still running. Stop it?"),
                     Line::raw(""),
-                    Line::raw("  s  stop now (kill the session), then quit"),
-                    Line::raw("  a  stop after this session, then quit"),
                 ];
-                if state.can_detach {
-                    lines.push(Line::raw(
-                        "  d  detach: quit, the loop runs on in the background",
-                    ));
+                for binding in keymap::documented(Context::QuitDialog) {
+                    if binding.action == Action::Detach && !state.can_detach {
+                        continue;
+                    }
+                    lines.push(Line::raw(format!("  {}  {}", binding.label, binding.help)));
                 }
-                lines.push(Line::raw("  c  cancel (Esc)"));
                 ("Quit clowder?", lines, Color::Yellow)
             }
             Dialog::KillSession => (
@@ -277,7 +336,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                     Line::raw("TERM to its process group, KILL after the grace period."),
                     Line::raw("The loop goes on with the next session."),
                     Line::raw(""),
-                    Line::raw("  y  kill    n / Esc  cancel"),
+                    Line::raw(confirm_keys("kill")),
                 ],
                 Color::Red,
             ),
@@ -286,7 +345,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                 vec![
                     Line::raw("Kill the session and stop the loop."),
                     Line::raw(""),
-                    Line::raw("  y  stop now    n / Esc  cancel"),
+                    Line::raw(confirm_keys("stop now")),
                 ],
                 Color::Red,
             ),

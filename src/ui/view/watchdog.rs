@@ -7,8 +7,8 @@ use ratatui::style::{Color, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Gauge, Paragraph};
 
-use super::{pane_block, short_duration, title};
-use crate::store::status::human_bytes;
+use super::{pane_block, title};
+use crate::fmt;
 use crate::ui::app::{AppState, Pane};
 
 /// Seconds without growth, frozen at the pause while paused.
@@ -47,8 +47,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             };
             let label = format!(
                 "{} / {}",
-                short_duration(idle as i64),
-                short_duration(limit.round() as i64)
+                fmt::duration(idle as i64),
+                fmt::duration(limit.round() as i64)
             );
             frame.render_widget(
                 Gauge::default()
@@ -60,23 +60,31 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             let rate = if paused {
                 "paused".to_string()
             } else {
-                format!("{}/s", human_bytes(state.growth_rate as u64))
+                format!("{}/s", fmt::bytes(state.growth_rate as u64))
             };
-            frame.render_widget(
-                Paragraph::new(Line::from(format!(
-                    "{} written · {rate}",
-                    human_bytes(snap.output_bytes)
-                ))),
-                info_area,
+            let written = fmt::bytes(snap.output_bytes);
+            let text = fmt::first_fitting(
+                &[
+                    format!("{written} written · {rate}"),
+                    format!("{written} · {rate}"),
+                    written,
+                ],
+                (info_area.width as usize).saturating_sub(1),
             );
+            frame.render_widget(Paragraph::new(Line::from(text)), info_area);
         }
         None => {
+            let limit = fmt::duration(limit.round() as i64);
+            let text = fmt::first_fitting(
+                &[
+                    format!("no session running · limit {limit}"),
+                    format!("no session · limit {limit}"),
+                    format!("limit {limit}"),
+                ],
+                (gauge_area.width as usize).saturating_sub(1),
+            );
             frame.render_widget(
-                Paragraph::new(format!(
-                    "no session running · limit {}",
-                    short_duration(limit.round() as i64)
-                ))
-                .style(Style::default().fg(Color::DarkGray)),
+                Paragraph::new(text).style(Style::default().fg(Color::DarkGray)),
                 gauge_area,
             );
         }

@@ -1,0 +1,359 @@
+//! The events pane's words: each supervisor event said in a few words, with the
+//! full record kept for when the user opens it.
+
+use chrono::{DateTime, Utc};
+
+use crate::fmt;
+use crate::protocol::{Event, KillReason, TimedEvent};
+use crate::supervisor::core::Level;
+
+/// The `status=` of the supervisor's log lines that an [`Event`] also reports:
+/// the pane shows the event instead of the line.
+const STATUSES_WITH_AN_EVENT: &[&str] = &[
+    "session_running",
+    "watchdog_kill",
+    "session_complete",
+    "retrying",
+    "rate_limited_backoff",
+    "paused",
+    "resumed",
+    "doom_loop",
+    "budget_exceeded",
+    "disk_full",
+    "held",
+];
+
+/// Whether a log line only repeats an event that the pane shows anyway.
+pub fn repeats_an_event(line: &str) -> bool {
+    line.starts_with("loop_start ")
+        || line
+            .split_whitespace()
+            .take(4)
+            .filter_map(|word| word.strip_prefix("status="))
+            .any(|status| STATUSES_WITH_AN_EVENT.contains(&status.trim_end_matches(':')))
+}
+
+/// A log line in a few words: its leading `iteration=N global=G` becomes `#G`.
+pub fn log_summary(line: &str) -> String {
+    let mut rest = line;
+    let mut global = None;
+    loop {
+        let (word, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+        if let Some(g) = word.strip_prefix("global=") {
+            global = Some(g.to_string());
+        } else if word.strip_prefix("iteration=").is_none() || tail.is_empty() {
+            break;
+        }
+        rest = tail;
+    }
+    match global {
+        Some(g) => format!("#{g} {rest}"),
+        None => rest.to_string(),
+    }
+}
+
+/// How loud an event is in the pane.
+pub fn level(event: &Event) -> Level {
+    match event {
+        Event::AgentError { .. } | Event::DiskFull { .. } | Event::HookFailed { .. } => {
+            Level::Error
+        }
+        Event::RateLimited { .. }
+        | Event::WatchdogStale { .. }
+        | Event::WatchdogKill { .. }
+        | Event::SessionKilled { .. }
+        | Event::EmptyRetry { .. }
+        | Event::DoomLoop { .. }
+        | Event::BudgetExceeded { .. }
+        | Event::SessionAbandoned { .. }
+        | Event::LeakedPid { .. }
+        | Event::HandoffInvalid { .. } => Level::Warn,
+        Event::SessionGate {
+            approved: false, ..
+        } => Level::Warn,
+        _ => Level::Info,
+    }
+}
+
+/// The whole event as the event log stores it, for the detail view.
+pub fn record(at: DateTime<Utc>, event: &Event) -> String {
+    let timed = TimedEvent {
+        ts: at,
+        event: event.clone(),
+    };
+    serde_json::to_string_pretty(&timed).unwrap_or_else(|_| format!("{event:?}"))
+}
+
+fn secs(value: f64) -> String {
+    fmt::duration(value.round() as i64)
+}
+
+/// The event in a few words, longest wording first: the pane shows the first
+/// that fits. `#2 rate limited, next in 3s (resets 14:00)`, `#2 rate limited`.
+pub fn summaries(event: &Event) -> Vec<String> {
+    match event {
+        Event::SessionStart { global, pid, .. } => vec![
+            format!("#{global} started, PID {pid}"),
+            format!("#{global} started"),
+        ],
+        Event::RateLimited {
+            global,
+            backoff_secs,
+            resets_at,
+            ..
+        } => {
+            let next = format!("#{global} rate limited, next in {}", secs(*backoff_secs));
+            let mut wordings = Vec::new();
+            if let Some(at) = resets_at {
+                wordings.push(format!("{next} (resets {})", fmt::clock_short(*at)));
+            }
+            wordings.push(next);
+            wordings.push(format!("#{global} rate limited"));
+            wordings
+        }
+        Event::SessionComplete { .. } => session_complete(event),
+        Event::LoopStart { .. } => vec![summary(event), "loop started".to_string()],
+        Event::WatchdogStale { global, .. } => {
+            vec![summary(event), format!("#{global} no output, killing")]
+        }
+        Event::LoopEnd { reason, .. } => vec![summary(event), format!("ended: {}", reason.label())],
+        Event::SessionGate {
+            iteration,
+            approved,
+            ..
+        } => vec![
+            summary(event),
+            format!(
+                "iteration {iteration} {}",
+                if *approved {
+                    "approved"
+                } else {
+                    "rejected, held"
+                }
+            ),
+        ],
+        _ => vec![summary(event)],
+    }
+}
+
+/// The event in one sentence.
+fn summary(event: &Event) -> String {
+    match event {
+        Event::LoopStart { max_iterations, .. } => {
+            format!("loop started, up to {max_iterations} iterations")
+        }
+        Event::SessionStart { global, pid, .. } => format!("#{global} started, PID {pid}"),
+        Event::SessionAbandoned { pgid, killed, .. } => {
+            format!("earlier run's session (group {pgid}): {killed} killed")
+        }
+        Event::WatchdogStale {
+            global, idle_secs, ..
+        } => format!("#{global} no output for {}, killing", secs(*idle_secs)),
+        Event::WatchdogKill { global, .. } => format!("#{global} killed by the watchdog"),
+        Event::SessionKilled { global, reason, .. } => {
+            let why = match reason {
+                KillReason::Watchdog => "by the watchdog",
+                KillReason::User => "by you",
+                KillReason::StopNow => "to stop now",
+                KillReason::Budget => "over budget",
+                KillReason::DoomLoop => "in a doom loop",
+            };
+            format!("#{global} killed {why}")
+        }
+        Event::LingeringKilled {
+            global, processes, ..
+        } => format!("#{global} killed {processes} leftover process(es)"),
+        Event::EmptyRetry {
+            global,
+            retry,
+            max_retries,
+            ..
+        } => format!("#{global} empty output, retry {retry}/{max_retries}"),
+        Event::RateLimited {
+            global,
+            backoff_secs,
+            resets_at,
+            ..
+        } => {
+            let mut text = format!("#{global} rate limited, next in {}", secs(*backoff_secs));
+            if let Some(at) = resets_at {
+                text.push_str(&format!(" (resets {})", fmt::clock_short(*at)));
+            }
+            text
+        }
+        Event::HookFailed {
+            kind,
+            exit_code,
+            timed_out,
+            command,
+            ..
+        } => {
+            let how = match (timed_out, exit_code) {
+                (true, _) => "timed out".to_string(),
+                (false, Some(code)) => format!("exit {code}"),
+                (false, None) => "killed".to_string(),
+            };
+            let kind = match kind {
+                crate::protocol::HookKind::PreSession => "pre-session",
+                crate::protocol::HookKind::PostSession => "post-session",
+            };
+            format!("{kind} hook failed ({how}): {command}")
+        }
+        Event::IterationSkipped { iteration, reason } => {
+            format!("iteration {iteration} skipped: {reason}")
+        }
+        Event::SessionComplete { .. } => session_complete(event).remove(0),
+        Event::BudgetExceeded {
+            budget,
+            limit,
+            value,
+            ..
+        } => format!("over budget: {}", budget.describe(*limit, *value)),
+        Event::DoomLoop {
+            global,
+            tool,
+            repeats,
+            action,
+            ..
+        } => format!("#{global} same {tool} call ×{repeats}: {}", action.as_str()),
+        Event::DoomLoopGate {
+            global, approved, ..
+        } => format!(
+            "#{global} doom loop {}",
+            if *approved { "allowed on" } else { "rejected" }
+        ),
+        Event::DiskFull { dir, free_bytes } => format!(
+            "disk full: {} free in {}",
+            fmt::bytes(*free_bytes),
+            dir.display()
+        ),
+        Event::DiskSpaceRestored { waited_secs } => {
+            format!("disk space back after {}", secs(*waited_secs))
+        }
+        Event::HandoffInvalid { file, .. } => format!("handoff unusable: {}", file.display()),
+        Event::AgentError { global, reason, .. } => format!("#{global} agent error: {reason}"),
+        Event::Paused { global } => format!("#{global} paused"),
+        Event::Resumed {
+            global,
+            paused_secs,
+            ..
+        } => format!("#{global} resumed after {}", secs(*paused_secs)),
+        Event::StopRequested { source } => format!("stop requested ({source})"),
+        Event::StopCancelled => "stop cancelled".to_string(),
+        Event::SessionGate {
+            iteration,
+            approved,
+            reason,
+        } => format!(
+            "iteration {iteration} {}: {reason}",
+            if *approved {
+                "approved"
+            } else {
+                "rejected, held"
+            }
+        ),
+        Event::LoopResumed => "loop resumed".to_string(),
+        Event::LoopEnd {
+            reason, iterations, ..
+        } => format!(
+            "loop ended: {} after {iterations} iterations",
+            reason.label()
+        ),
+        Event::LeakedPid {
+            global,
+            pid,
+            command,
+            killed,
+        } => format!(
+            "#{global} {} escaped process {pid} ({command})",
+            if *killed { "killed" } else { "could not kill" }
+        ),
+    }
+}
+
+/// `#2 done in 3m 4s, exit 0, committed, $0.04`, then shorter.
+fn session_complete(event: &Event) -> Vec<String> {
+    let Event::SessionComplete {
+        global,
+        exit_code,
+        duration_secs,
+        committed,
+        rate_limited,
+        productive,
+        cost_usd,
+        ..
+    } = event
+    else {
+        return vec![String::new()];
+    };
+    let outcome = if *committed {
+        ", committed"
+    } else if *rate_limited {
+        ", rate limited"
+    } else if !productive {
+        ", not productive"
+    } else {
+        ""
+    };
+    let took = secs(*duration_secs);
+    let mut wordings = Vec::new();
+    if let Some(cost) = cost_usd {
+        wordings.push(format!(
+            "#{global} done in {took}, exit {exit_code}{outcome}, ${cost:.2}"
+        ));
+    }
+    wordings.push(format!(
+        "#{global} done in {took}, exit {exit_code}{outcome}"
+    ));
+    wordings.push(format!("#{global} exit {exit_code}{outcome}"));
+    wordings.push(format!("#{global} exit {exit_code}"));
+    wordings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_limit_reads_in_a_few_words() {
+        let resets = DateTime::from_timestamp(1_800_000_000, 0).expect("valid time");
+        let event = Event::RateLimited {
+            iteration: 2,
+            global: 2,
+            reason: "429".into(),
+            consecutive: 1,
+            backoff_secs: 3.0,
+            resets_at: Some(resets),
+        };
+        assert_eq!(
+            summaries(&event),
+            [
+                format!(
+                    "#2 rate limited, next in 3s (resets {})",
+                    resets.format("%H:%M")
+                ),
+                "#2 rate limited, next in 3s".to_string(),
+                "#2 rate limited".to_string(),
+            ]
+        );
+        assert!(record(resets, &event).contains("\"backoff_secs\": 3.0"));
+    }
+
+    #[test]
+    fn status_lines_give_way_to_their_events() {
+        assert!(repeats_an_event(
+            "iteration=2 global=2 status=rate_limited_backoff consecutive=1/5"
+        ));
+        assert!(repeats_an_event(
+            "iteration=3 status=held: the session was rejected"
+        ));
+        assert!(!repeats_an_event(
+            "iteration=3 status=awaiting_approval: the session waits for a human"
+        ));
+        assert_eq!(
+            log_summary("iteration=3 global=7 empty after 2 retries, moving on"),
+            "#7 empty after 2 retries, moving on"
+        );
+        assert_eq!(log_summary("request r1 approved"), "request r1 approved");
+    }
+}

@@ -1,0 +1,230 @@
+//! The keys, declared once: this table drives the key handling in `app`, the
+//! help overlay and the status line. One letter means one thing everywhere.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// Where a binding applies. The main view looks in the focused pane's context
+/// first, then in [`Context::Main`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Context {
+    Main,
+    Output,
+    Approvals,
+    Events,
+    /// A full text on top of everything: a tool call, an event, the help.
+    Detail,
+    QuitDialog,
+    /// The kill and stop-now questions.
+    Confirm,
+}
+
+impl Context {
+    pub fn heading(self) -> &'static str {
+        match self {
+            Context::Main => "Everywhere",
+            Context::Output => "Session output pane",
+            Context::Approvals => "Approvals pane (a, A, r work from any pane)",
+            Context::Events => "Events pane",
+            Context::Detail => "A full text (tool call, event, this help)",
+            Context::QuitDialog => "Quit dialog",
+            Context::Confirm => "Kill / stop-now questions",
+        }
+    }
+}
+
+/// What a key does; `app` carries it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    PauseResume,
+    Kill,
+    StopAfter,
+    StopNow,
+    Approve,
+    ApproveAlways,
+    Reject,
+    FocusNext,
+    FocusPrev,
+    Zoom,
+    Unzoom,
+    Quit,
+    Help,
+    Down,
+    Up,
+    PageDown,
+    PageUp,
+    Top,
+    Follow,
+    Search,
+    SearchNext,
+    SearchPrev,
+    Expand,
+    PrevSession,
+    NextSession,
+    History,
+    Close,
+    StopAfterThenQuit,
+    StopNowThenQuit,
+    Detach,
+    Confirm,
+    Cancel,
+}
+
+/// One key: a code, and whether Ctrl is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+const fn k(c: char) -> Key {
+    Key {
+        code: KeyCode::Char(c),
+        ctrl: false,
+    }
+}
+
+const fn code(code: KeyCode) -> Key {
+    Key { code, ctrl: false }
+}
+
+const CTRL_C: Key = Key {
+    code: KeyCode::Char('c'),
+    ctrl: true,
+};
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Binding {
+    pub keys: &'static [Key],
+    /// How the help and the status line write the keys.
+    pub label: &'static str,
+    pub context: Context,
+    pub action: Action,
+    pub help: &'static str,
+    /// The status line's keys and word; `None` keeps it out of the status line.
+    pub status: Option<(&'static str, &'static str)>,
+}
+
+const fn bind(
+    keys: &'static [Key],
+    label: &'static str,
+    context: Context,
+    action: Action,
+    help: &'static str,
+    status: Option<(&'static str, &'static str)>,
+) -> Binding {
+    Binding {
+        keys,
+        label,
+        context,
+        action,
+        help,
+        status,
+    }
+}
+
+use Action as A;
+use Context as C;
+
+/// Every key of the control room, in the order the help and the status line
+/// show them. Text prompts (search, a rejection's reason) take keys as text and
+/// are not in here.
+#[rustfmt::skip]
+pub const KEYMAP: &[Binding] = &[
+    bind(&[k('p')], "p", C::Main, A::PauseResume, "pause / resume the session (SIGSTOP / SIGCONT to its group); resumes a held loop", Some(("p", "pause"))),
+    bind(&[k('K')], "K", C::Main, A::Kill, "kill the session now (asks first); the loop goes on", Some(("K", "kill"))),
+    bind(&[k('s')], "s", C::Main, A::StopAfter, "stop after this session (again: cancel)", Some(("s", "stop after"))),
+    bind(&[k('S')], "S", C::Main, A::StopNow, "stop now: kill the session and stop the loop (asks first)", Some(("S", "stop now"))),
+    bind(&[k('a')], "a", C::Main, A::Approve, "approve the selected request in the approval queue", Some(("a", "approve"))),
+    bind(&[k('A')], "A", C::Main, A::ApproveAlways, "approve, and always allow this tool with this command prefix", None),
+    bind(&[k('r')], "r", C::Main, A::Reject, "reject it: type a reason, Enter sends, Esc cancels", Some(("r", "reject"))),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Output, A::Down, "scroll the output (stops following)", Some(("j/k", "scroll"))),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Output, A::Up, "", None),
+    bind(&[code(KeyCode::PageDown)], "PgUp PgDn", C::Output, A::PageDown, "scroll a page", None),
+    bind(&[code(KeyCode::PageUp)], "", C::Output, A::PageUp, "", None),
+    bind(&[k('g'), code(KeyCode::Home)], "g / G", C::Output, A::Top, "top / follow the tail", None),
+    bind(&[k('G'), code(KeyCode::End)], "", C::Output, A::Follow, "", None),
+    bind(&[k('/')], "/  n  N", C::Output, A::Search, "search the output, next, previous", Some(("/", "search"))),
+    bind(&[k('n')], "", C::Output, A::SearchNext, "", None),
+    bind(&[k('N')], "", C::Output, A::SearchPrev, "", None),
+    bind(&[code(KeyCode::Enter)], "Enter", C::Output, A::Expand, "expand the selected tool call and its result", Some(("Enter", "expand"))),
+    bind(&[k('[')], "[  ]", C::Output, A::PrevSession, "previous / next session of this run", Some(("[ ]", "sessions"))),
+    bind(&[k(']')], "", C::Output, A::NextSession, "", None),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Approvals, A::Down, "select another request", Some(("j/k", "select"))),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Approvals, A::Up, "", None),
+    bind(&[code(KeyCode::Enter)], "Enter", C::Approvals, A::Expand, "show the whole request", Some(("Enter", "show"))),
+    bind(&[k('h')], "h", C::Approvals, A::History, "history: how finished requests ended", Some(("h", "history"))),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Events, A::Down, "select an event (G: follow the newest)", Some(("j/k", "select"))),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Events, A::Up, "", None),
+    bind(&[k('G'), code(KeyCode::End)], "", C::Events, A::Follow, "", None),
+    bind(&[code(KeyCode::Enter)], "Enter", C::Events, A::Expand, "show the event's full record", Some(("Enter", "record"))),
+    bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),
+    bind(&[code(KeyCode::BackTab)], "", C::Main, A::FocusPrev, "", None),
+    bind(&[k('z')], "z", C::Main, A::Zoom, "zoom the focused pane (Esc: back)", Some(("z", "zoom"))),
+    bind(&[code(KeyCode::Esc)], "", C::Main, A::Unzoom, "", None),
+    bind(&[k('q'), CTRL_C], "q, Ctrl-C", C::Main, A::Quit, "quit: asks whether to stop the loop", Some(("q", "quit"))),
+    bind(&[k('?')], "?", C::Main, A::Help, "this help", Some(("?", "help"))),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Detail, A::Down, "scroll", None),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Detail, A::Up, "", None),
+    bind(&[code(KeyCode::PageDown)], "PgUp PgDn", C::Detail, A::PageDown, "scroll a page", None),
+    bind(&[code(KeyCode::PageUp)], "", C::Detail, A::PageUp, "", None),
+    bind(&[code(KeyCode::Esc), code(KeyCode::Enter), k('q'), k('?'), CTRL_C], "Esc", C::Detail, A::Close, "close", None),
+    bind(&[k('s')], "s", C::QuitDialog, A::StopAfterThenQuit, "stop after this session, then quit", None),
+    bind(&[k('S')], "S", C::QuitDialog, A::StopNowThenQuit, "stop now (kill the session), then quit", None),
+    bind(&[k('d')], "d", C::QuitDialog, A::Detach, "detach: quit, the loop runs on in the background", None),
+    bind(&[k('c'), k('n'), code(KeyCode::Esc), CTRL_C], "c", C::QuitDialog, A::Cancel, "cancel (Esc)", None),
+    bind(&[k('y'), code(KeyCode::Enter)], "y", C::Confirm, A::Confirm, "yes (or the same key again)", None),
+    bind(&[k('n'), k('c'), code(KeyCode::Esc), CTRL_C], "n / Esc", C::Confirm, A::Cancel, "cancel", None),
+];
+
+impl Key {
+    fn matches(&self, event: &KeyEvent) -> bool {
+        self.code == event.code && self.ctrl == event.modifiers.contains(KeyModifiers::CONTROL)
+    }
+}
+
+/// The first binding of `context` that `key` matches.
+pub fn lookup(context: Context, key: &KeyEvent) -> Option<&'static Binding> {
+    KEYMAP
+        .iter()
+        .find(|b| b.context == context && b.keys.iter().any(|k| k.matches(key)))
+}
+
+/// The bindings of `context` that the help lists (the ones with a text).
+pub fn documented(context: Context) -> impl Iterator<Item = &'static Binding> {
+    KEYMAP
+        .iter()
+        .filter(move |b| b.context == context && !b.help.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Within one context a key has one meaning.
+    #[test]
+    fn no_key_is_bound_twice_in_a_context() {
+        for (i, a) in KEYMAP.iter().enumerate() {
+            for b in &KEYMAP[i + 1..] {
+                if a.context == b.context {
+                    for key in a.keys {
+                        assert!(!b.keys.contains(key), "{key:?} twice in {:?}", a.context);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A letter of the main view means the same in the quit dialog: `s` stops
+    /// after this session, `S` stops now.
+    #[test]
+    fn the_quit_dialog_uses_the_main_views_letters() {
+        let press = |c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE);
+        let main = |c| lookup(Context::Main, &press(c)).map(|b| b.action);
+        let dialog = |c| lookup(Context::QuitDialog, &press(c)).map(|b| b.action);
+        assert_eq!(main('s'), Some(Action::StopAfter));
+        assert_eq!(dialog('s'), Some(Action::StopAfterThenQuit));
+        assert_eq!(main('S'), Some(Action::StopNow));
+        assert_eq!(dialog('S'), Some(Action::StopNowThenQuit));
+    }
+}
