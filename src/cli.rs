@@ -103,6 +103,12 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
+    /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
+    Worker(crate::worker::cli::WorkerArgs),
+    /// Make (`new`) or stop (`stop`) a task directory
+    Task(crate::worker::cli::TaskArgs),
+    /// List tasks: status, iteration, heartbeat age, last action
+    Tasks(crate::worker::cli::TasksArgs),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -263,6 +269,9 @@ fn run_command(mut command: Command) -> i32 {
     match command {
         Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
+        Command::Worker(args) => return crate::worker::cli::worker(args),
+        Command::Task(args) => return crate::worker::cli::task(args),
+        Command::Tasks(args) => return crate::worker::cli::tasks(args),
         _ => {}
     }
     // The gate reads the config itself (a broken one must deny, not fail open).
@@ -280,6 +289,7 @@ fn run_command(mut command: Command) -> i32 {
             Command::Reject(args) => args.dir.resolve(Some(&config)),
             Command::Ask(args) => args.dir.resolve(Some(&config)),
             Command::Gate(_) | Command::Init(_) | Command::Pause | Command::Resume => {}
+            Command::Worker(_) | Command::Task(_) | Command::Tasks(_) => {}
         }
     }
     match command {
@@ -301,6 +311,7 @@ fn run_command(mut command: Command) -> i32 {
         Command::Init(args) => approvals::init(args),
         // Handled above.
         Command::Pause | Command::Resume => 0,
+        Command::Worker(_) | Command::Task(_) | Command::Tasks(_) => 0,
     }
 }
 
