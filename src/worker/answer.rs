@@ -26,7 +26,21 @@ pub(crate) fn parse(text: &str) -> Result<Answer, String> {
     if text.is_empty() {
         return Err("empty answer: expected one JSON object".into());
     }
-    serde_json::from_str(text).map_err(|err| format!("invalid answer: {err}"))
+    let value: Value =
+        serde_json::from_str(text).map_err(|err| format!("invalid answer: not JSON: {err}"))?;
+    // serde would also take a struct from an array (`[null, []]`): only objects count.
+    let objects = value.as_object().is_some_and(|answer| {
+        answer
+            .get("actions")
+            .and_then(Value::as_array)
+            .is_none_or(|actions| actions.iter().all(Value::is_object))
+    });
+    if !objects {
+        return Err(
+            "invalid answer: expected an object {\"actions\": [{\"tool\", \"args\"}, …]}".into(),
+        );
+    }
+    serde_json::from_value(value).map_err(|err| format!("invalid answer: {err}"))
 }
 
 /// What `claude -p --output-format json` prints wraps the answer in `result`:
@@ -98,6 +112,8 @@ mod tests {
             r#"{"reasoning":3,"actions":[]}"#,
             "[]",
             "null",
+            r#"["", []]"#,
+            r#"{"actions":[["read_file",{"path":"a"}]]}"#,
         ] {
             assert!(parse(bad).is_err(), "accepted {bad:?}");
         }

@@ -159,9 +159,6 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
         );
     }
     let fail = |err| classify(path, err);
-    if let Some(parent) = at.rest.parent().filter(|p| !p.as_os_str().is_empty()) {
-        at.dir.create_dir_all(parent).map_err(fail)?;
-    }
     let mut options = OpenOptions::new();
     options.write(true);
     if create_new {
@@ -169,7 +166,17 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
     } else {
         options.create(true).truncate(true);
     }
-    let mut file = at.dir.open_with(&at.rest, &options).map_err(fail)?;
+    // Parent folders are made only when missing, so that an existing path is
+    // always resolved (and a symlink out refused) by the open itself.
+    let mut opened = at.dir.open_with(&at.rest, &options);
+    if let Err(err) = &opened
+        && err.kind() == std::io::ErrorKind::NotFound
+        && let Some(parent) = at.rest.parent().filter(|p| !p.as_os_str().is_empty())
+    {
+        at.dir.create_dir_all(parent).map_err(fail)?;
+        opened = at.dir.open_with(&at.rest, &options);
+    }
+    let mut file = opened.map_err(fail)?;
     file.write_all(args.content.as_bytes()).map_err(fail)?;
     let verb = if create_new { "created" } else { "wrote" };
     Ok(format!("{verb} {path} ({} bytes)", args.content.len()))
@@ -283,6 +290,338 @@ fn walk(dir: &Dir, rel: &Path, depth: u64, visit: &mut dyn FnMut(&Path, bool)) {
             && let Ok(sub) = entry.open_dir()
         {
             walk(&sub, &path, depth - 1, visit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::symlink;
+
+    /// A task directory beside an `outside/` folder, with symlinks from
+    /// `artifacts/` both inside and out.
+    struct Fixture {
+        root: tempfile::TempDir,
+        sandbox: Sandbox,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let root = tempfile::tempdir().expect("tempdir");
+            let r = root.path();
+            std::fs::create_dir_all(r.join("outside/deep")).expect("mkdir");
+            std::fs::write(r.join("outside/secret.txt"), "secret").expect("write");
+            std::fs::write(r.join("outside/deep/more.txt"), "more").expect("write");
+            let art = r.join("task/artifacts");
+            std::fs::create_dir_all(art.join("sub")).expect("mkdir");
+            std::fs::write(r.join("task/task.json"), "{}").expect("write");
+            std::fs::write(art.join("sub/a.txt"), "inside").expect("write");
+            symlink("../../outside", art.join("out_dir")).expect("symlink");
+            symlink(r.join("outside/secret.txt"), art.join("out_file")).expect("symlink");
+            symlink(r.join("outside/new.txt"), art.join("dangling_out")).expect("symlink");
+            symlink("sub", art.join("in_dir")).expect("symlink");
+            symlink("sub/a.txt", art.join("in_file")).expect("symlink");
+            let sandbox =
+                Sandbox::open(&r.join("task"), &["artifacts".to_string()]).expect("sandbox");
+            Fixture { root, sandbox }
+        }
+
+        fn run(&self, tool: &str, args: Value) -> ActionResult {
+            let Value::Object(args) = args else {
+                panic!("args must be an object")
+            };
+            execute(
+                &self.sandbox,
+                &Action {
+                    tool: tool.into(),
+                    args,
+                },
+            )
+        }
+
+        /// Every entry outside `task/artifacts`, with file contents and link targets.
+        fn outside(&self) -> BTreeMap<PathBuf, String> {
+            let mut seen = BTreeMap::new();
+            snapshot(self.root.path(), self.root.path(), &mut seen);
+            seen
+        }
+    }
+
+    fn snapshot(root: &Path, dir: &Path, seen: &mut BTreeMap<PathBuf, String>) {
+        for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(root).expect("under root").to_path_buf();
+            if rel.starts_with("task/artifacts") {
+                continue;
+            }
+            let kind = entry.file_type().expect("file type");
+            let value = if kind.is_symlink() {
+                format!("link {:?}", std::fs::read_link(&path).expect("readlink"))
+            } else if kind.is_dir() {
+                snapshot(root, &path, seen);
+                "dir".to_string()
+            } else {
+                format!("file {:?}", std::fs::read(&path).expect("read"))
+            };
+            seen.insert(rel, value);
+        }
+    }
+
+    fn forbidden(result: &ActionResult) -> bool {
+        !result.ok && result.security_violation
+    }
+
+    #[test]
+    fn escapes_are_security_violations() {
+        let f = Fixture::new();
+        let before = f.outside();
+        for path in [
+            "artifacts/../task.json",
+            "artifacts/sub/../../task.json",
+            "../outside/secret.txt",
+            "task.json",
+            "/etc/passwd",
+            &f.root
+                .path()
+                .join("outside/secret.txt")
+                .display()
+                .to_string(),
+            "artifacts/out_file",
+            "artifacts/out_dir/secret.txt",
+            "artifacts/out_dir/deep/more.txt",
+            "",
+        ] {
+            let read = f.run("read_file", serde_json::json!({"path": path}));
+            assert!(forbidden(&read), "read {path:?}: {read:?}");
+            let write = f.run(
+                "write_file",
+                serde_json::json!({"path": path, "content": "x"}),
+            );
+            assert!(forbidden(&write), "write {path:?}: {write:?}");
+        }
+        for path in ["artifacts/out_dir", "artifacts/..", "/", "."] {
+            let list = f.run("list_directory", serde_json::json!({"path": path}));
+            assert!(forbidden(&list), "list {path:?}: {list:?}");
+        }
+        let created = f.run(
+            "create_file",
+            serde_json::json!({"path": "artifacts/out_dir/new.txt", "content": "x"}),
+        );
+        assert!(forbidden(&created), "{created:?}");
+        let found = f.run(
+            "find_files",
+            serde_json::json!({"pattern": "*", "start_path": "artifacts/out_dir"}),
+        );
+        assert!(forbidden(&found), "{found:?}");
+        assert_eq!(f.outside(), before);
+    }
+
+    #[test]
+    fn a_dangling_symlink_out_is_not_written_through() {
+        let f = Fixture::new();
+        let before = f.outside();
+        for tool in ["write_file", "create_file"] {
+            let result = f.run(
+                tool,
+                serde_json::json!({"path": "artifacts/dangling_out", "content": "x"}),
+            );
+            assert!(!result.ok, "{tool}: {result:?}");
+        }
+        assert_eq!(f.outside(), before);
+        assert!(!f.root.path().join("outside/new.txt").exists());
+    }
+
+    #[test]
+    fn symlinks_inside_work() {
+        let f = Fixture::new();
+        let read = f.run(
+            "read_file",
+            serde_json::json!({"path": "artifacts/in_file"}),
+        );
+        assert_eq!(read.output.as_deref(), Some("inside"), "{read:?}");
+        let read = f.run(
+            "read_file",
+            serde_json::json!({"path": "./artifacts/in_dir/a.txt"}),
+        );
+        assert_eq!(read.output.as_deref(), Some("inside"), "{read:?}");
+        let list = f.run("list_directory", serde_json::json!({"path": "artifacts"}));
+        let text = list.output.expect("listing");
+        assert!(
+            text.contains("sub/") && text.contains("in_dir (symlink)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_tools_do_what_they_say() {
+        let f = Fixture::new();
+        let write = |path: &str, content: &str| {
+            f.run(
+                "write_file",
+                serde_json::json!({"path": path, "content": content}),
+            )
+        };
+        assert!(write("artifacts/new/deeper/n.md", "one").ok);
+        assert!(write("artifacts/new/deeper/n.md", "two").ok);
+        let art = f.root.path().join("task/artifacts");
+        assert_eq!(
+            std::fs::read_to_string(art.join("new/deeper/n.md")).expect("read"),
+            "two"
+        );
+        let again = f.run(
+            "create_file",
+            serde_json::json!({"path": "artifacts/sub/a.txt", "content": "x"}),
+        );
+        assert!(!again.ok && !again.security_violation, "{again:?}");
+        assert_eq!(
+            std::fs::read_to_string(art.join("sub/a.txt")).expect("read"),
+            "inside"
+        );
+        let found = f.run(
+            "find_files",
+            serde_json::json!({"pattern": "*.md", "start_path": "artifacts", "max_depth": 9}),
+        );
+        let text = found.output.expect("found");
+        assert!(text.contains("artifacts/new/deeper/n.md"), "{text}");
+        assert!(text.contains("max_depth is at most 3"), "{text}");
+        let shallow = f.run(
+            "find_files",
+            serde_json::json!({"pattern": "*.md", "start_path": "artifacts", "max_depth": 2}),
+        );
+        assert_eq!(shallow.output.as_deref(), Some("(no match)"));
+        let bad = f.run(
+            "read_file",
+            serde_json::json!({"path": "artifacts/sub/a.txt", "x": 1}),
+        );
+        assert!(!bad.ok && !bad.security_violation, "{bad:?}");
+        let unknown = f.run("run_shell", serde_json::json!({"command": "ls"}));
+        assert!(unknown.skipped && !unknown.ok, "{unknown:?}");
+    }
+
+    #[test]
+    fn sizes_are_bounded_and_say_so() {
+        let f = Fixture::new();
+        let art = f.root.path().join("task/artifacts");
+        std::fs::write(art.join("big.txt"), "x".repeat(READ_CAP as usize + 10)).expect("write");
+        let read = f.run(
+            "read_file",
+            serde_json::json!({"path": "artifacts/big.txt"}),
+        );
+        let text = read.output.expect("read");
+        assert!(text.ends_with(&format!(
+            "[truncated: the first {READ_CAP} of {} bytes]",
+            READ_CAP + 10
+        )));
+        for i in 0..LIST_CAP + 5 {
+            std::fs::write(art.join(format!("sub/f{i:03}")), "").expect("write");
+        }
+        let list = f.run(
+            "list_directory",
+            serde_json::json!({"path": "artifacts/sub"}),
+        );
+        let text = list.output.expect("list");
+        assert!(
+            text.ends_with(&format!(
+                "[truncated: {LIST_CAP} of {} entries]",
+                LIST_CAP + 6
+            )),
+            "{text}"
+        );
+        let huge = "y".repeat(WRITE_CAP + 1);
+        let write = f.run(
+            "write_file",
+            serde_json::json!({"path": "artifacts/h", "content": huge}),
+        );
+        assert!(!write.ok && !art.join("h").exists());
+    }
+
+    #[test]
+    fn unicode_and_very_long_paths() {
+        let f = Fixture::new();
+        let path = "artifacts/ünïcödé/日本語 😀.txt";
+        let write = f.run(
+            "write_file",
+            serde_json::json!({"path": path, "content": "é"}),
+        );
+        assert!(write.ok, "{write:?}");
+        let read = f.run("read_file", serde_json::json!({"path": path}));
+        assert_eq!(read.output.as_deref(), Some("é"));
+        let before = f.outside();
+        let long_name = format!("artifacts/{}", "n".repeat(300));
+        let deep = format!("artifacts/{}", vec!["abcdefgh"; 600].join("/"));
+        let up = format!("artifacts/{}", vec![".."; 600].join("/"));
+        for path in [long_name, deep, up] {
+            let result = f.run(
+                "write_file",
+                serde_json::json!({"path": path, "content": "x"}),
+            );
+            assert!(!result.ok, "{result:?}");
+        }
+        assert_eq!(f.outside(), before);
+    }
+
+    fn segment() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("..".to_string()),
+            Just(".".to_string()),
+            Just("".to_string()),
+            Just("artifacts".to_string()),
+            Just("sub".to_string()),
+            Just("out_dir".to_string()),
+            Just("out_file".to_string()),
+            Just("dangling_out".to_string()),
+            Just("in_dir".to_string()),
+            Just("task.json".to_string()),
+            Just("secret.txt".to_string()),
+            "[a-zé😀]{1,6}",
+        ]
+    }
+
+    fn tool_path() -> impl Strategy<Value = String> {
+        (any::<bool>(), prop::collection::vec(segment(), 0..7)).prop_map(|(absolute, parts)| {
+            let joined = parts.join("/");
+            if absolute {
+                format!("/{joined}")
+            } else {
+                joined
+            }
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever paths the tools get, nothing outside `artifacts/` changes, and
+        /// whatever is written lands inside it.
+        #[test]
+        fn nothing_outside_is_ever_touched(
+            calls in prop::collection::vec((0..5usize, tool_path()), 1..12)
+        ) {
+            let f = Fixture::new();
+            let before = f.outside();
+            let art = f.root.path().join("task/artifacts").canonicalize().expect("canonical");
+            for (tool, path) in calls {
+                let (name, args) = match tool {
+                    0 => ("read_file", serde_json::json!({"path": path})),
+                    1 => ("write_file", serde_json::json!({"path": path, "content": "w"})),
+                    2 => ("create_file", serde_json::json!({"path": path, "content": "c"})),
+                    3 => ("list_directory", serde_json::json!({"path": path})),
+                    _ => ("find_files", serde_json::json!({"pattern": "*", "start_path": path})),
+                };
+                let result = f.run(name, args);
+                if result.ok && tool == 1 {
+                    let rest = Path::new(&path).strip_prefix("artifacts").expect("inside");
+                    let written = art.join(rest).canonicalize().expect("written");
+                    prop_assert!(written.starts_with(&art), "{path} -> {written:?}");
+                }
+                if result.ok && tool == 0 {
+                    prop_assert_ne!(result.output.as_deref(), Some("secret"));
+                }
+            }
+            prop_assert_eq!(f.outside(), before);
         }
     }
 }
