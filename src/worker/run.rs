@@ -66,22 +66,18 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
         Ok(state) => state,
         Err(code) => return code,
     };
-    let sandbox = Sandbox::open(dir, &task.constraints.allowed_paths);
+    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths) {
+        Ok(sandbox) => sandbox,
+        Err(message) => return finish_without_sandbox(dir, state, message),
+    };
     let keep = config.context_iterations();
-    let recent: VecDeque<ActionRecord> = task::recent_actions(dir, keep).into();
     let mut worker = Worker {
         dir: dir.to_path_buf(),
         task,
         config,
         state,
-        sandbox: match sandbox {
-            Ok(sandbox) => sandbox,
-            Err(message) => {
-                let mut failed = resume_state(dir).unwrap_or_else(|_| fresh_state());
-                return finish_without_sandbox(dir, &mut failed, message);
-            }
-        },
-        recent,
+        sandbox,
+        recent: task::recent_actions(dir, keep).into(),
     };
     // A crash between the log line and the state write leaves the log ahead.
     if let Some(last) = worker.recent.back() {
@@ -161,11 +157,11 @@ fn resume_state(dir: &Path) -> Result<State, i32> {
     }
 }
 
-fn finish_without_sandbox(dir: &Path, state: &mut State, message: String) -> i32 {
+fn finish_without_sandbox(dir: &Path, mut state: State, message: String) -> i32 {
     state.status = Status::Failed;
     state.termination_reason = Some(format!("error: {message}"));
     state.updated_at = Some(Utc::now());
-    let _ = task::write_state(dir, state);
+    let _ = task::write_state(dir, &state);
     eprintln!("clowder: error: {message}");
     EXIT_FAILED
 }
