@@ -496,3 +496,36 @@ fn the_worker_refuses_a_folder_that_is_not_a_task() {
     assert!(stderr_of(&output).contains("task.json"));
     assert!(!Path::new(&f.project.path("nowhere")).exists());
 }
+
+#[test]
+fn sigterm_or_ctrl_c_stops_the_worker_and_its_llm_group() {
+    for (signal, code, name) in [
+        (libc::SIGTERM, 143, "SIGTERM"),
+        (libc::SIGINT, 130, "SIGINT"),
+    ] {
+        let f = Fixture::new("");
+        f.new_task(&["--max-iterations", "3"]);
+        f.sleep(1, 60);
+        let child = f.project.spawn(&["worker", "task"]);
+        assert!(wait_until(DEADLINE, || f
+            .project
+            .path("llm/pgid-1")
+            .exists()));
+        common::send_signal(child.id(), signal);
+        let output = common::wait_with_deadline(child, DEADLINE);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "stderr: {}",
+            stderr_of(&output)
+        );
+        let state = f.json("state.json");
+        assert_eq!(state["status"], "stopped");
+        assert_eq!(state["termination_reason"], format!("signal: {name}"));
+        let pgid = f.pgid(1);
+        assert!(
+            wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
+            "LLM group left running"
+        );
+    }
+}

@@ -11,6 +11,9 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use chrono::Utc;
 
 use super::answer;
@@ -30,6 +33,8 @@ pub(crate) const EXIT_TIMEOUT: i32 = 4;
 enum End {
     Completed,
     StopRequested,
+    /// SIGINT or SIGTERM (the number): a stop too, but of the worker itself.
+    Signal(i32),
     TimedOut,
     Fatal(String),
     /// `state.json` cannot be read: it is kept untouched, not overwritten.
@@ -43,6 +48,8 @@ struct Worker<'a> {
     state: State,
     sandbox: Sandbox,
     recent: VecDeque<ActionRecord>,
+    /// The number of a SIGINT or SIGTERM received, 0 before.
+    signal: Arc<AtomicUsize>,
 }
 
 /// Runs the task in `dir` until it stops; returns the exit code.
@@ -78,7 +85,16 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
         state,
         sandbox,
         recent: task::recent_actions(dir, keep).into(),
+        signal: Arc::new(AtomicUsize::new(0)),
     };
+    // The LLM runs in its own process group, out of reach of a Ctrl-C: the worker
+    // takes the signal, kills that group and records the stop.
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let number = usize::try_from(signal).unwrap_or_default();
+        if let Err(err) = signal_hook::flag::register_usize(signal, worker.signal.clone(), number) {
+            eprintln!("clowder: warning: cannot catch signal {signal}: {err}");
+        }
+    }
     // A crash between the log line and the state write leaves the log ahead.
     if let Some(last) = worker.recent.back() {
         worker.state.iteration = worker.state.iteration.max(last.iteration);
@@ -201,6 +217,10 @@ impl Worker<'_> {
 
     /// `Err(StopRequested)` once someone wrote "stopped"; `Err(Corrupt)` if unreadable.
     fn check_stop_request(&self) -> Result<(), End> {
+        let signal = self.signal.load(Ordering::Relaxed);
+        if signal != 0 {
+            return Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM)));
+        }
         match task::read_state(&self.dir) {
             Ok(Some(state)) if state.status == Status::Stopped => Err(End::StopRequested),
             Ok(Some(_)) => Ok(()),
@@ -349,6 +369,14 @@ impl Worker<'_> {
         let (status, reason, code) = match &end {
             End::Completed => (Status::Completed, "max_iterations".to_string(), 0),
             End::StopRequested => (Status::Stopped, self.stop_reason(), 0),
+            End::Signal(signal) => {
+                let name = if *signal == libc::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                (Status::Stopped, format!("signal: {name}"), 128 + signal)
+            }
             End::TimedOut => (Status::Stopped, "timeout".to_string(), EXIT_TIMEOUT),
             End::Fatal(message) => (Status::Failed, format!("error: {message}"), EXIT_FAILED),
             End::Corrupt(message) => {
