@@ -529,3 +529,34 @@ fn sigterm_or_ctrl_c_stops_the_worker_and_its_llm_group() {
         );
     }
 }
+
+#[test]
+fn a_state_json_corrupted_while_running_is_kept_and_ends_the_worker() {
+    let f = Fixture::new("");
+    f.new_task(&["--max-iterations", "3"]);
+    f.sleep(1, 60);
+    let child = f.project.spawn(&["worker", "task"]);
+    assert!(wait_until(DEADLINE, || f
+        .project
+        .path("llm/pgid-1")
+        .exists()));
+    let temp = f.task("state.json.hand");
+    std::fs::write(&temp, "not json").expect("write");
+    std::fs::rename(&temp, f.task("state.json")).expect("rename");
+    let output = common::wait_with_deadline(child, DEADLINE);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr_of(&output).contains("left as it is"),
+        "{}",
+        stderr_of(&output)
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.task("state.json")).expect("state"),
+        "not json"
+    );
+    let pgid = f.pgid(1);
+    assert!(
+        wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
+        "LLM group left running"
+    );
+}

@@ -38,7 +38,10 @@ pub(crate) fn find_tasks(dir: &Path) -> Vec<PathBuf> {
         .into_iter()
         .flatten()
         .flatten()
-        .map(|entry| entry.path())
+        .map(|entry| match dir == Path::new(".") {
+            true => PathBuf::from(entry.file_name()),
+            false => entry.path(),
+        })
         .filter(|path| path.join(task::TASK_FILE).is_file())
         .collect();
     subs.sort();

@@ -4,7 +4,6 @@
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -31,25 +30,17 @@ pub(crate) enum Call {
 pub(crate) type Tick<'a> = &'a mut dyn FnMut() -> Result<bool, String>;
 
 /// `Err` is fatal: the LLM is missing, down or broken, and is not retried.
-pub(crate) fn call(
-    config: &WorkerConfig,
-    task_dir: &Path,
-    context: &str,
-    tick: Tick,
-) -> Result<Call, String> {
+pub(crate) fn call(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call, String> {
     if config.ollama.is_empty() {
-        call_program(config, task_dir, context, tick)
+        call_program(config, context, tick)
     } else {
         call_ollama(config, context, tick)
     }
 }
 
-fn call_program(
-    config: &WorkerConfig,
-    task_dir: &Path,
-    context: &str,
-    tick: Tick,
-) -> Result<Call, String> {
+/// The program runs in the worker's own folder (where `harness.toml` names it), not
+/// in the task directory: it reads the context, not the files.
+fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call, String> {
     let (program, args) = config
         .llm
         .split_first()
@@ -57,7 +48,6 @@ fn call_program(
     let program = &program.0;
     let mut child = Command::new(program)
         .args(args.iter().map(|a| &a.0))
-        .current_dir(task_dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

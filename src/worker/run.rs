@@ -26,6 +26,8 @@ use super::tools;
 
 /// While the LLM thinks, the heartbeat is rewritten this often.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+/// Looks again at an unreadable state.json this many times, 100 ms apart.
+const CORRUPT_RETRIES: u32 = 5;
 pub(crate) const EXIT_FAILED: i32 = 1;
 pub(crate) const EXIT_TIMEOUT: i32 = 4;
 
@@ -221,7 +223,17 @@ impl Worker<'_> {
         if signal != 0 {
             return Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM)));
         }
-        match task::read_state(&self.dir) {
+        let mut read = task::read_state(&self.dir);
+        // Someone editing state.json in place (`> state.json`) leaves it empty or half
+        // written for a moment: look again before calling it corrupt.
+        for _ in 0..CORRUPT_RETRIES {
+            if matches!(read, Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            read = task::read_state(&self.dir);
+        }
+        match read {
             Ok(Some(state)) if state.status == Status::Stopped => Err(End::StopRequested),
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(End::Corrupt(format!(
@@ -296,11 +308,14 @@ impl Worker<'_> {
             if last_beat.elapsed() >= HEARTBEAT_EVERY {
                 last_beat = Instant::now();
                 self.heartbeat(iteration, "calling_llm")
-                    .map_err(|_| "cannot write heartbeat.json".to_string())?;
+                    .map_err(|end| match end {
+                        End::Fatal(message) => message,
+                        _ => "cannot write heartbeat.json".to_string(),
+                    })?;
             }
             Ok(false)
         };
-        let call = llm::call(self.config, &self.dir, prompt, &mut tick).map_err(End::Fatal)?;
+        let call = llm::call(self.config, prompt, &mut tick).map_err(End::Fatal)?;
         match (call, stop) {
             (_, Some(end)) => Err(end),
             (Call::Stopped, None) => Err(End::StopRequested),

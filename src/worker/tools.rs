@@ -269,6 +269,7 @@ pub(crate) fn listing(sandbox: &Sandbox, path: &str) -> String {
         max_depth: None,
     };
     match find_files(sandbox, &args) {
+        Ok(text) if text == "(no match)" => "(empty)".to_string(),
         Ok(text) => text,
         Err(Failure::Path(PathError::Forbidden(m) | PathError::Failed(m))) => {
             format!("(cannot list: {m})")
