@@ -112,3 +112,41 @@ pub(crate) fn cut(text: &str, cap: usize) -> String {
     }
     format!("{}… [cut: {} of {} bytes]", &text[..end], end, text.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cut_keeps_characters_whole_and_says_so() {
+        assert_eq!(cut("short", 10), "short");
+        let text = "éééé";
+        let out = cut(text, 3);
+        assert!(
+            out.starts_with("é…") && out.contains("[cut: 2 of 8 bytes]"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_past_result_is_bounded() {
+        let record = ActionRecord {
+            iteration: 4,
+            timestamp: chrono::Utc::now(),
+            llm_response: "x".repeat(50_000),
+            error: Some("invalid answer".into()),
+            reasoning: None,
+            results: vec![tools::ActionResult {
+                tool: "read_file".into(),
+                args: serde_json::Map::new(),
+                ok: true,
+                output: Some("y".repeat(50_000)),
+                error: None,
+                security_violation: false,
+                skipped: false,
+            }],
+        };
+        let text = history(&[record]);
+        assert!(text.contains("## iteration 4") && text.len() < RESULT_CAP + ANSWER_CAP + 500);
+    }
+}

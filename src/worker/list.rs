@@ -17,7 +17,7 @@ pub(crate) struct Row {
     pub dir: String,
     pub task_id: Option<String>,
     /// `running`, `stopped`, `completed`, `failed`; `new` before the first run;
-    /// `corrupt` when state.json cannot be read.
+    /// `corrupt` when state.json cannot be read, `invalid` when task.json cannot.
     pub status: String,
     pub iteration: u64,
     pub max_iterations: Option<u64>,
@@ -50,16 +50,12 @@ pub(crate) fn find_tasks(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub(crate) fn row(dir: &Path) -> Row {
-    let task = task::read_task(dir).ok();
-    let (status, iteration, reason) = match task::read_state(dir) {
-        Ok(Some(state)) => (
-            state.status.as_str().to_string(),
-            state.iteration,
-            state.termination_reason,
-        ),
-        Ok(None) => ("new".to_string(), 0, None),
-        Err(_) => ("corrupt".to_string(), 0, None),
+    let task = task::read_task(dir);
+    let (status, iteration, reason) = match &task {
+        Err(err) => ("invalid".to_string(), 0, Some(err.to_string())),
+        Ok(_) => status_of(task::read_state(dir)),
     };
+    let task = task.ok();
     let heartbeat = task::read_heartbeat(dir);
     Row {
         dir: dir.display().to_string(),
@@ -73,6 +69,18 @@ pub(crate) fn row(dir: &Path) -> Row {
             .map(|h| (Utc::now() - h.timestamp).num_seconds().max(0)),
         heartbeat_status: heartbeat.map(|h| h.status),
         last_action: last_record(dir).map(|r| summary(&r)),
+    }
+}
+
+fn status_of(state: Result<Option<task::State>, task::FileError>) -> (String, u64, Option<String>) {
+    match state {
+        Ok(Some(state)) => (
+            state.status.as_str().to_string(),
+            state.iteration,
+            state.termination_reason,
+        ),
+        Ok(None) => ("new".to_string(), 0, None),
+        Err(err) => ("corrupt".to_string(), 0, Some(err.to_string())),
     }
 }
 

@@ -254,3 +254,65 @@ pub(crate) fn create(dir: &Path, task: &Task) -> Result<(), FileError> {
     std::fs::create_dir_all(dir.join(ARTIFACTS_DIR))
         .map_err(|err| file_error(&dir.join(ARTIFACTS_DIR), err))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(iteration: u64) -> ActionRecord {
+        ActionRecord {
+            iteration,
+            timestamp: Utc::now(),
+            llm_response: String::new(),
+            error: None,
+            reasoning: None,
+            results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn recent_actions_keeps_the_last_lines_and_skips_broken_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in 1..=7 {
+            append_action(dir.path(), &record(n)).expect("append");
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(ACTIONS_FILE))
+            .expect("open");
+        file.write_all(b"{half a line\n").expect("write");
+        let kept: Vec<u64> = recent_actions(dir.path(), 3)
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        assert_eq!(kept, [5, 6, 7]);
+        assert!(recent_actions(&dir.path().join("none"), 3).is_empty());
+    }
+
+    #[test]
+    fn a_hand_written_stop_reads_and_a_broken_state_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(read_state(dir.path()).expect("no state").is_none());
+        std::fs::write(dir.path().join(STATE_FILE), r#"{"status":"stopped"}"#).expect("write");
+        let state = read_state(dir.path()).expect("reads").expect("some");
+        assert_eq!(state.status, Status::Stopped);
+        std::fs::write(dir.path().join(STATE_FILE), r#"{"status":"paused"}"#).expect("write");
+        let err = read_state(dir.path()).expect_err("unknown status");
+        assert!(err.to_string().contains("state.json: corrupt"), "{err}");
+    }
+
+    #[test]
+    fn task_json_errors_name_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join(TASK_FILE),
+            r#"{"task_id":"t","prompt":"p","constraints":{"max_iterations":"ten","timeout_seconds":1,"allowed_paths":[]},"created_at":"2026-01-01T00:00:00Z"}"#,
+        )
+        .expect("write");
+        let err = read_task(dir.path()).expect_err("bad");
+        assert!(
+            err.to_string().contains("constraints.max_iterations"),
+            "{err}"
+        );
+    }
+}
