@@ -560,3 +560,21 @@ fn a_state_json_corrupted_while_running_is_kept_and_ends_the_worker() {
         "LLM group left running"
     );
 }
+
+#[test]
+fn a_second_worker_on_the_same_task_is_refused() {
+    let f = Fixture::new("");
+    f.new_task(&["--max-iterations", "1"]);
+    f.sleep(1, 60);
+    let mut first = f.project.spawn(&["worker", "task"]);
+    assert!(wait_until(DEADLINE, || f
+        .project
+        .path("llm/pgid-1")
+        .exists()));
+    let second = f.project.run(&["worker", "task"]);
+    assert_eq!(second.status.code(), Some(1));
+    assert!(stderr_of(&second).contains("another worker is running this task"));
+    assert_eq!(f.json("state.json")["status"], "running");
+    common::send_signal(first.id(), libc::SIGTERM);
+    first.wait().expect("wait");
+}

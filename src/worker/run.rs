@@ -87,22 +87,27 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
         state,
         sandbox,
         recent: task::recent_actions(dir, keep).into(),
-        signal: Arc::new(AtomicUsize::new(0)),
+        signal: catch_signals(),
     };
-    // The LLM runs in its own process group, out of reach of a Ctrl-C: the worker
-    // takes the signal, kills that group and records the stop.
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let number = usize::try_from(signal).unwrap_or_default();
-        if let Err(err) = signal_hook::flag::register_usize(signal, worker.signal.clone(), number) {
-            eprintln!("clowder: warning: cannot catch signal {signal}: {err}");
-        }
-    }
     // A crash between the log line and the state write leaves the log ahead.
     if let Some(last) = worker.recent.back() {
         worker.state.iteration = worker.state.iteration.max(last.iteration);
     }
     let end = worker.run_loop();
     worker.finish(end)
+}
+
+/// The LLM runs in its own process group, out of reach of a Ctrl-C: the worker
+/// takes SIGINT and SIGTERM, kills that group and records the stop.
+fn catch_signals() -> Arc<AtomicUsize> {
+    let received = Arc::new(AtomicUsize::new(0));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let number = usize::try_from(signal).unwrap_or_default();
+        if let Err(err) = signal_hook::flag::register_usize(signal, received.clone(), number) {
+            eprintln!("clowder: warning: cannot catch signal {signal}: {err}");
+        }
+    }
+    received
 }
 
 fn lock(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
