@@ -61,47 +61,56 @@ fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call
     let stdout = child.stdout.take().map(|out| read_capped(out, ANSWER_CAP));
     let stderr = child.stderr.take().map(|err| read_capped(err, 64 * 1024));
     let deadline = Instant::now() + config.llm_timeout.0;
-    let outcome = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(Some(status)),
-            Ok(None) => {}
-            Err(err) => break Err(format!("cannot wait for the LLM program: {err}")),
-        }
-        if Instant::now() >= deadline {
-            break Ok(None);
-        }
-        match tick() {
-            Ok(true) => {
-                end_group(&mut child);
-                return Ok(Call::Stopped);
-            }
-            Ok(false) => thread::sleep(POLL),
-            Err(fatal) => {
-                end_group(&mut child);
-                return Err(fatal);
-            }
-        }
-    };
+    let waited = wait(&mut child, deadline, tick);
     // Whatever the leader left running in its group goes too, so the pipes close.
     end_group(&mut child);
-    let Some(status) = outcome? else {
-        return Ok(Call::TimedOut);
+    let status = match waited? {
+        Waited::Exited(status) => status,
+        Waited::TimedOut => return Ok(Call::TimedOut),
+        Waited::Stopped => return Ok(Call::Stopped),
     };
     let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
     let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     if !status.success() {
-        let err = String::from_utf8_lossy(&err);
-        let mut start = err.len().saturating_sub(STDERR_TAIL);
-        while !err.is_char_boundary(start) {
-            start += 1;
-        }
-        let tail = &err[start..];
         return Err(format!(
             "the LLM program `{program}` failed ({status}): {}",
-            tail.trim()
+            tail(&String::from_utf8_lossy(&err), STDERR_TAIL).trim()
         ));
     }
     Ok(Call::Answer(String::from_utf8_lossy(&out).into_owned()))
+}
+
+enum Waited {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Stopped,
+}
+
+/// Polls the program until it exits, the deadline passes or `tick` asks to stop.
+fn wait(child: &mut Child, deadline: Instant, tick: Tick) -> Result<Waited, String> {
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(Waited::Exited(status)),
+            Ok(None) => {}
+            Err(err) => return Err(format!("cannot wait for the LLM program: {err}")),
+        }
+        if Instant::now() >= deadline {
+            return Ok(Waited::TimedOut);
+        }
+        if tick()? {
+            return Ok(Waited::Stopped);
+        }
+        thread::sleep(POLL);
+    }
+}
+
+/// The last `max` bytes of `text` or a little less, cut on a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
 }
 
 fn read_capped(stream: impl Read + Send + 'static, cap: u64) -> thread::JoinHandle<Vec<u8>> {
