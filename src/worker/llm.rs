@@ -58,10 +58,17 @@ fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call
     let input = context.as_bytes().to_vec();
     // A program that does not read its input gets EPIPE here: not our concern.
     thread::spawn(move || stdin.map(|mut s| s.write_all(&input)));
-    let stdout = child.stdout.take().map(|out| read_capped(out, ANSWER_CAP));
-    let stderr = child.stderr.take().map(|err| read_capped(err, 64 * 1024));
+    let (closed_tx, closed) = mpsc::channel();
+    let stdout = child
+        .stdout
+        .take()
+        .map(|out| read_capped(out, ANSWER_CAP, Some(closed_tx)));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|err| read_capped(err, 64 * 1024, None));
     let deadline = Instant::now() + config.llm_timeout.0;
-    let waited = wait(&mut child, deadline, tick);
+    let waited = wait(&mut child, deadline, tick, &closed);
     // Whatever the leader left running in its group goes too, so the pipes close.
     end_group(&mut child);
     let status = match waited? {
@@ -87,7 +94,15 @@ enum Waited {
 }
 
 /// Polls the program until it exits, the deadline passes or `tick` asks to stop.
-fn wait(child: &mut Child, deadline: Instant, tick: Tick) -> Result<Waited, String> {
+/// The end of its output wakes the loop at once: a quick program costs no sleep.
+fn wait(
+    child: &mut Child,
+    deadline: Instant,
+    tick: Tick,
+    closed: &mpsc::Receiver<()>,
+) -> Result<Waited, String> {
+    let mut output_closed = false;
+    let mut pause = Duration::from_millis(1);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(Waited::Exited(status)),
@@ -100,7 +115,16 @@ fn wait(child: &mut Child, deadline: Instant, tick: Tick) -> Result<Waited, Stri
         if tick()? {
             return Ok(Waited::Stopped);
         }
-        thread::sleep(POLL);
+        if output_closed {
+            // Its output is complete: it is about to exit.
+            thread::sleep(pause);
+            pause = (pause * 2).min(POLL);
+        } else if !matches!(
+            closed.recv_timeout(POLL),
+            Err(mpsc::RecvTimeoutError::Timeout)
+        ) {
+            output_closed = true;
+        }
     }
 }
 
@@ -113,13 +137,21 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-fn read_capped(stream: impl Read + Send + 'static, cap: u64) -> thread::JoinHandle<Vec<u8>> {
+/// Reads up to `cap` bytes, drains the rest, and says so on `done` at the end.
+fn read_capped(
+    stream: impl Read + Send + 'static,
+    cap: u64,
+    done: Option<mpsc::Sender<()>>,
+) -> thread::JoinHandle<Vec<u8>> {
     thread::spawn(move || {
         let mut kept = Vec::new();
         let mut stream = stream;
         let _ = (&mut stream).take(cap).read_to_end(&mut kept);
         // Drain the rest so that the writer is never blocked on a full pipe.
         let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        if let Some(done) = done {
+            let _ = done.send(());
+        }
         kept
     })
 }
