@@ -4,6 +4,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// More actions in one answer refuse it: what is logged and fed back stays bounded.
+pub(crate) const MAX_ACTIONS: usize = 20;
+
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Answer {
@@ -40,7 +43,15 @@ pub(crate) fn parse(text: &str) -> Result<Answer, String> {
             "invalid answer: expected an object {\"actions\": [{\"tool\", \"args\"}, …]}".into(),
         );
     }
-    serde_json::from_value(value).map_err(|err| format!("invalid answer: {err}"))
+    let answer: Answer =
+        serde_json::from_value(value).map_err(|err| format!("invalid answer: {err}"))?;
+    if answer.actions.len() > MAX_ACTIONS {
+        return Err(format!(
+            "invalid answer: {} actions, at most {MAX_ACTIONS} per answer",
+            answer.actions.len()
+        ));
+    }
+    Ok(answer)
 }
 
 /// What `claude -p --output-format json` prints wraps the answer in `result`:
@@ -63,6 +74,7 @@ pub(crate) fn json_schema() -> Value {
             "reasoning": {"type": "string"},
             "actions": {
                 "type": "array",
+                "maxItems": MAX_ACTIONS,
                 "items": {
                     "type": "object",
                     "properties": {
@@ -118,6 +130,14 @@ mod tests {
             assert!(parse(bad).is_err(), "accepted {bad:?}");
         }
         assert!(parse("").expect_err("empty").contains("empty"));
+        let action = r#"{"tool":"read_file","args":{"path":"a"}}"#;
+        let many = |n: usize| format!(r#"{{"actions":[{}]}}"#, vec![action; n].join(","));
+        assert!(parse(&many(MAX_ACTIONS)).is_ok());
+        assert!(
+            parse(&many(MAX_ACTIONS + 1))
+                .expect_err("too many")
+                .contains("at most 20")
+        );
     }
 
     #[test]
@@ -174,7 +194,7 @@ mod tests {
         #[test]
         fn a_well_shaped_answer_round_trips(
             reasoning in proptest::option::of(".{0,20}"),
-            tools in prop::collection::vec("[a-z_]{1,12}", 0..5),
+            tools in prop::collection::vec("[a-z_]{1,12}", 0..=MAX_ACTIONS),
         ) {
             let answer = Answer {
                 reasoning,

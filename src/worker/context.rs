@@ -62,8 +62,9 @@ Known tools: {}.\n\n\
 around it, no other field):\n\
 {{\"reasoning\": \"why, briefly (optional)\", \"actions\": [{{\"tool\": \"write_file\", \"args\": \
 {{\"path\": \"artifacts/notes.md\", \"content\": \"...\"}}}}]}}\n\
-\"actions\" may be empty. Errors come back to you next iteration.\n\n",
-        tools::TOOL_NAMES.join(", ")
+\"actions\" may be empty, and holds at most {} actions. Errors come back to you next iteration.\n\n",
+        tools::TOOL_NAMES.join(", "),
+        super::answer::MAX_ACTIONS
     )
 }
 
