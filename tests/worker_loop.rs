@@ -356,7 +356,7 @@ fn a_stop_written_into_state_json_ends_the_llm_call_and_a_restart_continues() {
 }
 
 #[test]
-fn task_stop_asks_a_running_worker_to_stop() {
+fn task_stop_asks_a_running_worker_to_stop_and_the_heartbeat_beats_meanwhile() {
     let f = Fixture::new("");
     f.new_task(&["--max-iterations", "3"]);
     f.sleep(1, 60);
@@ -365,6 +365,14 @@ fn task_stop_asks_a_running_worker_to_stop() {
         .project
         .path("llm/pgid-1")
         .exists()));
+    // While the LLM thinks, the heartbeat keeps being rewritten.
+    let first = f.json("heartbeat.json");
+    assert_eq!(first["status"], "calling_llm");
+    assert_eq!(first["iteration"], 1);
+    assert!(wait_until(DEADLINE, || {
+        let beat = f.json("heartbeat.json");
+        beat["status"] == "calling_llm" && beat["timestamp"] != first["timestamp"]
+    }));
     let stop = f.project.run(&["task", "stop", "task"]);
     assert!(stop.status.success(), "{}", stderr_of(&stop));
     let output = common::wait_with_deadline(child, DEADLINE);
