@@ -276,9 +276,27 @@ impl Worker<'_> {
             self.recent.pop_front();
         }
         self.state.iteration = iteration;
-        // Checked right before writing, so that a stop written meanwhile is not overwritten.
-        self.check_stop_request()?;
-        self.save("idle")
+        self.save_unless_stopped()
+    }
+
+    /// Saves the state, looking for a stop request once the new file is on disk and
+    /// just before it replaces the old one: a stop written meanwhile is not overwritten
+    /// (short of a write landing in the microseconds between that look and the rename).
+    fn save_unless_stopped(&mut self) -> Result<(), End> {
+        self.state.updated_at = Some(Utc::now());
+        let mut stop = None;
+        task::write_state_if(&self.dir, &self.state, || match self.check_stop_request() {
+            Ok(()) => true,
+            Err(end) => {
+                stop = Some(end);
+                false
+            }
+        })
+        .map_err(|err| End::Fatal(err.to_string()))?;
+        if let Some(end) = stop {
+            return Err(end);
+        }
+        self.heartbeat(self.state.iteration, "idle")
     }
 
     fn context(&self, iteration: u64) -> String {

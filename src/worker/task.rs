@@ -166,6 +166,35 @@ pub(crate) fn write_state(dir: &Path, state: &State) -> Result<(), FileError> {
     write_json(&dir.join(STATE_FILE), state)
 }
 
+/// Writes `state.json` atomically if `still_wanted()`, asked after the new content
+/// is synced and right before the rename; returns whether it was written.
+pub(crate) fn write_state_if(
+    dir: &Path,
+    state: &State,
+    still_wanted: impl FnOnce() -> bool,
+) -> Result<bool, FileError> {
+    let path = dir.join(STATE_FILE);
+    let mut bytes = serde_json::to_vec_pretty(state).map_err(|err| file_error(&path, err))?;
+    bytes.push(b'\n');
+    let mut temp = tempfile::Builder::new()
+        .prefix(".state.json.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|err| file_error(dir, err))?;
+    temp.write_all(&bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|err| file_error(&path, err))?;
+    if !still_wanted() {
+        return Ok(false);
+    }
+    temp.persist(&path)
+        .map_err(|err| file_error(&path, err.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|err| file_error(dir, err))?;
+    Ok(true)
+}
+
 pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), FileError> {
     write_json(&dir.join(HEARTBEAT_FILE), heartbeat)
 }
