@@ -117,6 +117,12 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
+    /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
+    Worker(crate::worker::cli::WorkerArgs),
+    /// Make (`new`) or stop (`stop`) a task directory
+    Task(crate::worker::cli::TaskArgs),
+    /// List tasks: status, iteration, heartbeat age, last action
+    Tasks(crate::worker::cli::TasksArgs),
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -273,67 +279,57 @@ fn send_control(request: &str) -> i32 {
     }
 }
 
-fn run_command(mut command: Command) -> i32 {
-    if let Command::Fleet(fleet) = command {
-        return crate::fleet::cli::run(fleet);
-    }
+fn run_command(command: Command) -> i32 {
     match command {
-        Command::Pause => return send_control(crate::store::control::PAUSE_REQUEST),
-        Command::Resume => return send_control(crate::store::control::RESUME_REQUEST),
-        Command::Completions { shell } => return meta::completions(shell),
-        Command::Man => return meta::man(),
-        Command::Config(command) => return meta::config(command),
-        _ => {}
-    }
-    // The gate reads the config itself (a broken one must deny, not fail open).
-    if !matches!(command, Command::Gate(_) | Command::Init(_)) {
-        let config = match approvals::approvals_config() {
-            Ok(config) => config,
-            Err(err) => {
-                eprintln!("clowder: error: {err}");
-                return EXIT_USAGE;
-            }
-        };
-        match &mut command {
-            Command::Queue(args) => args.dir.resolve(Some(&config)),
-            Command::Approve(args) => args.dir.resolve(Some(&config)),
-            Command::Reject(args) => args.dir.resolve(Some(&config)),
-            Command::Ask(args) => args.dir.resolve(Some(&config)),
-            Command::Gate(_)
-            | Command::Init(_)
-            | Command::Pause
-            | Command::Resume
-            | Command::Completions { .. }
-            | Command::Man
-            | Command::Config(_)
-            | Command::Fleet(_) => {}
-        }
-    }
-    match command {
+        Command::Fleet(fleet) => crate::fleet::cli::run(fleet),
+        Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
+        Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
+        Command::Completions { shell } => meta::completions(shell),
+        Command::Man => meta::man(),
+        Command::Config(command) => meta::config(command),
+        Command::Worker(args) => crate::worker::cli::worker(args),
+        Command::Task(args) => crate::worker::cli::task(args),
+        Command::Tasks(args) => crate::worker::cli::tasks(args),
+        // The gate reads the config itself (a broken one must deny, not fail open).
         Command::Gate(args) => approvals::gate(args),
-        Command::Queue(args) => approvals::queue(args),
-        Command::Approve(args) => approvals::decide(
-            &args.dir.dir,
-            &args.id,
-            crate::approvals::Decision::Approve,
-            args.reason,
-        ),
-        Command::Reject(args) => approvals::decide(
-            &args.dir.dir,
-            &args.id,
-            crate::approvals::Decision::Reject(args.reason),
-            None,
-        ),
-        Command::Ask(args) => approvals::ask(args),
         Command::Init(args) => approvals::init(args),
-        // Handled above.
-        Command::Pause
-        | Command::Resume
-        | Command::Completions { .. }
-        | Command::Man
-        | Command::Config(_)
-        | Command::Fleet(_) => 0,
+        Command::Queue(mut args) => match resolve_queue_dir(&mut args.dir) {
+            Ok(()) => approvals::queue(args),
+            Err(code) => code,
+        },
+        Command::Approve(mut args) => match resolve_queue_dir(&mut args.dir) {
+            Ok(()) => approvals::decide(
+                &args.dir.dir,
+                &args.id,
+                crate::approvals::Decision::Approve,
+                args.reason,
+            ),
+            Err(code) => code,
+        },
+        Command::Reject(mut args) => match resolve_queue_dir(&mut args.dir) {
+            Ok(()) => approvals::decide(
+                &args.dir.dir,
+                &args.id,
+                crate::approvals::Decision::Reject(args.reason),
+                None,
+            ),
+            Err(code) => code,
+        },
+        Command::Ask(mut args) => match resolve_queue_dir(&mut args.dir) {
+            Ok(()) => approvals::ask(args),
+            Err(code) => code,
+        },
     }
+}
+
+/// Resolves the queue folder from `[approvals] dir`; a broken config is exit 2.
+fn resolve_queue_dir(dir: &mut approvals::DirArg) -> Result<(), i32> {
+    let config = approvals::approvals_config().map_err(|err| {
+        eprintln!("clowder: error: {err}");
+        EXIT_USAGE
+    })?;
+    dir.resolve(Some(&config));
+    Ok(())
 }
 
 /// Problems that would make every session fail: caught before anything runs.

@@ -35,6 +35,7 @@ pub struct Config {
     pub completion: CompletionConfig,
     pub approvals: ApprovalsConfig,
     pub guard: GuardConfig,
+    pub worker: crate::worker::WorkerConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]

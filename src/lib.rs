@@ -18,3 +18,4 @@ pub mod protocol;
 pub mod store;
 pub mod supervisor;
 pub mod ui;
+pub mod worker;

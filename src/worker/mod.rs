@@ -1,0 +1,20 @@
+//! The JSON-actions worker: the LLM as a function `(state, prompt) -> actions` over a
+//! task directory, its file tools sandboxed inside the task's allowed paths.
+//!
+//! `clowder task new` makes a task directory, `clowder worker DIR` runs its fixed loop
+//! (read the state, build the context, call the LLM, validate the answer, run the
+//! tools, append to `actions.jsonl`, write `state.json` and `heartbeat.json`, check
+//! whether to stop) and `clowder tasks` lists tasks. The LLM never decides to stop.
+
+mod answer;
+pub mod cli;
+mod config;
+mod context;
+mod list;
+mod llm;
+mod run;
+mod sandbox;
+mod task;
+mod tools;
+
+pub use config::WorkerConfig;

@@ -1,0 +1,466 @@
+//! The worker's fixed loop: read the state, build the context, call the LLM, validate
+//! its answer, run the tools, append to `actions.jsonl`, write `state.json` and
+//! `heartbeat.json`, check whether to stop. The LLM never decides to stop.
+//!
+//! Terminal states: `completed` when `max_iterations` have run (exit 0); `stopped`
+//! when someone wrote `"status": "stopped"` into `state.json` (exit 0) or when
+//! `timeout_seconds` have passed since `started_at` (reason `timeout`, exit 4);
+//! `failed` on a fatal error (exit 1). A corrupt `state.json` is left as it is.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use chrono::Utc;
+
+use super::answer;
+use super::config::WorkerConfig;
+use super::context::{self, Context};
+use super::llm::{self, Call};
+use super::sandbox::Sandbox;
+use super::task::{self, ActionRecord, Heartbeat, State, Status, Task};
+use super::tools;
+
+/// While the LLM thinks, the heartbeat is rewritten this often.
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+/// Looks again at an unreadable state.json this many times, 100 ms apart.
+const CORRUPT_RETRIES: u32 = 5;
+pub(crate) const EXIT_FAILED: i32 = 1;
+pub(crate) const EXIT_TIMEOUT: i32 = 4;
+
+/// Why the loop ended.
+enum End {
+    Completed,
+    StopRequested,
+    /// SIGINT or SIGTERM (the number): a stop too, but of the worker itself.
+    Signal(i32),
+    TimedOut,
+    Fatal(String),
+    /// `state.json` cannot be read: it is kept untouched, not overwritten.
+    Corrupt(String),
+}
+
+struct Worker<'a> {
+    dir: PathBuf,
+    task: Task,
+    config: &'a WorkerConfig,
+    state: State,
+    sandbox: Sandbox,
+    recent: VecDeque<ActionRecord>,
+    /// The number of a SIGINT or SIGTERM received, 0 before.
+    signal: Arc<AtomicUsize>,
+}
+
+/// Runs the task in `dir` until it stops; returns the exit code.
+pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
+    let task = match task::read_task(dir) {
+        Ok(task) => task,
+        Err(err) => {
+            eprintln!("clowder: error: not a usable task: {err}");
+            return crate::cli::EXIT_USAGE;
+        }
+    };
+    // Held until the process ends: one worker per task.
+    let _lock = match lock(dir) {
+        Ok(lock) => lock,
+        Err(message) => {
+            eprintln!("clowder: error: {message}");
+            return EXIT_FAILED;
+        }
+    };
+    let state = match resume_state(dir) {
+        Ok(state) => state,
+        Err(code) => return code,
+    };
+    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths) {
+        Ok(sandbox) => sandbox,
+        Err(message) => return finish_without_sandbox(dir, state, message),
+    };
+    let keep = config.context_iterations();
+    let mut worker = Worker {
+        dir: dir.to_path_buf(),
+        task,
+        config,
+        state,
+        sandbox,
+        recent: task::recent_actions(dir, keep).into(),
+        signal: catch_signals(),
+    };
+    // A crash between the log line and the state write leaves the log ahead.
+    if let Some(last) = worker.recent.back() {
+        worker.state.iteration = worker.state.iteration.max(last.iteration);
+    }
+    let end = worker.run_loop();
+    worker.finish(end)
+}
+
+/// The LLM runs in its own process group, out of reach of a Ctrl-C: the worker
+/// takes SIGINT and SIGTERM, kills that group and records the stop.
+fn catch_signals() -> Arc<AtomicUsize> {
+    let received = Arc::new(AtomicUsize::new(0));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let number = usize::try_from(signal).unwrap_or_default();
+        if let Err(err) = signal_hook::flag::register_usize(signal, received.clone(), number) {
+            eprintln!("clowder: warning: cannot catch signal {signal}: {err}");
+        }
+    }
+    received
+}
+
+fn lock(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
+    let path = dir.join(task::TASK_FILE);
+    let file = std::fs::File::open(&path).map_err(|err| format!("{}: {err}", path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        format!(
+            "another worker is running this task (it holds a lock on {})",
+            path.display()
+        )
+    })
+}
+
+fn fresh_state() -> State {
+    let now = Utc::now();
+    State {
+        status: Status::Running,
+        iteration: 0,
+        started_at: Some(now),
+        updated_at: Some(now),
+        termination_reason: None,
+        counters: Default::default(),
+        pid: None,
+    }
+}
+
+/// The state to continue from, or the exit code when the task is not to run.
+fn resume_state(dir: &Path) -> Result<State, i32> {
+    let state = match task::read_state(dir) {
+        Ok(Some(state)) => state,
+        Ok(None) => return Ok(fresh_state()),
+        Err(err) => {
+            eprintln!("clowder: error: {err}; left as it is, nothing was run");
+            return Err(EXIT_FAILED);
+        }
+    };
+    let reason = state.termination_reason.clone().unwrap_or_default();
+    match state.status {
+        Status::Running => Ok(state),
+        Status::Stopped if reason == "timeout" => {
+            println!(
+                "clowder: the task timed out (timeout_seconds after started_at): not run again"
+            );
+            Err(EXIT_TIMEOUT)
+        }
+        Status::Stopped => {
+            println!(
+                "clowder: resuming the stopped task after iteration {}",
+                state.iteration
+            );
+            Ok(State {
+                status: Status::Running,
+                termination_reason: None,
+                ..state
+            })
+        }
+        Status::Completed => {
+            println!(
+                "clowder: the task is already completed ({reason}, iteration {}): not run again",
+                state.iteration
+            );
+            Err(0)
+        }
+        Status::Failed => {
+            println!(
+                "clowder: the task failed ({reason}): not restarted; set \"status\" to \"running\" in state.json to try again"
+            );
+            Err(EXIT_FAILED)
+        }
+    }
+}
+
+fn finish_without_sandbox(dir: &Path, mut state: State, message: String) -> i32 {
+    state.status = Status::Failed;
+    state.termination_reason = Some(format!("error: {message}"));
+    state.updated_at = Some(Utc::now());
+    let _ = task::write_state(dir, &state);
+    eprintln!("clowder: error: {message}");
+    EXIT_FAILED
+}
+
+impl Worker<'_> {
+    fn run_loop(&mut self) -> End {
+        self.state.pid = Some(std::process::id());
+        self.state.status = Status::Running;
+        if let Err(end) = self.save("starting") {
+            return end;
+        }
+        loop {
+            if let Some(end) = self.should_stop() {
+                return end;
+            }
+            if let Err(end) = self.iterate() {
+                return end;
+            }
+        }
+    }
+
+    fn should_stop(&self) -> Option<End> {
+        if let Err(end) = self.check_stop_request() {
+            return Some(end);
+        }
+        if self.state.iteration >= self.task.constraints.max_iterations {
+            return Some(End::Completed);
+        }
+        (self.seconds_left() <= 0).then_some(End::TimedOut)
+    }
+
+    fn seconds_left(&self) -> i64 {
+        let started = self.state.started_at.unwrap_or_else(Utc::now);
+        let timeout = i64::try_from(self.task.constraints.timeout_seconds).unwrap_or(i64::MAX);
+        timeout.saturating_sub((Utc::now() - started).num_seconds())
+    }
+
+    /// `Err(StopRequested)` once someone wrote "stopped"; `Err(Corrupt)` if unreadable.
+    fn check_stop_request(&self) -> Result<(), End> {
+        let signal = self.signal.load(Ordering::Relaxed);
+        if signal != 0 {
+            return Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM)));
+        }
+        let mut read = task::read_state(&self.dir);
+        // Someone editing state.json in place (`> state.json`) leaves it empty or half
+        // written for a moment: look again before calling it corrupt.
+        for _ in 0..CORRUPT_RETRIES {
+            if matches!(read, Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            read = task::read_state(&self.dir);
+        }
+        match read {
+            Ok(Some(state)) if state.status == Status::Stopped => Err(End::StopRequested),
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(End::Corrupt(format!(
+                "{} disappeared while the task ran",
+                task::STATE_FILE
+            ))),
+            Err(err) => Err(End::Corrupt(err.to_string())),
+        }
+    }
+
+    /// One iteration, logged and saved; `Err` ends the loop.
+    fn iterate(&mut self) -> Result<(), End> {
+        let iteration = self.state.iteration + 1;
+        let prompt = self.context(iteration);
+        self.heartbeat(iteration, "calling_llm")?;
+        let call = self.call_llm(iteration, &prompt)?;
+        let record = match call {
+            Call::Stopped => return Err(End::StopRequested),
+            Call::TimedOut => {
+                self.state.counters.llm_timeouts += 1;
+                refused(
+                    iteration,
+                    String::new(),
+                    format!(
+                        "no answer within llm_timeout ({} s)",
+                        self.config.llm_timeout.0.as_secs_f64()
+                    ),
+                )
+            }
+            Call::Answer(raw) => self.act(iteration, answer::unwrap_envelope(&raw))?,
+        };
+        task::append_action(&self.dir, &record).map_err(|err| End::Fatal(err.to_string()))?;
+        self.recent.push_back(record);
+        while self.recent.len() > self.config.context_iterations() {
+            self.recent.pop_front();
+        }
+        self.state.iteration = iteration;
+        self.save_unless_stopped()
+    }
+
+    /// Saves the state, looking for a stop request once the new file is on disk and
+    /// just before it replaces the old one: a stop written meanwhile is not overwritten
+    /// (short of a write landing in the microseconds between that look and the rename).
+    fn save_unless_stopped(&mut self) -> Result<(), End> {
+        self.state.updated_at = Some(Utc::now());
+        let mut stop = None;
+        task::write_state_if(&self.dir, &self.state, || match self.check_stop_request() {
+            Ok(()) => true,
+            Err(end) => {
+                stop = Some(end);
+                false
+            }
+        })
+        .map_err(|err| End::Fatal(err.to_string()))?;
+        if let Some(end) = stop {
+            return Err(end);
+        }
+        self.heartbeat(self.state.iteration, "idle")
+    }
+
+    fn context(&self, iteration: u64) -> String {
+        let listings = self
+            .sandbox
+            .prefixes()
+            .into_iter()
+            .map(|path| {
+                let listing = tools::listing(&self.sandbox, &path);
+                (path, listing)
+            })
+            .collect();
+        let recent: Vec<ActionRecord> = self.recent.iter().cloned().collect();
+        context::build(&Context {
+            task: &self.task,
+            iteration,
+            seconds_left: self.seconds_left(),
+            recent: &recent,
+            listings,
+        })
+    }
+
+    /// Waits for the LLM, keeping the heartbeat and watching for a stop or the timeout.
+    fn call_llm(&self, iteration: u64, prompt: &str) -> Result<Call, End> {
+        let mut stop: Option<End> = None;
+        let mut last_beat = Instant::now();
+        let mut tick = || -> Result<bool, String> {
+            if let Some(end) = self.should_stop_while_waiting() {
+                stop = Some(end);
+                return Ok(true);
+            }
+            if last_beat.elapsed() >= HEARTBEAT_EVERY {
+                last_beat = Instant::now();
+                self.heartbeat(iteration, "calling_llm")
+                    .map_err(|end| match end {
+                        End::Fatal(message) => message,
+                        _ => "cannot write heartbeat.json".to_string(),
+                    })?;
+            }
+            Ok(false)
+        };
+        let call = llm::call(self.config, prompt, &mut tick).map_err(End::Fatal)?;
+        match (call, stop) {
+            (_, Some(end)) => Err(end),
+            (Call::Stopped, None) => Err(End::StopRequested),
+            (call, None) => Ok(call),
+        }
+    }
+
+    fn should_stop_while_waiting(&self) -> Option<End> {
+        if let Err(end) = self.check_stop_request() {
+            return Some(end);
+        }
+        (self.seconds_left() <= 0).then_some(End::TimedOut)
+    }
+
+    /// Validates the answer and runs its actions.
+    fn act(&mut self, iteration: u64, raw: String) -> Result<ActionRecord, End> {
+        let answer = match answer::parse(&raw) {
+            Ok(answer) => answer,
+            Err(error) => {
+                self.state.counters.invalid_answers += 1;
+                return Ok(refused(iteration, raw, error));
+            }
+        };
+        self.heartbeat(iteration, "executing_action")?;
+        let mut results = Vec::with_capacity(answer.actions.len());
+        for action in &answer.actions {
+            let result = tools::execute(&self.sandbox, action);
+            let counters = &mut self.state.counters;
+            if result.skipped {
+                counters.unknown_tools += 1;
+            } else if result.security_violation {
+                counters.security_violations += 1;
+            } else if !result.ok {
+                counters.tool_errors += 1;
+            }
+            results.push(result);
+        }
+        Ok(ActionRecord {
+            iteration,
+            timestamp: Utc::now(),
+            llm_response: raw,
+            error: None,
+            reasoning: answer.reasoning,
+            results,
+        })
+    }
+
+    fn heartbeat(&self, iteration: u64, phase: &str) -> Result<(), End> {
+        let beat = Heartbeat {
+            iteration,
+            timestamp: Utc::now(),
+            status: phase.to_string(),
+            pid: Some(std::process::id()),
+        };
+        task::write_heartbeat(&self.dir, &beat).map_err(|err| End::Fatal(err.to_string()))
+    }
+
+    fn save(&mut self, phase: &str) -> Result<(), End> {
+        self.state.updated_at = Some(Utc::now());
+        task::write_state(&self.dir, &self.state).map_err(|err| End::Fatal(err.to_string()))?;
+        self.heartbeat(self.state.iteration, phase)
+    }
+
+    /// Writes the terminal state (unless state.json is corrupt) and says how it ended.
+    fn finish(mut self, end: End) -> i32 {
+        let (status, reason, code) = match &end {
+            End::Completed => (Status::Completed, "max_iterations".to_string(), 0),
+            End::StopRequested => (Status::Stopped, self.stop_reason(), 0),
+            End::Signal(signal) => {
+                let name = if *signal == libc::SIGINT {
+                    "SIGINT"
+                } else {
+                    "SIGTERM"
+                };
+                (Status::Stopped, format!("signal: {name}"), 128 + signal)
+            }
+            End::TimedOut => (Status::Stopped, "timeout".to_string(), EXIT_TIMEOUT),
+            End::Fatal(message) => (Status::Failed, format!("error: {message}"), EXIT_FAILED),
+            End::Corrupt(message) => {
+                eprintln!("clowder: error: {message}; state.json left as it is");
+                let _ = self.heartbeat(self.state.iteration, "failed");
+                return EXIT_FAILED;
+            }
+        };
+        self.state.status = status;
+        self.state.termination_reason = Some(reason.clone());
+        self.state.pid = None;
+        if let Err(End::Fatal(message)) = self.save(status.as_str()) {
+            eprintln!("clowder: error: {message}");
+            return EXIT_FAILED;
+        }
+        let line = format!(
+            "clowder: task {} {} after {} iteration(s): {reason}",
+            self.task.task_id,
+            status.as_str(),
+            self.state.iteration
+        );
+        if code == EXIT_FAILED {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+        code
+    }
+
+    /// The reason the stopper wrote, if any.
+    fn stop_reason(&self) -> String {
+        task::read_state(&self.dir)
+            .ok()
+            .flatten()
+            .and_then(|state| state.termination_reason)
+            .unwrap_or_else(|| "stopped".to_string())
+    }
+}
+
+fn refused(iteration: u64, raw: String, error: String) -> ActionRecord {
+    ActionRecord {
+        iteration,
+        timestamp: Utc::now(),
+        llm_response: raw,
+        error: Some(error),
+        reasoning: None,
+        results: Vec::new(),
+    }
+}

@@ -1,0 +1,347 @@
+//! The task directory's files: `task.json` (immutable), `state.json` (the truth),
+//! `heartbeat.json`, and `actions.jsonl` (one line per iteration, appended).
+
+use std::fs::OpenOptions;
+use std::io::{self, BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::tools::ActionResult;
+
+pub(crate) const TASK_FILE: &str = "task.json";
+pub(crate) const STATE_FILE: &str = "state.json";
+pub(crate) const HEARTBEAT_FILE: &str = "heartbeat.json";
+pub(crate) const ACTIONS_FILE: &str = "actions.jsonl";
+pub(crate) const ARTIFACTS_DIR: &str = "artifacts";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Task {
+    pub task_id: String,
+    pub prompt: String,
+    pub constraints: Constraints,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Constraints {
+    pub max_iterations: u64,
+    pub timeout_seconds: u64,
+    /// Relative to the task directory (or absolute); see [`super::sandbox`].
+    pub allowed_paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Status {
+    Running,
+    Stopped,
+    Completed,
+    Failed,
+}
+
+impl Status {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Stopped => "stopped",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+        }
+    }
+}
+
+/// What went wrong how often, over the task's whole life.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub(crate) struct Counters {
+    /// Answers that were empty, not JSON, or not the expected shape.
+    pub invalid_answers: u64,
+    /// LLM calls that took longer than `llm_timeout`.
+    pub llm_timeouts: u64,
+    pub unknown_tools: u64,
+    pub tool_errors: u64,
+    pub security_violations: u64,
+}
+
+/// `state.json`. Anyone may write `"status": "stopped"` into it; the other fields
+/// default so that such a hand-written file still reads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct State {
+    pub status: Status,
+    #[serde(default)]
+    pub iteration: u64,
+    #[serde(default)]
+    pub started_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub updated_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub termination_reason: Option<String>,
+    #[serde(default)]
+    pub counters: Counters,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Heartbeat {
+    pub iteration: u64,
+    pub timestamp: DateTime<Utc>,
+    /// The phase: `starting`, `calling_llm`, `executing_action`, `idle`, or the final status.
+    pub status: String,
+    #[serde(default)]
+    pub pid: Option<u32>,
+}
+
+/// One line of `actions.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ActionRecord {
+    pub iteration: u64,
+    pub timestamp: DateTime<Utc>,
+    /// The LLM's answer as it came (after unwrapping a `{"result": …}` envelope).
+    pub llm_response: String,
+    /// Why the answer was refused; then no action ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    pub results: Vec<ActionResult>,
+}
+
+/// A task file that cannot be used: which file, and what is wrong.
+#[derive(Debug)]
+pub(crate) struct FileError {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+fn file_error(path: &Path, message: impl std::fmt::Display) -> FileError {
+    FileError {
+        path: path.to_path_buf(),
+        message: message.to_string(),
+    }
+}
+
+pub(crate) fn read_task(dir: &Path) -> Result<Task, FileError> {
+    let path = dir.join(TASK_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|err| file_error(&path, err))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let key = err.path().to_string();
+        let inner = err.into_inner();
+        file_error(
+            &path,
+            format!(
+                "line {} column {}: key `{key}`: {inner}",
+                inner.line(),
+                inner.column()
+            ),
+        )
+    })
+}
+
+/// `Ok(None)` when there is no state yet (a task never started).
+pub(crate) fn read_state(dir: &Path) -> Result<Option<State>, FileError> {
+    let path = dir.join(STATE_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(file_error(&path, err)),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|err| file_error(&path, format!("corrupt (not a task state): {err}")))
+}
+
+pub(crate) fn write_state(dir: &Path, state: &State) -> Result<(), FileError> {
+    write_json(&dir.join(STATE_FILE), state)
+}
+
+/// Writes `state.json` atomically if `still_wanted()`, asked after the new content
+/// is synced and right before the rename; returns whether it was written.
+pub(crate) fn write_state_if(
+    dir: &Path,
+    state: &State,
+    still_wanted: impl FnOnce() -> bool,
+) -> Result<bool, FileError> {
+    let path = dir.join(STATE_FILE);
+    let mut bytes = serde_json::to_vec_pretty(state).map_err(|err| file_error(&path, err))?;
+    bytes.push(b'\n');
+    let mut temp = tempfile::Builder::new()
+        .prefix(".state.json.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|err| file_error(dir, err))?;
+    temp.write_all(&bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|err| file_error(&path, err))?;
+    if !still_wanted() {
+        return Ok(false);
+    }
+    temp.persist(&path)
+        .map_err(|err| file_error(&path, err.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|err| file_error(dir, err))?;
+    Ok(true)
+}
+
+pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), FileError> {
+    write_json(&dir.join(HEARTBEAT_FILE), heartbeat)
+}
+
+pub(crate) fn read_heartbeat(dir: &Path) -> Option<Heartbeat> {
+    let text = std::fs::read_to_string(dir.join(HEARTBEAT_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), FileError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| file_error(path, err))?;
+    bytes.push(b'\n');
+    crate::store::write_atomically(path, &bytes).map_err(|err| file_error(path, err))
+}
+
+/// Appends one line and syncs it before returning: the log is never behind the state.
+pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), FileError> {
+    let path = dir.join(ACTIONS_FILE);
+    let mut line = serde_json::to_vec(record).map_err(|err| file_error(&path, err))?;
+    line.push(b'\n');
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(|err| file_error(&path, err))?;
+    file.write_all(&line)
+        .and_then(|()| file.sync_data())
+        .map_err(|err| file_error(&path, err))
+}
+
+/// The last `keep` records of `actions.jsonl` (unreadable lines skipped), read in one
+/// pass that holds at most `keep` records.
+pub(crate) fn recent_actions(dir: &Path, keep: usize) -> Vec<ActionRecord> {
+    let Ok(file) = std::fs::File::open(dir.join(ACTIONS_FILE)) else {
+        return Vec::new();
+    };
+    let mut recent = std::collections::VecDeque::with_capacity(keep + 1);
+    for line in io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        if let Ok(record) = serde_json::from_str::<ActionRecord>(&line) {
+            recent.push_back(record);
+            if recent.len() > keep {
+                recent.pop_front();
+            }
+        }
+    }
+    recent.into()
+}
+
+/// Writes a new task directory; refuses one that already holds a `task.json`.
+pub(crate) fn create(dir: &Path, task: &Task) -> Result<(), FileError> {
+    std::fs::create_dir_all(dir).map_err(|err| file_error(dir, err))?;
+    let path = dir.join(TASK_FILE);
+    let mut bytes = serde_json::to_vec_pretty(task).map_err(|err| file_error(&path, err))?;
+    bytes.push(b'\n');
+    let mut temp = tempfile::Builder::new()
+        .prefix(".task.json.")
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|err| file_error(dir, err))?;
+    temp.write_all(&bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|err| file_error(&path, err))?;
+    // persist_noclobber: an existing task.json is never replaced, even in a race.
+    temp.persist_noclobber(&path).map_err(|err| {
+        if err.error.kind() == io::ErrorKind::AlreadyExists {
+            file_error(
+                &path,
+                "already exists: a task directory is never overwritten",
+            )
+        } else {
+            file_error(&path, err.error)
+        }
+    })?;
+    for allowed in &task.constraints.allowed_paths {
+        let rel = Path::new(allowed);
+        let inside = rel.is_relative()
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if inside {
+            std::fs::create_dir_all(dir.join(rel))
+                .map_err(|err| file_error(&dir.join(rel), err))?;
+        }
+    }
+    std::fs::create_dir_all(dir.join(ARTIFACTS_DIR))
+        .map_err(|err| file_error(&dir.join(ARTIFACTS_DIR), err))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(iteration: u64) -> ActionRecord {
+        ActionRecord {
+            iteration,
+            timestamp: Utc::now(),
+            llm_response: String::new(),
+            error: None,
+            reasoning: None,
+            results: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn recent_actions_keeps_the_last_lines_and_skips_broken_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for n in 1..=7 {
+            append_action(dir.path(), &record(n)).expect("append");
+        }
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(ACTIONS_FILE))
+            .expect("open");
+        file.write_all(b"{half a line\n").expect("write");
+        let kept: Vec<u64> = recent_actions(dir.path(), 3)
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        assert_eq!(kept, [5, 6, 7]);
+        assert!(recent_actions(&dir.path().join("none"), 3).is_empty());
+    }
+
+    #[test]
+    fn a_hand_written_stop_reads_and_a_broken_state_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(read_state(dir.path()).expect("no state").is_none());
+        std::fs::write(dir.path().join(STATE_FILE), r#"{"status":"stopped"}"#).expect("write");
+        let state = read_state(dir.path()).expect("reads").expect("some");
+        assert_eq!(state.status, Status::Stopped);
+        std::fs::write(dir.path().join(STATE_FILE), r#"{"status":"paused"}"#).expect("write");
+        let err = read_state(dir.path()).expect_err("unknown status");
+        assert!(err.to_string().contains("state.json: corrupt"), "{err}");
+    }
+
+    #[test]
+    fn task_json_errors_name_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join(TASK_FILE),
+            r#"{"task_id":"t","prompt":"p","constraints":{"max_iterations":"ten","timeout_seconds":1,"allowed_paths":[]},"created_at":"2026-01-01T00:00:00Z"}"#,
+        )
+        .expect("write");
+        let err = read_task(dir.path()).expect_err("bad");
+        assert!(
+            err.to_string().contains("constraints.max_iterations"),
+            "{err}"
+        );
+    }
+}
