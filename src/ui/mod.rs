@@ -323,14 +323,19 @@ async fn event_loop(
                         let _ = hint_tx.send(());
                     }
                     UiCommand::ApproveAlways { id, tool, prefix } => {
-                        decide(
+                        let decided = decide(
                             approvals_dir,
                             &id,
                             crate::approvals::Decision::Approve,
                             &mut log_tx_local,
                         );
-                        let note = match crate::config::add_allow_rule(config_path, &tool, &prefix)
-                        {
+                        // A refused approval (an abandoned request) adds no rule either.
+                        let added = if decided {
+                            crate::config::add_allow_rule(config_path, &tool, &prefix)
+                        } else {
+                            Err("the approval was refused".to_string())
+                        };
+                        let note = match added {
                             Ok(()) => (
                                 Level::Info,
                                 format!(
@@ -451,13 +456,14 @@ fn watch_queue(dir: &Path, hints: mpsc::UnboundedSender<()>) -> Option<notify::R
     Some(watcher)
 }
 
-/// Writes a decision into the queue; a failure shows in the event pane.
+/// Writes a decision into the queue; a failure (an abandoned request is refused)
+/// shows in the event pane. Whether the decision was written.
 fn decide(
     dir: &Path,
     id: &str,
     decision: crate::approvals::Decision,
     errors: &mut Vec<(DateTime<Utc>, Level, String)>,
-) {
+) -> bool {
     let what = match &decision {
         crate::approvals::Decision::Approve => "approved".to_string(),
         crate::approvals::Decision::Reject(reason) => format!("rejected: {reason}"),
@@ -465,6 +471,7 @@ fn decide(
     let result = crate::approvals::Queue::open(dir)
         .map_err(|err| err.to_string())
         .and_then(|queue| queue.decide(id, decision).map_err(|err| err.to_string()));
+    let decided = result.is_ok();
     match result {
         Ok(()) => errors.push((Utc::now(), Level::Info, format!("request {id} {what}"))),
         Err(err) => errors.push((
@@ -473,6 +480,7 @@ fn decide(
             format!("cannot decide request {id}: {err}"),
         )),
     }
+    decided
 }
 
 fn output_msg(update: FollowUpdate) -> Msg {
