@@ -277,6 +277,6 @@ mod tests {
         assert_eq!(fit_path(path, 80), path);
         assert_eq!(fit_path(path, 29), "…/navigation/oi_sidebar.dart");
         assert_eq!(fit_path(path, 18), "…/oi_sidebar.dart");
-        assert_eq!(fit_path(path, 10), "…bar.dart");
+        assert_eq!(fit_path(path, 10), "…ebar.dart");
     }
 }
