@@ -469,17 +469,19 @@ fn decide(
         crate::approvals::Decision::Reject(reason) => format!("rejected: {reason}"),
     };
     let result = crate::approvals::Queue::open(dir)
-        .map_err(|err| err.to_string())
-        .and_then(|queue| queue.decide(id, decision).map_err(|err| err.to_string()));
+        .map_err(|err| crate::approvals::DecideError::Io(err.to_string()))
+        .and_then(|queue| queue.decide(id, decision));
     let decided = result.is_ok();
-    match result {
-        Ok(()) => errors.push((Utc::now(), Level::Info, format!("request {id} {what}"))),
-        Err(err) => errors.push((
-            Utc::now(),
-            Level::Error,
-            format!("cannot decide request {id}: {err}"),
-        )),
-    }
+    let text = match result {
+        Ok(()) => format!("request {id} {what}"),
+        // First words first: the events pane may be narrow.
+        Err(crate::approvals::DecideError::Abandoned(_)) => format!(
+            "refused: request {id} is abandoned, the process that asked is gone (`clowder queue --prune` clears it)"
+        ),
+        Err(err) => format!("cannot decide request {id}: {err}"),
+    };
+    let level = if decided { Level::Info } else { Level::Error };
+    errors.push((Utc::now(), level, text));
     decided
 }
 

@@ -46,18 +46,21 @@ fn essential_width(request: &Request) -> usize {
     head.width() + essential.min(text.width())
 }
 
-/// The marker and head, and the text that may be shortened; both escaped.
+/// The marker and head, and the text that may be shortened; both escaped. An
+/// abandoned request's marker is `⊘`.
 fn request_parts(request: &Request) -> (String, String) {
+    let marker = |usual: &'static str| if request.abandoned { "⊘" } else { usual };
     match request.kind {
         RequestKind::Tool => (
             format!(
-                "▶ {}  ",
+                "{} {}  ",
+                marker("▶"),
                 escape(request.tool_name.as_deref().unwrap_or("tool"))
             ),
             escape(&request.subject()),
         ),
-        RequestKind::Ask => ("? ".to_string(), escape(&request.title)),
-        RequestKind::Session => ("● ".to_string(), escape(&request.title)),
+        RequestKind::Ask => (format!("{} ", marker("?")), escape(&request.title)),
+        RequestKind::Session => (format!("{} ", marker("●")), escape(&request.title)),
     }
 }
 
@@ -197,14 +200,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         return;
     }
     let count = state.approvals.len();
+    let abandoned = state.approvals.iter().filter(|r| r.abandoned).count();
     let inner_width = area.width.saturating_sub(4) as usize;
     let name = if count == 0 {
         "Approvals".to_string()
     } else {
+        let waiting = if abandoned > 0 {
+            format!("{} waiting, ⊘ {abandoned} abandoned", count - abandoned)
+        } else {
+            format!("{count} waiting")
+        };
         [
-            format!("Approvals ({count} waiting) · a approve · r reject"),
-            format!("Approvals ({count} waiting) · a · r"),
-            format!("Approvals ({count} waiting)"),
+            format!("Approvals ({waiting}) · a approve · r reject"),
+            format!("Approvals ({waiting}) · a · r"),
+            format!("Approvals ({waiting})"),
+            format!("Approvals ({} waiting, ⊘ {abandoned})", count - abandoned),
         ]
         .into_iter()
         .find(|name| name.width() <= inner_width)
@@ -235,12 +245,13 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
                     ("  abandoned".to_string(), Color::Red, Color::DarkGray)
                 } else {
                     let waited = format!("  {}", short_duration(request.age_secs(now)));
-                    // The age gives way to keep the first word or the file name whole.
-                    let keep = essential_width(request) + waited.width() <= width
-                        || essential_width(request) > width;
-                    let waited = if keep { waited } else { String::new() };
                     (waited, Color::DarkGray, Color::Yellow)
                 };
+                // The age (or the word "abandoned": the ⊘ stays) gives way to keep
+                // the first word or the file name whole.
+                let keep = essential_width(request) + tail.width() <= width
+                    || essential_width(request) > width;
+                let tail = if keep { tail } else { String::new() };
                 let room = width.saturating_sub(tail.width());
                 let mut line = Line::from(vec![
                     Span::styled(request_line(request, room), Style::default().fg(color)),
