@@ -101,7 +101,9 @@ try:
     elapsed = time.time() - started
     used = sum((cpu_ticks(pid) or t) - t for pid, t in before.items() if t is not None)
     share = used / ticks_per_sec / elapsed * 100
-    print(f"idle: {count} waiting asks used {used} ticks in {elapsed:.1f} s = {share:.2f} % of one core")
+    resolution = 100 / ticks_per_sec / elapsed
+    print(f"idle: {count} waiting asks used {used} ticks in {elapsed:.1f} s = {share:.2f} % of one core"
+          f" (one tick = {resolution:.2f} %)")
 
     for title in sorted(asks):
         subprocess.run([clowder, "approve", ids[title]], cwd=work,
