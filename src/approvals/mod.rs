@@ -11,9 +11,10 @@
 //! once every [`RESCAN`] in case a decision came another way. A request whose waiter
 //! is gone is *abandoned*: listed as such, refused to deciders, and moved to `done/`
 //! (outcome `abandoned`) by `clowder queue --prune`, or by the sweep once it is
-//! [`ABANDONED_KEEP`] old. The sweep (run by `clowder queue`, and by producers at
-//! most every [`SWEEP_EVERY`]) also moves aside decisions whose request has been gone
-//! for [`DECISION_KEEP`].
+//! [`ABANDONED_KEEP`] old. The sweep (run by `clowder queue`, and by the control
+//! room at most every [`SWEEP_EVERY`]; never by a producer, which reads no other
+//! request) also moves aside decisions whose request has been gone for
+//! [`DECISION_KEEP`].
 //!
 //! Every file is read as untrusted input ([`safe_read`]): no symbolic links, FIFOs,
 //! hard links or oversized files; strict JSON; ids matching `^[A-Za-z0-9_-]{1,64}$`.
@@ -40,7 +41,7 @@ use sha2::{Digest, Sha256};
 
 pub use events::ApprovalEvent;
 use safe_read::DirHandle;
-pub use sweep::Swept;
+pub use sweep::{Swept, sweep_if_due};
 use waiter::Doorbell;
 pub use waiter::Liveness;
 
@@ -63,7 +64,8 @@ pub const ABANDONED_KEEP: Duration = Duration::from_secs(3600);
 /// How long a decision whose request is gone is kept before the sweep moves it aside.
 pub const DECISION_KEEP: Duration = Duration::from_secs(86_400);
 
-/// How often producers sweep the queue (`.swept` in the queue folder records when).
+/// How often the control room sweeps the queue (`.swept` in the queue folder
+/// records when).
 const SWEEP_EVERY: Duration = Duration::from_secs(600);
 
 /// The reason a rejection without one reaches the agent with.
@@ -487,9 +489,8 @@ impl Queue {
     /// folder first, then renamed, so a reader never sees half a file), its doorbell
     /// bound before it shows. The id is chosen here; `request.id` and
     /// `request.created` are overwritten. A request too large for the queue has its
-    /// longest texts shortened. Sweeps the queue first if it is time.
+    /// longest texts shortened.
     pub fn submit(&self, mut request: Request) -> Result<Submitted, QueueError> {
-        self.sweep_if_due();
         let root = DirHandle::open(&self.dir)
             .map_err(|err| QueueError::Io(format!("cannot open {}: {err}", self.dir.display())))?;
         let pending = self.open_sub("pending")?;

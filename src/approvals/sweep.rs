@@ -1,6 +1,7 @@
 //! Clearing what nobody will come back for: requests whose waiter is gone,
 //! decisions whose request is gone, and doorbells left by killed producers.
 
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use chrono::{DateTime, Utc};
@@ -54,30 +55,6 @@ impl Queue {
         swept
     }
 
-    /// [`Queue::sweep`] (without prune) if the last one was [`SWEEP_EVERY`] ago.
-    pub(super) fn sweep_if_due(&self) {
-        let marker = self.dir.join(".swept");
-        let now = SystemTime::now();
-        let due = std::fs::symlink_metadata(&marker)
-            .and_then(|m| m.modified())
-            .map_or(true, |at| {
-                now.duration_since(at).unwrap_or(Duration::ZERO) >= SWEEP_EVERY
-            });
-        if !due {
-            return;
-        }
-        // Recorded first: two producers starting together sweep once.
-        let touched = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&marker)
-            .and_then(|file| file.set_modified(now));
-        if touched.is_ok() {
-            self.sweep(false, now);
-        }
-    }
-
     fn sweep_decisions(&self, now: SystemTime) -> usize {
         let mut count = 0;
         for name in scan_names(&self.sub("decided")) {
@@ -107,6 +84,38 @@ impl Queue {
     fn has_request(&self, id: &str) -> bool {
         std::fs::symlink_metadata(self.sub("pending").join(format!("{id}.json"))).is_ok()
     }
+}
+
+/// [`Queue::sweep`] (without prune) of the queue in `dir`, if there is one and the
+/// last sweep was [`SWEEP_EVERY`] ago. Whether it swept.
+pub fn sweep_if_due(dir: &Path) -> bool {
+    if !dir.join("pending").is_dir() {
+        return false;
+    }
+    let marker = dir.join(".swept");
+    let now = SystemTime::now();
+    let due = std::fs::symlink_metadata(&marker)
+        .and_then(|m| m.modified())
+        .map_or(true, |at| {
+            now.duration_since(at).unwrap_or(Duration::ZERO) >= SWEEP_EVERY
+        });
+    if !due {
+        return false;
+    }
+    let Ok(queue) = Queue::open(dir) else {
+        return false;
+    };
+    // Recorded first: two control rooms on one queue sweep once.
+    let touched = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&marker)
+        .and_then(|file| file.set_modified(now));
+    if touched.is_ok() {
+        queue.sweep(false, now);
+    }
+    touched.is_ok()
 }
 
 fn remove(dir: &DirHandle, name: &str) {

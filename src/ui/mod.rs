@@ -426,6 +426,7 @@ fn spawn_queue_scanner(
             while hints.try_recv().is_ok() {}
             let scan_dir = dir.clone();
             let listing = tokio::task::spawn_blocking(move || {
+                crate::approvals::sweep_if_due(&scan_dir);
                 crate::approvals::list_pending_requests(&scan_dir)
             })
             .await;
