@@ -329,25 +329,26 @@ async fn event_loop(
                             crate::approvals::Decision::Approve,
                             &mut log_tx_local,
                         );
-                        // A refused approval (an abandoned request) adds no rule either.
-                        let added = if decided {
-                            crate::config::add_allow_rule(config_path, &tool, &prefix)
-                        } else {
-                            Err("the approval was refused".to_string())
-                        };
-                        let note = match added {
-                            Ok(()) => (
-                                Level::Info,
-                                format!(
-                                    "always allowed from now on: {} starting with {:?} (added to {})",
-                                    crate::approvals::escape(&tool),
-                                    crate::approvals::escape(&prefix),
-                                    config_path.display()
+                        // A refused approval (an abandoned request) adds no rule.
+                        let note = decided.then(|| {
+                            match crate::config::add_allow_rule(config_path, &tool, &prefix) {
+                                Ok(()) => (
+                                    Level::Info,
+                                    format!(
+                                        "always allowed from now on: {} starting with {:?} (added to {})",
+                                        crate::approvals::escape(&tool),
+                                        crate::approvals::escape(&prefix),
+                                        config_path.display()
+                                    ),
                                 ),
-                            ),
-                            Err(err) => (Level::Error, format!("cannot add the allow rule: {err}")),
-                        };
-                        log_tx_local.push((Utc::now(), note.0, note.1));
+                                Err(err) => {
+                                    (Level::Error, format!("cannot add the allow rule: {err}"))
+                                }
+                            }
+                        });
+                        if let Some((level, text)) = note {
+                            log_tx_local.push((Utc::now(), level, text));
+                        }
                         let _ = hint_tx.send(());
                     }
                     UiCommand::Reject { id, reason } => {
