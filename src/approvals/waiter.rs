@@ -123,7 +123,7 @@ pub fn liveness(waiting: &DirHandle, id: &str) -> Liveness {
     }
 }
 
-/// The names of the sockets in `waiting/` (orphans are swept).
+/// The request ids among the file names of `waiting/`.
 pub fn socket_ids(names: impl IntoIterator<Item = String>) -> Vec<String> {
     names
         .into_iter()
