@@ -15,9 +15,9 @@ case $target in /*) ;; *) target=$PWD/$target ;; esac
 export CLOWDER_BIN=$target/release/clowder
 
 if [ -n "${QUICK:-}" ]; then
-  secs=5 size_mb=50 rounds=1 reaction_rounds=2 pending=1000 latency_requests=20
+  secs=5 size_mb=50 rounds=1 reaction_rounds=2 pending=1000 latency_requests=20 waiters=50
 else
-  secs=60 size_mb=200 rounds=3 reaction_rounds=10 pending=10000 latency_requests=200
+  secs=60 size_mb=200 rounds=3 reaction_rounds=10 pending=10000 latency_requests=200 waiters=300
 fi
 
 results=$(mktemp "${TMPDIR:-/tmp}/clowder-bench-results-XXXXXX")
@@ -46,6 +46,8 @@ run "reaction: watchdog and double SIGINT" python3 "$benches/reaction.py" "$reac
 run "$pending pending approvals: control room and clowder queue" \
   env COUNT=$pending SECS=$secs python3 "$benches/approvals_memory.py"
 run "approval latency" python3 "$benches/approval_latency.py" "$latency_requests"
+run "$waiters waiting asks: idle CPU and decision latency" \
+  python3 "$benches/waiters.py" "$waiters" "$([ -n "${QUICK:-}" ] && echo 5 || echo 20)"
 run "stream-json parse throughput against jq" bash "$benches/parse.sh"
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
@@ -57,7 +59,7 @@ leftovers=$(
     exe=$(readlink "$proc/exe" 2>/dev/null) || continue
     cwd=$(readlink "$proc/cwd" 2>/dev/null) || continue
     if [ "${exe% (deleted)}" = "$CLOWDER_BIN" ] ||
-      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency)- ]]; then
+      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters)- ]]; then
       echo "  $pid $(tr '\0' ' ' < "$proc/cmdline")"
     fi
   done

@@ -404,8 +404,8 @@ fn a_waiting_ask_sleeps_instead_of_spinning() {
     let before = cpu_ticks(ask.id());
     std::thread::sleep(Duration::from_secs(3));
     let used = cpu_ticks(ask.id()) - before;
-    // A spinning wait uses ~300 ticks here; a sleeping one a few (rescans every
-    // 250 ms). The bound leaves room for a loaded machine.
+    // A spinning wait uses ~300 ticks here; a sleeping one a few (it looks at its
+    // own files once a second). The bound leaves room for a loaded machine.
     assert!(used < 100, "a waiting ask used {used} ticks in 3 s");
     let id = the_pending_id(&project);
     assert_eq!(project.run(&["approve", &id]).status.code(), Some(0));

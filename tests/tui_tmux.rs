@@ -437,3 +437,41 @@ fn detach_leaves_the_loop_running_in_the_background() {
     assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
     assert!(wait_until(DEADLINE, || project.status()["state"] == "stopped"));
 }
+
+#[test]
+fn an_abandoned_request_is_marked_and_its_approval_refused() {
+    let project = Project::new(&fast_config(&["normal"], ""));
+    let command = format!(
+        "{clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 80, 24);
+    tmux.wait_for("stopped: max_iterations", DEADLINE);
+    // A gate that is killed while it waits: nobody will read an answer.
+    let mut gate = project
+        .command(&["gate"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn clowder gate");
+    {
+        use std::io::Write;
+        let mut stdin = gate.stdin.take().expect("stdin");
+        stdin
+            .write_all(
+                br#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"make deploy"}}"#,
+            )
+            .expect("write stdin");
+    }
+    tmux.wait_for("▶ Bash  make deploy", DEADLINE);
+    gate.kill().expect("SIGKILL the gate");
+    gate.wait().expect("reap");
+    tmux.wait_for("⊘ Bash  make", DEADLINE);
+    tmux.keys(&["a"]);
+    tmux.wait_for("refused: request", DEADLINE);
+    let decided = std::fs::read_dir(project.path(".clowder/approvals/decided"))
+        .expect("decided/")
+        .count();
+    assert_eq!(decided, 0, "no decision was written");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+}

@@ -288,6 +288,7 @@ fn request(id: &str, minutes_ago: i64, tool: &str, input: serde_json::Value) -> 
         session_id: Some("s-1".into()),
         cwd: Some("/work".into()),
         body: None,
+        abandoned: false,
     }
 }
 
@@ -327,6 +328,49 @@ fn with_approvals() -> AppState {
 fn approvals_pending() {
     let state = with_approvals();
     insta::assert_snapshot!(render(&state, 120, 40, now()));
+}
+
+/// The pane at 80x24, focused: long values end with `…` at a word's end, long
+/// paths keep their file name, and a request whose waiter is gone is marked.
+#[test]
+fn approvals_at_80x24() {
+    let mut state = state_with(snapshot());
+    let mut abandoned = request(
+        "req-3",
+        2,
+        "Bash",
+        serde_json::json!({"command": "cargo test --workspace --all-features"}),
+    );
+    abandoned.abandoned = true;
+    update(
+        &mut state,
+        Msg::Approvals {
+            dir_exists: true,
+            pending: vec![
+                request(
+                    "req-1",
+                    3,
+                    "Edit",
+                    serde_json::json!({"file_path": "/home/me/projects/acme-mobile-app/packages/ui_shell/lib/src/features/navigation/oi_sidebar.dart"}),
+                ),
+                request(
+                    "req-2",
+                    1,
+                    "Bash",
+                    serde_json::json!({"command": "flutter test integration_test/navigation_flow_test.dart --device-id linux"}),
+                ),
+                abandoned,
+            ],
+        },
+        now(),
+    );
+    for _ in 0..3 {
+        update(&mut state, key(KeyCode::Tab), now());
+    }
+    assert_eq!(state.focus, clowder::ui::app::Pane::Approvals);
+    insta::assert_snapshot!(render(&state, 80, 24, now()));
+    update(&mut state, key(KeyCode::Char('z')), now());
+    insta::assert_snapshot!("approvals_at_80x24_zoomed", render(&state, 80, 24, now()));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,9 @@ pub const EXIT_ERROR: i32 = 2;
 
 /// The largest hook input read from stdin.
 const MAX_STDIN: u64 = 1024 * 1024;
+
+/// How often the gate looks for a signal while it reads its input.
+const STDIN_NAP: Duration = Duration::from_millis(100);
 
 /// The largest `--body-file` for `clowder ask`.
 const MAX_BODY: u64 = 48 * 1024;
@@ -112,6 +115,9 @@ pub struct QueueArgs {
     /// Print the pending requests as JSON
     #[arg(long = "json")]
     pub json: bool,
+    /// Move the abandoned requests (their waiter is gone) to done/ now
+    #[arg(long = "prune")]
+    pub prune: bool,
 }
 
 #[derive(Debug, Args)]
@@ -301,18 +307,20 @@ pub fn gate(mut args: GateArgs) -> i32 {
 }
 
 fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<i32, String> {
+    let started = Instant::now();
     let timeout = args
         .timeout
         .clone()
         .unwrap_or_else(|| config.timeout.parse());
-    let mut input = Vec::new();
-    std::io::stdin()
-        .take(MAX_STDIN + 1)
-        .read_to_end(&mut input)
-        .map_err(|err| format!("cannot read the hook input: {err}"))?;
-    if input.len() as u64 > MAX_STDIN {
-        return Err(format!("the hook input is larger than {MAX_STDIN} bytes"));
-    }
+    let Some(input) = read_hook_input(started, timeout.limit)? else {
+        return answer(
+            false,
+            &format!(
+                "timed out after {} reading the hook input (stdin was not closed)",
+                timeout.label
+            ),
+        );
+    };
     let hook: HookInput = serde_json::from_slice(&input)
         .map_err(|err| format!("the hook input is not PreToolUse JSON: {err}"))?;
     if let Some(event) = hook.hook_event_name.as_deref()
@@ -336,6 +344,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         session_id: hook.session_id,
         cwd: hook.cwd,
         body: None,
+        abandoned: false,
     };
     // Policy first, deny before allow: a rule decides without a human, and an
     // allow only when it covers every simple command of a shell call.
@@ -387,8 +396,12 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             "clowder gate: no clowder loop holds this folder (no live harness.status): the request is queued anyway"
         );
     }
+    // The timeout counts from the start: reading the input took part of it.
+    let left = timeout
+        .limit
+        .map(|limit| limit.saturating_sub(started.elapsed()));
     let outcome = queue
-        .wait(&submitted, timeout.limit, &caught_signal)
+        .wait(&submitted, left, &caught_signal)
         .map_err(|err| err.to_string())?;
     let (allow, reason) = match outcome {
         Outcome::Approved { reason } => (
@@ -417,11 +430,57 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             ));
         }
     };
-    println!("{}", hook_answer(allow, &reason));
+    answer(allow, &reason)
+}
+
+/// Prints the hook's answer.
+fn answer(allow: bool, reason: &str) -> Result<i32, String> {
+    println!("{}", hook_answer(allow, reason));
     std::io::stdout()
         .flush()
         .map_err(|err| format!("cannot write the answer: {err}"))?;
     Ok(0)
+}
+
+/// The hook input from stdin, read on a thread so that a caller that never closes
+/// stdin cannot hold the gate past its timeout. `Ok(None)`: the time ran out.
+fn read_hook_input(started: Instant, limit: Option<Duration>) -> Result<Option<Vec<u8>>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut input = Vec::new();
+        let read = std::io::stdin()
+            .take(MAX_STDIN + 1)
+            .read_to_end(&mut input)
+            .map(|_| input);
+        let _ = tx.send(read);
+    });
+    loop {
+        if let Some(signal) = caught_signal() {
+            return Err(format!(
+                "stopped by {} while reading the hook input",
+                signal_name(signal)
+            ));
+        }
+        let mut nap = STDIN_NAP;
+        if let Some(limit) = limit {
+            let elapsed = started.elapsed();
+            if elapsed >= limit {
+                return Ok(None);
+            }
+            nap = nap.min(limit - elapsed);
+        }
+        match rx.recv_timeout(nap) {
+            Ok(Ok(input)) if input.len() as u64 > MAX_STDIN => {
+                return Err(format!("the hook input is larger than {MAX_STDIN} bytes"));
+            }
+            Ok(Ok(input)) => return Ok(Some(input)),
+            Ok(Err(err)) => return Err(format!("cannot read the hook input: {err}")),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("cannot read the hook input".into());
+            }
+        }
+    }
 }
 
 /// `clowder ask`: exit 0 approved, 1 rejected, 3 timed out, 2 error.
@@ -453,6 +512,7 @@ pub fn ask(args: AskArgs) -> i32 {
             .ok()
             .map(|p| p.display().to_string()),
         body,
+        abandoned: false,
     };
     let submitted = match queue.submit(request) {
         Ok(submitted) => submitted,
@@ -539,6 +599,8 @@ struct Listed<'a> {
     cwd: Option<&'a str>,
     tool_input: Option<&'a serde_json::Value>,
     body: Option<&'a str>,
+    /// The process that asked is gone: nobody would receive a decision.
+    abandoned: bool,
 }
 
 /// `clowder queue`: the pending requests.
@@ -547,13 +609,22 @@ pub fn queue(args: QueueArgs) -> i32 {
         Ok(queue) => queue,
         Err(code) => return code,
     };
-    let (requests, refused) = queue.scan_pending();
+    let (mut requests, refused) = queue.scan_pending();
     for (name, reason) in &refused {
         eprintln!(
             "clowder queue: refused pending/{}: {}",
             escape(name),
             escape(reason)
         );
+    }
+    let swept = queue.sweep_listed(&requests, args.prune, std::time::SystemTime::now());
+    if !swept.abandoned.is_empty() {
+        eprintln!(
+            "clowder queue: moved {} abandoned request(s) to done/: {}",
+            swept.abandoned.len(),
+            swept.abandoned.join(", ")
+        );
+        requests.retain(|r| !swept.abandoned.contains(&r.id));
     }
     let now = chrono::Utc::now();
     if args.json {
@@ -571,6 +642,7 @@ pub fn queue(args: QueueArgs) -> i32 {
                 cwd: r.cwd.as_deref(),
                 tool_input: r.tool_input.as_ref(),
                 body: r.body.as_deref(),
+                abandoned: r.abandoned,
             })
             .collect();
         match serde_json::to_string_pretty(&listed) {
@@ -590,8 +662,8 @@ pub fn queue(args: QueueArgs) -> i32 {
         return 0;
     }
     println!(
-        "{:<12} {:>7}  {:<10} {:<50}  TITLE",
-        "ID", "AGE", "TOOL", "WHAT"
+        "{:<12} {:>7}  {:<9}  {:<10} {:<50}  TITLE",
+        "ID", "AGE", "STATE", "TOOL", "WHAT"
     );
     for r in &requests {
         let tool = match r.kind {
@@ -600,12 +672,18 @@ pub fn queue(args: QueueArgs) -> i32 {
             RequestKind::Tool => r.tool_name.clone().unwrap_or_default(),
         };
         println!(
-            "{:<12} {:>7}  {:<10} {:<50}  {}",
+            "{:<12} {:>7}  {:<9}  {:<10} {:<50}  {}",
             r.id,
             crate::fmt::duration(r.age_secs(now)),
+            if r.abandoned { "abandoned" } else { "waiting" },
             escape(&clip(&tool, 10)),
             escape(&clip(&r.subject(), 50)),
             escape(&clip(&r.title, 100)),
+        );
+    }
+    if requests.iter().any(|r| r.abandoned) {
+        println!(
+            "abandoned: the process that asked is gone; `clowder queue --prune` moves these to done/"
         );
     }
     0
@@ -662,7 +740,8 @@ pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) ->
         Err(
             err @ (DecideError::UnknownId(_)
             | DecideError::BadId(_)
-            | DecideError::BadRequest { .. }),
+            | DecideError::BadRequest { .. }
+            | DecideError::Abandoned(_)),
         ) => {
             eprintln!("{who}: error: {}", escape(&err.to_string()));
             1

@@ -4,7 +4,17 @@
 //! <dir>/pending/<id>.json   a request waiting for a human (written by its producer)
 //! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file
 //! <dir>/done/<id>.json      request + decision + outcome, moved there by the producer
+//! <dir>/waiting/<id>.sock    the waiting producer's doorbell and proof of life
 //! ```
+//!
+//! A waiter looks only at its own files, when its doorbell rings ([`waiter`]) and
+//! once every [`RESCAN`] in case a decision came another way. A request whose waiter
+//! is gone is *abandoned*: listed as such, refused to deciders, and moved to `done/`
+//! (outcome `abandoned`) by `clowder queue --prune`, or by the sweep once it is
+//! [`ABANDONED_KEEP`] old. The sweep (run by `clowder queue`, and by the control
+//! room at most every [`SWEEP_EVERY`]; never by a producer, which reads no other
+//! request) also moves aside decisions whose request has been gone for
+//! [`DECISION_KEEP`].
 //!
 //! Every file is read as untrusted input ([`safe_read`]): no symbolic links, FIFOs,
 //! hard links or oversized files; strict JSON; ids matching `^[A-Za-z0-9_-]{1,64}$`.
@@ -15,6 +25,8 @@ pub mod commands;
 mod events;
 pub mod policy;
 pub mod safe_read;
+mod sweep;
+mod waiter;
 
 use std::collections::HashSet;
 use std::fs::DirBuilder;
@@ -22,7 +34,6 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -31,6 +42,9 @@ use sha2::{Digest, Sha256};
 
 pub use events::ApprovalEvent;
 use safe_read::DirHandle;
+pub use sweep::{Swept, sweep_if_due};
+use waiter::Doorbell;
+pub use waiter::Liveness;
 
 /// Where requests wait, relative to the working directory.
 pub const DEFAULT_DIR: &str = ".clowder/approvals";
@@ -38,8 +52,25 @@ pub const DEFAULT_DIR: &str = ".clowder/approvals";
 /// The event log the queue appends to, relative to the working directory.
 pub const DEFAULT_EVENT_LOG: &str = "harness-events.jsonl";
 
-/// How often a waiting producer rescans, whatever the file watcher says.
-const RESCAN: Duration = Duration::from_millis(250);
+/// How often a waiting producer looks at its own files when its doorbell is quiet
+/// (a decision written by another tool does not ring it).
+pub const RESCAN: Duration = Duration::from_secs(1);
+
+/// How often a producer without a doorbell looks (its socket could not be bound).
+const RESCAN_WITHOUT_BELL: Duration = Duration::from_millis(250);
+
+/// How old an abandoned request gets before the sweep moves it to `done/`.
+pub const ABANDONED_KEEP: Duration = Duration::from_secs(3600);
+
+/// How long a decision whose request is gone is kept before the sweep moves it aside.
+pub const DECISION_KEEP: Duration = Duration::from_secs(86_400);
+
+/// How often the control room sweeps the queue (`.swept` in the queue folder
+/// records when).
+const SWEEP_EVERY: Duration = Duration::from_secs(600);
+
+/// The reason a rejection without one reaches the agent with.
+pub const NO_REASON: &str = "rejected (no reason given)";
 
 /// The ids of the valid pending requests, oldest first, and whether the queue
 /// exists at all. Read-only: moves nothing, logs nothing (the control room polls it).
@@ -89,8 +120,19 @@ pub fn list_pending_requests(dir: &Path) -> (bool, Vec<Request>) {
         .filter_map(|name| parse_pending(&pending, &name).ok().flatten())
         .map(|(request, _)| request)
         .collect();
+    mark_abandoned(dir, &mut requests);
     sort_requests(&mut requests);
     (true, requests)
+}
+
+/// Sets [`Request::abandoned`] on the requests whose waiter is gone.
+fn mark_abandoned(dir: &Path, requests: &mut [Request]) {
+    let Ok(waiting) = DirHandle::open(&dir.join("waiting")) else {
+        return;
+    };
+    for request in requests {
+        request.abandoned = waiter::liveness(&waiting, &request.id) == Liveness::Gone;
+    }
 }
 
 /// Whether `id` is a request id: `^[A-Za-z0-9_-]{1,64}$`.
@@ -138,6 +180,9 @@ pub struct Request {
     pub cwd: Option<String>,
     #[serde(default)]
     pub body: Option<String>,
+    /// Not stored: set by listings when the process that asked is gone.
+    #[serde(skip)]
+    pub abandoned: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,7 +256,7 @@ pub enum DecisionKind {
 pub struct DoneRecord {
     pub request: Request,
     pub decision: Option<DecisionRecord>,
-    /// `approved`, `rejected`, `timed_out`, `cancelled` or `removed`.
+    /// `approved`, `rejected`, `timed_out`, `cancelled`, `removed` or `abandoned`.
     pub outcome: String,
     pub waited_secs: f64,
 }
@@ -234,12 +279,15 @@ pub enum Outcome {
     Removed,
 }
 
-/// A request written by [`Queue::submit`], to wait on.
-#[derive(Debug, Clone)]
+/// A request written by [`Queue::submit`], to wait on. While it lives, the request
+/// is known to be waited for (its doorbell is bound).
 pub struct Submitted {
     pub request: Request,
     /// sha256 (hex) of the request file.
     pub hash: String,
+    /// Device and inode of the request file: a cheap check that it is still there.
+    file_id: (u64, u64),
+    doorbell: Option<Doorbell>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -259,6 +307,10 @@ pub enum DecideError {
     BadId(String),
     #[error("pending request `{id}` is unreadable: {reason}")]
     BadRequest { id: String, reason: String },
+    #[error(
+        "request `{0}` is abandoned: the process that asked for it is gone, so nobody would receive the decision (`clowder queue --prune` moves it to done/)"
+    )]
+    Abandoned(String),
     #[error("{0}")]
     Io(String),
 }
@@ -284,7 +336,7 @@ impl Queue {
             .create(dir)
             .map_err(|err| QueueError::Io(format!("cannot create {}: {err}", dir.display())))?;
         check_dir(dir, true)?;
-        for sub in ["pending", "decided", "done"] {
+        for sub in ["pending", "decided", "done", "waiting"] {
             let path = dir.join(sub);
             match DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {}
@@ -355,6 +407,7 @@ impl Queue {
                 }
             }
         }
+        mark_abandoned(&self.dir, &mut requests);
         sort_requests(&mut requests);
         (requests, refused)
     }
@@ -378,20 +431,37 @@ impl Queue {
     }
 
     /// Records a human's decision on pending request `id` (`decided/<id>.json`,
-    /// written atomically, bound to the request by its hash).
+    /// written atomically, bound to the request by its hash) and rings its waiter.
+    /// An abandoned request is refused: nobody would receive the decision.
     pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
-        let (_, bytes) = self.get(id)?;
         let (kind, reason) = match decision {
             Decision::Approve => (DecisionKind::Approve, None),
             Decision::Reject(reason) => (DecisionKind::Reject, Some(reason)),
         };
-        self.write_decision(id, kind, reason, &bytes)
+        self.decide_with(id, kind, reason)
     }
 
     /// [`Queue::decide`] for an approval that carries a reason.
     pub fn approve_with_reason(&self, id: &str, reason: Option<String>) -> Result<(), DecideError> {
+        self.decide_with(id, DecisionKind::Approve, reason)
+    }
+
+    fn decide_with(
+        &self,
+        id: &str,
+        kind: DecisionKind,
+        reason: Option<String>,
+    ) -> Result<(), DecideError> {
         let (_, bytes) = self.get(id)?;
-        self.write_decision(id, DecisionKind::Approve, reason, &bytes)
+        let waiting = self
+            .open_sub("waiting")
+            .map_err(|e| DecideError::Io(e.to_string()))?;
+        if waiter::liveness(&waiting, id) == Liveness::Gone {
+            return Err(DecideError::Abandoned(id.to_string()));
+        }
+        self.write_decision(id, kind, reason, &bytes)?;
+        waiter::ring(&waiting, id);
+        Ok(())
     }
 
     fn write_decision(
@@ -417,9 +487,10 @@ impl Queue {
     }
 
     /// Writes a new request into `pending/` (under a temporary name in the queue
-    /// folder first, then renamed, so a reader never sees half a file). The id is
-    /// chosen here; `request.id` and `request.created` are overwritten. A request
-    /// too large for the queue has its longest texts shortened.
+    /// folder first, then renamed, so a reader never sees half a file), its doorbell
+    /// bound before it shows. The id is chosen here; `request.id` and
+    /// `request.created` are overwritten. A request too large for the queue has its
+    /// longest texts shortened.
     pub fn submit(&self, mut request: Request) -> Result<Submitted, QueueError> {
         let root = DirHandle::open(&self.dir)
             .map_err(|err| QueueError::Io(format!("cannot open {}: {err}", self.dir.display())))?;
@@ -429,30 +500,22 @@ impl Queue {
             request.created = Utc::now();
             let taken = ["pending", "decided", "done"]
                 .iter()
-                .any(|sub| self.sub(sub).join(format!("{}.json", request.id)).exists());
+                .any(|sub| self.sub(sub).join(format!("{}.json", request.id)).exists())
+                || self
+                    .sub("waiting")
+                    .join(format!("{}.sock", request.id))
+                    .exists();
             if taken {
                 continue;
             }
             let bytes = encode_within_limit(&mut request)?;
             let temp_name = format!(".tmp-{}-{}", request.id, std::process::id());
-            let temp_path = self.dir.join(&temp_name);
-            let written = (|| -> io::Result<()> {
-                let mut file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&temp_path)?;
-                file.write_all(&bytes)?;
-                file.sync_all()
-            })();
-            if let Err(err) = written {
-                let _ = std::fs::remove_file(&temp_path);
-                return Err(QueueError::Io(format!(
-                    "cannot write {}: {err}",
-                    temp_path.display()
-                )));
-            }
+            let file_id = self.write_temp(&temp_name, &bytes)?;
+            // Without a doorbell the wait still works, by looking more often.
+            let doorbell = self
+                .open_sub("waiting")
+                .ok()
+                .and_then(|waiting| Doorbell::bind(waiting, &request.id).ok());
             let final_name = format!("{}.json", request.id);
             match rename_no_replace(&root, &temp_name, &pending, &final_name) {
                 Ok(()) => {
@@ -460,13 +523,15 @@ impl Queue {
                     return Ok(Submitted {
                         hash: sha256_hex(&bytes),
                         request,
+                        file_id,
+                        doorbell,
                     });
                 }
                 Err(nix::errno::Errno::EEXIST) => {
-                    let _ = std::fs::remove_file(&temp_path);
+                    let _ = std::fs::remove_file(self.dir.join(&temp_name));
                 }
                 Err(err) => {
-                    let _ = std::fs::remove_file(&temp_path);
+                    let _ = std::fs::remove_file(self.dir.join(&temp_name));
                     return Err(QueueError::Io(format!(
                         "cannot move the request into {}: {err}",
                         self.sub("pending").display()
@@ -477,9 +542,33 @@ impl Queue {
         Err(QueueError::Io("cannot find a free request id".into()))
     }
 
+    /// Writes `bytes` to a new file `name` in the queue folder, synced; returns its
+    /// device and inode.
+    fn write_temp(&self, name: &str, bytes: &[u8]) -> Result<(u64, u64), QueueError> {
+        let temp_path = self.dir.join(name);
+        let written = (|| -> io::Result<(u64, u64)> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temp_path)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            let meta = file.metadata()?;
+            Ok((meta.dev(), meta.ino()))
+        })();
+        written.map_err(|err| {
+            let _ = std::fs::remove_file(&temp_path);
+            QueueError::Io(format!("cannot write {}: {err}", temp_path.display()))
+        })
+    }
+
     /// Waits for a decision on `submitted`, up to `timeout` (`None`: forever).
-    /// `cancelled` is polled often; a `Some(signal)` ends the wait. Whatever the
-    /// outcome, the request leaves `pending/` for `done/<id>.json`.
+    /// `cancelled` is asked at every wake (a signal to this process wakes it); a
+    /// `Some(signal)` ends the wait. Whatever the outcome, the request leaves
+    /// `pending/` for `done/<id>.json`. Only this request's own files are looked at:
+    /// when its doorbell rings, and every [`RESCAN`].
     pub fn wait(
         &self,
         submitted: &Submitted,
@@ -487,26 +576,6 @@ impl Queue {
         cancelled: &dyn Fn() -> Option<i32>,
     ) -> Result<Outcome, QueueError> {
         let started = Instant::now();
-        let (tx, rx) = mpsc::channel::<()>();
-        // The watcher only hints; the timer below rescans regardless, so events the
-        // watcher merges or loses cost at most one rescan period.
-        let _watcher = {
-            use notify::Watcher;
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if is_change_hint(&event) {
-                    let _ = tx.send(());
-                }
-            })
-            .ok()
-            .and_then(|mut watcher| {
-                watcher
-                    .watch(&self.sub("decided"), notify::RecursiveMode::NonRecursive)
-                    .ok()?;
-                let _ = watcher.watch(&self.sub("pending"), notify::RecursiveMode::NonRecursive);
-                Some(watcher)
-            })
-        };
-        let id = submitted.request.id.clone();
         let decided = self.open_sub("decided")?;
         let pending = self.open_sub("pending")?;
         loop {
@@ -514,41 +583,21 @@ impl Queue {
                 return Ok(self.finish(submitted, None, Outcome::Cancelled { signal }, started));
             }
             if let Some(record) = self.check_decision(&decided, submitted) {
-                let outcome = match record.decision {
-                    DecisionKind::Approve => Outcome::Approved {
-                        reason: record.reason.clone(),
-                    },
-                    DecisionKind::Reject => Outcome::Rejected {
-                        reason: record
-                            .reason
-                            .clone()
-                            .filter(|r| !r.trim().is_empty())
-                            .unwrap_or_else(|| "rejected (no reason given)".into()),
-                    },
-                };
+                let outcome = outcome_of(&record);
                 return Ok(self.finish(submitted, Some(record), outcome, started));
             }
-            let still_pending = match pending.read(&format!("{id}.json")) {
-                Ok(Some(bytes)) => sha256_hex(&bytes) == submitted.hash,
-                Ok(None) => false,
-                Err(_) => false,
-            };
-            if !still_pending {
+            if !still_pending(&pending, submitted) {
                 // A decision written just before the request vanished still counts.
                 if let Some(record) = self.check_decision(&decided, submitted) {
-                    let outcome = match record.decision {
-                        DecisionKind::Approve => Outcome::Approved {
-                            reason: record.reason.clone(),
-                        },
-                        DecisionKind::Reject => Outcome::Rejected {
-                            reason: record.reason.clone().unwrap_or_default(),
-                        },
-                    };
+                    let outcome = outcome_of(&record);
                     return Ok(self.finish(submitted, Some(record), outcome, started));
                 }
                 return Ok(self.finish(submitted, None, Outcome::Removed, started));
             }
-            let mut nap = RESCAN;
+            let mut nap = match &submitted.doorbell {
+                Some(_) => RESCAN,
+                None => RESCAN_WITHOUT_BELL,
+            };
             if let Some(timeout) = timeout {
                 let elapsed = started.elapsed();
                 if elapsed >= timeout {
@@ -556,9 +605,9 @@ impl Queue {
                 }
                 nap = nap.min(timeout - elapsed);
             }
-            // Wake on a watcher hint or the timer; drain merged hints.
-            if rx.recv_timeout(nap).is_ok() {
-                while rx.try_recv().is_ok() {}
+            match &submitted.doorbell {
+                Some(bell) => bell.nap(nap),
+                None => std::thread::sleep(nap),
             }
         }
     }
@@ -598,7 +647,6 @@ impl Queue {
         started: Instant,
     ) -> Outcome {
         let waited_secs = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
-        let id = submitted.request.id.clone();
         let label = match &outcome {
             Outcome::Approved { .. } => "approved",
             Outcome::Rejected { .. } => "rejected",
@@ -606,8 +654,28 @@ impl Queue {
             Outcome::Cancelled { .. } => "cancelled",
             Outcome::Removed => "removed",
         };
+        let event = match &outcome {
+            Outcome::Approved { .. } | Outcome::Rejected { .. } => "approval_decided",
+            Outcome::TimedOut => "approval_timeout",
+            Outcome::Cancelled { .. } | Outcome::Removed => "approval_cancelled",
+        };
+        self.move_to_done(&submitted.request, decision, label, event, waited_secs);
+        outcome
+    }
+
+    /// Writes `done/<id>.json` (request, decision, outcome), then removes the
+    /// request and its decision, and logs `event`.
+    fn move_to_done(
+        &self,
+        request: &Request,
+        decision: Option<DecisionRecord>,
+        label: &str,
+        event: &'static str,
+        waited_secs: f64,
+    ) {
+        let id = request.id.clone();
         let record = DoneRecord {
-            request: submitted.request.clone(),
+            request: request.clone(),
             decision: decision.clone(),
             outcome: label.to_string(),
             waited_secs,
@@ -622,11 +690,7 @@ impl Queue {
                 }
             }
         }
-        let mut event = ApprovalEvent::new(match &outcome {
-            Outcome::Approved { .. } | Outcome::Rejected { .. } => "approval_decided",
-            Outcome::TimedOut => "approval_timeout",
-            Outcome::Cancelled { .. } | Outcome::Removed => "approval_cancelled",
-        });
+        let mut event = ApprovalEvent::new(event);
         event.id = Some(id);
         event.waited_secs = Some(waited_secs);
         event.outcome = Some(label.to_string());
@@ -634,7 +698,6 @@ impl Queue {
             event.reason = record.reason.clone();
         }
         self.log(&event);
-        outcome
     }
 
     /// Logs a refused file and moves it into `done/` (`rejected-…`); if it cannot be
@@ -674,6 +737,35 @@ impl Queue {
             "left in place".to_string()
         });
         self.log(&event);
+    }
+}
+
+/// What a decision means for the one who waits: the only place a decision becomes
+/// an outcome. A rejection without a reason (or with only blanks) says so.
+pub fn outcome_of(record: &DecisionRecord) -> Outcome {
+    let reason = record.reason.clone().filter(|r| !r.trim().is_empty());
+    match record.decision {
+        DecisionKind::Approve => Outcome::Approved { reason },
+        DecisionKind::Reject => Outcome::Rejected {
+            reason: reason.unwrap_or_else(|| NO_REASON.to_string()),
+        },
+    }
+}
+
+/// Whether `submitted`'s own request file is still in `pending/`: the same file
+/// (device and inode), else the same bytes.
+fn still_pending(pending: &DirHandle, submitted: &Submitted) -> bool {
+    let name = format!("{}.json", submitted.request.id);
+    match nix::sys::stat::fstatat(
+        pending.fd(),
+        name.as_str(),
+        nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+    ) {
+        Ok(stat) if (stat.st_dev, stat.st_ino) == submitted.file_id => true,
+        Ok(_) => {
+            matches!(pending.read(&name), Ok(Some(bytes)) if sha256_hex(&bytes) == submitted.hash)
+        }
+        Err(_) => false,
     }
 }
 
@@ -913,6 +1005,7 @@ mod tests {
             session_id: None,
             cwd: None,
             body: None,
+            abandoned: false,
         };
         let bytes = encode_within_limit(&mut request).expect("fits");
         assert!(bytes.len() as u64 <= safe_read::MAX_FILE_BYTES);

@@ -1083,6 +1083,7 @@ impl Runtime {
             session_id: None,
             cwd: Some(self.options.working_dir.display().to_string()),
             body: Some(prompt.chars().take(16 * 1024).collect()),
+            abandoned: false,
         };
         self.ask_through_queue(request, |approved, reason| Input::SessionApproval {
             approved,
@@ -1113,6 +1114,7 @@ impl Runtime {
             body: Some(format!(
                 "The session is paused. Approve to let it go on (the count starts again), reject to kill it.\n\n{tool}  {input}"
             )),
+            abandoned: false,
         };
         self.ask_through_queue(request, move |approved, reason| Input::DoomLoopApproval {
             global,

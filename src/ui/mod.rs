@@ -342,14 +342,15 @@ async fn event_loop(
                         prefixes,
                         covers,
                     } => {
-                        decide(
+                        let decided = decide(
                             approvals_dir,
                             &id,
                             crate::approvals::Decision::Approve,
                             &mut log_tx_local,
                         );
-                        let covers = crate::approvals::escape(&covers);
-                        let note =
+                        // A refused approval (an abandoned request) adds no rule.
+                        let note = decided.then(|| {
+                            let covers = crate::approvals::escape(&covers);
                             match crate::config::add_allow_rule(config_path, &tool, &prefixes) {
                                 Ok(()) if prefixes.is_empty() => (Level::Info, covers),
                                 Ok(()) => (
@@ -359,8 +360,11 @@ async fn event_loop(
                                 Err(err) => {
                                     (Level::Error, format!("cannot add the allow rule: {err}"))
                                 }
-                            };
-                        log_tx_local.push((Utc::now(), note.0, note.1));
+                            }
+                        });
+                        if let Some((level, text)) = note {
+                            log_tx_local.push((Utc::now(), level, text));
+                        }
                         let _ = hint_tx.send(());
                     }
                     UiCommand::Reject { id, reason } => {
@@ -439,6 +443,7 @@ fn spawn_queue_scanner(
             while hints.try_recv().is_ok() {}
             let scan_dir = dir.clone();
             let listing = tokio::task::spawn_blocking(move || {
+                crate::approvals::sweep_if_due(&scan_dir);
                 crate::approvals::list_pending_requests(&scan_dir)
             })
             .await;
@@ -469,28 +474,33 @@ fn watch_queue(dir: &Path, hints: mpsc::UnboundedSender<()>) -> Option<notify::R
     Some(watcher)
 }
 
-/// Writes a decision into the queue; a failure shows in the event pane.
+/// Writes a decision into the queue; a failure (an abandoned request is refused)
+/// shows in the event pane. Whether the decision was written.
 fn decide(
     dir: &Path,
     id: &str,
     decision: crate::approvals::Decision,
     errors: &mut Vec<(DateTime<Utc>, Level, String)>,
-) {
+) -> bool {
     let what = match &decision {
         crate::approvals::Decision::Approve => "approved".to_string(),
         crate::approvals::Decision::Reject(reason) => format!("rejected: {reason}"),
     };
     let result = crate::approvals::Queue::open(dir)
-        .map_err(|err| err.to_string())
-        .and_then(|queue| queue.decide(id, decision).map_err(|err| err.to_string()));
-    match result {
-        Ok(()) => errors.push((Utc::now(), Level::Info, format!("request {id} {what}"))),
-        Err(err) => errors.push((
-            Utc::now(),
-            Level::Error,
-            format!("cannot decide request {id}: {err}"),
-        )),
-    }
+        .map_err(|err| crate::approvals::DecideError::Io(err.to_string()))
+        .and_then(|queue| queue.decide(id, decision));
+    let decided = result.is_ok();
+    let text = match result {
+        Ok(()) => format!("request {id} {what}"),
+        // First words first: the events pane may be narrow.
+        Err(crate::approvals::DecideError::Abandoned(_)) => format!(
+            "refused: request {id} is abandoned, the process that asked is gone (`clowder queue --prune` clears it)"
+        ),
+        Err(err) => format!("cannot decide request {id}: {err}"),
+    };
+    let level = if decided { Level::Info } else { Level::Error };
+    errors.push((Utc::now(), level, text));
+    decided
 }
 
 fn output_msg(update: FollowUpdate) -> Msg {

@@ -1,5 +1,8 @@
 //! The approvals pane: what waits for a human, oldest first, with how long it has
-//! waited; `a` approves the selected request, `r` rejects it with a reason.
+//! waited; `a` approves the selected request, `r` rejects it with a reason. A
+//! request whose waiter is gone is marked abandoned (deciding it is refused).
+//! Texts too long for the pane end with `…` at a word's end; paths lose their
+//! middle and keep the file name.
 
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
@@ -9,20 +12,133 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{pane_block, short_duration, title};
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
 use crate::approvals::{DoneRecord, Request, RequestKind, escape};
 use crate::ui::app::{AppState, Pane};
 
-/// `▶ Bash  rm -rf build` for a tool call, `? title` for a question; escaped.
-pub fn request_line(request: &Request) -> String {
+/// The tool input keys whose value is a path (shortened in the middle).
+const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
+
+/// `▶ Bash  rm -rf build` for a tool call, `? title` for a question, `● title` for
+/// a session; escaped, in at most `width` columns.
+fn request_line(request: &Request, width: usize) -> String {
+    let (head, text) = request_parts(request);
+    let head = fit_words(&head, width);
+    let room = width.saturating_sub(head.width());
+    let text = if is_path(request) {
+        fit_path(&text, room)
+    } else {
+        fit_words(&text, room)
+    };
+    format!("{head}{text}")
+}
+
+/// The columns [`request_line`] needs to keep the first word, or the file name,
+/// whole.
+fn essential_width(request: &Request) -> usize {
+    let (head, text) = request_parts(request);
+    let essential = if is_path(request) {
+        text.rsplit('/').next().map_or(0, |name| name.width() + 2)
+    } else {
+        text.split(' ').next().map_or(0, |word| word.width() + 1)
+    };
+    head.width() + essential.min(text.width())
+}
+
+/// The marker and head, and the text that may be shortened; both escaped. An
+/// abandoned request's marker is `⊘`.
+fn request_parts(request: &Request) -> (String, String) {
+    let marker = |usual: &'static str| if request.abandoned { "⊘" } else { usual };
     match request.kind {
-        RequestKind::Tool => format!(
-            "▶ {}  {}",
-            escape(request.tool_name.as_deref().unwrap_or("tool")),
-            escape(&request.subject())
+        RequestKind::Tool => (
+            format!(
+                "{} {}  ",
+                marker("▶"),
+                escape(request.tool_name.as_deref().unwrap_or("tool"))
+            ),
+            escape(&request.subject()),
         ),
-        RequestKind::Ask => format!("? {}", escape(&request.title)),
-        RequestKind::Session => format!("● {}", escape(&request.title)),
+        RequestKind::Ask => (format!("{} ", marker("?")), escape(&request.title)),
+        RequestKind::Session => (format!("{} ", marker("●")), escape(&request.title)),
     }
+}
+
+fn is_path(request: &Request) -> bool {
+    request.kind == RequestKind::Tool
+        && request.tool_input.as_ref().is_some_and(|input| {
+            PATH_KEYS
+                .iter()
+                .any(|key| input.get(key).is_some_and(|v| v.is_string()))
+        })
+}
+
+/// `text` in at most `width` columns: whole words and `…` (a single word too long
+/// for the room is cut, with `…`).
+fn fit_words(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_string();
+    }
+    let room = width.saturating_sub(1);
+    let mut end = 0;
+    for (at, c) in text.char_indices() {
+        if c == ' ' && text[..at].trim_end().width() <= room {
+            end = text[..at].trim_end().len();
+        }
+    }
+    if end == 0 {
+        return format!("{}…", take_width(text, room));
+    }
+    format!("{}…", &text[..end])
+}
+
+/// A path in at most `width` columns: `…/` and as many of its last parts as fit,
+/// the file name always (itself cut from the left when even it does not fit).
+fn fit_path(path: &str, width: usize) -> String {
+    if path.width() <= width {
+        return path.to_string();
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let mut kept = String::new();
+    for part in parts.iter().rev() {
+        let candidate = if kept.is_empty() {
+            part.to_string()
+        } else {
+            format!("{part}/{kept}")
+        };
+        if candidate.width() + 2 > width && !kept.is_empty() {
+            break;
+        }
+        kept = candidate;
+    }
+    if kept.width() + 2 <= width {
+        return format!("…/{kept}");
+    }
+    let tail: String = {
+        let mut taken = Vec::new();
+        let mut used = 0;
+        for c in kept.chars().rev() {
+            used += c.width().unwrap_or(0);
+            if used + 1 > width {
+                break;
+            }
+            taken.push(c);
+        }
+        taken.into_iter().rev().collect()
+    };
+    format!("…{tail}")
+}
+
+/// The longest start of `text` at most `width` columns wide.
+fn take_width(text: &str, width: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > width {
+            return &text[..at];
+        }
+    }
+    text
 }
 
 /// The history view: finished requests, newest first, with how each ended.
@@ -32,7 +148,8 @@ fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, are
         Pane::Approvals,
         title(format!("Approvals · history ({}) · h back", records.len())),
     );
-    let height = block.inner(area).height as usize;
+    let inner = block.inner(area);
+    let (height, width) = (inner.height as usize, inner.width as usize);
     let lines: Vec<Line> = if records.is_empty() {
         vec![Line::styled(
             "no finished requests yet",
@@ -49,23 +166,27 @@ fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, are
                     "timed_out" => ("◌", Color::Yellow),
                     _ => ("·", Color::DarkGray),
                 };
+                let ended = format!(
+                    "  {} · {}",
+                    record.outcome.replace('_', " "),
+                    short_duration(record.waited_secs as i64)
+                );
+                let request =
+                    request_line(&record.request, width.saturating_sub(2 + ended.width()));
+                // The reason takes what room is left, if enough for a word.
+                let room = width.saturating_sub(2 + request.width() + ended.width());
                 let reason = record
                     .decision
                     .as_ref()
                     .and_then(|d| d.reason.as_deref())
-                    .filter(|r| !r.is_empty())
-                    .map_or_else(String::new, |r| format!(": {}", escape(r)));
+                    .filter(|r| !r.is_empty() && room >= 6)
+                    .map_or_else(String::new, |r| {
+                        fit_words(&format!(" · {}", escape(r)), room)
+                    });
                 Line::from(vec![
                     Span::styled(format!("{mark} "), Style::default().fg(color)),
-                    Span::raw(request_line(&record.request)),
-                    Span::styled(
-                        format!(
-                            "  {}{reason} · {}",
-                            record.outcome.replace('_', " "),
-                            short_duration(record.waited_secs as i64)
-                        ),
-                        Style::default().fg(Color::DarkGray),
-                    ),
+                    Span::raw(request),
+                    Span::styled(ended + &reason, Style::default().fg(Color::DarkGray)),
                 ])
             })
             .collect()
@@ -79,13 +200,29 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         return;
     }
     let count = state.approvals.len();
-    let name = if count > 0 {
-        format!("Approvals ({count} waiting) · a approve · r reject")
-    } else {
+    let abandoned = state.approvals.iter().filter(|r| r.abandoned).count();
+    let inner_width = area.width.saturating_sub(4) as usize;
+    let name = if count == 0 {
         "Approvals".to_string()
+    } else {
+        let waiting = if abandoned > 0 {
+            format!("{} waiting, ⊘ {abandoned} abandoned", count - abandoned)
+        } else {
+            format!("{count} waiting")
+        };
+        [
+            format!("Approvals ({waiting}) · a approve · r reject"),
+            format!("Approvals ({waiting}) · a · r"),
+            format!("Approvals ({waiting})"),
+            format!("Approvals ({} waiting, ⊘ {abandoned})", count - abandoned),
+        ]
+        .into_iter()
+        .find(|name| name.width() <= inner_width)
+        .unwrap_or_else(|| format!("Approvals ({count})"))
     };
     let block = pane_block(state, Pane::Approvals, title(name));
-    let height = block.inner(area).height as usize;
+    let inner = block.inner(area);
+    let (height, width) = (inner.height as usize, inner.width as usize);
     let lines: Vec<Line> = if count == 0 {
         let text = if state.approvals_dir_exists {
             "nothing waiting for you"
@@ -104,10 +241,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             .skip(start)
             .take(height)
             .map(|(index, request)| {
-                let waited = short_duration(request.age_secs(now));
+                let (tail, tail_color, color) = if request.abandoned {
+                    ("  abandoned".to_string(), Color::Red, Color::DarkGray)
+                } else {
+                    let waited = format!("  {}", short_duration(request.age_secs(now)));
+                    (waited, Color::DarkGray, Color::Yellow)
+                };
+                // The age (or the word "abandoned": the ⊘ stays) gives way to keep
+                // the first word or the file name whole.
+                let keep = essential_width(request) + tail.width() <= width
+                    || essential_width(request) > width;
+                let tail = if keep { tail } else { String::new() };
+                let room = width.saturating_sub(tail.width());
                 let mut line = Line::from(vec![
-                    Span::styled(request_line(request), Style::default().fg(Color::Yellow)),
-                    Span::styled(format!("  {waited}"), Style::default().fg(Color::DarkGray)),
+                    Span::styled(request_line(request, room), Style::default().fg(color)),
+                    Span::styled(tail, Style::default().fg(tail_color)),
                 ]);
                 if index == state.approval_selected {
                     line = line.patch_style(Style::default().add_modifier(Modifier::REVERSED));
@@ -117,4 +265,29 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             .collect()
     };
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_kept_whole() {
+        assert_eq!(
+            fit_words("cargo test --release", 40),
+            "cargo test --release"
+        );
+        assert_eq!(fit_words("cargo test --release", 15), "cargo test…");
+        assert_eq!(fit_words("supercalifragilistic", 8), "superca…");
+        assert_eq!(fit_words("abc", 0), "…");
+    }
+
+    #[test]
+    fn paths_keep_their_file_name() {
+        let path = "/home/me/app/lib/features/navigation/oi_sidebar.dart";
+        assert_eq!(fit_path(path, 80), path);
+        assert_eq!(fit_path(path, 29), "…/navigation/oi_sidebar.dart");
+        assert_eq!(fit_path(path, 18), "…/oi_sidebar.dart");
+        assert_eq!(fit_path(path, 10), "…ebar.dart");
+    }
 }
