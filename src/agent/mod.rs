@@ -11,11 +11,12 @@
 //! patterns only for lines that are not JSON objects (other agents, stderr), so
 //! that source code quoted in tool results can never fake a rate limit.
 
+mod classify;
 pub mod follow;
-mod scan;
 pub mod stream;
+mod text;
 
-pub use scan::{
+pub use classify::{
     Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
     scan_output_with,
 };
