@@ -23,6 +23,9 @@ use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAcces
 /// Longest part of one line kept in memory; the rest of a longer line is dropped.
 pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
 
+/// A UTF-8 byte-order mark, which some tools put before a line.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
 /// Large reads keep syscall overhead negligible on multi-hundred-MB files.
 const READ_BUF_BYTES: usize = 256 * 1024;
 
@@ -175,6 +178,9 @@ pub struct OutputScan {
     pub lines: u64,
     /// Lines that parsed as JSON objects.
     pub json_lines: u64,
+    /// `rate_limit_event`s rejected while the account paid for overage: the
+    /// agent went on working, so these are not rate limits.
+    pub overage_events: u64,
 }
 
 /// Streams the file once. Never panics on any bytes; io errors are returned.
@@ -292,6 +298,7 @@ struct Scanner<D: Deref<Target = Detectors>> {
     last_result_fatal: Option<String>,
     /// A fatal error from anything but `result` lines (the first one found).
     fatal: Option<String>,
+    overage_events: u64,
 }
 
 impl<D: Deref<Target = Detectors>> Scanner<D> {
@@ -307,6 +314,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             last_result: None,
             last_result_fatal: None,
             fatal: None,
+            overage_events: 0,
         }
     }
 
@@ -371,6 +379,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             commit_pattern_seen: self.commit_pattern_seen,
             lines: self.lines,
             json_lines: self.json_lines,
+            overage_events: self.overage_events,
         }
     }
 
@@ -378,6 +387,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         self.lines += 1;
         let number = self.lines;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(BOM).unwrap_or(line);
 
         if !self.commit_pattern_seen
             && let Some(commit) = &self.det.commit
@@ -406,10 +416,19 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             self.json_lines += 1;
             return;
         }
-        if looks_like_object && let Ok(event) = serde_json::from_slice::<Event>(line) {
-            self.json_lines += 1;
-            self.check_event(&event, number);
-            return;
+        if looks_like_object {
+            match serde_json::from_slice::<Event>(line) {
+                Ok(event) => {
+                    self.json_lines += 1;
+                    self.check_event(&event, number);
+                    return;
+                }
+                // An object cut mid-write (the agent was killed) is an event
+                // whose end is missing, not agent chatter: what it quotes
+                // must not read as a limit.
+                Err(err) if err.is_eof() => return,
+                Err(_) => {}
+            }
         }
         self.check_text(line, number);
     }
@@ -444,12 +463,24 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                     line: number,
                     limit,
                 });
+                // The agent went on and finished: whatever limit it met
+                // before did not stop the session.
+                if !result_failed(event)
+                    && self.last_result.is_none()
+                    && self.last_result_fatal.is_none()
+                {
+                    self.best = None;
+                }
             }
             Some("rate_limit_event") => {
                 let Some(Field::Object(info)) = &event.rate_limit_info else {
                     return;
                 };
                 if get(info, "status").and_then(Scalar::as_str) != Some("rejected") {
+                    return;
+                }
+                if get(info, "isUsingOverage").and_then(Scalar::as_bool) == Some(true) {
+                    self.overage_events += 1;
                     return;
                 }
                 let reason = match get(info, "rateLimitType").and_then(Scalar::as_str) {
@@ -970,3 +1001,6 @@ fn may_signal_rate_limit(line: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod transcript_tests;

@@ -29,8 +29,10 @@ impl StreamParser {
                 line.text.insert_str(0, "┆ ");
             }
         }
-        let usage = self.claude.result_usage.unwrap_or(self.claude.summed);
-        self.set_tokens(usage);
+        let main = self.stats.model.as_deref();
+        let total = self.claude.total_usage(main);
+        self.stats.tokens_by_model = self.claude.tokens_by_model(main);
+        self.set_tokens(total);
         self.stats.turns = self
             .claude
             .result_turns
@@ -190,7 +192,7 @@ impl StreamParser {
         let synthetic = error.is_some() || model.as_deref() == Some("<synthetic>");
         if !synthetic {
             if self.stats.model.is_none()
-                && let Some(model) = model.filter(|m| !m.is_empty())
+                && let Some(model) = model.as_ref().filter(|m| !m.is_empty())
             {
                 self.stats.model = Some(clean(&model));
             }
@@ -200,6 +202,14 @@ impl StreamParser {
                 let entry = claude.usage_by_message.entry(id.into_owned()).or_default();
                 if let Some(usage) = usage {
                     entry.replace_in(&mut claude.summed, usage);
+                    let name = model
+                        .as_deref()
+                        .filter(|m| !m.is_empty())
+                        .map(clean)
+                        .or_else(|| self.stats.model.clone())
+                        .unwrap_or_default();
+                    let by_model = claude.by_model.entry(name).or_default();
+                    entry.replace_in(by_model, usage);
                     *entry = usage;
                 }
             }
@@ -406,27 +416,45 @@ impl StreamParser {
         if let Some(id) = event.get_str("session_id").filter(|id| !id.is_empty()) {
             self.stats.agent_session_id = Some(clean(&id));
         }
-        if let Some(usage) = event.get("usage").and_then(claude_usage) {
-            self.claude.result_usage = Some(usage);
-        }
-        if turns.is_some() {
-            self.claude.result_turns = turns;
-        }
-        if cost.is_some() {
-            self.stats.cost_usd = cost;
-        }
-        if duration.is_some() {
-            self.stats.duration_ms = duration;
-        }
-        self.stats.result_subtype = subtype.clone();
-        self.stats.result_is_error = is_error;
-        self.stats.result_text = result
-            .as_deref()
-            .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
-        self.note_final_text(result.as_deref());
-
         let failed =
             is_error == Some(true) || subtype.as_deref().is_some_and(|s| s.starts_with("error"));
+        // Each result reports the session so far; a later one (Claude Code
+        // 2.1 may add an empty `error_during_execution` after a success)
+        // never takes back what an earlier one reported.
+        let did_nothing = failed && turns == Some(0);
+        let first_result =
+            self.stats.result_subtype.is_none() && self.stats.result_is_error.is_none();
+        if let Some(Json::Obj(models)) = event.get("modelUsage") {
+            for (name, usage) in models {
+                let Some(usage) = model_usage(usage) else {
+                    continue;
+                };
+                let kept = self
+                    .claude
+                    .result_by_model
+                    .entry(clean(&name.decode()))
+                    .or_default();
+                *kept = kept.max(usage);
+            }
+        }
+        if let Some(usage) = event.get("usage").and_then(claude_usage) {
+            self.claude.result_usage =
+                Some(self.claude.result_usage.unwrap_or_default().max(usage));
+        }
+        self.claude.result_turns = self.claude.result_turns.max(turns);
+        self.stats.cost_usd = match (self.stats.cost_usd, cost) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        self.stats.duration_ms = self.stats.duration_ms.max(duration);
+        if first_result || !did_nothing {
+            self.stats.result_subtype = subtype.clone();
+            self.stats.result_is_error = is_error;
+            self.stats.result_text = result
+                .as_deref()
+                .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
+            self.note_final_text(result.as_deref());
+        }
         // API failures arrive as subtype "success" with is_error true: the
         // subtype alone would call them a success.
         let mut label = match subtype.as_deref() {
@@ -447,14 +475,15 @@ impl StreamParser {
         if let Some(ms) = duration {
             parts.push(format_duration(ms));
         }
-        let usage = self.claude.result_usage.unwrap_or(self.claude.summed);
-        let detail = format!(
-            "input tokens: {}\noutput tokens: {}\ncache read tokens: {}\ncache write tokens: {}",
-            group(usage.input),
-            group(usage.output),
-            group(usage.cache_read),
-            group(usage.cache_write)
-        );
+        let main = self.stats.model.as_deref();
+        let mut detail = usage_text(self.claude.total_usage(main));
+        let by_model = self.claude.tokens_by_model(main);
+        if by_model.len() > 1 {
+            for (model, tokens) in &by_model {
+                detail.push_str(&format!("\n\n{model}\n"));
+                detail.push_str(&usage_text(Usage::from(*tokens)));
+            }
+        }
         out.push(
             line(LineKind::Result, fit(parts.join(" · ")))
                 .with_detail(Some(detail))
@@ -509,11 +538,42 @@ impl StreamParser {
             };
             text.push_str(&format!(" resets {when} UTC"));
         }
+        // Past the limit but paying for overage: the agent goes on working.
+        let overage = info.get("isUsingOverage").and_then(Json::bool) == Some(true);
+        if overage {
+            text.push_str(" · using overage");
+            self.stats.overage_events += 1;
+        }
         let (pretty, complete) = json_text(info, true);
         out.push(
             line(LineKind::RateLimit, fit(text))
                 .with_detail(self.detail(pretty, complete))
-                .with_error(status == "rejected"),
+                .with_error(status == "rejected" && !overage),
         );
     }
+}
+
+/// The four token counts, one per line, for a detail view.
+fn usage_text(usage: Usage) -> String {
+    format!(
+        "input tokens: {}\noutput tokens: {}\ncache read tokens: {}\ncache write tokens: {}",
+        group(usage.input),
+        group(usage.output),
+        group(usage.cache_read),
+        group(usage.cache_write)
+    )
+}
+
+/// One model's entry of a result's `modelUsage` (camel-case keys).
+fn model_usage(usage: &Json<'_>) -> Option<Usage> {
+    if !matches!(usage, Json::Obj(_)) {
+        return None;
+    }
+    let field = |key: &str| usage.get_u64(key).unwrap_or(0);
+    Some(Usage {
+        input: field("inputTokens"),
+        output: field("outputTokens"),
+        cache_read: field("cacheReadInputTokens"),
+        cache_write: field("cacheCreationInputTokens"),
+    })
 }

@@ -118,10 +118,23 @@ pub struct SessionStats {
     pub model: Option<String>,
     pub agent_session_id: Option<String>,
     pub duration_ms: Option<u64>,
+    /// Rate-limit events passed by paying for overage (not limits).
+    pub overage_events: u64,
+    /// Tokens per model (subagents' models included), Claude only.
+    pub tokens_by_model: BTreeMap<String, ModelTokens>,
     /// Every line, empty ones and a final line without newline included.
     pub lines: u64,
     /// Lines read as JSON objects (not counted once the format is `Text`).
     pub json_lines: u64,
+}
+
+/// One model's tokens in a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ModelTokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
 }
 
 /// One tool call as the doom-loop detector compares them: the same name and the
@@ -165,8 +178,12 @@ struct ClaudeState {
     usage_by_message: HashMap<String, Usage>,
     /// Sum of `usage_by_message`, kept current so no event re-sums the map.
     summed: Usage,
-    /// The result line's usage is the session total and wins when present.
+    /// The largest usage a result line reported: the main model's only.
     result_usage: Option<Usage>,
+    /// Usage per model, from the assistant messages (subagents included).
+    by_model: BTreeMap<String, Usage>,
+    /// Usage per model as the result's `modelUsage` reported it.
+    result_by_model: BTreeMap<String, Usage>,
     result_turns: Option<u64>,
     /// tool_use ids already shown and counted.
     seen_tool_uses: HashSet<String>,
@@ -187,7 +204,81 @@ struct Usage {
     cache_write: u64,
 }
 
+impl ClaudeState {
+    /// Per model: what a result reported (it is exact), else what the
+    /// messages added up to. A result's plain `usage` is the main model's only.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
+        let mut all = self.by_model.clone();
+        for (model, usage) in &self.result_by_model {
+            all.insert(model.clone(), *usage);
+        }
+        if let (Some(usage), Some(main)) = (self.result_usage, main)
+            && !self.result_by_model.contains_key(main)
+        {
+            all.insert(main.to_owned(), usage);
+        }
+        all.into_iter()
+            .map(|(model, usage)| (model, ModelTokens::from(usage)))
+            .collect()
+    }
+
+    /// The session's tokens, every model's: subagents' tokens stay counted
+    /// when the result (the main model's) arrives.
+    fn total_usage(&self, main: Option<&str>) -> Usage {
+        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
+        match main {
+            Some(_) if reported => self
+                .tokens_by_model(main)
+                .into_values()
+                .map(Usage::from)
+                .fold(Usage::default(), Usage::plus),
+            _ => self.result_usage.unwrap_or(self.summed),
+        }
+    }
+}
+
+impl From<Usage> for ModelTokens {
+    fn from(u: Usage) -> Self {
+        ModelTokens {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+        }
+    }
+}
+
+impl From<ModelTokens> for Usage {
+    fn from(t: ModelTokens) -> Self {
+        Usage {
+            input: t.input,
+            output: t.output,
+            cache_read: t.cache_read,
+            cache_write: t.cache_write,
+        }
+    }
+}
+
 impl Usage {
+    fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cache_read: self.cache_read.saturating_add(other.cache_read),
+            cache_write: self.cache_write.saturating_add(other.cache_write),
+        }
+    }
+
+    /// Field by field, the larger of two reports of the same session.
+    fn max(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.max(other.input),
+            output: self.output.max(other.output),
+            cache_read: self.cache_read.max(other.cache_read),
+            cache_write: self.cache_write.max(other.cache_write),
+        }
+    }
+
     fn replace_in(self, total: &mut Usage, new: Usage) {
         total.input = total
             .input

@@ -835,3 +835,4 @@ fn non_json_lines_in_a_json_stream_are_plain() {
 }
 
 mod more;
+mod transcripts;
