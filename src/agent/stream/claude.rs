@@ -194,7 +194,7 @@ impl StreamParser {
             if self.stats.model.is_none()
                 && let Some(model) = model.as_ref().filter(|m| !m.is_empty())
             {
-                self.stats.model = Some(clean(&model));
+                self.stats.model = Some(clean(model));
             }
             if let Some(id) = message.get_str("id") {
                 let usage = message.get("usage").and_then(claude_usage);
