@@ -296,10 +296,13 @@ impl StreamParser {
         self.log_tool_call(&name, &summary, input);
         let detail = match input {
             Json::Null => None,
-            input => {
-                let (pretty, complete) = json_text(input, true);
-                self.detail(pretty, complete)
-            }
+            input => match readable_input(input) {
+                Some(text) => self.detail(text, true),
+                None => {
+                    let (pretty, complete) = json_text(input, true);
+                    self.detail(pretty, complete)
+                }
+            },
         };
         out.push(
             line(LineKind::ToolCall, call_text(&name, &summary))

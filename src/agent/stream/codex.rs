@@ -49,7 +49,15 @@ impl StreamParser {
             }
             Some("error") => {
                 let message = event.get_str("message").unwrap_or_default();
-                out.push(self.error_line("", &message));
+                if is_reconnecting(&message) {
+                    // Codex retrying inside the session: a notice, not a failure.
+                    out.push(line(
+                        LineKind::System,
+                        fit(format!("⟳ {}", one_line(&message))),
+                    ));
+                } else {
+                    out.push(self.error_line("", &message));
+                }
             }
             Some(phase @ ("item.started" | "item.updated" | "item.completed")) => {
                 if let Some(item @ Json::Obj(_)) = event.get("item") {
@@ -225,7 +233,7 @@ impl StreamParser {
         if kind == "command_execution" {
             let command = item.get_str("command").unwrap_or_default();
             self.count_tool("exec");
-            let summary = one_line(unwrap_shell(&command));
+            let summary = one_line(&unwrap_shell(&command));
             if self.tool_call_log.is_some() {
                 let input = item.get("command").cloned().unwrap_or(Json::Null);
                 self.log_tool_call("exec", &summary, &input);
@@ -301,4 +309,12 @@ impl StreamParser {
         }
         self.result_line(body, failed, None, id)
     }
+}
+
+/// `Reconnecting... 2/5 (…)`: Codex retrying a dropped stream by itself.
+fn is_reconnecting(message: &str) -> bool {
+    message
+        .trim_start()
+        .get(..12)
+        .is_some_and(|s| s.eq_ignore_ascii_case("reconnecting"))
 }

@@ -209,7 +209,7 @@ pub(super) fn classify(kind: &str) -> Option<AgentFormat> {
 
 /// `bash -lc 'cmd'` → `cmd`: Codex wraps every command in a login shell, which
 /// says nothing on a one-line display.
-pub(super) fn unwrap_shell(command: &str) -> &str {
+pub(super) fn unwrap_shell(command: &str) -> Cow<'_, str> {
     const SHELLS: &[&str] = &[
         "bash -lc ",
         "/bin/bash -lc ",
@@ -223,20 +223,47 @@ pub(super) fn unwrap_shell(command: &str) -> &str {
     ];
     let command = command.trim();
     let Some(rest) = SHELLS.iter().find_map(|s| command.strip_prefix(s)) else {
-        return command;
+        return Cow::Borrowed(command);
     };
     let rest = rest.trim();
     if let Some(inner) = rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\''))
         && !inner.contains('\'')
     {
-        return inner;
+        return Cow::Borrowed(inner);
     }
     if let Some(inner) = rest.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
-        && !inner.contains(['"', '\\', '$', '`'])
+        && !inner.contains(['$', '`'])
+        && let Some(unquoted) = double_quoted(inner)
     {
-        return inner;
+        return unquoted;
     }
-    rest
+    Cow::Borrowed(rest)
+}
+
+/// The word inside shell double quotes without `$` or backticks: `\"` and
+/// `\\` stand for themselves, any other backslash is literal; `None` when an
+/// unescaped quote shows the text is more than one word.
+fn double_quoted(inner: &str) -> Option<Cow<'_, str>> {
+    if !inner.contains(['"', '\\']) {
+        return Some(Cow::Borrowed(inner));
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return None,
+            '\\' => match chars.next() {
+                Some(next @ ('"' | '\\')) => out.push(next),
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(Cow::Owned(out))
 }
 
 /// First non-blank line, cleaned; " …" when more non-blank lines follow.
@@ -310,3 +337,36 @@ pub(super) fn format_duration(ms: u64) -> String {
 }
 
 // ---------------------------------------------------------------------------
+
+/// A tool input of plain members, one of them text of several lines (an
+/// agent's prompt, a file's content), as `key: value` lines with that text
+/// as written: JSON would show its line breaks as `\n`. `None` otherwise.
+pub(super) fn readable_input(input: &Json<'_>) -> Option<String> {
+    let Json::Obj(members) = input else {
+        return None;
+    };
+    let multi_line = members
+        .iter()
+        .any(|(_, v)| matches!(v, Json::Str(s) if s.raw.contains("\\n")));
+    if !multi_line {
+        return None;
+    }
+    let mut out = String::new();
+    for (key, value) in members {
+        let value = match value {
+            Json::Str(s) => s.decode(),
+            Json::Num(n) => Cow::Borrowed(*n),
+            Json::Bool(b) => Cow::Owned(b.to_string()),
+            Json::Null => Cow::Borrowed("null"),
+            Json::Arr(_) | Json::Obj(_) => return None,
+        };
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&key.decode());
+        out.push(':');
+        out.push(if value.contains('\n') { '\n' } else { ' ' });
+        out.push_str(&value);
+    }
+    Some(out)
+}

@@ -57,7 +57,7 @@ fn codex_items_without_duplicates() {
             "All done.",
             "",
             "See `src/a.rs`.",
-            "✗ Reconnecting... 1/5",
+            "⟳ Reconnecting... 1/5",
             "✗ turn failed: stream disconnected before completion",
             "● turn completed · 100 in · 5 out",
             "● turn completed · 50 in (25 cached) · 10 out",

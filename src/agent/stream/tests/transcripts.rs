@@ -60,3 +60,39 @@ fn subagent_tokens_count_and_never_drop() {
     let sonnet = stats.tokens_by_model["claude-sonnet-4-5-20250929"];
     assert_eq!((sonnet.input, sonnet.output), (200, 100));
 }
+
+#[test]
+fn codex_commands_show_their_quotes_and_reconnects_are_not_failures() {
+    let (out, _) = run(AgentFormat::Auto, &transcript("codex_parallel_tools.jsonl"));
+    let calls: Vec<&str> = out
+        .iter()
+        .filter(|l| l.kind == LineKind::ToolCall)
+        .map(|l| l.text.as_str())
+        .collect();
+    assert_eq!(
+        calls,
+        ["▶ exec  cat a.txt", r#"▶ exec  grep -n "TODO" src/main.rs"#]
+    );
+    let notice = out
+        .iter()
+        .find(|l| l.text.contains("Reconnecting"))
+        .unwrap();
+    assert!(!notice.is_error, "{notice:?}");
+    assert_eq!(notice.kind, LineKind::System);
+    assert!(!notice.text.contains('✗'), "{}", notice.text);
+}
+
+#[test]
+fn an_agent_prompt_keeps_its_line_breaks_when_expanded() {
+    let (out, _) = run(
+        AgentFormat::Auto,
+        &transcript("claude_subagent_tokens.jsonl"),
+    );
+    let call = out.iter().find(|l| l.kind == LineKind::ToolCall).unwrap();
+    let detail = call.detail.as_deref().unwrap();
+    assert!(
+        detail.contains("prompt:\nList the test files.\nReport their names."),
+        "{detail}"
+    );
+    assert!(!detail.contains("\\n"), "{detail}");
+}
