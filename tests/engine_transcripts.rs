@@ -65,3 +65,23 @@ fn a_line_cut_mid_object_is_not_a_rate_limit() {
     let completes = project.events_named("session_complete");
     assert_eq!(completes[0]["rate_limited"], false, "{completes:?}");
 }
+
+#[test]
+fn a_budget_broken_by_output_read_after_the_exit_is_recorded() {
+    // The whole transcript is written at once and the agent exits at once:
+    // the loop reads most or all of it after the exit.
+    let project = Project::new(&fast_config(
+        &["replay", &transcript("six_reads.jsonl")],
+        "[guard]\nmax_tool_calls_per_session = 4\n",
+    ));
+    let output = project.run(&["--headless", "1"]);
+    let exceeded = project.events_named("budget_exceeded");
+    assert_eq!(exceeded.len(), 1, "{exceeded:?}\n{}", stdout_of(&output));
+    assert_eq!(exceeded[0]["budget"], "max_tool_calls_per_session");
+    assert_eq!(exceeded[0]["value"], 6.0);
+    let complete = &project.events_named("session_complete")[0];
+    assert_eq!(
+        complete["budget"]["budget"], "max_tool_calls_per_session",
+        "{complete}"
+    );
+}
