@@ -85,3 +85,26 @@ fn a_budget_broken_by_output_read_after_the_exit_is_recorded() {
         "{complete}"
     );
 }
+
+#[test]
+fn a_quoted_codex_failure_reaches_the_console_escaped() {
+    let project = Project::new(&fast_config(
+        &[
+            "replay",
+            &transcript_fixture("codex_turn_failed_escapes.jsonl"),
+        ],
+        "",
+    ));
+    let output = project.run(&["--headless", "1"]);
+    let stdout = stdout_of(&output);
+    let limited = project.events_named("rate_limited");
+    assert!(!limited.is_empty(), "{stdout}");
+    let reason = limited[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("usage limit"), "{reason}");
+    for text in [stdout.as_str(), reason] {
+        assert!(
+            !text.contains(['\u{1b}', '\u{7}', '\u{202e}', '\u{2066}', '\u{2069}']),
+            "{text:?}"
+        );
+    }
+}

@@ -16,6 +16,8 @@ pub mod follow;
 pub mod stream;
 mod text;
 
+pub(crate) use text::terminal_safe;
+
 pub use classify::{
     Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
     scan_output_with,

@@ -18,6 +18,17 @@ pub(super) const MAX_SGR_SEQUENCE_BYTES: usize = 64;
 /// Appended to a detail that was cut.
 pub(super) const TRUNCATED_MARK: &str = "\n… (truncated)";
 
+/// Agent text made safe for one terminal line, for every printer (the
+/// headless console, the control room's panes, reasons quoted in log lines):
+/// control characters, escape sequences and bidi overrides never pass.
+pub(crate) fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if is_safe_text(text.as_bytes(), false) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(sanitize_line(text, false, usize::MAX))
+    }
+}
+
 pub(super) fn clean(text: &str) -> String {
     sanitize_line(text, false, MAX_TEXT_CHARS)
 }
