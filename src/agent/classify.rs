@@ -20,8 +20,9 @@ use chrono::{Local, NaiveDateTime, TimeZone};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-/// Longest part of one line kept in memory; the rest of a longer line is dropped.
-pub(crate) const MAX_LINE_BYTES: usize = 1 << 20;
+use super::lines::LineSplitter;
+#[cfg(test)]
+use super::lines::MAX_LINE_BYTES;
 
 /// A UTF-8 byte-order mark, which some tools put before a line.
 const BOM: &[u8] = b"\xef\xbb\xbf";
@@ -284,9 +285,7 @@ fn prefer(earlier: Candidate, later: Candidate) -> Candidate {
 struct Scanner<D: Deref<Target = Detectors>> {
     det: D,
     /// The start of a line that continues in a later chunk (at most MAX_LINE_BYTES).
-    pending: Vec<u8>,
-    /// The pending line has lost bytes past MAX_LINE_BYTES.
-    pending_truncated: bool,
+    pending: LineSplitter,
     lines: u64,
     json_lines: u64,
     commit_pattern_seen: bool,
@@ -305,8 +304,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     fn new(det: D) -> Self {
         Self {
             det,
-            pending: Vec::new(),
-            pending_truncated: false,
+            pending: LineSplitter::default(),
             lines: 0,
             json_lines: 0,
             commit_pattern_seen: false,
@@ -318,54 +316,15 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         }
     }
 
-    fn feed(&mut self, mut chunk: &[u8]) {
-        while let Some(i) = memchr::memchr(b'\n', chunk) {
-            let (line, rest) = chunk.split_at(i);
-            if self.pending.is_empty() && !self.pending_truncated {
-                // Common case: the whole line is in this chunk, no copy needed.
-                let keep = line.len().min(MAX_LINE_BYTES);
-                self.process_line(&line[..keep], line.len() > keep);
-            } else {
-                self.append(line);
-                let pending = std::mem::take(&mut self.pending);
-                let truncated = std::mem::replace(&mut self.pending_truncated, false);
-                self.process_line(&pending, truncated);
-                // Hand the allocation back so the next long line reuses it.
-                self.pending = pending;
-                self.pending.clear();
-            }
-            chunk = &rest[1..];
-        }
-        self.append(chunk);
-    }
-
-    /// Buffers part of an unfinished line without ever growing past the cap
-    /// (plain `extend` may double the allocation beyond it).
-    fn append(&mut self, data: &[u8]) {
-        let room = MAX_LINE_BYTES - self.pending.len();
-        let take = data.len().min(room);
-        if take < data.len() {
-            self.pending_truncated = true;
-        }
-        if take == 0 {
-            return;
-        }
-        let needed = self.pending.len() + take;
-        if needed > self.pending.capacity() {
-            let target = needed
-                .max(self.pending.capacity().saturating_mul(2))
-                .min(MAX_LINE_BYTES);
-            self.pending.reserve_exact(target - self.pending.len());
-        }
-        self.pending.extend_from_slice(&data[..take]);
+    fn feed(&mut self, chunk: &[u8]) {
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.feed(chunk, |line, cut| self.process_line(line, cut));
+        self.pending = lines;
     }
 
     fn finish(mut self) -> OutputScan {
-        if !self.pending.is_empty() || self.pending_truncated {
-            let pending = std::mem::take(&mut self.pending);
-            let truncated = self.pending_truncated;
-            self.process_line(&pending, truncated);
-        }
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.finish(|line, cut| self.process_line(line, cut));
         let best = match (self.best, self.last_result) {
             (best, None) => best,
             (None, result) => result,

@@ -13,6 +13,7 @@
 
 mod classify;
 pub mod follow;
+mod lines;
 pub mod stream;
 mod text;
 

@@ -593,7 +593,7 @@ fn ten_megabyte_line_without_newline_is_bounded() {
         assert!(scanner.pending.capacity() <= MAX_LINE_BYTES);
     }
     assert_eq!(scanner.pending.len(), MAX_LINE_BYTES);
-    assert!(scanner.pending_truncated);
+    assert!(scanner.pending.is_truncated());
     scanner.feed(b"COMMIT-AFTER-CAP");
     let out = scanner.finish();
     assert_eq!((out.lines, out.json_lines), (1, 0));

@@ -32,7 +32,8 @@ use std::sync::LazyLock;
 use memchr::{memchr, memchr2, memmem};
 
 /// Longest part of one line kept in memory; the rest of a longer line is dropped.
-const MAX_PENDING_BYTES: usize = 1 << 20;
+#[cfg(test)]
+const MAX_PENDING_BYTES: usize = super::lines::MAX_LINE_BYTES;
 
 /// Cap for texts kept in [`SessionStats`] (they end up in status files).
 const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
@@ -152,10 +153,8 @@ pub struct ToolCallSig {
 #[derive(Debug)]
 pub struct StreamParser {
     format: AgentFormat,
-    /// Start of a line that continues in a later chunk (at most MAX_PENDING_BYTES).
-    pending: Vec<u8>,
-    /// The pending line has lost bytes past MAX_PENDING_BYTES.
-    pending_truncated: bool,
+    /// The unfinished line (at most MAX_PENDING_BYTES of it).
+    pending: LineSplitter,
     /// While `Auto`: non-empty lines seen, and whether one was a JSON object.
     auto_lines: u32,
     auto_saw_object: bool,
@@ -309,8 +308,7 @@ impl StreamParser {
     pub fn new(format: AgentFormat) -> Self {
         Self {
             format,
-            pending: Vec::new(),
-            pending_truncated: false,
+            pending: LineSplitter::default(),
             auto_lines: 0,
             auto_saw_object: false,
             line_cut: false,
@@ -371,37 +369,18 @@ impl StreamParser {
     /// Feed the next bytes of the output file (any chunking: partial lines are buffered; a line over 64 KiB is truncated for display but still counted; never holds more than ~1 MiB of a pending line).
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Rendered> {
         let mut out = Vec::new();
-        let mut chunk = bytes;
-        while let Some(i) = memchr(b'\n', chunk) {
-            let (line, rest) = chunk.split_at(i);
-            if self.pending.is_empty() && !self.pending_truncated {
-                // Common case: the whole line is in this chunk, no copy needed.
-                let keep = line.len().min(MAX_PENDING_BYTES);
-                self.process_line(&line[..keep], line.len() > keep, &mut out);
-            } else {
-                self.append(line);
-                let pending = std::mem::take(&mut self.pending);
-                let truncated = std::mem::replace(&mut self.pending_truncated, false);
-                self.process_line(&pending, truncated, &mut out);
-                // Reuse the buffer, but do not sit on a megabyte after one huge line.
-                self.pending = pending;
-                self.pending.clear();
-                self.pending.shrink_to(MAX_DETAIL_BYTES);
-            }
-            chunk = &rest[1..];
-        }
-        self.append(chunk);
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.feed(bytes, |line, cut| self.process_line(line, cut, &mut out));
+        self.pending = lines;
         out
     }
 
     /// End of session: flush a partial last line.
     pub fn finish(&mut self) -> Vec<Rendered> {
         let mut out = Vec::new();
-        if !self.pending.is_empty() || self.pending_truncated {
-            let pending = std::mem::take(&mut self.pending);
-            let truncated = std::mem::replace(&mut self.pending_truncated, false);
-            self.process_line(&pending, truncated, &mut out);
-        }
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.finish(|line, cut| self.process_line(line, cut, &mut out));
+        self.pending = lines;
         out
     }
 
@@ -415,27 +394,6 @@ impl StreamParser {
     /// the format; it is skipped like any unknown event.
     pub fn format(&self) -> AgentFormat {
         self.format
-    }
-
-    /// Buffers part of an unfinished line without ever growing past the cap
-    /// (plain `extend` may double the allocation beyond it).
-    fn append(&mut self, data: &[u8]) {
-        let room = MAX_PENDING_BYTES - self.pending.len();
-        let take = data.len().min(room);
-        if take < data.len() {
-            self.pending_truncated = true;
-        }
-        if take == 0 {
-            return;
-        }
-        let needed = self.pending.len() + take;
-        if needed > self.pending.capacity() {
-            let target = needed
-                .max(self.pending.capacity().saturating_mul(2))
-                .min(MAX_PENDING_BYTES);
-            self.pending.reserve_exact(target - self.pending.len());
-        }
-        self.pending.extend_from_slice(&data[..take]);
     }
 
     fn process_line(&mut self, raw: &[u8], truncated: bool, out: &mut Vec<Rendered>) {
@@ -512,6 +470,7 @@ mod codex;
 mod json;
 mod render;
 
+use super::lines::LineSplitter;
 use super::text::*;
 use json::*;
 use render::*;
