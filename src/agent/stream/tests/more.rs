@@ -801,6 +801,14 @@ fn throughput_report() {
         }
         rendered + parser.finish().len()
     });
+    let detectors = std::sync::Arc::new(crate::agent::Detectors::new(&[], &[]).unwrap());
+    best("classification (OutputScanner), 256 KiB chunks", &|| {
+        let mut scanner = crate::agent::OutputScanner::new(std::sync::Arc::clone(&detectors));
+        for chunk in data.chunks(256 * 1024) {
+            scanner.feed(chunk);
+        }
+        scanner.finish().json_lines as usize
+    });
     best("serde_json::Value per line (baseline)", &|| {
         data.split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
