@@ -19,7 +19,7 @@ use crate::agent::{
 };
 
 /// How long a change waits for the writes that follow it before waking the reader.
-const COALESCE: std::time::Duration = std::time::Duration::from_millis(20);
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Size of one read.
 const READ_BYTES: usize = 256 * 1024;
