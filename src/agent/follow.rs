@@ -27,7 +27,7 @@ const MAX_LAG: u64 = 32 * 1024 * 1024;
 const POLL: Duration = Duration::from_secs(1);
 /// At least this long between two reads: a fast writer costs a few reads a
 /// second, not one per write.
-const MIN_GAP: Duration = Duration::from_millis(100);
+const MIN_GAP: Duration = Duration::from_millis(200);
 
 /// New lines of the followed file.
 #[derive(Debug, Clone)]
