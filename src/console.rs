@@ -43,7 +43,8 @@ impl Reporter for Console {
         if self.verbosity == Verbosity::Quiet && level != Level::Error {
             return;
         }
-        let line = format_line(wall, level, message);
+        // Messages quote the agent (a limit's reason, a failure's words).
+        let line = format_line(wall, level, &crate::agent::terminal_safe(message));
         let mut stdout = std::io::stdout().lock();
         // A closed stdout (a pipe to `head`) must not stop the loop.
         let _ = writeln!(stdout, "{line}");

@@ -1,21 +1,28 @@
-//! Reading what an agent session left behind.
+//! Understanding what an agent printed: its interleaved stdout+stderr, kept in a
+//! file per session and read as it grows.
 //!
-//! The supervisor does not talk to the agent while it runs; it only keeps the
-//! agent's interleaved stdout+stderr in a file. Once a session ends, this module
-//! reads that file once to answer the two questions that steer the next
-//! session: did the agent stop because it hit a rate/usage limit (and when does
-//! the limit lift), and did a configured "commit pattern" appear.
-//!
-//! The scanner understands Claude Code `--output-format stream-json` and Codex
-//! `exec --json` event streams by their parsed structure, and falls back to text
-//! patterns only for lines that are not JSON objects (other agents, stderr), so
-//! that source code quoted in tool results can never fake a rate limit.
+//! - `lines`: the one bounded line splitter every reader uses;
+//! - `classify`: rate limits, transient API errors, authentication or billing
+//!   failures and commit patterns, judged from the events' parsed structure (free
+//!   text only on lines that are not JSON objects, never on a line cut mid-object),
+//!   so nothing an agent merely quotes can fake a limit;
+//! - `stream`: display lines and session statistics, one file per format
+//!   (`stream/claude.rs`, `stream/codex.rs`; plain text in `stream/mod.rs`),
+//!   rendering helpers in `stream/render.rs`;
+//! - `text`: text safety, the one function that makes agent text harmless for a
+//!   terminal (controls, escape sequences, bidi overrides), used by the screen and
+//!   the console;
+//! - `follow`: the control room's follower, on its own thread, woken by notify.
 
+mod classify;
 pub mod follow;
-mod scan;
+mod lines;
 pub mod stream;
+mod text;
 
-pub use scan::{
+pub(crate) use text::terminal_safe;
+
+pub use classify::{
     Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
     scan_output_with,
 };

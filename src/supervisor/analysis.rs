@@ -12,10 +12,14 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::{
     AgentFormat, Detectors, OutputScan, OutputScanner, SessionStats, StreamParser, ToolCallSig,
 };
+
+/// How long a change waits for the writes that follow it before waking the reader.
+const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Size of one read.
 const READ_BYTES: usize = 256 * 1024;
@@ -195,6 +199,55 @@ impl SessionReader {
             promise_kept: parser.final_text_has_watched(),
             stats: parser.stats().clone(),
         }
+    }
+}
+
+/// A watch on a session's output file that calls `wake` when the file changes,
+/// at most once until [`OutputWatch::clear`]: a burst of writes costs one read,
+/// and the output is read as it is written rather than once a poll.
+pub struct OutputWatch {
+    pending: Arc<AtomicBool>,
+    _watcher: notify::RecommendedWatcher,
+}
+
+impl std::fmt::Debug for OutputWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputWatch").finish_non_exhaustive()
+    }
+}
+
+impl OutputWatch {
+    /// `None` when the file cannot be watched: the poll still reads it.
+    pub fn start(path: &Path, wake: impl Fn() + Send + 'static) -> Option<OutputWatch> {
+        use notify::Watcher;
+        let pending = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&pending);
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let grew = matches!(
+                    &event,
+                    Ok(e) if matches!(e.kind, notify::EventKind::Modify(_))
+                );
+                if grew && !flag.swap(true, Ordering::AcqRel) {
+                    // On notify's own thread: writes in the next moment join
+                    // this wake instead of each causing a read.
+                    std::thread::sleep(COALESCE);
+                    wake();
+                }
+            })
+            .ok()?;
+        watcher
+            .watch(path, notify::RecursiveMode::NonRecursive)
+            .ok()?;
+        Some(OutputWatch {
+            pending,
+            _watcher: watcher,
+        })
+    }
+
+    /// About to read: the next change wakes the reader again.
+    pub fn clear(&self) {
+        self.pending.store(false, Ordering::Release);
     }
 }
 

@@ -1077,9 +1077,28 @@ impl Core {
         let Phase::Analyzing(session) = &self.phase else {
             return;
         };
-        let session = session.clone();
+        let mut session = session.clone();
         let iteration = self.iteration();
         let exit_code = session.exit_code.unwrap_or(-1);
+        // Output read only after the exit (written faster than a poll) is
+        // held to the same budgets as output read while the agent ran.
+        if session.budget.is_none()
+            && let Some(breach) = self.session_budget_breach(
+                findings.stats.tool_calls,
+                findings.stats.cost_usd,
+                self.totals.cost_usd,
+            )
+            && !breach.budget.is_run_budget()
+        {
+            session.budget = Some(breach);
+            record_breach(
+                iteration,
+                Some(session.global),
+                breach,
+                "the session had already ended",
+                out,
+            );
+        }
         let agent_error = findings.agent_error.clone();
         let rate_limited = agent_error.is_none() && findings.rate_limit.is_some();
         let empty = agent_error.is_none()
@@ -1629,28 +1648,7 @@ impl Core {
             }
         }
         let session_cost = session.cost_so_far;
-        let mut breach = None;
-        if guard.max_tool_calls_per_session > 0 && tool_calls > guard.max_tool_calls_per_session {
-            breach = Some(BudgetBreach {
-                budget: Budget::MaxToolCallsPerSession,
-                limit: guard.max_tool_calls_per_session as f64,
-                value: tool_calls as f64,
-            });
-        } else if let Some(cost) = session_cost {
-            if guard.max_cost_per_session_usd > 0.0 && cost > guard.max_cost_per_session_usd {
-                breach = Some(BudgetBreach {
-                    budget: Budget::MaxCostPerSessionUsd,
-                    limit: guard.max_cost_per_session_usd,
-                    value: cost,
-                });
-            } else if guard.max_cost_usd > 0.0 && run_cost + cost >= guard.max_cost_usd {
-                breach = Some(BudgetBreach {
-                    budget: Budget::MaxCostUsd,
-                    limit: guard.max_cost_usd,
-                    value: run_cost + cost,
-                });
-            }
-        }
+        let breach = self.session_budget_breach(tool_calls, session_cost, run_cost);
         for (call, repeats) in dooms {
             self.on_doom_loop(now, iteration, global, call, repeats, out);
         }
@@ -1760,6 +1758,39 @@ impl Core {
 
     /// Records a budget breach and stops the session (and, for a run budget, the
     /// loop once the session is recorded).
+    /// The first budget a session's tool calls and cost so far break, if any.
+    fn session_budget_breach(
+        &self,
+        tool_calls: u64,
+        cost: Option<f64>,
+        run_cost: f64,
+    ) -> Option<BudgetBreach> {
+        let guard = self.settings.guard;
+        if guard.max_tool_calls_per_session > 0 && tool_calls > guard.max_tool_calls_per_session {
+            return Some(BudgetBreach {
+                budget: Budget::MaxToolCallsPerSession,
+                limit: guard.max_tool_calls_per_session as f64,
+                value: tool_calls as f64,
+            });
+        }
+        let cost = cost?;
+        if guard.max_cost_per_session_usd > 0.0 && cost > guard.max_cost_per_session_usd {
+            return Some(BudgetBreach {
+                budget: Budget::MaxCostPerSessionUsd,
+                limit: guard.max_cost_per_session_usd,
+                value: cost,
+            });
+        }
+        if guard.max_cost_usd > 0.0 && run_cost + cost >= guard.max_cost_usd {
+            return Some(BudgetBreach {
+                budget: Budget::MaxCostUsd,
+                limit: guard.max_cost_usd,
+                value: run_cost + cost,
+            });
+        }
+        None
+    }
+
     fn budget_exceeded(&mut self, breach: BudgetBreach, out: &mut Vec<Effect>) {
         let iteration = self.iteration();
         let global = match &mut self.phase {

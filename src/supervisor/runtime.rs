@@ -17,7 +17,7 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-use super::analysis::SessionReader;
+use super::analysis::{OutputWatch, SessionReader};
 use super::cgroup::KillMethod;
 use super::core::{
     Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding, SessionFindings,
@@ -92,6 +92,8 @@ enum Internal {
         failures: Vec<HookFailure>,
     },
     GroupEnded(process::GroupEnd),
+    /// The output file changed (a hint from notify): read what was added.
+    OutputWritten,
 }
 
 struct LiveSession {
@@ -106,6 +108,8 @@ struct LiveSession {
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
     echoed: u64,
+    /// Wakes the reader when the output file changes (the tick reads anyway).
+    output_watch: Option<OutputWatch>,
     /// Reads the output as it grows; taken when the session is analysed.
     reader: Option<SessionReader>,
 }
@@ -499,21 +503,7 @@ impl Runtime {
                 self.echo_output();
             }
         }
-        let watch = self.core.settings().guard.watches_sessions();
-        if let Some(session) = self.session.as_mut()
-            && let Some(reader) = session.reader.as_mut()
-        {
-            reader.feed(ANALYSIS_CHUNK);
-            if watch {
-                let progress = reader.progress();
-                queue.push_back(Input::SessionProgress {
-                    global: session.global,
-                    tool_calls: progress.tool_calls,
-                    cost_usd: progress.cost_usd,
-                    new_calls: progress.new_calls,
-                });
-            }
-        }
+        queue.extend(self.read_output());
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
@@ -555,8 +545,31 @@ impl Runtime {
         }
     }
 
+    /// Feeds the session's reader what the agent added since the last read, and
+    /// hands the guards what it found.
+    fn read_output(&mut self) -> Option<Input> {
+        let watch = self.core.settings().guard.watches_sessions();
+        let session = self.session.as_mut()?;
+        if let Some(woken) = &session.output_watch {
+            woken.clear();
+        }
+        let reader = session.reader.as_mut()?;
+        reader.feed(ANALYSIS_CHUNK);
+        if !watch {
+            return None;
+        }
+        let progress = reader.progress();
+        Some(Input::SessionProgress {
+            global: session.global,
+            tool_calls: progress.tool_calls,
+            cost_usd: progress.cost_usd,
+            new_calls: progress.new_calls,
+        })
+    }
+
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
+            Internal::OutputWritten => self.read_output(),
             Internal::Core(input) => Some(*input),
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
@@ -723,6 +736,10 @@ impl Runtime {
         if self.core.settings().guard.doom_loop_threshold > 0 {
             reader.record_tool_calls();
         }
+        let wake = self.internal_tx.clone();
+        let output_watch = OutputWatch::start(&output_file, move || {
+            let _ = wake.send(Internal::OutputWritten);
+        });
         self.session = Some(LiveSession {
             global,
             pid,
@@ -734,6 +751,7 @@ impl Runtime {
             git_head_before,
             echoed: 0,
             reader: Some(reader),
+            output_watch,
         });
         Input::Spawned {
             global,

@@ -183,7 +183,51 @@ impl OutputView {
                 *expanded = expanded.saturating_sub(1);
             }
         }
-        self.lines.push_back(line);
+        match self.call_slot(&line) {
+            Some(at) => {
+                self.lines.insert(at, line);
+                for index in [self.selected.as_mut(), self.expanded.as_mut()]
+                    .into_iter()
+                    .flatten()
+                {
+                    if *index >= at {
+                        *index += 1;
+                    }
+                }
+            }
+            None => self.lines.push_back(line),
+        }
+    }
+
+    /// Where a tool result goes when its call is not the last one shown
+    /// (parallel calls): right under its own call, found by id.
+    fn call_slot(&self, line: &Rendered) -> Option<usize> {
+        const LOOK_BACK: usize = 500;
+        let id = line
+            .tool_use_id
+            .as_ref()
+            .filter(|_| line.kind == LineKind::ToolResult)?;
+        let start = self.lines.len().saturating_sub(LOOK_BACK);
+        let call = (start..self.lines.len()).rev().find(|&i| {
+            self.lines[i].kind == LineKind::ToolCall
+                && self.lines[i].tool_use_id.as_ref() == Some(id)
+        })?;
+        let later_call = self
+            .lines
+            .range(call + 1..)
+            .any(|l| l.kind == LineKind::ToolCall);
+        if !later_call {
+            return None;
+        }
+        let mut at = call + 1;
+        while self
+            .lines
+            .get(at)
+            .is_some_and(|l| l.kind == LineKind::ToolResult && l.tool_use_id.as_ref() == Some(id))
+        {
+            at += 1;
+        }
+        Some(at)
     }
 
     fn clear(&mut self) {
@@ -949,3 +993,6 @@ fn cycle(pane: Pane, delta: isize) -> Pane {
     let count = Pane::ALL.len() as isize;
     Pane::ALL[((index + delta).rem_euclid(count)) as usize]
 }
+
+#[cfg(test)]
+mod pairing_tests;

@@ -212,7 +212,7 @@ async fn event_loop(
     let mut detaching = false;
     let mut terminal_events = EventStream::new();
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
-    let mut follower: Option<JoinHandle<()>> = None;
+    let mut follower: Option<crate::agent::follow::Follower> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // The queue is rescanned on every file-system hint and at least every second.
@@ -316,10 +316,8 @@ async fn event_loop(
                         let _ = command_tx.send(command);
                     }
                     UiCommand::Follow(file) => {
-                        if let Some(handle) = follower.take() {
-                            handle.abort();
-                        }
-                        follower = Some(tokio::spawn(follow(file, format, feed_tx.clone())));
+                        // The old follower stops when dropped.
+                        follower = Some(follow(file, format, feed_tx.clone()));
                     }
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
@@ -391,9 +389,7 @@ async fn event_loop(
             break;
         }
     }
-    if let Some(handle) = follower.take() {
-        handle.abort();
-    }
+    drop(follower.take());
     scanner.abort();
     drop(guard);
     if detaching && let Some(detacher) = detach {

@@ -1,0 +1,966 @@
+//! One streaming pass over a finished session's output file.
+//!
+//! The output of one session can be hundreds of megabytes, mostly tool results
+//! the agent read or produced. Everything here is built so that such a file is
+//! read once, in bounded memory, and so that nothing the agent merely *quoted*
+//! (source code about rate limits, logs, even a whole stream-json line embedded in
+//! a string) can be mistaken for the agent itself being rate-limited: JSON lines
+//! are judged only by their parsed top-level structure, and free-text patterns
+//! apply only to lines that are not JSON objects.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::{Arc, LazyLock};
+
+use memchr::memmem;
+
+use chrono::{Local, NaiveDateTime, TimeZone};
+use regex::bytes::{Regex, RegexBuilder};
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use super::lines::LineSplitter;
+#[cfg(test)]
+use super::lines::MAX_LINE_BYTES;
+
+/// A UTF-8 byte-order mark, which some tools put before a line.
+const BOM: &[u8] = b"\xef\xbb\xbf";
+
+/// Large reads keep syscall overhead negligible on multi-hundred-MB files.
+const READ_BUF_BYTES: usize = 256 * 1024;
+
+/// Longest excerpt of agent text quoted in a [`RateLimit::reason`].
+const REASON_EXCERPT_CHARS: usize = 120;
+
+/// Built-in free-text signs of a rate limit, for lines that are not JSON objects.
+const DEFAULT_TEXT_PATTERNS: &[&str] = &[
+    r"rate.?limit(?:ed)?(?: reached| exceeded)?",
+    r"usage limit",
+    r"too many requests",
+    // A bare 429 is too common (line counts, diffs): only as a status code.
+    // ASCII boundaries keep the fast DFA usable on non-ASCII text.
+    r"(?:status|error|code|http/[0-9.]+)\W{0,3}429(?-u:\b)",
+    r"quota exceeded",
+    r"exceeded your current quota",
+    r"resource.?exhausted",
+    r"overloaded_error",
+    r"hit your (?:\S+ )?limit",
+    r"limit reached\s*[∙·•–-]\s*resets",
+];
+
+/// The usage-limit texts Claude Code has put in a `result` line, loosened so that
+/// wording changes between versions still match.
+const USAGE_LIMIT_FORMS: &str = r"usage limit reached|limit reached\s*[∙·•–-]\s*resets|hit your (?:\S+ )?limit|rate limit reached|request rejected \(429\)|api error:?\s*429|rate_limit_error";
+
+/// What in a Codex `turn.failed` / `error` message means the account is limited.
+const CODEX_LIMIT_FORMS: &str = r"rate.?limit|(?-u:\b)429(?-u:\b)|usage.?limit|too many requests|quota|hit your (?:\S+ )?limit|resource.?exhausted";
+
+/// What in a final result or a Codex failure means the agent cannot log in or
+/// cannot pay: retrying will not help, a person has to act.
+const AUTH_ERROR_FORMS: &str = r"invalid api key|invalid x-api-key|incorrect api key|please run /login|not logged in|oauth token (?:has )?expired|authentication_error|authentication_failed|(?-u:\b)401 unauthorized|credit balance is too low|billing_error|insufficient credit";
+
+/// The billing part of [`AUTH_ERROR_FORMS`].
+const BILLING_FORMS: &str = r"credit balance|billing|insufficient credit|payment";
+
+/// A failed result's text that names a transient server-side failure.
+const TRANSIENT_FORMS: &str =
+    r"api error:?\s*5[0-9]{2}(?-u:\b)|overloaded_error|overloaded|internal server error|api_error";
+
+/// Claude's `…limit reached|1755806400`: the epoch after the pipe is the reset time.
+const EPOCH_AFTER_PIPE: &str = r"(?-u)\|\s*([0-9]{10})(?:[^0-9]|$)";
+
+/// Codex: `… or try again at Apr 28th, 2026 10:03 PM.` (the machine's local time).
+const CODEX_TRY_AGAIN_AT: &str = r"(?i)try again at ([a-z]{3})[a-z]*\.? ([0-9]{1,2})(?:st|nd|rd|th)?,? ([0-9]{4}),? ([0-9]{1,2}):([0-9]{2}) ?([ap]m)";
+
+/// What the scanner looks for, built once from config.
+#[derive(Debug, Clone)]
+pub struct Detectors {
+    /// Built-in and user free-text patterns, for non-JSON lines only.
+    text_rate_limit: Regex,
+    /// User commit patterns, for every raw line; `None` when there are none.
+    commit: Option<Regex>,
+    usage_limit_forms: Regex,
+    codex_limit_forms: Regex,
+    epoch_after_pipe: Regex,
+    codex_try_again_at: Regex,
+    auth_error_forms: Regex,
+    billing_forms: Regex,
+    transient_forms: Regex,
+}
+
+impl Detectors {
+    /// `extra_rate_limit_patterns`: user regexes, matched case-insensitively against
+    /// NON-JSON lines only (in addition to built-in defaults).
+    /// `commit_patterns`: regexes (case-sensitive) matched against every line, raw.
+    /// Returns Err(message) naming the bad pattern if a regex does not compile.
+    pub fn new(
+        extra_rate_limit_patterns: &[String],
+        commit_patterns: &[String],
+    ) -> Result<Self, String> {
+        // Each user pattern is compiled alone first so that an error names the
+        // pattern the user wrote rather than the combined alternation.
+        for p in extra_rate_limit_patterns {
+            RegexBuilder::new(p)
+                .case_insensitive(true)
+                .build()
+                .map_err(|e| format!("invalid rate-limit pattern `{p}`: {e}"))?;
+        }
+        for p in commit_patterns {
+            Regex::new(p).map_err(|e| format!("invalid commit pattern `{p}`: {e}"))?;
+        }
+
+        let text_sources = DEFAULT_TEXT_PATTERNS
+            .iter()
+            .copied()
+            .chain(extra_rate_limit_patterns.iter().map(String::as_str));
+        let text_rate_limit = RegexBuilder::new(&alternation(text_sources))
+            .case_insensitive(true)
+            .build()
+            .map_err(|e| format!("rate-limit patterns do not combine: {e}"))?;
+
+        let commit = if commit_patterns.is_empty() {
+            None
+        } else {
+            let combined = alternation(commit_patterns.iter().map(String::as_str));
+            Some(
+                Regex::new(&combined)
+                    .map_err(|e| format!("commit patterns do not combine: {e}"))?,
+            )
+        };
+
+        Ok(Self {
+            text_rate_limit,
+            commit,
+            usage_limit_forms: builtin(USAGE_LIMIT_FORMS, true)?,
+            codex_limit_forms: builtin(CODEX_LIMIT_FORMS, true)?,
+            epoch_after_pipe: builtin(EPOCH_AFTER_PIPE, false)?,
+            codex_try_again_at: builtin(CODEX_TRY_AGAIN_AT, false)?,
+            auth_error_forms: builtin(AUTH_ERROR_FORMS, true)?,
+            billing_forms: builtin(BILLING_FORMS, true)?,
+            transient_forms: builtin(TRANSIENT_FORMS, true)?,
+        })
+    }
+}
+
+fn alternation<'a>(patterns: impl Iterator<Item = &'a str>) -> String {
+    patterns
+        .map(|p| format!("(?:{p})"))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+fn builtin(pattern: &str, case_insensitive: bool) -> Result<Regex, String> {
+    RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .build()
+        .map_err(|e| format!("built-in pattern `{pattern}`: {e}"))
+}
+
+/// Why a session is considered rate-limited.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// Short human reason, e.g. "result api_error_status 429", "rate_limit_event rejected (five_hour)", "assistant error rate_limit", "usage limit text: Claude AI usage limit reached", "pattern `rate limit` in line 12".
+    pub reason: String,
+    /// When the agent said the limit resets (unix epoch seconds), if it did.
+    pub resets_at_epoch: Option<i64>,
+}
+
+/// What one pass over a session's output found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutputScan {
+    pub rate_limit: Option<RateLimit>,
+    /// The agent cannot work at all (it cannot authenticate, or its account
+    /// cannot pay): the whole message for the user, advice included. Read from
+    /// the stream's structure only, never from tool results.
+    pub fatal_error: Option<String>,
+    pub commit_pattern_seen: bool,
+    /// Complete lines, plus a final line without a trailing newline.
+    pub lines: u64,
+    /// Lines that parsed as JSON objects.
+    pub json_lines: u64,
+    /// `rate_limit_event`s rejected while the account paid for overage: the
+    /// agent went on working, so these are not rate limits.
+    pub overage_events: u64,
+}
+
+/// Streams the file once. Never panics on any bytes; io errors are returned.
+pub fn scan_output_file(path: &Path, detectors: &Detectors) -> io::Result<OutputScan> {
+    scan_output(File::open(path)?, detectors)
+}
+
+/// Same logic on an in-memory reader (used by tests and by scan_output_file).
+///
+/// A session counts as rate-limited when the last `result` line reports a 429 or
+/// a usage-limit text, a `rate_limit_event` is `rejected`, an assistant line
+/// carries `"error":"rate_limit"`, a Codex `turn.failed`/`error` message names a
+/// limit, or a line that is not a JSON object matches a text pattern. Lines are
+/// cut at 1 MiB; the kept start of an over-long line is matched against commit
+/// patterns, and against text patterns unless it starts like a JSON object
+/// (then it is an event with a huge payload, not agent chatter).
+pub fn scan_output<R: Read>(reader: R, detectors: &Detectors) -> io::Result<OutputScan> {
+    scan_output_with(reader, detectors, |_| {})
+}
+
+/// [`scan_output`], handing every chunk read to `also` as well, so that another
+/// reader of the same output (the session statistics) needs no second pass.
+pub fn scan_output_with<R: Read>(
+    reader: R,
+    detectors: &Detectors,
+    mut also: impl FnMut(&[u8]),
+) -> io::Result<OutputScan> {
+    let mut reader = BufReader::with_capacity(READ_BUF_BYTES, reader);
+    let mut scanner = Scanner::new(detectors);
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        scanner.feed(chunk);
+        also(chunk);
+        reader.consume(n);
+    }
+    Ok(scanner.finish())
+}
+
+/// The scan of [`scan_output`], fed piece by piece: the supervisor reads a
+/// session's output while it is written and so has little left to read when the
+/// session ends. Feeding the same bytes in any chunks gives the same
+/// [`OutputScan`] as one pass over them.
+pub struct OutputScanner {
+    inner: Scanner<Arc<Detectors>>,
+}
+
+impl OutputScanner {
+    pub fn new(detectors: Arc<Detectors>) -> Self {
+        Self {
+            inner: Scanner::new(detectors),
+        }
+    }
+
+    /// The next bytes of the output, cut anywhere (a line may span many feeds).
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.inner.feed(chunk);
+    }
+
+    /// End of the output: a last line without a newline counts too.
+    pub fn finish(self) -> OutputScan {
+        self.inner.finish()
+    }
+}
+
+impl std::fmt::Debug for OutputScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutputScanner")
+            .field("lines", &self.inner.lines)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A rate-limit signal and the line it came from, so that signals found at
+/// different times (the last `result` is only known at the end) can be ordered.
+#[derive(Debug)]
+struct Candidate {
+    line: u64,
+    limit: RateLimit,
+}
+
+/// Of two signals, keep one that says when the limit lifts, else the later one.
+fn prefer(earlier: Candidate, later: Candidate) -> Candidate {
+    if later.limit.resets_at_epoch.is_some() || earlier.limit.resets_at_epoch.is_none() {
+        later
+    } else {
+        earlier
+    }
+}
+
+/// Splits a byte stream into bounded lines and applies the rules to each.
+/// `D` is `&Detectors` for a one-shot scan, `Arc<Detectors>` for one that lives
+/// as long as a session.
+struct Scanner<D: Deref<Target = Detectors>> {
+    det: D,
+    /// The start of a line that continues in a later chunk (at most MAX_LINE_BYTES).
+    pending: LineSplitter,
+    lines: u64,
+    json_lines: u64,
+    commit_pattern_seen: bool,
+    /// Best signal from everything but `result` lines.
+    best: Option<Candidate>,
+    /// Only the last `result` line counts: `None` when it was not rate-limited.
+    last_result: Option<Candidate>,
+    /// The last `result` line's fatal error, if it had one.
+    last_result_fatal: Option<String>,
+    /// A fatal error from anything but `result` lines (the first one found).
+    fatal: Option<String>,
+    overage_events: u64,
+}
+
+impl<D: Deref<Target = Detectors>> Scanner<D> {
+    fn new(det: D) -> Self {
+        Self {
+            det,
+            pending: LineSplitter::default(),
+            lines: 0,
+            json_lines: 0,
+            commit_pattern_seen: false,
+            best: None,
+            last_result: None,
+            last_result_fatal: None,
+            fatal: None,
+            overage_events: 0,
+        }
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.feed(chunk, |line, cut| self.process_line(line, cut));
+        self.pending = lines;
+    }
+
+    fn finish(mut self) -> OutputScan {
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.finish(|line, cut| self.process_line(line, cut));
+        let best = match (self.best, self.last_result) {
+            (best, None) => best,
+            (None, result) => result,
+            (Some(other), Some(result)) if result.line > other.line => Some(prefer(other, result)),
+            (Some(other), Some(result)) => Some(prefer(result, other)),
+        };
+        OutputScan {
+            rate_limit: best.map(|c| c.limit),
+            // The result's words say more than an assistant line's error code.
+            fatal_error: self.last_result_fatal.or(self.fatal),
+            commit_pattern_seen: self.commit_pattern_seen,
+            lines: self.lines,
+            json_lines: self.json_lines,
+            overage_events: self.overage_events,
+        }
+    }
+
+    fn process_line(&mut self, line: &[u8], truncated: bool) {
+        self.lines += 1;
+        let number = self.lines;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(BOM).unwrap_or(line);
+
+        if !self.commit_pattern_seen
+            && let Some(commit) = &self.det.commit
+        {
+            self.commit_pattern_seen = commit.is_match(line);
+        }
+
+        let looks_like_object = line.trim_ascii_start().first() == Some(&b'{');
+        if truncated {
+            // An over-long line that starts like an object is almost surely a
+            // stream-json event with a huge payload (a tool result, a base64
+            // image); free-text matching its prefix would read quoted content
+            // as a rate limit, which is exactly what must never happen.
+            if !looks_like_object {
+                self.check_text(line, number);
+            }
+            return;
+        }
+        if looks_like_object
+            && !may_signal_rate_limit(line)
+            && line.trim_ascii_end().ends_with(b"}")
+        {
+            // Most lines (assistant text, tool calls and results) cannot carry a
+            // rate-limit signal; skipping their parse is what keeps the scan near
+            // the speed of reading the file.
+            self.json_lines += 1;
+            return;
+        }
+        if looks_like_object {
+            match serde_json::from_slice::<Event>(line) {
+                Ok(event) => {
+                    self.json_lines += 1;
+                    self.check_event(&event, number);
+                    return;
+                }
+                // An object cut mid-write (the agent was killed) is an event
+                // whose end is missing, not agent chatter: what it quotes
+                // must not read as a limit.
+                Err(err) if err.is_eof() => return,
+                Err(_) => {}
+            }
+        }
+        self.check_text(line, number);
+    }
+
+    fn signal(&mut self, line: u64, limit: RateLimit) {
+        let new = Candidate { line, limit };
+        self.best = Some(match self.best.take() {
+            Some(old) => prefer(old, new),
+            None => new,
+        });
+    }
+
+    /// Rule for lines that are not JSON objects: free-text patterns.
+    fn check_text(&mut self, line: &[u8], number: u64) {
+        let Some(found) = self.det.text_rate_limit.find(line) else {
+            return;
+        };
+        let matched = excerpt(&String::from_utf8_lossy(found.as_bytes()));
+        let limit = RateLimit {
+            reason: format!("pattern `{matched}` in line {number}"),
+            resets_at_epoch: self.epoch_after_pipe(line),
+        };
+        self.signal(number, limit);
+    }
+
+    /// Rules for JSON objects, decided by the top-level `type` only.
+    fn check_event(&mut self, event: &Event, number: u64) {
+        match event.kind.as_str() {
+            Some("result") => {
+                self.last_result_fatal = self.result_fatal(event);
+                self.last_result = self.result_limit(event).map(|limit| Candidate {
+                    line: number,
+                    limit,
+                });
+                // The agent went on and finished: whatever limit it met
+                // before did not stop the session.
+                if !result_failed(event)
+                    && self.last_result.is_none()
+                    && self.last_result_fatal.is_none()
+                {
+                    self.best = None;
+                }
+            }
+            Some("rate_limit_event") => {
+                let Some(Field::Object(info)) = &event.rate_limit_info else {
+                    return;
+                };
+                if get(info, "status").and_then(Scalar::as_str) != Some("rejected") {
+                    return;
+                }
+                if get(info, "isUsingOverage").and_then(Scalar::as_bool) == Some(true) {
+                    self.overage_events += 1;
+                    return;
+                }
+                let reason = match get(info, "rateLimitType").and_then(Scalar::as_str) {
+                    Some(kind) => format!("rate_limit_event rejected ({})", excerpt(kind)),
+                    None => "rate_limit_event rejected".to_owned(),
+                };
+                let resets = get(info, "resetsAt")
+                    .and_then(Scalar::as_i64)
+                    .and_then(epoch_seconds);
+                self.signal(
+                    number,
+                    RateLimit {
+                        reason,
+                        resets_at_epoch: resets,
+                    },
+                );
+            }
+            Some("assistant") => {
+                let Some(Field::Scalar(Scalar::Str(error))) = &event.error else {
+                    return;
+                };
+                match error.as_str() {
+                    "rate_limit" => {
+                        let limit = RateLimit {
+                            reason: "assistant error rate_limit".to_owned(),
+                            resets_at_epoch: None,
+                        };
+                        self.signal(number, limit);
+                    }
+                    "server_error" => {
+                        let limit = RateLimit {
+                            reason: "transient API error (server_error)".to_owned(),
+                            resets_at_epoch: None,
+                        };
+                        self.signal(number, limit);
+                    }
+                    "authentication_failed" if self.fatal.is_none() => {
+                        self.fatal = Some(fatal_message(
+                            false,
+                            "assistant error authentication_failed",
+                        ));
+                    }
+                    "billing_error" if self.fatal.is_none() => {
+                        self.fatal = Some(fatal_message(true, "assistant error billing_error"));
+                    }
+                    _ => {}
+                }
+            }
+            Some("turn.failed") => {
+                if let Some(Field::Object(error)) = &event.error
+                    && let Some(message) = get(error, "message").and_then(Scalar::as_str)
+                {
+                    self.check_codex_message("turn.failed", message, number);
+                }
+            }
+            Some("error") => {
+                if let Some(message) = event.message.as_str() {
+                    self.check_codex_message("error", message, number);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A `result` line that says the agent cannot log in or cannot pay.
+    fn result_fatal(&self, event: &Event) -> Option<String> {
+        let failed = result_failed(event);
+        let text = event.result.as_str().unwrap_or("");
+        let status = event.api_error_status.as_i64();
+        if failed && let Some(status @ 401..=403) = status {
+            let detail = match excerpt(text) {
+                t if t.is_empty() => format!("API error {status}"),
+                t => format!("{t} (API error {status})"),
+            };
+            let billing = status == 402 || self.det.billing_forms.is_match(text.as_bytes());
+            return Some(fatal_message(billing, &detail));
+        }
+        let found = self.det.auth_error_forms.find(text.as_bytes())?;
+        // As with usage limits: a successful result is the agent's own final
+        // message, which may discuss API keys; only a short text that opens with
+        // the notice is the CLI's own.
+        if !failed && (found.start() > 24 || text.len() > 300) {
+            return None;
+        }
+        let billing = self.det.billing_forms.is_match(text.as_bytes());
+        Some(fatal_message(billing, &excerpt(text)))
+    }
+
+    fn result_limit(&self, event: &Event) -> Option<RateLimit> {
+        let failed = result_failed(event);
+        let text = event.result.as_str().unwrap_or("");
+        let status = event.api_error_status.as_i64();
+        if failed && status == Some(429) {
+            return Some(RateLimit {
+                reason: "result api_error_status 429".to_owned(),
+                resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+            });
+        }
+        if failed && let Some(status @ 500..=599) = status {
+            return Some(RateLimit {
+                reason: format!("transient API error ({status})"),
+                resets_at_epoch: None,
+            });
+        }
+        if failed
+            && status.is_none()
+            && let Some(found) = self.det.transient_forms.find(text.as_bytes())
+            && (found.start() <= 60 || text.len() <= 300)
+        {
+            let what = String::from_utf8_lossy(found.as_bytes()).to_ascii_lowercase();
+            return Some(RateLimit {
+                reason: format!("transient API error ({})", what.trim()),
+                resets_at_epoch: None,
+            });
+        }
+        let found = self.det.usage_limit_forms.find(text.as_bytes())?;
+        // A successful result is the agent's own final message and may well talk
+        // about rate limits; only a short text that opens with a limit notice
+        // (`Claude AI usage limit reached|…`, `API Error: Rate limit reached`)
+        // is the CLI's limit message.
+        if !failed && (found.start() > 24 || text.len() > 300) {
+            return None;
+        }
+        Some(RateLimit {
+            reason: format!("usage limit text: {}", excerpt(text)),
+            resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+        })
+    }
+
+    fn check_codex_message(&mut self, kind: &str, message: &str, number: u64) {
+        // `Reconnecting... 2/5 (…429…)` is Codex retrying inside the session;
+        // only a final failure means the session itself was stopped.
+        if message
+            .trim_start()
+            .get(..12)
+            .is_some_and(|s| s.eq_ignore_ascii_case("reconnecting"))
+        {
+            return;
+        }
+        if self.fatal.is_none() && self.det.auth_error_forms.is_match(message.as_bytes()) {
+            let billing = self.det.billing_forms.is_match(message.as_bytes());
+            self.fatal = Some(fatal_message(billing, &excerpt(message)));
+            return;
+        }
+        if !self.det.codex_limit_forms.is_match(message.as_bytes()) {
+            return;
+        }
+        let resets = self
+            .epoch_after_pipe(message.as_bytes())
+            .or_else(|| self.codex_try_again_at(message));
+        let limit = RateLimit {
+            reason: format!("codex {kind}: {}", excerpt(message)),
+            resets_at_epoch: resets,
+        };
+        self.signal(number, limit);
+    }
+
+    fn epoch_after_pipe(&self, text: &[u8]) -> Option<i64> {
+        let caps = self.det.epoch_after_pipe.captures(text)?;
+        let digits = std::str::from_utf8(caps.get(1)?.as_bytes()).ok()?;
+        digits.parse().ok()
+    }
+
+    fn codex_try_again_at(&self, message: &str) -> Option<i64> {
+        let caps = self.det.codex_try_again_at.captures(message.as_bytes())?;
+        let part = |i: usize| {
+            caps.get(i)
+                .and_then(|m| std::str::from_utf8(m.as_bytes()).ok())
+        };
+        let stamp = format!(
+            "{} {} {} {}:{} {}",
+            part(1)?,
+            part(2)?,
+            part(3)?,
+            part(4)?,
+            part(5)?,
+            part(6)?.to_ascii_uppercase()
+        );
+        let naive = NaiveDateTime::parse_from_str(&stamp, "%b %d %Y %I:%M %p").ok()?;
+        Local
+            .from_local_datetime(&naive)
+            .earliest()
+            .map(|t| t.timestamp())
+    }
+}
+
+/// API failures arrive as subtype "success" with is_error true; some versions
+/// leave is_error out and only say so in the subtype.
+fn result_failed(event: &Event) -> bool {
+    event.is_error.as_bool() == Some(true)
+        || event
+            .subtype
+            .as_str()
+            .is_some_and(|s| s.starts_with("error"))
+}
+
+/// The message that stops the loop, with what the user has to do.
+fn fatal_message(billing: bool, detail: &str) -> String {
+    if billing {
+        format!(
+            "the agent's account cannot pay for requests: {detail} — fix the billing and start again"
+        )
+    } else {
+        format!("the agent cannot authenticate: {detail} — fix the credentials and start again")
+    }
+}
+
+/// Reset times are documented in seconds; a millisecond value is accepted too.
+fn epoch_seconds(value: i64) -> Option<i64> {
+    match value {
+        v if v <= 0 => None,
+        v if v >= 100_000_000_000 => Some(v / 1000),
+        v => Some(v),
+    }
+}
+
+/// First line of agent text, cut at a `|epoch` suffix and shortened for a reason.
+fn excerpt(text: &str) -> String {
+    let head = text.split(['\n', '|']).next().unwrap_or("").trim();
+    let head = super::text::terminal_safe(head);
+    let mut out: String = head.chars().take(REASON_EXCERPT_CHARS).collect();
+    if out.len() < head.len() {
+        out.push('…');
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Parsed shape of one JSON line.
+//
+// Only a handful of top-level fields matter, and lines are large (tool results,
+// file contents), so the deserializer keeps scalars of the known keys and skips
+// everything else without building a `serde_json::Value`. Every field accepts
+// any JSON type, so an unexpected type never turns a valid JSON object into
+// "non-JSON" (which would expose it to the free-text patterns).
+// ---------------------------------------------------------------------------
+
+/// A JSON value reduced to its scalar content; containers are skipped.
+#[derive(Debug, Default, Clone, PartialEq)]
+enum Scalar {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    #[default]
+    Other,
+}
+
+impl Scalar {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Scalar::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    fn as_bool(&self) -> Option<bool> {
+        match self {
+            Scalar::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// Numbers and numeric strings alike: `429` and `"429"` both occur.
+    fn as_i64(&self) -> Option<i64> {
+        match self {
+            Scalar::Int(i) => Some(*i),
+            Scalar::Float(f) if f.is_finite() && f.abs() < 9.0e18 => Some(f.trunc() as i64),
+            Scalar::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar::Int(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+        Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar::Float(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar::Str(v))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Scalar, E> {
+        Ok(Scalar::Other)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
+        Scalar::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Other)
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A field that is either a scalar or a small object whose scalar members matter
+/// (`error: {message}`, `rate_limit_info: {status, resetsAt, …}`).
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    Scalar(Scalar),
+    Object(Vec<(String, Scalar)>),
+}
+
+/// Last value wins, as with most JSON readers, if a key is repeated.
+fn get<'a>(members: &'a [(String, Scalar)], key: &str) -> Option<&'a Scalar> {
+    members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Field, E> {
+        ScalarVisitor.visit_bool(v).map(Field::Scalar)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Field, E> {
+        ScalarVisitor.visit_i64(v).map(Field::Scalar)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Field, E> {
+        ScalarVisitor.visit_u64(v).map(Field::Scalar)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Field, E> {
+        ScalarVisitor.visit_f64(v).map(Field::Scalar)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Field, E> {
+        ScalarVisitor.visit_str(v).map(Field::Scalar)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Field, E> {
+        ScalarVisitor.visit_string(v).map(Field::Scalar)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
+        Ok(Field::Scalar(Scalar::Other))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Field, E> {
+        Ok(Field::Scalar(Scalar::Other))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
+        Field::deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field, A::Error> {
+        ScalarVisitor.visit_seq(seq).map(Field::Scalar)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Field, A::Error> {
+        let mut members = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value::<Scalar>()?;
+            members.push((key, value));
+        }
+        Ok(Field::Object(members))
+    }
+}
+
+impl<'de> Deserialize<'de> for Field {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FieldVisitor)
+    }
+}
+
+/// The top-level members of one stream-json / Codex JSON line that the rules read.
+#[derive(Debug, Default)]
+struct Event {
+    kind: Scalar,
+    subtype: Scalar,
+    is_error: Scalar,
+    api_error_status: Scalar,
+    result: Scalar,
+    message: Scalar,
+    error: Option<Field>,
+    rate_limit_info: Option<Field>,
+}
+
+enum Key {
+    Type,
+    Subtype,
+    IsError,
+    ApiErrorStatus,
+    Result,
+    Message,
+    Error,
+    RateLimitInfo,
+    Other,
+}
+
+struct KeyVisitor;
+
+impl Visitor<'_> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+        Ok(match v {
+            "type" => Key::Type,
+            "subtype" => Key::Subtype,
+            "is_error" => Key::IsError,
+            "api_error_status" => Key::ApiErrorStatus,
+            "result" => Key::Result,
+            "message" => Key::Message,
+            "error" => Key::Error,
+            "rate_limit_info" => Key::RateLimitInfo,
+            _ => Key::Other,
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct EventVisitor;
+
+impl<'de> Visitor<'de> for EventVisitor {
+    type Value = Event;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
+        let mut event = Event::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            match key {
+                Key::Type => event.kind = map.next_value()?,
+                Key::Subtype => event.subtype = map.next_value()?,
+                Key::IsError => event.is_error = map.next_value()?,
+                Key::ApiErrorStatus => event.api_error_status = map.next_value()?,
+                Key::Result => event.result = map.next_value()?,
+                Key::Message => event.message = map.next_value()?,
+                Key::Error => event.error = Some(map.next_value()?),
+                Key::RateLimitInfo => event.rate_limit_info = Some(map.next_value()?),
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(event)
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(EventVisitor)
+    }
+}
+
+/// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
+/// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
+fn may_signal_rate_limit(line: &[u8]) -> bool {
+    static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
+        [
+            memmem::Finder::new(b"\"result\""),
+            memmem::Finder::new(b"\"error\""),
+            memmem::Finder::new(b"rate_limit_event"),
+            memmem::Finder::new(b"turn.failed"),
+        ]
+    });
+    NEEDLES.iter().any(|needle| needle.find(line).is_some())
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod transcript_tests;

@@ -1,0 +1,489 @@
+//! Live reading of an agent's output stream: display lines and session statistics.
+//!
+//! While a session runs, the supervisor's UI tails the session's output file and
+//! hands every new chunk of bytes to a [`StreamParser`]. The parser turns Claude
+//! Code `--output-format stream-json` events, Codex `exec --json` events or plain
+//! terminal text into short, safe display lines ([`Rendered`]) and keeps running
+//! [`SessionStats`] (turns, tool calls, tokens, cost, the final result).
+//!
+//! Design points, each forced by what agents actually write:
+//! - Chunks arrive at arbitrary byte boundaries, so partial lines are buffered;
+//!   the result never depends on how the bytes were split.
+//! - One line can be many megabytes (a tool result holding a whole file, a base64
+//!   image). The pending line is capped at 1 MiB; a longer JSON line is still
+//!   read, from its kept start, by a parser that closes whatever the cut left
+//!   open, so the event keeps its kind and id and the line is counted.
+//! - Agent output is untrusted terminal content. Every displayed string is
+//!   stripped of control characters and escape sequences (only colour SGR
+//!   survives, and only on plain text lines), so nothing the agent printed can
+//!   move the cursor, retitle the terminal or hide text.
+//! - Event lines are large and mostly uninteresting to a display, so JSON is read
+//!   by a small borrowing parser that keeps strings in their escaped form and
+//!   decodes only the parts that are shown, not by building `serde_json::Value`s.
+//! - Formats change between agent versions: unknown event types and fields are
+//!   skipped, values of unexpected types are treated as absent, and nothing here
+//!   ever fails or panics on any input.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use std::sync::LazyLock;
+
+use memchr::{memchr, memchr2, memmem};
+
+/// Longest part of one line kept in memory; the rest of a longer line is dropped.
+#[cfg(test)]
+const MAX_PENDING_BYTES: usize = super::lines::MAX_LINE_BYTES;
+
+/// Cap for texts kept in [`SessionStats`] (they end up in status files).
+const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
+
+/// Non-empty lines after which a stream with no JSON object is taken for text.
+const AUTO_DETECT_LINES: u32 = 20;
+
+/// Nesting limit of the JSON reader (as serde_json's), so hostile input cannot
+/// exhaust the stack.
+const MAX_JSON_DEPTH: usize = 128;
+
+/// Display lines produced from one text block; a pasted log of thousands of
+/// lines would otherwise flood the output pane.
+const MAX_LINES_PER_BLOCK: usize = 1000;
+
+/// Which event format the agent writes.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Deserialize,
+    serde::Serialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentFormat {
+    /// Decide from the stream itself (see [`StreamParser::format`]).
+    #[default]
+    Auto,
+    /// `claude -p --output-format stream-json --verbose`.
+    ClaudeStreamJson,
+    /// `codex exec --json`.
+    CodexJson,
+    /// Anything else: every line is shown as terminal text.
+    Text,
+}
+
+/// One display line for the output pane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub kind: LineKind,
+    /// One line, no control characters except that for LineKind::Plain ANSI SGR colour sequences (ESC [ ... m) are kept for the UI to convert; every other control char, CR-overwrite (keep the text after the last \r), BEL, cursor movement etc. removed or made visible harmlessly. Truncated to ~500 chars with an ellipsis.
+    pub text: String,
+    /// Full content for "expand" (tool input pretty-printed + its result; capped at 64 KiB), if any.
+    ///
+    /// A `ToolCall` carries its input and the matching `ToolResult` (same
+    /// `tool_use_id`) carries the output. Newlines and tabs are kept; other
+    /// control characters and all escape sequences are removed.
+    pub detail: Option<String>,
+    /// Ties a ToolCall to its ToolResult.
+    pub tool_use_id: Option<String>,
+    pub is_error: bool,
+}
+
+/// What a [`Rendered`] line shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    System,
+    Text,
+    Thinking,
+    ToolCall,
+    ToolResult,
+    Result,
+    RateLimit,
+    Error,
+    Plain,
+}
+
+/// Running totals for one session, as far as the stream has been read.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SessionStats {
+    /// Claude: result.num_turns if present, else count of distinct assistant message ids; Codex: turn.completed count
+    pub turns: u64,
+    pub tool_calls: u64,
+    pub tool_calls_by_name: BTreeMap<String, u64>,
+    /// tool_result is_error true / codex command exit != 0
+    pub tool_errors: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// result.total_cost_usd, older cost_usd
+    pub cost_usd: Option<f64>,
+    pub result_subtype: Option<String>,
+    pub result_is_error: Option<bool>,
+    /// Capped at 4 KiB.
+    pub result_text: Option<String>,
+    /// Codex last agent_message text (capped 4 KiB)
+    pub last_agent_message: Option<String>,
+    pub model: Option<String>,
+    pub agent_session_id: Option<String>,
+    pub duration_ms: Option<u64>,
+    /// Rate-limit events passed by paying for overage (not limits).
+    pub overage_events: u64,
+    /// Tokens per model (subagents' models included), Claude only.
+    pub tokens_by_model: BTreeMap<String, ModelTokens>,
+    /// Every line, empty ones and a final line without newline included.
+    pub lines: u64,
+    /// Lines read as JSON objects (not counted once the format is `Text`).
+    pub json_lines: u64,
+}
+
+/// One model's tokens in a session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct ModelTokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+/// One tool call as the doom-loop detector compares them: the same name and the
+/// same input (object keys in any order) give the same signature.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCallSig {
+    pub name: String,
+    /// The one-line summary shown for the call (`npm test`, a file path…).
+    pub summary: String,
+    /// Hash of the canonical input.
+    pub input_hash: u64,
+}
+
+/// Incremental reader of one session's output; see the module documentation.
+#[derive(Debug)]
+pub struct StreamParser {
+    format: AgentFormat,
+    /// The unfinished line (at most MAX_PENDING_BYTES of it).
+    pending: LineSplitter,
+    /// While `Auto`: non-empty lines seen, and whether one was a JSON object.
+    auto_lines: u32,
+    auto_saw_object: bool,
+    /// The line being handled was cut at MAX_PENDING_BYTES (details say so).
+    line_cut: bool,
+    stats: SessionStats,
+    claude: ClaudeState,
+    codex: CodexState,
+    /// See [`StreamParser::watch_final_text`].
+    watched: Option<String>,
+    watched_in_final: bool,
+    /// Tool calls not yet taken, when recording (see [`StreamParser::record_tool_calls`]).
+    tool_call_log: Option<Vec<ToolCallSig>>,
+}
+
+#[derive(Debug, Default)]
+struct ClaudeState {
+    /// Last usage seen per assistant message id: Claude Code splits one API
+    /// message over several lines that all repeat the same usage.
+    usage_by_message: HashMap<String, Usage>,
+    /// Sum of `usage_by_message`, kept current so no event re-sums the map.
+    summed: Usage,
+    /// The largest usage a result line reported: the main model's only.
+    result_usage: Option<Usage>,
+    /// Usage per model, from the assistant messages (subagents included).
+    by_model: BTreeMap<String, Usage>,
+    /// Usage per model as the result's `modelUsage` reported it.
+    result_by_model: BTreeMap<String, Usage>,
+    result_turns: Option<u64>,
+    /// tool_use ids already shown and counted.
+    seen_tool_uses: HashSet<String>,
+}
+
+#[derive(Debug, Default)]
+struct CodexState {
+    /// Items whose call line was shown at item.started, so item.completed only
+    /// adds the result.
+    started: HashSet<String>,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct Usage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+}
+
+impl ClaudeState {
+    /// Per model: what a result reported (it is exact), else what the
+    /// messages added up to. A result's plain `usage` is the main model's only.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
+        let mut all = self.by_model.clone();
+        for (model, usage) in &self.result_by_model {
+            all.insert(model.clone(), *usage);
+        }
+        if let (Some(usage), Some(main)) = (self.result_usage, main)
+            && !self.result_by_model.contains_key(main)
+        {
+            all.insert(main.to_owned(), usage);
+        }
+        all.into_iter()
+            .map(|(model, usage)| (model, ModelTokens::from(usage)))
+            .collect()
+    }
+
+    /// The session's tokens, every model's: subagents' tokens stay counted
+    /// when the result (the main model's) arrives.
+    fn total_usage(&self, main: Option<&str>) -> Usage {
+        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
+        match main {
+            Some(_) if reported => self
+                .tokens_by_model(main)
+                .into_values()
+                .map(Usage::from)
+                .fold(Usage::default(), Usage::plus),
+            _ => self.result_usage.unwrap_or(self.summed),
+        }
+    }
+}
+
+impl From<Usage> for ModelTokens {
+    fn from(u: Usage) -> Self {
+        ModelTokens {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+        }
+    }
+}
+
+impl From<ModelTokens> for Usage {
+    fn from(t: ModelTokens) -> Self {
+        Usage {
+            input: t.input,
+            output: t.output,
+            cache_read: t.cache_read,
+            cache_write: t.cache_write,
+        }
+    }
+}
+
+impl Usage {
+    fn plus(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_add(other.input),
+            output: self.output.saturating_add(other.output),
+            cache_read: self.cache_read.saturating_add(other.cache_read),
+            cache_write: self.cache_write.saturating_add(other.cache_write),
+        }
+    }
+
+    /// Field by field, the larger of two reports of the same session.
+    fn max(self, other: Usage) -> Usage {
+        Usage {
+            input: self.input.max(other.input),
+            output: self.output.max(other.output),
+            cache_read: self.cache_read.max(other.cache_read),
+            cache_write: self.cache_write.max(other.cache_write),
+        }
+    }
+
+    fn replace_in(self, total: &mut Usage, new: Usage) {
+        total.input = total
+            .input
+            .saturating_sub(self.input)
+            .saturating_add(new.input);
+        total.output = total
+            .output
+            .saturating_sub(self.output)
+            .saturating_add(new.output);
+        total.cache_read = total
+            .cache_read
+            .saturating_sub(self.cache_read)
+            .saturating_add(new.cache_read);
+        total.cache_write = total
+            .cache_write
+            .saturating_sub(self.cache_write)
+            .saturating_add(new.cache_write);
+    }
+}
+
+impl Default for StreamParser {
+    fn default() -> Self {
+        Self::new(AgentFormat::Auto)
+    }
+}
+
+impl StreamParser {
+    pub fn new(format: AgentFormat) -> Self {
+        Self {
+            format,
+            pending: LineSplitter::default(),
+            auto_lines: 0,
+            auto_saw_object: false,
+            line_cut: false,
+            stats: SessionStats::default(),
+            claude: ClaudeState::default(),
+            codex: CodexState::default(),
+            watched: None,
+            watched_in_final: false,
+            tool_call_log: None,
+        }
+    }
+
+    /// Keep a [`ToolCallSig`] of every tool call from now on, for
+    /// [`StreamParser::take_tool_calls`].
+    pub fn record_tool_calls(&mut self) {
+        self.tool_call_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The tool calls read since the last call, in order (empty unless recording).
+    pub fn take_tool_calls(&mut self) -> Vec<ToolCallSig> {
+        self.tool_call_log
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    fn log_tool_call(&mut self, name: &str, summary: &str, input: &Json<'_>) {
+        if let Some(log) = &mut self.tool_call_log {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            hash_canonical(input, &mut hasher);
+            log.push(ToolCallSig {
+                name: name.to_owned(),
+                summary: summary.to_owned(),
+                input_hash: std::hash::Hasher::finish(&hasher),
+            });
+        }
+    }
+
+    /// Watch the agent's final message (Claude's last `result` text, Codex's last
+    /// `agent_message`) for `needle`, in full: the copies kept in [`SessionStats`]
+    /// are capped. Tool results, tool inputs and the prompt never count.
+    pub fn watch_final_text(&mut self, needle: &str) {
+        self.watched = (!needle.is_empty()).then(|| needle.to_owned());
+    }
+
+    /// Whether the final message read so far holds the watched text.
+    pub fn final_text_has_watched(&self) -> bool {
+        self.watched_in_final
+    }
+
+    fn note_final_text(&mut self, text: Option<&str>) {
+        self.watched_in_final = match (&self.watched, text) {
+            (Some(needle), Some(text)) => text.contains(needle.as_str()),
+            _ => false,
+        };
+    }
+
+    /// Feed the next bytes of the output file (any chunking: partial lines are buffered; a line over 64 KiB is truncated for display but still counted; never holds more than ~1 MiB of a pending line).
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Rendered> {
+        let mut out = Vec::new();
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.feed(bytes, |line, cut| self.process_line(line, cut, &mut out));
+        self.pending = lines;
+        out
+    }
+
+    /// End of session: flush a partial last line.
+    pub fn finish(&mut self) -> Vec<Rendered> {
+        let mut out = Vec::new();
+        let mut lines = std::mem::take(&mut self.pending);
+        lines.finish(|line, cut| self.process_line(line, cut, &mut out));
+        self.pending = lines;
+        out
+    }
+
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Auto resolves on the first JSON object line (Claude: has "type" among system/assistant/user/result/rate_limit_event...; Codex: type like "thread.started"/"turn.started"/"item.*"); a stream with no JSON object in its first 20 non-empty lines is Text.
+    ///
+    /// A JSON object whose `type` belongs to neither format does not resolve
+    /// the format; it is skipped like any unknown event.
+    pub fn format(&self) -> AgentFormat {
+        self.format
+    }
+
+    fn process_line(&mut self, raw: &[u8], truncated: bool, out: &mut Vec<Rendered>) {
+        self.stats.lines += 1;
+        self.line_cut = truncated;
+        let raw = if truncated {
+            raw
+        } else {
+            raw.strip_suffix(b"\r").unwrap_or(raw)
+        };
+        let text = decode_utf8(raw, truncated);
+        let line = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        match self.format {
+            AgentFormat::Text => out.push(plain(line)),
+            AgentFormat::Auto => self.auto_line(line, truncated, out),
+            format => {
+                let body = line.trim_matches(is_json_ws);
+                if body.is_empty() {
+                    return;
+                }
+                match parse_object(body, truncated) {
+                    Some(event) => {
+                        self.stats.json_lines += 1;
+                        self.dispatch(format, &event, out);
+                    }
+                    None => out.push(plain(line)),
+                }
+            }
+        }
+    }
+
+    fn auto_line(&mut self, line: &str, truncated: bool, out: &mut Vec<Rendered>) {
+        let body = line.trim_matches(is_json_ws);
+        if body.is_empty() {
+            return;
+        }
+        self.auto_lines = self.auto_lines.saturating_add(1);
+        if let Some(event) = parse_object(body, truncated) {
+            self.stats.json_lines += 1;
+            self.auto_saw_object = true;
+            if let Some(format) = event.get_str("type").and_then(|kind| classify(&kind)) {
+                self.format = format;
+                self.dispatch(format, &event, out);
+            }
+            return;
+        }
+        out.push(plain(line));
+        if self.auto_lines >= AUTO_DETECT_LINES && !self.auto_saw_object {
+            self.format = AgentFormat::Text;
+        }
+    }
+
+    fn dispatch(&mut self, format: AgentFormat, event: &Json<'_>, out: &mut Vec<Rendered>) {
+        match format {
+            AgentFormat::ClaudeStreamJson => self.claude_event(event, out),
+            AgentFormat::CodexJson => self.codex_event(event, out),
+            AgentFormat::Auto | AgentFormat::Text => {}
+        }
+    }
+
+    /// Detail text of a shown value: sanitised, capped, and marked when either
+    /// the value or the line it came from was cut.
+    fn detail<'t>(&self, text: impl Into<Cow<'t, str>>, complete: bool) -> Option<String> {
+        let text = text.into();
+        if text.trim().is_empty() {
+            return None;
+        }
+        Some(cap_detail(sanitize_block(text), complete && !self.line_cut))
+    }
+}
+
+mod claude;
+mod codex;
+mod json;
+mod render;
+
+use super::lines::LineSplitter;
+use super::text::*;
+use json::*;
+use render::*;
+
+#[cfg(test)]
+mod tests;

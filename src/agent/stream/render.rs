@@ -1,0 +1,363 @@
+//! Display lines: constructors, tool summaries and number formatting.
+
+use super::*;
+
+pub(super) fn line(kind: LineKind, text: String) -> Rendered {
+    Rendered {
+        kind,
+        text,
+        detail: None,
+        tool_use_id: None,
+        is_error: false,
+    }
+}
+
+impl Rendered {
+    pub(super) fn with_detail(mut self, detail: Option<String>) -> Self {
+        self.detail = detail;
+        self
+    }
+
+    pub(super) fn with_id(mut self, id: Option<String>) -> Self {
+        self.tool_use_id = id.filter(|id| !id.is_empty());
+        self
+    }
+
+    pub(super) fn with_error(mut self, is_error: bool) -> Self {
+        self.is_error = is_error;
+        self
+    }
+}
+
+pub(super) fn plain(text: &str) -> Rendered {
+    line(LineKind::Plain, sanitize_line(text, true, MAX_TEXT_CHARS))
+}
+
+/// One display line per line of agent text; leading/trailing blank lines are
+/// dropped and runs of blank lines collapse to one.
+pub(super) fn push_text_lines(text: &str, out: &mut Vec<Rendered>) {
+    let text = text.trim_end();
+    // Starting as if after a blank line also drops leading blank lines.
+    let mut previous_blank = true;
+    let mut shown = 0;
+    let mut offset = 0;
+    for raw in text.split('\n') {
+        let at = offset;
+        offset += raw.len() + 1;
+        let cleaned = clean(raw);
+        let blank = cleaned.trim().is_empty();
+        if blank && previous_blank {
+            continue;
+        }
+        previous_blank = blank;
+        if shown == MAX_LINES_PER_BLOCK {
+            let rest = &text[at..];
+            let count = rest.split('\n').count() as u64;
+            out.push(
+                line(LineKind::Text, format!("… (+{})", plural(count, "line")))
+                    .with_detail(Some(cap_detail(sanitize_block(rest), true))),
+            );
+            return;
+        }
+        out.push(line(
+            LineKind::Text,
+            if blank { String::new() } else { cleaned },
+        ));
+        shown += 1;
+    }
+}
+
+/// "▶ Name  summary".
+pub(super) fn call_text(name: &str, summary: &str) -> String {
+    if summary.is_empty() {
+        fit(format!("▶ {name}"))
+    } else {
+        fit(format!("▶ {name}  {summary}"))
+    }
+}
+
+/// The input field that says most about a call, by tool.
+pub(super) fn tool_summary(name: &str, input: &Json<'_>) -> String {
+    if name == "TodoWrite"
+        && let Some(Json::Arr(todos)) = input.get("todos")
+    {
+        let status = |s: &str| {
+            todos
+                .iter()
+                .filter(|t| t.get_str("status").as_deref() == Some(s))
+                .count()
+        };
+        let mut text = format!(
+            "{} · {} done",
+            plural(todos.len() as u64, "todo"),
+            status("completed")
+        );
+        if let Some(now) = todos
+            .iter()
+            .find(|t| t.get_str("status").as_deref() == Some("in_progress"))
+            .and_then(|t| t.get_str("activeForm").or_else(|| t.get_str("content")))
+        {
+            text.push_str(&format!(" · now: {}", one_line(&now)));
+        }
+        return text;
+    }
+    let field = match name {
+        "Bash" | "SlashCommand" => "command",
+        "Edit" | "Write" | "Read" | "MultiEdit" => "file_path",
+        "NotebookEdit" | "NotebookRead" => "notebook_path",
+        "Grep" | "Glob" => "pattern",
+        "WebFetch" => "url",
+        "WebSearch" => "query",
+        "Task" | "Agent" => "description",
+        "Skill" => "skill",
+        "LS" => "path",
+        "BashOutput" => "bash_id",
+        "KillShell" | "KillBash" => "shell_id",
+        _ => "",
+    };
+    if !field.is_empty()
+        && let Some(value) = input.get_str(field)
+    {
+        return one_line(&value);
+    }
+    compact_summary(input)
+}
+
+pub(super) fn compact_summary(input: &Json<'_>) -> String {
+    match input {
+        Json::Null => String::new(),
+        Json::Obj(members) if members.is_empty() => String::new(),
+        input => {
+            let mut text = String::new();
+            write_json(input, false, 0, &mut text, MAX_TEXT_CHARS * 4);
+            clean(&text)
+        }
+    }
+}
+
+/// Header fields of `system/init` for the expanded view.
+pub(super) fn init_detail(event: &Json<'_>) -> String {
+    let mut detail = String::new();
+    for (key, label) in [
+        ("cwd", "cwd"),
+        ("claude_code_version", "version"),
+        ("permissionMode", "permission mode"),
+        ("model", "model"),
+        ("session_id", "session"),
+    ] {
+        if let Some(value) = event.get_str(key) {
+            detail.push_str(&format!("{label}: {value}\n"));
+        }
+    }
+    if let Some(Json::Arr(tools)) = event.get("tools") {
+        let names: Vec<Cow<'_, str>> = tools.iter().filter_map(Json::str).collect();
+        detail.push_str(&format!("tools: {}\n", names.join(", ")));
+    }
+    if let Some(Json::Arr(servers)) = event.get("mcp_servers") {
+        let names: Vec<String> = servers
+            .iter()
+            .map(|s| {
+                let name = s.get_str("name").unwrap_or_default();
+                match s.get_str("status") {
+                    Some(status) => format!("{name} ({status})"),
+                    None => name.into_owned(),
+                }
+            })
+            .collect();
+        if !names.is_empty() {
+            detail.push_str(&format!("mcp servers: {}\n", names.join(", ")));
+        }
+    }
+    detail
+}
+
+pub(super) fn claude_usage(usage: &Json<'_>) -> Option<Usage> {
+    if !matches!(usage, Json::Obj(_)) {
+        return None;
+    }
+    let field = |key: &str| usage.get_u64(key).unwrap_or(0);
+    Some(Usage {
+        input: field("input_tokens"),
+        output: field("output_tokens"),
+        cache_read: field("cache_read_input_tokens"),
+        cache_write: field("cache_creation_input_tokens"),
+    })
+}
+
+/// Which format an event `type` belongs to, if either.
+pub(super) fn classify(kind: &str) -> Option<AgentFormat> {
+    match kind {
+        "system"
+        | "assistant"
+        | "user"
+        | "result"
+        | "rate_limit_event"
+        | "stream_event"
+        | "control_request"
+        | "control_response"
+        | "control_cancel_request"
+        | "keep_alive"
+        | "tool_progress"
+        | "auth_status" => Some(AgentFormat::ClaudeStreamJson),
+        "error" | "request_user_input" => Some(AgentFormat::CodexJson),
+        k if k.starts_with("thread.") || k.starts_with("turn.") || k.starts_with("item.") => {
+            Some(AgentFormat::CodexJson)
+        }
+        _ => None,
+    }
+}
+
+/// `bash -lc 'cmd'` → `cmd`: Codex wraps every command in a login shell, which
+/// says nothing on a one-line display.
+pub(super) fn unwrap_shell(command: &str) -> Cow<'_, str> {
+    const SHELLS: &[&str] = &[
+        "bash -lc ",
+        "/bin/bash -lc ",
+        "/usr/bin/bash -lc ",
+        "bash -c ",
+        "/bin/bash -c ",
+        "zsh -lc ",
+        "/bin/zsh -lc ",
+        "sh -c ",
+        "/bin/sh -c ",
+    ];
+    let command = command.trim();
+    let Some(rest) = SHELLS.iter().find_map(|s| command.strip_prefix(s)) else {
+        return Cow::Borrowed(command);
+    };
+    let rest = rest.trim();
+    if let Some(inner) = rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\''))
+        && !inner.contains('\'')
+    {
+        return Cow::Borrowed(inner);
+    }
+    if let Some(inner) = rest.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
+        && !inner.contains(['$', '`'])
+        && let Some(unquoted) = double_quoted(inner)
+    {
+        return unquoted;
+    }
+    Cow::Borrowed(rest)
+}
+
+/// The word inside shell double quotes without `$` or backticks: `\"` and
+/// `\\` stand for themselves, any other backslash is literal; `None` when an
+/// unescaped quote shows the text is more than one word.
+fn double_quoted(inner: &str) -> Option<Cow<'_, str>> {
+    if !inner.contains(['"', '\\']) {
+        return Some(Cow::Borrowed(inner));
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return None,
+            '\\' => match chars.next() {
+                Some(next @ ('"' | '\\')) => out.push(next),
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => return None,
+            },
+            c => out.push(c),
+        }
+    }
+    Some(Cow::Owned(out))
+}
+
+/// First non-blank line, cleaned; " …" when more non-blank lines follow.
+pub(super) fn one_line(text: &str) -> String {
+    let mut lines = text.split('\n').filter(|l| !l.trim().is_empty());
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    let mut shown = clean(first.trim());
+    if lines.next().is_some() {
+        shown.push_str(" …");
+    }
+    shown
+}
+
+/// First non-blank line and how many other lines there are (a trailing
+/// newline does not start a line).
+pub(super) fn first_line(text: &str) -> (&str, usize) {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    let total = body.split('\n').count();
+    let first = body
+        .split('\n')
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    (first, total.saturating_sub(1))
+}
+
+/// Whether a line would lose characters to the display cap.
+pub(super) fn text_is_cut(line: &str) -> bool {
+    line.len() > MAX_TEXT_CHARS && line.chars().count() > MAX_TEXT_CHARS
+}
+
+/// Reset times are documented in seconds; a millisecond value is accepted too.
+pub(super) fn epoch_seconds(value: i64) -> Option<i64> {
+    match value {
+        v if v <= 0 => None,
+        v if v >= 100_000_000_000 => Some(v / 1000),
+        v => Some(v),
+    }
+}
+
+pub(super) fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{} {word}s", group(n))
+    }
+}
+
+/// 1234567 → "1,234,567".
+pub(super) fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+
+/// A tool input of plain members, one of them text of several lines (an
+/// agent's prompt, a file's content), as `key: value` lines with that text
+/// as written: JSON would show its line breaks as `\n`. `None` otherwise.
+pub(super) fn readable_input(input: &Json<'_>) -> Option<String> {
+    let Json::Obj(members) = input else {
+        return None;
+    };
+    let multi_line = members
+        .iter()
+        .any(|(_, v)| matches!(v, Json::Str(s) if s.raw.contains("\\n")));
+    if !multi_line {
+        return None;
+    }
+    let mut out = String::new();
+    for (key, value) in members {
+        let value = match value {
+            Json::Str(s) => s.decode(),
+            Json::Num(n) => Cow::Borrowed(*n),
+            Json::Bool(b) => Cow::Owned(b.to_string()),
+            Json::Null => Cow::Borrowed("null"),
+            Json::Arr(_) | Json::Obj(_) => return None,
+        };
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&key.decode());
+        out.push(':');
+        out.push(if value.contains('\n') { '\n' } else { ' ' });
+        out.push_str(&value);
+    }
+    Some(out)
+}

@@ -1,0 +1,406 @@
+//! Text safety: agent output made harmless for a terminal (controls, escapes, caps).
+
+use std::borrow::Cow;
+
+use memchr::{memchr, memchr2};
+
+/// Cap for [`Rendered::detail`]: enough to read a tool's output, small enough for a UI.
+pub(super) const MAX_DETAIL_BYTES: usize = 64 * 1024;
+/// Longest [`Rendered::text`], in characters, including the ellipsis.
+pub(super) const MAX_TEXT_CHARS: usize = 500;
+/// Tab stops for expanding tabs, as in a terminal.
+pub(super) const TAB_WIDTH: usize = 8;
+/// Colour sequences a plain line may keep in total; a line made of nothing but
+/// SGR codes must not slip past the length cap.
+pub(super) const MAX_SGR_BYTES_PER_LINE: usize = 2048;
+/// Longest single SGR sequence that is kept.
+pub(super) const MAX_SGR_SEQUENCE_BYTES: usize = 64;
+/// Appended to a detail that was cut.
+pub(super) const TRUNCATED_MARK: &str = "\n… (truncated)";
+
+/// Agent text made safe for one terminal line, for every printer (the
+/// headless console, the control room's panes, reasons quoted in log lines):
+/// control characters, escape sequences and bidi overrides never pass.
+pub(crate) fn terminal_safe(text: &str) -> Cow<'_, str> {
+    if is_safe_text(text.as_bytes(), false) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(sanitize_line(text, false, usize::MAX))
+    }
+}
+
+pub(super) fn clean(text: &str) -> String {
+    sanitize_line(text, false, MAX_TEXT_CHARS)
+}
+
+/// Caps a composed display line at MAX_TEXT_CHARS, ending it with an ellipsis.
+pub(super) fn fit(text: String) -> String {
+    if text.len() <= MAX_TEXT_CHARS {
+        return text;
+    }
+    match text.char_indices().nth(MAX_TEXT_CHARS) {
+        None => text,
+        Some(_) => {
+            let cut = text
+                .char_indices()
+                .nth(MAX_TEXT_CHARS - 1)
+                .map_or(text.len(), |(i, _)| i);
+            let mut text = text;
+            text.truncate(cut);
+            text.push('…');
+            text
+        }
+    }
+}
+
+/// Length of the character at `at` if it is one display text must not carry
+/// as is: a C1 control (an 8-bit CSI can drive a terminal), a bidi override or
+/// isolate (they make text read differently from what it is), or a line or
+/// paragraph separator (it would break the line).
+pub(super) fn special_len(bytes: &[u8], at: usize) -> Option<usize> {
+    match (bytes.get(at), bytes.get(at + 1), bytes.get(at + 2)) {
+        (Some(0xc2), Some(0x80..=0x9f), _) => Some(2),
+        (Some(0xe2), Some(0x80), Some(0xa8..=0xae)) => Some(3),
+        (Some(0xe2), Some(0x81), Some(0xa6..=0xa9)) => Some(3),
+        _ => None,
+    }
+}
+
+/// Whether text can be shown as it is (newlines allowed or not). Most text
+/// can, so this is built to be fast: a branch-free control scan per block, then
+/// a look at the few lead bytes that can start a special character.
+pub(super) fn is_safe_text(bytes: &[u8], allow_newline: bool) -> bool {
+    let newline = if allow_newline { b'\n' } else { 0xff };
+    let has_control = bytes.chunks(256).any(|block| {
+        block.iter().fold(false, |seen, &b| {
+            seen | ((b < 0x20 && b != newline) | (b == 0x7f))
+        })
+    });
+    if has_control {
+        return false;
+    }
+    let mut i = 0;
+    while let Some(j) = memchr2(0xc2, 0xe2, &bytes[i..]) {
+        let at = i + j;
+        if special_len(bytes, at).is_some() {
+            return false;
+        }
+        i = at + 1;
+    }
+    true
+}
+
+pub(super) fn char_count(text: &str) -> usize {
+    // Every byte that is not a UTF-8 continuation byte starts a char.
+    text.bytes().filter(|b| (b & 0xc0) != 0x80).count()
+}
+
+/// One display line from one line of agent output: the text after the last
+/// carriage return (what a terminal would show, roughly), without control
+/// characters and escape sequences (colour SGR kept only with `keep_sgr`),
+/// tabs expanded, at most `max_chars` visible characters with an ellipsis.
+pub(super) fn sanitize_line(text: &str, keep_sgr: bool, max_chars: usize) -> String {
+    let mut out = String::new();
+    sanitize_into(text, keep_sgr, max_chars, &mut out);
+    out
+}
+
+pub(super) fn sanitize_into(text: &str, keep_sgr: bool, max_chars: usize, out: &mut String) {
+    let text = text.trim_end_matches(['\r', '\n']);
+    let (before, tail) = match memchr::memrchr(b'\r', text.as_bytes()) {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => ("", text),
+    };
+    if keep_sgr && before.contains('\x1b') {
+        carry_sgr(before, out);
+    }
+    if is_safe_text(tail.as_bytes(), false)
+        && (tail.len() <= max_chars || char_count(tail) <= max_chars)
+    {
+        out.push_str(tail);
+        return;
+    }
+    sanitize_run(tail, keep_sgr, max_chars, false, out);
+}
+
+/// The careful path: copies runs of ordinary text whole and deals with each
+/// control, escape sequence or special character between them.
+pub(super) fn sanitize_run(
+    text: &str,
+    keep_sgr: bool,
+    max_chars: usize,
+    keep_newlines: bool,
+    out: &mut String,
+) {
+    let bytes = text.as_bytes();
+    let mut sink = Sink {
+        out,
+        visible: 0,
+        column: 0,
+        last_char_at: None,
+        max_chars,
+    };
+    let mut sgr_bytes = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let mut j = i;
+        while let Some(&b) = bytes.get(j) {
+            if b < 0x20
+                || b == 0x7f
+                || ((b == 0xc2 || b == 0xe2) && special_len(bytes, j).is_some())
+            {
+                break;
+            }
+            j += 1;
+        }
+        // Both ends are char boundaries: `j` stops at an ASCII byte, a lead
+        // byte or the end.
+        if j > i && !sink.push_run(&text[i..j]) {
+            return;
+        }
+        i = j;
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        match b {
+            0x1b => {
+                let end = escape_end(bytes, i);
+                if keep_sgr
+                    && is_sgr(&bytes[i..end])
+                    && sgr_bytes + (end - i) <= MAX_SGR_BYTES_PER_LINE
+                {
+                    sgr_bytes += end - i;
+                    sink.out.push_str(&text[i..end]);
+                }
+                i = end;
+            }
+            b'\t' => {
+                let spaces = TAB_WIDTH - sink.column % TAB_WIDTH;
+                if !sink.push_run(&"        "[..spaces]) {
+                    return;
+                }
+                i += 1;
+            }
+            b'\n' if keep_newlines => {
+                sink.out.push('\n');
+                sink.column = 0;
+                i += 1;
+            }
+            0..0x20 | 0x7f => i += 1,
+            _ => {
+                let len = special_len(bytes, i).unwrap_or(1);
+                // U+2028/U+2029 separate words; the rest are dropped.
+                if bytes.get(i + 1) == Some(&0x80)
+                    && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9))
+                    && !sink.push_run(" ")
+                {
+                    return;
+                }
+                i += len;
+            }
+        }
+    }
+}
+
+/// Visible characters going into a display line, up to a cap.
+pub(super) struct Sink<'o> {
+    out: &'o mut String,
+    visible: usize,
+    /// Characters since the last kept newline, for tab stops.
+    column: usize,
+    /// Where the last visible char starts in `out`: it becomes the ellipsis
+    /// when one more would exceed the cap.
+    last_char_at: Option<usize>,
+    max_chars: usize,
+}
+
+impl Sink<'_> {
+    /// Adds a run of ordinary text; false once the cap is reached (the
+    /// ellipsis is then in place).
+    pub(super) fn push_run(&mut self, run: &str) -> bool {
+        let chars = char_count(run);
+        let room = self.max_chars.saturating_sub(self.visible);
+        let (kept, complete) = if chars <= room {
+            (run, true)
+        } else {
+            let cut = run.char_indices().nth(room).map_or(run.len(), |(k, _)| k);
+            (&run[..cut], false)
+        };
+        if let Some((last, _)) = kept.char_indices().next_back() {
+            self.last_char_at = Some(self.out.len() + last);
+        }
+        self.out.push_str(kept);
+        if complete {
+            self.visible += chars;
+            self.column += chars;
+            return true;
+        }
+        if let Some(at) = self.last_char_at {
+            self.out.truncate(at);
+        }
+        self.out.push('…');
+        false
+    }
+}
+
+/// Keeps the colour state set before a carriage return, so that overwritten
+/// progress text does not take its colour with it.
+pub(super) fn carry_sgr(before: &str, out: &mut String) {
+    let bytes = before.as_bytes();
+    let mut found: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while let Some(j) = memchr(0x1b, &bytes[i..]) {
+        let start = i + j;
+        let end = escape_end(bytes, start);
+        if is_sgr(&bytes[start..end]) {
+            found.push(&before[start..end]);
+        }
+        i = end;
+    }
+    // Only the latest few matter for the state the tail is drawn in.
+    let mut budget = 128usize;
+    let mut keep = found.len();
+    while keep > 0 && found[keep - 1].len() <= budget {
+        budget -= found[keep - 1].len();
+        keep -= 1;
+    }
+    for seq in &found[keep..] {
+        out.push_str(seq);
+    }
+}
+
+/// `ESC [ digits;… m` with nothing else in it, short.
+pub(super) fn is_sgr(seq: &[u8]) -> bool {
+    seq.len() >= 3
+        && seq.len() <= MAX_SGR_SEQUENCE_BYTES
+        && seq.starts_with(b"\x1b[")
+        && seq.ends_with(b"m")
+        && seq[2..seq.len() - 1]
+            .iter()
+            .all(|c| c.is_ascii_digit() || *c == b';' || *c == b':')
+}
+
+/// End (exclusive) of the escape sequence starting at `bytes[start] == ESC`.
+/// Always ends on an ASCII byte or the end, so slicing there is safe.
+pub(super) fn escape_end(bytes: &[u8], start: usize) -> usize {
+    let Some(&next) = bytes.get(start + 1) else {
+        return start + 1;
+    };
+    match next {
+        // CSI: parameters, intermediates, one final byte.
+        b'[' => {
+            let mut j = start + 2;
+            while bytes.get(j).is_some_and(|c| (0x30..=0x3f).contains(c)) {
+                j += 1;
+            }
+            while bytes.get(j).is_some_and(|c| (0x20..=0x2f).contains(c)) {
+                j += 1;
+            }
+            if bytes.get(j).is_some_and(|c| (0x40..=0x7e).contains(c)) {
+                j + 1
+            } else {
+                j
+            }
+        }
+        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \).
+        b']' | b'P' | b'X' | b'^' | b'_' => {
+            let mut j = start + 2;
+            loop {
+                match bytes.get(j) {
+                    None => return j,
+                    Some(0x07) => return j + 1,
+                    Some(0x1b) if bytes.get(j + 1) == Some(&b'\\') => return j + 2,
+                    Some(0x1b) => return j,
+                    Some(_) => j += 1,
+                }
+            }
+        }
+        // nF sequences (charset selection …): intermediates then a final byte.
+        0x20..=0x2f => {
+            let mut j = start + 1;
+            while bytes.get(j).is_some_and(|c| (0x20..=0x2f).contains(c)) {
+                j += 1;
+            }
+            if bytes.get(j).is_some_and(|c| (0x30..=0x7e).contains(c)) {
+                j + 1
+            } else {
+                j
+            }
+        }
+        0x30..=0x7e => start + 2,
+        _ => start + 1,
+    }
+}
+
+/// Multi-line text for a detail view: sanitised like display lines, but
+/// newlines kept and nothing cut. Text that needs no change is not copied.
+pub(super) fn sanitize_block<'t>(text: impl Into<Cow<'t, str>>) -> String {
+    let text = text.into();
+    let end = text.trim_end_matches(['\n', '\r']).len();
+    if is_safe_text(&text.as_bytes()[..end], true) {
+        let mut text = text.into_owned();
+        text.truncate(end);
+        return text;
+    }
+    let text = &text[..end];
+    let mut out = String::with_capacity(text.len());
+    if memchr(b'\r', text.as_bytes()).is_none() {
+        sanitize_run(text, false, usize::MAX, true, &mut out);
+        return out;
+    }
+    // Carriage returns overwrite within their own line only.
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        sanitize_into(line, false, usize::MAX, &mut out);
+    }
+    out
+}
+
+/// Caps a detail at MAX_DETAIL_BYTES including the truncation mark.
+pub(super) fn cap_detail(mut text: String, complete: bool) -> String {
+    if complete && text.len() <= MAX_DETAIL_BYTES {
+        return text;
+    }
+    let limit = MAX_DETAIL_BYTES - TRUNCATED_MARK.len();
+    if text.len() > limit {
+        text.truncate(floor_char_boundary(&text, limit));
+    }
+    text.push_str(TRUNCATED_MARK);
+    text
+}
+
+pub(super) fn cap_bytes(mut text: String, cap: usize) -> String {
+    if text.len() > cap {
+        text.truncate(floor_char_boundary(&text, cap - '…'.len_utf8()));
+        text.push('…');
+    }
+    text
+}
+
+pub(super) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+pub(super) fn decode_utf8(raw: &[u8], truncated: bool) -> Cow<'_, str> {
+    match std::str::from_utf8(raw) {
+        Ok(text) => Cow::Borrowed(text),
+        // A line cut at the cap may end inside a character: drop that part
+        // rather than show a replacement char.
+        Err(e) if truncated && e.error_len().is_none() => {
+            Cow::Borrowed(std::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or_default())
+        }
+        Err(_) => String::from_utf8_lossy(raw),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Text gathered from JSON strings, bounded
+// ---------------------------------------------------------------------------
