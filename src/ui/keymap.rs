@@ -136,7 +136,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('s')], "s", C::Main, A::StopAfter, "stop after this session (again: cancel)", Some(("s", "stop after"))),
     bind(&[k('S')], "S", C::Main, A::StopNow, "stop now: kill the session and stop the loop (asks first)", Some(("S", "stop now"))),
     bind(&[k('a')], "a", C::Main, A::Approve, "approve the selected request in the approval queue", Some(("a", "approve"))),
-    bind(&[k('A')], "A", C::Main, A::ApproveAlways, "approve, and always allow this tool with this command prefix", None),
+    bind(&[k('A')], "A", C::Main, A::ApproveAlways, "approve, and always allow each of its commands (exact words)", None),
     bind(&[k('r')], "r", C::Main, A::Reject, "reject it: type a reason, Enter sends, Esc cancels", Some(("r", "reject"))),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Output, A::Down, "scroll the output (stops following)", Some(("j/k", "scroll"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Output, A::Up, "", None),
