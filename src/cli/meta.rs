@@ -17,8 +17,11 @@ pub enum ConfigCommand {
 /// Prints the completion script for `shell` on stdout.
 pub fn completions(shell: clap_complete::Shell) -> i32 {
     let mut command = Args::command();
-    clap_complete::generate(shell, &mut command, "clowder", &mut std::io::stdout());
-    0
+    // Into a buffer first: clap_complete panics when its writer fails, and a
+    // reader that closes the pipe early (`| head`) is no reason to.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "clowder", &mut script);
+    print_bytes(&script)
 }
 
 /// Prints the man page (roff) on stdout.
