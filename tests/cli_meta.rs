@@ -151,3 +151,21 @@ fn validator() -> jsonschema::Validator {
     .expect("the schema is JSON");
     jsonschema::validator_for(&schema).expect("a valid JSON Schema")
 }
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_output_quietly() {
+    for args in [&["completions", "bash"][..], &["man"], &["config", "schema"]] {
+        let mut child = std::process::Command::new(clowder_bin())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn clowder");
+        // Closing the read end at once is what `| head -0` does.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("wait for clowder");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
