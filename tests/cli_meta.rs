@@ -154,7 +154,11 @@ fn validator() -> jsonschema::Validator {
 
 #[test]
 fn a_reader_that_closes_the_pipe_early_ends_the_output_quietly() {
-    for args in [&["completions", "bash"][..], &["man"], &["config", "schema"]] {
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["config", "schema"],
+    ] {
         let mut child = std::process::Command::new(clowder_bin())
             .args(args)
             .stdout(std::process::Stdio::piped())

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 use clowder::agent::stream::{LineKind, Rendered, SessionStats};
 use clowder::approvals::{Request, RequestKind};
-use clowder::protocol::{Counters, Event, ExitReason, LaneId, LoopState, Snapshot, Totals};
+use clowder::protocol::{
+    Counters, Event, ExitReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
+};
 use clowder::ui::app::{AppState, Msg, UiCommand, update};
 use clowder::ui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -62,7 +64,11 @@ fn snapshot() -> Snapshot {
         },
         exit_reason: None,
         held_reason: None,
-        last_session: None,
+        // Session 40 ended last (committed); 41 runs.
+        last_session: Some(SessionSummary {
+            global: 40,
+            ..SessionSummary::default()
+        }),
         // The supervisor's sums of the sessions before this one.
         totals: Totals {
             cost_usd: 0.30,
@@ -773,4 +779,20 @@ fn an_events_full_record_opens_on_enter() {
     assert!(screen.contains("usage limit reached"), "{screen}");
     update(&mut state, key(KeyCode::Esc), now());
     assert!(!state.events_view.expanded);
+}
+
+#[test]
+fn committed_is_shown_only_for_the_session_whose_exit_code_is_shown() {
+    let screen = render(&state_with(snapshot()), 120, 40, now());
+    assert!(screen.contains("last exit   0 · committed"), "{screen}");
+    // Session 41 was rate-limited after the committed session 40.
+    let mut snap = snapshot();
+    snap.last_exit_code = Some(1);
+    snap.last_session = Some(SessionSummary {
+        global: 41,
+        ..SessionSummary::default()
+    });
+    let screen = render(&state_with(snap), 120, 40, now());
+    assert!(screen.contains("last exit   1 "), "{screen}");
+    assert!(!screen.contains("last exit   1 · committed"), "{screen}");
 }

@@ -14,7 +14,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
 use crate::fmt;
-use crate::protocol::LoopState;
+use crate::protocol::{LoopState, Snapshot};
 use crate::ui::app::{AppState, Pane, run_totals};
 
 /// A row: its label, then its wordings from the longest to the shortest.
@@ -100,8 +100,8 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
         ),
         row(
             "last exit",
-            vec![match (snap.last_exit_code, snap.last_committed) {
-                (Some(code), Some(true)) => format!("{code} · committed"),
+            vec![match (snap.last_exit_code, last_session_committed(snap)) {
+                (Some(code), true) => format!("{code} · committed"),
                 (Some(code), _) => code.to_string(),
                 (None, _) => "-".to_string(),
             }],
@@ -254,4 +254,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         })
         .collect();
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+/// `last_committed` belongs to the last productive session; it says nothing of a
+/// later rate-limited or empty one, whose exit code is the one shown.
+fn last_session_committed(snap: &Snapshot) -> bool {
+    snap.last_committed == Some(true)
+        && snap.last_completed_global.is_some()
+        && snap.last_completed_global == snap.last_session.as_ref().map(|s| s.global)
 }
