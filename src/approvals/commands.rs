@@ -68,6 +68,11 @@ impl std::str::FromStr for Wait {
     }
 }
 
+/// The fleet's approval queue, as the agent of a lane is given it.
+pub const APPROVALS_DIR_ENV: &str = "CLOWDER_APPROVALS_DIR";
+/// The lane an agent runs in; recorded in the requests it makes.
+pub const LANE_ENV: &str = "CLOWDER_LANE";
+
 #[derive(Debug, Args)]
 pub struct DirArg {
     /// The approval queue folder [default: [approvals] dir, or .clowder/approvals]
@@ -87,12 +92,16 @@ pub fn approvals_config() -> Result<crate::config::ApprovalsConfig, String> {
 }
 
 impl DirArg {
-    /// Fills in `dir`: `--dir` wins over `[approvals] dir`, which wins over the default.
+    /// Fills in `dir`: `--dir` wins over `CLOWDER_APPROVALS_DIR` (set for the agent
+    /// of a fleet lane, so that a gate in a worktree uses the fleet's queue),
+    /// which wins over `[approvals] dir`, which wins over the default.
     pub fn resolve(&mut self, config: Option<&crate::config::ApprovalsConfig>) {
-        self.dir = match (&self.given, config) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(config)) => config.dir.0.clone(),
-            (None, None) => PathBuf::from(DEFAULT_DIR),
+        let from_env = std::env::var_os(APPROVALS_DIR_ENV).filter(|dir| !dir.is_empty());
+        self.dir = match (&self.given, from_env, config) {
+            (Some(dir), _, _) => dir.clone(),
+            (None, Some(dir), _) => PathBuf::from(dir),
+            (None, None, Some(config)) => config.dir.0.clone(),
+            (None, None, None) => PathBuf::from(DEFAULT_DIR),
         };
     }
 }
@@ -344,6 +353,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         session_id: hook.session_id,
         cwd: hook.cwd,
         body: None,
+        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
         abandoned: false,
     };
     // Policy first, deny before allow: a rule decides without a human, and an
@@ -512,6 +522,7 @@ pub fn ask(args: AskArgs) -> i32 {
             .ok()
             .map(|p| p.display().to_string()),
         body,
+        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
         abandoned: false,
     };
     let submitted = match queue.submit(request) {

@@ -9,4 +9,5 @@ pub mod hooks;
 pub mod leftovers;
 pub mod process;
 pub mod prompt;
+pub mod reaper;
 pub mod runtime;

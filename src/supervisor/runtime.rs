@@ -71,6 +71,26 @@ pub struct RuntimeOptions {
     pub verbose: bool,
 }
 
+/// What makes a loop one lane of a fleet: its files live apart from the folder
+/// the agent works in, and what is process-wide (signals, the subreaper, the
+/// cgroup tree, session slots) comes from the host.
+pub struct LaneSetup {
+    pub name: String,
+    /// The lane's files folder: the config's relative file paths (status, events,
+    /// counter, output, STOP) resolve here, and its requests are taken from here.
+    pub files_dir: PathBuf,
+    /// Added to the environment of the agent, the hooks and the prompt commands.
+    pub env: Vec<(String, String)>,
+    /// The host's SIGINT / SIGTERM, in place of a handler of the lane's own.
+    pub signals: Option<mpsc::UnboundedReceiver<StopSignal>>,
+    /// One is held from the moment a session is prepared until it ended.
+    pub slots: Option<Arc<tokio::sync::Semaphore>>,
+    pub kill_method: Arc<KillMethod>,
+}
+
+/// The request file that stops a lane now (`clowder lane stop NAME --now`).
+const STOP_NOW_REQUEST: &str = "stop-now";
+
 /// How the loop ended.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -94,6 +114,8 @@ enum Internal {
     GroupEnded(process::GroupEnd),
     /// The output file changed (a hint from notify): read what was added.
     OutputWritten,
+    /// A session slot of the fleet is this lane's: prepare session `iteration`.
+    SlotGranted(tokio::sync::OwnedSemaphorePermit, u64),
 }
 
 struct LiveSession {
@@ -143,6 +165,11 @@ pub struct Runtime {
     /// What hooks and prompt commands share; its cancel ends them on a stop.
     shell: ShellContext,
     hook_cancel: watch::Sender<bool>,
+    lane: Option<LaneSetup>,
+    /// Where `pause` / `resume` requests are taken from.
+    control_dir: PathBuf,
+    /// The fleet's session slot while this lane prepares or runs a session.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Runtime {
@@ -151,12 +178,30 @@ impl Runtime {
     pub fn new(
         config: Config,
         options: RuntimeOptions,
+        reporter: Box<dyn Reporter>,
+    ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
+        Runtime::with_lane(config, options, None, reporter)
+    }
+
+    /// [`Runtime::new`], for a lane of a fleet when `lane` is given.
+    pub fn with_lane(
+        config: Config,
+        options: RuntimeOptions,
+        lane: Option<LaneSetup>,
         mut reporter: Box<dyn Reporter>,
     ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
         let cwd = options.working_dir.clone();
+        let files_base = lane
+            .as_ref()
+            .map_or_else(|| cwd.clone(), |lane| lane.files_dir.clone());
+        let control_dir = lane.as_ref().map_or_else(
+            || cwd.join(crate::store::lock::STATE_DIR),
+            |lane| lane.files_dir.clone(),
+        );
         // `./x` and `x` name the same file; keep `.` out of the paths users read.
         let resolve = |path: &Path| -> PathBuf {
-            cwd.join(path)
+            files_base
+                .join(path)
                 .components()
                 .filter(|c| *c != std::path::Component::CurDir)
                 .collect()
@@ -198,8 +243,11 @@ impl Runtime {
             }
         }
         // A request left for a loop that ended meanwhile is not for this one.
-        control::take(&cwd, control::PAUSE_REQUEST);
-        control::take(&cwd, control::RESUME_REQUEST);
+        control::take_in(&control_dir, control::PAUSE_REQUEST);
+        control::take_in(&control_dir, control::RESUME_REQUEST);
+        if lane.is_some() {
+            control::take_in(&control_dir, STOP_NOW_REQUEST);
+        }
         let loaded = counter::recover(
             &counter_path,
             &output_dir,
@@ -233,7 +281,10 @@ impl Runtime {
                 on_doom_loop: config.guard.on_doom_loop,
             },
         };
-        let kill_method = Arc::new(cgroup::setup());
+        let kill_method = match &lane {
+            Some(lane) => Arc::clone(&lane.kill_method),
+            None => Arc::new(cgroup::setup()),
+        };
         if let KillMethod::GroupToken { why } = kill_method.as_ref() {
             reporter.log(
                 Utc::now(),
@@ -244,7 +295,10 @@ impl Runtime {
                 ),
             );
         }
-        let running = Running::new(&cwd);
+        let running = match &lane {
+            Some(lane) => Running::in_dir(lane.files_dir.join(crate::store::running::RUNNING_DIR)),
+            None => Running::new(&cwd),
+        };
         let (hook_cancel, cancel) = watch::channel(false);
         let own_start =
             process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);
@@ -291,6 +345,9 @@ impl Runtime {
             shell,
             hook_cancel,
             options,
+            lane,
+            control_dir,
+            slot: None,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -312,9 +369,16 @@ impl Runtime {
 
     /// Runs the loop until it ends; `commands` are the user's (may never send).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
-        process::become_subreaper();
-        let mut sigint = signal(SignalKind::interrupt()).ok();
-        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut host_signals = self.lane.as_mut().and_then(|lane| lane.signals.take());
+        let (mut sigint, mut sigterm) = if self.lane.is_some() {
+            (None, None)
+        } else {
+            process::become_subreaper();
+            (
+                signal(SignalKind::interrupt()).ok(),
+                signal(SignalKind::terminate()).ok(),
+            )
+        };
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
@@ -343,6 +407,7 @@ impl Runtime {
                 }
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
                 Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
+                Some(stop) = recv_host_signal(&mut host_signals) => queue.push_back(Input::Signal(stop)),
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => queue.push_back(Input::Command(command)),
                     None => commands_open = false,
@@ -350,6 +415,7 @@ impl Runtime {
                 _ = ticker.tick() => self.on_tick(&mut queue),
             }
         }
+        self.slot = None;
         process::reap_orphan_zombies(&[]);
         self.kill_method.teardown();
         let snapshot = self.core.snapshot(Utc::now());
@@ -507,13 +573,16 @@ impl Runtime {
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
-        // From `clowder pause` / `clowder resume` in another terminal.
-        let cwd = &self.options.working_dir;
-        if control::take(cwd, control::PAUSE_REQUEST) {
+        // From `clowder pause` / `clowder resume` (or `clowder lane …`) elsewhere.
+        let dir = &self.control_dir;
+        if control::take_in(dir, control::PAUSE_REQUEST) {
             queue.push_back(Input::Command(Command::Pause));
         }
-        if control::take(cwd, control::RESUME_REQUEST) {
+        if control::take_in(dir, control::RESUME_REQUEST) {
             queue.push_back(Input::Command(Command::Resume));
+        }
+        if self.lane.is_some() && control::take_in(dir, STOP_NOW_REQUEST) {
+            queue.push_back(Input::Command(Command::StopNow));
         }
         queue.push_back(Input::Tick);
         if self.core.session_running()
@@ -569,6 +638,11 @@ impl Runtime {
 
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
+            Internal::SlotGranted(permit, iteration) => {
+                self.slot = Some(permit);
+                self.build_prompt(iteration);
+                None
+            }
             Internal::OutputWritten => self.read_output(),
             Internal::Core(input) => Some(*input),
             Internal::HooksDone { kind, failures } => Some(match kind {
@@ -577,9 +651,12 @@ impl Runtime {
                 },
                 HookKind::PostSession => Input::PostHooksFinished { failures },
             }),
-            Internal::PromptFailed(error) => Some(Input::SpawnFailed {
-                global: None,
-                error,
+            Internal::PromptFailed(error) => Some({
+                self.slot = None;
+                Input::SpawnFailed {
+                    global: None,
+                    error,
+                }
             }),
             Internal::PromptReady {
                 text,
@@ -605,6 +682,7 @@ impl Runtime {
                 Some(Input::PromptReady { critical_marker })
             }
             Internal::GroupEnded(end) => {
+                self.slot = None;
                 if let Some(session) = &self.session {
                     self.running.remove(&session.token);
                 }
@@ -709,6 +787,7 @@ impl Runtime {
             Ok(spawned) => spawned,
             Err(err) => {
                 self.running.remove(&containment.token);
+                self.slot = None;
                 return Input::SpawnFailed {
                     global: Some(global),
                     error: format!("`{}`: {err}", self.config.agent.command.0),
@@ -722,9 +801,11 @@ impl Runtime {
         let grace = self.core.settings().kill_grace;
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
         self.record_session(global, pid, start_ticks, &containment);
+        let owned = spawned.owned;
         tokio::spawn(async move {
             let end =
                 process::supervise_group(spawned.child, pgid, grace, kill_rx, containment).await;
+            drop(owned);
             let _ = tx.send(Internal::GroupEnded(end));
         });
         let mut reader = SessionReader::new(
@@ -773,8 +854,9 @@ impl Runtime {
     ) -> std::io::Result<process::Spawned> {
         let program = &self.config.agent.command.0;
         let cwd = &self.options.working_dir;
-        let first =
-            process::spawn_agent(program, args, env, file, cwd, containment.cgroup.as_deref());
+        let owner = self.lane.as_ref().map_or("", |lane| lane.name.as_str());
+        let cgroup = containment.cgroup.as_deref();
+        let first = process::spawn_agent(program, args, env, file, cwd, cgroup, owner);
         if first.is_ok() {
             return first;
         }
@@ -782,7 +864,7 @@ impl Runtime {
             return first;
         };
         cgroup::remove_tree(&cgroup);
-        let second = process::spawn_agent(program, args, env, file, cwd, None);
+        let second = process::spawn_agent(program, args, env, file, cwd, None, owner);
         if second.is_ok()
             && let Err(err) = &first
         {
@@ -891,7 +973,7 @@ impl Runtime {
                 }
             }
             Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
-            Effect::Spawn { iteration } => self.build_prompt(iteration),
+            Effect::Spawn { iteration } => self.take_slot(iteration),
             Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
             Effect::ResumeGroup { pgid } => process::signal_group(pgid, Signal::SIGCONT),
             Effect::TerminateGroup { pgid, .. } => {
@@ -998,10 +1080,14 @@ impl Runtime {
     }
 
     fn base_env(&self) -> Vec<(String, String)> {
-        vec![(
+        let mut env = vec![(
             "HARNESS_PROMPT_FILE".into(),
             self.config.prompt_path().display().to_string(),
-        )]
+        )];
+        if let Some(lane) = &self.lane {
+            env.extend(lane.env.iter().cloned());
+        }
+        env
     }
 
     fn run_hooks(&mut self, kind: HookKind, mut env: Vec<(String, String)>) {
@@ -1027,6 +1113,21 @@ impl Runtime {
             let pre = kind == HookKind::PreSession;
             let failures = hooks::run_hooks(&commands, &env, &cwd, timeout, pre, &shell).await;
             let _ = tx.send(Internal::HooksDone { kind, failures });
+        });
+    }
+
+    /// Prepares session `iteration` once the fleet has a session slot for it
+    /// (at once outside a fleet, or when the slot is still held).
+    fn take_slot(&mut self, iteration: u64) {
+        let slots = self.lane.as_ref().and_then(|lane| lane.slots.clone());
+        let Some(slots) = slots.filter(|_| self.slot.is_none()) else {
+            return self.build_prompt(iteration);
+        };
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            if let Ok(permit) = slots.acquire_owned().await {
+                let _ = tx.send(Internal::SlotGranted(permit, iteration));
+            }
         });
     }
 
@@ -1101,6 +1202,7 @@ impl Runtime {
             session_id: None,
             cwd: Some(self.options.working_dir.display().to_string()),
             body: Some(prompt.chars().take(16 * 1024).collect()),
+            lane: self.lane.as_ref().map(|lane| lane.name.clone()),
             abandoned: false,
         };
         self.ask_through_queue(request, |approved, reason| Input::SessionApproval {
@@ -1132,6 +1234,7 @@ impl Runtime {
             body: Some(format!(
                 "The session is paused. Approve to let it go on (the count starts again), reject to kill it.\n\n{tool}  {input}"
             )),
+            lane: self.lane.as_ref().map(|lane| lane.name.clone()),
             abandoned: false,
         };
         self.ask_through_queue(request, move |approved, reason| Input::DoomLoopApproval {
@@ -1274,6 +1377,15 @@ fn summary(stats: &SessionStats) -> SessionSummary {
     }
 }
 
+async fn recv_host_signal(
+    signals: &mut Option<mpsc::UnboundedReceiver<StopSignal>>,
+) -> Option<StopSignal> {
+    match signals {
+        Some(signals) => signals.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
     match stream {
         Some(stream) => stream.recv().await,
@@ -1283,13 +1395,16 @@ async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option
 
 /// The working tree's HEAD commit, if it is a git repository with one.
 fn git_head(cwd: &Path) -> Option<String> {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "--verify", "-q", "HEAD"])
+    let mut git = std::process::Command::new("git");
+    git.args(["rev-parse", "--verify", "-q", "HEAD"])
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    // Registered with the reaper: another lane's clean-up must not take its exit.
+    let (child, _owned) =
+        super::reaper::spawn_owned("git", || git.spawn(), |c| Some(c.id())).ok()?;
+    let output = child.wait_with_output().ok()?;
     output
         .status
         .success()
