@@ -151,8 +151,11 @@ fn start_shell(
     // Recorded before it starts, so a clowder killed meanwhile leaves a trace;
     // recorded again with its pid once that is known.
     record(ctx, command, 0, Some(ctx.own_start), &containment);
-    let spawned =
-        super::reaper::spawn_owned(&ctx.token_prefix, || shell.spawn(), tokio::process::Child::id);
+    let spawned = super::reaper::spawn_owned(
+        &ctx.token_prefix,
+        || shell.spawn(),
+        tokio::process::Child::id,
+    );
     let (child, owned) = match spawned {
         Ok(spawned) => spawned,
         Err(err) => {

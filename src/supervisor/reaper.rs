@@ -100,7 +100,12 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         reap_orphans();
-        assert!(child.wait().expect("its exit status is still there").success());
+        assert!(
+            child
+                .wait()
+                .expect("its exit status is still there")
+                .success()
+        );
         drop(owned);
         assert_eq!(owner_of(pid), None);
     }
