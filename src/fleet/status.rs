@@ -16,7 +16,6 @@ pub fn print(root: &Path, json: bool) -> i32 {
             return 1;
         }
     };
-    let now = chrono::Utc::now();
     let mut all = serde_json::Map::new();
     for lane in &registry.lanes {
         let path = super::lanes::status_path(root, &lane.name);
@@ -31,16 +30,7 @@ pub fn print(root: &Path, json: bool) -> i32 {
             continue;
         }
         match read {
-            Ok((snapshot, _)) => {
-                let alive = status::writer_alive(snapshot.pid);
-                let size = snapshot
-                    .output_file
-                    .as_ref()
-                    .and_then(|file| std::fs::metadata(file).ok())
-                    .map(|m| m.len());
-                let line = status::render(&snapshot, alive, now, size);
-                println!("lane={} {}", lane.name, line.replace('\n', " "));
-            }
+            Ok((snapshot, _)) => println!("{}", line(&lane.name, &snapshot)),
             Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
         }
     }
@@ -48,4 +38,32 @@ pub fn print(root: &Path, json: bool) -> i32 {
         println!("{}", serde_json::Value::Object(all));
     }
     0
+}
+
+/// One lane on one line: its state, iteration, global number, and how it ended.
+fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot) -> String {
+    let alive = status::writer_alive(snapshot.pid);
+    let state = if alive {
+        serde_json::to_value(snapshot.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    } else {
+        "not running".to_string()
+    };
+    let ended = snapshot
+        .exit_reason
+        .as_ref()
+        .filter(|_| !alive)
+        .map(|reason| format!(" ended={}", reason.label()))
+        .unwrap_or_default();
+    format!(
+        "lane={name} state={state} iteration={}/{} global={}{}{ended}",
+        snapshot.iteration,
+        snapshot.max_iterations,
+        snapshot
+            .global_iteration
+            .map_or_else(|| "-".to_string(), |g| g.to_string()),
+        if snapshot.paused { " paused" } else { "" },
+    )
 }

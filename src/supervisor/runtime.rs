@@ -644,7 +644,13 @@ impl Runtime {
                 None
             }
             Internal::OutputWritten => self.read_output(),
-            Internal::Core(input) => Some(*input),
+            Internal::Core(input) => {
+                // The session's slot is given back once its end is recorded.
+                if matches!(*input, Input::SessionAnalyzed(_)) {
+                    self.slot = None;
+                }
+                Some(*input)
+            }
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
                     failure: failures.into_iter().next(),
@@ -682,7 +688,6 @@ impl Runtime {
                 Some(Input::PromptReady { critical_marker })
             }
             Internal::GroupEnded(end) => {
-                self.slot = None;
                 if let Some(session) = &self.session {
                     self.running.remove(&session.token);
                 }

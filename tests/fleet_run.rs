@@ -1,0 +1,261 @@
+//! `clowder` in a folder whose fleet has lanes: every lane runs in one process,
+//! in its own worktree, with its own files; through the binary, in a real
+//! temporary git repository, with a fake agent that commits in its folder.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use serde_json::Value;
+use tempfile::TempDir;
+
+struct Repo {
+    dir: TempDir,
+}
+
+fn isolate(command: &mut Command) -> &mut Command {
+    command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("CLOWDER_APPROVALS_DIR")
+        .env_remove("CLOWDER_LANE")
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let output = isolate(Command::new("git").arg("-C").arg(dir).args(args))
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        stderr_of(&output)
+    );
+    stdout_of(&output).trim().to_string()
+}
+
+fn commit_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/commit-agent.sh")
+}
+
+impl Repo {
+    /// A repository with one commit, a prompt, a harness.toml (`extra` appended)
+    /// and the lanes `lanes`.
+    fn with_lanes(lanes: &[&str], extra: &str) -> Repo {
+        let repo = Repo {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        repo.git(&["init", "--quiet", "--initial-branch=main"]);
+        repo.git(&["config", "user.name", "Lane Tester"]);
+        repo.git(&["config", "user.email", "lanes@example.com"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
+        repo.git(&["add", "README.md"]);
+        repo.git(&["commit", "--quiet", "-m", "first"]);
+        std::fs::write(repo.path("PROMPT.md"), "Do the work.\n").expect("write");
+        let config = format!(
+            "[agent]\ncommand = {:?}\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n\n[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.5\n\n{extra}\n",
+            commit_agent().display().to_string()
+        );
+        std::fs::write(repo.path("harness.toml"), config).expect("write");
+        for lane in lanes {
+            let out = repo.clowder(&["lane", "add", lane]);
+            assert!(out.status.success(), "lane add: {}", stderr_of(&out));
+        }
+        repo
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        git_in(self.root(), args)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(clowder_bin());
+        isolate(&mut command)
+            .args(args)
+            .current_dir(self.root())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    fn clowder(&self, args: &[&str]) -> Output {
+        wait_with_deadline(self.command(args).spawn().expect("spawn"), DEADLINE)
+    }
+
+    /// The fleet, started in the background; the agent sleeps `sleep` seconds a session.
+    fn spawn_fleet(&self, sleep: &str) -> Child {
+        self.command(&["--headless"])
+            .env("COMMIT_AGENT_SLEEP", sleep)
+            .spawn()
+            .expect("spawn the fleet")
+    }
+
+    fn lanes_json(&self) -> Vec<Value> {
+        let output = self.clowder(&["lanes", "--json"]);
+        assert!(output.status.success(), "{}", stderr_of(&output));
+        serde_json::from_str::<Value>(&stdout_of(&output))
+            .expect("lanes --json is JSON")
+            .as_array()
+            .expect("an array")
+            .clone()
+    }
+
+    fn events(&self, lane: &str) -> Vec<Value> {
+        let path = self.path(&format!(".clowder/lanes/{lane}/harness-events.jsonl"));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).expect("an event is JSON"))
+            .collect()
+    }
+
+    /// Live processes started for this fleet's lanes (their environment names
+    /// this repository's approval queue).
+    fn lane_processes(&self) -> Vec<i32> {
+        let marker = format!(
+            "CLOWDER_APPROVALS_DIR={}",
+            self.path(".clowder/approvals").display()
+        );
+        std::fs::read_dir("/proc")
+            .expect("read /proc")
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| common::pid_alive(*pid))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
+    let repo = Repo::with_lanes(&["a", "b", "c"], "[session]\nmax_iterations = 2\n");
+    let fleet = repo.spawn_fleet("1");
+    // From another process during the run: every lane shows as running.
+    let all_running = wait_until(DEADLINE, || {
+        let rows = repo.lanes_json();
+        rows.len() == 3 && rows.iter().all(|row| row["running"] == true)
+    });
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert!(
+        all_running,
+        "clowder lanes --json never showed 3 running lanes"
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    for lane in ["a", "b", "c"] {
+        assert!(
+            stdout.contains(&format!("lane={lane} loop_start")),
+            "{stdout}"
+        );
+        // The branch holds its own agent's commits and nothing of another lane's.
+        let log = repo.git(&["log", "--format=%s", &format!("clowder/{lane}")]);
+        let subjects: Vec<&str> = log.lines().filter(|s| *s != "first").collect();
+        assert_eq!(subjects.len(), 2, "{lane}: {log}");
+        assert!(
+            subjects.iter().all(|s| s.starts_with(&format!("{lane}: "))),
+            "{lane}: {log}"
+        );
+        // The lane's files are in its files folder; the worktree holds only the work.
+        let files = repo.path(&format!(".clowder/lanes/{lane}"));
+        for name in [
+            "harness.status",
+            "harness-events.jsonl",
+            ".iteration_counter",
+        ] {
+            assert!(files.join(name).is_file(), "{lane}: no {name}");
+        }
+        assert!(files.join("claude-iteration-1.jsonl").is_file());
+        let worktree = repo.path(&format!(".clowder/worktrees/{lane}"));
+        assert_eq!(
+            git_in(&worktree, &["status", "--porcelain", "--ignored"]),
+            ""
+        );
+        // The agent was told its lane and the fleet's one approval queue.
+        let output =
+            std::fs::read_to_string(files.join("claude-iteration-1.jsonl")).expect("output");
+        let queue = repo.path(".clowder/approvals");
+        assert!(
+            output.contains(&format!(
+                "lane={lane} global=1 approvals={}",
+                queue.display()
+            )),
+            "{output}"
+        );
+    }
+    assert!(
+        repo.lane_processes().is_empty(),
+        "left running: {:?}",
+        repo.lane_processes()
+    );
+    let status = repo.clowder(&["--status"]);
+    let text = stdout_of(&status);
+    for lane in ["a", "b", "c"] {
+        assert!(
+            text.contains(&format!("lane={lane} state=not running iteration=2/2")),
+            "{text}"
+        );
+    }
+}
+
+/// The [start, end] times of every session of `lane`, from its event log.
+fn session_spans(repo: &Repo, lane: &str) -> Vec<(String, String)> {
+    let events = repo.events(lane);
+    let times = |name: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["event"] == name)
+            .map(|e| e["ts"].as_str().expect("ts").to_string())
+            .collect()
+    };
+    let (starts, ends) = (times("session_start"), times("session_complete"));
+    assert_eq!(starts.len(), ends.len(), "{lane}: {events:?}");
+    starts.into_iter().zip(ends).collect()
+}
+
+#[test]
+fn with_max_parallel_one_the_lanes_take_turns() {
+    let repo = Repo::with_lanes(
+        &["a", "b", "c"],
+        "[session]\nmax_iterations = 2\n\n[fleet]\nmax_parallel = 1\n",
+    );
+    let output = wait_with_deadline(repo.spawn_fleet("0.2"), DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    let mut spans: Vec<(String, String, &str)> = Vec::new();
+    for lane in ["a", "b", "c"] {
+        let lane_spans = session_spans(&repo, lane);
+        assert_eq!(lane_spans.len(), 2, "{lane}");
+        spans.extend(lane_spans.into_iter().map(|(s, e)| (s, e, lane)));
+    }
+    // RFC 3339 times with the same offset sort as text.
+    spans.sort();
+    for pair in spans.windows(2) {
+        assert!(
+            pair[0].1 <= pair[1].0,
+            "sessions overlap: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+}
