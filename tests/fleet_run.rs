@@ -95,12 +95,45 @@ impl Repo {
         wait_with_deadline(self.command(args).spawn().expect("spawn"), DEADLINE)
     }
 
-    /// The fleet, started in the background; the agent sleeps `sleep` seconds a session.
-    fn spawn_fleet(&self, sleep: &str) -> Child {
-        self.command(&["--headless"])
-            .env("COMMIT_AGENT_SLEEP", sleep)
-            .spawn()
-            .expect("spawn the fleet")
+    /// The fleet, started in the background; the agent writes `ticks` lines, one
+    /// every 0.1 s, each session.
+    fn spawn_fleet(&self, ticks: u32) -> Child {
+        self.fleet_command(ticks).spawn().expect("spawn the fleet")
+    }
+
+    fn fleet_command(&self, ticks: u32) -> Command {
+        let mut command = self.command(&["--headless"]);
+        command.env("COMMIT_AGENT_TICKS", ticks.to_string());
+        command
+    }
+
+    fn status(&self, lane: &str) -> Option<Value> {
+        let path = self.path(&format!(".clowder/lanes/{lane}/harness.status"));
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    }
+
+    /// The process group of the lane's running session, once there is one.
+    fn session_group(&self, lane: &str) -> i32 {
+        let mut pgid = None;
+        let running = wait_until(DEADLINE, || {
+            pgid = self
+                .status(lane)
+                .filter(|status| status["state"] == "session_running")
+                .and_then(|status| status["pgid"].as_i64());
+            pgid.is_some()
+        });
+        assert!(running, "lane {lane} started no session");
+        pgid.expect("checked above") as i32
+    }
+
+    fn output_bytes(&self, lane: &str, global: u64) -> u64 {
+        let path = self.path(&format!(".clowder/lanes/{lane}/claude-iteration-{global}.jsonl"));
+        std::fs::metadata(path).map_or(0, |m| m.len())
+    }
+
+    fn expect(&self, args: &[&str]) {
+        let out = self.clowder(args);
+        assert!(out.status.success(), "clowder {args:?}: {}", stderr_of(&out));
     }
 
     fn lanes_json(&self) -> Vec<Value> {
@@ -146,7 +179,7 @@ impl Repo {
 #[test]
 fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
     let repo = Repo::with_lanes(&["a", "b", "c"], "[session]\nmax_iterations = 2\n");
-    let fleet = repo.spawn_fleet("1");
+    let fleet = repo.spawn_fleet(10);
     // From another process during the run: every lane shows as running.
     let all_running = wait_until(DEADLINE, || {
         let rows = repo.lanes_json();
@@ -240,7 +273,7 @@ fn with_max_parallel_one_the_lanes_take_turns() {
         &["a", "b", "c"],
         "[session]\nmax_iterations = 2\n\n[fleet]\nmax_parallel = 1\n",
     );
-    let output = wait_with_deadline(repo.spawn_fleet("0.2"), DEADLINE);
+    let output = wait_with_deadline(repo.spawn_fleet(2), DEADLINE);
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     let mut spans: Vec<(String, String, &str)> = Vec::new();
     for lane in ["a", "b", "c"] {
@@ -257,5 +290,86 @@ fn with_max_parallel_one_the_lanes_take_turns() {
             pair[0],
             pair[1]
         );
+    }
+}
+
+/// Process states (`/proc/PID/stat` field 3) of the group's live members.
+fn group_states(pgid: i32) -> Vec<char> {
+    common::live_group_members(pgid)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(')')?.1.trim_start().chars().next()
+        })
+        .collect()
+}
+
+#[test]
+fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
+    let repo = Repo::with_lanes(&["a"], "[session]\nmax_iterations = 1\n");
+    let fleet = repo.spawn_fleet(600);
+    let group_a = repo.session_group("a");
+    repo.expect(&["lane", "add", "b"]);
+    let group_b = repo.session_group("b");
+
+    repo.expect(&["lane", "pause", "a"]);
+    let stopped = |pgid: i32| {
+        let states = group_states(pgid);
+        !states.is_empty() && states.iter().all(|state| *state == 'T')
+    };
+    assert!(wait_until(DEADLINE, || stopped(group_a)), "lane a's group was not stopped");
+    // The other lane keeps writing meanwhile.
+    let before = repo.output_bytes("b", 1);
+    assert!(wait_until(DEADLINE, || repo.output_bytes("b", 1) > before + 100));
+    assert!(!stopped(group_b));
+    assert!(stopped(group_a), "lane a woke up by itself");
+
+    repo.expect(&["lane", "resume", "a"]);
+    assert!(wait_until(DEADLINE, || !stopped(group_a)), "lane a was not resumed");
+
+    repo.expect(&["lane", "stop", "a", "--now"]);
+    repo.expect(&["lane", "stop", "b", "--now"]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr_of(&output));
+    assert!(stdout.contains("lane=b loop_start"), "{stdout}");
+    assert!(common::live_group_members(group_a).is_empty());
+    assert!(common::live_group_members(group_b).is_empty());
+    assert!(repo.lane_processes().is_empty(), "left running: {:?}", repo.lane_processes());
+}
+
+#[test]
+fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_goes_on() {
+    let repo = Repo::with_lanes(&["a", "b"], "[session]\nmax_iterations = 1\n");
+    let mut command = repo.fleet_command(600);
+    command.env("COMMIT_AGENT_BACKGROUND", "1");
+    let mut fleet = command.spawn().expect("spawn the fleet");
+    repo.session_group("a");
+    repo.session_group("b");
+    // Until each session's `sleep 600 &` runs.
+    assert!(wait_until(DEADLINE, || repo.lane_processes().len() >= 4));
+    fleet.kill().expect("SIGKILL the fleet");
+    fleet.wait().expect("reap the fleet");
+    // The agents die with clowder; what they left behind does not.
+    assert!(wait_until(DEADLINE, || !repo.lane_processes().is_empty()));
+
+    let output = wait_with_deadline(repo.spawn_fleet(0), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr_of(&output));
+    assert!(repo.lane_processes().is_empty(), "left running: {:?}\n{stdout}", repo.lane_processes());
+    for lane in ["a", "b"] {
+        let ended = stdout
+            .lines()
+            .any(|line| line.contains(&format!("lane={lane} ")) && line.contains("of an earlier run"));
+        assert!(ended, "{lane}: no abandoned session was ended:\n{stdout}");
+        let starts: Vec<u64> = repo
+            .events(lane)
+            .iter()
+            .filter(|e| e["event"] == "session_start")
+            .filter_map(|e| e["global"].as_u64())
+            .collect();
+        assert_eq!(starts, vec![1, 2], "{lane}: {stdout}");
+        let log = repo.git(&["log", "--format=%s", &format!("clowder/{lane}")]);
+        assert_eq!(log, format!("{lane}: session 2\nfirst"));
     }
 }

@@ -1,11 +1,20 @@
 #!/bin/sh
 # A fake agent for fleet tests: records who it is in its working folder and
 # commits it, so each lane's branch holds its own agent's commits only.
-# COMMIT_AGENT_SLEEP (seconds, default 0) keeps the session running a while.
+# COMMIT_AGENT_TICKS=N writes a line every 0.1 s, N times, before it commits;
+# COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group.
 set -e
 lane="${CLOWDER_LANE:-none}"
 echo "lane=$lane global=$HARNESS_GLOBAL_ITERATION approvals=$CLOWDER_APPROVALS_DIR"
-sleep "${COMMIT_AGENT_SLEEP:-0}"
+if [ "${COMMIT_AGENT_BACKGROUND:-0}" = 1 ]; then
+    sleep 600 &
+fi
+i=0
+while [ "$i" -lt "${COMMIT_AGENT_TICKS:-0}" ]; do
+    echo "tick $i"
+    sleep 0.1
+    i=$((i + 1))
+done
 echo "$lane $HARNESS_GLOBAL_ITERATION" >> "work-$lane.txt"
 git add "work-$lane.txt"
 git -c user.name=Agent -c user.email=agent@example.com -c commit.gpgsign=false \
