@@ -127,13 +127,19 @@ impl Repo {
     }
 
     fn output_bytes(&self, lane: &str, global: u64) -> u64 {
-        let path = self.path(&format!(".clowder/lanes/{lane}/claude-iteration-{global}.jsonl"));
+        let path = self.path(&format!(
+            ".clowder/lanes/{lane}/claude-iteration-{global}.jsonl"
+        ));
         std::fs::metadata(path).map_or(0, |m| m.len())
     }
 
     fn expect(&self, args: &[&str]) {
         let out = self.clowder(args);
-        assert!(out.status.success(), "clowder {args:?}: {}", stderr_of(&out));
+        assert!(
+            out.status.success(),
+            "clowder {args:?}: {}",
+            stderr_of(&out)
+        );
     }
 
     fn lanes_json(&self) -> Vec<Value> {
@@ -317,7 +323,10 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
         let states = group_states(pgid);
         !states.is_empty() && states.iter().all(|state| *state == 'T')
     };
-    assert!(wait_until(DEADLINE, || stopped(group_a)), "lane a's group was not stopped");
+    assert!(
+        wait_until(DEADLINE, || stopped(group_a)),
+        "lane a's group was not stopped"
+    );
     // The other lane keeps writing meanwhile.
     let before = repo.output_bytes("b", 1);
     assert!(wait_until(DEADLINE, || repo.output_bytes("b", 1) > before + 100));
@@ -325,17 +334,29 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
     assert!(stopped(group_a), "lane a woke up by itself");
 
     repo.expect(&["lane", "resume", "a"]);
-    assert!(wait_until(DEADLINE, || !stopped(group_a)), "lane a was not resumed");
+    assert!(
+        wait_until(DEADLINE, || !stopped(group_a)),
+        "lane a was not resumed"
+    );
 
     repo.expect(&["lane", "stop", "a", "--now"]);
     repo.expect(&["lane", "stop", "b", "--now"]);
     let output = wait_with_deadline(fleet, DEADLINE);
     let stdout = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr_of(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
     assert!(stdout.contains("lane=b loop_start"), "{stdout}");
     assert!(common::live_group_members(group_a).is_empty());
     assert!(common::live_group_members(group_b).is_empty());
-    assert!(repo.lane_processes().is_empty(), "left running: {:?}", repo.lane_processes());
+    assert!(
+        repo.lane_processes().is_empty(),
+        "left running: {:?}",
+        repo.lane_processes()
+    );
 }
 
 #[test]
@@ -355,12 +376,21 @@ fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_go
 
     let output = wait_with_deadline(repo.spawn_fleet(0), DEADLINE);
     let stdout = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}{}", stderr_of(&output));
-    assert!(repo.lane_processes().is_empty(), "left running: {:?}\n{stdout}", repo.lane_processes());
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        repo.lane_processes().is_empty(),
+        "left running: {:?}\n{stdout}",
+        repo.lane_processes()
+    );
     for lane in ["a", "b"] {
-        let ended = stdout
-            .lines()
-            .any(|line| line.contains(&format!("lane={lane} ")) && line.contains("of an earlier run"));
+        let ended = stdout.lines().any(|line| {
+            line.contains(&format!("lane={lane} ")) && line.contains("of an earlier run")
+        });
         assert!(ended, "{lane}: no abandoned session was ended:\n{stdout}");
         let starts: Vec<u64> = repo
             .events(lane)
@@ -372,4 +402,66 @@ fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_go
         let log = repo.git(&["log", "--format=%s", &format!("clowder/{lane}")]);
         assert_eq!(log, format!("{lane}: session 2\nfirst"));
     }
+}
+
+#[test]
+fn the_exit_code_is_the_first_lane_that_did_not_end_normally() {
+    let repo = Repo::with_lanes(
+        &["a", "b", "c"],
+        "[session]\nmax_iterations = 1\n\n[detect]\nrate_limit_patterns = [\"RATE-LIMITED\"]\n",
+    );
+    // `[backoff]` is already in the base config: the limit goes into it.
+    let mut command = repo.fleet_command(0);
+    command.env("COMMIT_AGENT_LIMITED_LANE", "b");
+    let config = std::fs::read_to_string(repo.path("harness.toml")).expect("config");
+    let config = config.replace(
+        "max_delay_secs = 0.5",
+        "max_delay_secs = 0.5\nmax_consecutive_rate_limits = 1",
+    );
+    std::fs::write(repo.path("harness.toml"), config).expect("write");
+    let output = wait_with_deadline(command.spawn().expect("spawn"), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        stdout.contains("lane b did not end normally; exit code 3"),
+        "{stdout}"
+    );
+    for lane in ["a", "c"] {
+        assert!(
+            repo.git(&["log", "--format=%s", &format!("clowder/{lane}")])
+                .starts_with(&format!("{lane}: session 1"))
+        );
+    }
+}
+
+#[test]
+fn one_sigint_stops_every_lane_after_its_session() {
+    let repo = Repo::with_lanes(&["a", "b"], "[session]\nmax_iterations = 5\n");
+    let fleet = repo.spawn_fleet(10);
+    repo.session_group("a");
+    repo.session_group("b");
+    common::send_signal(fleet.id(), libc::SIGINT);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        stdout.contains("lane a did not end normally; exit code 130"),
+        "{stdout}"
+    );
+    for lane in ["a", "b"] {
+        // The session that ran was finished (and committed), and no other began.
+        let log = repo.git(&["log", "--format=%s", &format!("clowder/{lane}")]);
+        assert_eq!(log, format!("{lane}: session 1\nfirst"), "{stdout}");
+    }
+    assert!(repo.lane_processes().is_empty());
 }

@@ -2,10 +2,15 @@
 # A fake agent for fleet tests: records who it is in its working folder and
 # commits it, so each lane's branch holds its own agent's commits only.
 # COMMIT_AGENT_TICKS=N writes a line every 0.1 s, N times, before it commits;
-# COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group.
+# COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group;
+# in lane COMMIT_AGENT_LIMITED_LANE it says RATE-LIMITED and exits 1.
 set -e
 lane="${CLOWDER_LANE:-none}"
 echo "lane=$lane global=$HARNESS_GLOBAL_ITERATION approvals=$CLOWDER_APPROVALS_DIR"
+if [ -n "$COMMIT_AGENT_LIMITED_LANE" ] && [ "$lane" = "$COMMIT_AGENT_LIMITED_LANE" ]; then
+    echo "RATE-LIMITED until later"
+    exit 1
+fi
 if [ "${COMMIT_AGENT_BACKGROUND:-0}" = 1 ]; then
     sleep 600 &
 fi
