@@ -465,3 +465,81 @@ fn one_sigint_stops_every_lane_after_its_session() {
     }
     assert!(repo.lane_processes().is_empty());
 }
+
+fn time_of(event: &Value) -> chrono::DateTime<chrono::Utc> {
+    event["ts"]
+        .as_str()
+        .and_then(|ts| ts.parse().ok())
+        .expect("an event has a time")
+}
+
+#[test]
+fn with_a_shared_rate_limit_one_lanes_limit_holds_the_others_until_it_is_over() {
+    let repo = Repo::with_lanes(
+        &["a", "b", "c"],
+        "[session]\nmax_iterations = 1\n\n[detect]\nrate_limit_patterns = [\"RATE-LIMITED\"]\n\n[fleet]\nshared_rate_limit = true\n",
+    );
+    // Every session is too short to count, so it is retried at once (not after
+    // the pause between iterations): only the shared limit holds a lane back.
+    let config = std::fs::read_to_string(repo.path("harness.toml")).expect("config");
+    let config = config
+        .replace("min_output_bytes = 1\n", "min_output_bytes = 1000000\n")
+        .replace(
+            "retry_delay_secs = 0.05",
+            "retry_delay_secs = 0.05\nmax_empty_retries = 6",
+        )
+        .replace("initial_delay_secs = 0.05", "initial_delay_secs = 2")
+        .replace("max_delay_secs = 0.5", "max_delay_secs = 5");
+    std::fs::write(repo.path("harness.toml"), config).expect("write");
+    let mut command = repo.fleet_command(3);
+    command.env("COMMIT_AGENT_LIMITED_LANE", "a").env(
+        "COMMIT_AGENT_LIMIT_ONCE",
+        repo.path(".clowder/limited-once"),
+    );
+    let output = wait_with_deadline(command.spawn().expect("spawn"), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+
+    let limit = repo
+        .events("a")
+        .into_iter()
+        .find(|e| e["event"] == "rate_limited")
+        .expect("lane a was rate-limited");
+    let backoff = limit["backoff_secs"].as_f64().expect("backoff_secs");
+    let until = time_of(&limit) + chrono::TimeDelta::milliseconds((backoff * 1000.0) as i64);
+    // (start, end, lane) of every session that started after the limit was seen.
+    let mut after: Vec<_> = Vec::new();
+    for lane in ["a", "b", "c"] {
+        let events = repo.events(lane);
+        let starts = events.iter().filter(|e| e["event"] == "session_start");
+        let ends = events.iter().filter(|e| e["event"] == "session_complete");
+        for (start, end) in starts.zip(ends) {
+            if time_of(start) > time_of(&limit) {
+                after.push((time_of(start), time_of(end), lane));
+            }
+        }
+    }
+    after.sort();
+    assert!(after.len() >= 3, "{after:?}\n{stdout}");
+    for (start, _, lane) in &after {
+        assert!(
+            *start >= until,
+            "lane {lane} started at {start}, before the limit ended at {until}"
+        );
+    }
+    // One lane went first; the others waited for its session to end well.
+    let (_, first_end, first_lane) = after[0];
+    for (start, _, lane) in &after[1..] {
+        if *lane != first_lane {
+            assert!(
+                *start >= first_end,
+                "lane {lane} did not wait for lane {first_lane}: {after:?}"
+            );
+        }
+    }
+}

@@ -23,6 +23,7 @@ use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
 use crate::supervisor::process;
 use crate::supervisor::runtime::{LaneSetup, Outcome, Reporter, Runtime, RuntimeOptions};
+use crate::supervisor::shared_limit::Shared;
 
 /// How often the registry is read again for lanes added or resumed.
 const REGISTRY_POLL: Duration = Duration::from_millis(500);
@@ -131,6 +132,8 @@ struct Host {
     ended_rx: mpsc::UnboundedReceiver<(LaneName, Result<Outcome, String>)>,
     ended: BTreeMap<LaneName, Result<Outcome, String>>,
     stopping: bool,
+    /// One shared rate limit per agent command.
+    limits: BTreeMap<String, Shared>,
 }
 
 impl Host {
@@ -152,6 +155,7 @@ impl Host {
             ended_rx,
             ended: BTreeMap::new(),
             stopping: false,
+            limits: BTreeMap::new(),
         }
     }
 
@@ -252,8 +256,21 @@ impl Host {
         });
     }
 
+    /// The limit shared by the lanes that run `config`'s agent command, with
+    /// `[fleet] shared_rate_limit`.
+    fn shared_limit(&mut self, config: &Config) -> Option<Shared> {
+        if !self.config.fleet.shared_rate_limit {
+            return None;
+        }
+        let shared = self
+            .limits
+            .entry(config.agent.command.0.clone())
+            .or_default();
+        Some(Arc::clone(shared))
+    }
+
     fn prepare(
-        &self,
+        &mut self,
         lane: &Lane,
         signals: mpsc::UnboundedReceiver<StopSignal>,
     ) -> Result<Runtime, String> {
@@ -280,6 +297,7 @@ impl Host {
             signals: Some(signals),
             slots: Some(Arc::clone(&self.slots)),
             kill_method: Arc::new(self.kill_method.for_lane(&name)),
+            shared_limit: self.shared_limit(&config),
         };
         let options = RuntimeOptions {
             working_dir,

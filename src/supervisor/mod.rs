@@ -11,3 +11,4 @@ pub mod process;
 pub mod prompt;
 pub mod reaper;
 pub mod runtime;
+pub mod shared_limit;

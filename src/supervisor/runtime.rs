@@ -86,8 +86,12 @@ pub struct LaneSetup {
     /// One is held from the moment a session is prepared until it ended.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
     pub kill_method: Arc<KillMethod>,
+    /// `[fleet] shared_rate_limit`: the limit of the account this lane's agent uses.
+    pub shared_limit: Option<super::shared_limit::Shared>,
 }
 
+/// How often a lane held by the shared rate limit looks again.
+const SHARED_LIMIT_POLL: Duration = Duration::from_millis(50);
 /// The request file that stops a lane now (`clowder lane stop NAME --now`).
 const STOP_NOW_REQUEST: &str = "stop-now";
 
@@ -115,7 +119,7 @@ enum Internal {
     /// The output file changed (a hint from notify): read what was added.
     OutputWritten,
     /// A session slot of the fleet is this lane's: prepare session `iteration`.
-    SlotGranted(tokio::sync::OwnedSemaphorePermit, u64),
+    SlotGranted(Option<tokio::sync::OwnedSemaphorePermit>, u64),
 }
 
 struct LiveSession {
@@ -416,6 +420,11 @@ impl Runtime {
             }
         }
         self.slot = None;
+        if let Some(lane) = &self.lane
+            && let Some(shared) = &lane.shared_limit
+        {
+            lock_limit(shared).left(&lane.name);
+        }
         process::reap_orphan_zombies(&[]);
         self.kill_method.teardown();
         let snapshot = self.core.snapshot(Utc::now());
@@ -639,15 +648,18 @@ impl Runtime {
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
             Internal::SlotGranted(permit, iteration) => {
-                self.slot = Some(permit);
+                if permit.is_some() {
+                    self.slot = permit;
+                }
                 self.build_prompt(iteration);
                 None
             }
             Internal::OutputWritten => self.read_output(),
             Internal::Core(input) => {
                 // The session's slot is given back once its end is recorded.
-                if matches!(*input, Input::SessionAnalyzed(_)) {
+                if let Input::SessionAnalyzed(findings) = input.as_ref() {
                     self.slot = None;
+                    self.report_session_end(findings.rate_limit.is_some());
                 }
                 Some(*input)
             }
@@ -956,6 +968,14 @@ impl Runtime {
                     *agent_start_ticks = session.start_ticks;
                 }
                 self.emit(&event);
+                if let Event::RateLimited {
+                    backoff_secs,
+                    resets_at,
+                    ..
+                } = &event
+                {
+                    self.report_rate_limit(*backoff_secs, *resets_at);
+                }
             }
             Effect::WriteStatus => self.write_status(),
             Effect::CheckStopFile => {
@@ -1124,16 +1144,56 @@ impl Runtime {
     /// Prepares session `iteration` once the fleet has a session slot for it
     /// (at once outside a fleet, or when the slot is still held).
     fn take_slot(&mut self, iteration: u64) {
-        let slots = self.lane.as_ref().and_then(|lane| lane.slots.clone());
-        let Some(slots) = slots.filter(|_| self.slot.is_none()) else {
+        let Some(lane) = &self.lane else {
             return self.build_prompt(iteration);
         };
+        let slots = lane.slots.clone().filter(|_| self.slot.is_none());
+        let shared = lane.shared_limit.clone();
+        if slots.is_none() && shared.is_none() {
+            return self.build_prompt(iteration);
+        }
+        let name = lane.name.clone();
         let tx = self.internal_tx.clone();
         tokio::spawn(async move {
-            if let Ok(permit) = slots.acquire_owned().await {
-                let _ = tx.send(Internal::SlotGranted(permit, iteration));
+            if let Some(shared) = shared {
+                while !lock_limit(&shared).admit(&name, Utc::now()) {
+                    tokio::time::sleep(SHARED_LIMIT_POLL).await;
+                }
             }
+            let permit = match slots {
+                Some(slots) => match slots.acquire_owned().await {
+                    Ok(permit) => Some(permit),
+                    Err(_) => return,
+                },
+                None => None,
+            };
+            let _ = tx.send(Internal::SlotGranted(permit, iteration));
         });
+    }
+
+    /// Tells the shared limit (if any) that this lane's session ended.
+    fn report_session_end(&self, limited: bool) {
+        if let Some(lane) = &self.lane
+            && let Some(shared) = &lane.shared_limit
+        {
+            lock_limit(shared).session_ended(&lane.name, limited);
+        }
+    }
+
+    /// Holds every lane of the account until this rate limit's wait is over.
+    fn report_rate_limit(&self, backoff_secs: f64, resets_at: Option<DateTime<Utc>>) {
+        let Some(shared) = self
+            .lane
+            .as_ref()
+            .and_then(|lane| lane.shared_limit.as_ref())
+        else {
+            return;
+        };
+        // Taken after the event was logged: the hold ends no earlier than it says.
+        let backoff =
+            chrono::TimeDelta::milliseconds((backoff_secs.max(0.0) * 1000.0).ceil() as i64);
+        let until = (Utc::now() + backoff).max(resets_at.unwrap_or_default());
+        lock_limit(shared).limited(until);
     }
 
     fn build_prompt(&mut self, iteration: u64) {
@@ -1380,6 +1440,14 @@ fn summary(stats: &SessionStats) -> SessionSummary {
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
     }
+}
+
+fn lock_limit(
+    shared: &super::shared_limit::Shared,
+) -> std::sync::MutexGuard<'_, super::shared_limit::SharedLimit> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 async fn recv_host_signal(

@@ -3,11 +3,14 @@
 # commits it, so each lane's branch holds its own agent's commits only.
 # COMMIT_AGENT_TICKS=N writes a line every 0.1 s, N times, before it commits;
 # COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group;
-# in lane COMMIT_AGENT_LIMITED_LANE it says RATE-LIMITED and exits 1.
+# in lane COMMIT_AGENT_LIMITED_LANE it says RATE-LIMITED and exits 1 (only
+# once, with COMMIT_AGENT_LIMIT_ONCE naming a file it then creates).
 set -e
 lane="${CLOWDER_LANE:-none}"
 echo "lane=$lane global=$HARNESS_GLOBAL_ITERATION approvals=$CLOWDER_APPROVALS_DIR"
-if [ -n "$COMMIT_AGENT_LIMITED_LANE" ] && [ "$lane" = "$COMMIT_AGENT_LIMITED_LANE" ]; then
+if [ -n "$COMMIT_AGENT_LIMITED_LANE" ] && [ "$lane" = "$COMMIT_AGENT_LIMITED_LANE" ] &&
+    ! [ -e "${COMMIT_AGENT_LIMIT_ONCE:-/nonexistent}" ]; then
+    [ -z "$COMMIT_AGENT_LIMIT_ONCE" ] || : > "$COMMIT_AGENT_LIMIT_ONCE"
     echo "RATE-LIMITED until later"
     exit 1
 fi
