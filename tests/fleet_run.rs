@@ -543,3 +543,41 @@ fn with_a_shared_rate_limit_one_lanes_limit_holds_the_others_until_it_is_over() 
         }
     }
 }
+
+#[test]
+fn the_root_budget_is_the_whole_fleets_and_no_session_starts_once_it_is_spent() {
+    let repo = Repo::with_lanes(
+        &["a", "b"],
+        "[session]\nmax_iterations = 5\n\n[guard]\nmax_cost_usd = 1.0\n\n[fleet]\nmax_parallel = 1\n",
+    );
+    // $0.40 a session: alone, a lane would run 3 sessions before its budget ran out.
+    let transcript =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent/cost_040.jsonl");
+    let mut command = repo.fleet_command(0);
+    command.env("COMMIT_AGENT_TRANSCRIPT", transcript);
+    let output = wait_with_deadline(command.spawn().expect("spawn"), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(4),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        stdout.contains(
+            "the fleet's budget [guard] max_cost_usd = $1.00 was spent ($1.2000 over all lanes)"
+        ),
+        "{stdout}"
+    );
+    let sessions: usize = ["a", "b"]
+        .iter()
+        .map(|lane| {
+            repo.events(lane)
+                .iter()
+                .filter(|e| e["event"] == "session_start")
+                .count()
+        })
+        .sum();
+    // One at a time: the third session spends the budget, and none follows it.
+    assert_eq!(sessions, 3, "{stdout}");
+}

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -21,6 +21,7 @@ use crate::console::{Console, Verbosity, summary_line};
 use crate::protocol::{Event, ExitReason, LoopState};
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
+use crate::supervisor::fleet_budget::{FleetBudget, SharedBudget};
 use crate::supervisor::process;
 use crate::supervisor::runtime::{LaneSetup, Outcome, Reporter, Runtime, RuntimeOptions};
 use crate::supervisor::shared_limit::Shared;
@@ -59,12 +60,17 @@ pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();
     let host = Host::new(root, config, verbosity);
+    let budget = host.budget.clone();
     let ended = local.block_on(&runtime, host.run());
-    finish(ended, started.elapsed().as_secs() as i64)
+    finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
 
 /// Prints one summary line per lane and the fleet's; returns the exit code.
-fn finish(ended: Vec<(LaneName, Result<Outcome, String>)>, secs: i64) -> i32 {
+fn finish(
+    ended: Vec<(LaneName, Result<Outcome, String>)>,
+    budget: Option<&SharedBudget>,
+    secs: i64,
+) -> i32 {
     let mut first_bad: Option<(LaneName, i32)> = None;
     for (name, outcome) in &ended {
         let code = match outcome {
@@ -84,6 +90,9 @@ fn finish(ended: Vec<(LaneName, Result<Outcome, String>)>, secs: i64) -> i32 {
             first_bad = Some((name.clone(), code));
         }
     }
+    if let Some(code) = budget.map(budget_code).filter(|code| *code != 0) {
+        return code;
+    }
     match first_bad {
         None => {
             println!(
@@ -97,6 +106,28 @@ fn finish(ended: Vec<(LaneName, Result<Outcome, String>)>, secs: i64) -> i32 {
             code
         }
     }
+}
+
+/// Exit 4 (a run budget reached), said, when the lanes together spent the fleet's budget.
+fn budget_code(budget: &SharedBudget) -> i32 {
+    let budget = budget
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !budget.reached() {
+        return 0;
+    }
+    let code = ExitReason::BudgetExceeded {
+        budget: crate::protocol::Budget::MaxCostUsd,
+        limit: budget.limit_usd(),
+        value: budget.spent_usd(),
+    }
+    .exit_code();
+    println!(
+        "clowder: the fleet's budget [guard] max_cost_usd = ${:.2} was spent (${:.4} over all lanes); exit code {code}",
+        budget.limit_usd(),
+        budget.spent_usd()
+    );
+    code
 }
 
 /// A lane's log lines on the console, marked with its name.
@@ -132,6 +163,8 @@ struct Host {
     ended_rx: mpsc::UnboundedReceiver<(LaneName, Result<Outcome, String>)>,
     ended: BTreeMap<LaneName, Result<Outcome, String>>,
     stopping: bool,
+    /// `[guard] max_cost_usd` of the root config, for all lanes together.
+    budget: Option<SharedBudget>,
     /// One shared rate limit per agent command.
     limits: BTreeMap<String, Shared>,
 }
@@ -144,7 +177,10 @@ impl Host {
             .0
             .clamp(1, Semaphore::MAX_PERMITS as u64);
         let (ended_tx, ended_rx) = mpsc::unbounded_channel();
+        let limit = config.guard.max_cost_usd.0;
+        let budget = (limit > 0.0).then(|| Arc::new(Mutex::new(FleetBudget::new(limit))));
         Host {
+            budget,
             root,
             config,
             verbosity,
@@ -298,6 +334,7 @@ impl Host {
             slots: Some(Arc::clone(&self.slots)),
             kill_method: Arc::new(self.kill_method.for_lane(&name)),
             shared_limit: self.shared_limit(&config),
+            budget: self.budget.clone(),
         };
         let options = RuntimeOptions {
             working_dir,
@@ -320,9 +357,8 @@ fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String
     config
         .apply(&lane.overrides())
         .map_err(|err| format!("lane {}: {err}", lane.name))?;
-    if let Some(max_cost) = lane.max_cost_usd {
-        config.guard.max_cost_usd = Usd(max_cost);
-    }
+    // The root's budget is the whole fleet's (see `FleetBudget`); a lane has its own only with --max-cost.
+    config.guard.max_cost_usd = Usd(lane.max_cost_usd.unwrap_or(0.0));
     config.session.prompt_file.0 = root.join(&config.session.prompt_file.0);
     config.approvals.dir.0 = root.join(&config.approvals.dir.0);
     Ok(config)

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod cgroup;
 pub mod core;
+pub mod fleet_budget;
 pub mod hooks;
 pub mod leftovers;
 pub mod process;

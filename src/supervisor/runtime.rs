@@ -88,6 +88,8 @@ pub struct LaneSetup {
     pub kill_method: Arc<KillMethod>,
     /// `[fleet] shared_rate_limit`: the limit of the account this lane's agent uses.
     pub shared_limit: Option<super::shared_limit::Shared>,
+    /// `[guard] max_cost_usd` of the fleet: no session starts once it is spent.
+    pub budget: Option<super::fleet_budget::SharedBudget>,
 }
 
 /// How often a lane held by the shared rate limit looks again.
@@ -120,6 +122,11 @@ enum Internal {
     OutputWritten,
     /// A session slot of the fleet is this lane's: prepare session `iteration`.
     SlotGranted(Option<tokio::sync::OwnedSemaphorePermit>, u64),
+    /// The fleet's budget is spent: this lane starts no more sessions.
+    FleetBudgetSpent {
+        spent: f64,
+        limit: f64,
+    },
 }
 
 struct LiveSession {
@@ -174,6 +181,8 @@ pub struct Runtime {
     control_dir: PathBuf,
     /// The fleet's session slot while this lane prepares or runs a session.
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// What the lanes had spent, and the fleet's budget, when it stopped this lane.
+    budget_stop: Option<(f64, f64)>,
 }
 
 impl Runtime {
@@ -352,6 +361,7 @@ impl Runtime {
             lane,
             control_dir,
             slot: None,
+            budget_stop: None,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -397,8 +407,13 @@ impl Runtime {
                 for effect in effects {
                     self.execute(effect, &mut queue);
                 }
-                self.snapshots
-                    .send_replace(Arc::new(self.core.snapshot(Utc::now())));
+                let snapshot = self.core.snapshot(Utc::now());
+                if let Some(lane) = &self.lane
+                    && let Some(budget) = &lane.budget
+                {
+                    lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
+                }
+                self.snapshots.send_replace(Arc::new(snapshot));
             }
             if self.exit.is_some() && self.session.is_none() {
                 break;
@@ -427,11 +442,22 @@ impl Runtime {
         }
         process::reap_orphan_zombies(&[]);
         self.kill_method.teardown();
-        let snapshot = self.core.snapshot(Utc::now());
-        Outcome {
-            reason: self.exit.unwrap_or(ExitReason::MaxIterations),
-            snapshot,
+        let mut snapshot = self.core.snapshot(Utc::now());
+        let mut reason = self.exit.take().unwrap_or(ExitReason::MaxIterations);
+        if let Some((value, limit)) = self.budget_stop {
+            // The lane did not fail: the fleet's budget ended it.
+            reason = ExitReason::BudgetExceeded {
+                budget: crate::protocol::Budget::MaxCostUsd,
+                limit,
+                value,
+            };
+            snapshot.exit_reason = Some(reason.clone());
+            if let Err(err) = status::write(&self.status_path, &snapshot) {
+                let message = format!("cannot write the status file: {err}");
+                self.reporter.log(Utc::now(), Level::Error, &message);
+            }
         }
+        Outcome { reason, snapshot }
     }
 
     /// If the status file shows a session of an earlier run that never ended
@@ -647,6 +673,23 @@ impl Runtime {
 
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
+            Internal::FleetBudgetSpent { spent, limit } => {
+                self.reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!(
+                        "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
+                    ),
+                );
+                // No session is coming: the stop ends the loop where a session would begin.
+                self.budget_stop = Some((spent, limit));
+                self.internal_tx
+                    .send(Internal::PromptFailed(format!(
+                        "the fleet's budget ${limit:.2} is spent: no session starts"
+                    )))
+                    .ok();
+                Some(Input::Command(Command::StopNow))
+            }
             Internal::SlotGranted(permit, iteration) => {
                 if permit.is_some() {
                     self.slot = permit;
@@ -1147,6 +1190,11 @@ impl Runtime {
         let Some(lane) = &self.lane else {
             return self.build_prompt(iteration);
         };
+        let budget = lane.budget.clone();
+        if let Some(spent) = budget_spent(budget.as_ref()) {
+            let _ = self.internal_tx.send(spent);
+            return;
+        }
         let slots = lane.slots.clone().filter(|_| self.slot.is_none());
         let shared = lane.shared_limit.clone();
         if slots.is_none() && shared.is_none() {
@@ -1167,6 +1215,11 @@ impl Runtime {
                 },
                 None => None,
             };
+            // Spent while this lane waited for its turn.
+            if let Some(spent) = budget_spent(budget.as_ref()) {
+                let _ = tx.send(spent);
+                return;
+            }
             let _ = tx.send(Internal::SlotGranted(permit, iteration));
         });
     }
@@ -1440,6 +1493,23 @@ fn summary(stats: &SessionStats) -> SessionSummary {
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
     }
+}
+
+/// The message that stops a lane, when the fleet's budget is spent.
+fn budget_spent(budget: Option<&super::fleet_budget::SharedBudget>) -> Option<Internal> {
+    let budget = lock_budget(budget?);
+    budget.reached().then(|| Internal::FleetBudgetSpent {
+        spent: budget.spent_usd(),
+        limit: budget.limit_usd(),
+    })
+}
+
+fn lock_budget(
+    budget: &super::fleet_budget::SharedBudget,
+) -> std::sync::MutexGuard<'_, super::fleet_budget::FleetBudget> {
+    budget
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn lock_limit(

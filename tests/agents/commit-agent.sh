@@ -5,7 +5,9 @@
 # COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group;
 # in lane COMMIT_AGENT_LIMITED_LANE it says RATE-LIMITED and exits 1 (only
 # once, with COMMIT_AGENT_LIMIT_ONCE naming a file it then creates).
+# COMMIT_AGENT_TRANSCRIPT names a file it prints first (e.g. one reporting a cost).
 set -e
+[ -z "$COMMIT_AGENT_TRANSCRIPT" ] || cat "$COMMIT_AGENT_TRANSCRIPT"
 lane="${CLOWDER_LANE:-none}"
 echo "lane=$lane global=$HARNESS_GLOBAL_ITERATION approvals=$CLOWDER_APPROVALS_DIR"
 if [ -n "$COMMIT_AGENT_LIMITED_LANE" ] && [ "$lane" = "$COMMIT_AGENT_LIMITED_LANE" ] &&
