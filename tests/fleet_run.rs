@@ -361,18 +361,21 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
 
 #[test]
 fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_goes_on() {
-    let repo = Repo::with_lanes(&["a", "b"], "[session]\nmax_iterations = 1\n");
+    let repo = Repo::with_lanes(&["a", "b", "c"], "[session]\nmax_iterations = 1\n");
     let mut command = repo.fleet_command(600);
     command.env("COMMIT_AGENT_BACKGROUND", "1");
     let mut fleet = command.spawn().expect("spawn the fleet");
     repo.session_group("a");
     repo.session_group("b");
+    repo.session_group("c");
     // Until each session's `sleep 600 &` runs.
-    assert!(wait_until(DEADLINE, || repo.lane_processes().len() >= 4));
+    assert!(wait_until(DEADLINE, || repo.lane_processes().len() >= 6));
     fleet.kill().expect("SIGKILL the fleet");
     fleet.wait().expect("reap the fleet");
     // The agents die with clowder; what they left behind does not.
     assert!(wait_until(DEADLINE, || !repo.lane_processes().is_empty()));
+    // Stopped by the user meanwhile: not run again, but its leftovers are ended too.
+    repo.expect(&["lane", "stop", "c"]);
 
     let output = wait_with_deadline(repo.spawn_fleet(0), DEADLINE);
     let stdout = stdout_of(&output);
@@ -387,18 +390,22 @@ fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_go
         "left running: {:?}\n{stdout}",
         repo.lane_processes()
     );
-    for lane in ["a", "b"] {
+    let starts = |lane: &str| -> Vec<u64> {
+        repo.events(lane)
+            .iter()
+            .filter(|e| e["event"] == "session_start")
+            .filter_map(|e| e["global"].as_u64())
+            .collect()
+    };
+    assert_eq!(starts("c"), vec![1], "{stdout}");
+    for lane in ["a", "b", "c"] {
         let ended = stdout.lines().any(|line| {
             line.contains(&format!("lane={lane} ")) && line.contains("of an earlier run")
         });
         assert!(ended, "{lane}: no abandoned session was ended:\n{stdout}");
-        let starts: Vec<u64> = repo
-            .events(lane)
-            .iter()
-            .filter(|e| e["event"] == "session_start")
-            .filter_map(|e| e["global"].as_u64())
-            .collect();
-        assert_eq!(starts, vec![1, 2], "{lane}: {stdout}");
+    }
+    for lane in ["a", "b"] {
+        assert_eq!(starts(lane), vec![1, 2], "{lane}: {stdout}");
         let log = repo.git(&["log", "--format=%s", &format!("clowder/{lane}")]);
         assert_eq!(log, format!("{lane}: session 2\nfirst"));
     }

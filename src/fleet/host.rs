@@ -19,12 +19,13 @@ use crate::approvals::commands::{APPROVALS_DIR_ENV, LANE_ENV};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, summary_line};
 use crate::protocol::{Event, ExitReason, LoopState};
+use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
 use crate::supervisor::fleet_budget::{FleetBudget, SharedBudget};
-use crate::supervisor::process;
 use crate::supervisor::runtime::{LaneSetup, Outcome, Reporter, Runtime, RuntimeOptions};
 use crate::supervisor::shared_limit::Shared;
+use crate::supervisor::{leftovers, process};
 
 /// How often the registry is read again for lanes added or resumed.
 const REGISTRY_POLL: Duration = Duration::from_millis(500);
@@ -202,6 +203,7 @@ impl Host {
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let order = self.start_ready();
         let mut order = order.unwrap_or_default();
+        self.end_leftovers_of_idle_lanes(&order).await;
         if self.running.is_empty() {
             self.say(
                 Level::Info,
@@ -234,7 +236,37 @@ impl Host {
         result
     }
 
-    fn say(&mut self, level: Level, message: &str) {
+    /// A lane that does not run now (stopped, paused, finished) may still have
+    /// sessions a killed clowder left: they are ended like a running lane's.
+    async fn end_leftovers_of_idle_lanes(&mut self, lanes: &[LaneName]) {
+        let grace = self.config.watchdog.kill_grace_secs.0;
+        let idle: Vec<&LaneName> = lanes
+            .iter()
+            .filter(|name| !self.running.contains_key(*name))
+            .collect();
+        for name in idle {
+            let dir = super::lane_files_dir(&self.root, name).join(RUNNING_DIR);
+            let running = crate::store::running::Running::in_dir(dir);
+            for ended in leftovers::end_abandoned(&running, grace).await {
+                let record = &ended.record;
+                if ended.group_killed == 0 && ended.escaped.is_empty() {
+                    continue;
+                }
+                let message = format!(
+                    "lane={name} {} `{}` of an earlier run (clowder PID {}) was left running: killed {} process(es) of its group {} and {} outside it",
+                    record.kind,
+                    record.what,
+                    record.clowder_pid,
+                    ended.group_killed,
+                    record.pgid,
+                    ended.escaped.len()
+                );
+                self.say(Level::Warn, &message);
+            }
+        }
+    }
+
+    fn say(&self, level: Level, message: &str) {
         Console::new(self.verbosity).log(Utc::now(), level, message);
     }
 
