@@ -588,3 +588,34 @@ fn the_root_budget_is_the_whole_fleets_and_no_session_starts_once_it_is_spent() 
     // One at a time: the third session spends the budget, and none follows it.
     assert_eq!(sessions, 3, "{stdout}");
 }
+
+#[test]
+fn an_agent_in_a_lane_asks_through_the_fleets_queue_and_the_request_names_its_lane() {
+    let repo = Repo::with_lanes(&["a"], "[session]\nmax_iterations = 1\n");
+    let mut command = repo.fleet_command(0);
+    command.env("COMMIT_AGENT_ASK", clowder_bin());
+    let fleet = command.spawn().expect("spawn the fleet");
+    let mut pending = Vec::new();
+    let asked = wait_until(DEADLINE, || {
+        let out = repo.clowder(&["queue", "--json"]);
+        pending = serde_json::from_str::<Value>(&stdout_of(&out))
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default();
+        !pending.is_empty()
+    });
+    assert!(asked, "no request reached the queue in .clowder/approvals");
+    assert_eq!(pending[0]["lane"], "a", "{pending:?}");
+    let table = stdout_of(&repo.clowder(&["queue"]));
+    assert!(table.contains("[a] may lane a commit?"), "{table}");
+    let rows = repo.lanes_json();
+    assert_eq!(rows[0]["pending_approvals"], 1, "{rows:?}");
+    let id = pending[0]["id"].as_str().expect("an id");
+    repo.expect(&["approve", id]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(
+        repo.git(&["log", "--format=%s", "-1", "clowder/a"]),
+        "a: session 1"
+    );
+}

@@ -610,6 +610,9 @@ struct Listed<'a> {
     cwd: Option<&'a str>,
     tool_input: Option<&'a serde_json::Value>,
     body: Option<&'a str>,
+    /// The fleet lane that asked, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'a str>,
     /// The process that asked is gone: nobody would receive a decision.
     abandoned: bool,
 }
@@ -653,6 +656,7 @@ pub fn queue(args: QueueArgs) -> i32 {
                 cwd: r.cwd.as_deref(),
                 tool_input: r.tool_input.as_ref(),
                 body: r.body.as_deref(),
+                lane: r.lane.as_deref(),
                 abandoned: r.abandoned,
             })
             .collect();
@@ -689,7 +693,7 @@ pub fn queue(args: QueueArgs) -> i32 {
             if r.abandoned { "abandoned" } else { "waiting" },
             escape(&clip(&tool, 10)),
             escape(&clip(&r.subject(), 50)),
-            escape(&clip(&r.title, 100)),
+            escape(&clip(&titled(r), 100)),
         );
     }
     if requests.iter().any(|r| r.abandoned) {
@@ -698,6 +702,14 @@ pub fn queue(args: QueueArgs) -> i32 {
         );
     }
     0
+}
+
+/// The title, after the lane that asked (`[auth] …`) when a lane did.
+fn titled(request: &crate::approvals::Request) -> String {
+    match &request.lane {
+        Some(lane) => format!("[{lane}] {}", request.title),
+        None => request.title.clone(),
+    }
 }
 
 fn clip(text: &str, max: usize) -> String {

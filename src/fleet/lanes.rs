@@ -573,9 +573,9 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     }
 }
 
-/// Pending approval requests per lane (in registry order), claimed by the
-/// folder the agent asked from (the request's `cwd`): the lane whose folder
-/// holds it most closely. Also returns how many no lane claims.
+/// Pending approval requests per lane (in registry order), claimed by the lane
+/// the request names, else by the folder the agent asked from (the request's
+/// `cwd`): the lane whose folder holds it most closely. Also returns how many no lane claims.
 fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> (Vec<u64>, usize) {
     let mut counts = vec![0; registry.lanes.len()];
     let (_, requests) = crate::approvals::list_pending_requests(&root.join(approvals_dir));
@@ -586,6 +586,15 @@ fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> 
         .collect();
     let mut unclaimed = 0;
     for request in requests {
+        // A request that names its lane (`CLOWDER_LANE`) is that lane's.
+        if let Some(i) = request
+            .lane
+            .as_deref()
+            .and_then(|lane| registry.lanes.iter().position(|l| l.name.as_str() == lane))
+        {
+            counts[i] += 1;
+            continue;
+        }
         let Some(cwd) = request.cwd.as_deref().map(PathBuf::from) else {
             unclaimed += 1;
             continue;

@@ -5,7 +5,8 @@
 # COMMIT_AGENT_BACKGROUND=1 leaves a `sleep 600` running in its group;
 # in lane COMMIT_AGENT_LIMITED_LANE it says RATE-LIMITED and exits 1 (only
 # once, with COMMIT_AGENT_LIMIT_ONCE naming a file it then creates).
-# COMMIT_AGENT_TRANSCRIPT names a file it prints first (e.g. one reporting a cost).
+# COMMIT_AGENT_TRANSCRIPT names a file it prints first (e.g. one reporting a cost);
+# COMMIT_AGENT_ASK names the clowder binary: it asks (`clowder ask`) before it commits.
 set -e
 [ -z "$COMMIT_AGENT_TRANSCRIPT" ] || cat "$COMMIT_AGENT_TRANSCRIPT"
 lane="${CLOWDER_LANE:-none}"
@@ -15,6 +16,10 @@ if [ -n "$COMMIT_AGENT_LIMITED_LANE" ] && [ "$lane" = "$COMMIT_AGENT_LIMITED_LAN
     [ -z "$COMMIT_AGENT_LIMIT_ONCE" ] || : > "$COMMIT_AGENT_LIMIT_ONCE"
     echo "RATE-LIMITED until later"
     exit 1
+fi
+if [ -n "$COMMIT_AGENT_ASK" ]; then
+    # From the worktree: the question must reach the fleet's one queue.
+    "$COMMIT_AGENT_ASK" ask --title "may lane $lane commit?" --timeout 60s
 fi
 if [ "${COMMIT_AGENT_BACKGROUND:-0}" = 1 ]; then
     sleep 600 &
