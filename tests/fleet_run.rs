@@ -248,6 +248,14 @@ fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
         "left running: {:?}",
         repo.lane_processes()
     );
+    // Finished lanes are not run again (until resumed).
+    let again = repo.clowder(&["--headless"]);
+    assert_eq!(again.status.code(), Some(0));
+    assert!(
+        stdout_of(&again).contains("no lane to run"),
+        "{}",
+        stdout_of(&again)
+    );
     let status = repo.clowder(&["--status"]);
     let text = stdout_of(&status);
     for lane in ["a", "b", "c"] {
@@ -339,6 +347,20 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
         "lane a was not resumed"
     );
 
+    repo.expect(&["lane", "stop", "a", "--now"]);
+    let ended = wait_until(DEADLINE, || {
+        repo.status("a")
+            .is_some_and(|status| status["state"] == "stopped")
+    });
+    assert!(ended, "lane a did not stop");
+    // Resumed, a lane that ended runs again, with its numbering going on.
+    repo.expect(&["lane", "resume", "a"]);
+    let again = wait_until(DEADLINE, || {
+        repo.events("a")
+            .iter()
+            .any(|e| e["event"] == "session_start" && e["global"] == 2)
+    });
+    assert!(again, "lane a did not run again after lane resume");
     repo.expect(&["lane", "stop", "a", "--now"]);
     repo.expect(&["lane", "stop", "b", "--now"]);
     let output = wait_with_deadline(fleet, DEADLINE);

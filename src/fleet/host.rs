@@ -14,11 +14,12 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Semaphore, mpsc};
 
 use super::LaneName;
+use super::lanes::FINISHED_MARK;
 use super::registry::{self, Lane, LaneState};
 use crate::approvals::commands::{APPROVALS_DIR_ENV, LANE_ENV};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, summary_line};
-use crate::protocol::{Event, ExitReason, LoopState};
+use crate::protocol::{Event, ExitReason};
 use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
@@ -214,6 +215,7 @@ impl Host {
         while self.ended.len() < self.running.len() {
             tokio::select! {
                 Some((name, outcome)) = self.ended_rx.recv() => {
+                    self.lane_ended(&name, &outcome);
                     self.ended.insert(name, outcome);
                 }
                 Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
@@ -266,6 +268,21 @@ impl Host {
         }
     }
 
+    /// Marks a lane that ended on its own as finished (see [`finished`]).
+    fn lane_ended(&self, name: &LaneName, outcome: &Result<Outcome, String>) {
+        let by_signal = outcome
+            .as_ref()
+            .is_ok_and(|o| matches!(o.reason, ExitReason::Signal { .. }));
+        if by_signal {
+            return;
+        }
+        let mark = super::lane_files_dir(&self.root, name).join(FINISHED_MARK);
+        if let Err(err) = std::fs::write(&mark, b"") {
+            let message = format!("lane={name} cannot write {}: {err}", mark.display());
+            self.say(Level::Warn, &message);
+        }
+    }
+
     fn say(&self, level: Level, message: &str) {
         Console::new(self.verbosity).log(Utc::now(), level, message);
     }
@@ -288,12 +305,18 @@ impl Host {
             }
         };
         for lane in &registry.lanes {
-            if lane.state != LaneState::Active || self.running.contains_key(&lane.name) {
+            if lane.state != LaneState::Active || finished(&self.root, &lane.name) {
                 continue;
             }
-            if finished(&self.root, &lane.name) {
+            // Running, or ended and not resumed since: nothing to start.
+            let ended = self.ended.contains_key(&lane.name);
+            if self.running.contains_key(&lane.name) && !ended {
                 continue;
             }
+            if ended && !self.resumed(&lane.name) {
+                continue;
+            }
+            self.ended.remove(&lane.name);
             self.start(lane);
         }
         Some(
@@ -303,6 +326,16 @@ impl Host {
                 .map(|lane| lane.name.clone())
                 .collect(),
         )
+    }
+
+    /// A lane that ended in this run starts again only once resumed (which
+    /// removes its finished mark); one ended by a signal is not.
+    fn resumed(&self, name: &LaneName) -> bool {
+        !self.stopping
+            && self
+                .ended
+                .get(name)
+                .is_some_and(|outcome| !matches!(outcome, Ok(o) if matches!(o.reason, ExitReason::Signal { .. })))
     }
 
     fn start(&mut self, lane: &Lane) {
@@ -399,14 +432,9 @@ fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String
 /// Whether the lane's last run ended on its own (not by a signal or a kill): a
 /// finished lane is not started again until it is resumed.
 fn finished(root: &Path, name: &LaneName) -> bool {
-    let Ok((snapshot, _)) = crate::store::status::read(&super::lanes::status_path(root, name))
-    else {
-        return false;
-    };
-    snapshot.state == LoopState::Stopped
-        && snapshot
-            .exit_reason
-            .is_some_and(|reason| !matches!(reason, ExitReason::Signal { .. }))
+    super::lane_files_dir(root, name)
+        .join(FINISHED_MARK)
+        .exists()
 }
 
 async fn recv(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {

@@ -205,6 +205,9 @@ pub fn fleet_running(root: &Path) -> Option<Option<u32>> {
 /// single loop takes `.clowder/pause` and `.clowder/resume`.
 pub const STOP_FILE: &str = "STOP";
 pub const STOP_NOW_REQUEST: &str = "stop-now";
+/// Left by the fleet when a lane's loop ended on its own (not by a signal or a
+/// kill): such a lane is not started again until it is resumed.
+pub const FINISHED_MARK: &str = "finished";
 
 /// Records `state` for lane `name` (a stopped lane is not started again, a paused
 /// one runs no session, until resumed) and, when a clowder runs in `root`, leaves
@@ -249,6 +252,8 @@ pub fn set_state(
     }
     if state == LaneState::Active {
         // A STOP left for the lane would end its next run at once.
+        // Resumed: a lane that had finished runs again.
+        let _ = std::fs::remove_file(files.join(FINISHED_MARK));
         if std::fs::remove_file(files.join(STOP_FILE)).is_ok() {
             done.push(format!("removed {}", files.join(STOP_FILE).display()));
         }
