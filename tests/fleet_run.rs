@@ -641,3 +641,33 @@ fn an_agent_in_a_lane_asks_through_the_fleets_queue_and_the_request_names_its_la
         "a: session 1"
     );
 }
+
+#[test]
+fn a_lane_queued_for_a_slot_starts_no_session_after_a_sigint() {
+    let repo = Repo::with_lanes(
+        &["a", "b"],
+        "[session]\nmax_iterations = 3\n\n[fleet]\nmax_parallel = 1\n",
+    );
+    let fleet = repo.spawn_fleet(10);
+    repo.session_group("a");
+    common::send_signal(fleet.id(), libc::SIGINT);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(130),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    let started = |lane: &str| {
+        repo.events(lane)
+            .iter()
+            .filter(|e| e["event"] == "session_start")
+            .count()
+    };
+    assert_eq!((started("a"), started("b")), (1, 0), "{stdout}");
+    assert!(
+        stdout.contains("lane=b clowder: stopped (SIGINT)"),
+        "{stdout}"
+    );
+}

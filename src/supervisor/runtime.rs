@@ -181,8 +181,11 @@ pub struct Runtime {
     control_dir: PathBuf,
     /// The fleet's session slot while this lane prepares or runs a session.
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
-    /// What the lanes had spent, and the fleet's budget, when it stopped this lane.
-    budget_stop: Option<(f64, f64)>,
+    /// Waiting for a session slot (or the shared rate limit): no session yet.
+    queued: bool,
+    /// Why the lane ended before a session it was preparing could start (the
+    /// fleet's budget, a signal while queued): the core saw only a failed start.
+    stopped_before_start: Option<ExitReason>,
 }
 
 impl Runtime {
@@ -361,7 +364,8 @@ impl Runtime {
             lane,
             control_dir,
             slot: None,
-            budget_stop: None,
+            queued: false,
+            stopped_before_start: None,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -426,7 +430,10 @@ impl Runtime {
                 }
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
                 Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
-                Some(stop) = recv_host_signal(&mut host_signals) => queue.push_back(Input::Signal(stop)),
+                Some(stop) = recv_host_signal(&mut host_signals) => {
+                    queue.push_back(Input::Signal(stop));
+                    self.on_host_signal(stop);
+                }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => queue.push_back(Input::Command(command)),
                     None => commands_open = false,
@@ -444,13 +451,8 @@ impl Runtime {
         self.kill_method.teardown();
         let mut snapshot = self.core.snapshot(Utc::now());
         let mut reason = self.exit.take().unwrap_or(ExitReason::MaxIterations);
-        if let Some((value, limit)) = self.budget_stop {
-            // The lane did not fail: the fleet's budget ended it.
-            reason = ExitReason::BudgetExceeded {
-                budget: crate::protocol::Budget::MaxCostUsd,
-                limit,
-                value,
-            };
+        if let Some(stopped) = self.stopped_before_start.take() {
+            reason = stopped;
             snapshot.exit_reason = Some(reason.clone());
             if let Err(err) = status::write(&self.status_path, &snapshot) {
                 let message = format!("cannot write the status file: {err}");
@@ -681,16 +683,20 @@ impl Runtime {
                         "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
                     ),
                 );
-                // No session is coming: the stop ends the loop where a session would begin.
-                self.budget_stop = Some((spent, limit));
-                self.internal_tx
-                    .send(Internal::PromptFailed(format!(
-                        "the fleet's budget ${limit:.2} is spent: no session starts"
-                    )))
-                    .ok();
+                self.queued = false;
+                let reason = ExitReason::BudgetExceeded {
+                    budget: crate::protocol::Budget::MaxCostUsd,
+                    limit,
+                    value: spent,
+                };
+                let why = format!("the fleet's budget ${limit:.2} is spent: no session starts");
+                self.stop_before_start(reason, why);
                 Some(Input::Command(Command::StopNow))
             }
+            // Stopped while it waited: the loop is ending, the slot goes to another lane.
+            Internal::SlotGranted(..) if self.stopped_before_start.is_some() => None,
             Internal::SlotGranted(permit, iteration) => {
+                self.queued = false;
                 if permit.is_some() {
                     self.slot = permit;
                 }
@@ -1202,6 +1208,7 @@ impl Runtime {
         }
         let name = lane.name.clone();
         let tx = self.internal_tx.clone();
+        self.queued = true;
         tokio::spawn(async move {
             if let Some(shared) = shared {
                 while !lock_limit(&shared).admit(&name, Utc::now()) {
@@ -1222,6 +1229,30 @@ impl Runtime {
             }
             let _ = tx.send(Internal::SlotGranted(permit, iteration));
         });
+    }
+
+    /// A lane still waiting for its turn starts no session once the fleet is
+    /// told to stop: it ends as the signal says, without the session.
+    fn on_host_signal(&mut self, stop: StopSignal) {
+        if !self.queued || self.stopped_before_start.is_some() {
+            return;
+        }
+        let signal = match stop {
+            StopSignal::Int => "SIGINT",
+            StopSignal::Term => "SIGTERM",
+        };
+        let reason = ExitReason::Signal {
+            signal: signal.to_string(),
+            forced: false,
+        };
+        self.stop_before_start(reason, format!("{signal} while waiting for a session slot"));
+    }
+
+    /// Ends the loop where the session being prepared would begin, with `reason`.
+    fn stop_before_start(&mut self, reason: ExitReason, why: String) {
+        self.stopped_before_start = Some(reason);
+        // No session is coming: a failed start ends the loop where it would begin.
+        self.internal_tx.send(Internal::PromptFailed(why)).ok();
     }
 
     /// Tells the shared limit (if any) that this lane's session ended.
