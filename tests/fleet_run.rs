@@ -650,6 +650,19 @@ fn a_lane_queued_for_a_slot_starts_no_session_after_a_sigint() {
     );
     let fleet = repo.spawn_fleet(10);
     repo.session_group("a");
+    // While lane a runs its session, lane b waits for the one slot.
+    let queued = wait_until(DEADLINE, || {
+        repo.lanes_json()
+            .iter()
+            .any(|row| row["name"] == "b" && row["state"] == "queued")
+    });
+    assert!(
+        queued,
+        "lane b never showed as queued: {:?}",
+        repo.lanes_json()
+    );
+    let status = stdout_of(&repo.clowder(&["--status"]));
+    assert!(status.contains("lane=b state=queued"), "{status}");
     common::send_signal(fleet.id(), libc::SIGINT);
     let output = wait_with_deadline(fleet, DEADLINE);
     let stdout = stdout_of(&output);

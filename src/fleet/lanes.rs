@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use super::registry::{self, Lane, LaneKind, LaneState, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
 use crate::store::lock::STATE_DIR;
+use crate::supervisor::runtime::QUEUED_MARK;
 
 /// Why a lane command did nothing (or stopped short).
 #[derive(Debug, Clone, PartialEq)]
@@ -538,7 +539,13 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
     let status = status_path(root, &lane.name);
     if status.exists() {
         match crate::store::status::read(&status) {
-            Ok((snapshot, _)) => fill_from_status(&mut row, &snapshot, now),
+            Ok((snapshot, _)) => {
+                fill_from_status(&mut row, &snapshot, now);
+                let queued = lane_files_dir(root, &lane.name).join(QUEUED_MARK);
+                if row.running && queued.exists() {
+                    row.state = "queued".to_string();
+                }
+            }
             Err(err) => {
                 row.state = "unreadable".to_string();
                 row.problems.push(err);

@@ -30,7 +30,12 @@ pub fn print(root: &Path, json: bool) -> i32 {
             continue;
         }
         match read {
-            Ok((snapshot, _)) => println!("{}", line(&lane.name, &snapshot)),
+            Ok((snapshot, _)) => {
+                let queued = super::lane_files_dir(root, &lane.name)
+                    .join(crate::supervisor::runtime::QUEUED_MARK)
+                    .exists();
+                println!("{}", line(&lane.name, &snapshot, queued));
+            }
             Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
         }
     }
@@ -41,9 +46,11 @@ pub fn print(root: &Path, json: bool) -> i32 {
 }
 
 /// One lane on one line: its state, iteration, global number, and how it ended.
-fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot) -> String {
+fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bool) -> String {
     let alive = status::writer_alive(snapshot.pid);
-    let state = if alive {
+    let state = if alive && queued {
+        "queued".to_string()
+    } else if alive {
         serde_json::to_value(snapshot.state)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -94,6 +94,9 @@ pub struct LaneSetup {
 
 /// How often a lane held by the shared rate limit looks again.
 const SHARED_LIMIT_POLL: Duration = Duration::from_millis(50);
+/// Present in a lane's files folder while the lane waits for its turn to run a
+/// session (`[fleet] max_parallel`, a shared rate limit).
+pub const QUEUED_MARK: &str = "queued";
 /// The request file that stops a lane now (`clowder lane stop NAME --now`).
 const STOP_NOW_REQUEST: &str = "stop-now";
 
@@ -447,6 +450,7 @@ impl Runtime {
         {
             lock_limit(shared).left(&lane.name);
         }
+        self.set_queued(false);
         process::reap_orphan_zombies(&[]);
         self.kill_method.teardown();
         let mut snapshot = self.core.snapshot(Utc::now());
@@ -683,7 +687,7 @@ impl Runtime {
                         "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
                     ),
                 );
-                self.queued = false;
+                self.set_queued(false);
                 let reason = ExitReason::BudgetExceeded {
                     budget: crate::protocol::Budget::MaxCostUsd,
                     limit,
@@ -696,7 +700,7 @@ impl Runtime {
             // Stopped while it waited: the loop is ending, the slot goes to another lane.
             Internal::SlotGranted(..) if self.stopped_before_start.is_some() => None,
             Internal::SlotGranted(permit, iteration) => {
-                self.queued = false;
+                self.set_queued(false);
                 if permit.is_some() {
                     self.slot = permit;
                 }
@@ -1208,7 +1212,7 @@ impl Runtime {
         }
         let name = lane.name.clone();
         let tx = self.internal_tx.clone();
-        self.queued = true;
+        self.set_queued(true);
         tokio::spawn(async move {
             if let Some(shared) = shared {
                 while !lock_limit(&shared).admit(&name, Utc::now()) {
@@ -1229,6 +1233,26 @@ impl Runtime {
             }
             let _ = tx.send(Internal::SlotGranted(permit, iteration));
         });
+    }
+
+    /// Shows (with [`QUEUED_MARK`]) whether the lane waits for its turn.
+    fn set_queued(&mut self, queued: bool) {
+        let Some(lane) = &self.lane else {
+            return;
+        };
+        let mark = lane.files_dir.join(QUEUED_MARK);
+        let result = if queued {
+            std::fs::write(&mark, b"")
+        } else if self.queued || mark.exists() {
+            std::fs::remove_file(&mark)
+        } else {
+            Ok(())
+        };
+        self.queued = queued;
+        if let Err(err) = result {
+            let message = format!("cannot update {}: {err}", mark.display());
+            self.reporter.log(Utc::now(), Level::Warn, &message);
+        }
     }
 
     /// A lane still waiting for its turn starts no session once the fleet is
