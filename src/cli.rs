@@ -177,7 +177,14 @@ pub fn run(args: Args) -> i32 {
         None => (PathBuf::from(DEFAULT_CONFIG_FILE), false),
     };
 
-    if args.status && crate::fleet::host::has_lanes(&cwd) {
+    let has_lanes = match crate::fleet::host::has_lanes(&cwd) {
+        Ok(has_lanes) => has_lanes,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.status && has_lanes {
         return crate::fleet::status::print(&cwd, args.json);
     }
     if args.status {
@@ -208,7 +215,7 @@ pub fn run(args: Args) -> i32 {
         eprintln!("clowder: nothing was run");
         return EXIT_USAGE;
     }
-    if !args.dry_run && crate::fleet::host::has_lanes(&cwd) {
+    if !args.dry_run && has_lanes {
         return run_fleet(config, cwd, &args);
     }
     let problem = preflight(&config, &cwd).err();

@@ -684,3 +684,18 @@ fn a_lane_queued_for_a_slot_starts_no_session_after_a_sigint() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_broken_registry_is_an_error_not_a_folder_without_lanes() {
+    let repo = Repo::with_lanes(&["a"], "");
+    std::fs::write(
+        repo.path(".clowder/fleet.json"),
+        "{\"schema_version\": 1,\n",
+    )
+    .expect("write");
+    let output = repo.clowder(&["--headless"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_of(&output));
+    let stderr = stderr_of(&output);
+    assert!(stderr.contains("fleet.json: line 2"), "{stderr}");
+    assert!(!repo.path("harness.status").exists(), "the single loop ran");
+}

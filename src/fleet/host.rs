@@ -31,9 +31,10 @@ use crate::supervisor::{leftovers, process};
 /// How often the registry is read again for lanes added or resumed.
 const REGISTRY_POLL: Duration = Duration::from_millis(500);
 
-/// Whether the fleet in `root` has lanes (then `clowder` runs them).
-pub fn has_lanes(root: &Path) -> bool {
-    registry::load(root).is_ok_and(|registry| !registry.lanes.is_empty())
+/// Whether the fleet in `root` has lanes (then `clowder` runs them); an
+/// unreadable registry is an error, not a folder without lanes.
+pub fn has_lanes(root: &Path) -> Result<bool, String> {
+    registry::load(root).map(|registry| !registry.lanes.is_empty())
 }
 
 /// Each lane's config (see [`lane_config`]), for the checks made before a start.
@@ -186,7 +187,7 @@ impl Host {
             root,
             config,
             verbosity,
-            kill_method: Arc::new(KillMethod::GroupToken { why: String::new() }),
+            kill_method: Arc::new(cgroup::setup()),
             slots: Arc::new(Semaphore::new(slots as usize)),
             running: BTreeMap::new(),
             ended_tx,
@@ -199,7 +200,6 @@ impl Host {
 
     async fn run(mut self) -> Vec<(LaneName, Result<Outcome, String>)> {
         process::become_subreaper();
-        self.kill_method = Arc::new(cgroup::setup());
         let mut sigint = signal(SignalKind::interrupt()).ok();
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let order = self.start_ready();
