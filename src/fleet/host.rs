@@ -160,7 +160,7 @@ struct Host {
     verbosity: Verbosity,
     kill_method: Arc<KillMethod>,
     slots: Arc<Semaphore>,
-    /// The lanes started in this run, in start order, with their signal senders.
+    /// The lanes started in this run, with the senders of their signals.
     running: BTreeMap<LaneName, mpsc::UnboundedSender<StopSignal>>,
     ended_tx: mpsc::UnboundedSender<(LaneName, Result<Outcome, String>)>,
     ended_rx: mpsc::UnboundedReceiver<(LaneName, Result<Outcome, String>)>,
