@@ -699,3 +699,52 @@ fn a_broken_registry_is_an_error_not_a_folder_without_lanes() {
     assert!(stderr.contains("fleet.json: line 2"), "{stderr}");
     assert!(!repo.path("harness.status").exists(), "the single loop ran");
 }
+
+#[test]
+fn a_lane_paused_between_sessions_starts_its_next_session_only_on_resume() {
+    // The hook ends only once the pause request was left and taken: the pause comes
+    // between sessions, with no session running to stop.
+    let repo = Repo::with_lanes(
+        &["a"],
+        "[session]\nmax_iterations = 1\n\n[hooks]\npre_session = [\"until [ -e \\\"$PAUSE_SENT\\\" ]; do sleep 0.05; done; while [ -e \\\"$PAUSE_FILE\\\" ]; do sleep 0.05; done\"]\n",
+    );
+    let log = repo.path(".clowder/fleet-out.txt");
+    let mut command = repo.fleet_command(0);
+    command
+        .env("PAUSE_FILE", repo.path(".clowder/lanes/a/pause"))
+        .env("PAUSE_SENT", repo.path(".clowder/pause-sent"))
+        .stdout(std::fs::File::create(&log).expect("create the log"));
+    let fleet = command.spawn().expect("spawn the fleet");
+    let in_hook = wait_until(DEADLINE, || {
+        repo.status("a")
+            .is_some_and(|status| status["state"] == "pre_hooks")
+    });
+    assert!(in_hook, "lane a never ran its pre-session hook");
+    repo.expect(&["lane", "pause", "a"]);
+    std::fs::write(repo.path(".clowder/pause-sent"), "").expect("write");
+    let held_line = "lane=a iteration=1 the lane is paused: the session starts on lane resume";
+    let held = wait_until(DEADLINE, || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains(held_line))
+    });
+    assert!(
+        held,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let resumed_at = chrono::Utc::now();
+    repo.expect(&["lane", "resume", "a"]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = std::fs::read_to_string(&log).expect("the log");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    let start = repo
+        .events("a")
+        .into_iter()
+        .find(|e| e["event"] == "session_start")
+        .expect("the session ran once resumed");
+    assert!(time_of(&start) >= resumed_at, "{stdout}");
+}

@@ -186,6 +186,10 @@ pub struct Runtime {
     slot: Option<tokio::sync::OwnedSemaphorePermit>,
     /// Waiting for a session slot (or the shared rate limit): no session yet.
     queued: bool,
+    /// `clowder lane pause` was taken; a session not yet started waits for resume.
+    lane_paused: bool,
+    /// The session held back by a pause, started on resume.
+    held_iteration: Option<u64>,
     /// Why the lane ended before a session it was preparing could start (the
     /// fleet's budget, a signal while queued): the core saw only a failed start.
     stopped_before_start: Option<ExitReason>,
@@ -368,6 +372,8 @@ impl Runtime {
             control_dir,
             slot: None,
             queued: false,
+            lane_paused: false,
+            held_iteration: None,
             stopped_before_start: None,
         };
         Ok((runtime, snapshot_rx))
@@ -615,15 +621,26 @@ impl Runtime {
             queue.push_back(Input::StopFileSeen);
         }
         // From `clowder pause` / `clowder resume` (or `clowder lane …`) elsewhere.
-        let dir = &self.control_dir;
-        if control::take_in(dir, control::PAUSE_REQUEST) {
+        let dir = self.control_dir.clone();
+        if control::take_in(&dir, control::PAUSE_REQUEST) {
+            self.lane_paused = self.lane.is_some();
             queue.push_back(Input::Command(Command::Pause));
         }
-        if control::take_in(dir, control::RESUME_REQUEST) {
+        if control::take_in(&dir, control::RESUME_REQUEST) {
             queue.push_back(Input::Command(Command::Resume));
+            self.lane_paused = false;
+            if let Some(iteration) = self.held_iteration.take() {
+                self.take_slot(iteration);
+            }
         }
-        if self.lane.is_some() && control::take_in(dir, STOP_NOW_REQUEST) {
+        if self.lane.is_some() && control::take_in(&dir, STOP_NOW_REQUEST) {
             queue.push_back(Input::Command(Command::StopNow));
+            if self.held_iteration.is_some() {
+                self.stop_before_start(ExitReason::UserStop, "stopped while paused".into());
+            }
+        }
+        if self.held_iteration.is_some() && self.stop_file.exists() {
+            self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
         }
         queue.push_back(Input::Tick);
         if self.core.session_running()
@@ -1200,6 +1217,15 @@ impl Runtime {
         let Some(lane) = &self.lane else {
             return self.build_prompt(iteration);
         };
+        if self.lane_paused {
+            // `clowder lane pause` between sessions: the next one waits for resume.
+            let message = format!(
+                "iteration={iteration} the lane is paused: the session starts on lane resume"
+            );
+            self.reporter.log(Utc::now(), Level::Info, &message);
+            self.held_iteration = Some(iteration);
+            return;
+        }
         let budget = lane.budget.clone();
         if let Some(spent) = budget_spent(budget.as_ref()) {
             let _ = self.internal_tx.send(spent);
@@ -1258,7 +1284,8 @@ impl Runtime {
     /// A lane still waiting for its turn starts no session once the fleet is
     /// told to stop: it ends as the signal says, without the session.
     fn on_host_signal(&mut self, stop: StopSignal) {
-        if !self.queued || self.stopped_before_start.is_some() {
+        let waiting = self.queued || self.held_iteration.is_some();
+        if !waiting || self.stopped_before_start.is_some() {
             return;
         }
         let signal = match stop {
@@ -1274,6 +1301,10 @@ impl Runtime {
 
     /// Ends the loop where the session being prepared would begin, with `reason`.
     fn stop_before_start(&mut self, reason: ExitReason, why: String) {
+        if self.stopped_before_start.is_some() {
+            return;
+        }
+        self.held_iteration = None;
         self.stopped_before_start = Some(reason);
         // No session is coming: a failed start ends the loop where it would begin.
         self.internal_tx.send(Internal::PromptFailed(why)).ok();
