@@ -177,6 +177,16 @@ pub fn run(args: Args) -> i32 {
         None => (PathBuf::from(DEFAULT_CONFIG_FILE), false),
     };
 
+    let has_lanes = match crate::fleet::host::has_lanes(&cwd) {
+        Ok(has_lanes) => has_lanes,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.status && has_lanes {
+        return crate::fleet::status::print(&cwd, args.json);
+    }
     if args.status {
         // A broken config must not hide the status of a loop that is running.
         let status_file = Config::load(&config_path, required)
@@ -204,6 +214,9 @@ pub fn run(args: Args) -> i32 {
         eprintln!("clowder: error: {err}");
         eprintln!("clowder: nothing was run");
         return EXIT_USAGE;
+    }
+    if !args.dry_run && has_lanes {
+        return run_fleet(config, cwd, &args);
     }
     let problem = preflight(&config, &cwd).err();
     if args.dry_run {
@@ -421,6 +434,42 @@ fn print_status(path: &Path, json: bool) -> i32 {
         status::render(&snapshot, alive, chrono::Utc::now(), size)
     );
     0
+}
+
+/// Runs every lane of the fleet in `cwd` (headless: the control room shows one
+/// loop only, so with lanes clowder prints log lines even in a terminal).
+fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
+    let lanes = match crate::fleet::host::lane_configs(&cwd, &config) {
+        Ok(lanes) => lanes,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    for (name, lane_config) in &lanes {
+        if let Err(problem) = preflight(lane_config, &cwd) {
+            eprintln!("clowder: error: lane {name}: {problem}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    }
+    let _lock = match crate::store::lock::InstanceLock::acquire(&cwd) {
+        Ok(lock) => lock,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    let verbosity = if args.quiet {
+        Verbosity::Quiet
+    } else if args.verbose {
+        Verbosity::Verbose
+    } else {
+        Verbosity::Normal
+    };
+    crate::fleet::host::run_headless(cwd, config, verbosity)
 }
 
 fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {

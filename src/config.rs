@@ -36,6 +36,7 @@ pub struct Config {
     pub approvals: ApprovalsConfig,
     pub guard: GuardConfig,
     pub worker: crate::worker::WorkerConfig,
+    pub fleet: crate::fleet::config::FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]

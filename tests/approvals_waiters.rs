@@ -82,6 +82,7 @@ fn request(title: &str) -> Request {
         session_id: None,
         cwd: None,
         body: None,
+        lane: None,
         abandoned: false,
     }
 }

@@ -294,6 +294,7 @@ fn request(id: &str, minutes_ago: i64, tool: &str, input: serde_json::Value) -> 
         session_id: Some("s-1".into()),
         cwd: Some("/work".into()),
         body: None,
+        lane: None,
         abandoned: false,
     }
 }

@@ -68,6 +68,11 @@ impl std::str::FromStr for Wait {
     }
 }
 
+/// The fleet's approval queue, as the agent of a lane is given it.
+pub const APPROVALS_DIR_ENV: &str = "CLOWDER_APPROVALS_DIR";
+/// The lane an agent runs in; recorded in the requests it makes.
+pub const LANE_ENV: &str = "CLOWDER_LANE";
+
 #[derive(Debug, Args)]
 pub struct DirArg {
     /// The approval queue folder [default: [approvals] dir, or .clowder/approvals]
@@ -87,12 +92,16 @@ pub fn approvals_config() -> Result<crate::config::ApprovalsConfig, String> {
 }
 
 impl DirArg {
-    /// Fills in `dir`: `--dir` wins over `[approvals] dir`, which wins over the default.
+    /// Fills in `dir`: `--dir` wins over `CLOWDER_APPROVALS_DIR` (set for the agent
+    /// of a fleet lane, so that a gate in a worktree uses the fleet's queue),
+    /// which wins over `[approvals] dir`, which wins over the default.
     pub fn resolve(&mut self, config: Option<&crate::config::ApprovalsConfig>) {
-        self.dir = match (&self.given, config) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(config)) => config.dir.0.clone(),
-            (None, None) => PathBuf::from(DEFAULT_DIR),
+        let from_env = std::env::var_os(APPROVALS_DIR_ENV).filter(|dir| !dir.is_empty());
+        self.dir = match (&self.given, from_env, config) {
+            (Some(dir), _, _) => dir.clone(),
+            (None, Some(dir), _) => PathBuf::from(dir),
+            (None, None, Some(config)) => config.dir.0.clone(),
+            (None, None, None) => PathBuf::from(DEFAULT_DIR),
         };
     }
 }
@@ -344,6 +353,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         session_id: hook.session_id,
         cwd: hook.cwd,
         body: None,
+        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
         abandoned: false,
     };
     // Policy first, deny before allow: a rule decides without a human, and an
@@ -512,6 +522,7 @@ pub fn ask(args: AskArgs) -> i32 {
             .ok()
             .map(|p| p.display().to_string()),
         body,
+        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
         abandoned: false,
     };
     let submitted = match queue.submit(request) {
@@ -599,6 +610,9 @@ struct Listed<'a> {
     cwd: Option<&'a str>,
     tool_input: Option<&'a serde_json::Value>,
     body: Option<&'a str>,
+    /// The fleet lane that asked, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lane: Option<&'a str>,
     /// The process that asked is gone: nobody would receive a decision.
     abandoned: bool,
 }
@@ -642,6 +656,7 @@ pub fn queue(args: QueueArgs) -> i32 {
                 cwd: r.cwd.as_deref(),
                 tool_input: r.tool_input.as_ref(),
                 body: r.body.as_deref(),
+                lane: r.lane.as_deref(),
                 abandoned: r.abandoned,
             })
             .collect();
@@ -678,7 +693,7 @@ pub fn queue(args: QueueArgs) -> i32 {
             if r.abandoned { "abandoned" } else { "waiting" },
             escape(&clip(&tool, 10)),
             escape(&clip(&r.subject(), 50)),
-            escape(&clip(&r.title, 100)),
+            escape(&clip(&titled(r), 100)),
         );
     }
     if requests.iter().any(|r| r.abandoned) {
@@ -687,6 +702,14 @@ pub fn queue(args: QueueArgs) -> i32 {
         );
     }
     0
+}
+
+/// The title, after the lane that asked (`[auth] …`) when a lane did.
+fn titled(request: &crate::approvals::Request) -> String {
+    match &request.lane {
+        Some(lane) => format!("[{lane}] {}", request.title),
+        None => request.title.clone(),
+    }
 }
 
 fn clip(text: &str, max: usize) -> String {

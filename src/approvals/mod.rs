@@ -180,6 +180,9 @@ pub struct Request {
     pub cwd: Option<String>,
     #[serde(default)]
     pub body: Option<String>,
+    /// The fleet lane that asked (`CLOWDER_LANE`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
     /// Not stored: set by listings when the process that asked is gone.
     #[serde(skip)]
     pub abandoned: bool,
@@ -1005,6 +1008,7 @@ mod tests {
             session_id: None,
             cwd: None,
             body: None,
+            lane: None,
             abandoned: false,
         };
         let bytes = encode_within_limit(&mut request).expect("fits");

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use super::registry::{self, Lane, LaneKind, LaneState, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
 use crate::store::lock::STATE_DIR;
+use crate::supervisor::runtime::QUEUED_MARK;
 
 /// Why a lane command did nothing (or stopped short).
 #[derive(Debug, Clone, PartialEq)]
@@ -205,6 +206,9 @@ pub fn fleet_running(root: &Path) -> Option<Option<u32>> {
 /// single loop takes `.clowder/pause` and `.clowder/resume`.
 pub const STOP_FILE: &str = "STOP";
 pub const STOP_NOW_REQUEST: &str = "stop-now";
+/// Left by the fleet when a lane's loop ended on its own (not by a signal or a
+/// kill): such a lane is not started again until it is resumed.
+pub const FINISHED_MARK: &str = "finished";
 
 /// Records `state` for lane `name` (a stopped lane is not started again, a paused
 /// one runs no session, until resumed) and, when a clowder runs in `root`, leaves
@@ -249,6 +253,8 @@ pub fn set_state(
     }
     if state == LaneState::Active {
         // A STOP left for the lane would end its next run at once.
+        // Resumed: a lane that had finished runs again.
+        let _ = std::fs::remove_file(files.join(FINISHED_MARK));
         if std::fs::remove_file(files.join(STOP_FILE)).is_ok() {
             done.push(format!("removed {}", files.join(STOP_FILE).display()));
         }
@@ -533,7 +539,13 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
     let status = status_path(root, &lane.name);
     if status.exists() {
         match crate::store::status::read(&status) {
-            Ok((snapshot, _)) => fill_from_status(&mut row, &snapshot, now),
+            Ok((snapshot, _)) => {
+                fill_from_status(&mut row, &snapshot, now);
+                let queued = lane_files_dir(root, &lane.name).join(QUEUED_MARK);
+                if row.running && queued.exists() {
+                    row.state = "queued".to_string();
+                }
+            }
             Err(err) => {
                 row.state = "unreadable".to_string();
                 row.problems.push(err);
@@ -573,9 +585,9 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     }
 }
 
-/// Pending approval requests per lane (in registry order), claimed by the
-/// folder the agent asked from (the request's `cwd`): the lane whose folder
-/// holds it most closely. Also returns how many no lane claims.
+/// Pending approval requests per lane (in registry order), claimed by the lane
+/// the request names, else by the folder the agent asked from (the request's
+/// `cwd`): the lane whose folder holds it most closely. Also returns how many no lane claims.
 fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> (Vec<u64>, usize) {
     let mut counts = vec![0; registry.lanes.len()];
     let (_, requests) = crate::approvals::list_pending_requests(&root.join(approvals_dir));
@@ -586,6 +598,15 @@ fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> 
         .collect();
     let mut unclaimed = 0;
     for request in requests {
+        // A request that names its lane (`CLOWDER_LANE`) is that lane's.
+        if let Some(i) = request
+            .lane
+            .as_deref()
+            .and_then(|lane| registry.lanes.iter().position(|l| l.name.as_str() == lane))
+        {
+            counts[i] += 1;
+            continue;
+        }
         let Some(cwd) = request.cwd.as_deref().map(PathBuf::from) else {
             unclaimed += 1;
             continue;

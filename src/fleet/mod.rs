@@ -1,11 +1,14 @@
 //! The fleet: many lanes (loops), each in its own folder, registered in
 //! `.clowder/fleet.json`. This part holds the registry, the git worktrees and the
-//! lane commands that work on files; running the lanes together comes later.
+//! lane commands that work on files, and the host that runs the lanes together.
 
 pub mod cli;
+pub mod config;
+pub mod host;
 pub mod lanes;
 mod name;
 pub mod registry;
+pub mod status;
 pub mod worktree;
 
 use std::path::{Path, PathBuf};

@@ -33,3 +33,8 @@ pub fn request(working_dir: &Path, request: &str) -> io::Result<PathBuf> {
 pub fn take(working_dir: &Path, request: &str) -> bool {
     std::fs::remove_file(request_path(working_dir, request)).is_ok()
 }
+
+/// Takes `request` from `dir` itself (a fleet lane's files folder).
+pub fn take_in(dir: &Path, request: &str) -> bool {
+    std::fs::remove_file(dir.join(request)).is_ok()
+}

@@ -47,6 +47,11 @@ impl Running {
         }
     }
 
+    /// The records kept in `dir` itself (a fleet lane keeps them in its files folder).
+    pub fn in_dir(dir: PathBuf) -> Running {
+        Running { dir }
+    }
+
     fn path(&self, token: &str) -> PathBuf {
         self.dir.join(format!("{token}.json"))
     }

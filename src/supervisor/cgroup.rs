@@ -48,6 +48,26 @@ impl KillMethod {
         }
     }
 
+    /// The kill method of one lane of a fleet: its sessions and hooks get cgroups
+    /// in a subtree of their own, so that two lanes' `session-1` never meet.
+    pub fn for_lane(&self, lane: &str) -> KillMethod {
+        match self {
+            KillMethod::Cgroup { root } => {
+                let root = root.join(format!("lane-{lane}"));
+                match std::fs::create_dir(&root) {
+                    Ok(()) => KillMethod::Cgroup { root },
+                    Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                        KillMethod::Cgroup { root }
+                    }
+                    Err(err) => KillMethod::GroupToken {
+                        why: format!("cannot create {}: {err}", root.display()),
+                    },
+                }
+            }
+            KillMethod::GroupToken { why } => KillMethod::GroupToken { why: why.clone() },
+        }
+    }
+
     /// Creates the cgroup `name` for one session or hook; `None` without cgroups.
     pub fn create(&self, name: &str) -> io::Result<Option<PathBuf>> {
         match self {

@@ -113,6 +113,8 @@ struct Started {
     pgid: i32,
     start_ticks: Option<u64>,
     containment: Containment,
+    /// Registered with the reaper until it has been waited for.
+    owned: Option<super::reaper::Owned>,
 }
 
 /// Starts `sh -c command` in its own group (and cgroup, where there are some),
@@ -149,8 +151,13 @@ fn start_shell(
     // Recorded before it starts, so a clowder killed meanwhile leaves a trace;
     // recorded again with its pid once that is known.
     record(ctx, command, 0, Some(ctx.own_start), &containment);
-    let child = match shell.spawn() {
-        Ok(child) => child,
+    let spawned = super::reaper::spawn_owned(
+        &ctx.token_prefix,
+        || shell.spawn(),
+        tokio::process::Child::id,
+    );
+    let (child, owned) = match spawned {
+        Ok(spawned) => spawned,
         Err(err) => {
             if let Some(running) = &ctx.running {
                 running.remove(&containment.token);
@@ -169,6 +176,7 @@ fn start_shell(
         pgid,
         start_ticks,
         containment,
+        owned,
     })
 }
 
@@ -185,6 +193,7 @@ pub async fn run_shell(
         pgid,
         start_ticks,
         containment,
+        owned: _owned,
     } = start_shell(command, env, cwd, ctx)?;
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();

@@ -5,8 +5,11 @@
 pub mod analysis;
 pub mod cgroup;
 pub mod core;
+pub mod fleet_budget;
 pub mod hooks;
 pub mod leftovers;
 pub mod process;
 pub mod prompt;
+pub mod reaper;
 pub mod runtime;
+pub mod shared_limit;

@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -44,10 +43,13 @@ pub struct Spawned {
     pub child: Child,
     pub pid: i32,
     pub pgid: i32,
+    /// Keeps the leader registered with the reaper until it has been waited for.
+    pub owned: Option<super::reaper::Owned>,
 }
 
 /// Starts `program args` in `cwd` as the leader of a new process group, with
-/// stdin `/dev/null` and `output` (opened for append) as stdout and stderr.
+/// stdin `/dev/null` and `output` (opened for append) as stdout and stderr;
+/// registered with the reaper as `owner`'s.
 pub fn spawn_agent(
     program: &str,
     args: &[String],
@@ -55,6 +57,7 @@ pub fn spawn_agent(
     output: &File,
     cwd: &Path,
     cgroup: Option<&Path>,
+    owner: &str,
 ) -> io::Result<Spawned> {
     let stdout = output.try_clone()?;
     let stderr = output.try_clone()?;
@@ -69,7 +72,7 @@ pub fn spawn_agent(
         .process_group(0)
         .kill_on_drop(false);
     die_with_clowder(&mut command, cgroup)?;
-    let child = command.spawn()?;
+    let (child, owned) = super::reaper::spawn_owned(owner, || command.spawn(), Child::id)?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
@@ -78,6 +81,7 @@ pub fn spawn_agent(
         child,
         pid,
         pgid: pid,
+        owned,
     })
 }
 
@@ -213,25 +217,11 @@ pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
         .collect()
 }
 
-/// Reaps zombies that were reparented to clowder (it is their subreaper), except
-/// the pids in `owned`, which tokio waits for itself.
-pub fn reap_orphan_zombies(owned: &[i32]) -> usize {
-    let me = std::process::id() as i32;
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let zombies: Vec<i32> = entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| !owned.contains(pid))
-        .filter_map(read_proc_stat)
-        .filter(|info| info.ppid == me && info.state == 'Z')
-        .map(|info| info.pid)
-        .collect();
-    for pid in &zombies {
-        let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
-    }
-    zombies.len()
+/// Reaps zombies that were reparented to clowder (it is their subreaper) and
+/// that no lane owns (see [`super::reaper`]); `_owned` is kept for callers that
+/// name their own children, which are registered anyway.
+pub fn reap_orphan_zombies(_owned: &[i32]) -> usize {
+    super::reaper::reap_orphans()
 }
 
 /// Processes of the group that are still alive (not zombies), after reaping the

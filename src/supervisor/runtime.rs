@@ -71,6 +71,35 @@ pub struct RuntimeOptions {
     pub verbose: bool,
 }
 
+/// What makes a loop one lane of a fleet: its files live apart from the folder
+/// the agent works in, and what is process-wide (signals, the subreaper, the
+/// cgroup tree, session slots) comes from the host.
+pub struct LaneSetup {
+    pub name: String,
+    /// The lane's files folder: the config's relative file paths (status, events,
+    /// counter, output, STOP) resolve here, and its requests are taken from here.
+    pub files_dir: PathBuf,
+    /// Added to the environment of the agent, the hooks and the prompt commands.
+    pub env: Vec<(String, String)>,
+    /// The host's SIGINT / SIGTERM, in place of a handler of the lane's own.
+    pub signals: Option<mpsc::UnboundedReceiver<StopSignal>>,
+    /// One is held from the moment a session is prepared until it ended.
+    pub slots: Option<Arc<tokio::sync::Semaphore>>,
+    pub kill_method: Arc<KillMethod>,
+    /// `[fleet] shared_rate_limit`: the limit of the account this lane's agent uses.
+    pub shared_limit: Option<super::shared_limit::Shared>,
+    /// `[guard] max_cost_usd` of the fleet: no session starts once it is spent.
+    pub budget: Option<super::fleet_budget::SharedBudget>,
+}
+
+/// How often a lane held by the shared rate limit looks again.
+const SHARED_LIMIT_POLL: Duration = Duration::from_millis(50);
+/// Present in a lane's files folder while the lane waits for its turn to run a
+/// session (`[fleet] max_parallel`, a shared rate limit).
+pub const QUEUED_MARK: &str = "queued";
+/// The request file that stops a lane now (`clowder lane stop NAME --now`).
+const STOP_NOW_REQUEST: &str = "stop-now";
+
 /// How the loop ended.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -94,6 +123,13 @@ enum Internal {
     GroupEnded(process::GroupEnd),
     /// The output file changed (a hint from notify): read what was added.
     OutputWritten,
+    /// A session slot of the fleet is this lane's: prepare session `iteration`.
+    SlotGranted(Option<tokio::sync::OwnedSemaphorePermit>, u64),
+    /// The fleet's budget is spent: this lane starts no more sessions.
+    FleetBudgetSpent {
+        spent: f64,
+        limit: f64,
+    },
 }
 
 struct LiveSession {
@@ -143,6 +179,20 @@ pub struct Runtime {
     /// What hooks and prompt commands share; its cancel ends them on a stop.
     shell: ShellContext,
     hook_cancel: watch::Sender<bool>,
+    lane: Option<LaneSetup>,
+    /// Where `pause` / `resume` requests are taken from.
+    control_dir: PathBuf,
+    /// The fleet's session slot while this lane prepares or runs a session.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Waiting for a session slot (or the shared rate limit): no session yet.
+    queued: bool,
+    /// `clowder lane pause` was taken; a session not yet started waits for resume.
+    lane_paused: bool,
+    /// The session held back by a pause, started on resume.
+    held_iteration: Option<u64>,
+    /// Why the lane ended before a session it was preparing could start (the
+    /// fleet's budget, a signal while queued): the core saw only a failed start.
+    stopped_before_start: Option<ExitReason>,
 }
 
 impl Runtime {
@@ -151,12 +201,30 @@ impl Runtime {
     pub fn new(
         config: Config,
         options: RuntimeOptions,
+        reporter: Box<dyn Reporter>,
+    ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
+        Runtime::with_lane(config, options, None, reporter)
+    }
+
+    /// [`Runtime::new`], for a lane of a fleet when `lane` is given.
+    pub fn with_lane(
+        config: Config,
+        options: RuntimeOptions,
+        lane: Option<LaneSetup>,
         mut reporter: Box<dyn Reporter>,
     ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
         let cwd = options.working_dir.clone();
+        let files_base = lane
+            .as_ref()
+            .map_or_else(|| cwd.clone(), |lane| lane.files_dir.clone());
+        let control_dir = lane.as_ref().map_or_else(
+            || cwd.join(crate::store::lock::STATE_DIR),
+            |lane| lane.files_dir.clone(),
+        );
         // `./x` and `x` name the same file; keep `.` out of the paths users read.
         let resolve = |path: &Path| -> PathBuf {
-            cwd.join(path)
+            files_base
+                .join(path)
                 .components()
                 .filter(|c| *c != std::path::Component::CurDir)
                 .collect()
@@ -198,8 +266,11 @@ impl Runtime {
             }
         }
         // A request left for a loop that ended meanwhile is not for this one.
-        control::take(&cwd, control::PAUSE_REQUEST);
-        control::take(&cwd, control::RESUME_REQUEST);
+        control::take_in(&control_dir, control::PAUSE_REQUEST);
+        control::take_in(&control_dir, control::RESUME_REQUEST);
+        if lane.is_some() {
+            control::take_in(&control_dir, STOP_NOW_REQUEST);
+        }
         let loaded = counter::recover(
             &counter_path,
             &output_dir,
@@ -233,7 +304,10 @@ impl Runtime {
                 on_doom_loop: config.guard.on_doom_loop,
             },
         };
-        let kill_method = Arc::new(cgroup::setup());
+        let kill_method = match &lane {
+            Some(lane) => Arc::clone(&lane.kill_method),
+            None => Arc::new(cgroup::setup()),
+        };
         if let KillMethod::GroupToken { why } = kill_method.as_ref() {
             reporter.log(
                 Utc::now(),
@@ -244,7 +318,10 @@ impl Runtime {
                 ),
             );
         }
-        let running = Running::new(&cwd);
+        let running = match &lane {
+            Some(lane) => Running::in_dir(lane.files_dir.join(crate::store::running::RUNNING_DIR)),
+            None => Running::new(&cwd),
+        };
         let (hook_cancel, cancel) = watch::channel(false);
         let own_start =
             process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);
@@ -291,6 +368,13 @@ impl Runtime {
             shell,
             hook_cancel,
             options,
+            lane,
+            control_dir,
+            slot: None,
+            queued: false,
+            lane_paused: false,
+            held_iteration: None,
+            stopped_before_start: None,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -312,9 +396,16 @@ impl Runtime {
 
     /// Runs the loop until it ends; `commands` are the user's (may never send).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
-        process::become_subreaper();
-        let mut sigint = signal(SignalKind::interrupt()).ok();
-        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut host_signals = self.lane.as_mut().and_then(|lane| lane.signals.take());
+        let (mut sigint, mut sigterm) = if self.lane.is_some() {
+            (None, None)
+        } else {
+            process::become_subreaper();
+            (
+                signal(SignalKind::interrupt()).ok(),
+                signal(SignalKind::terminate()).ok(),
+            )
+        };
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
@@ -329,8 +420,13 @@ impl Runtime {
                 for effect in effects {
                     self.execute(effect, &mut queue);
                 }
-                self.snapshots
-                    .send_replace(Arc::new(self.core.snapshot(Utc::now())));
+                let snapshot = self.core.snapshot(Utc::now());
+                if let Some(lane) = &self.lane
+                    && let Some(budget) = &lane.budget
+                {
+                    lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
+                }
+                self.snapshots.send_replace(Arc::new(snapshot));
             }
             if self.exit.is_some() && self.session.is_none() {
                 break;
@@ -343,6 +439,10 @@ impl Runtime {
                 }
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
                 Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
+                Some(stop) = recv_host_signal(&mut host_signals) => {
+                    queue.push_back(Input::Signal(stop));
+                    self.on_host_signal(stop);
+                }
                 command = commands.recv(), if commands_open => match command {
                     Some(command) => queue.push_back(Input::Command(command)),
                     None => commands_open = false,
@@ -350,13 +450,26 @@ impl Runtime {
                 _ = ticker.tick() => self.on_tick(&mut queue),
             }
         }
+        self.slot = None;
+        if let Some(lane) = &self.lane
+            && let Some(shared) = &lane.shared_limit
+        {
+            lock_limit(shared).left(&lane.name);
+        }
+        self.set_queued(false);
         process::reap_orphan_zombies(&[]);
         self.kill_method.teardown();
-        let snapshot = self.core.snapshot(Utc::now());
-        Outcome {
-            reason: self.exit.unwrap_or(ExitReason::MaxIterations),
-            snapshot,
+        let mut snapshot = self.core.snapshot(Utc::now());
+        let mut reason = self.exit.take().unwrap_or(ExitReason::MaxIterations);
+        if let Some(stopped) = self.stopped_before_start.take() {
+            reason = stopped;
+            snapshot.exit_reason = Some(reason.clone());
+            if let Err(err) = status::write(&self.status_path, &snapshot) {
+                let message = format!("cannot write the status file: {err}");
+                self.reporter.log(Utc::now(), Level::Error, &message);
+            }
         }
+        Outcome { reason, snapshot }
     }
 
     /// If the status file shows a session of an earlier run that never ended
@@ -507,13 +620,27 @@ impl Runtime {
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
-        // From `clowder pause` / `clowder resume` in another terminal.
-        let cwd = &self.options.working_dir;
-        if control::take(cwd, control::PAUSE_REQUEST) {
+        // From `clowder pause` / `clowder resume` (or `clowder lane …`) elsewhere.
+        let dir = self.control_dir.clone();
+        if control::take_in(&dir, control::PAUSE_REQUEST) {
+            self.lane_paused = self.lane.is_some();
             queue.push_back(Input::Command(Command::Pause));
         }
-        if control::take(cwd, control::RESUME_REQUEST) {
+        if control::take_in(&dir, control::RESUME_REQUEST) {
             queue.push_back(Input::Command(Command::Resume));
+            self.lane_paused = false;
+            if let Some(iteration) = self.held_iteration.take() {
+                self.take_slot(iteration);
+            }
+        }
+        if self.lane.is_some() && control::take_in(&dir, STOP_NOW_REQUEST) {
+            queue.push_back(Input::Command(Command::StopNow));
+            if self.held_iteration.is_some() {
+                self.stop_before_start(ExitReason::UserStop, "stopped while paused".into());
+            }
+        }
+        if self.held_iteration.is_some() && self.stop_file.exists() {
+            self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
         }
         queue.push_back(Input::Tick);
         if self.core.session_running()
@@ -569,17 +696,55 @@ impl Runtime {
 
     fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
+            Internal::FleetBudgetSpent { spent, limit } => {
+                self.reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!(
+                        "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
+                    ),
+                );
+                self.set_queued(false);
+                let reason = ExitReason::BudgetExceeded {
+                    budget: crate::protocol::Budget::MaxCostUsd,
+                    limit,
+                    value: spent,
+                };
+                let why = format!("the fleet's budget ${limit:.2} is spent: no session starts");
+                self.stop_before_start(reason, why);
+                Some(Input::Command(Command::StopNow))
+            }
+            // Stopped while it waited: the loop is ending, the slot goes to another lane.
+            Internal::SlotGranted(..) if self.stopped_before_start.is_some() => None,
+            Internal::SlotGranted(permit, iteration) => {
+                self.set_queued(false);
+                if permit.is_some() {
+                    self.slot = permit;
+                }
+                self.build_prompt(iteration);
+                None
+            }
             Internal::OutputWritten => self.read_output(),
-            Internal::Core(input) => Some(*input),
+            Internal::Core(input) => {
+                // The session's slot is given back once its end is recorded.
+                if let Input::SessionAnalyzed(findings) = input.as_ref() {
+                    self.slot = None;
+                    self.report_session_end(findings.rate_limit.is_some());
+                }
+                Some(*input)
+            }
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
                     failure: failures.into_iter().next(),
                 },
                 HookKind::PostSession => Input::PostHooksFinished { failures },
             }),
-            Internal::PromptFailed(error) => Some(Input::SpawnFailed {
-                global: None,
-                error,
+            Internal::PromptFailed(error) => Some({
+                self.slot = None;
+                Input::SpawnFailed {
+                    global: None,
+                    error,
+                }
             }),
             Internal::PromptReady {
                 text,
@@ -709,6 +874,7 @@ impl Runtime {
             Ok(spawned) => spawned,
             Err(err) => {
                 self.running.remove(&containment.token);
+                self.slot = None;
                 return Input::SpawnFailed {
                     global: Some(global),
                     error: format!("`{}`: {err}", self.config.agent.command.0),
@@ -722,9 +888,11 @@ impl Runtime {
         let grace = self.core.settings().kill_grace;
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
         self.record_session(global, pid, start_ticks, &containment);
+        let owned = spawned.owned;
         tokio::spawn(async move {
             let end =
                 process::supervise_group(spawned.child, pgid, grace, kill_rx, containment).await;
+            drop(owned);
             let _ = tx.send(Internal::GroupEnded(end));
         });
         let mut reader = SessionReader::new(
@@ -773,8 +941,9 @@ impl Runtime {
     ) -> std::io::Result<process::Spawned> {
         let program = &self.config.agent.command.0;
         let cwd = &self.options.working_dir;
-        let first =
-            process::spawn_agent(program, args, env, file, cwd, containment.cgroup.as_deref());
+        let owner = self.lane.as_ref().map_or("", |lane| lane.name.as_str());
+        let cgroup = containment.cgroup.as_deref();
+        let first = process::spawn_agent(program, args, env, file, cwd, cgroup, owner);
         if first.is_ok() {
             return first;
         }
@@ -782,7 +951,7 @@ impl Runtime {
             return first;
         };
         cgroup::remove_tree(&cgroup);
-        let second = process::spawn_agent(program, args, env, file, cwd, None);
+        let second = process::spawn_agent(program, args, env, file, cwd, None, owner);
         if second.is_ok()
             && let Err(err) = &first
         {
@@ -869,6 +1038,14 @@ impl Runtime {
                     *agent_start_ticks = session.start_ticks;
                 }
                 self.emit(&event);
+                if let Event::RateLimited {
+                    backoff_secs,
+                    resets_at,
+                    ..
+                } = &event
+                {
+                    self.report_rate_limit(*backoff_secs, *resets_at);
+                }
             }
             Effect::WriteStatus => self.write_status(),
             Effect::CheckStopFile => {
@@ -891,7 +1068,7 @@ impl Runtime {
                 }
             }
             Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
-            Effect::Spawn { iteration } => self.build_prompt(iteration),
+            Effect::Spawn { iteration } => self.take_slot(iteration),
             Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
             Effect::ResumeGroup { pgid } => process::signal_group(pgid, Signal::SIGCONT),
             Effect::TerminateGroup { pgid, .. } => {
@@ -998,10 +1175,14 @@ impl Runtime {
     }
 
     fn base_env(&self) -> Vec<(String, String)> {
-        vec![(
+        let mut env = vec![(
             "HARNESS_PROMPT_FILE".into(),
             self.config.prompt_path().display().to_string(),
-        )]
+        )];
+        if let Some(lane) = &self.lane {
+            env.extend(lane.env.iter().cloned());
+        }
+        env
     }
 
     fn run_hooks(&mut self, kind: HookKind, mut env: Vec<(String, String)>) {
@@ -1028,6 +1209,130 @@ impl Runtime {
             let failures = hooks::run_hooks(&commands, &env, &cwd, timeout, pre, &shell).await;
             let _ = tx.send(Internal::HooksDone { kind, failures });
         });
+    }
+
+    /// Prepares session `iteration` once the fleet has a session slot for it
+    /// (at once outside a fleet, or when the slot is still held).
+    fn take_slot(&mut self, iteration: u64) {
+        let Some(lane) = &self.lane else {
+            return self.build_prompt(iteration);
+        };
+        if self.lane_paused {
+            // `clowder lane pause` between sessions: the next one waits for resume.
+            let message = format!(
+                "iteration={iteration} the lane is paused: the session starts on lane resume"
+            );
+            self.reporter.log(Utc::now(), Level::Info, &message);
+            self.held_iteration = Some(iteration);
+            return;
+        }
+        let budget = lane.budget.clone();
+        if let Some(spent) = budget_spent(budget.as_ref()) {
+            let _ = self.internal_tx.send(spent);
+            return;
+        }
+        let slots = lane.slots.clone().filter(|_| self.slot.is_none());
+        let shared = lane.shared_limit.clone();
+        if slots.is_none() && shared.is_none() {
+            return self.build_prompt(iteration);
+        }
+        let name = lane.name.clone();
+        let tx = self.internal_tx.clone();
+        self.set_queued(true);
+        tokio::spawn(async move {
+            if let Some(shared) = shared {
+                while !lock_limit(&shared).admit(&name, Utc::now()) {
+                    tokio::time::sleep(SHARED_LIMIT_POLL).await;
+                }
+            }
+            let permit = match slots {
+                Some(slots) => match slots.acquire_owned().await {
+                    Ok(permit) => Some(permit),
+                    Err(_) => return,
+                },
+                None => None,
+            };
+            // Spent while this lane waited for its turn.
+            if let Some(spent) = budget_spent(budget.as_ref()) {
+                let _ = tx.send(spent);
+                return;
+            }
+            let _ = tx.send(Internal::SlotGranted(permit, iteration));
+        });
+    }
+
+    /// Shows (with [`QUEUED_MARK`]) whether the lane waits for its turn.
+    fn set_queued(&mut self, queued: bool) {
+        let Some(lane) = &self.lane else {
+            return;
+        };
+        let mark = lane.files_dir.join(QUEUED_MARK);
+        let result = if queued {
+            std::fs::write(&mark, b"")
+        } else if self.queued || mark.exists() {
+            std::fs::remove_file(&mark)
+        } else {
+            Ok(())
+        };
+        self.queued = queued;
+        if let Err(err) = result {
+            let message = format!("cannot update {}: {err}", mark.display());
+            self.reporter.log(Utc::now(), Level::Warn, &message);
+        }
+    }
+
+    /// A lane still waiting for its turn starts no session once the fleet is
+    /// told to stop: it ends as the signal says, without the session.
+    fn on_host_signal(&mut self, stop: StopSignal) {
+        let waiting = self.queued || self.held_iteration.is_some();
+        if !waiting || self.stopped_before_start.is_some() {
+            return;
+        }
+        let signal = match stop {
+            StopSignal::Int => "SIGINT",
+            StopSignal::Term => "SIGTERM",
+        };
+        let reason = ExitReason::Signal {
+            signal: signal.to_string(),
+            forced: false,
+        };
+        self.stop_before_start(reason, format!("{signal} while waiting for a session slot"));
+    }
+
+    /// Ends the loop where the session being prepared would begin, with `reason`.
+    fn stop_before_start(&mut self, reason: ExitReason, why: String) {
+        if self.stopped_before_start.is_some() {
+            return;
+        }
+        self.held_iteration = None;
+        self.stopped_before_start = Some(reason);
+        // No session is coming: a failed start ends the loop where it would begin.
+        self.internal_tx.send(Internal::PromptFailed(why)).ok();
+    }
+
+    /// Tells the shared limit (if any) that this lane's session ended.
+    fn report_session_end(&self, limited: bool) {
+        if let Some(lane) = &self.lane
+            && let Some(shared) = &lane.shared_limit
+        {
+            lock_limit(shared).session_ended(&lane.name, limited);
+        }
+    }
+
+    /// Holds every lane of the account until this rate limit's wait is over.
+    fn report_rate_limit(&self, backoff_secs: f64, resets_at: Option<DateTime<Utc>>) {
+        let Some(shared) = self
+            .lane
+            .as_ref()
+            .and_then(|lane| lane.shared_limit.as_ref())
+        else {
+            return;
+        };
+        // Taken after the event was logged: the hold ends no earlier than it says.
+        let backoff =
+            chrono::TimeDelta::milliseconds((backoff_secs.max(0.0) * 1000.0).ceil() as i64);
+        let until = (Utc::now() + backoff).max(resets_at.unwrap_or_default());
+        lock_limit(shared).limited(until);
     }
 
     fn build_prompt(&mut self, iteration: u64) {
@@ -1101,6 +1406,7 @@ impl Runtime {
             session_id: None,
             cwd: Some(self.options.working_dir.display().to_string()),
             body: Some(prompt.chars().take(16 * 1024).collect()),
+            lane: self.lane.as_ref().map(|lane| lane.name.clone()),
             abandoned: false,
         };
         self.ask_through_queue(request, |approved, reason| Input::SessionApproval {
@@ -1132,6 +1438,7 @@ impl Runtime {
             body: Some(format!(
                 "The session is paused. Approve to let it go on (the count starts again), reject to kill it.\n\n{tool}  {input}"
             )),
+            lane: self.lane.as_ref().map(|lane| lane.name.clone()),
             abandoned: false,
         };
         self.ask_through_queue(request, move |approved, reason| Input::DoomLoopApproval {
@@ -1274,6 +1581,40 @@ fn summary(stats: &SessionStats) -> SessionSummary {
     }
 }
 
+/// The message that stops a lane, when the fleet's budget is spent.
+fn budget_spent(budget: Option<&super::fleet_budget::SharedBudget>) -> Option<Internal> {
+    let budget = lock_budget(budget?);
+    budget.reached().then(|| Internal::FleetBudgetSpent {
+        spent: budget.spent_usd(),
+        limit: budget.limit_usd(),
+    })
+}
+
+fn lock_budget(
+    budget: &super::fleet_budget::SharedBudget,
+) -> std::sync::MutexGuard<'_, super::fleet_budget::FleetBudget> {
+    budget
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_limit(
+    shared: &super::shared_limit::Shared,
+) -> std::sync::MutexGuard<'_, super::shared_limit::SharedLimit> {
+    shared
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn recv_host_signal(
+    signals: &mut Option<mpsc::UnboundedReceiver<StopSignal>>,
+) -> Option<StopSignal> {
+    match signals {
+        Some(signals) => signals.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
     match stream {
         Some(stream) => stream.recv().await,
@@ -1283,13 +1624,16 @@ async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option
 
 /// The working tree's HEAD commit, if it is a git repository with one.
 fn git_head(cwd: &Path) -> Option<String> {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "--verify", "-q", "HEAD"])
+    let mut git = std::process::Command::new("git");
+    git.args(["rev-parse", "--verify", "-q", "HEAD"])
         .current_dir(cwd)
         .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    // Registered with the reaper: another lane's clean-up must not take its exit.
+    let (child, _owned) =
+        super::reaper::spawn_owned("git", || git.spawn(), |c| Some(c.id())).ok()?;
+    let output = child.wait_with_output().ok()?;
     output
         .status
         .success()

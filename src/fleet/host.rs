@@ -1,0 +1,445 @@
+//! The fleet host: runs every lane of `.clowder/fleet.json` in one process. It
+//! owns what is process-wide — the signal handler, the subreaper (the reaper is
+//! [`crate::supervisor::reaper`]), the cgroup tree, the session slots of
+//! `[fleet] max_parallel` — and starts lanes added while it runs. Each lane is
+//! the single loop's runtime with the lane's folder, files and environment.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{Semaphore, mpsc};
+
+use super::LaneName;
+use super::lanes::FINISHED_MARK;
+use super::registry::{self, Lane, LaneState};
+use crate::approvals::commands::{APPROVALS_DIR_ENV, LANE_ENV};
+use crate::config::{Config, Usd};
+use crate::console::{Console, Verbosity, summary_line};
+use crate::protocol::{Event, ExitReason};
+use crate::store::running::RUNNING_DIR;
+use crate::supervisor::cgroup::{self, KillMethod};
+use crate::supervisor::core::{Level, StopSignal};
+use crate::supervisor::fleet_budget::{FleetBudget, SharedBudget};
+use crate::supervisor::runtime::{LaneSetup, Outcome, Reporter, Runtime, RuntimeOptions};
+use crate::supervisor::shared_limit::Shared;
+use crate::supervisor::{leftovers, process};
+
+/// How often the registry is read again for lanes added or resumed.
+const REGISTRY_POLL: Duration = Duration::from_millis(500);
+
+/// Whether the fleet in `root` has lanes (then `clowder` runs them); an
+/// unreadable registry is an error, not a folder without lanes.
+pub fn has_lanes(root: &Path) -> Result<bool, String> {
+    registry::load(root).map(|registry| !registry.lanes.is_empty())
+}
+
+/// Each lane's config (see [`lane_config`]), for the checks made before a start.
+pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)>, String> {
+    let registry = registry::load(root)?;
+    registry
+        .lanes
+        .iter()
+        .map(|lane| Ok((lane.name.clone(), lane_config(root, base, lane)?)))
+        .collect()
+}
+
+/// Runs the lanes of the fleet in `root` until every one has ended; returns the
+/// exit code (0, or that of the first lane in lane order that did not end well).
+pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("clowder: error: cannot start the async runtime: {err}");
+            return 1;
+        }
+    };
+    let started = Instant::now();
+    let local = tokio::task::LocalSet::new();
+    let host = Host::new(root, config, verbosity);
+    let budget = host.budget.clone();
+    let ended = local.block_on(&runtime, host.run());
+    finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
+}
+
+/// Prints one summary line per lane and the fleet's; returns the exit code.
+fn finish(
+    ended: Vec<(LaneName, Result<Outcome, String>)>,
+    budget: Option<&SharedBudget>,
+    secs: i64,
+) -> i32 {
+    let mut first_bad: Option<(LaneName, i32)> = None;
+    for (name, outcome) in &ended {
+        let code = match outcome {
+            Ok(outcome) => {
+                println!(
+                    "lane={name} {}",
+                    summary_line(&outcome.reason, &outcome.snapshot, secs)
+                );
+                outcome.reason.exit_code()
+            }
+            Err(err) => {
+                println!("lane={name} clowder: error: {err}; exit code 1");
+                1
+            }
+        };
+        if code != 0 && first_bad.is_none() {
+            first_bad = Some((name.clone(), code));
+        }
+    }
+    if let Some(code) = budget.map(budget_code).filter(|code| *code != 0) {
+        return code;
+    }
+    match first_bad {
+        None => {
+            println!(
+                "clowder: fleet stopped: {} lane(s) ended normally; exit code 0",
+                ended.len()
+            );
+            0
+        }
+        Some((name, code)) => {
+            println!("clowder: fleet stopped: lane {name} did not end normally; exit code {code}");
+            code
+        }
+    }
+}
+
+/// Exit 4 (a run budget reached), said, when the lanes together spent the fleet's budget.
+fn budget_code(budget: &SharedBudget) -> i32 {
+    let budget = budget
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !budget.reached() {
+        return 0;
+    }
+    let code = ExitReason::BudgetExceeded {
+        budget: crate::protocol::Budget::MaxCostUsd,
+        limit: budget.limit_usd(),
+        value: budget.spent_usd(),
+    }
+    .exit_code();
+    println!(
+        "clowder: the fleet's budget [guard] max_cost_usd = ${:.2} was spent (${:.4} over all lanes); exit code {code}",
+        budget.limit_usd(),
+        budget.spent_usd()
+    );
+    code
+}
+
+/// A lane's log lines on the console, marked with its name.
+struct LaneConsole {
+    name: String,
+    console: Console,
+}
+
+impl Reporter for LaneConsole {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
+        let line = format!("lane={} {message}", self.name);
+        self.console.log(wall, level, &line);
+    }
+
+    fn event(&mut self, wall: DateTime<Utc>, event: &Event) {
+        self.console.event(wall, event);
+    }
+
+    fn agent_output(&mut self, bytes: &[u8]) {
+        self.console.agent_output(bytes);
+    }
+}
+
+struct Host {
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    kill_method: Arc<KillMethod>,
+    slots: Arc<Semaphore>,
+    /// The lanes started in this run, with the senders of their signals.
+    running: BTreeMap<LaneName, mpsc::UnboundedSender<StopSignal>>,
+    ended_tx: mpsc::UnboundedSender<(LaneName, Result<Outcome, String>)>,
+    ended_rx: mpsc::UnboundedReceiver<(LaneName, Result<Outcome, String>)>,
+    ended: BTreeMap<LaneName, Result<Outcome, String>>,
+    stopping: bool,
+    /// `[guard] max_cost_usd` of the root config, for all lanes together.
+    budget: Option<SharedBudget>,
+    /// One shared rate limit per agent command.
+    limits: BTreeMap<String, Shared>,
+}
+
+impl Host {
+    fn new(root: PathBuf, config: Config, verbosity: Verbosity) -> Host {
+        let slots = config
+            .fleet
+            .max_parallel
+            .0
+            .clamp(1, Semaphore::MAX_PERMITS as u64);
+        let (ended_tx, ended_rx) = mpsc::unbounded_channel();
+        let limit = config.guard.max_cost_usd.0;
+        let budget = (limit > 0.0).then(|| Arc::new(Mutex::new(FleetBudget::new(limit))));
+        Host {
+            budget,
+            root,
+            config,
+            verbosity,
+            kill_method: Arc::new(cgroup::setup()),
+            slots: Arc::new(Semaphore::new(slots as usize)),
+            running: BTreeMap::new(),
+            ended_tx,
+            ended_rx,
+            ended: BTreeMap::new(),
+            stopping: false,
+            limits: BTreeMap::new(),
+        }
+    }
+
+    async fn run(mut self) -> Vec<(LaneName, Result<Outcome, String>)> {
+        process::become_subreaper();
+        let mut sigint = signal(SignalKind::interrupt()).ok();
+        let mut sigterm = signal(SignalKind::terminate()).ok();
+        let order = self.start_ready();
+        let mut order = order.unwrap_or_default();
+        self.end_leftovers_of_idle_lanes(&order).await;
+        if self.running.is_empty() {
+            self.say(
+                Level::Info,
+                "no lane to run: every lane is stopped, paused or finished",
+            );
+        }
+        let mut poll = tokio::time::interval(REGISTRY_POLL);
+        while self.ended.len() < self.running.len() {
+            tokio::select! {
+                Some((name, outcome)) = self.ended_rx.recv() => {
+                    self.lane_ended(&name, &outcome);
+                    self.ended.insert(name, outcome);
+                }
+                Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
+                Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
+                _ = poll.tick() => {
+                    if !self.stopping && let Some(fresh) = self.start_ready() {
+                        order = fresh;
+                    }
+                }
+            }
+        }
+        self.kill_method.teardown();
+        // In lane order (the registry's), then any lane no longer listed.
+        let mut ended = std::mem::take(&mut self.ended);
+        let mut result: Vec<_> = order
+            .iter()
+            .filter_map(|name| ended.remove_entry(name))
+            .collect();
+        result.extend(ended);
+        result
+    }
+
+    /// A lane that does not run now (stopped, paused, finished) may still have
+    /// sessions a killed clowder left: they are ended like a running lane's.
+    async fn end_leftovers_of_idle_lanes(&mut self, lanes: &[LaneName]) {
+        let grace = self.config.watchdog.kill_grace_secs.0;
+        let idle: Vec<&LaneName> = lanes
+            .iter()
+            .filter(|name| !self.running.contains_key(*name))
+            .collect();
+        for name in idle {
+            let dir = super::lane_files_dir(&self.root, name).join(RUNNING_DIR);
+            let running = crate::store::running::Running::in_dir(dir);
+            for ended in leftovers::end_abandoned(&running, grace).await {
+                let record = &ended.record;
+                if ended.group_killed == 0 && ended.escaped.is_empty() {
+                    continue;
+                }
+                let message = format!(
+                    "lane={name} {} `{}` of an earlier run (clowder PID {}) was left running: killed {} process(es) of its group {} and {} outside it",
+                    record.kind,
+                    record.what,
+                    record.clowder_pid,
+                    ended.group_killed,
+                    record.pgid,
+                    ended.escaped.len()
+                );
+                self.say(Level::Warn, &message);
+            }
+        }
+    }
+
+    /// Marks a lane that ended on its own as finished (see [`finished`]).
+    fn lane_ended(&self, name: &LaneName, outcome: &Result<Outcome, String>) {
+        let by_signal = outcome
+            .as_ref()
+            .is_ok_and(|o| matches!(o.reason, ExitReason::Signal { .. }));
+        if by_signal {
+            return;
+        }
+        let mark = super::lane_files_dir(&self.root, name).join(FINISHED_MARK);
+        if let Err(err) = std::fs::write(&mark, b"") {
+            let message = format!("lane={name} cannot write {}: {err}", mark.display());
+            self.say(Level::Warn, &message);
+        }
+    }
+
+    fn say(&self, level: Level, message: &str) {
+        Console::new(self.verbosity).log(Utc::now(), level, message);
+    }
+
+    fn forward(&mut self, stop: StopSignal) {
+        self.stopping = true;
+        for sender in self.running.values() {
+            let _ = sender.send(stop);
+        }
+    }
+
+    /// Reads the registry and starts every lane that should run and does not;
+    /// returns the lane order, or `None` if the registry cannot be read.
+    fn start_ready(&mut self) -> Option<Vec<LaneName>> {
+        let registry = match registry::load(&self.root) {
+            Ok(registry) => registry,
+            Err(err) => {
+                self.say(Level::Error, &err);
+                return None;
+            }
+        };
+        for lane in &registry.lanes {
+            if lane.state != LaneState::Active || finished(&self.root, &lane.name) {
+                continue;
+            }
+            // Running, or ended and not resumed since: nothing to start.
+            let ended = self.ended.contains_key(&lane.name);
+            if self.running.contains_key(&lane.name) && !ended {
+                continue;
+            }
+            if ended && !self.resumed(&lane.name) {
+                continue;
+            }
+            self.ended.remove(&lane.name);
+            self.start(lane);
+        }
+        Some(
+            registry
+                .lanes
+                .iter()
+                .map(|lane| lane.name.clone())
+                .collect(),
+        )
+    }
+
+    /// A lane that ended in this run starts again only once resumed (which
+    /// removes its finished mark); one ended by a signal is not.
+    fn resumed(&self, name: &LaneName) -> bool {
+        !self.stopping
+            && self
+                .ended
+                .get(name)
+                .is_some_and(|outcome| !matches!(outcome, Ok(o) if matches!(o.reason, ExitReason::Signal { .. })))
+    }
+
+    fn start(&mut self, lane: &Lane) {
+        let (signals_tx, signals_rx) = mpsc::unbounded_channel();
+        self.running.insert(lane.name.clone(), signals_tx);
+        let name = lane.name.clone();
+        let ended = self.ended_tx.clone();
+        let prepared = self.prepare(lane, signals_rx);
+        tokio::task::spawn_local(async move {
+            let outcome = match prepared {
+                Ok(runtime) => {
+                    // The lane takes no commands but its request files.
+                    let (_commands_tx, commands_rx) = mpsc::unbounded_channel();
+                    Ok(runtime.run(commands_rx).await)
+                }
+                Err(err) => Err(err),
+            };
+            let _ = ended.send((name, outcome));
+        });
+    }
+
+    /// The limit shared by the lanes that run `config`'s agent command, with
+    /// `[fleet] shared_rate_limit`.
+    fn shared_limit(&mut self, config: &Config) -> Option<Shared> {
+        if !self.config.fleet.shared_rate_limit {
+            return None;
+        }
+        let shared = self
+            .limits
+            .entry(config.agent.command.0.clone())
+            .or_default();
+        Some(Arc::clone(shared))
+    }
+
+    fn prepare(
+        &mut self,
+        lane: &Lane,
+        signals: mpsc::UnboundedReceiver<StopSignal>,
+    ) -> Result<Runtime, String> {
+        let name = lane.name.as_str().to_string();
+        let config = lane_config(&self.root, &self.config, lane)?;
+        let files_dir = super::lane_files_dir(&self.root, &lane.name);
+        std::fs::create_dir_all(&files_dir)
+            .map_err(|err| format!("cannot create {}: {err}", files_dir.display()))?;
+        let working_dir = self.root.join(&lane.dir);
+        if !working_dir.is_dir() {
+            return Err(format!(
+                "the lane's folder {} is missing",
+                working_dir.display()
+            ));
+        }
+        let approvals = config.approvals.dir.0.display().to_string();
+        let setup = LaneSetup {
+            name: name.clone(),
+            files_dir,
+            env: vec![
+                (LANE_ENV.into(), name.clone()),
+                (APPROVALS_DIR_ENV.into(), approvals),
+            ],
+            signals: Some(signals),
+            slots: Some(Arc::clone(&self.slots)),
+            kill_method: Arc::new(self.kill_method.for_lane(&name)),
+            shared_limit: self.shared_limit(&config),
+            budget: self.budget.clone(),
+        };
+        let options = RuntimeOptions {
+            working_dir,
+            verbose: self.verbosity == Verbosity::Verbose,
+        };
+        let reporter = Box::new(LaneConsole {
+            name,
+            console: Console::new(self.verbosity),
+        });
+        let (runtime, _snapshots) = Runtime::with_lane(config, options, Some(setup), reporter)?;
+        Ok(runtime)
+    }
+}
+
+/// The root config with the lane's options on top; the paths that point into
+/// the fleet's folder (prompt, approval queue) made absolute, since the agent
+/// runs in the lane's folder.
+fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String> {
+    let mut config = base.clone();
+    config
+        .apply(&lane.overrides())
+        .map_err(|err| format!("lane {}: {err}", lane.name))?;
+    // The root's budget is the whole fleet's (see `FleetBudget`); a lane has its own only with --max-cost.
+    config.guard.max_cost_usd = Usd(lane.max_cost_usd.unwrap_or(0.0));
+    config.session.prompt_file.0 = root.join(&config.session.prompt_file.0);
+    config.approvals.dir.0 = root.join(&config.approvals.dir.0);
+    Ok(config)
+}
+
+/// Whether the lane's last run ended on its own (not by a signal or a kill): a
+/// finished lane is not started again until it is resumed.
+fn finished(root: &Path, name: &LaneName) -> bool {
+    super::lane_files_dir(root, name)
+        .join(FINISHED_MARK)
+        .exists()
+}
+
+async fn recv(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match stream {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,76 @@
+//! `clowder --status` in a folder with lanes: one line per lane, from its
+//! `.clowder/lanes/NAME/harness.status`.
+
+use std::path::Path;
+
+use super::registry;
+use crate::store::status;
+
+/// Prints each lane's state (`--json`: one object, lane name to status); 1 if
+/// the registry cannot be read.
+pub fn print(root: &Path, json: bool) -> i32 {
+    let registry = match registry::load(root) {
+        Ok(registry) => registry,
+        Err(err) => {
+            eprintln!("clowder: {err}");
+            return 1;
+        }
+    };
+    let mut all = serde_json::Map::new();
+    for lane in &registry.lanes {
+        let path = super::lanes::status_path(root, &lane.name);
+        let read = status::read(&path);
+        if json {
+            let value = read
+                .as_ref()
+                .ok()
+                .and_then(|(_, raw)| serde_json::from_str(raw).ok())
+                .unwrap_or(serde_json::Value::Null);
+            all.insert(lane.name.to_string(), value);
+            continue;
+        }
+        match read {
+            Ok((snapshot, _)) => {
+                let queued = super::lane_files_dir(root, &lane.name)
+                    .join(crate::supervisor::runtime::QUEUED_MARK)
+                    .exists();
+                println!("{}", line(&lane.name, &snapshot, queued));
+            }
+            Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
+        }
+    }
+    if json {
+        println!("{}", serde_json::Value::Object(all));
+    }
+    0
+}
+
+/// One lane on one line: its state, iteration, global number, and how it ended.
+fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bool) -> String {
+    let alive = status::writer_alive(snapshot.pid);
+    let state = if alive && queued {
+        "queued".to_string()
+    } else if alive {
+        serde_json::to_value(snapshot.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    } else {
+        "not running".to_string()
+    };
+    let ended = snapshot
+        .exit_reason
+        .as_ref()
+        .filter(|_| !alive)
+        .map(|reason| format!(" ended={}", reason.label()))
+        .unwrap_or_default();
+    format!(
+        "lane={name} state={state} iteration={}/{} global={}{}{ended}",
+        snapshot.iteration,
+        snapshot.max_iterations,
+        snapshot
+            .global_iteration
+            .map_or_else(|| "-".to_string(), |g| g.to_string()),
+        if snapshot.paused { " paused" } else { "" },
+    )
+}
