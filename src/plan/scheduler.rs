@@ -1,0 +1,1 @@
+//! The pure plan scheduler.

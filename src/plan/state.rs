@@ -1,0 +1,1 @@
+//! A plan's saved state.
