@@ -182,7 +182,7 @@ struct Checker<'a> {
     text: &'a str,
     errors: Vec<ConfigError>,
     /// Each `plan = "…"`: the step's id, the resolved path, where it stands.
-    subplan_refs: Vec<(String, PathBuf, Range<usize>)>,
+    subplan_refs: Vec<(usize, String, PathBuf, Range<usize>)>,
 }
 
 impl Checker<'_> {
@@ -236,6 +236,7 @@ impl Checker<'_> {
             }
         }
         self.dependencies(&raw.step);
+        self.errors.sort_by_key(|err| err.position);
         Plan {
             file: self.file.to_path_buf(),
             name,
@@ -299,7 +300,8 @@ impl Checker<'_> {
         let plan = step.plan.as_ref()?;
         let path = self.relative(plan.get_ref());
         let id = step.id.get_ref().clone();
-        self.subplan_refs.push((id, path.clone(), plan.span()));
+        self.subplan_refs
+            .push((index, id, path.clone(), plan.span()));
         Some(Work::Plan(path))
     }
 
@@ -357,7 +359,8 @@ impl Checker<'_> {
             return Vec::new();
         }
         let mut found = Vec::new();
-        for (id, path, span) in std::mem::take(&mut self.subplan_refs) {
+        for (index, id, path, span) in std::mem::take(&mut self.subplan_refs) {
+            let key = Some(format!("step[{index}].plan"));
             let path = &path;
             if chain.len() >= MAX_DEPTH {
                 let names: Vec<String> = chain
@@ -369,7 +372,7 @@ impl Checker<'_> {
                     "plans nested deeper than {MAX_DEPTH}: {}; expected at most {MAX_DEPTH} plan files deep",
                     names.join(" → ")
                 );
-                self.error(span.clone(), None, message);
+                self.error(span.clone(), key, message);
                 continue;
             }
             if !path.is_file() {
@@ -377,7 +380,7 @@ impl Checker<'_> {
                     "step {id:?}: sub-plan file {} does not exist",
                     path.display()
                 );
-                self.error(span.clone(), None, message);
+                self.error(span.clone(), key, message);
                 continue;
             }
             match load_nested(path, chain) {
