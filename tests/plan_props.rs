@@ -43,7 +43,14 @@ fn state_of(case: &Case) -> PlanState {
                 .filter(|j| *j < 8 && mask & (1 << j) != 0)
                 .map(|j| format!("s{j}"))
                 .collect(),
-            collaboration: Collaboration::Parallel,
+            // A step with one dependency and an odd mask continues on its branch.
+            collaboration: if (0..i).filter(|j| *j < 8 && mask & (1 << j) != 0).count() == 1
+                && mask & 0x80 != 0
+            {
+                Collaboration::Sequential
+            } else {
+                Collaboration::Parallel
+            },
             critical,
             work: Work::Prompt(format!("step {i}")),
             done_when: "promise".into(),
@@ -144,6 +151,18 @@ fn has_failed_ancestor(state: &PlanState, id: &str) -> bool {
 
 fn check(state: &PlanState, effects: &[Effect], approved: &HashSet<String>) {
     assert!(state.running() <= state.max_parallel, "{state:?}");
+    let mut worktrees = HashSet::new();
+    for s in state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+    {
+        let worktree = s.worktree.clone().expect("a running step has a worktree");
+        assert!(
+            worktrees.insert(worktree),
+            "two running steps share a worktree: {state:?}"
+        );
+    }
     for effect in effects {
         match effect {
             Effect::StartStep { id, .. } => {

@@ -431,8 +431,29 @@ fn start_ready(now: DateTime<Utc>, state: &mut PlanState, out: &mut Vec<Effect>)
         if state.running() >= state.max_parallel {
             break;
         }
-        start(now, state, index, out);
+        if !worktree_in_use(state, index) {
+            start(now, state, index, out);
+        }
     }
+}
+
+/// Two sequential steps on one dependency share its worktree: one at a time.
+fn worktree_in_use(state: &PlanState, index: usize) -> bool {
+    let step = &state.steps[index];
+    let worktree = if step.attempts > 0 {
+        step.worktree.clone()
+    } else {
+        match workspace(state, step) {
+            Workspace::Shared { worktree, .. } => Some(worktree),
+            Workspace::New { .. } => None,
+        }
+    };
+    worktree.is_some_and(|w| {
+        state
+            .steps
+            .iter()
+            .any(|s| s.status == StepStatus::Running && s.worktree.as_ref() == Some(&w))
+    })
 }
 
 fn start(now: DateTime<Utc>, state: &mut PlanState, index: usize, out: &mut Vec<Effect>) {
