@@ -117,7 +117,7 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
-    /// Plans: steps with dependencies, each run as a lane (`plan check FILE`)
+    /// Plans: steps with dependencies, each run as a lane (check a plan file, show saved plans)
     #[command(subcommand)]
     Plan(crate::plan::cli::PlanCommand),
     /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
