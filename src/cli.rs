@@ -117,6 +117,9 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
+    /// Plans: steps with dependencies, each run as a lane (check a plan file, show saved plans)
+    #[command(subcommand)]
+    Plan(crate::plan::cli::PlanCommand),
     /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
     Worker(crate::worker::cli::WorkerArgs),
     /// Make (`new`) or stop (`stop`) a task directory
@@ -295,6 +298,7 @@ fn send_control(request: &str) -> i32 {
 fn run_command(command: Command) -> i32 {
     match command {
         Command::Fleet(fleet) => crate::fleet::cli::run(fleet),
+        Command::Plan(args) => crate::plan::cli::run(args),
         Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
         Command::Completions { shell } => meta::completions(shell),

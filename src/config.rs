@@ -608,32 +608,7 @@ impl Config {
 
     /// Parses TOML text; `file` is only used to name the source in errors.
     pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-        let locate =
-            |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
-        let deserializer = toml::de::Deserializer::parse(text).map_err(|err| {
-            let message = first_line(err.message());
-            let named = (message == "duplicate key")
-                .then(|| duplicate::describe(text, err.span()?))
-                .flatten();
-            let (key, message) = named.map_or((None, message), |(k, m)| (Some(k), m));
-            ConfigError {
-                file: file.to_path_buf(),
-                position: locate(err.span()),
-                key,
-                message,
-            }
-        })?;
-        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            ConfigError {
-                file: file.to_path_buf(),
-                position: locate(inner.span()),
-                key: (path != ".").then_some(path),
-                message: first_line(inner.message()),
-            }
-        })?;
-        Ok(config)
+        parse_located(text, file)
     }
 
     pub fn apply(&mut self, overrides: &Overrides) -> Result<(), String> {
@@ -679,6 +654,39 @@ impl Config {
     }
 }
 
+/// Parses TOML text into any serde type, locating errors by file, line, column and
+/// dotted key; `file` is only used to name the source in errors.
+pub(crate) fn parse_located<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &Path,
+) -> Result<T, ConfigError> {
+    let locate = |span: Option<std::ops::Range<usize>>| span.map(|s| line_column(text, s.start));
+    let deserializer = toml::de::Deserializer::parse(text).map_err(|err| {
+        let message = first_line(err.message());
+        let named = (message == "duplicate key")
+            .then(|| duplicate::describe(text, err.span()?))
+            .flatten();
+        let (key, message) = named.map_or((None, message), |(k, m)| (Some(k), m));
+        ConfigError {
+            file: file.to_path_buf(),
+            position: locate(err.span()),
+            key,
+            message,
+        }
+    })?;
+    let value: T = serde_path_to_error::deserialize(deserializer).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        ConfigError {
+            file: file.to_path_buf(),
+            position: locate(inner.span()),
+            key: (path != ".").then_some(path),
+            message: first_line(inner.message()),
+        }
+    })?;
+    Ok(value)
+}
+
 fn first_line(message: &str) -> String {
     message
         .lines()
@@ -688,7 +696,7 @@ fn first_line(message: &str) -> String {
         .to_string()
 }
 
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text.as_bytes()[..offset];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;

@@ -14,6 +14,7 @@ pub mod console;
 pub mod detach;
 pub mod fleet;
 pub mod fmt;
+pub mod plan;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;

@@ -1,0 +1,123 @@
+//! `clowder plan …`: the arguments and what is printed.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::file::{self, Plan};
+use super::state::{PLANS_DIR, PlanState};
+use super::status;
+
+/// Bad input: the plan file is refused.
+const EXIT_USAGE: i32 = 2;
+/// A saved plan is missing or unreadable.
+const EXIT_FAILED: i32 = 1;
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Check a plan file and print the order in which its steps can run
+    Check(CheckArgs),
+    /// List a saved plan's steps (every plan's without NAME): state, lane, branch, iterations, cost
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The plan's name (its state is .clowder/plans/NAME.json)
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print a JSON array of plans instead of tables
+    #[arg(long = "json")]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The plan file, e.g. plan.toml
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+pub fn run(command: PlanCommand) -> i32 {
+    match command {
+        PlanCommand::Check(args) => check(&args),
+        PlanCommand::Status(args) => status(&args),
+    }
+}
+
+fn check(args: &CheckArgs) -> i32 {
+    match file::load(&args.file) {
+        Ok(plan) => {
+            print_plan(&plan, "");
+            0
+        }
+        Err(errors) => {
+            for err in errors {
+                eprintln!("clowder: error: {err}");
+            }
+            EXIT_USAGE
+        }
+    }
+}
+
+fn status(args: &StatusArgs) -> i32 {
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let files = match status::plan_files(&root, args.name.as_deref()) {
+        Ok(files) => files,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let mut rows = Vec::new();
+    for file in files {
+        match PlanState::load(&file) {
+            Ok(state) => rows.push(status::row(&root, &state)),
+            Err(err) => {
+                eprintln!("clowder: error: {err}");
+                return EXIT_FAILED;
+            }
+        }
+    }
+    if args.json {
+        let json = serde_json::to_string_pretty(&rows)
+            .expect("plan rows serialise because every field is plain data");
+        println!("{json}");
+    } else if rows.is_empty() {
+        println!("no plans (their state is kept in {PLANS_DIR}/)");
+    } else {
+        let tables: Vec<String> = rows.iter().map(status::table).collect();
+        print!("{}", tables.join("\n"));
+    }
+    0
+}
+
+fn print_plan(plan: &Plan, indent: &str) {
+    let base = plan.base.as_deref().unwrap_or("the current branch");
+    let verify = if plan.verify.is_empty() {
+        "no check".to_string()
+    } else {
+        format!("verify {:?}", plan.verify)
+    };
+    println!(
+        "{indent}plan {} ({}): {} step{}, base {base}, autonomy {}, max_parallel {}, {verify}",
+        plan.name,
+        plan.file.display(),
+        plan.steps.len(),
+        if plan.steps.len() == 1 { "" } else { "s" },
+        plan.autonomy,
+        plan.max_parallel,
+    );
+    for (n, wave) in file::waves(plan).iter().enumerate() {
+        println!("{indent}{}: {}", n + 1, wave.join(", "));
+    }
+    for sub in &plan.subplans {
+        print_plan(sub, &format!("{indent}  "));
+    }
+}

@@ -1,0 +1,478 @@
+//! `plan.toml`: the plan file's format, read and checked; every problem is located
+//! by file, line and column.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::config::{ConfigError, line_column, parse_located};
+use crate::fleet::LaneName;
+
+/// A plan, its sub-plans and theirs: at most this many plan files deep.
+pub const MAX_DEPTH: usize = 3;
+
+/// How a step's work relates to its dependency's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Collaboration {
+    /// Its own branch, from its dependency's tip (or from base when it has none).
+    #[default]
+    Parallel,
+    /// Continues on its dependency's branch and worktree.
+    Sequential,
+}
+
+/// What a step's lane is given to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Work {
+    Prompt(String),
+    /// Resolved against the plan file's folder.
+    PromptFile(PathBuf),
+    /// A sub-plan, resolved against the plan file's folder.
+    Plan(PathBuf),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub file: PathBuf,
+    pub name: String,
+    pub base: Option<String>,
+    pub autonomy: u8,
+    pub verify: String,
+    pub max_parallel: usize,
+    pub steps: Vec<Step>,
+    /// The sub-plans named by `plan = "…"` steps, checked as deeply as allowed.
+    pub subplans: Vec<Plan>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub id: String,
+    pub depends_on: Vec<String>,
+    pub collaboration: Collaboration,
+    pub critical: bool,
+    pub work: Work,
+    /// `promise`, or a shell command that exits 0 in the step's worktree.
+    pub done_when: String,
+    pub max_iterations: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    plan: RawPlan,
+    #[serde(default)]
+    step: Vec<RawStep>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    name: Spanned<String>,
+    base: Option<String>,
+    #[serde(default = "default_autonomy")]
+    autonomy: Autonomy,
+    #[serde(default)]
+    verify: String,
+    #[serde(default = "default_max_parallel")]
+    max_parallel: Positive,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    id: Spanned<String>,
+    #[serde(default)]
+    depends_on: Vec<Spanned<String>>,
+    #[serde(default)]
+    collaboration: Collaboration,
+    #[serde(default)]
+    critical: bool,
+    prompt: Option<String>,
+    prompt_file: Option<Spanned<PathBuf>>,
+    plan: Option<Spanned<PathBuf>>,
+    #[serde(default = "default_done_when")]
+    done_when: String,
+    max_iterations: Option<Positive>,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(try_from = "i64")]
+struct Autonomy(u8);
+
+impl TryFrom<i64> for Autonomy {
+    type Error = String;
+    fn try_from(value: i64) -> Result<Self, String> {
+        match u8::try_from(value) {
+            Ok(level @ 1..=5) => Ok(Autonomy(level)),
+            _ => Err(format!(
+                "expected a whole number from 1 to 5, found {value}"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(try_from = "i64")]
+struct Positive(u64);
+
+impl TryFrom<i64> for Positive {
+    type Error = String;
+    fn try_from(value: i64) -> Result<Self, String> {
+        match u64::try_from(value) {
+            Ok(n) if n >= 1 => Ok(Positive(n)),
+            _ => Err(format!(
+                "expected a whole number of at least 1, found {value}"
+            )),
+        }
+    }
+}
+
+fn default_autonomy() -> Autonomy {
+    Autonomy(3)
+}
+
+fn default_max_parallel() -> Positive {
+    Positive(2)
+}
+
+fn default_done_when() -> String {
+    "promise".into()
+}
+
+/// Reads and checks `path` and its sub-plans. `Err` holds every problem found, in
+/// file order (a file that does not parse stops at its first problem).
+pub fn load(path: &Path) -> Result<Plan, Vec<ConfigError>> {
+    load_nested(path, &[])
+}
+
+fn load_nested(path: &Path, parents: &[PathBuf]) -> Result<Plan, Vec<ConfigError>> {
+    let text = std::fs::read_to_string(path).map_err(|err| {
+        vec![ConfigError {
+            file: path.to_path_buf(),
+            position: None,
+            key: None,
+            message: format!("cannot read the plan file: {err}"),
+        }]
+    })?;
+    let raw: RawFile = parse_located(&text, path).map_err(|err| vec![err])?;
+    let mut check = Checker {
+        file: path,
+        text: &text,
+        errors: Vec::new(),
+        subplan_refs: Vec::new(),
+    };
+    let plan = check.plan(raw);
+    let mut chain = parents.to_vec();
+    chain.push(path.to_path_buf());
+    let subplans = check.subplans(&chain);
+    if check.errors.is_empty() {
+        Ok(Plan { subplans, ..plan })
+    } else {
+        Err(check.errors)
+    }
+}
+
+struct Checker<'a> {
+    file: &'a Path,
+    text: &'a str,
+    errors: Vec<ConfigError>,
+    /// Each `plan = "…"`: the step's id, the resolved path, where it stands.
+    subplan_refs: Vec<(usize, String, PathBuf, Range<usize>)>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, span: Range<usize>, key: Option<String>, message: String) {
+        self.errors.push(ConfigError {
+            file: self.file.to_path_buf(),
+            position: Some(line_column(self.text, span.start)),
+            key,
+            message,
+        });
+    }
+
+    fn relative(&self, path: &Path) -> PathBuf {
+        self.file.parent().unwrap_or(Path::new("")).join(path)
+    }
+
+    fn plan(&mut self, raw: RawFile) -> Plan {
+        let name = raw.plan.name.get_ref().clone();
+        if let Err(err) = LaneName::parse(&name) {
+            let message = err.replacen("invalid lane name", "invalid plan name", 1);
+            self.error(raw.plan.name.span(), Some("plan.name".into()), message);
+        }
+        let mut first_at: HashMap<String, usize> = HashMap::new();
+        let mut steps = Vec::new();
+        for (index, step) in raw.step.iter().enumerate() {
+            let id = step.id.get_ref();
+            let (line, _) = line_column(self.text, step.id.span().start);
+            if let Some(first) = first_at.get(id) {
+                let message = format!(
+                    "duplicate step id {id:?} (first at line {first}), expected each id once"
+                );
+                self.error(step.id.span(), Some(format!("step[{index}].id")), message);
+            } else {
+                first_at.insert(id.clone(), line);
+            }
+            self.step_id(&name, index, &step.id);
+            if let Some(work) = self.work(index, step) {
+                steps.push(Step {
+                    id: id.clone(),
+                    depends_on: step
+                        .depends_on
+                        .iter()
+                        .map(|d| d.get_ref().clone())
+                        .collect(),
+                    collaboration: step.collaboration,
+                    critical: step.critical,
+                    work,
+                    done_when: step.done_when.clone(),
+                    max_iterations: step.max_iterations.map(|n| n.0),
+                });
+            }
+        }
+        self.dependencies(&raw.step);
+        self.errors.sort_by_key(|err| err.position);
+        Plan {
+            file: self.file.to_path_buf(),
+            name,
+            base: raw.plan.base,
+            autonomy: raw.plan.autonomy.0,
+            verify: raw.plan.verify,
+            max_parallel: usize::try_from(raw.plan.max_parallel.0).unwrap_or(usize::MAX),
+            steps,
+            subplans: Vec::new(),
+        }
+    }
+
+    /// A step id follows the lane name rule, and so does the lane `PLAN-ID` it runs as.
+    fn step_id(&mut self, plan: &str, index: usize, id: &Spanned<String>) {
+        let key = Some(format!("step[{index}].id"));
+        if let Err(err) = LaneName::parse(id.get_ref()) {
+            let message = err.replacen("invalid lane name", "invalid step id", 1);
+            self.error(id.span(), key, message);
+        } else if LaneName::parse(&lane_name(plan, id.get_ref())).is_err() {
+            let message = format!(
+                "step id {:?} makes the lane name {:?}, longer than 40 characters: expected a shorter plan name or id",
+                id.get_ref(),
+                lane_name(plan, id.get_ref())
+            );
+            self.error(id.span(), key, message);
+        }
+    }
+
+    fn work(&mut self, index: usize, step: &RawStep) -> Option<Work> {
+        let given = [
+            step.prompt.is_some(),
+            step.prompt_file.is_some(),
+            step.plan.is_some(),
+        ];
+        if given.iter().filter(|&&g| g).count() != 1 {
+            let message = format!(
+                "step {:?}: expected exactly one of `prompt`, `prompt_file`, `plan`",
+                step.id.get_ref()
+            );
+            self.error(step.id.span(), Some(format!("step[{index}]")), message);
+            return None;
+        }
+        if let Some(prompt) = &step.prompt {
+            return Some(Work::Prompt(prompt.clone()));
+        }
+        if let Some(file) = &step.prompt_file {
+            let path = self.relative(file.get_ref());
+            if !path.is_file() {
+                let message = format!(
+                    "prompt file {} does not exist: expected a file relative to the plan's folder",
+                    path.display()
+                );
+                self.error(
+                    file.span(),
+                    Some(format!("step[{index}].prompt_file")),
+                    message,
+                );
+            }
+            return Some(Work::PromptFile(path));
+        }
+        let plan = step.plan.as_ref()?;
+        let path = self.relative(plan.get_ref());
+        let id = step.id.get_ref().clone();
+        self.subplan_refs
+            .push((index, id, path.clone(), plan.span()));
+        Some(Work::Plan(path))
+    }
+
+    fn dependencies(&mut self, steps: &[RawStep]) {
+        let ids: HashSet<&str> = steps.iter().map(|s| s.id.get_ref().as_str()).collect();
+        let mut all_known = true;
+        for (index, step) in steps.iter().enumerate() {
+            for dep in &step.depends_on {
+                if !ids.contains(dep.get_ref().as_str()) {
+                    all_known = false;
+                    let message = format!(
+                        "step {:?} depends on {:?}, which is not a step of this plan",
+                        step.id.get_ref(),
+                        dep.get_ref()
+                    );
+                    self.error(
+                        dep.span(),
+                        Some(format!("step[{index}].depends_on")),
+                        message,
+                    );
+                }
+            }
+            if step.collaboration == Collaboration::Sequential && step.depends_on.len() != 1 {
+                let message = format!(
+                    "step {:?} is sequential (continues on its dependency's branch): expected exactly one dependency, found {}",
+                    step.id.get_ref(),
+                    step.depends_on.len()
+                );
+                self.error(
+                    step.id.span(),
+                    Some(format!("step[{index}].collaboration")),
+                    message,
+                );
+            }
+        }
+        if all_known && let Some(cycle) = find_cycle(steps) {
+            let first = &steps[cycle[0]];
+            let path: Vec<&str> = cycle
+                .iter()
+                .chain(std::iter::once(&cycle[0]))
+                .map(|&i| steps[i].id.get_ref().as_str())
+                .collect();
+            let message = format!("dependency cycle: {}", path.join(" → "));
+            let index = cycle[0];
+            self.error(
+                first.id.span(),
+                Some(format!("step[{index}].depends_on")),
+                message,
+            );
+        }
+    }
+
+    fn subplans(&mut self, chain: &[PathBuf]) -> Vec<Plan> {
+        if !self.errors.is_empty() {
+            return Vec::new();
+        }
+        let mut found = Vec::new();
+        for (index, id, path, span) in std::mem::take(&mut self.subplan_refs) {
+            let key = Some(format!("step[{index}].plan"));
+            let path = &path;
+            if chain.len() >= MAX_DEPTH {
+                let names: Vec<String> = chain
+                    .iter()
+                    .chain(std::iter::once(path))
+                    .map(|p| p.display().to_string())
+                    .collect();
+                let message = format!(
+                    "plans nested deeper than {MAX_DEPTH}: {}; expected at most {MAX_DEPTH} plan files deep",
+                    names.join(" → ")
+                );
+                self.error(span.clone(), key, message);
+                continue;
+            }
+            if !path.is_file() {
+                let message = format!(
+                    "step {id:?}: sub-plan file {} does not exist",
+                    path.display()
+                );
+                self.error(span.clone(), key, message);
+                continue;
+            }
+            match load_nested(path, chain) {
+                Ok(sub) => found.push(sub),
+                Err(errors) => self.errors.extend(errors),
+            }
+        }
+        found
+    }
+}
+
+/// The lane a step of plan `plan` runs as.
+pub fn lane_name(plan: &str, id: &str) -> String {
+    format!("{plan}-{id}")
+}
+
+/// The first cycle found among `steps`' dependencies, as step indices in the order
+/// each depends on the next.
+fn find_cycle(steps: &[RawStep]) -> Option<Vec<usize>> {
+    let index: HashMap<&str, usize> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.get_ref().as_str(), i))
+        .collect();
+    let deps = |i: usize| -> Vec<usize> {
+        steps[i]
+            .depends_on
+            .iter()
+            .filter_map(|d| index.get(d.get_ref().as_str()).copied())
+            .collect()
+    };
+    // 0: unvisited, 1: on the current path, 2: finished.
+    let mut color = vec![0u8; steps.len()];
+    for start in 0..steps.len() {
+        let mut path = Vec::new();
+        if let Some(cycle) = visit(start, &deps, &mut color, &mut path) {
+            return Some(cycle);
+        }
+    }
+    None
+}
+
+fn visit(
+    node: usize,
+    deps: &dyn Fn(usize) -> Vec<usize>,
+    color: &mut [u8],
+    path: &mut Vec<usize>,
+) -> Option<Vec<usize>> {
+    match color[node] {
+        2 => return None,
+        1 => {
+            let from = path.iter().position(|&n| n == node)?;
+            return Some(path[from..].to_vec());
+        }
+        _ => {}
+    }
+    color[node] = 1;
+    path.push(node);
+    for next in deps(node) {
+        if let Some(cycle) = visit(next, deps, color, path) {
+            return Some(cycle);
+        }
+    }
+    path.pop();
+    color[node] = 2;
+    None
+}
+
+/// The steps in waves: each wave's steps depend only on earlier waves' steps.
+pub fn waves(plan: &Plan) -> Vec<Vec<&str>> {
+    let mut wave_of: HashMap<&str, usize> = HashMap::new();
+    let mut waves: Vec<Vec<&str>> = Vec::new();
+    while wave_of.len() < plan.steps.len() {
+        let current = waves.len();
+        let next: Vec<&str> = plan
+            .steps
+            .iter()
+            .filter(|s| !wave_of.contains_key(s.id.as_str()))
+            .filter(|s| {
+                s.depends_on
+                    .iter()
+                    .all(|d| wave_of.get(d.as_str()).is_some_and(|&w| w < current))
+            })
+            .map(|s| s.id.as_str())
+            .collect();
+        if next.is_empty() {
+            break; // Only on a plan that was not checked: a cycle.
+        }
+        for id in &next {
+            wave_of.insert(id, current);
+        }
+        waves.push(next);
+    }
+    waves
+}

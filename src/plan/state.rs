@@ -1,0 +1,216 @@
+//! A plan's state as saved at `.clowder/plans/NAME.json`: what the scheduler
+//! knows, versioned, written atomically and refused whole when of another version.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::file::{self, Collaboration, Plan, Work};
+
+/// Raised whenever the meaning of a saved field changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where plans are saved, under the project folder.
+pub const PLANS_DIR: &str = ".clowder/plans";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Created,
+    Running,
+    Paused,
+    Completed,
+    Failed,
+}
+
+impl fmt::Display for PlanStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PlanStatus::Created => "created",
+            PlanStatus::Running => "running",
+            PlanStatus::Paused => "paused",
+            PlanStatus::Completed => "completed",
+            PlanStatus::Failed => "failed",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    Pending,
+    WaitingForApproval,
+    Ready,
+    Running,
+    Done,
+    Failed,
+    Blocked,
+    Merged,
+    NeedsReview,
+}
+
+impl StepStatus {
+    /// A dependency in this state lets its dependents start.
+    pub fn is_done(self) -> bool {
+        matches!(self, StepStatus::Done | StepStatus::Merged)
+    }
+}
+
+impl fmt::Display for StepStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StepStatus::Pending => "pending",
+            StepStatus::WaitingForApproval => "waiting for approval",
+            StepStatus::Ready => "ready",
+            StepStatus::Running => "running",
+            StepStatus::Done => "done",
+            StepStatus::Failed => "failed",
+            StepStatus::Blocked => "blocked",
+            StepStatus::Merged => "merged",
+            StepStatus::NeedsReview => "needs review",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepState {
+    pub id: String,
+    pub depends_on: Vec<String>,
+    pub collaboration: Collaboration,
+    pub critical: bool,
+    pub work: Work,
+    pub done_when: String,
+    pub max_iterations: Option<u64>,
+    pub status: StepStatus,
+    /// The lane the step runs as (`PLAN-ID`).
+    pub lane: String,
+    /// Set when the step starts: its own, or its dependency's when sequential.
+    pub branch: Option<String>,
+    pub worktree: Option<PathBuf>,
+    /// Sessions started for it: 1, then 2 after a retry.
+    pub attempts: u32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+    /// What ended its last failed attempt.
+    pub last_failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanState {
+    pub schema_version: u32,
+    pub name: String,
+    pub base: String,
+    pub autonomy: u8,
+    pub verify: String,
+    pub max_parallel: usize,
+    pub status: PlanStatus,
+    /// In the plan file's order.
+    pub steps: Vec<StepState>,
+    /// Finished steps waiting to be merged, in the order they finished.
+    pub merge_queue: VecDeque<String>,
+    /// The step whose merge is under way (one at a time).
+    pub merging: Option<String>,
+}
+
+impl PlanState {
+    /// A new plan, nothing started; `base` is the branch in force when `plan.base` is unset.
+    pub fn new(plan: &Plan, base: &str) -> PlanState {
+        let steps = plan
+            .steps
+            .iter()
+            .map(|step| StepState {
+                id: step.id.clone(),
+                depends_on: step.depends_on.clone(),
+                collaboration: step.collaboration,
+                critical: step.critical,
+                work: step.work.clone(),
+                done_when: step.done_when.clone(),
+                max_iterations: step.max_iterations,
+                status: StepStatus::Pending,
+                lane: file::lane_name(&plan.name, &step.id),
+                branch: None,
+                worktree: None,
+                attempts: 0,
+                started_at: None,
+                ended_at: None,
+                last_failure: None,
+            })
+            .collect();
+        PlanState {
+            schema_version: SCHEMA_VERSION,
+            name: plan.name.clone(),
+            base: plan.base.clone().unwrap_or_else(|| base.to_string()),
+            autonomy: plan.autonomy,
+            verify: plan.verify.clone(),
+            max_parallel: plan.max_parallel,
+            status: PlanStatus::Created,
+            steps,
+            merge_queue: VecDeque::new(),
+            merging: None,
+        }
+    }
+
+    pub fn step(&self, id: &str) -> Option<&StepState> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    pub(crate) fn step_mut(&mut self, id: &str) -> Option<&mut StepState> {
+        self.steps.iter_mut().find(|s| s.id == id)
+    }
+
+    pub fn running(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Running)
+            .count()
+    }
+
+    /// Parses saved JSON; another schema version is refused before any field is read.
+    pub fn from_json(text: &str) -> Result<PlanState, String> {
+        #[derive(Deserialize)]
+        struct Version {
+            schema_version: Option<u32>,
+        }
+        let version: Version =
+            serde_json::from_str(text).map_err(|err| format!("not a plan state: {err}"))?;
+        match version.schema_version {
+            Some(SCHEMA_VERSION) => {}
+            Some(other) => {
+                return Err(format!(
+                    "schema_version {other} is not one this clowder reads (expected {SCHEMA_VERSION})"
+                ));
+            }
+            None => return Err("not a plan state: no schema_version".into()),
+        }
+        serde_json::from_str(text).map_err(|err| format!("not a plan state: {err}"))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self)
+            .expect("a plan state serialises because every field is plain data")
+    }
+
+    /// `.clowder/plans/NAME.json` under `root`.
+    pub fn path(root: &Path, name: &str) -> PathBuf {
+        root.join(PLANS_DIR).join(format!("{name}.json"))
+    }
+
+    pub fn load(path: &Path) -> Result<PlanState, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
+        PlanState::from_json(&text).map_err(|err| format!("{}: {err}", path.display()))
+    }
+
+    pub fn save(&self, root: &Path) -> Result<(), String> {
+        let path = PlanState::path(root, &self.name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        }
+        crate::store::write_atomically(&path, format!("{}\n", self.to_json()).as_bytes())
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))
+    }
+}

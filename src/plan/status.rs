@@ -1,0 +1,130 @@
+//! `clowder plan status`: each saved plan's steps with their state, lane, branch,
+//! and the lane's iteration and cost from its status file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::state::{PLANS_DIR, PlanState};
+use crate::fleet::LaneName;
+
+#[derive(Debug, Serialize)]
+pub struct PlanRow {
+    pub name: String,
+    pub status: String,
+    pub base: String,
+    pub steps: Vec<StepRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StepRow {
+    pub id: String,
+    pub state: String,
+    pub lane: String,
+    pub branch: Option<String>,
+    pub iteration: Option<u64>,
+    pub max_iterations: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// The plans to show: `name`'s, or every `.json` in `.clowder/plans/`, by name.
+pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, String> {
+    if let Some(name) = name {
+        let path = PlanState::path(root, name);
+        if !path.is_file() {
+            return Err(format!(
+                "no plan {name:?}: {} does not exist",
+                path.display()
+            ));
+        }
+        return Ok(vec![path]);
+    }
+    let dir = root.join(PLANS_DIR);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(err) => return Err(format!("cannot read {}: {err}", dir.display())),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+pub fn row(root: &Path, state: &PlanState) -> PlanRow {
+    let steps = state
+        .steps
+        .iter()
+        .map(|step| {
+            let snapshot = LaneName::parse(&step.lane).ok().and_then(|lane| {
+                let path = crate::fleet::lanes::status_path(root, &lane);
+                crate::store::status::read(&path).ok().map(|(s, _)| s)
+            });
+            StepRow {
+                id: step.id.clone(),
+                state: step.status.to_string(),
+                lane: step.lane.clone(),
+                branch: step.branch.clone(),
+                iteration: snapshot.as_ref().map(|s| s.iteration),
+                max_iterations: snapshot.as_ref().map(|s| s.max_iterations),
+                cost_usd: snapshot.as_ref().map(|s| s.totals.cost_usd),
+            }
+        })
+        .collect();
+    PlanRow {
+        name: state.name.clone(),
+        status: state.status.to_string(),
+        base: state.base.clone(),
+        steps,
+    }
+}
+
+/// One plan as a heading and aligned columns.
+pub fn table(plan: &PlanRow) -> String {
+    let dash = || "-".to_string();
+    let mut lines: Vec<[String; 6]> = vec![[
+        "STEP".into(),
+        "STATE".into(),
+        "LANE".into(),
+        "BRANCH".into(),
+        "ITER".into(),
+        "COST".into(),
+    ]];
+    for step in &plan.steps {
+        let iteration = match (step.iteration, step.max_iterations) {
+            (Some(i), Some(max)) => format!("{i}/{max}"),
+            _ => dash(),
+        };
+        lines.push([
+            step.id.clone(),
+            step.state.clone(),
+            step.lane.clone(),
+            step.branch.clone().unwrap_or_else(dash),
+            iteration,
+            step.cost_usd.map_or_else(dash, |c| format!("${c:.4}")),
+        ]);
+    }
+    let widths: Vec<usize> = (0..6)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = format!("plan {}: {} (base {})\n", plan.name, plan.status, plan.base);
+    for line in lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}

@@ -1,0 +1,137 @@
+//! `clowder plan check` through the binary: a good plan prints its waves; each bad
+//! one exits 2 with the frozen text of `tests/invalid_plans/NAME.expected`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+fn invalid_plans_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/invalid_plans")
+}
+
+fn plan_check(dir: &Path, file: &str) -> Output {
+    let child = Command::new(clowder_bin())
+        .args(["plan", "check", file])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn clowder");
+    wait_with_deadline(child, DEADLINE)
+}
+
+fn check_invalid_plan(name: &str) {
+    let dir = invalid_plans_dir();
+    let expected = std::fs::read_to_string(dir.join(format!("{name}.expected")))
+        .unwrap_or_else(|e| panic!("{name}.expected: {e}"));
+    let output = plan_check(&dir, &format!("{name}.toml"));
+    assert_eq!(output.status.code(), Some(2), "{name}: {output:?}");
+    assert!(stdout_of(&output).is_empty(), "{name}: {output:?}");
+    assert_eq!(stderr_of(&output), expected, "{name}");
+}
+
+macro_rules! invalid_plan_cases {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check_invalid_plan(stringify!($name));
+            }
+        )*
+    };
+}
+
+invalid_plan_cases!(
+    unknown_key,
+    unknown_step_key,
+    duplicate_id,
+    unknown_dependency,
+    cycle,
+    sequential_without_dependency,
+    missing_prompt_file,
+    two_prompts,
+    bad_step_id,
+    bad_autonomy,
+    syntax_error,
+    too_deep,
+    missing_subplan,
+    invalid_subplan,
+);
+
+const GOOD_PLAN: &str = r#"[plan]
+name = "auth"
+base = "main"
+autonomy = 3
+verify = "cargo test -q"
+max_parallel = 3
+
+[[step]]
+id = "schema"
+prompt_file = "tasks/schema.md"
+done_when = "promise"
+max_iterations = 5
+
+[[step]]
+id = "api"
+depends_on = ["schema"]
+collaboration = "sequential"
+critical = true
+prompt = "Build the API on the new schema. Say TASK_COMPLETE when the tests pass."
+
+[[step]]
+id = "docs"
+depends_on = ["schema"]
+prompt_file = "tasks/docs.md"
+
+[[step]]
+id = "release"
+depends_on = ["api", "docs"]
+plan = "release.toml"
+"#;
+
+#[test]
+fn a_good_plan_prints_its_steps_in_waves() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("tasks")).expect("mkdir");
+    for file in ["tasks/schema.md", "tasks/docs.md"] {
+        std::fs::write(dir.path().join(file), "Do it.\n").expect("write prompt");
+    }
+    std::fs::write(dir.path().join("plan.toml"), GOOD_PLAN).expect("write plan");
+    std::fs::write(
+        dir.path().join("release.toml"),
+        "[plan]\nname = \"release\"\n\n[[step]]\nid = \"tag\"\nprompt = \"Tag it.\"\n",
+    )
+    .expect("write sub-plan");
+    let output = plan_check(dir.path(), "plan.toml");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout_of(&output),
+        "plan auth (plan.toml): 4 steps, base main, autonomy 3, max_parallel 3, verify \"cargo test -q\"\n\
+         1: schema\n\
+         2: api, docs\n\
+         3: release\n  \
+         plan release (release.toml): 1 step, base the current branch, autonomy 3, max_parallel 2, no check\n  \
+         1: tag\n"
+    );
+    assert!(stderr_of(&output).is_empty(), "{output:?}");
+}
+
+#[test]
+fn every_problem_of_a_file_is_reported_in_one_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        "[plan]\nname = \"p\"\n\n[[step]]\nid = \"a\"\ndepends_on = [\"x\"]\nprompt = \"A.\"\n\n[[step]]\nid = \"a\"\nprompt = \"B.\"\n",
+    )
+    .expect("write plan");
+    let output = plan_check(dir.path(), "plan.toml");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(
+        stderr_of(&output),
+        "clowder: error: plan.toml:6:15: key `step[0].depends_on`: step \"a\" depends on \"x\", which is not a step of this plan\n\
+         clowder: error: plan.toml:10:6: key `step[1].id`: duplicate step id \"a\" (first at line 5), expected each id once\n"
+    );
+}

@@ -1,0 +1,117 @@
+//! `clowder plan status` through the binary, on a state saved by the scheduler.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use chrono::DateTime;
+use clowder::plan::file::{Collaboration, Plan, Step, Work};
+use clowder::plan::scheduler::{Input, step};
+use clowder::plan::state::PlanState;
+use common::*;
+
+const LANE_STATUS: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"claude","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":3,"max_iterations":10,"global_iteration":17,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T01:00:00Z","last_completed_iteration":3,"last_completed_global":17,"last_committed":true,"last_exit_code":0,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":3,"productive":3,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":2},"exit_reason":"max_iterations","totals":{"cost_usd":0.4321}}"#;
+
+fn saved_plan(root: &Path) -> PlanState {
+    let step_of = |id: &str, deps: &[&str]| Step {
+        id: id.into(),
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        collaboration: Collaboration::Parallel,
+        critical: false,
+        work: Work::Prompt("Do it.".into()),
+        done_when: "promise".into(),
+        max_iterations: None,
+    };
+    let plan = Plan {
+        file: "plan.toml".into(),
+        name: "auth".into(),
+        base: None,
+        autonomy: 4,
+        verify: String::new(),
+        max_parallel: 2,
+        steps: vec![step_of("schema", &[]), step_of("api", &["schema"])],
+        subplans: Vec::new(),
+    };
+    let mut state = PlanState::new(&plan, "main");
+    let now = DateTime::from_timestamp(1_800_000_000, 0).expect("valid");
+    step(now, &mut state, Input::Start).expect("starts");
+    state.save(root).expect("saved");
+    state
+}
+
+fn plan_status(dir: &Path, args: &[&str]) -> Output {
+    let child = Command::new(clowder_bin())
+        .args(["plan", "status"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn clowder");
+    wait_with_deadline(child, DEADLINE)
+}
+
+#[test]
+fn status_lists_each_step_with_its_lanes_iteration_and_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = plan_status(dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout_of(&output),
+        "no plans (their state is kept in .clowder/plans/)\n"
+    );
+
+    saved_plan(dir.path());
+    let lane_files = dir.path().join(".clowder/lanes/auth-schema");
+    std::fs::create_dir_all(&lane_files).expect("mkdir");
+    std::fs::write(lane_files.join("harness.status"), LANE_STATUS).expect("write status");
+
+    let output = plan_status(dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout_of(&output),
+        "plan auth: running (base main)\n\
+         STEP    STATE    LANE         BRANCH               ITER  COST\n\
+         schema  running  auth-schema  clowder/auth-schema  3/10  $0.4321\n\
+         api     pending  auth-api     -                    -     -\n"
+    );
+
+    let output = plan_status(dir.path(), &["auth", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
+    assert_eq!(rows[0]["name"], "auth");
+    assert_eq!(rows[0]["steps"][0]["state"], "running");
+    assert_eq!(rows[0]["steps"][0]["iteration"], 3);
+    assert_eq!(rows[0]["steps"][0]["cost_usd"], 0.4321);
+    assert_eq!(rows[0]["steps"][1]["iteration"], serde_json::Value::Null);
+}
+
+#[test]
+fn status_refuses_a_missing_plan_and_a_state_of_another_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = plan_status(dir.path(), &["nope"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.starts_with("clowder: error: no plan \"nope\": ")
+            && stderr.contains(".clowder/plans/nope.json does not exist"),
+        "{output:?}"
+    );
+
+    saved_plan(dir.path());
+    let path = PlanState::path(dir.path(), "auth");
+    let text = std::fs::read_to_string(&path).expect("read state");
+    std::fs::write(
+        &path,
+        text.replace("\"schema_version\": 1", "\"schema_version\": 7"),
+    )
+    .expect("write state");
+    let output = plan_status(dir.path(), &["auth"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(
+        stderr_of(&output).contains("schema_version 7 is not one this clowder reads"),
+        "{output:?}"
+    );
+    assert!(stdout_of(&output).is_empty(), "{output:?}");
+}
