@@ -111,7 +111,7 @@ impl Driver {
                 .iter()
                 .any(|e| matches!(e, Effect::AnalyzeSession { .. }))
         );
-        self.step(Input::SessionAnalyzed(findings))
+        self.step(Input::SessionAnalyzed(Box::new(findings)))
     }
 
     /// Lets whatever timer is armed fire, or finishes post hooks; true when a new

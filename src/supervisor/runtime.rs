@@ -733,7 +733,7 @@ impl Runtime {
             self.config.agent.format,
             self.config.completion.promise(),
         );
-        if self.core.settings().guard.doom_loop_threshold > 0 {
+        if self.core.settings().guard.watches_sessions() {
             reader.record_tool_calls();
         }
         let wake = self.internal_tx.clone();
@@ -1231,8 +1231,11 @@ impl Runtime {
                 stats: summary(&analysis.stats),
                 promise_kept: analysis.promise_kept,
                 agent_error: scan.fatal_error,
+                new_calls: analysis.new_calls,
             };
-            let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(findings))));
+            let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(Box::new(
+                findings,
+            )))));
         });
     }
 }
