@@ -304,6 +304,8 @@ pub struct SessionSummary {
     pub agent_session_id: Option<String>,
     /// The agent's own measure of the session's length.
     pub duration_ms: Option<u64>,
+    /// Rate-limit events the agent passed by paying for overage.
+    pub overage_events: u64,
 }
 
 impl SessionSummary {
@@ -378,6 +380,9 @@ pub struct Counters {
     pub user_kills: u64,
     pub hook_failures: u64,
     pub commits: u64,
+    /// Rate limits passed by paying for overage (no backoff).
+    #[serde(default)]
+    pub overages: u64,
 }
 
 /// Which set of hooks.
@@ -522,6 +527,13 @@ pub enum Event {
         limit: f64,
         value: f64,
     },
+    /// The agent went past a rate limit by paying for overage, `count` times in
+    /// the session: counted, not waited for.
+    Overage {
+        iteration: u64,
+        global: u64,
+        count: u64,
+    },
     /// The same tool call `repeats` times in a row.
     DoomLoop {
         iteration: u64,
@@ -619,6 +631,7 @@ impl Event {
             Event::SessionGate { .. } => "session_gate",
             Event::LoopResumed => "loop_resumed",
             Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::Overage { .. } => "overage",
             Event::DoomLoop { .. } => "doom_loop",
             Event::DoomLoopGate { .. } => "doom_loop_gate",
             Event::HandoffInvalid { .. } => "handoff_invalid",

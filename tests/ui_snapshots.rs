@@ -59,6 +59,7 @@ fn snapshot() -> Snapshot {
             user_kills: 0,
             hook_failures: 0,
             commits: 2,
+            overages: 0,
         },
         exit_reason: None,
         held_reason: None,
@@ -773,4 +774,13 @@ fn an_events_full_record_opens_on_enter() {
     assert!(screen.contains("usage limit reached"), "{screen}");
     update(&mut state, key(KeyCode::Esc), now());
     assert!(!state.events_view.expanded);
+}
+
+#[test]
+fn the_counters_show_overage_once_there_is_one() {
+    let mut snap = snapshot();
+    assert!(!render(&state_with(snap.clone()), 120, 40, now()).contains("overage"));
+    snap.counters.overages = 2;
+    let shown = render(&state_with(snap), 120, 40, now());
+    assert!(shown.contains("2 past a limit, paid"), "{shown}");
 }

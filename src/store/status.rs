@@ -160,6 +160,12 @@ pub fn render(
         c.watchdog_kills,
         c.hook_failures
     ));
+    if c.overages > 0 {
+        lines.push(format!(
+            "Overage: {} (rate limits passed by paying for overage)",
+            c.overages
+        ));
+    }
     if let Some(line) = cost_line(snapshot) {
         lines.push(line);
     }

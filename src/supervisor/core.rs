@@ -1137,6 +1137,23 @@ impl Core {
         if findings.committed {
             self.counters.commits += 1;
         }
+        let overages = findings.stats.overage_events;
+        if overages > 0 {
+            self.counters.overages += overages;
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "iteration={iteration} global={} status=overage count={overages}: past a rate limit by paying for overage, no backoff",
+                    session.global
+                ),
+            );
+            out.push(Effect::Emit(Event::Overage {
+                iteration,
+                global: session.global,
+                count: overages,
+            }));
+        }
         let mut stats = findings.stats.clone();
         stats.global = session.global;
         self.totals.add(&stats);

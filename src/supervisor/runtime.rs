@@ -1274,6 +1274,7 @@ fn summary(stats: &SessionStats) -> SessionSummary {
         model: stats.model.clone(),
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
+        overage_events: stats.overage_events,
     }
 }
 

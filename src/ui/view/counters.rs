@@ -108,6 +108,20 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
             Color::Reset,
         ),
     ];
+    // Only once there is one: most runs never pay for overage.
+    if c.overages > 0 {
+        rows.insert(
+            3,
+            row(
+                "overage",
+                vec![
+                    format!("{} past a limit, paid", c.overages),
+                    c.overages.to_string(),
+                ],
+                Color::Yellow,
+            ),
+        );
+    }
     if let Some(at) = snap.next_session_at
         && state.finished.is_none()
     {
