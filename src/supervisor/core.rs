@@ -1161,8 +1161,8 @@ impl Core {
         if let Some(cost) = stats.cost_usd {
             stats_note.push_str(&format!(" cost=${cost:.4}"));
         }
-        if stats.turns > 0 || stats.cost_usd.is_some() {
-            stats_note.push_str(&format!(" turns={}", stats.turns));
+        if let Some(turns) = stats.turns {
+            stats_note.push_str(&format!(" turns={turns}"));
         }
         log(
             out,
@@ -1322,7 +1322,10 @@ impl Core {
                     "HARNESS_COST_USD".into(),
                     stats.cost_usd.map_or_else(String::new, |c| c.to_string()),
                 ),
-                ("HARNESS_TURNS".into(), stats.turns.to_string()),
+                (
+                    "HARNESS_TURNS".into(),
+                    stats.turns.map_or_else(String::new, |t| t.to_string()),
+                ),
                 ("HARNESS_TOOL_CALLS".into(), stats.tool_calls.to_string()),
                 ("HARNESS_RESULT".into(), stats.result().unwrap_or_default()),
             ],

@@ -1261,13 +1261,13 @@ fn is_out_of_space(err: &std::io::Error) -> bool {
 fn summary(stats: &SessionStats) -> SessionSummary {
     SessionSummary {
         global: 0,
-        turns: stats.turns,
+        turns: stats.ended.then_some(stats.turns),
         tool_calls: stats.tool_calls,
         tool_errors: stats.tool_errors,
-        input_tokens: stats.input_tokens,
-        output_tokens: stats.output_tokens,
-        cache_read_tokens: stats.cache_read_tokens,
-        cache_write_tokens: stats.cache_write_tokens,
+        input_tokens: stats.ended.then_some(stats.input_tokens),
+        output_tokens: stats.ended.then_some(stats.output_tokens),
+        cache_read_tokens: stats.ended.then_some(stats.cache_read_tokens),
+        cache_write_tokens: stats.ended.then_some(stats.cache_write_tokens),
         cost_usd: stats.cost_usd.filter(|c| c.is_finite()),
         result_subtype: stats.result_subtype.clone(),
         result_is_error: stats.result_is_error,

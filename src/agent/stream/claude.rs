@@ -419,6 +419,7 @@ impl StreamParser {
         if let Some(id) = event.get_str("session_id").filter(|id| !id.is_empty()) {
             self.stats.agent_session_id = Some(clean(&id));
         }
+        self.stats.ended = true;
         let failed =
             is_error == Some(true) || subtype.as_deref().is_some_and(|s| s.starts_with("error"));
         // Each result reports the session so far; a later one (Claude Code

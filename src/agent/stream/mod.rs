@@ -137,6 +137,9 @@ pub struct SessionStats {
     pub lines: u64,
     /// Lines read as JSON objects (not counted once the format is `Text`).
     pub json_lines: u64,
+    /// The stream's ending was read (Claude's `result`, Codex's `turn.completed`):
+    /// without it, turns and tokens are unknown.
+    pub ended: bool,
 }
 
 /// One model's tokens in a session.
