@@ -70,7 +70,7 @@ impl SessionReader {
         format: AgentFormat,
         promise: Option<&str>,
     ) -> SessionReader {
-        let mut parser = StreamParser::new(format);
+        let mut parser = StreamParser::statistics_only(format);
         if let Some(promise) = promise {
             parser.watch_final_text(promise);
         }

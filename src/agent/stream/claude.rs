@@ -220,6 +220,17 @@ impl StreamParser {
             Some(text @ Json::Str(_)) => std::slice::from_ref(text),
             _ => &[],
         };
+        if !self.render {
+            for block in blocks {
+                if matches!(
+                    block.get_str("type").as_deref(),
+                    Some("tool_use" | "server_tool_use" | "mcp_tool_use")
+                ) {
+                    self.claude_tool_use(block, out);
+                }
+            }
+            return;
+        }
         if let Some(error) = &error {
             let said = blocks
                 .iter()
@@ -292,8 +303,14 @@ impl StreamParser {
         };
         self.count_tool(&name);
         let input = block.get("input").unwrap_or(&Json::Null);
+        if !self.render && self.tool_call_log.is_none() {
+            return;
+        }
         let summary = tool_summary(&name, input);
         self.log_tool_call(&name, &summary, input);
+        if !self.render {
+            return;
+        }
         let detail = match input {
             Json::Null => None,
             input => match readable_input(input) {
@@ -332,6 +349,9 @@ impl StreamParser {
             let is_error = block.get("is_error").and_then(Json::bool) == Some(true);
             if is_error {
                 self.stats.tool_errors += 1;
+            }
+            if !self.render {
+                continue;
             }
             let mut body = Collected::default();
             match block.get("content") {
@@ -458,6 +478,9 @@ impl StreamParser {
                 .as_deref()
                 .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
             self.note_final_text(result.as_deref());
+        }
+        if !self.render {
+            return;
         }
         // API failures arrive as subtype "success" with is_error true: the
         // subtype alone would call them a success.

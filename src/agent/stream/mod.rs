@@ -181,6 +181,9 @@ pub struct StreamParser {
     watched_in_final: bool,
     /// Tool calls not yet taken, when recording (see [`StreamParser::record_tool_calls`]).
     tool_call_log: Option<Vec<ToolCallSig>>,
+    /// Display lines are wanted (false: statistics only, see
+    /// [`StreamParser::statistics_only`]).
+    render: bool,
 }
 
 #[derive(Debug, Default)]
@@ -331,6 +334,17 @@ impl StreamParser {
             watched: None,
             watched_in_final: false,
             tool_call_log: None,
+            render: true,
+        }
+    }
+
+    /// A parser that keeps the statistics (and the tool-call log and the final
+    /// text) but does not build display lines: what the supervisor reads with.
+    /// Its statistics are those of a rendering parser fed the same bytes.
+    pub fn statistics_only(format: AgentFormat) -> Self {
+        Self {
+            render: false,
+            ..Self::new(format)
         }
     }
 
