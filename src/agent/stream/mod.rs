@@ -441,6 +441,10 @@ impl StreamParser {
                 if body.is_empty() {
                     return;
                 }
+                if self.carries_no_statistics(format, body, truncated) {
+                    self.stats.json_lines += 1;
+                    return;
+                }
                 match parse_object(body, truncated) {
                     Some(event) => {
                         self.stats.json_lines += 1;
@@ -450,6 +454,21 @@ impl StreamParser {
                 }
             }
         }
+    }
+
+    /// Without display lines, a Claude `user` line (tool results, mostly the bulk
+    /// of the bytes) counts only through its `is_error: true` flags: one that
+    /// has none need not be read. Claude Code writes `type` first; any other
+    /// shape is read in full.
+    fn carries_no_statistics(&self, format: AgentFormat, body: &str, truncated: bool) -> bool {
+        !self.render
+            && !truncated
+            && format == AgentFormat::ClaudeStreamJson
+            && self.stats.agent_session_id.is_some()
+            && body.starts_with(r#"{"type":"user","#)
+            // A line cut short (the agent killed mid-write) is not an object.
+            && body.ends_with('}')
+            && !may_flag_an_error(body.as_bytes())
     }
 
     fn auto_line(&mut self, line: &str, truncated: bool, out: &mut Vec<Rendered>) {
@@ -490,6 +509,19 @@ impl StreamParser {
         }
         Some(cap_detail(sanitize_block(text), complete && !self.line_cut))
     }
+}
+
+/// Whether some `"is_error"` key (a quoted one inside a string is escaped, so
+/// never matches) is followed by `true`.
+fn may_flag_an_error(body: &[u8]) -> bool {
+    memmem::find_iter(body, br#""is_error""#).any(|at| {
+        let rest = &body[at + br#""is_error""#.len()..];
+        let value = rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b':'))
+            .map_or(&[][..], |i| &rest[i..]);
+        value.starts_with(b"true")
+    })
 }
 
 mod claude;

@@ -879,3 +879,22 @@ fn statistics_only_matches_the_rendering_parser() {
         );
     }
 }
+
+/// A quoted flag never counts; a real one, spaced or not, always does.
+#[test]
+fn statistics_only_counts_tool_errors_however_written() {
+    let lines = concat!(
+        r#"{"type":"system","subtype":"init","session_id":"s","model":"m","tools":[]}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","content":"said \"is_error\":true"}]}}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","content":"x","is_error" : true}]}}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"c","content":"y","is_error":false}]}}"#,
+        "\n",
+    );
+    let mut parser = StreamParser::statistics_only(AgentFormat::ClaudeStreamJson);
+    parser.feed(lines.as_bytes());
+    assert_eq!(parser.stats().tool_errors, 1);
+    assert_eq!(parser.stats().json_lines, 4);
+}
