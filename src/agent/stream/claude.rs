@@ -11,7 +11,9 @@ impl StreamParser {
             self.stats.agent_session_id = Some(clean(&id));
         }
         let first = out.len();
-        match event.get_str("type").as_deref() {
+        let before = self.usage_fingerprint();
+        let kind = event.get_str("type");
+        match kind.as_deref() {
             Some("system") => self.claude_system(event, out),
             Some("assistant") => self.claude_assistant(event, out),
             Some("user") => self.claude_user(event, out),
@@ -29,6 +31,10 @@ impl StreamParser {
                 line.text.insert_str(0, "┆ ");
             }
         }
+        // Most events change no count: the totals are redone only when one did.
+        if kind.as_deref() != Some("result") && self.usage_fingerprint() == before {
+            return;
+        }
         let main = self.stats.model.as_deref();
         let total = self.claude.total_usage(main);
         self.stats.tokens_by_model = self.claude.tokens_by_model(main);
@@ -37,6 +43,17 @@ impl StreamParser {
             .claude
             .result_turns
             .unwrap_or(self.claude.usage_by_message.len() as u64);
+    }
+
+    /// What the token and turn totals are made of, outside a result: the
+    /// messages seen, their summed usage (which moves whenever one model's
+    /// does) and whether the main model is known.
+    fn usage_fingerprint(&self) -> (usize, Usage, bool) {
+        (
+            self.claude.usage_by_message.len(),
+            self.claude.summed,
+            self.stats.model.is_some(),
+        )
     }
 
     pub(super) fn set_tokens(&mut self, usage: Usage) {
