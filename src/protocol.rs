@@ -289,13 +289,15 @@ pub struct Snapshot {
 #[serde(default)]
 pub struct SessionSummary {
     pub global: u64,
-    pub turns: u64,
+    /// Turns and tokens are `None` (unknown) when the stream's ending (Claude's
+    /// `result`, Codex's `turn.completed`) was never written, and for plain text.
+    pub turns: Option<u64>,
     pub tool_calls: u64,
     pub tool_errors: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
     /// What the agent said the session cost, if it said.
     pub cost_usd: Option<f64>,
     pub result_subtype: Option<String>,
@@ -304,6 +306,8 @@ pub struct SessionSummary {
     pub agent_session_id: Option<String>,
     /// The agent's own measure of the session's length.
     pub duration_ms: Option<u64>,
+    /// Rate-limit events the agent passed by paying for overage.
+    pub overage_events: u64,
 }
 
 impl SessionSummary {
@@ -336,10 +340,16 @@ impl Totals {
             .cost_usd
             .filter(|c| c.is_finite() && *c > 0.0)
             .unwrap_or(0.0);
-        self.turns = self.turns.saturating_add(session.turns);
+        // The run's totals are sums of what is known.
+        let known = |n: Option<u64>| n.unwrap_or(0);
+        self.turns = self.turns.saturating_add(known(session.turns));
         self.tool_calls = self.tool_calls.saturating_add(session.tool_calls);
-        self.input_tokens = self.input_tokens.saturating_add(session.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(session.output_tokens);
+        self.input_tokens = self
+            .input_tokens
+            .saturating_add(known(session.input_tokens));
+        self.output_tokens = self
+            .output_tokens
+            .saturating_add(known(session.output_tokens));
     }
 }
 
@@ -378,6 +388,9 @@ pub struct Counters {
     pub user_kills: u64,
     pub hook_failures: u64,
     pub commits: u64,
+    /// Rate limits passed by paying for overage (no backoff).
+    #[serde(default)]
+    pub overages: u64,
 }
 
 /// Which set of hooks.
@@ -495,14 +508,15 @@ pub enum Event {
         productive: bool,
         #[serde(default)]
         cost_usd: Option<f64>,
+        /// Unknown (null) without the stream's ending.
         #[serde(default)]
-        turns: u64,
+        turns: Option<u64>,
         #[serde(default)]
         tool_calls: u64,
         #[serde(default)]
-        input_tokens: u64,
+        input_tokens: Option<u64>,
         #[serde(default)]
-        output_tokens: u64,
+        output_tokens: Option<u64>,
         /// The final result: its subtype, `"error"`, or absent.
         #[serde(default)]
         result: Option<String>,
@@ -521,6 +535,13 @@ pub enum Event {
         budget: Budget,
         limit: f64,
         value: f64,
+    },
+    /// The agent went past a rate limit by paying for overage, `count` times in
+    /// the session: counted, not waited for.
+    Overage {
+        iteration: u64,
+        global: u64,
+        count: u64,
     },
     /// The same tool call `repeats` times in a row.
     DoomLoop {
@@ -619,6 +640,7 @@ impl Event {
             Event::SessionGate { .. } => "session_gate",
             Event::LoopResumed => "loop_resumed",
             Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::Overage { .. } => "overage",
             Event::DoomLoop { .. } => "doom_loop",
             Event::DoomLoopGate { .. } => "doom_loop_gate",
             Event::HandoffInvalid { .. } => "handoff_invalid",

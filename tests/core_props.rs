@@ -111,7 +111,7 @@ impl Driver {
                 .iter()
                 .any(|e| matches!(e, Effect::AnalyzeSession { .. }))
         );
-        self.step(Input::SessionAnalyzed(findings))
+        self.step(Input::SessionAnalyzed(Box::new(findings)))
     }
 
     /// Lets whatever timer is armed fire, or finishes post hooks; true when a new
@@ -298,7 +298,7 @@ proptest! {
             let cost_usd = cents.map(|c| f64::from(c) / 10_000.0);
             let effects = driver.end_session(SessionFindings {
                 output_bytes: 500,
-                stats: SessionSummary { turns: t, tool_calls: c, output_tokens: tok, cost_usd, ..SessionSummary::default() },
+                stats: SessionSummary { turns: Some(t), tool_calls: c, output_tokens: Some(tok), cost_usd, ..SessionSummary::default() },
                 ..SessionFindings::default()
             });
             turns += t;
@@ -309,7 +309,7 @@ proptest! {
                 Effect::Emit(Event::SessionComplete { turns, tool_calls, cost_usd, .. }) => Some((*turns, *tool_calls, *cost_usd)),
                 _ => None,
             });
-            prop_assert_eq!(complete, Some((t, c, cost_usd)));
+            prop_assert_eq!(complete, Some((Some(t), c, cost_usd)));
             let snapshot = driver.core.snapshot(driver.now().wall);
             prop_assert_eq!(snapshot.totals.turns, turns);
             prop_assert_eq!(snapshot.totals.tool_calls, tools);
@@ -487,7 +487,7 @@ fn the_post_session_hooks_get_the_session_stats() {
     let effects = driver.end_session(SessionFindings {
         output_bytes: 500,
         stats: SessionSummary {
-            turns: 6,
+            turns: Some(6),
             tool_calls: 4,
             cost_usd: Some(0.0412),
             result_subtype: Some("error_max_turns".into()),

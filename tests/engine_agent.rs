@@ -210,11 +210,12 @@ fn a_plain_text_agent_has_empty_stats_and_empty_hook_values() {
     run_expect(&project, &["--headless", "1"], 0);
     let event = &project.events_named("session_complete")[0];
     assert!(event["cost_usd"].is_null(), "{event}");
-    assert_eq!(event["turns"], 0, "{event}");
+    // A plain-text agent's turns are unknown, not zero.
+    assert!(event["turns"].is_null(), "{event}");
     assert!(event["result"].is_null(), "{event}");
     let env = env_dump(&project, "post-env-1.txt");
     assert_eq!(env["HARNESS_COST_USD"], "", "{env:?}");
-    assert_eq!(env["HARNESS_TURNS"], "0", "{env:?}");
+    assert_eq!(env["HARNESS_TURNS"], "", "{env:?}");
     assert_eq!(env["HARNESS_TOOL_CALLS"], "0", "{env:?}");
     assert_eq!(env["HARNESS_RESULT"], "", "{env:?}");
 }

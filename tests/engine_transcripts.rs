@@ -78,7 +78,8 @@ fn a_budget_broken_by_output_read_after_the_exit_is_recorded() {
     let exceeded = project.events_named("budget_exceeded");
     assert_eq!(exceeded.len(), 1, "{exceeded:?}\n{}", stdout_of(&output));
     assert_eq!(exceeded[0]["budget"], "max_tool_calls_per_session");
-    assert_eq!(exceeded[0]["value"], 6.0);
+    // Judged call by call: the fifth call broke the budget of four.
+    assert_eq!(exceeded[0]["value"], 5.0);
     let complete = &project.events_named("session_complete")[0];
     assert_eq!(
         complete["budget"]["budget"], "max_tool_calls_per_session",

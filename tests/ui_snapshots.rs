@@ -61,6 +61,7 @@ fn snapshot() -> Snapshot {
             user_kills: 0,
             hook_failures: 0,
             commits: 2,
+            overages: 0,
         },
         exit_reason: None,
         held_reason: None,
@@ -189,10 +190,10 @@ fn state_with(snapshot: Snapshot) -> AppState {
                 rate_limited: false,
                 productive: true,
                 cost_usd: Some(0.12),
-                turns: 9,
+                turns: Some(9),
                 tool_calls: 7,
-                input_tokens: 9000,
-                output_tokens: 800,
+                input_tokens: Some(9000),
+                output_tokens: Some(800),
                 result: Some("success".into()),
                 killed: None,
                 budget: None,
@@ -796,4 +797,42 @@ fn committed_is_shown_only_for_the_session_whose_exit_code_is_shown() {
     let screen = render(&state_with(snap), 120, 40, now());
     assert!(screen.contains("last exit   1 "), "{screen}");
     assert!(!screen.contains("last exit   1 · committed"), "{screen}");
+}
+
+#[test]
+fn the_counters_show_overage_once_there_is_one() {
+    let mut snap = snapshot();
+    assert!(!render(&state_with(snap.clone()), 120, 40, now()).contains("overage"));
+    snap.counters.overages = 2;
+    let shown = render(&state_with(snap), 120, 40, now());
+    assert!(shown.contains("2 past a limit, paid"), "{shown}");
+}
+
+#[test]
+fn a_session_read_to_its_end_without_a_result_shows_unknown_turns() {
+    let mut snap = snapshot();
+    snap.state = LoopState::Stopped;
+    snap.pgid = None;
+    let mut state = state_with(snap);
+    let file = state.viewing.file.clone().expect("following the session");
+    let stats = |ended| SessionStats {
+        turns: 2,
+        lines: 3,
+        ended,
+        ..SessionStats::default()
+    };
+    for (ended, shown) in [(false, "? turns"), (true, "2 turns")] {
+        update(
+            &mut state,
+            Msg::Output {
+                file: file.clone(),
+                lines: Vec::new(),
+                stats: Box::new(stats(ended)),
+                reset: true,
+            },
+            now(),
+        );
+        let screen = render(&state, 120, 40, now());
+        assert!(screen.contains(shown), "{shown}: {screen}");
+    }
 }

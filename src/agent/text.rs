@@ -280,55 +280,54 @@ pub(super) fn is_sgr(seq: &[u8]) -> bool {
             .all(|c| c.is_ascii_digit() || *c == b';' || *c == b':')
 }
 
-/// End (exclusive) of the escape sequence starting at `bytes[start] == ESC`.
-/// Always ends on an ASCII byte or the end, so slicing there is safe.
+/// End (exclusive) of the escape sequence starting at `bytes[start] == ESC`,
+/// as `vte`'s parser (the DEC ANSI state machine) reads it. Always ends on an
+/// ASCII byte or the end, so slicing there is safe. An OSC, DCS, SOS, PM or APC
+/// string runs to ESC `\` (string terminator), BEL or another ESC; any other
+/// sequence also stops before a non-ASCII byte or a control character.
 pub(super) fn escape_end(bytes: &[u8], start: usize) -> usize {
-    let Some(&next) = bytes.get(start + 1) else {
-        return start + 1;
-    };
-    match next {
-        // CSI: parameters, intermediates, one final byte.
-        b'[' => {
-            let mut j = start + 2;
-            while bytes.get(j).is_some_and(|c| (0x30..=0x3f).contains(c)) {
-                j += 1;
-            }
-            while bytes.get(j).is_some_and(|c| (0x20..=0x2f).contains(c)) {
-                j += 1;
-            }
-            if bytes.get(j).is_some_and(|c| (0x40..=0x7e).contains(c)) {
-                j + 1
-            } else {
-                j
-            }
+    let string = matches!(bytes.get(start + 1), Some(b']' | b'P' | b'X' | b'^' | b'_'));
+    let mut parser = vte::Parser::new();
+    let mut seen = SequenceEnd::default();
+    parser.advance(&mut seen, &bytes[start..=start]);
+    let mut j = start + 1;
+    while let Some(&b) = bytes.get(j) {
+        match b {
+            0x1b if string && bytes.get(j + 1) == Some(&b'\\') => return j + 2,
+            0x1b => return j,
+            0x07 if string => return j + 1,
+            // A string (a window title, a DCS payload) runs to its terminator,
+            // whatever it holds; any other sequence stops where it stops being one.
+            _ if string => {}
+            0x80.. | 0..0x20 | 0x7f => return j,
+            _ => {}
         }
-        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (ESC \).
-        b']' | b'P' | b'X' | b'^' | b'_' => {
-            let mut j = start + 2;
-            loop {
-                match bytes.get(j) {
-                    None => return j,
-                    Some(0x07) => return j + 1,
-                    Some(0x1b) if bytes.get(j + 1) == Some(&b'\\') => return j + 2,
-                    Some(0x1b) => return j,
-                    Some(_) => j += 1,
-                }
-            }
+        parser.advance(&mut seen, &bytes[j..=j]);
+        j += 1;
+        if seen.done {
+            return j;
         }
-        // nF sequences (charset selection …): intermediates then a final byte.
-        0x20..=0x2f => {
-            let mut j = start + 1;
-            while bytes.get(j).is_some_and(|c| (0x20..=0x2f).contains(c)) {
-                j += 1;
-            }
-            if bytes.get(j).is_some_and(|c| (0x30..=0x7e).contains(c)) {
-                j + 1
-            } else {
-                j
-            }
-        }
-        0x30..=0x7e => start + 2,
-        _ => start + 1,
+    }
+    j
+}
+
+/// Notes when `vte` finishes a sequence.
+#[derive(Default)]
+struct SequenceEnd {
+    done: bool,
+}
+
+impl vte::Perform for SequenceEnd {
+    fn csi_dispatch(&mut self, _: &vte::Params, _: &[u8], _: bool, _: char) {
+        self.done = true;
+    }
+
+    fn esc_dispatch(&mut self, _: &[u8], _: bool, _: u8) {
+        self.done = true;
+    }
+
+    fn print(&mut self, _: char) {
+        self.done = true;
     }
 }
 
@@ -404,3 +403,32 @@ pub(super) fn decode_utf8(raw: &[u8], truncated: bool) -> Cow<'_, str> {
 // ---------------------------------------------------------------------------
 // Text gathered from JSON strings, bounded
 // ---------------------------------------------------------------------------
+
+#[cfg(test)]
+mod escape_tests {
+    use super::*;
+
+    #[test]
+    fn sequences_end_where_a_terminal_ends_them() {
+        for (text, end) in [
+            ("\x1b[1;31mred", 7),
+            ("\x1b[?25lx", 6),
+            ("\x1b]0;título\x07after", "\x1b]0;título\x07".len()),
+            ("\x1b]8;;https://x\x1b\\link", 16),
+            ("\x1b(Bx", 3),
+            ("\x1b7x", 2),
+            ("\x1b[31\nm", 4),
+            ("\x1b", 1),
+            ("\x1b\x1b[m", 1),
+        ] {
+            assert_eq!(escape_end(text.as_bytes(), 0), end, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn only_colour_survives_and_bidi_overrides_do_not() {
+        let line = "\x1b]0;title\x07\x1b[2J\x1b[32mok\x1b[0m \u{202e}evil";
+        assert_eq!(sanitize_line(line, true, 100), "\x1b[32mok\x1b[0m evil");
+        assert_eq!(terminal_safe(line), "ok evil");
+    }
+}

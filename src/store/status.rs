@@ -160,6 +160,12 @@ pub fn render(
         c.watchdog_kills,
         c.hook_failures
     ));
+    if c.overages > 0 {
+        lines.push(format!(
+            "Overage: {} (rate limits passed by paying for overage)",
+            c.overages
+        ));
+    }
     if let Some(line) = cost_line(snapshot) {
         lines.push(line);
     }
@@ -174,7 +180,10 @@ fn cost_line(snapshot: &Snapshot) -> Option<String> {
         .cost_usd
         .map_or_else(|| "cost unknown".to_string(), |c| format!("${c:.4}"));
     let mut parts = vec![format!("last session {cost}")];
-    parts.push(plural(last.turns, "turn", "turns"));
+    parts.push(match last.turns {
+        Some(turns) => plural(turns, "turn", "turns"),
+        None => "? turns".to_string(),
+    });
     parts.push(plural(last.tool_calls, "tool call", "tool calls"));
     if let Some(result) = last.result().filter(|r| r != "success") {
         parts.push(format!("result {result}"));
@@ -205,7 +214,7 @@ mod tests {
         snapshot.totals.cost_usd = 0.1234;
         snapshot.last_session = Some(crate::protocol::SessionSummary {
             cost_usd: Some(0.0412),
-            turns: 6,
+            turns: Some(6),
             tool_calls: 4,
             result_subtype: Some("success".into()),
             ..Default::default()
@@ -216,7 +225,7 @@ mod tests {
         );
         let last = snapshot.last_session.as_mut().expect("set");
         last.cost_usd = None;
-        last.turns = 1;
+        last.turns = Some(1);
         last.tool_calls = 1;
         last.result_is_error = Some(true);
         assert_eq!(

@@ -34,6 +34,9 @@ pub struct Analysis {
     pub stats: SessionStats,
     /// The agent's final message held the completion promise.
     pub promise_kept: bool,
+    /// Tool calls not yet taken by [`SessionReader::progress`] (empty unless
+    /// recording), for the guards to see one at a time.
+    pub new_calls: Vec<ToolCallSig>,
 }
 
 /// What a running session did so far, for the budgets and the doom-loop check.
@@ -67,7 +70,7 @@ impl SessionReader {
         format: AgentFormat,
         promise: Option<&str>,
     ) -> SessionReader {
-        let mut parser = StreamParser::new(format);
+        let mut parser = StreamParser::statistics_only(format);
         if let Some(promise) = promise {
             parser.watch_final_text(promise);
         }
@@ -198,6 +201,7 @@ impl SessionReader {
             scan,
             promise_kept: parser.final_text_has_watched(),
             stats: parser.stats().clone(),
+            new_calls: parser.take_tool_calls(),
         }
     }
 }

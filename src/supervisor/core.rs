@@ -135,6 +135,9 @@ pub struct SessionFindings {
     pub promise_kept: bool,
     /// The agent cannot work at all (credentials, billing): the whole message.
     pub agent_error: Option<String>,
+    /// Tool calls not yet reported while the session ran, in order, so that the
+    /// guards see output read after the exit one call at a time as well.
+    pub new_calls: Vec<ToolCallSig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -213,7 +216,7 @@ pub enum Input {
         needed_sigkill: bool,
         lingering_killed: u64,
     },
-    SessionAnalyzed(SessionFindings),
+    SessionAnalyzed(Box<SessionFindings>),
     PostHooksFinished {
         failures: Vec<HookFailure>,
     },
@@ -639,7 +642,7 @@ impl Core {
                 needed_sigkill,
                 lingering_killed,
             } => self.on_session_exited(now, exit_code, needed_sigkill, lingering_killed, &mut out),
-            Input::SessionAnalyzed(findings) => self.on_session_analyzed(now, findings, &mut out),
+            Input::SessionAnalyzed(findings) => self.on_session_analyzed(now, *findings, &mut out),
             Input::PostHooksFinished { failures } => {
                 for failure in failures {
                     self.hook_failed(HookKind::PostSession, failure, &mut out);
@@ -1081,13 +1084,29 @@ impl Core {
         let iteration = self.iteration();
         let exit_code = session.exit_code.unwrap_or(-1);
         // Output read only after the exit (written faster than a poll) is
-        // held to the same budgets as output read while the agent ran.
+        // held to the same guards as output read while the agent ran.
+        let (dooms, breach) = guard_calls(
+            self.settings.guard,
+            &mut session,
+            findings.new_calls.clone(),
+            findings.stats.tool_calls,
+            findings.stats.cost_usd,
+            self.totals.cost_usd,
+        );
+        if session.kill.is_none() {
+            for (call, repeats) in dooms {
+                record_late_doom_loop(
+                    self.settings.guard,
+                    iteration,
+                    session.global,
+                    call,
+                    repeats,
+                    out,
+                );
+            }
+        }
         if session.budget.is_none()
-            && let Some(breach) = self.session_budget_breach(
-                findings.stats.tool_calls,
-                findings.stats.cost_usd,
-                self.totals.cost_usd,
-            )
+            && let Some(breach) = breach
             && !breach.budget.is_run_budget()
         {
             session.budget = Some(breach);
@@ -1118,6 +1137,23 @@ impl Core {
         if findings.committed {
             self.counters.commits += 1;
         }
+        let overages = findings.stats.overage_events;
+        if overages > 0 {
+            self.counters.overages += overages;
+            log(
+                out,
+                Level::Info,
+                format!(
+                    "iteration={iteration} global={} status=overage count={overages}: past a rate limit by paying for overage, no backoff",
+                    session.global
+                ),
+            );
+            out.push(Effect::Emit(Event::Overage {
+                iteration,
+                global: session.global,
+                count: overages,
+            }));
+        }
         let mut stats = findings.stats.clone();
         stats.global = session.global;
         self.totals.add(&stats);
@@ -1125,8 +1161,8 @@ impl Core {
         if let Some(cost) = stats.cost_usd {
             stats_note.push_str(&format!(" cost=${cost:.4}"));
         }
-        if stats.turns > 0 || stats.cost_usd.is_some() {
-            stats_note.push_str(&format!(" turns={}", stats.turns));
+        if let Some(turns) = stats.turns {
+            stats_note.push_str(&format!(" turns={turns}"));
         }
         log(
             out,
@@ -1286,7 +1322,10 @@ impl Core {
                     "HARNESS_COST_USD".into(),
                     stats.cost_usd.map_or_else(String::new, |c| c.to_string()),
                 ),
-                ("HARNESS_TURNS".into(), stats.turns.to_string()),
+                (
+                    "HARNESS_TURNS".into(),
+                    stats.turns.map_or_else(String::new, |t| t.to_string()),
+                ),
                 ("HARNESS_TOOL_CALLS".into(), stats.tool_calls.to_string()),
                 ("HARNESS_RESULT".into(), stats.result().unwrap_or_default()),
             ],
@@ -1601,7 +1640,9 @@ impl Core {
         }
     }
 
-    /// Budgets and doom-loop detection on what the running session did so far.
+    /// Budgets and doom-loop detection on what the running session did so far,
+    /// one tool call at a time: a chunk of many calls is judged as if each had
+    /// been read alone, so a budget of N stops the session at call N+1.
     fn on_session_progress(
         &mut self,
         now: Now,
@@ -1620,35 +1661,8 @@ impl Core {
         if session.global != global || session.kill.is_some() {
             return;
         }
-        if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
-            session.cost_so_far = Some(cost);
-        }
-        let mut dooms: Vec<(ToolCallSig, u64)> = Vec::new();
-        if guard.doom_loop_threshold > 0 {
-            for call in new_calls {
-                let repeats = match &mut session.last_call {
-                    Some((last, count))
-                        if last.name == call.name && last.input_hash == call.input_hash =>
-                    {
-                        *count += 1;
-                        *count
-                    }
-                    slot => {
-                        *slot = Some((call, 1));
-                        1
-                    }
-                };
-                // Once per streak: a streak that goes on is not reported again.
-                if repeats == guard.doom_loop_threshold && !session.doom_gate {
-                    dooms.extend(session.last_call.clone());
-                    if guard.on_doom_loop != DoomLoopAction::Warn {
-                        break;
-                    }
-                }
-            }
-        }
-        let session_cost = session.cost_so_far;
-        let breach = self.session_budget_breach(tool_calls, session_cost, run_cost);
+        let (dooms, breach) =
+            guard_calls(guard, session, new_calls, tool_calls, cost_usd, run_cost);
         for (call, repeats) in dooms {
             self.on_doom_loop(now, iteration, global, call, repeats, out);
         }
@@ -1758,39 +1772,6 @@ impl Core {
 
     /// Records a budget breach and stops the session (and, for a run budget, the
     /// loop once the session is recorded).
-    /// The first budget a session's tool calls and cost so far break, if any.
-    fn session_budget_breach(
-        &self,
-        tool_calls: u64,
-        cost: Option<f64>,
-        run_cost: f64,
-    ) -> Option<BudgetBreach> {
-        let guard = self.settings.guard;
-        if guard.max_tool_calls_per_session > 0 && tool_calls > guard.max_tool_calls_per_session {
-            return Some(BudgetBreach {
-                budget: Budget::MaxToolCallsPerSession,
-                limit: guard.max_tool_calls_per_session as f64,
-                value: tool_calls as f64,
-            });
-        }
-        let cost = cost?;
-        if guard.max_cost_per_session_usd > 0.0 && cost > guard.max_cost_per_session_usd {
-            return Some(BudgetBreach {
-                budget: Budget::MaxCostPerSessionUsd,
-                limit: guard.max_cost_per_session_usd,
-                value: cost,
-            });
-        }
-        if guard.max_cost_usd > 0.0 && run_cost + cost >= guard.max_cost_usd {
-            return Some(BudgetBreach {
-                budget: Budget::MaxCostUsd,
-                limit: guard.max_cost_usd,
-                value: run_cost + cost,
-            });
-        }
-        None
-    }
-
     fn budget_exceeded(&mut self, breach: BudgetBreach, out: &mut Vec<Effect>) {
         let iteration = self.iteration();
         let global = match &mut self.phase {
@@ -1922,6 +1903,115 @@ impl Core {
         out.push(Effect::WriteStatus);
         out.push(Effect::Exit(reason));
     }
+}
+
+/// What the guards find in the tool calls read since the last check, taken one
+/// at a time (`tool_calls` is the session's count after the last of them): the
+/// doom loops, and the first budget broken, at the call that broke it. A doom
+/// loop that stops the session ends the look, as the session ends there.
+fn guard_calls(
+    guard: GuardSettings,
+    session: &mut Session,
+    calls: Vec<ToolCallSig>,
+    tool_calls: u64,
+    cost_usd: Option<f64>,
+    run_cost: f64,
+) -> (Vec<(ToolCallSig, u64)>, Option<BudgetBreach>) {
+    if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+        session.cost_so_far = Some(cost);
+    }
+    let before = tool_calls.saturating_sub(calls.len() as u64);
+    let mut dooms: Vec<(ToolCallSig, u64)> = Vec::new();
+    for (n, call) in (before + 1..).zip(calls) {
+        if guard.doom_loop_threshold > 0 {
+            let repeats = match &mut session.last_call {
+                Some((last, count))
+                    if last.name == call.name && last.input_hash == call.input_hash =>
+                {
+                    *count += 1;
+                    *count
+                }
+                slot => {
+                    *slot = Some((call, 1));
+                    1
+                }
+            };
+            // Once per streak: a streak that goes on is not reported again.
+            if repeats == guard.doom_loop_threshold && !session.doom_gate {
+                dooms.extend(session.last_call.clone());
+                if guard.on_doom_loop != DoomLoopAction::Warn {
+                    return (dooms, None);
+                }
+            }
+        }
+        // The cost is known only as of the end of what was read.
+        if let Some(breach) = budget_breach(guard, n, None, run_cost) {
+            return (dooms, Some(breach));
+        }
+    }
+    let breach = budget_breach(guard, tool_calls, session.cost_so_far, run_cost);
+    (dooms, breach)
+}
+
+/// The first budget a session's tool calls and cost so far break, if any.
+fn budget_breach(
+    guard: GuardSettings,
+    tool_calls: u64,
+    cost: Option<f64>,
+    run_cost: f64,
+) -> Option<BudgetBreach> {
+    if guard.max_tool_calls_per_session > 0 && tool_calls > guard.max_tool_calls_per_session {
+        return Some(BudgetBreach {
+            budget: Budget::MaxToolCallsPerSession,
+            limit: guard.max_tool_calls_per_session as f64,
+            value: tool_calls as f64,
+        });
+    }
+    let cost = cost?;
+    if guard.max_cost_per_session_usd > 0.0 && cost > guard.max_cost_per_session_usd {
+        return Some(BudgetBreach {
+            budget: Budget::MaxCostPerSessionUsd,
+            limit: guard.max_cost_per_session_usd,
+            value: cost,
+        });
+    }
+    if guard.max_cost_usd > 0.0 && run_cost + cost >= guard.max_cost_usd {
+        return Some(BudgetBreach {
+            budget: Budget::MaxCostUsd,
+            limit: guard.max_cost_usd,
+            value: run_cost + cost,
+        });
+    }
+    None
+}
+
+/// The log line and the `doom_loop` event of a doom loop found in output read
+/// after the session ended: recorded, with nothing left to stop.
+fn record_late_doom_loop(
+    guard: GuardSettings,
+    iteration: u64,
+    global: u64,
+    call: ToolCallSig,
+    repeats: u64,
+    out: &mut Vec<Effect>,
+) {
+    let input: String = call.summary.chars().take(200).collect();
+    log(
+        out,
+        Level::Warn,
+        format!(
+            "iteration={iteration} global={global} status=doom_loop tool={} repeats={repeats} input=\"{input}\": the same tool call {repeats} times in a row: the session had already ended",
+            call.name
+        ),
+    );
+    out.push(Effect::Emit(Event::DoomLoop {
+        iteration,
+        global,
+        tool: call.name,
+        input,
+        repeats,
+        action: guard.on_doom_loop,
+    }));
 }
 
 /// The log line and the `budget_exceeded` event of a breach.

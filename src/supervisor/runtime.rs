@@ -901,7 +901,7 @@ impl Runtime {
             self.config.agent.format,
             self.config.completion.promise(),
         );
-        if self.core.settings().guard.doom_loop_threshold > 0 {
+        if self.core.settings().guard.watches_sessions() {
             reader.record_tool_calls();
         }
         let wake = self.internal_tx.clone();
@@ -1538,8 +1538,11 @@ impl Runtime {
                 stats: summary(&analysis.stats),
                 promise_kept: analysis.promise_kept,
                 agent_error: scan.fatal_error,
+                new_calls: analysis.new_calls,
             };
-            let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(findings))));
+            let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(Box::new(
+                findings,
+            )))));
         });
     }
 }
@@ -1565,19 +1568,20 @@ fn is_out_of_space(err: &std::io::Error) -> bool {
 fn summary(stats: &SessionStats) -> SessionSummary {
     SessionSummary {
         global: 0,
-        turns: stats.turns,
+        turns: stats.ended.then_some(stats.turns),
         tool_calls: stats.tool_calls,
         tool_errors: stats.tool_errors,
-        input_tokens: stats.input_tokens,
-        output_tokens: stats.output_tokens,
-        cache_read_tokens: stats.cache_read_tokens,
-        cache_write_tokens: stats.cache_write_tokens,
+        input_tokens: stats.ended.then_some(stats.input_tokens),
+        output_tokens: stats.ended.then_some(stats.output_tokens),
+        cache_read_tokens: stats.ended.then_some(stats.cache_read_tokens),
+        cache_write_tokens: stats.ended.then_some(stats.cache_write_tokens),
         cost_usd: stats.cost_usd.filter(|c| c.is_finite()),
         result_subtype: stats.result_subtype.clone(),
         result_is_error: stats.result_is_error,
         model: stats.model.clone(),
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
+        overage_events: stats.overage_events,
     }
 }
 

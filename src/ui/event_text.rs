@@ -216,6 +216,9 @@ fn summary(event: &Event) -> String {
             action,
             ..
         } => format!("#{global} same {tool} call ×{repeats}: {}", action.as_str()),
+        Event::Overage { global, count, .. } => {
+            format!("#{global} past a rate limit on overage ×{count}")
+        }
         Event::DoomLoopGate {
             global, approved, ..
         } => format!(

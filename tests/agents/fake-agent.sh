@@ -16,6 +16,7 @@
 #   replay FILE         print FILE (a stream-json transcript) line by line, exit
 #   slow SECS           print a line every 0.1 s for SECS seconds, exit
 #   drip FILE [HANG]    print FILE line by line, 0.2 s apart, then sleep HANG s (default 0), exit
+#   burst FILE [HANG]   print FILE in one write, then sleep HANG s (default 0), exit
 #   exit CODE           print normal output, exit CODE
 #   prompt              print the prompt (first argument after the mode) and normal output
 #   setsid-escape [SECS] start `sleep SECS` in a session of its own (out of the agent's
@@ -72,6 +73,7 @@ case "$mode" in
   drip)
     while IFS= read -r line; do printf '%s\n' "$line"; sleep 0.2; done < "$arg"
     sleep "${3:-0}" ;;
+  burst) cat "$arg"; sleep "${3:-0}" ;;
   slow)
     end=$(( $(date +%s) + ${arg:-2} ))
     i=0

@@ -11,7 +11,9 @@ impl StreamParser {
             self.stats.agent_session_id = Some(clean(&id));
         }
         let first = out.len();
-        match event.get_str("type").as_deref() {
+        let before = self.usage_fingerprint();
+        let kind = event.get_str("type");
+        match kind.as_deref() {
             Some("system") => self.claude_system(event, out),
             Some("assistant") => self.claude_assistant(event, out),
             Some("user") => self.claude_user(event, out),
@@ -29,6 +31,10 @@ impl StreamParser {
                 line.text.insert_str(0, "┆ ");
             }
         }
+        // Most events change no count: the totals are redone only when one did.
+        if kind.as_deref() != Some("result") && self.usage_fingerprint() == before {
+            return;
+        }
         let main = self.stats.model.as_deref();
         let total = self.claude.total_usage(main);
         self.stats.tokens_by_model = self.claude.tokens_by_model(main);
@@ -37,6 +43,17 @@ impl StreamParser {
             .claude
             .result_turns
             .unwrap_or(self.claude.usage_by_message.len() as u64);
+    }
+
+    /// What the token and turn totals are made of, outside a result: the
+    /// messages seen, their summed usage (which moves whenever one model's
+    /// does) and whether the main model is known.
+    fn usage_fingerprint(&self) -> (usize, Usage, bool) {
+        (
+            self.claude.usage_by_message.len(),
+            self.claude.summed,
+            self.stats.model.is_some(),
+        )
     }
 
     pub(super) fn set_tokens(&mut self, usage: Usage) {
@@ -220,6 +237,17 @@ impl StreamParser {
             Some(text @ Json::Str(_)) => std::slice::from_ref(text),
             _ => &[],
         };
+        if !self.render {
+            for block in blocks {
+                if matches!(
+                    block.get_str("type").as_deref(),
+                    Some("tool_use" | "server_tool_use" | "mcp_tool_use")
+                ) {
+                    self.claude_tool_use(block, out);
+                }
+            }
+            return;
+        }
         if let Some(error) = &error {
             let said = blocks
                 .iter()
@@ -292,8 +320,14 @@ impl StreamParser {
         };
         self.count_tool(&name);
         let input = block.get("input").unwrap_or(&Json::Null);
+        if !self.render && self.tool_call_log.is_none() {
+            return;
+        }
         let summary = tool_summary(&name, input);
         self.log_tool_call(&name, &summary, input);
+        if !self.render {
+            return;
+        }
         let detail = match input {
             Json::Null => None,
             input => match readable_input(input) {
@@ -332,6 +366,9 @@ impl StreamParser {
             let is_error = block.get("is_error").and_then(Json::bool) == Some(true);
             if is_error {
                 self.stats.tool_errors += 1;
+            }
+            if !self.render {
+                continue;
             }
             let mut body = Collected::default();
             match block.get("content") {
@@ -419,6 +456,7 @@ impl StreamParser {
         if let Some(id) = event.get_str("session_id").filter(|id| !id.is_empty()) {
             self.stats.agent_session_id = Some(clean(&id));
         }
+        self.stats.ended = true;
         let failed =
             is_error == Some(true) || subtype.as_deref().is_some_and(|s| s.starts_with("error"));
         // Each result reports the session so far; a later one (Claude Code
@@ -457,6 +495,9 @@ impl StreamParser {
                 .as_deref()
                 .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
             self.note_final_text(result.as_deref());
+        }
+        if !self.render {
+            return;
         }
         // API failures arrive as subtype "success" with is_error true: the
         // subtype alone would call them a success.

@@ -16,6 +16,7 @@ impl StreamParser {
             }
             Some("turn.completed") => {
                 self.stats.turns += 1;
+                self.stats.ended = true;
                 let usage = event.get("usage");
                 let field = |key: &str| usage.and_then(|u| u.get_u64(key));
                 let (input, cached, output) = (

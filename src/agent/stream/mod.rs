@@ -137,6 +137,9 @@ pub struct SessionStats {
     pub lines: u64,
     /// Lines read as JSON objects (not counted once the format is `Text`).
     pub json_lines: u64,
+    /// The stream's ending was read (Claude's `result`, Codex's `turn.completed`):
+    /// without it, turns and tokens are unknown.
+    pub ended: bool,
 }
 
 /// One model's tokens in a session.
@@ -178,6 +181,9 @@ pub struct StreamParser {
     watched_in_final: bool,
     /// Tool calls not yet taken, when recording (see [`StreamParser::record_tool_calls`]).
     tool_call_log: Option<Vec<ToolCallSig>>,
+    /// Display lines are wanted (false: statistics only, see
+    /// [`StreamParser::statistics_only`]).
+    render: bool,
 }
 
 #[derive(Debug, Default)]
@@ -328,6 +334,17 @@ impl StreamParser {
             watched: None,
             watched_in_final: false,
             tool_call_log: None,
+            render: true,
+        }
+    }
+
+    /// A parser that keeps the statistics (and the tool-call log and the final
+    /// text) but does not build display lines: what the supervisor reads with.
+    /// Its statistics are those of a rendering parser fed the same bytes.
+    pub fn statistics_only(format: AgentFormat) -> Self {
+        Self {
+            render: false,
+            ..Self::new(format)
         }
     }
 
@@ -424,6 +441,10 @@ impl StreamParser {
                 if body.is_empty() {
                     return;
                 }
+                if self.carries_no_statistics(format, body, truncated) {
+                    self.stats.json_lines += 1;
+                    return;
+                }
                 match parse_object(body, truncated) {
                     Some(event) => {
                         self.stats.json_lines += 1;
@@ -433,6 +454,21 @@ impl StreamParser {
                 }
             }
         }
+    }
+
+    /// Without display lines, a Claude `user` line (tool results, mostly the bulk
+    /// of the bytes) counts only through its `is_error: true` flags: one that
+    /// has none need not be read. Claude Code writes `type` first; any other
+    /// shape is read in full.
+    fn carries_no_statistics(&self, format: AgentFormat, body: &str, truncated: bool) -> bool {
+        !self.render
+            && !truncated
+            && format == AgentFormat::ClaudeStreamJson
+            && self.stats.agent_session_id.is_some()
+            && body.starts_with(r#"{"type":"user","#)
+            // A line cut short (the agent killed mid-write) is not an object.
+            && body.ends_with('}')
+            && !may_flag_an_error(body.as_bytes())
     }
 
     fn auto_line(&mut self, line: &str, truncated: bool, out: &mut Vec<Rendered>) {
@@ -473,6 +509,19 @@ impl StreamParser {
         }
         Some(cap_detail(sanitize_block(text), complete && !self.line_cut))
     }
+}
+
+/// Whether some `"is_error"` key (a quoted one inside a string is escaped, so
+/// never matches) is followed by `true`.
+fn may_flag_an_error(body: &[u8]) -> bool {
+    memmem::find_iter(body, br#""is_error""#).any(|at| {
+        let rest = &body[at + br#""is_error""#.len()..];
+        let value = rest
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r' | b':'))
+            .map_or(&[][..], |i| &rest[i..]);
+        value.starts_with(b"true")
+    })
 }
 
 mod claude;

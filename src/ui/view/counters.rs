@@ -108,6 +108,20 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
             Color::Reset,
         ),
     ];
+    // Only once there is one: most runs never pay for overage.
+    if c.overages > 0 {
+        rows.insert(
+            3,
+            row(
+                "overage",
+                vec![
+                    format!("{} past a limit, paid", c.overages),
+                    c.overages.to_string(),
+                ],
+                Color::Yellow,
+            ),
+        );
+    }
     if let Some(at) = snap.next_session_at
         && state.finished.is_none()
     {
@@ -143,11 +157,17 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
                 || ("-".to_string(), "-".to_string()),
                 |c| (format!("${c:.4}"), format!("${c:.2}")),
             );
+            // A finished stream without its ending: the turns are unknown.
+            let turns = if stats.ended || stats.lines == 0 || state.running_session() {
+                stats.turns.to_string()
+            } else {
+                "?".to_string()
+            };
             rows.push(row(
                 "session",
                 vec![
-                    format!("{long} · {} turns", stats.turns),
-                    format!("{short} · {} turns", stats.turns),
+                    format!("{long} · {turns} turns"),
+                    format!("{short} · {turns} turns"),
                     short,
                 ],
                 budget_color(

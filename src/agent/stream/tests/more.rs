@@ -797,6 +797,14 @@ fn throughput_report() {
         }
         rendered + parser.finish().len()
     });
+    best("StreamParser, statistics only, 256 KiB chunks", &|| {
+        let mut parser = StreamParser::statistics_only(AgentFormat::Auto);
+        for chunk in data.chunks(256 * 1024) {
+            parser.feed(chunk);
+        }
+        parser.finish();
+        parser.stats().json_lines as usize
+    });
     let detectors = std::sync::Arc::new(crate::agent::Detectors::new(&[], &[]).unwrap());
     best("classification (OutputScanner), 256 KiB chunks", &|| {
         let mut scanner = crate::agent::OutputScanner::new(std::sync::Arc::clone(&detectors));
@@ -838,4 +846,55 @@ fn arb_json() -> impl Strategy<Value = serde_json::Value> {
                 .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
         ]
     })
+}
+
+/// The supervisor's statistics-only parser counts exactly what the screen's does.
+#[test]
+fn statistics_only_matches_the_rendering_parser() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut inputs = vec![bench_stream(1 << 20)];
+    for dir in ["agent", "transcripts"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            inputs.push(std::fs::read(entry.unwrap().path()).unwrap());
+        }
+    }
+    for data in inputs {
+        let run = |mut parser: StreamParser| {
+            parser.watch_final_text("Done");
+            parser.record_tool_calls();
+            for chunk in data.chunks(977) {
+                parser.feed(chunk);
+            }
+            parser.finish();
+            let calls = parser.take_tool_calls();
+            (
+                parser.stats().clone(),
+                parser.final_text_has_watched(),
+                calls,
+            )
+        };
+        assert_eq!(
+            run(StreamParser::statistics_only(AgentFormat::Auto)),
+            run(StreamParser::new(AgentFormat::Auto))
+        );
+    }
+}
+
+/// A quoted flag never counts; a real one, spaced or not, always does.
+#[test]
+fn statistics_only_counts_tool_errors_however_written() {
+    let lines = concat!(
+        r#"{"type":"system","subtype":"init","session_id":"s","model":"m","tools":[]}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","content":"said \"is_error\":true"}]}}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","content":"x","is_error" : true}]}}"#,
+        "\n",
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"c","content":"y","is_error":false}]}}"#,
+        "\n",
+    );
+    let mut parser = StreamParser::statistics_only(AgentFormat::ClaudeStreamJson);
+    parser.feed(lines.as_bytes());
+    assert_eq!(parser.stats().tool_errors, 1);
+    assert_eq!(parser.stats().json_lines, 4);
 }
