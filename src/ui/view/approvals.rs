@@ -224,11 +224,16 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     let inner = block.inner(area);
     let (height, width) = (inner.height as usize, inner.width as usize);
     let lines: Vec<Line> = if count == 0 {
-        let text = if state.approvals_dir_exists {
-            "nothing waiting for you"
+        let choices: &[&str] = if state.approvals_dir_exists {
+            &["nothing waiting for you", "nothing waiting"]
         } else {
-            "no approval queue (.clowder/approvals)"
+            &[
+                "no approval queue (.clowder/approvals)",
+                "no approval queue",
+            ]
         };
+        let choices: Vec<String> = choices.iter().map(|text| text.to_string()).collect();
+        let text = crate::fmt::first_fitting(&choices, width.saturating_sub(1));
         vec![Line::styled(text, Style::default().fg(Color::DarkGray))]
     } else {
         let start = state
