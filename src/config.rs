@@ -13,10 +13,14 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 mod duplicate;
+mod fleet;
 pub mod schema;
 mod wait;
+mod worker;
 
+pub use fleet::FleetConfig;
 pub use wait::Wait;
+pub use worker::WorkerConfig;
 
 /// Where approval requests wait, relative to the working directory.
 pub const DEFAULT_APPROVALS_DIR: &str = ".clowder/approvals";
@@ -41,8 +45,8 @@ pub struct Config {
     pub completion: CompletionConfig,
     pub approvals: ApprovalsConfig,
     pub guard: GuardConfig,
-    pub worker: crate::worker::WorkerConfig,
-    pub fleet: crate::fleet::config::FleetConfig,
+    pub worker: WorkerConfig,
+    pub fleet: FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]

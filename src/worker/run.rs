@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 
+use super::WorkerConfig;
 use super::answer;
-use super::config::WorkerConfig;
 use super::context::{self, Context};
 use super::llm::{self, Call};
 use super::sandbox::Sandbox;
