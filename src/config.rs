@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 mod duplicate;
 mod fleet;
+pub mod preflight;
 pub mod schema;
 mod wait;
 mod worker;
