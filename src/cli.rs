@@ -365,7 +365,7 @@ fn preflight(config: &Config, cwd: &Path) -> Result<(), String> {
             cwd.display()
         ));
     }
-    crate::store::preflight::check(config, cwd)
+    crate::config::preflight::check(config, cwd)
 }
 
 /// Where `program` would be run from, as `execvp` would find it.

@@ -13,7 +13,18 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
 mod duplicate;
+mod fleet;
+pub mod preflight;
 pub mod schema;
+mod wait;
+mod worker;
+
+pub use fleet::FleetConfig;
+pub use wait::Wait;
+pub use worker::WorkerConfig;
+
+/// Where approval requests wait, relative to the working directory.
+pub const DEFAULT_APPROVALS_DIR: &str = ".clowder/approvals";
 
 /// The file read when `--config` is not given. A missing default file means
 /// "all defaults"; a missing file named with `--config` is an error.
@@ -35,8 +46,8 @@ pub struct Config {
     pub completion: CompletionConfig,
     pub approvals: ApprovalsConfig,
     pub guard: GuardConfig,
-    pub worker: crate::worker::WorkerConfig,
-    pub fleet: crate::fleet::config::FleetConfig,
+    pub worker: WorkerConfig,
+    pub fleet: FleetConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
@@ -317,7 +328,7 @@ impl<'de> Deserialize<'de> for Autonomy {
 impl Default for ApprovalsConfig {
     fn default() -> Self {
         Self {
-            dir: NonEmptyPath::from(crate::approvals::DEFAULT_DIR),
+            dir: NonEmptyPath::from(DEFAULT_APPROVALS_DIR),
             // Under the 600 s timeout of the hook `clowder init --claude-hook`
             // registers: when the hook itself times out, Claude Code runs the call.
             timeout: WaitSetting("9m".into()),
@@ -451,8 +462,8 @@ impl<'de> Deserialize<'de> for OptionalDuration {
 pub struct WaitSetting(pub String);
 
 impl WaitSetting {
-    pub fn parse(&self) -> crate::approvals::commands::Wait {
-        self.0.parse().unwrap_or(crate::approvals::commands::Wait {
+    pub fn parse(&self) -> Wait {
+        self.0.parse().unwrap_or(Wait {
             limit: Some(Duration::from_secs(540)),
             label: "9m".into(),
         })
@@ -462,13 +473,11 @@ impl WaitSetting {
 impl<'de> Deserialize<'de> for WaitSetting {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let value = String::deserialize(d)?;
-        value
-            .parse::<crate::approvals::commands::Wait>()
-            .map_err(|err| {
-                de::Error::custom(format!(
-                    "{err}, expected a duration such as 90s, 10m, 1h or never"
-                ))
-            })?;
+        value.parse::<Wait>().map_err(|err| {
+            de::Error::custom(format!(
+                "{err}, expected a duration such as 90s, 10m, 1h or never"
+            ))
+        })?;
         Ok(WaitSetting(value))
     }
 }
@@ -485,22 +494,6 @@ pub struct Rule {
     pub pattern: Option<Pattern>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-}
-
-impl Rule {
-    /// The rule as the policy reads it.
-    pub fn policy(&self) -> crate::approvals::policy::RuleRef<'_> {
-        crate::approvals::policy::RuleRef {
-            tool: &self.tool.0,
-            pattern: self.pattern.as_ref().map(|p| p.0.as_str()),
-            prefix: self.prefix.as_deref(),
-        }
-    }
-
-    /// `Bash prefix "cargo test"`, for messages.
-    pub fn describe(&self) -> String {
-        self.policy().describe()
-    }
 }
 
 /// Appends allow rules (`tool` exactly, one per prefix: the words a command

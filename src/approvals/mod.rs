@@ -47,7 +47,7 @@ use waiter::Doorbell;
 pub use waiter::Liveness;
 
 /// Where requests wait, relative to the working directory.
-pub const DEFAULT_DIR: &str = ".clowder/approvals";
+pub use crate::config::DEFAULT_APPROVALS_DIR as DEFAULT_DIR;
 
 /// The event log the queue appends to, relative to the working directory.
 pub const DEFAULT_EVENT_LOG: &str = "harness-events.jsonl";

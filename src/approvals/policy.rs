@@ -65,6 +65,22 @@ pub struct RuleRef<'a> {
     pub prefix: Option<&'a str>,
 }
 
+impl crate::config::Rule {
+    /// The rule as the policy reads it.
+    pub fn policy(&self) -> RuleRef<'_> {
+        RuleRef {
+            tool: &self.tool.0,
+            pattern: self.pattern.as_ref().map(|p| p.0.as_str()),
+            prefix: self.prefix.as_deref(),
+        }
+    }
+
+    /// `Bash prefix "cargo test"`, for messages.
+    pub fn describe(&self) -> String {
+        self.policy().describe()
+    }
+}
+
 impl RuleRef<'_> {
     /// `tool `Bash` starting with "cargo test"`, for messages.
     pub fn describe(&self) -> String {

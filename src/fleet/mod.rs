@@ -3,7 +3,6 @@
 //! lane commands that work on files, and the host that runs the lanes together.
 
 pub mod cli;
-pub mod config;
 pub mod host;
 pub mod lanes;
 mod name;

@@ -6,7 +6,6 @@ pub mod control;
 pub mod counter;
 pub mod events;
 pub mod lock;
-pub mod preflight;
 pub mod running;
 pub mod status;
 

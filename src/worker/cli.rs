@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
+use super::run::EXIT_USAGE;
 use super::task::{self, Constraints, Status, Task};
-use crate::cli::EXIT_USAGE;
 use crate::config::{Config, DEFAULT_CONFIG_FILE};
 
 #[derive(Debug, Args)]

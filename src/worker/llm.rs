@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use super::config::WorkerConfig;
+use super::WorkerConfig;
 
 /// Most bytes of an answer kept; a longer one is cut (and then fails validation).
 const ANSWER_CAP: u64 = 4 * 1024 * 1024;

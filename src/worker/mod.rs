@@ -8,7 +8,6 @@
 
 mod answer;
 pub mod cli;
-mod config;
 mod context;
 mod list;
 mod llm;
@@ -17,4 +16,4 @@ mod sandbox;
 mod task;
 mod tools;
 
-pub use config::WorkerConfig;
+pub use crate::config::WorkerConfig;

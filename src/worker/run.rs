@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 
+use super::WorkerConfig;
 use super::answer;
-use super::config::WorkerConfig;
 use super::context::{self, Context};
 use super::llm::{self, Call};
 use super::sandbox::Sandbox;
@@ -28,6 +28,8 @@ use super::tools;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 /// Looks again at an unreadable state.json this many times, 100 ms apart.
 const CORRUPT_RETRIES: u32 = 5;
+/// Bad input, as clap's own.
+pub(crate) const EXIT_USAGE: i32 = 2;
 pub(crate) const EXIT_FAILED: i32 = 1;
 pub(crate) const EXIT_TIMEOUT: i32 = 4;
 
@@ -60,7 +62,7 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
         Ok(task) => task,
         Err(err) => {
             eprintln!("clowder: error: not a usable task: {err}");
-            return crate::cli::EXIT_USAGE;
+            return EXIT_USAGE;
         }
     };
     // Held until the process ends: one worker per task.

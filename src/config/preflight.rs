@@ -10,7 +10,7 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;
 
-use crate::config::Config;
+use super::Config;
 
 /// How clowder writes a file, which decides what must be writable.
 #[derive(Clone, Copy, PartialEq)]

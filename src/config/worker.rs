@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{NonEmptyString, PositiveCount, PositiveSeconds};
+use super::{NonEmptyString, PositiveCount, PositiveSeconds};
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
