@@ -129,6 +129,10 @@ measure() { # mode, count
   printf '%-9s %d lanes: peak RSS %s, %d open fds, %d threads, load %s\n' "$mode" "$count" \
     "$(peak_rss "$fleet_pid")" "$(ls "/proc/$fleet_pid/fd" | wc -l)" \
     "$(awk '/^Threads/ {print $2}' "/proc/$fleet_pid/status")" "$(cut -d' ' -f1-3 /proc/loadavg)"
+  printf '%-9s %d lanes: %d inotify instances; %d warning or error lines in the log%s\n' "$mode" "$count" \
+    "$(find "/proc/$fleet_pid/fd" -lname 'anon_inode:inotify' 2>/dev/null | wc -l)" \
+    "$(grep -c -E '\[(WARN|ERROR)\]' "$dir/fleet.log" || true)" \
+    "$(grep -m 1 -E '\[(WARN|ERROR)\]' "$dir/fleet.log" | sed 's/^/, first: /' || true)"
   if [ "$mode" = stream ]; then
     printf '%-9s %d lanes: %s written to the output files\n' "$mode" "$count" \
       "$(du -shc "$dir"/.clowder/lanes/*/claude-iteration-*.jsonl | tail -n 1 | cut -f1)"
