@@ -49,6 +49,7 @@ run "approval latency" python3 "$benches/approval_latency.py" "$latency_requests
 run "$waiters waiting asks: idle CPU and decision latency" \
   python3 "$benches/waiters.py" "$waiters" "$([ -n "${QUICK:-}" ] && echo 5 || echo 20)"
 run "stream-json parse throughput against jq" bash "$benches/parse.sh"
+run "a fleet of lanes, headless" bash "$benches/fleet.sh"
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
 # (agent, sleep, tee, tmux) whose working folder is one of the benchmarks' temp folders.
@@ -59,7 +60,7 @@ leftovers=$(
     exe=$(readlink "$proc/exe" 2>/dev/null) || continue
     cwd=$(readlink "$proc/cwd" 2>/dev/null) || continue
     if [ "${exe% (deleted)}" = "$CLOWDER_BIN" ] ||
-      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters)- ]]; then
+      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters|fleet)- ]]; then
       echo "  $pid $(tr '\0' ' ' < "$proc/cmdline")"
     fi
   done
