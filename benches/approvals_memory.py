@@ -254,6 +254,11 @@ def measure_control_room(work, pending_count):
               f"{100 * used / secs:.2f}% of a core; peak RSS {peak / 1024:.1f} MiB (now {rss / 1024:.1f} MiB)",
               flush=True)
         if pending_count:
+            # At 120 columns the pane shortens each command at a word
+            # (`cargo test -p…`); wider, the oldest request's name shows whole.
+            tmux("resize-window", "-x", "200", "-y", "50")
+            time.sleep(1)
+            text = screen()
             if "cargo test -p crate_00000" not in text:
                 raise RuntimeError(f"the oldest request is not on screen:\n{text}")
             shown = [line[line.index(mark):].rstrip("│╮ ")
