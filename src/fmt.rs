@@ -103,6 +103,33 @@ pub fn first_fitting(choices: &[String], max: usize) -> String {
         .unwrap_or_else(|| fit(choices.last().map_or("", String::as_str), max))
 }
 
+/// Rows as left-aligned columns two spaces apart, each column as wide as its
+/// widest cell (counted in characters), trailing blanks trimmed.
+pub fn columns<R: AsRef<[String]>>(rows: &[R]) -> String {
+    let mut widths: Vec<usize> = Vec::new();
+    for row in rows {
+        for (i, cell) in row.as_ref().iter().enumerate() {
+            let chars = cell.chars().count();
+            match widths.get_mut(i) {
+                Some(width) => *width = (*width).max(chars),
+                None => widths.push(chars),
+            }
+        }
+    }
+    let mut text = String::new();
+    for row in rows {
+        let cells: Vec<String> = row
+            .as_ref()
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        text.push_str(cells.join("  ").trim_end());
+        text.push('\n');
+    }
+    text
+}
+
 /// A path in at most `max` cells, shortened in the middle so that its file name
 /// stays: `…/navigation/oi_sidebar.dart`. Whole leading components go first; a
 /// file name alone too long is cut at its start.
@@ -207,6 +234,19 @@ pub fn wrap(text: &str, max: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn columns_align_on_the_widest_cell_and_trim_the_end() {
+        let rows = vec![
+            vec!["NAME".to_string(), "STATE".into()],
+            vec!["auth".into(), "running".into()],
+            vec!["documentation".into(), "-".into()],
+        ];
+        assert_eq!(
+            columns(&rows),
+            "NAME           STATE\nauth           running\ndocumentation  -\n"
+        );
+    }
 
     #[test]
     fn sizes_and_durations_read_like_the_spec() {

@@ -263,24 +263,5 @@ pub fn table(rows: &[LaneRow]) -> String {
             row.pending_approvals.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..8)
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut text = String::new();
-    for line in lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        text.push_str(cells.join("  ").trim_end());
-        text.push('\n');
-    }
-    text
+    crate::fmt::columns(&lines)
 }

@@ -107,24 +107,7 @@ pub fn table(plan: &PlanRow) -> String {
             step.cost_usd.map_or_else(dash, |c| format!("${c:.4}")),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
     let mut text = format!("plan {}: {} (base {})\n", plan.name, plan.status, plan.base);
-    for line in lines {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        text.push_str(cells.join("  ").trim_end());
-        text.push('\n');
-    }
+    text.push_str(&crate::fmt::columns(&lines));
     text
 }
