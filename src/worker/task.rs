@@ -174,16 +174,7 @@ pub(crate) fn write_state_if(
     still_wanted: impl FnOnce() -> bool,
 ) -> Result<bool, FileError> {
     let path = dir.join(STATE_FILE);
-    let mut bytes = serde_json::to_vec_pretty(state).map_err(|err| file_error(&path, err))?;
-    bytes.push(b'\n');
-    let mut temp = tempfile::Builder::new()
-        .prefix(".state.json.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|err| file_error(dir, err))?;
-    temp.write_all(&bytes)
-        .and_then(|()| temp.as_file().sync_all())
-        .map_err(|err| file_error(&path, err))?;
+    let temp = synced_temp(dir, &path, state)?;
     if !still_wanted() {
         return Ok(false);
     }
@@ -202,6 +193,29 @@ pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), F
 pub(crate) fn read_heartbeat(dir: &Path) -> Option<Heartbeat> {
     let text = std::fs::read_to_string(dir.join(HEARTBEAT_FILE)).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// `value` as pretty JSON in a synced temporary file beside `path` (named
+/// `.NAME.…tmp`), for the caller to rename into place as it sees fit.
+fn synced_temp<T: Serialize>(
+    dir: &Path,
+    path: &Path,
+    value: &T,
+) -> Result<tempfile::NamedTempFile, FileError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| file_error(path, err))?;
+    bytes.push(b'\n');
+    let name = path
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy());
+    let mut temp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|err| file_error(dir, err))?;
+    temp.write_all(&bytes)
+        .and_then(|()| temp.as_file().sync_all())
+        .map_err(|err| file_error(path, err))?;
+    Ok(temp)
 }
 
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), FileError> {
@@ -248,16 +262,7 @@ pub(crate) fn recent_actions(dir: &Path, keep: usize) -> Vec<ActionRecord> {
 pub(crate) fn create(dir: &Path, task: &Task) -> Result<(), FileError> {
     std::fs::create_dir_all(dir).map_err(|err| file_error(dir, err))?;
     let path = dir.join(TASK_FILE);
-    let mut bytes = serde_json::to_vec_pretty(task).map_err(|err| file_error(&path, err))?;
-    bytes.push(b'\n');
-    let mut temp = tempfile::Builder::new()
-        .prefix(".task.json.")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|err| file_error(dir, err))?;
-    temp.write_all(&bytes)
-        .and_then(|()| temp.as_file().sync_all())
-        .map_err(|err| file_error(&path, err))?;
+    let temp = synced_temp(dir, &path, task)?;
     // persist_noclobber: an existing task.json is never replaced, even in a race.
     temp.persist_noclobber(&path).map_err(|err| {
         if err.error.kind() == io::ErrorKind::AlreadyExists {
