@@ -16,10 +16,12 @@ mod duplicate;
 mod fleet;
 pub mod preflight;
 pub mod schema;
+mod ui;
 mod wait;
 mod worker;
 
 pub use fleet::FleetConfig;
+pub use ui::{Notify, UiConfig};
 pub use wait::Wait;
 pub use worker::WorkerConfig;
 
@@ -48,6 +50,7 @@ pub struct Config {
     pub guard: GuardConfig,
     pub worker: WorkerConfig,
     pub fleet: FleetConfig,
+    pub ui: UiConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -149,6 +149,7 @@ invalid_config_cases!(
     guard_doom_threshold_one,
     guard_negative_cost,
     bad_continuation_mode,
+    ui_bad_notify,
 );
 
 #[test]

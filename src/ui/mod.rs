@@ -7,6 +7,7 @@
 //! panics included.
 
 pub mod app;
+pub mod attention;
 mod event_text;
 pub mod keymap;
 pub mod view;
