@@ -10,6 +10,7 @@ pub mod app;
 pub mod attention;
 mod event_text;
 pub mod keymap;
+pub mod new_lane;
 pub mod view;
 
 use std::io::{self, Stdout};

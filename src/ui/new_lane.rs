@@ -1,0 +1,591 @@
+//! The new-lane dialog (`n` in the control room): a name checked as it is typed,
+//! a prompt file or a typed prompt, and a base; [`submit`] then adds the lane as
+//! `clowder lane add` does.
+//!
+//! Wiring: hold an `Option<NewLaneDialog>`; while it is open it owns every key
+//! ([`NewLaneDialog::handle_key`]) and is drawn last over the whole screen
+//! ([`NewLaneDialog::render`]). On [`DialogOutcome::Submit`], run [`submit`] off
+//! the screen's thread (it runs git) and show its message.
+
+use std::path::{Path, PathBuf};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
+use ratatui_textarea::TextArea;
+
+use crate::fleet::LaneName;
+use crate::fleet::lanes::{self, AddOptions};
+use crate::store::lock::STATE_DIR;
+
+/// The dialog's fields, in Tab order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Name,
+    PromptFile,
+    Prompt,
+    Base,
+}
+
+const FIELDS: [Field; 4] = [Field::Name, Field::PromptFile, Field::Prompt, Field::Base];
+
+impl Field {
+    fn label(self) -> &'static str {
+        match self {
+            Field::Name => "Name",
+            Field::PromptFile => "Prompt file",
+            Field::Prompt => "or a prompt",
+            Field::Base => "Base",
+        }
+    }
+
+    fn placeholder(self) -> &'static str {
+        match self {
+            Field::Name => "a-z, 0-9, '.', '_', '-' (e.g. auth)",
+            Field::PromptFile => "e.g. tasks/auth.md (relative to the fleet folder)",
+            Field::Prompt => "type the lane's prompt here (Enter: new line)",
+            Field::Base => "the current HEAD",
+        }
+    }
+}
+
+/// Where a new lane's prompt comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptSource {
+    /// The fleet's prompt (`[session] prompt_file`).
+    Default,
+    /// A file, relative to the fleet folder.
+    File(PathBuf),
+    /// Text typed in the dialog, saved under `.clowder/prompts/NAME.md`.
+    Typed(String),
+}
+
+/// What the dialog asks for, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewLaneRequest {
+    pub name: LaneName,
+    pub prompt: PromptSource,
+    /// None: the current HEAD.
+    pub base: Option<String>,
+}
+
+/// What a key did to the dialog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DialogOutcome {
+    Continue,
+    Cancel,
+    Submit(NewLaneRequest),
+}
+
+/// The dialog's state: one text area per field, the focused field, and the
+/// problem that kept the last submit back.
+pub struct NewLaneDialog {
+    root: PathBuf,
+    fields: [TextArea<'static>; 4],
+    focus: usize,
+    refused: Option<String>,
+}
+
+impl NewLaneDialog {
+    /// `root` is the fleet folder, against which a prompt file is checked.
+    pub fn new(root: &Path) -> NewLaneDialog {
+        let fields = FIELDS.map(|field| {
+            let mut text = TextArea::default();
+            text.set_placeholder_text(field.placeholder());
+            text.set_cursor_line_style(Style::default());
+            text
+        });
+        let mut dialog = NewLaneDialog {
+            root: root.to_path_buf(),
+            fields,
+            focus: 0,
+            refused: None,
+        };
+        dialog.show_focus();
+        dialog
+    }
+
+    /// Every key goes here while the dialog is open: nothing typed leaks into
+    /// the control room's keys.
+    pub fn handle_key(&mut self, key: KeyEvent) -> DialogOutcome {
+        if key.kind == KeyEventKind::Release {
+            return DialogOutcome::Continue;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        match key.code {
+            KeyCode::Esc => return DialogOutcome::Cancel,
+            KeyCode::Char('c') if ctrl => return DialogOutcome::Cancel,
+            KeyCode::Char('s') if ctrl => return self.try_submit(),
+            KeyCode::Tab => self.move_focus(1),
+            KeyCode::BackTab => self.move_focus(FIELDS.len() - 1),
+            KeyCode::Enter if self.field() == Field::Base => return self.try_submit(),
+            KeyCode::Enter if self.field() != Field::Prompt => self.move_focus(1),
+            _ => self.type_key(key),
+        }
+        DialogOutcome::Continue
+    }
+
+    fn field(&self) -> Field {
+        FIELDS[self.focus]
+    }
+
+    fn text(&self, field: Field) -> String {
+        let index = FIELDS.iter().position(|f| *f == field).unwrap_or(0);
+        self.fields[index].lines().join("\n")
+    }
+
+    fn move_focus(&mut self, by: usize) {
+        self.focus = (self.focus + by) % FIELDS.len();
+        self.show_focus();
+    }
+
+    /// Only the focused field shows a cursor.
+    fn show_focus(&mut self) {
+        for (index, text) in self.fields.iter_mut().enumerate() {
+            let cursor = if index == self.focus {
+                Style::default().add_modifier(Modifier::REVERSED)
+            } else {
+                Style::default()
+            };
+            text.set_cursor_style(cursor);
+        }
+    }
+
+    fn type_key(&mut self, key: KeyEvent) {
+        let multi_line = self.field() == Field::Prompt;
+        let text = &mut self.fields[self.focus];
+        text.input(key);
+        // A one-line field stays one line, whatever key inserted a break.
+        if !multi_line && text.lines().len() > 1 {
+            let joined = text.lines().concat();
+            let mut fresh = TextArea::from([joined]);
+            fresh.set_placeholder_text(FIELDS[self.focus].placeholder());
+            fresh.set_cursor_line_style(Style::default());
+            fresh.move_cursor(ratatui_textarea::CursorMove::End);
+            *text = fresh;
+            self.show_focus();
+        }
+        self.refused = None;
+    }
+
+    fn try_submit(&mut self) -> DialogOutcome {
+        match self.request() {
+            Ok(request) => DialogOutcome::Submit(request),
+            Err(problem) => {
+                self.refused = Some(problem);
+                DialogOutcome::Continue
+            }
+        }
+    }
+
+    /// The request the fields make, or the first problem with them.
+    fn request(&self) -> Result<NewLaneRequest, String> {
+        let name = LaneName::parse(self.text(Field::Name).trim())?;
+        let file = self.text(Field::PromptFile).trim().to_string();
+        let typed = self.text(Field::Prompt);
+        let prompt = match (file.is_empty(), typed.trim().is_empty()) {
+            (true, true) => PromptSource::Default,
+            (false, true) => {
+                self.file_problem(&file).map_or(Ok(()), Err)?;
+                PromptSource::File(PathBuf::from(file))
+            }
+            (true, false) => PromptSource::Typed(typed),
+            (false, false) => {
+                return Err("give a prompt file or a typed prompt, not both".into());
+            }
+        };
+        let base = self.text(Field::Base).trim().to_string();
+        let base = (!base.is_empty()).then_some(base);
+        Ok(NewLaneRequest { name, prompt, base })
+    }
+
+    fn file_problem(&self, file: &str) -> Option<String> {
+        (!self.root.join(file).is_file()).then(|| format!("prompt file {file}: no such file"))
+    }
+
+    /// What is wrong with a field now, shown under it as it is typed.
+    fn live_problem(&self, field: Field) -> Option<String> {
+        let text = self.text(field);
+        let text = text.trim();
+        match field {
+            Field::Name if !text.is_empty() => LaneName::parse(text).err(),
+            Field::PromptFile if !text.is_empty() => self.file_problem(text),
+            _ => None,
+        }
+    }
+
+    /// Draws the dialog centred in `area` (the whole screen, usually).
+    pub fn render(&self, frame: &mut Frame, area: Rect) {
+        let rect = area
+            .centered_horizontally(Constraint::Length(area.width.min(76)))
+            .centered_vertically(Constraint::Length(area.height.min(22)));
+        frame.render_widget(Clear, rect);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Double)
+            .border_style(Style::default().fg(Color::Cyan))
+            .title(Span::styled(
+                " New lane — Tab next field · Enter on Base or Ctrl-S adds · Esc cancels ",
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        let inner = block.inner(rect);
+        frame.render_widget(block, rect);
+        let rows = Layout::vertical([
+            Constraint::Length(3),
+            Constraint::Length(2),
+            Constraint::Min(3),
+            Constraint::Length(2),
+            Constraint::Length(1),
+        ])
+        .split(inner);
+        for (index, field) in FIELDS.iter().enumerate() {
+            self.render_field(frame, rows[index], index);
+            if let Some(problem) = self.live_problem(*field) {
+                let below = Rect {
+                    x: rows[index].x + 2,
+                    y: rows[index].y + 1,
+                    width: rows[index].width.saturating_sub(2),
+                    height: rows[index].height.saturating_sub(1),
+                };
+                let line = Line::styled(problem, Style::default().fg(Color::Red));
+                let text = Paragraph::new(line).wrap(Wrap { trim: true });
+                frame.render_widget(text, below);
+            }
+        }
+        if let Some(problem) = &self.refused {
+            let line = Line::styled(problem.clone(), Style::default().fg(Color::Red));
+            frame.render_widget(Paragraph::new(line), rows[4]);
+        }
+    }
+
+    fn render_field(&self, frame: &mut Frame, row: Rect, index: usize) {
+        let [label, input] =
+            Layout::horizontal([Constraint::Length(13), Constraint::Min(1)]).areas(row);
+        let style = if index == self.focus {
+            Style::default()
+                .fg(Color::Cyan)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        let label_line = Line::styled(FIELDS[index].label(), style);
+        frame.render_widget(Paragraph::new(label_line), label);
+        // A one-line field keeps the rows below it for its problem.
+        let input = match FIELDS[index] {
+            Field::Prompt => input,
+            _ => Rect { height: 1, ..input },
+        };
+        frame.render_widget(&self.fields[index], input);
+    }
+}
+
+/// Adds the lane `request` asks for in the fleet of `root`, as `clowder lane
+/// add` does; a typed prompt is saved first as `.clowder/prompts/NAME.md` (never
+/// over an existing file). Returns what to tell the user, or why nothing was added.
+pub fn submit(root: &Path, request: &NewLaneRequest) -> Result<String, String> {
+    let name = &request.name;
+    let registry = crate::fleet::registry::load(root)?;
+    if registry.lane(name).is_some() {
+        return Err(format!("lane {name} already exists"));
+    }
+    let (prompt_file, written) = match &request.prompt {
+        PromptSource::Default => (None, None),
+        PromptSource::File(file) => (Some(file.clone()), None),
+        PromptSource::Typed(text) => {
+            let relative = Path::new(STATE_DIR)
+                .join("prompts")
+                .join(format!("{name}.md"));
+            let path = root.join(&relative);
+            write_new(&path, text)?;
+            (Some(relative), Some(path))
+        }
+    };
+    let options = AddOptions {
+        prompt_file,
+        base: request.base.clone(),
+        ..AddOptions::default()
+    };
+    match lanes::add(root, name, options) {
+        Ok(lane) => Ok(format!(
+            "lane {name} added: branch {} in {}",
+            lane.branch.unwrap_or_default(),
+            lane.dir.display()
+        )),
+        Err(failure) => {
+            // Only the file written just now, for this lane.
+            if let Some(path) = written {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(failure.message().to_string())
+        }
+    }
+}
+
+/// Writes `text` to `path` whole (a temporary file renamed into place), refusing
+/// when `path` exists.
+fn write_new(path: &Path, text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|err| format!("cannot write in {}: {err}", dir.display()))?;
+    let mut body = text.to_string();
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    file.write_all(body.as_bytes())
+        .and_then(|()| file.as_file().sync_all())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    file.persist_noclobber(path).map_err(|err| {
+        if err.error.kind() == std::io::ErrorKind::AlreadyExists {
+            format!(
+                "{} already exists: it is kept; give it as the prompt file instead",
+                path.display()
+            )
+        } else {
+            format!("cannot write {}: {}", path.display(), err.error)
+        }
+    })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    fn ctrl(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+    }
+
+    fn type_text(dialog: &mut NewLaneDialog, text: &str) {
+        for c in text.chars() {
+            let code = if c == '\n' {
+                KeyCode::Enter
+            } else {
+                KeyCode::Char(c)
+            };
+            assert_eq!(dialog.handle_key(key(code)), DialogOutcome::Continue);
+        }
+    }
+
+    fn request(name: &str, prompt: PromptSource, base: Option<&str>) -> NewLaneRequest {
+        NewLaneRequest {
+            name: LaneName::parse(name).expect("a valid name"),
+            prompt,
+            base: base.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn tab_walks_the_fields_and_enter_on_base_submits() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(&mut dialog, "auth");
+        dialog.handle_key(key(KeyCode::Tab));
+        dialog.handle_key(key(KeyCode::Tab));
+        assert_eq!(dialog.field(), Field::Prompt);
+        type_text(&mut dialog, "Fix the login.\nWith tests.");
+        dialog.handle_key(key(KeyCode::Tab));
+        assert_eq!(dialog.field(), Field::Base);
+        type_text(&mut dialog, "main");
+        assert_eq!(
+            dialog.handle_key(key(KeyCode::Enter)),
+            DialogOutcome::Submit(request(
+                "auth",
+                PromptSource::Typed("Fix the login.\nWith tests.".into()),
+                Some("main")
+            ))
+        );
+    }
+
+    #[test]
+    fn shift_tab_goes_back_and_enter_in_a_one_line_field_moves_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        dialog.handle_key(key(KeyCode::BackTab));
+        assert_eq!(dialog.field(), Field::Base);
+        dialog.handle_key(key(KeyCode::BackTab));
+        assert_eq!(dialog.field(), Field::Prompt);
+        dialog.handle_key(key(KeyCode::Tab));
+        dialog.handle_key(key(KeyCode::Tab));
+        assert_eq!(dialog.field(), Field::Name);
+        type_text(&mut dialog, "docs\n");
+        assert_eq!(dialog.field(), Field::PromptFile);
+        assert_eq!(dialog.text(Field::Name), "docs");
+    }
+
+    #[test]
+    fn ctrl_s_submits_from_anywhere_with_the_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(&mut dialog, "docs");
+        assert_eq!(
+            dialog.handle_key(ctrl('s')),
+            DialogOutcome::Submit(request("docs", PromptSource::Default, None))
+        );
+    }
+
+    #[test]
+    fn esc_and_ctrl_c_cancel() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(&mut dialog, "x");
+        assert_eq!(dialog.handle_key(key(KeyCode::Esc)), DialogOutcome::Cancel);
+        assert_eq!(dialog.handle_key(ctrl('c')), DialogOutcome::Cancel);
+    }
+
+    #[test]
+    fn a_bad_name_is_shown_as_typed_and_blocks_submit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        assert_eq!(
+            dialog.live_problem(Field::Name),
+            None,
+            "empty is not yet wrong"
+        );
+        type_text(&mut dialog, "Auth");
+        let problem = dialog.live_problem(Field::Name).expect("a problem");
+        assert!(problem.contains("invalid lane name \"Auth\""), "{problem}");
+        assert_eq!(dialog.handle_key(ctrl('s')), DialogOutcome::Continue);
+        assert!(dialog.refused.is_some());
+        // Typing again clears the refusal; a good name passes.
+        dialog.handle_key(key(KeyCode::Backspace));
+        dialog.handle_key(key(KeyCode::Backspace));
+        dialog.handle_key(key(KeyCode::Backspace));
+        dialog.handle_key(key(KeyCode::Backspace));
+        assert!(dialog.refused.is_none());
+        type_text(&mut dialog, "auth");
+        assert_eq!(dialog.live_problem(Field::Name), None);
+    }
+
+    #[test]
+    fn the_prompt_file_must_exist_and_excludes_a_typed_prompt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("task.md"), "do it\n").expect("write");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(&mut dialog, "a\nmissing.md");
+        let problem = dialog.live_problem(Field::PromptFile).expect("missing");
+        assert!(problem.contains("no such file"), "{problem}");
+        for _ in 0.."missing.md".len() {
+            dialog.handle_key(key(KeyCode::Backspace));
+        }
+        type_text(&mut dialog, "task.md");
+        assert_eq!(
+            dialog.request(),
+            Ok(request("a", PromptSource::File("task.md".into()), None))
+        );
+        dialog.handle_key(key(KeyCode::Tab));
+        type_text(&mut dialog, "typed too");
+        assert_eq!(
+            dialog.request(),
+            Err("give a prompt file or a typed prompt, not both".into())
+        );
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("run git");
+        assert!(status.success(), "git {args:?}");
+    }
+
+    fn repo() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git(dir.path(), &["init", "--quiet", "--initial-branch=main"]);
+        git(dir.path(), &["config", "user.name", "Dialog Tester"]);
+        git(dir.path(), &["config", "user.email", "dialog@example.com"]);
+        git(dir.path(), &["config", "commit.gpgsign", "false"]);
+        std::fs::write(dir.path().join("README.md"), "hello\n").expect("write");
+        git(dir.path(), &["add", "README.md"]);
+        git(dir.path(), &["commit", "--quiet", "-m", "first"]);
+        dir
+    }
+
+    #[test]
+    fn submit_adds_the_lane_with_its_typed_prompt() {
+        let repo = repo();
+        let root = repo.path();
+        let typed = PromptSource::Typed("Write the docs.".into());
+        let message = submit(root, &request("docs", typed, None)).expect("added");
+        assert!(message.contains("clowder/docs"), "{message}");
+        let fleet = std::fs::read_to_string(root.join(".clowder/fleet.json")).expect("fleet");
+        let fleet: serde_json::Value = serde_json::from_str(&fleet).expect("json");
+        let lane = &fleet["lanes"][0];
+        assert_eq!(lane["name"], "docs");
+        assert_eq!(lane["prompt_file"], ".clowder/prompts/docs.md");
+        assert!(root.join(".clowder/worktrees/docs/README.md").is_file());
+        assert_eq!(
+            std::fs::read_to_string(root.join(".clowder/prompts/docs.md")).expect("prompt"),
+            "Write the docs.\n"
+        );
+
+        // The same name again: refused, and the prompt file is not touched.
+        let again = PromptSource::Typed("Other text.".into());
+        let err = submit(root, &request("docs", again, None)).expect_err("exists");
+        assert_eq!(err, "lane docs already exists");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".clowder/prompts/docs.md")).expect("prompt"),
+            "Write the docs.\n"
+        );
+    }
+
+    #[test]
+    fn a_failed_submit_creates_nothing() {
+        let repo = repo();
+        let root = repo.path();
+        let typed = PromptSource::Typed("x".into());
+        let err = submit(root, &request("api", typed, Some("no-such-ref"))).expect_err("bad base");
+        assert!(err.contains("--base no-such-ref"), "{err}");
+        assert!(!root.join(".clowder/prompts/api.md").exists());
+        assert!(!root.join(".clowder/worktrees/api").exists());
+        assert!(!root.join(".clowder/lanes/api").exists());
+        let fleet = root.join(".clowder/fleet.json");
+        assert!(
+            !fleet.exists()
+                || !std::fs::read_to_string(&fleet)
+                    .expect("read")
+                    .contains("api")
+        );
+
+        // A typed prompt never replaces a file already there.
+        std::fs::create_dir_all(root.join(".clowder/prompts")).expect("mkdir");
+        std::fs::write(root.join(".clowder/prompts/web.md"), "mine\n").expect("write");
+        let typed = PromptSource::Typed("theirs".into());
+        let err = submit(root, &request("web", typed, None)).expect_err("exists");
+        assert!(err.contains("already exists"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(root.join(".clowder/prompts/web.md")).expect("read"),
+            "mine\n"
+        );
+        assert!(!root.join(".clowder/worktrees/web").exists());
+    }
+
+    #[test]
+    fn the_dialog_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(
+            &mut dialog,
+            "Auth\n\nFix the login form.\nKeep the tests green.",
+        );
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+        terminal
+            .draw(|frame| dialog.render(frame, frame.area()))
+            .expect("draw");
+        insta::assert_snapshot!(terminal.backend());
+    }
+}
