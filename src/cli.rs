@@ -13,6 +13,7 @@ use crate::console::{Console, Verbosity, summary_line};
 use crate::store::status;
 use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
+mod demo;
 mod meta;
 
 /// Exit code for bad command-line input or configuration: nothing was run.
@@ -112,6 +113,8 @@ pub enum Command {
     },
     /// Print the man page (roff), e.g. `clowder man > clowder.1`
     Man,
+    /// The fleet demo: a scratch repository in target/demo/fleet with three lanes of a demo agent, run
+    Demo(demo::DemoArgs),
     /// About harness.toml itself
     #[command(subcommand)]
     Config(meta::ConfigCommand),
@@ -303,6 +306,7 @@ fn run_command(command: Command) -> i32 {
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
         Command::Completions { shell } => meta::completions(shell),
         Command::Man => meta::man(),
+        Command::Demo(args) => demo::run(args),
         Command::Config(command) => meta::config(command),
         Command::Worker(args) => crate::worker::cli::worker(args),
         Command::Task(args) => crate::worker::cli::task(args),
