@@ -3,8 +3,9 @@
 //! `[ui] on_attention` command).
 //!
 //! Wiring, in the control room: keep the last [`Observation`] (None before the
-//! first), build the new one from the snapshots and the queue, pass both to
-//! [`detect`], and hand the events to [`Notifier::notify`] with the terminal.
+//! first), build the new one from the snapshots ([`AttentionState::of`]) and the
+//! pending requests, pass both to [`detect`], and hand the events to
+//! [`Notifier::notify`] with the terminal.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::config::{Notify, UiConfig};
+use crate::protocol::{ExitReason, LoopState};
 use crate::supervisor::{process, reaper};
 
 /// An `on_attention` command still running after this long has its group killed.
@@ -35,6 +37,19 @@ pub enum AttentionState {
     Failed,
     Done,
     Other,
+}
+
+impl AttentionState {
+    /// A lane's state as its snapshot tells it (`state`, `exit_reason`): held;
+    /// or, once stopped, done when it ended well (exit code 0) and failed otherwise.
+    pub fn of(state: LoopState, exit_reason: Option<&ExitReason>) -> AttentionState {
+        match (state, exit_reason) {
+            (LoopState::Held, _) => AttentionState::Held,
+            (LoopState::Stopped, Some(reason)) if reason.exit_code() == 0 => AttentionState::Done,
+            (LoopState::Stopped, Some(_)) => AttentionState::Failed,
+            _ => AttentionState::Other,
+        }
+    }
 }
 
 /// A pending approval request, as attention needs it.
@@ -327,6 +342,22 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn a_snapshot_tells_held_done_and_failed() {
+        let of = AttentionState::of;
+        assert_eq!(of(LoopState::SessionRunning, None), Other);
+        assert_eq!(of(LoopState::AwaitingApproval, None), Other);
+        assert_eq!(of(LoopState::Held, None), Held);
+        assert_eq!(
+            of(LoopState::Stopped, Some(&ExitReason::MaxIterations)),
+            Done
+        );
+        let fatal = ExitReason::Fatal {
+            message: "boom".into(),
+        };
+        assert_eq!(of(LoopState::Stopped, Some(&fatal)), Failed);
     }
 
     fn kinds(events: &[AttentionEvent]) -> Vec<(String, &'static str)> {
