@@ -113,7 +113,7 @@ pub enum Command {
     },
     /// Print the man page (roff), e.g. `clowder man > clowder.1`
     Man,
-    /// The fleet demo: a scratch repository in target/demo/fleet with three lanes of a demo agent, run
+    /// Run the fleet demo: three lanes of a demo agent in a scratch repository, target/demo/fleet
     Demo(demo::DemoArgs),
     /// About harness.toml itself
     #[command(subcommand)]
