@@ -25,6 +25,8 @@ use crate::supervisor::{process, reaper};
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most this many `on_attention` commands run at once; more are skipped (logged).
 const MAX_RUNNING: usize = 4;
+/// At most this many desktop notifications at once; past it the last one counts the rest.
+const MAX_NOTIFICATIONS: usize = 3;
 /// Longest text put in a notification, in characters.
 const MAX_TEXT: usize = 200;
 /// The owner the reaper knows the attention commands by.
@@ -229,21 +231,35 @@ impl Notifier {
 fn escapes(notify: Notify, events: &[AttentionEvent]) -> String {
     let mut out = String::new();
     if notify.osc() {
-        for event in events {
-            let body = safe_text(&event.text);
+        let shown = if events.len() > MAX_NOTIFICATIONS {
+            MAX_NOTIFICATIONS - 1
+        } else {
+            events.len()
+        };
+        for event in &events[..shown] {
             let title = if event.lane.is_empty() {
                 "clowder".to_string()
             } else {
-                safe_text(&format!("clowder: {}", event.lane))
+                format!("clowder: {}", event.lane)
             };
-            out.push_str(&format!("\x1b]9;{body}\x07"));
-            out.push_str(&format!("\x1b]777;notify;{title};{body}\x07"));
+            out.push_str(&notification(&title, &event.text));
+        }
+        if shown < events.len() {
+            let more = format!("{} more lanes or requests need you", events.len() - shown);
+            out.push_str(&notification("clowder", &more));
         }
     }
     if notify.bell() {
         out.push('\x07');
     }
     out
+}
+
+/// One desktop notification in both escapes terminals know: OSC 9 (iTerm2's)
+/// and OSC 777 (urxvt's); a terminal that knows neither ignores them.
+fn notification(title: &str, body: &str) -> String {
+    let (title, body) = (safe_text(title), safe_text(body));
+    format!("\x1b]9;{body}\x07\x1b]777;notify;{title};{body}\x07")
 }
 
 /// Text that cannot end or add an escape sequence: control characters are shown
@@ -462,6 +478,16 @@ mod tests {
         // One bell for many events.
         let two = [event("a", "x"), event("b", "y")];
         assert_eq!(escapes(Notify::Bell, &two), "\x07");
+    }
+
+    #[test]
+    fn many_events_make_a_few_notifications() {
+        let events: Vec<AttentionEvent> = (0..10).map(|i| event(&format!("l{i}"), "x")).collect();
+        let out = escapes(Notify::Osc, &events);
+        assert_eq!(out.matches("\x1b]9;").count(), MAX_NOTIFICATIONS, "{out:?}");
+        assert!(out.contains("clowder: l1;x"), "{out:?}");
+        assert!(!out.contains("clowder: l2;"), "{out:?}");
+        assert!(out.ends_with("\x1b]777;notify;clowder;8 more lanes or requests need you\x07"));
     }
 
     #[test]
