@@ -31,6 +31,9 @@ const MAX_BODY: u64 = 48 * 1024;
 pub const APPROVALS_DIR_ENV: &str = "CLOWDER_APPROVALS_DIR";
 /// The lane an agent runs in; recorded in the requests it makes.
 pub const LANE_ENV: &str = "CLOWDER_LANE";
+/// The event log a lane's gate writes to (the lane's own, under `.clowder/lanes/NAME/`):
+/// without it the gate would write into its working folder, the lane's worktree.
+pub const EVENT_LOG_ENV: &str = "CLOWDER_EVENT_LOG";
 
 #[derive(Debug, Args)]
 pub struct DirArg {
@@ -174,8 +177,17 @@ fn signal_name(signal: i32) -> String {
 
 // ---------------------------------------------------------------------------
 
+/// Opens the queue with the event log the agent was given (see [`EVENT_LOG_ENV`]).
+fn open_for_agent(dir: &Path) -> Result<Queue, QueueError> {
+    let queue = Queue::open(dir)?;
+    Ok(match std::env::var_os(EVENT_LOG_ENV).filter(|path| !path.is_empty()) {
+        Some(path) => queue.with_event_log(Some(PathBuf::from(path))),
+        None => queue,
+    })
+}
+
 fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
-    Queue::open(dir).map_err(|err| {
+    open_for_agent(dir).map_err(|err| {
         match err {
             QueueError::Unsafe(msg) => {
                 eprintln!("{who}: error: unsafe approval queue: {}", escape(&msg))
@@ -298,7 +310,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             "clowder gate answers PreToolUse hooks, not `{event}`"
         ));
     }
-    let queue = Queue::open(&args.dir.dir).map_err(|err| match err {
+    let queue = open_for_agent(&args.dir.dir).map_err(|err| match err {
         QueueError::Unsafe(msg) => format!("unsafe approval queue: {msg}"),
         QueueError::Io(msg) => msg,
     })?;
@@ -330,7 +342,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         }
     };
     if let Some((allow, reason)) = decided_by_rule {
-        if let Ok(queue) = Queue::open(&args.dir.dir) {
+        if let Ok(queue) = open_for_agent(&args.dir.dir) {
             let mut event = ApprovalEvent::new("approval_decided");
             event.kind = Some("policy".into());
             event.tool = Some(hook.tool_name.clone());
