@@ -299,6 +299,9 @@ fn send_control(request: &str) -> i32 {
 }
 
 fn run_command(command: Command) -> i32 {
+    if only_lists(&command) {
+        die_quietly_on_closed_pipe();
+    }
     match command {
         Command::Fleet(fleet) => crate::fleet::cli::run(fleet),
         Command::Plan(args) => crate::plan::cli::run(args),
@@ -341,6 +344,32 @@ fn run_command(command: Command) -> i32 {
             Err(code) => code,
         },
     }
+}
+
+/// Commands that only print a listing and start nothing.
+fn only_lists(command: &Command) -> bool {
+    use crate::fleet::cli::FleetCommand;
+    use crate::plan::cli::PlanCommand;
+    matches!(
+        command,
+        Command::Queue(_)
+            | Command::Tasks(_)
+            | Command::Fleet(FleetCommand::Lanes(_))
+            | Command::Plan(PlanCommand::Status(_))
+    )
+}
+
+/// A listing piped into `head` ends like `ls` does when the reader goes: by
+/// SIGPIPE, silently. Rust ignores SIGPIPE, which turns the closed pipe into a
+/// panic in `println!`. Only for listings: a loop must outlive a closed pipe.
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: SIG_DFL is a valid disposition; no handler code runs.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
 }
 
 /// Resolves the queue folder from `[approvals] dir`; a broken config is exit 2.

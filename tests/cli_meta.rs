@@ -173,3 +173,32 @@ fn a_reader_that_closes_the_pipe_early_ends_the_output_quietly() {
         assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
     }
 }
+
+/// A listing whose reader has gone (`clowder queue | head -0`) ends by SIGPIPE,
+/// as `ls` does, never with a panic message.
+#[test]
+fn a_listing_whose_reader_has_gone_ends_without_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    for args in [
+        &["queue"][..],
+        &["lanes"],
+        &["tasks", "."],
+        &["plan", "status"],
+    ] {
+        let mut child = std::process::Command::new(clowder_bin())
+            .args(args)
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn clowder");
+        drop(child.stdout.take());
+        let output = child.wait_with_output().expect("wait for clowder");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let quiet_end =
+            output.status.signal() == Some(13) || output.status.code().is_some_and(|c| c != 101);
+        assert!(quiet_end, "{args:?}: {:?} {stderr}", output.status);
+    }
+}

@@ -180,10 +180,12 @@ fn signal_name(signal: i32) -> String {
 /// Opens the queue with the event log the agent was given (see [`EVENT_LOG_ENV`]).
 fn open_for_agent(dir: &Path) -> Result<Queue, QueueError> {
     let queue = Queue::open(dir)?;
-    Ok(match std::env::var_os(EVENT_LOG_ENV).filter(|path| !path.is_empty()) {
-        Some(path) => queue.with_event_log(Some(PathBuf::from(path))),
-        None => queue,
-    })
+    Ok(
+        match std::env::var_os(EVENT_LOG_ENV).filter(|path| !path.is_empty()) {
+            Some(path) => queue.with_event_log(Some(PathBuf::from(path))),
+            None => queue,
+        },
+    )
 }
 
 fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
