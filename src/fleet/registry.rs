@@ -57,6 +57,19 @@ pub enum LaneKind {
     Worktree,
     /// An existing folder (`--dir`), no branch of its own.
     Dir,
+    /// `--task DIR`: the agent is `clowder worker DIR`; `dir` is the task
+    /// directory, where the worker runs, and its heartbeat is the watchdog.
+    Task,
+    /// `--watch-task DIR`: a task directory someone else's worker drives; no
+    /// process of ours, only its files are followed.
+    WatchTask,
+}
+
+impl LaneKind {
+    /// A lane over a task directory (`dir`), rather than an agent's folder.
+    pub fn is_task(self) -> bool {
+        matches!(self, LaneKind::Task | LaneKind::WatchTask)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
