@@ -386,8 +386,8 @@ impl Host {
         signals: mpsc::UnboundedReceiver<StopSignal>,
     ) -> Result<Runtime, String> {
         let name = lane.name.as_str().to_string();
-        let mut config = lane_config(&self.root, &self.config, lane)?;
-        let (activity_file, on_stale) = super::task_lane::configure(&self.root, lane, &mut config)?;
+        let config = lane_config(&self.root, &self.config, lane)?;
+        let (activity_file, on_stale) = super::task_lane::configure(&self.root, lane, &config)?;
         let files_dir = super::lane_files_dir(&self.root, &lane.name);
         std::fs::create_dir_all(&files_dir)
             .map_err(|err| format!("cannot create {}: {err}", files_dir.display()))?;
@@ -439,6 +439,7 @@ fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String
     config.guard.max_cost_usd = Usd(lane.max_cost_usd.unwrap_or(0.0));
     config.session.prompt_file.0 = root.join(&config.session.prompt_file.0);
     config.approvals.dir.0 = root.join(&config.approvals.dir.0);
+    super::task_lane::adjust_config(root, lane, &mut config)?;
     Ok(config)
 }
 

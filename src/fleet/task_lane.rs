@@ -107,42 +107,56 @@ pub fn request_stop(root: &Path, lane: &Lane) -> Result<String, String> {
 /// What runs a hook when the watchdog finds a session stale.
 pub type StaleHook = Box<dyn FnMut(f64) + Send>;
 
-/// For a `--task` lane: makes `config` run `clowder worker DIR` (this binary) in
-/// the task directory, one worker run per lane run (the worker continues from
-/// state.json), and returns the heartbeat for the watchdog and what to do when
-/// it is stale: ask the worker to stop, and leave STOP so that the lane does not
-/// start it again. Other lanes: nothing.
-pub(crate) fn configure(
-    root: &Path,
-    lane: &Lane,
-    config: &mut Config,
-) -> Result<(Option<PathBuf>, Option<StaleHook>), String> {
-    if lane.kind != LaneKind::Task {
-        return Ok((None, None));
+/// A task lane's config: a `--task` lane runs `clowder worker DIR` (this
+/// binary) in the task directory, one worker run per lane run (the worker
+/// continues from state.json); a `--watch-task` lane runs nothing. The prompt
+/// file is task.json: the worker builds its own context. Other lanes: unchanged.
+pub(crate) fn adjust_config(root: &Path, lane: &Lane, config: &mut Config) -> Result<(), String> {
+    if !lane.kind.is_task() {
+        return Ok(());
     }
     let dir = task_dir(root, lane);
     task::read_task(&dir).map_err(|err| format!("not a task directory: {err}"))?;
     let exe = std::env::current_exe()
         .map_err(|err| format!("cannot find the clowder program to run the worker: {err}"))?;
-    let files = lane_files_dir(root, &lane.name);
-    let worker_config = write_worker_config(&files, config)?;
     config.agent.command = NonEmptyString(exe.display().to_string());
     config.agent.args = vec![
         "worker".to_string(),
         dir.display().to_string(),
         "--config".to_string(),
-        worker_config.display().to_string(),
+        worker_config_path(root, lane).display().to_string(),
     ];
     config.agent.format = crate::agent::stream::AgentFormat::Text;
     config.session.max_iterations = PositiveCount(1);
-    // The worker builds its own context; the prompt file only has to exist.
     config.session.prompt_file = NonEmptyPath(dir.join(task::TASK_FILE));
     config.prompt = crate::config::PromptConfig {
         continuation: String::new(),
         handoff_file: PathBuf::new(),
         ..Default::default()
     };
-    let stop_file = files.join(&config.shutdown.stop_file.0);
+    Ok(())
+}
+
+fn worker_config_path(root: &Path, lane: &Lane) -> PathBuf {
+    lane_files_dir(root, &lane.name).join(WORKER_CONFIG_FILE)
+}
+
+/// For a `--task` lane about to run (its config from [`adjust_config`]): writes
+/// the `[worker]` table its worker reads, and returns the heartbeat for the
+/// watchdog and what to do when it is stale: ask the worker to stop, and leave
+/// STOP so that the lane does not start it again. Other lanes: nothing.
+pub(crate) fn configure(
+    root: &Path,
+    lane: &Lane,
+    config: &Config,
+) -> Result<(Option<PathBuf>, Option<StaleHook>), String> {
+    if lane.kind != LaneKind::Task {
+        return Ok((None, None));
+    }
+    let dir = task_dir(root, lane);
+    write_worker_config(&worker_config_path(root, lane), config)?;
+    let stop_file = lane_files_dir(root, &lane.name).join(&config.shutdown.stop_file.0);
+    let heartbeat = dir.join(task::HEARTBEAT_FILE);
     let on_stale: StaleHook = Box::new(move |idle_secs: f64| {
         let reason = format!("heartbeat stale {idle_secs:.0}s: stopped by the lane's watchdog");
         if let Err(err) = task::request_stop(&dir, &reason) {
@@ -152,25 +166,22 @@ pub(crate) fn configure(
             tracing::warn!("cannot write {}: {err}", stop_file.display());
         }
     });
-    Ok((Some(task_dir(root, lane).join(task::HEARTBEAT_FILE)), Some(on_stale)))
+    Ok((Some(heartbeat), Some(on_stale)))
 }
 
 /// The fleet's `[worker]` table, for the worker to read whatever config file
 /// the fleet was started with.
-fn write_worker_config(files: &Path, config: &Config) -> Result<PathBuf, String> {
+fn write_worker_config(path: &Path, config: &Config) -> Result<(), String> {
     #[derive(serde::Serialize)]
     struct Only<'a> {
         worker: &'a crate::config::WorkerConfig,
     }
-    let path = files.join(WORKER_CONFIG_FILE);
     let text = toml::to_string(&Only {
         worker: &config.worker,
     })
     .map_err(|err| format!("cannot encode [worker] for {}: {err}", path.display()))?;
-    std::fs::create_dir_all(files)
-        .and_then(|()| crate::store::write_atomically(&path, text.as_bytes()))
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(path)
+    crate::store::write_atomically(path, text.as_bytes())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))
 }
 
 /// The task's state, iteration and heartbeat age laid over a `clowder lanes` row.
@@ -190,7 +201,9 @@ pub fn fill_row(root: &Path, lane: &Lane, row: &mut LaneRow, now: DateTime<Utc>)
         Ok(None) => row.iteration = Some(0),
         Err(err) => row.problems.push(err.to_string()),
     }
-    row.idle_secs = task::read_heartbeat(&dir).map(|beat| (now - beat.timestamp).num_seconds().max(0));
+    row.idle_secs = task::read_heartbeat(&dir)
+        .filter(|_| row.running)
+        .map(|beat| (now - beat.timestamp).num_seconds().max(0));
 }
 
 /// ` task=running iteration=3/10 heartbeat=2s` for `clowder --status`.
