@@ -64,7 +64,10 @@ pub fn add(root: &Path, name: &LaneName, kind: LaneKind, dir: &Path) -> Result<L
             .iter()
             .find(|lane| root.join(&lane.dir).canonicalize().ok().as_ref() == Some(&full))
         {
-            return Err(bad(format!("lane {} already works in that folder", other.name)));
+            return Err(bad(format!(
+                "lane {} already works in that folder",
+                other.name
+            )));
         }
         super::lanes::ignore_state_dir(root)?;
         let files = lane_files_dir(root, name);
@@ -212,7 +215,10 @@ pub fn status_note(root: &Path, lane: &Lane, now: DateTime<Utc>) -> String {
         return String::new();
     }
     let dir = task_dir(root, lane);
-    let max = task::read_task(&dir).map_or_else(|_| "?".to_string(), |t| t.constraints.max_iterations.to_string());
+    let max = task::read_task(&dir).map_or_else(
+        |_| "?".to_string(),
+        |t| t.constraints.max_iterations.to_string(),
+    );
     let (status, iteration) = match task::read_state(&dir) {
         Ok(Some(state)) => (state.status.as_str().to_string(), state.iteration),
         Ok(None) => ("not_started".to_string(), 0),
@@ -349,7 +355,10 @@ impl Watcher {
     async fn run(mut self, mut signals: mpsc::UnboundedReceiver<StopSignal>) -> Outcome {
         // A request left for a watch that ended meanwhile is not for this one.
         let _ = std::fs::remove_file(self.files.join(STOP_NOW_REQUEST));
-        self.say(Level::Info, &format!("watching the task in {}", self.dir.display()));
+        self.say(
+            Level::Info,
+            &format!("watching the task in {}", self.dir.display()),
+        );
         self.show_backlog();
         let mut ticker = tokio::time::interval(self.poll);
         let reason = loop {
@@ -393,7 +402,10 @@ impl Watcher {
         match (&state, status) {
             (Some(_), Some(Status::Completed)) => return Some(ExitReason::MaxIterations),
             (Some(state), Some(Status::Failed)) => {
-                let message = state.termination_reason.clone().unwrap_or_else(|| "failed".into());
+                let message = state
+                    .termination_reason
+                    .clone()
+                    .unwrap_or_else(|| "failed".into());
                 return Some(ExitReason::Fatal {
                     message: format!("the task failed: {message}"),
                 });
@@ -423,7 +435,10 @@ impl Watcher {
             let reason = "stopped by the lane's STOP request";
             match task::request_stop(&self.dir, reason) {
                 Ok(_) => self.say(Level::Info, "asked the task's worker to stop (state.json)"),
-                Err(err) => self.say(Level::Error, &format!("cannot ask the worker to stop: {err}")),
+                Err(err) => self.say(
+                    Level::Error,
+                    &format!("cannot ask the worker to stop: {err}"),
+                ),
             }
         }
         None

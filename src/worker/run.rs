@@ -248,9 +248,7 @@ impl Worker<'_> {
         match read {
             // A supervisor asks with state.json first, then signals: its reason is kept.
             Ok(Some(state)) if state.status == Status::Stopped => Err(End::StopRequested),
-            _ if signal != 0 => Err(End::Signal(
-                i32::try_from(signal).unwrap_or(libc::SIGTERM),
-            )),
+            _ if signal != 0 => Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM))),
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(End::Corrupt(format!(
                 "{} disappeared while the task ran",

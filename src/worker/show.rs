@@ -66,7 +66,10 @@ fn summary(result: &ActionResult) -> String {
     match result.tool.as_str() {
         "read_file" => format!("{} bytes", output.len()),
         "list_directory" | "find_files" => {
-            format!("{} entries", output.lines().filter(|l| !l.is_empty()).count())
+            format!(
+                "{} entries",
+                output.lines().filter(|l| !l.is_empty()).count()
+            )
         }
         "write_file" | "create_file" => result
             .args
