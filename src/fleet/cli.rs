@@ -27,6 +27,7 @@ pub enum FleetCommand {
 #[derive(Debug, Subcommand)]
 pub enum LaneCommand {
     /// Register a lane, with a worktree at .clowder/worktrees/NAME on a new branch clowder/NAME
+    /// (or in a folder: --dir; over a task directory: --task, --watch-task)
     Add(AddArgs),
     /// Record the lane as stopped: it is not started again until resumed
     Stop(StopArgs),

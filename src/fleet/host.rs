@@ -349,7 +349,8 @@ impl Host {
                 name: name.to_string(),
                 console: Console::new(self.verbosity),
             });
-            let watch = super::task_lane::watch(&self.root, lane, config, signals_rx, reporter);
+            let (_snapshots, watch) =
+                super::task_lane::watch(&self.root, lane, config, signals_rx, reporter);
             tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
             return;
         }

@@ -32,7 +32,8 @@ pub struct Registry {
 pub struct Lane {
     pub name: LaneName,
     pub kind: LaneKind,
-    /// The agent's working folder: relative to the fleet's folder, or absolute.
+    /// The agent's working folder: relative to the fleet's folder, or absolute;
+    /// a task lane's task directory (absolute).
     pub dir: PathBuf,
     /// `clowder/NAME` for a worktree lane.
     pub branch: Option<String>,

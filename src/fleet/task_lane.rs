@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use tokio::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
 
 use super::lanes::{Failure, LaneRow, STOP_NOW_REQUEST};
 use super::registry::{self, Lane, LaneKind, LaneState};
@@ -232,16 +233,24 @@ pub fn status_note(root: &Path, lane: &Lane, now: DateTime<Utc>) -> String {
 }
 
 /// Follows the task of a `--watch-task` lane until the task ends (or the fleet
-/// stops); `config` is the lane's (its watchdog limit and file names).
+/// stops); `config` is the lane's (its watchdog limit and file names). Returns
+/// the lane's snapshots, as a runtime's, and the watch to run.
 pub(crate) fn watch(
     root: &Path,
     lane: &Lane,
     config: Result<Config, String>,
     signals: mpsc::UnboundedReceiver<StopSignal>,
     reporter: Box<dyn Reporter>,
-) -> impl std::future::Future<Output = Result<Outcome, String>> + 'static {
+) -> (
+    watch::Receiver<Arc<Snapshot>>,
+    impl std::future::Future<Output = Result<Outcome, String>> + 'static,
+) {
     let watcher = config.and_then(|config| Watcher::new(root, lane, &config, reporter));
-    async move { Ok(watcher?.run(signals).await) }
+    let snapshots = match &watcher {
+        Ok(watcher) => watcher.snapshots.subscribe(),
+        Err(_) => watch::channel(Arc::new(placeholder())).1,
+    };
+    (snapshots, async move { Ok(watcher?.run(signals).await) })
 }
 
 struct Watcher {
@@ -261,6 +270,7 @@ struct Watcher {
     /// state.json was asked to say stopped (a STOP or stop-now request).
     stop_asked: bool,
     snapshot: Snapshot,
+    snapshots: watch::Sender<Arc<Snapshot>>,
     reporter: Box<dyn Reporter>,
 }
 
@@ -291,45 +301,12 @@ impl Watcher {
             }
             None => None,
         };
-        let now = Utc::now();
-        let snapshot = Snapshot {
-            lane: LaneId::default(),
-            pid: std::process::id(),
-            state: LoopState::Starting,
-            agent_command: format!("watch-task {}", dir.display()),
-            stale_timeout_secs: config.stale_timeout().as_secs_f64(),
-            paused: false,
-            paused_at: None,
-            stop_pending: false,
-            iteration: 0,
-            max_iterations: task.constraints.max_iterations,
-            global_iteration: None,
-            output_file: Some(output_path.clone()),
-            output_bytes: 0,
-            loop_start: now,
-            session_start: None,
-            last_output_growth: None,
-            last_update: now,
-            last_completed_iteration: None,
-            last_completed_global: None,
-            last_committed: None,
-            last_exit_code: None,
-            consecutive_rate_limits: 0,
-            pgid: None,
-            agent_pid: None,
-            agent_start_ticks: None,
-            next_session_at: None,
-            rate_limit_resets_at: None,
-            counters: Default::default(),
-            exit_reason: None,
-            held_reason: None,
-            last_session: None,
-            totals: Default::default(),
-            max_cost_usd: None,
-            max_runtime_secs: None,
-            max_cost_per_session_usd: None,
-            max_tool_calls_per_session: None,
-        };
+        let mut snapshot = placeholder();
+        snapshot.agent_command = format!("watch-task {}", dir.display());
+        snapshot.stale_timeout_secs = config.stale_timeout().as_secs_f64();
+        snapshot.max_iterations = task.constraints.max_iterations;
+        snapshot.output_file = Some(output_path.clone());
+        let (snapshots, _) = watch::channel(Arc::new(snapshot.clone()));
         Ok(Watcher {
             stop_file: files.join(&config.shutdown.stop_file.0),
             status_path: files.join(&config.output.status_file.0),
@@ -348,6 +325,7 @@ impl Watcher {
             stale_said: false,
             stop_asked: false,
             snapshot,
+            snapshots,
             reporter,
         })
     }
@@ -527,6 +505,7 @@ impl Watcher {
 
     fn write_status(&mut self, now: DateTime<Utc>) {
         self.snapshot.last_update = now;
+        self.snapshots.send_replace(Arc::new(self.snapshot.clone()));
         if let Err(err) = crate::store::status::write(&self.status_path, &self.snapshot) {
             let message = format!("cannot write {}: {err}", self.status_path.display());
             self.say(Level::Error, &message);
@@ -570,6 +549,49 @@ impl Watcher {
     }
 }
 
+/// A watch's snapshot before its first look: this process, nothing seen yet.
+fn placeholder() -> Snapshot {
+    let now = Utc::now();
+    Snapshot {
+        lane: LaneId::default(),
+        pid: std::process::id(),
+        state: LoopState::Starting,
+        agent_command: String::new(),
+        stale_timeout_secs: 0.0,
+        paused: false,
+        paused_at: None,
+        stop_pending: false,
+        iteration: 0,
+        max_iterations: 0,
+        global_iteration: None,
+        output_file: None,
+        output_bytes: 0,
+        loop_start: now,
+        session_start: None,
+        last_output_growth: None,
+        last_update: now,
+        last_completed_iteration: None,
+        last_completed_global: None,
+        last_committed: None,
+        last_exit_code: None,
+        consecutive_rate_limits: 0,
+        pgid: None,
+        agent_pid: None,
+        agent_start_ticks: None,
+        next_session_at: None,
+        rate_limit_resets_at: None,
+        counters: Default::default(),
+        exit_reason: None,
+        held_reason: None,
+        last_session: None,
+        totals: Default::default(),
+        max_cost_usd: None,
+        max_runtime_secs: None,
+        max_cost_per_session_usd: None,
+        max_tool_calls_per_session: None,
+    }
+}
+
 fn stop_name(stop: StopSignal) -> &'static str {
     match stop {
         StopSignal::Int => "SIGINT",
@@ -605,4 +627,29 @@ fn read_records(dir: &Path, offset: u64, cap: u64) -> (Vec<ActionRecord>, u64) {
         }
     }
     (records, at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_whole_lines_of_actions_jsonl_are_read_and_bad_ones_skipped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let line = |n: u64| {
+            format!(
+                "{{\"iteration\":{n},\"timestamp\":\"2026-01-01T00:00:00Z\",\"llm_response\":\"\",\"results\":[]}}\n"
+            )
+        };
+        let whole = format!("{}not json\n{}", line(1), line(2));
+        let text = format!("{whole}{{\"iteration\":3,\"timest");
+        std::fs::write(dir.path().join(task::ACTIONS_FILE), &text).expect("write");
+        let (records, end) = read_records(dir.path(), 0, u64::MAX);
+        let seen: Vec<u64> = records.iter().map(|r| r.iteration).collect();
+        assert_eq!(seen, [1, 2]);
+        assert_eq!(end, whole.len() as u64, "the cut line is read next time");
+        let (records, again) = read_records(dir.path(), end, u64::MAX);
+        assert!(records.is_empty());
+        assert_eq!(again, end);
+    }
 }
