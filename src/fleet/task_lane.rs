@@ -52,7 +52,7 @@ pub fn add(root: &Path, name: &LaneName, kind: LaneKind, dir: &Path) -> Result<L
     let full = root
         .join(dir)
         .canonicalize()
-        .map_err(|err| bad(format!("no such folder ({err})")))?;
+        .map_err(|err| bad(format!("cannot use this folder: {err}")))?;
     task::read_task(&full).map_err(|err| bad(format!("not a task directory: {err}")))?;
     registry::update(root, |registry| {
         if registry.lane(name).is_some() {
