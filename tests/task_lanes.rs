@@ -241,8 +241,8 @@ fn lane_stop_writes_stopped_into_state_json_and_the_lane_ends_without_a_kill() {
 
 #[test]
 fn a_stale_heartbeat_stops_the_task_then_kills_what_is_left() {
-    // A heartbeat every 2 s while the LLM thinks is stale at 0.6 s.
-    let fleet = Fleet::new("stale_timeout_mins = 0.01", 3);
+    // A heartbeat every 2 s while the LLM thinks is stale at 1.5 s.
+    let fleet = Fleet::new("stale_timeout_mins = 0.025", 3);
     fleet.project.write("llm/hang", "");
     fleet.add(&["t", "--task", "task"]);
 
@@ -420,5 +420,38 @@ fn a_fresh_heartbeat_keeps_a_task_lane_alive_while_its_output_is_silent() {
         !fleet.has_event("t", "watchdog_stale"),
         "{:?}",
         fleet.lane_events("t")
+    );
+}
+
+#[test]
+fn a_frozen_worker_is_stopped_through_state_json_and_ended_by_the_watchdog() {
+    let fleet = Fleet::new("stale_timeout_mins = 0.05", 3);
+    fleet.project.write("llm/hang", "");
+    fleet.add(&["t", "--task", "task"]);
+    let child = fleet.headless();
+    assert!(
+        wait_until(DEADLINE, || fleet.project.path("llm/sleeper-1").exists()),
+        "the worker never called the LLM"
+    );
+    let pid = fleet.state()["pid"].as_u64().expect("the worker's pid") as u32;
+    // Frozen, it stops beating; the watchdog's SIGTERM comes with a SIGCONT.
+    send_signal(pid, libc::SIGSTOP);
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.code().is_some(), "{}", stdout_of(&out));
+    let state = fleet.state();
+    assert_eq!(state["status"], "stopped", "{state}");
+    let reason = state["termination_reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("heartbeat stale"), "{reason}");
+    assert!(fleet.has_event("t", "watchdog_kill"));
+    assert!(!pid_alive(pid as i32), "the worker is still in /proc");
+    let sleeper: i32 = fleet
+        .project
+        .read("llm/sleeper-1")
+        .trim()
+        .parse()
+        .expect("sleeper pid");
+    assert!(
+        wait_until(DEADLINE, || !pid_alive(sleeper)),
+        "the LLM (PID {sleeper}) is still in /proc"
     );
 }

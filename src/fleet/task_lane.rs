@@ -9,10 +9,10 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 
 use super::lanes::{Failure, LaneRow, STOP_NOW_REQUEST};
@@ -377,19 +377,18 @@ impl Watcher {
         if let Some(reason) = self.stop_requests(status) {
             return Some(reason);
         }
-        match (&state, status) {
-            (Some(_), Some(Status::Completed)) => return Some(ExitReason::MaxIterations),
-            (Some(state), Some(Status::Failed)) => {
-                let message = state
-                    .termination_reason
-                    .clone()
-                    .unwrap_or_else(|| "failed".into());
-                return Some(ExitReason::Fatal {
-                    message: format!("the task failed: {message}"),
-                });
+        if let Some(state) = &state {
+            match state.status {
+                Status::Running => {}
+                Status::Completed => return Some(ExitReason::MaxIterations),
+                Status::Stopped => return Some(ExitReason::UserStop),
+                Status::Failed => {
+                    let why = state.termination_reason.as_deref().unwrap_or("failed");
+                    return Some(ExitReason::Fatal {
+                        message: format!("the task failed: {why}"),
+                    });
+                }
             }
-            (Some(_), Some(Status::Stopped)) => return Some(ExitReason::UserStop),
-            _ => {}
         }
         self.check_heartbeat(now, status.is_some());
         self.write_status(now);

@@ -154,6 +154,9 @@ struct LiveSession {
     output_watch: Option<OutputWatch>,
     /// Reads the output as it grows; taken when the session is analysed.
     reader: Option<SessionReader>,
+    /// The lane's activity file's modification time when last looked at: only
+    /// a new write is activity.
+    activity_seen: Option<std::time::SystemTime>,
 }
 
 pub struct Runtime {
@@ -605,7 +608,7 @@ impl Runtime {
         if self.exit.is_some() {
             return;
         }
-        if let Some(session) = &self.session {
+        if let Some(session) = &mut self.session {
             if let Ok(meta) = std::fs::metadata(&session.output_file) {
                 queue.push_back(Input::OutputSize {
                     bytes: meta.len(),
@@ -613,7 +616,10 @@ impl Runtime {
                 });
             }
             let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
-            if let Some(meta) = activity.and_then(|file| std::fs::metadata(file).ok()) {
+            if let Some(meta) = activity.and_then(|file| std::fs::metadata(file).ok())
+                && let Ok(modified) = meta.modified()
+                && session.activity_seen.replace(modified) != Some(modified)
+            {
                 queue.push_back(Input::Activity {
                     written_ago: written_ago(&meta),
                 });
@@ -926,6 +932,12 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
+            // A write from before the session is no sign of its life.
+            activity_seen: self
+                .lane
+                .as_ref()
+                .and_then(|lane| lane.activity_file.as_ref())
+                .and_then(|file| std::fs::metadata(file).ok()?.modified().ok()),
         });
         Input::Spawned {
             global,
