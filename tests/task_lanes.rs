@@ -195,6 +195,11 @@ fn a_task_lane_runs_the_worker_to_completion_and_shows_each_action_readably() {
     assert_eq!(rows[0]["max_iterations"], 3);
     let state = rows[0]["state"].as_str().unwrap_or_default();
     assert!(state.contains("task completed"), "{state}");
+    let status = stdout_of(&fleet.clowder(&["--status"]));
+    assert!(
+        status.contains("lane=t ") && status.contains("task=completed task_iteration=3/3"),
+        "{status}"
+    );
 }
 
 #[test]
@@ -296,6 +301,7 @@ fn a_watch_task_lane_follows_a_worker_it_did_not_start_and_stops_it() {
             .lane_output("w")
             .contains("#1 write_file artifacts/a.md ✓ 1 bytes")
     );
+    assert!(fleet.lane_output("w").contains("calling the LLM"));
     let status = read_json(&fleet.lane_file("w", "harness.status"));
     assert_eq!(
         status["output_file"],

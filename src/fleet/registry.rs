@@ -245,6 +245,18 @@ mod tests {
     }
 
     #[test]
+    fn task_lanes_keep_their_kind() {
+        for (kind, text) in [
+            (LaneKind::Task, "task"),
+            (LaneKind::WatchTask, "watch_task"),
+        ] {
+            assert_eq!(serde_json::to_value(kind).expect("encodes"), text);
+            assert!(kind.is_task());
+        }
+        assert!(!LaneKind::Dir.is_task() && !LaneKind::Worktree.is_task());
+    }
+
+    #[test]
     fn a_newer_version_is_refused_before_the_rest_is_read() {
         let path = Path::new("fleet.json");
         let err = parse(path, r#"{"schema_version": 2, "lanes": 7}"#).expect_err("newer");

@@ -267,6 +267,8 @@ struct Watcher {
     offset: u64,
     /// The heartbeat was found stale and said so; cleared when it beats again.
     stale_said: bool,
+    /// The iteration whose LLM call was last shown.
+    call_shown: Option<u64>,
     /// state.json was asked to say stopped (a STOP or stop-now request).
     stop_asked: bool,
     snapshot: Snapshot,
@@ -323,6 +325,7 @@ impl Watcher {
             events,
             offset: 0,
             stale_said: false,
+            call_shown: None,
             stop_asked: false,
             snapshot,
             snapshots,
@@ -429,6 +432,11 @@ impl Watcher {
             .as_ref()
             .map(|beat| (now - beat.timestamp).to_std().unwrap_or(Duration::ZERO));
         self.snapshot.last_output_growth = beat.as_ref().map(|beat| beat.timestamp);
+        if let Some(beat) = beat.as_ref().filter(|b| b.status == "calling_llm")
+            && self.call_shown.replace(beat.iteration) != Some(beat.iteration)
+        {
+            self.write_lines(&[format!("#{} calling the LLM", beat.iteration)]);
+        }
         match age {
             Some(age) if age >= self.stale => {
                 let secs = age.as_secs();
