@@ -756,3 +756,27 @@ fn sigterm_during_a_session_does_not_interrupt_hooks_that_are_not_running() {
     driver.start_session();
     assert!(!interrupts(&driver.step(Input::Signal(StopSignal::Term))));
 }
+
+#[test]
+fn activity_outside_the_output_keeps_the_watchdog_from_a_silent_session() {
+    let killed = |effects: &[Effect]| {
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    };
+    // settings(): a 60 s stale limit; a heartbeat written every 50 s, no output.
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    for _ in 0..4 {
+        driver.advance(Duration::from_secs(50));
+        driver.step(Input::Activity {
+            written_ago: Duration::ZERO,
+        });
+        assert!(!killed(&driver.step(Input::Tick)));
+    }
+    // Then nothing: stale 60 s after the last write.
+    driver.advance(Duration::from_secs(59));
+    assert!(!killed(&driver.step(Input::Tick)));
+    driver.advance(Duration::from_secs(2));
+    assert!(killed(&driver.step(Input::Tick)));
+}

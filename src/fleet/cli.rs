@@ -6,7 +6,8 @@ use clap::{Args, Subcommand};
 
 use super::LaneName;
 use super::lanes::{self, AddOptions, Failure, LaneRow, Orphan};
-use super::registry::{self, LaneState};
+use super::registry::{self, LaneKind, LaneState};
+use super::task_lane;
 
 /// Bad input: a name, an existing lane or branch, a missing file (as clap's own).
 const EXIT_USAGE: i32 = 2;
@@ -26,6 +27,7 @@ pub enum FleetCommand {
 #[derive(Debug, Subcommand)]
 pub enum LaneCommand {
     /// Register a lane, with a worktree at .clowder/worktrees/NAME on a new branch clowder/NAME
+    /// (or in a folder: --dir; over a task directory: --task, --watch-task)
     Add(AddArgs),
     /// Record the lane as stopped: it is not started again until resumed
     Stop(StopArgs),
@@ -64,6 +66,14 @@ pub struct AddArgs {
     /// Work in this existing folder instead of a new worktree (`.`: this folder)
     #[arg(long = "dir", value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// Run `clowder worker DIR` on this task directory as the lane's agent (no worktree)
+    #[arg(long = "task", value_name = "DIR",
+          conflicts_with_all = ["prompt", "base", "dir", "max_iterations", "max_cost", "watch_task"])]
+    pub task: Option<PathBuf>,
+    /// Follow a task directory that someone else's worker drives (no process of ours)
+    #[arg(long = "watch-task", value_name = "DIR",
+          conflicts_with_all = ["prompt", "base", "dir", "max_iterations", "max_cost"])]
+    pub watch_task: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -133,7 +143,12 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
         LaneCommand::Add(args) => return add(root, args),
         LaneCommand::Stop(args) => {
             let name = parse_name(&args.lane.name)?;
-            lanes::set_state(root, &name, LaneState::Stopped, args.now)?
+            let mut done = lanes::set_state(root, &name, LaneState::Stopped, args.now)?;
+            let registry = registry::load(root).map_err(Failure::Failed)?;
+            if let Some(lane) = registry.lane(&name).filter(|lane| lane.kind.is_task()) {
+                done.push(task_lane::request_stop(root, lane).map_err(Failure::Failed)?);
+            }
+            done
         }
         LaneCommand::Pause(args) => {
             lanes::set_state(root, &parse_name(&args.name)?, LaneState::Paused, false)?
@@ -156,6 +171,25 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
 
 fn add(root: &Path, args: AddArgs) -> Result<(), Failure> {
     let name = parse_name(&args.name)?;
+    let task = match (&args.task, &args.watch_task) {
+        (Some(dir), _) => Some((LaneKind::Task, dir)),
+        (None, Some(dir)) => Some((LaneKind::WatchTask, dir)),
+        (None, None) => None,
+    };
+    if let Some((kind, dir)) = task {
+        let lane = task_lane::add(root, &name, kind, dir)?;
+        let what = if kind == LaneKind::Task {
+            "runs `clowder worker` on the task in"
+        } else {
+            "follows the task in"
+        };
+        println!("clowder: lane {name} added: {what} {}", lane.dir.display());
+        println!(
+            "clowder: its files go to {}",
+            super::lane_files_dir(Path::new(""), &name).display()
+        );
+        return Ok(());
+    }
     let options = AddOptions {
         prompt_file: args.prompt,
         base: args.base,
@@ -190,7 +224,11 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
             eprintln!("clowder: warning: {err}; reading the approval queue in its default folder");
             PathBuf::from(crate::approvals::DEFAULT_DIR)
         });
-    let (rows, unclaimed) = lanes::rows(root, &registry, &approvals, chrono::Utc::now());
+    let now = chrono::Utc::now();
+    let (mut rows, unclaimed) = lanes::rows(root, &registry, &approvals, now);
+    for (lane, row) in registry.lanes.iter().zip(rows.iter_mut()) {
+        task_lane::fill_row(root, lane, row, now);
+    }
     let orphans = lanes::orphans(root, &registry);
     if json {
         let text = serde_json::to_string_pretty(&rows)

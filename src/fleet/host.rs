@@ -15,7 +15,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::LaneName;
 use super::lanes::FINISHED_MARK;
-use super::registry::{self, Lane, LaneState};
+use super::registry::{self, Lane, LaneKind, LaneState};
 use crate::approvals::commands::{APPROVALS_DIR_ENV, LANE_ENV};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, summary_line};
@@ -343,6 +343,17 @@ impl Host {
         self.running.insert(lane.name.clone(), signals_tx);
         let name = lane.name.clone();
         let ended = self.ended_tx.clone();
+        if lane.kind == LaneKind::WatchTask {
+            let config = lane_config(&self.root, &self.config, lane);
+            let reporter = Box::new(LaneConsole {
+                name: name.to_string(),
+                console: Console::new(self.verbosity),
+            });
+            let (_snapshots, watch) =
+                super::task_lane::watch(&self.root, lane, config, signals_rx, reporter);
+            tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
+            return;
+        }
         let prepared = self.prepare(lane, signals_rx);
         tokio::task::spawn_local(async move {
             let outcome = match prepared {
@@ -377,6 +388,7 @@ impl Host {
     ) -> Result<Runtime, String> {
         let name = lane.name.as_str().to_string();
         let config = lane_config(&self.root, &self.config, lane)?;
+        let (activity_file, on_stale) = super::task_lane::configure(&self.root, lane, &config)?;
         let files_dir = super::lane_files_dir(&self.root, &lane.name);
         std::fs::create_dir_all(&files_dir)
             .map_err(|err| format!("cannot create {}: {err}", files_dir.display()))?;
@@ -400,6 +412,8 @@ impl Host {
             kill_method: Arc::new(self.kill_method.for_lane(&name)),
             shared_limit: self.shared_limit(&config),
             budget: self.budget.clone(),
+            activity_file,
+            on_stale,
         };
         let options = RuntimeOptions {
             working_dir,
@@ -426,6 +440,7 @@ fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String
     config.guard.max_cost_usd = Usd(lane.max_cost_usd.unwrap_or(0.0));
     config.session.prompt_file.0 = root.join(&config.session.prompt_file.0);
     config.approvals.dir.0 = root.join(&config.approvals.dir.0);
+    super::task_lane::adjust_config(root, lane, &mut config)?;
     Ok(config)
 }
 

@@ -105,7 +105,7 @@ pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Fa
 
 /// `.clowder/.gitignore` holding `*`, so that nothing of clowder's (worktrees
 /// included) shows up in git. One the user wrote is left as it is.
-fn ignore_state_dir(root: &Path) -> Result<(), Failure> {
+pub(super) fn ignore_state_dir(root: &Path) -> Result<(), Failure> {
     let path = registry::ensure_state_dir(root)?.join(".gitignore");
     if path.exists() {
         return Ok(());
@@ -290,7 +290,7 @@ pub fn remove(root: &Path, name: &LaneName, force: bool) -> Result<Vec<String>, 
         }
         let mut done = match lane.kind {
             LaneKind::Worktree => remove_worktree_lane(root, &lane, force)?,
-            LaneKind::Dir => vec![format!(
+            LaneKind::Dir | LaneKind::Task | LaneKind::WatchTask => vec![format!(
                 "lane {name} unregistered; its folder {} is left as it is",
                 lane.dir.display()
             )],

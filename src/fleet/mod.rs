@@ -8,6 +8,7 @@ pub mod lanes;
 mod name;
 pub mod registry;
 pub mod status;
+pub mod task_lane;
 pub mod worktree;
 
 use std::path::{Path, PathBuf};

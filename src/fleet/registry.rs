@@ -32,7 +32,8 @@ pub struct Registry {
 pub struct Lane {
     pub name: LaneName,
     pub kind: LaneKind,
-    /// The agent's working folder: relative to the fleet's folder, or absolute.
+    /// The agent's working folder: relative to the fleet's folder, or absolute;
+    /// a task lane's task directory (absolute).
     pub dir: PathBuf,
     /// `clowder/NAME` for a worktree lane.
     pub branch: Option<String>,
@@ -57,6 +58,19 @@ pub enum LaneKind {
     Worktree,
     /// An existing folder (`--dir`), no branch of its own.
     Dir,
+    /// `--task DIR`: the agent is `clowder worker DIR`; `dir` is the task
+    /// directory, where the worker runs, and its heartbeat is the watchdog.
+    Task,
+    /// `--watch-task DIR`: a task directory someone else's worker drives; no
+    /// process of ours, only its files are followed.
+    WatchTask,
+}
+
+impl LaneKind {
+    /// A lane over a task directory (`dir`), rather than an agent's folder.
+    pub fn is_task(self) -> bool {
+        matches!(self, LaneKind::Task | LaneKind::WatchTask)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -228,6 +242,18 @@ mod tests {
         assert_eq!(overrides.max_iterations, Some(4));
         assert_eq!(overrides.prompt_file, Some(PathBuf::from("lanes/auth.md")));
         assert_eq!(overrides.output_dir, None);
+    }
+
+    #[test]
+    fn task_lanes_keep_their_kind() {
+        for (kind, text) in [
+            (LaneKind::Task, "task"),
+            (LaneKind::WatchTask, "watch_task"),
+        ] {
+            assert_eq!(serde_json::to_value(kind).expect("encodes"), text);
+            assert!(kind.is_task());
+        }
+        assert!(!LaneKind::Dir.is_task() && !LaneKind::Worktree.is_task());
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub fn print(root: &Path, json: bool) -> i32 {
                 let queued = super::lane_files_dir(root, &lane.name)
                     .join(crate::supervisor::runtime::QUEUED_MARK)
                     .exists();
-                println!("{}", line(&lane.name, &snapshot, queued));
+                let note = super::task_lane::status_note(root, lane, chrono::Utc::now());
+                println!("{}{note}", line(&lane.name, &snapshot, queued));
             }
             Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
         }

@@ -194,6 +194,11 @@ pub enum Input {
         bytes: u64,
         written_ago: Duration,
     },
+    /// A file other than the output (a task lane's heartbeat) was written
+    /// `written_ago` before this poll: the session is alive, as with output growth.
+    Activity {
+        written_ago: Duration,
+    },
     /// What the running session's output showed so far (sent while `[guard]`
     /// watches sessions): its tool calls up to now and the new ones in order.
     SessionProgress {
@@ -339,6 +344,21 @@ impl Session {
     fn idle_for(&self, now: Instant) -> Duration {
         let until = self.paused_since.unwrap_or(now);
         until.saturating_duration_since(self.last_growth)
+    }
+
+    /// Something was written `written_ago` before `now`: the watchdog's clock
+    /// starts again there, never before the activity already seen nor before a
+    /// pause ended.
+    fn note_activity(&mut self, now: Now, written_ago: Duration) {
+        let ago = written_ago.min(MAX_WRITTEN_AGO);
+        let at = now.mono.checked_sub(ago).unwrap_or(now.mono);
+        if at > self.last_growth {
+            self.last_growth = at;
+            self.last_growth_wall = chrono::Duration::from_std(ago)
+                .ok()
+                .and_then(|ago| now.wall.checked_sub_signed(ago))
+                .unwrap_or(now.wall);
+        }
     }
 }
 
@@ -625,6 +645,7 @@ impl Core {
             Input::OutputSize { bytes, written_ago } => {
                 self.on_output_size(now, bytes, written_ago)
             }
+            Input::Activity { written_ago } => self.on_activity(now, written_ago),
             Input::SessionProgress {
                 global,
                 tool_calls,
@@ -943,17 +964,14 @@ impl Core {
         if let Phase::Running(session) = &mut self.phase
             && bytes != session.output_bytes
         {
-            // Never before the growth already seen, nor before a pause ended.
-            let ago = written_ago.min(MAX_WRITTEN_AGO);
-            let at = now.mono.checked_sub(ago).unwrap_or(now.mono);
             session.output_bytes = bytes;
-            if at > session.last_growth {
-                session.last_growth = at;
-                session.last_growth_wall = chrono::Duration::from_std(ago)
-                    .ok()
-                    .and_then(|ago| now.wall.checked_sub_signed(ago))
-                    .unwrap_or(now.wall);
-            }
+            session.note_activity(now, written_ago);
+        }
+    }
+
+    fn on_activity(&mut self, now: Now, written_ago: Duration) {
+        if let Phase::Running(session) = &mut self.phase {
+            session.note_activity(now, written_ago);
         }
     }
 

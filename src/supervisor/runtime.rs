@@ -90,6 +90,12 @@ pub struct LaneSetup {
     pub shared_limit: Option<super::shared_limit::Shared>,
     /// `[guard] max_cost_usd` of the fleet: no session starts once it is spent.
     pub budget: Option<super::fleet_budget::SharedBudget>,
+    /// A file whose writes count as the agent's activity for the watchdog, as
+    /// its output's growth does (a task lane's heartbeat).
+    pub activity_file: Option<PathBuf>,
+    /// Called with the idle seconds when the watchdog finds the session stale,
+    /// before the session is ended (a task lane asks its worker to stop).
+    pub on_stale: Option<Box<dyn FnMut(f64) + Send>>,
 }
 
 /// How often a lane held by the shared rate limit looks again.
@@ -148,6 +154,9 @@ struct LiveSession {
     output_watch: Option<OutputWatch>,
     /// Reads the output as it grows; taken when the session is analysed.
     reader: Option<SessionReader>,
+    /// The lane's activity file's modification time when last looked at: only
+    /// a new write is activity.
+    activity_seen: Option<std::time::SystemTime>,
 }
 
 pub struct Runtime {
@@ -599,17 +608,20 @@ impl Runtime {
         if self.exit.is_some() {
             return;
         }
-        if let Some(session) = &self.session {
+        if let Some(session) = &mut self.session {
             if let Ok(meta) = std::fs::metadata(&session.output_file) {
-                // A modification time in the future (clock set back) counts as now.
-                let written_ago = meta
-                    .modified()
-                    .ok()
-                    .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
-                    .unwrap_or(Duration::ZERO);
                 queue.push_back(Input::OutputSize {
                     bytes: meta.len(),
-                    written_ago,
+                    written_ago: written_ago(&meta),
+                });
+            }
+            let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
+            if let Some(meta) = activity.and_then(|file| std::fs::metadata(file).ok())
+                && let Ok(modified) = meta.modified()
+                && session.activity_seen.replace(modified) != Some(modified)
+            {
+                queue.push_back(Input::Activity {
+                    written_ago: written_ago(&meta),
                 });
             }
             if self.options.verbose {
@@ -920,6 +932,12 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
+            // A write from before the session is no sign of its life.
+            activity_seen: self
+                .lane
+                .as_ref()
+                .and_then(|lane| lane.activity_file.as_ref())
+                .and_then(|file| std::fs::metadata(file).ok()?.modified().ok()),
         });
         Input::Spawned {
             global,
@@ -1038,6 +1056,11 @@ impl Runtime {
                     *agent_start_ticks = session.start_ticks;
                 }
                 self.emit(&event);
+                if let Event::WatchdogStale { idle_secs, .. } = &event
+                    && let Some(hook) = self.lane.as_mut().and_then(|l| l.on_stale.as_mut())
+                {
+                    hook(*idle_secs);
+                }
                 if let Event::RateLimited {
                     backoff_secs,
                     resets_at,
@@ -1617,6 +1640,15 @@ async fn recv_host_signal(
         Some(signals) => signals.recv().await,
         None => std::future::pending().await,
     }
+}
+
+/// How long before now a file was last written; a modification time in the
+/// future (clock set back) counts as now.
+fn written_ago(meta: &std::fs::Metadata) -> Duration {
+    meta.modified()
+        .ok()
+        .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
+        .unwrap_or(Duration::ZERO)
 }
 
 async fn recv_signal(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {

@@ -6,7 +6,7 @@ use chrono::Utc;
 use clap::{Args, Subcommand};
 
 use super::run::EXIT_USAGE;
-use super::task::{self, Constraints, Status, Task};
+use super::task::{self, Constraints, Task};
 use crate::config::{Config, DEFAULT_CONFIG_FILE};
 
 #[derive(Debug, Args)]
@@ -143,38 +143,25 @@ fn new_task(args: NewArgs) -> i32 {
 }
 
 fn stop_task(args: StopArgs) -> i32 {
-    let state = match task::read_state(&args.dir) {
-        Ok(Some(state)) => state,
-        Ok(None) => {
-            eprintln!(
-                "clowder: error: {}: the task has not started (no {})",
-                args.dir.display(),
-                task::STATE_FILE
-            );
-            return 1;
-        }
-        Err(err) => {
-            eprintln!("clowder: error: {err}");
-            return 1;
-        }
-    };
-    if state.status != Status::Running {
-        println!("clowder: the task is already {}", state.status.as_str());
-        return 0;
-    }
-    let stopped = task::State {
-        status: Status::Stopped,
-        termination_reason: Some("stopped by clowder task stop".into()),
-        updated_at: Some(Utc::now()),
-        ..state
-    };
-    match task::write_state(&args.dir, &stopped) {
-        Ok(()) => {
+    match task::request_stop(&args.dir, "stopped by clowder task stop") {
+        Ok(task::StopAsked::Asked) => {
             println!(
                 "clowder: asked the worker of {} to stop",
                 args.dir.display()
             );
             0
+        }
+        Ok(task::StopAsked::AlreadyEnded(status)) => {
+            println!("clowder: the task is already {}", status.as_str());
+            0
+        }
+        Ok(task::StopAsked::NotStarted) => {
+            eprintln!(
+                "clowder: error: {}: the task has not started (no {})",
+                args.dir.display(),
+                task::STATE_FILE
+            );
+            1
         }
         Err(err) => {
             eprintln!("clowder: error: {err}");

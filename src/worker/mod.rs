@@ -13,7 +13,8 @@ mod list;
 mod llm;
 mod run;
 mod sandbox;
-mod task;
+pub(crate) mod show;
+pub(crate) mod task;
 mod tools;
 
 pub use crate::config::WorkerConfig;

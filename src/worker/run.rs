@@ -21,6 +21,7 @@ use super::answer;
 use super::context::{self, Context};
 use super::llm::{self, Call};
 use super::sandbox::Sandbox;
+use super::show;
 use super::task::{self, ActionRecord, Heartbeat, State, Status, Task};
 use super::tools;
 
@@ -195,6 +196,13 @@ impl Worker<'_> {
     fn run_loop(&mut self) -> End {
         self.state.pid = Some(std::process::id());
         self.state.status = Status::Running;
+        println!(
+            "clowder: worker on task {} in {}: iteration {} of {}",
+            show::piece(&self.task.task_id),
+            self.dir.display(),
+            self.state.iteration,
+            self.task.constraints.max_iterations
+        );
         if let Err(end) = self.save("starting") {
             return end;
         }
@@ -227,21 +235,20 @@ impl Worker<'_> {
     /// `Err(StopRequested)` once someone wrote "stopped"; `Err(Corrupt)` if unreadable.
     fn check_stop_request(&self) -> Result<(), End> {
         let signal = self.signal.load(Ordering::Relaxed);
-        if signal != 0 {
-            return Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM)));
-        }
         let mut read = task::read_state(&self.dir);
         // Someone editing state.json in place (`> state.json`) leaves it empty or half
         // written for a moment: look again before calling it corrupt.
         for _ in 0..CORRUPT_RETRIES {
-            if matches!(read, Ok(Some(_))) {
+            if signal != 0 || matches!(read, Ok(Some(_))) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100));
             read = task::read_state(&self.dir);
         }
         match read {
+            // A supervisor asks with state.json first, then signals: its reason is kept.
             Ok(Some(state)) if state.status == Status::Stopped => Err(End::StopRequested),
+            _ if signal != 0 => Err(End::Signal(i32::try_from(signal).unwrap_or(libc::SIGTERM))),
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(End::Corrupt(format!(
                 "{} disappeared while the task ran",
@@ -256,6 +263,7 @@ impl Worker<'_> {
         let iteration = self.state.iteration + 1;
         let prompt = self.context(iteration);
         self.heartbeat(iteration, "calling_llm")?;
+        println!("#{iteration} calling the LLM");
         let call = self.call_llm(iteration, &prompt)?;
         let record = match call {
             Call::Stopped => return Err(End::StopRequested),
@@ -273,6 +281,9 @@ impl Worker<'_> {
             Call::Answer(raw) => self.act(iteration, answer::unwrap_envelope(&raw))?,
         };
         task::append_action(&self.dir, &record).map_err(|err| End::Fatal(err.to_string()))?;
+        for line in show::record_lines(&record) {
+            println!("{line}");
+        }
         self.recent.push_back(record);
         while self.recent.len() > self.config.context_iterations() {
             self.recent.pop_front();

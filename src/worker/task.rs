@@ -186,6 +186,36 @@ pub(crate) fn write_state_if(
     Ok(true)
 }
 
+/// What became of a request to stop a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopAsked {
+    /// `"status": "stopped"` is in state.json: its worker ends at its next check.
+    Asked,
+    /// The task had ended already, in this status; nothing was written.
+    AlreadyEnded(Status),
+    /// No state.json: the task never started; nothing was written.
+    NotStarted,
+}
+
+/// Writes `"status": "stopped"` with `reason` into the task's state.json,
+/// atomically and keeping its other fields, if the task runs.
+pub(crate) fn request_stop(dir: &Path, reason: &str) -> Result<StopAsked, FileError> {
+    let Some(state) = read_state(dir)? else {
+        return Ok(StopAsked::NotStarted);
+    };
+    if state.status != Status::Running {
+        return Ok(StopAsked::AlreadyEnded(state.status));
+    }
+    let stopped = State {
+        status: Status::Stopped,
+        termination_reason: Some(reason.to_string()),
+        updated_at: Some(Utc::now()),
+        ..state
+    };
+    write_state(dir, &stopped)?;
+    Ok(StopAsked::Asked)
+}
+
 pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), FileError> {
     write_json(&dir.join(HEARTBEAT_FILE), heartbeat)
 }
