@@ -348,10 +348,15 @@ impl Host {
     fn on_request(&mut self, request: Option<HostRequest>) {
         match request {
             None => {
-                // Nobody is looking: start nothing new.
+                // Nobody is looking: start nothing new, and stop what runs.
                 self.stopping = true;
                 if let Some(room) = self.room.as_mut() {
                     room.close();
+                }
+                for (name, sender) in &self.commands {
+                    if !self.ended.contains_key(name) {
+                        let _ = sender.send(Command::StopNow);
+                    }
                 }
             }
             Some(HostRequest::Command { lane, command }) => {
