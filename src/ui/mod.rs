@@ -390,7 +390,9 @@ async fn event_loop(
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
                     UiCommand::Host(_) => {}
-                    inbox => on_inbox_command(inbox, files, &mut state, &hint_tx, &mut log_tx_local),
+                    inbox => {
+                        on_inbox_command(inbox, files, &mut state, &hint_tx, &mut log_tx_local)
+                    }
                 }
             }
         }

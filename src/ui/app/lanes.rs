@@ -8,15 +8,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{
-    AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update,
-};
+use super::{AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update};
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
 use crate::fleet::registry::LaneState;
-use crate::protocol::{
-    Command, Counters, ExitReason, LaneId, LoopState, Snapshot, Totals,
-};
+use crate::protocol::{Command, Counters, ExitReason, LaneId, LoopState, Snapshot, Totals};
 use crate::supervisor::core::Level;
 
 /// A lane's state as the Lanes pane words it; the loop's own state, never a
@@ -28,7 +24,9 @@ pub enum LaneStatus {
     /// A request of this lane waits in the approvals inbox.
     WaitingForYou,
     /// A retry delay or a rate-limit backoff, until then.
-    Backoff { until: Option<DateTime<Utc>> },
+    Backoff {
+        until: Option<DateTime<Utc>>,
+    },
     /// A human rejected a session (or the disk is full): it waits to be resumed.
     Held,
     Paused,
@@ -323,7 +321,11 @@ fn with_lane(
         return f(state);
     }
     let view = fleet.views.remove(lane).unwrap_or_else(|| {
-        let max = fleet.rows.iter().find(|r| &r.name == lane).and_then(|r| r.max_iterations);
+        let max = fleet
+            .rows
+            .iter()
+            .find(|r| &r.name == lane)
+            .and_then(|r| r.max_iterations);
         LaneView::new(Arc::new(placeholder(lane.as_str(), max)))
     });
     let shown = view.swap_into(state);
@@ -470,7 +472,11 @@ fn tell_every_lane(state: &mut AppState, level: Level, text: &str, now: DateTime
     }
 }
 
-pub(super) fn on_host(state: &mut AppState, message: HostMsg, now: DateTime<Utc>) -> Vec<UiCommand> {
+pub(super) fn on_host(
+    state: &mut AppState,
+    message: HostMsg,
+    now: DateTime<Utc>,
+) -> Vec<UiCommand> {
     match message {
         HostMsg::Lane { lane, report } => on_lane(state, &lane, report, now),
         HostMsg::Lanes(entries) => on_lanes(state, &entries),
@@ -497,10 +503,15 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
     let Some(fleet) = state.fleet.as_mut() else {
         return Vec::new();
     };
-    let mut old: HashMap<LaneName, LaneRow> =
-        fleet.rows.drain(..).map(|row| (row.name.clone(), row)).collect();
+    let mut old: HashMap<LaneName, LaneRow> = fleet
+        .rows
+        .drain(..)
+        .map(|row| (row.name.clone(), row))
+        .collect();
     for entry in entries {
-        let mut row = old.remove(&entry.name).unwrap_or_else(|| LaneRow::new(entry));
+        let mut row = old
+            .remove(&entry.name)
+            .unwrap_or_else(|| LaneRow::new(entry));
         row.requested = entry.requested;
         row.max_iterations = entry.max_iterations;
         row.status = status_of(&row);
@@ -553,14 +564,16 @@ fn on_lane(
             row.queued = queued;
             row.snapshot = Some(Arc::clone(&snapshot));
             row.status = status_of(row);
-            with_lane(state, lane, |state| update(state, Msg::Snapshot(snapshot), now))
+            with_lane(state, lane, |state| {
+                update(state, Msg::Snapshot(snapshot), now)
+            })
         }
-        LaneReport::Log { at, level, text } => {
-            with_lane(state, lane, |state| update(state, Msg::Log { at, level, text }, now))
-        }
-        LaneReport::Event { at, event } => {
-            with_lane(state, lane, |state| update(state, Msg::Event { at, event }, now))
-        }
+        LaneReport::Log { at, level, text } => with_lane(state, lane, |state| {
+            update(state, Msg::Log { at, level, text }, now)
+        }),
+        LaneReport::Event { at, event } => with_lane(state, lane, |state| {
+            update(state, Msg::Event { at, event }, now)
+        }),
         LaneReport::Ended(ended) => {
             row.ended = Some(ended.clone());
             row.status = status_of(row);
@@ -591,7 +604,15 @@ fn on_lane(
         LaneReport::Removed(Err(why)) => {
             let text = format!("refused: lane rm {lane}: {why}");
             with_lane(state, lane, |state| {
-                update(state, Msg::Log { at: now, level: Level::Error, text }, now)
+                update(
+                    state,
+                    Msg::Log {
+                        at: now,
+                        level: Level::Error,
+                        text,
+                    },
+                    now,
+                )
             })
         }
     }

@@ -48,7 +48,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         Style::default().fg(Color::DarkGray),
     )];
     for (shown, &index) in order.iter().enumerate().skip(offset).take(visible) {
-        lines.push(row_line(state, fleet, &fleet.rows[index], shown, name_width, now));
+        lines.push(row_line(
+            state,
+            fleet,
+            &fleet.rows[index],
+            shown,
+            name_width,
+            now,
+        ));
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
@@ -86,7 +93,9 @@ fn row_line(
         },
     );
     let cost = snapshot.map_or_else(|| "-".to_string(), |s| format!("${:.2}", s.totals.cost_usd));
-    let ahead = row.ahead.map_or_else(|| "-".to_string(), |n| format!("+{n}"));
+    let ahead = row
+        .ahead
+        .map_or_else(|| "-".to_string(), |n| format!("+{n}"));
     let asks = if row.pending > 0 {
         format!("⚑ {}", row.pending)
     } else {

@@ -398,7 +398,10 @@ fn draw_diff(diff: &crate::ui::app::lanes::DiffView, frame: &mut Frame, area: Re
     popup_lines(
         frame,
         rect,
-        &format!("Diff of lane {} against its base — j/k PgUp/PgDn scroll · Esc close", diff.lane),
+        &format!(
+            "Diff of lane {} against its base — j/k PgUp/PgDn scroll · Esc close",
+            diff.lane
+        ),
         lines,
         Color::Cyan,
     );
