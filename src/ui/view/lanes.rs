@@ -62,7 +62,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
 
 fn header(name_width: usize) -> String {
     format!(
-        "    {:<name_width$} {:<21} {:>7} {:>13} {:>7} {:>5}  asks",
+        "    {:<name_width$} {:<21} {:>6} {:>13} {:>6} {:>5}  asks",
         "lane", "state", "iter", "idle / limit", "cost", "ahead"
     )
 }
@@ -97,12 +97,12 @@ fn row_line(
         .ahead
         .map_or_else(|| "-".to_string(), |n| format!("+{n}"));
     let asks = if row.pending > 0 {
-        format!("⚑ {}", row.pending)
+        format!("⚑{}", row.pending)
     } else {
         String::new()
     };
     let text = format!(
-        "{marker} {key} {name:<name_width$} {:<21} {iteration:>7} {:>13} {cost:>7} {ahead:>5}  {asks}",
+        "{marker} {key} {name:<name_width$} {:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {asks}",
         fmt::fit(&word, 21),
         idle(row, now),
     );
