@@ -327,7 +327,15 @@ fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
     tmux.keys(&["X"]);
     tmux.wait_for("Remove the lane?");
     tmux.keys(&["y"]);
-    tmux.wait_for("refused");
+    tmux.wait_for("refused: lane rm alpha");
+    // The events pane's record says why.
+    tmux.keys(&["Tab", "Tab", "Tab", "Tab", "Tab"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("has 1 commit not in main");
+    tmux.keys(&["Escape"]);
+    assert!(wait_until(DEADLINE, || !tmux
+        .screen()
+        .contains("has 1 commit not in main")));
     assert!(fleet.commits_ahead("alpha") >= 1);
     assert!(fleet.root().join(".clowder/worktrees/alpha").is_dir());
     let lanes =
