@@ -119,7 +119,7 @@ start_room() {
     [ "$running" -ge "$count" ] && break
     sleep 0.1
   done
-  fleet_pid=$(sed -n 's/.*"pid":\([0-9]*\).*/\1/p' "$dir/.clowder/lanes/l1/harness.status" | head -n 1)
+  fleet_pid=$(grep -o -m 1 "\"pid\": *[0-9]*" "$dir/.clowder/lanes/l1/harness.status" | grep -o "[0-9]*$")
   if [ "$running" -lt "$count" ] || [ -z "$fleet_pid" ]; then
     echo "only $running of $count lanes running a session after 120 s; the screen:" >&2
     tmux -L "$socket" capture-pane -p -t room >&2 || true
