@@ -217,3 +217,33 @@ fn fleet_diff_is_coloured() {
     assert_eq!(colour_of("-old"), Color::Red);
     assert_eq!(colour_of("+new"), Color::Green);
 }
+
+/// A hundred lanes: the list scrolls so that the selected one stays in view.
+#[test]
+fn fleet_of_a_hundred_lanes_scrolls_at_80x24() {
+    let mut state = AppState::for_fleet(false);
+    let names: Vec<String> = (1..=100).map(|i| format!("lane-{i:03}")).collect();
+    let entries = names
+        .iter()
+        .map(|lane| LaneEntry {
+            name: name(lane),
+            requested: LaneState::Active,
+            max_iterations: Some(10),
+        })
+        .collect();
+    update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());
+    for lane in &names {
+        let report = LaneReport::Snapshot {
+            snapshot: Arc::new(snapshot(lane, LoopState::SessionRunning, 1, 0.0)),
+            queued: false,
+        };
+        send(&mut state, lane, report);
+    }
+    for _ in 0..57 {
+        let press = KeyEvent::new(KeyCode::Char('j'), KeyModifiers::NONE);
+        update(&mut state, Msg::Key(press), now());
+    }
+    let screen = render(&state, 80, 24);
+    assert!(screen.contains("▶   lane-058"), "{screen}");
+    insta::assert_snapshot!(screen);
+}

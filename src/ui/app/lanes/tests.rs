@@ -263,3 +263,43 @@ fn x_asks_then_asks_the_host_to_remove_the_selected_lane() {
     let last = state.events.back().expect("the refusal is shown");
     assert!(last.detail.starts_with("refused: lane rm b:"), "{last:?}");
 }
+
+#[test]
+fn a_removed_lane_hands_the_panes_to_another() {
+    let mut state = fleet(&["a", "b"]);
+    update(&mut state, key('2'), t0());
+    let commands = update(
+        &mut state,
+        Msg::Host(HostMsg::Lanes(vec![entry("a")])),
+        t0(),
+    );
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    assert_eq!(fleet.selected, Some(name("a")));
+    assert_eq!(fleet.rows.len(), 1);
+    assert_eq!(state.snapshot.agent_command, "lane a");
+    assert!(commands.is_empty(), "{commands:?}");
+}
+
+#[test]
+fn news_of_a_lane_not_shown_follows_no_file() {
+    let mut state = fleet(&["a", "b"]);
+    let mut snapshot = (*running("b")).clone();
+    snapshot.output_file = Some("/x/.clowder/lanes/b/claude-iteration-1.jsonl".into());
+    let report = LaneReport::Snapshot {
+        snapshot: Arc::new(snapshot),
+        queued: false,
+    };
+    let message = HostMsg::Lane {
+        lane: name("b"),
+        report,
+    };
+    assert!(update(&mut state, Msg::Host(message), t0()).is_empty());
+    // Shown, it is followed.
+    let commands = update(&mut state, key('2'), t0());
+    assert_eq!(
+        commands,
+        [UiCommand::Follow(
+            "/x/.clowder/lanes/b/claude-iteration-1.jsonl".into()
+        )]
+    );
+}
