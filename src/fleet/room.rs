@@ -176,7 +176,7 @@ impl RoomSide {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
-            let mut known: HashMap<LaneName, (String, Option<u64>)> = HashMap::new();
+            let mut known = Tips::new();
             let mut ticker = tokio::time::interval(FACTS_EVERY);
             loop {
                 ticker.tick().await;
@@ -271,16 +271,12 @@ fn base_and_branch(lane: &Lane) -> Option<(&str, String)> {
     Some((base, format!("refs/heads/{branch}")))
 }
 
+/// Each lane's branch tip and how many commits its base lacks.
+type Tips = HashMap<LaneName, (String, Option<u64>)>;
+
 /// One `git for-each-ref` for every tip, then `rev-list --count` only for the
 /// branches whose tip is new. Returns what is known now and what changed.
-#[allow(clippy::type_complexity)]
-fn count_ahead(
-    root: &Path,
-    mut known: HashMap<LaneName, (String, Option<u64>)>,
-) -> (
-    HashMap<LaneName, (String, Option<u64>)>,
-    Vec<(LaneName, Option<u64>)>,
-) {
+fn count_ahead(root: &Path, mut known: Tips) -> (Tips, Vec<(LaneName, Option<u64>)>) {
     let Ok(registry) = super::registry::load(root) else {
         return (known, Vec::new());
     };

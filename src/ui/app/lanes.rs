@@ -524,12 +524,8 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
         .selected
         .as_ref()
         .is_none_or(|name| !fleet.rows.iter().any(|r| &r.name == name));
-    if !selected_gone {
-        count_requests(state);
-        return Vec::new();
-    }
     count_requests(state);
-    let Some(fleet) = state.fleet.as_mut() else {
+    let Some(fleet) = state.fleet.as_mut().filter(|_| selected_gone) else {
         return Vec::new();
     };
     // The shown lane was removed: its view goes with it.
