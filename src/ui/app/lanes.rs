@@ -573,11 +573,21 @@ fn on_lane(
         LaneReport::Ended(ended) => {
             row.ended = Some(ended.clone());
             row.status = status_of(row);
-            let reason = match ended {
-                Ok(reason) => reason,
-                Err(message) => ExitReason::Fatal { message },
-            };
             with_lane(state, lane, |state| {
+                let reason = match ended {
+                    Ok(reason) => reason,
+                    Err(message) => {
+                        // It could not start: say why where its events are read.
+                        let text = format!("the lane could not run: {message}");
+                        let log = Msg::Log {
+                            at: now,
+                            level: Level::Error,
+                            text,
+                        };
+                        update(state, log, now);
+                        ExitReason::Fatal { message }
+                    }
+                };
                 state.finished = Some(reason);
                 Vec::new()
             })
