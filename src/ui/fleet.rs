@@ -81,7 +81,6 @@ async fn room_loop(
     let mut state = AppState::for_fleet(no_color);
     let mut terminal_events = EventStream::new();
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
-    let mut follower: Option<crate::agent::follow::Follower> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut history_ticker = tokio::time::interval(Duration::from_secs(1));
@@ -94,9 +93,18 @@ async fn room_loop(
         hint_rx,
         listing_tx,
     );
+    let mut outside = Outside {
+        requests: &requests,
+        follower: None,
+        feed_tx,
+        format,
+        files,
+        hint_tx,
+    };
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut host_gone = false;
+    let mut terminal_gone = false;
     loop {
         let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
         if dirty && draw_due {
@@ -119,18 +127,20 @@ async fn room_loop(
             .map(tokio::time::Instant::from_std);
         let mut messages = Vec::new();
         tokio::select! {
-            event = terminal_events.next() => match event {
+            event = terminal_events.next(), if !terminal_gone => match event {
                 Some(Ok(Event::Key(key))) => messages.push(Msg::Key(key)),
                 Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
                 Some(Ok(_)) => messages.push(Msg::Tick),
                 // The terminal is gone: nobody can answer, so every lane stops.
                 Some(Err(_)) | None => {
+                    terminal_gone = true;
                     if let Some(fleet) = &state.fleet {
                         let mut stops = Vec::new();
                         lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
                         send_all(&requests, stops);
                     }
                     state.quit_when_finished = true;
+                    state.should_quit = state.fleet.as_ref().is_some_and(|f| f.idle);
                 }
             },
             message = from_host.recv() => match message {
@@ -161,28 +171,8 @@ async fn room_loop(
         while let Ok(update) = feed_rx.try_recv() {
             messages.push(output_msg(update));
         }
-        let mut notes: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
-        for message in messages {
-            dirty = true;
-            for command in update(&mut state, message, Utc::now()) {
-                match command {
-                    UiCommand::Host(request) => {
-                        let _ = requests.send(request);
-                    }
-                    UiCommand::Follow(file) => {
-                        // The old follower stops when dropped.
-                        follower = Some(follow(file, format, feed_tx.clone()));
-                    }
-                    UiCommand::Quit => state.should_quit = true,
-                    // Routed to their lanes by `update`; no detaching a fleet.
-                    UiCommand::Supervisor(_) | UiCommand::Detach => {}
-                    inbox => on_inbox_command(inbox, files, &mut state, &hint_tx, &mut notes),
-                }
-            }
-        }
-        for (at, level, text) in notes {
-            update(&mut state, Msg::Log { at, level, text }, Utc::now());
-        }
+        dirty |= !messages.is_empty();
+        outside.apply(&mut state, messages);
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
         if state.should_quit && !idle {
             // Leave only once every lane has ended: nothing keeps running unseen.
@@ -190,10 +180,56 @@ async fn room_loop(
             state.quit_when_finished = true;
         }
     }
-    drop(follower.take());
+    drop(outside.follower.take());
     scanner.abort();
     drop(guard);
     Ok(())
+}
+
+/// Carries out what `update` asks of the world outside the state.
+struct Outside<'a> {
+    requests: &'a mpsc::UnboundedSender<HostRequest>,
+    /// Follows the shown lane's session output on a thread of its own.
+    follower: Option<crate::agent::follow::Follower>,
+    feed_tx: mpsc::UnboundedSender<FollowUpdate>,
+    format: crate::agent::stream::AgentFormat,
+    files: &'a Files,
+    hint_tx: mpsc::UnboundedSender<()>,
+}
+
+impl Outside<'_> {
+    fn apply(&mut self, state: &mut AppState, messages: Vec<Msg>) {
+        let mut notes: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
+        for message in messages {
+            for command in update(state, message, Utc::now()) {
+                self.carry_out(state, command, &mut notes);
+            }
+        }
+        for (at, level, text) in notes {
+            update(state, Msg::Log { at, level, text }, Utc::now());
+        }
+    }
+
+    fn carry_out(
+        &mut self,
+        state: &mut AppState,
+        command: UiCommand,
+        notes: &mut Vec<(DateTime<Utc>, Level, String)>,
+    ) {
+        match command {
+            UiCommand::Host(request) => {
+                let _ = self.requests.send(request);
+            }
+            UiCommand::Follow(file) => {
+                // The old follower stops when dropped.
+                self.follower = Some(follow(file, self.format, self.feed_tx.clone()));
+            }
+            UiCommand::Quit => state.should_quit = true,
+            // Routed to their lanes by `update`; no detaching a fleet.
+            UiCommand::Supervisor(_) | UiCommand::Detach => {}
+            inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
+        }
+    }
 }
 
 fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {
