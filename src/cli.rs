@@ -473,8 +473,8 @@ fn print_status(path: &Path, json: bool) -> i32 {
     0
 }
 
-/// Runs every lane of the fleet in `cwd` (headless: the control room shows one
-/// loop only, so with lanes clowder prints log lines even in a terminal).
+/// Runs every lane of the fleet in `cwd`: with the control room over every
+/// lane in a terminal, else headless.
 fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
     let lanes = match crate::fleet::host::lane_configs(&cwd, &config) {
         Ok(lanes) => lanes,
@@ -499,6 +499,10 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if !args.headless && std::io::stdout().is_terminal() {
+        let config_path = args.config.clone().unwrap_or(DEFAULT_CONFIG_FILE.into());
+        return crate::ui::run_fleet(cwd, config, config_path);
+    }
     let verbosity = if args.quiet {
         Verbosity::Quiet
     } else if args.verbose {

@@ -189,6 +189,16 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
         "the gate did not let it on"
     );
     assert!(pending(&fleet).is_empty());
+    // clowder writes nothing into a worktree: the gate logged to the lane's event log.
+    let release = fleet.join(".clowder/worktrees/release");
+    assert!(
+        !release.join("harness-events.jsonl").exists(),
+        "the gate wrote its events into the worktree"
+    );
+    let lane_events =
+        std::fs::read_to_string(fleet.join(".clowder/lanes/release/harness-events.jsonl"))
+            .expect("the release lane's event log");
+    assert!(lane_events.contains("approval_"), "{lane_events}");
 
     let mark = format!(
         "DEMO_STATE_DIR={}",

@@ -15,11 +15,13 @@ use tokio::sync::{Semaphore, mpsc};
 
 use super::LaneName;
 use super::lanes::FINISHED_MARK;
+use super::link::{HostMsg, HostRequest};
 use super::registry::{self, Lane, LaneKind, LaneState};
-use crate::approvals::commands::{APPROVALS_DIR_ENV, LANE_ENV};
+use super::room::RoomSide;
+use crate::approvals::commands::{APPROVALS_DIR_ENV, EVENT_LOG_ENV, LANE_ENV};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, summary_line};
-use crate::protocol::{Event, ExitReason};
+use crate::protocol::{Command, Event, ExitReason};
 use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
@@ -50,6 +52,28 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
 pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
+    run(root, config, verbosity, None)
+}
+
+/// Runs the lanes of the fleet in `root` for the control room on another
+/// thread: snapshots, log lines and events go to `to_ui`, and `requests` come
+/// back. Returns once every lane has ended and the control room has closed
+/// `requests`, with the exit code as [`run_headless`]'s (its summary printed).
+pub fn run_for_room(
+    root: PathBuf,
+    config: Config,
+    to_ui: mpsc::UnboundedSender<HostMsg>,
+    requests: mpsc::UnboundedReceiver<HostRequest>,
+) -> i32 {
+    run(
+        root,
+        config,
+        Verbosity::Normal,
+        Some(RoomSide::new(to_ui, requests)),
+    )
+}
+
+fn run(root: PathBuf, config: Config, verbosity: Verbosity, room: Option<RoomSide>) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,7 +86,8 @@ pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 
     };
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();
-    let host = Host::new(root, config, verbosity);
+    let mut host = Host::new(root, config, verbosity);
+    host.room = room;
     let budget = host.budget.clone();
     let ended = local.block_on(&runtime, host.run());
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
@@ -162,6 +187,10 @@ struct Host {
     slots: Arc<Semaphore>,
     /// The lanes started in this run, with the senders of their signals.
     running: BTreeMap<LaneName, mpsc::UnboundedSender<StopSignal>>,
+    /// Each started lane's command channel (pause, kill, stop from the control room).
+    commands: BTreeMap<LaneName, mpsc::UnboundedSender<Command>>,
+    /// The control room on the screen's thread, when there is one.
+    room: Option<RoomSide>,
     ended_tx: mpsc::UnboundedSender<(LaneName, Result<Outcome, String>)>,
     ended_rx: mpsc::UnboundedReceiver<(LaneName, Result<Outcome, String>)>,
     ended: BTreeMap<LaneName, Result<Outcome, String>>,
@@ -190,6 +219,8 @@ impl Host {
             kill_method: Arc::new(cgroup::setup()),
             slots: Arc::new(Semaphore::new(slots as usize)),
             running: BTreeMap::new(),
+            commands: BTreeMap::new(),
+            room: None,
             ended_tx,
             ended_rx,
             ended: BTreeMap::new(),
@@ -212,7 +243,11 @@ impl Host {
             );
         }
         let mut poll = tokio::time::interval(REGISTRY_POLL);
-        while self.ended.len() < self.running.len() {
+        if let Some(room) = &self.room {
+            room.start_facts(&self.root);
+        }
+        while self.ended.len() < self.running.len() || self.room_open() {
+            self.tell_idle();
             tokio::select! {
                 Some((name, outcome)) = self.ended_rx.recv() => {
                     self.lane_ended(&name, &outcome);
@@ -220,6 +255,7 @@ impl Host {
                 }
                 Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
                 Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
+                request = RoomSide::next_request(&mut self.room) => self.on_request(request),
                 _ = poll.tick() => {
                     if !self.stopping && let Some(fresh) = self.start_ready() {
                         order = fresh;
@@ -270,6 +306,9 @@ impl Host {
 
     /// Marks a lane that ended on its own as finished (see [`finished`]).
     fn lane_ended(&self, name: &LaneName, outcome: &Result<Outcome, String>) {
+        if let Some(room) = &self.room {
+            room.lane_ended(name, outcome);
+        }
         let by_signal = outcome
             .as_ref()
             .is_ok_and(|o| matches!(o.reason, ExitReason::Signal { .. }));
@@ -284,7 +323,66 @@ impl Host {
     }
 
     fn say(&self, level: Level, message: &str) {
-        Console::new(self.verbosity).log(Utc::now(), level, message);
+        match &self.room {
+            Some(room) => room.say(level, message),
+            None => Console::new(self.verbosity).log(Utc::now(), level, message),
+        }
+    }
+
+    /// Whether the control room is still on screen (then the host keeps
+    /// running, so that lanes added or resumed start).
+    fn room_open(&self) -> bool {
+        self.room.as_ref().is_some_and(RoomSide::open)
+    }
+
+    /// Tells the control room whether every lane has ended.
+    fn tell_idle(&mut self) {
+        let idle = self.ended.len() >= self.running.len();
+        let signalled = self.stopping;
+        if let Some(room) = self.room.as_mut() {
+            room.tell_idle(idle, signalled);
+        }
+    }
+
+    /// A request from the control room; `None`: it has closed.
+    fn on_request(&mut self, request: Option<HostRequest>) {
+        match request {
+            None => {
+                // Nobody is looking: start nothing new, and stop what runs.
+                self.stopping = true;
+                if let Some(room) = self.room.as_mut() {
+                    room.close();
+                }
+                for (name, sender) in &self.commands {
+                    if !self.ended.contains_key(name) {
+                        let _ = sender.send(Command::StopNow);
+                    }
+                }
+            }
+            Some(HostRequest::Command { lane, command }) => {
+                let word = command_word(&command);
+                let sent = self
+                    .commands
+                    .get(&lane)
+                    .is_some_and(|sender| sender.send(command).is_ok());
+                if !sent {
+                    self.say(
+                        Level::Warn,
+                        &format!("lane={lane} is not running: nothing to {word}"),
+                    );
+                }
+            }
+            Some(HostRequest::Diff(lane)) => {
+                if let Some(room) = &self.room {
+                    room.diff(&self.root, lane);
+                }
+            }
+            Some(HostRequest::Remove(lane)) => {
+                if let Some(room) = &self.room {
+                    room.remove(&self.root, lane);
+                }
+            }
+        }
     }
 
     fn forward(&mut self, stop: StopSignal) {
@@ -304,6 +402,14 @@ impl Host {
                 return None;
             }
         };
+        if let Some(room) = self.room.as_mut() {
+            let running: Vec<&LaneName> = self
+                .running
+                .keys()
+                .filter(|name| !self.ended.contains_key(*name))
+                .collect();
+            room.lanes(&self.root, &registry, &running);
+        }
         for lane in &registry.lanes {
             if lane.state != LaneState::Active || finished(&self.root, &lane.name) {
                 continue;
@@ -341,27 +447,33 @@ impl Host {
     fn start(&mut self, lane: &Lane) {
         let (signals_tx, signals_rx) = mpsc::unbounded_channel();
         self.running.insert(lane.name.clone(), signals_tx);
+        // Headless, the lane takes no commands but its request files.
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        self.commands.insert(lane.name.clone(), commands_tx);
         let name = lane.name.clone();
         let ended = self.ended_tx.clone();
         if lane.kind == LaneKind::WatchTask {
             let config = lane_config(&self.root, &self.config, lane);
-            let reporter = Box::new(LaneConsole {
-                name: name.to_string(),
-                console: Console::new(self.verbosity),
-            });
-            let (_snapshots, watch) =
+            let reporter: Box<dyn Reporter> = match &self.room {
+                Some(room) => room.reporter(&lane.name),
+                None => Box::new(LaneConsole {
+                    name: name.to_string(),
+                    console: Console::new(self.verbosity),
+                }),
+            };
+            let (snapshots, watch) =
                 super::task_lane::watch(&self.root, lane, config, signals_rx, reporter);
+            if let Some(room) = &self.room {
+                let files_dir = super::lane_files_dir(&self.root, &lane.name);
+                room.forward_snapshots(lane.name.clone(), files_dir, snapshots);
+            }
             tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
             return;
         }
         let prepared = self.prepare(lane, signals_rx);
         tokio::task::spawn_local(async move {
             let outcome = match prepared {
-                Ok(runtime) => {
-                    // The lane takes no commands but its request files.
-                    let (_commands_tx, commands_rx) = mpsc::unbounded_channel();
-                    Ok(runtime.run(commands_rx).await)
-                }
+                Ok(runtime) => Ok(runtime.run(commands_rx).await),
                 Err(err) => Err(err),
             };
             let _ = ended.send((name, outcome));
@@ -400,13 +512,21 @@ impl Host {
             ));
         }
         let approvals = config.approvals.dir.0.display().to_string();
+        let mut env = vec![
+            (LANE_ENV.into(), name.clone()),
+            (APPROVALS_DIR_ENV.into(), approvals),
+        ];
+        // A gate in the worktree logs to the lane's own event log, not into the worktree.
+        if let Some(events) = config.event_log_path() {
+            env.push((
+                EVENT_LOG_ENV.into(),
+                files_dir.join(events).display().to_string(),
+            ));
+        }
         let setup = LaneSetup {
             name: name.clone(),
             files_dir,
-            env: vec![
-                (LANE_ENV.into(), name.clone()),
-                (APPROVALS_DIR_ENV.into(), approvals),
-            ],
+            env,
             signals: Some(signals),
             slots: Some(Arc::clone(&self.slots)),
             kill_method: Arc::new(self.kill_method.for_lane(&name)),
@@ -419,11 +539,18 @@ impl Host {
             working_dir,
             verbose: self.verbosity == Verbosity::Verbose,
         };
-        let reporter = Box::new(LaneConsole {
-            name,
-            console: Console::new(self.verbosity),
-        });
-        let (runtime, _snapshots) = Runtime::with_lane(config, options, Some(setup), reporter)?;
+        let files_dir = setup.files_dir.clone();
+        let reporter: Box<dyn Reporter> = match &self.room {
+            Some(room) => room.reporter(&lane.name),
+            None => Box::new(LaneConsole {
+                name,
+                console: Console::new(self.verbosity),
+            }),
+        };
+        let (runtime, snapshots) = Runtime::with_lane(config, options, Some(setup), reporter)?;
+        if let Some(room) = &self.room {
+            room.forward_snapshots(lane.name.clone(), files_dir, snapshots);
+        }
         Ok(runtime)
     }
 }
@@ -442,6 +569,16 @@ fn lane_config(root: &Path, base: &Config, lane: &Lane) -> Result<Config, String
     config.approvals.dir.0 = root.join(&config.approvals.dir.0);
     super::task_lane::adjust_config(root, lane, &mut config)?;
     Ok(config)
+}
+
+/// How a log line names a command that found no running lane.
+fn command_word(command: &Command) -> &'static str {
+    match command {
+        Command::Pause => "pause",
+        Command::Resume => "resume",
+        Command::KillSession => "kill",
+        Command::StopAfterCurrent | Command::StopNow => "stop",
+    }
 }
 
 /// Whether the lane's last run ended on its own (not by a signal or a kill): a

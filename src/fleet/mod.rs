@@ -5,8 +5,10 @@
 pub mod cli;
 pub mod host;
 pub mod lanes;
+pub mod link;
 mod name;
 pub mod registry;
+mod room;
 pub mod status;
 pub mod task_lane;
 pub mod worktree;

@@ -16,6 +16,7 @@ use ratatui_textarea::TextArea;
 
 use crate::agent::stream::{LineKind, Rendered, SessionStats};
 use crate::approvals::{DoneRecord, Request};
+use crate::fleet::link::{HostMsg, HostRequest};
 use crate::protocol::{Command, Event, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 use crate::ui::event_text;
@@ -29,6 +30,8 @@ pub const MAX_EVENT_LINES: usize = 500;
 /// The panes that can hold the focus, in Tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pane {
+    /// With lanes only: one row per lane.
+    Lanes,
     Output,
     Watchdog,
     Counters,
@@ -37,7 +40,8 @@ pub enum Pane {
 }
 
 impl Pane {
-    pub const ALL: [Pane; 5] = [
+    pub const ALL: [Pane; 6] = [
+        Pane::Lanes,
         Pane::Output,
         Pane::Watchdog,
         Pane::Counters,
@@ -47,6 +51,7 @@ impl Pane {
 
     pub fn title(self) -> &'static str {
         match self {
+            Pane::Lanes => "Lanes",
             Pane::Output => "Session output",
             Pane::Watchdog => "Watchdog",
             Pane::Counters => "Counters",
@@ -62,6 +67,8 @@ pub enum Dialog {
     Quit,
     KillSession,
     StopNow,
+    /// `X`: remove the selected lane (as `lane rm`).
+    RemoveLane,
 }
 
 /// Which session the output pane shows.
@@ -355,6 +362,8 @@ pub struct AppState {
     pub no_color: bool,
     /// The quit dialog offers to leave the loop running in the background.
     pub can_detach: bool,
+    /// With lanes: the Lanes pane, the lane shown, the other lanes' views.
+    pub fleet: Option<lanes::Fleet>,
 }
 
 /// Something that happened, for [`update`].
@@ -387,6 +396,8 @@ pub enum Msg {
     /// The approval history, for the history view.
     History(Vec<DoneRecord>),
     Finished(ExitReason),
+    /// News from the fleet host (with lanes), each about its lane.
+    Host(HostMsg),
     Tick,
 }
 
@@ -416,6 +427,8 @@ pub enum UiCommand {
     Quit,
     /// Close the control room and leave the loop running headless.
     Detach,
+    /// For the fleet host (with lanes): a lane's command, a diff, a removal.
+    Host(HostRequest),
 }
 
 impl AppState {
@@ -449,7 +462,16 @@ impl AppState {
             should_quit: false,
             no_color,
             can_detach: false,
+            fleet: None,
         }
+    }
+
+    /// The control room over a fleet: lanes appear as the host names them.
+    pub fn for_fleet(no_color: bool) -> AppState {
+        let mut state = AppState::new(Arc::new(lanes::placeholder("fleet", None)), no_color);
+        state.fleet = Some(lanes::Fleet::default());
+        state.focus = Pane::Lanes;
+        state
     }
 
     pub fn running_session(&self) -> bool {
@@ -480,6 +502,12 @@ fn sibling_output_file(current: &std::path::Path, global: u64) -> Option<PathBuf
 }
 
 pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCommand> {
+    let mut commands = update_inner(state, msg, now);
+    lanes::route(state, &mut commands);
+    commands
+}
+
+fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCommand> {
     let mut commands = Vec::new();
     match msg {
         Msg::Key(key) => on_key(state, key, &mut commands),
@@ -549,7 +577,9 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
             {
                 state.reject_box = None;
             }
+            lanes::count_requests(state);
         }
+        Msg::Host(message) => commands = lanes::on_host(state, message, now),
         Msg::History(records) => {
             if state.approval_history.is_some() {
                 state.approval_history = Some(records);
@@ -662,7 +692,8 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
         return;
     }
 
-    if state.output.expanded.is_some() || state.events_view.expanded || state.help {
+    let diff_open = state.fleet.as_ref().is_some_and(|f| f.diff.is_some());
+    if state.output.expanded.is_some() || state.events_view.expanded || state.help || diff_open {
         if let Some(binding) = keymap::lookup(Context::Detail, &key) {
             on_detail(state, binding.action);
         }
@@ -680,6 +711,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
     }
 
     let pane = match state.focus {
+        Pane::Lanes => Some(Context::Lanes),
         Pane::Output => Some(Context::Output),
         Pane::Approvals => Some(Context::Approvals),
         Pane::Events => Some(Context::Events),
@@ -692,6 +724,11 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
     if let Some(binding) = binding
         && available(state, binding.action)
     {
+        if let (Action::SelectLane, KeyCode::Char(digit)) = (binding.action, key.code) {
+            let n = digit.to_digit(10).unwrap_or(0) as usize;
+            commands.extend(lanes::select_nth(state, n));
+            return;
+        }
         act(state, binding.action, commands);
     }
 }
@@ -700,7 +737,9 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
 pub fn available(state: &AppState, action: Action) -> bool {
     let live = state.finished.is_none();
     let held = state.snapshot.state == LoopState::Held && live;
+    let lane_selected = state.fleet.as_ref().is_some_and(|f| f.selected.is_some());
     match action {
+        Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
         Action::PauseResume => held || state.running_session(),
         Action::Kill => state.running_session(),
         Action::StopAfter | Action::StopNow => live,
@@ -739,11 +778,14 @@ fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
         Action::Approve | Action::ApproveAlways | Action::Reject => {
             on_decision(state, action, commands)
         }
-        Action::FocusNext => state.focus = cycle(state.focus, 1),
-        Action::FocusPrev => state.focus = cycle(state.focus, -1),
+        Action::FocusNext => state.focus = cycle(state, 1),
+        Action::FocusPrev => state.focus = cycle(state, -1),
+        Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
+        Action::Diff => show_diff(state, commands),
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
         _ => match state.focus {
+            Pane::Lanes => on_lanes_action(state, action, commands),
             Pane::Output => on_output_action(state, action, page, commands),
             Pane::Approvals => on_approvals_action(state, action, commands),
             Pane::Events => state.events_view.act(action, state.events.len()),
@@ -799,8 +841,48 @@ fn on_decision(state: &mut AppState, action: Action, commands: &mut Vec<UiComman
     }
 }
 
-/// Keys while a full text (tool call, event, help) is on top.
+/// `j`/`k` in the Lanes pane: another lane.
+fn on_lanes_action(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+    match action {
+        Action::Down => commands.extend(lanes::select_by(state, 1)),
+        Action::Up => commands.extend(lanes::select_by(state, -1)),
+        _ => {}
+    }
+}
+
+/// `D`: asks the host for the selected lane's diff, shown when it comes.
+fn show_diff(state: &mut AppState, commands: &mut Vec<UiCommand>) {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return;
+    };
+    let Some(lane) = fleet.selected.clone() else {
+        return;
+    };
+    fleet.diff = Some(lanes::DiffView {
+        lane: lane.clone(),
+        text: None,
+        scroll: 0,
+    });
+    commands.push(UiCommand::Host(HostRequest::Diff(lane)));
+}
+
+/// Keys while a full text (tool call, event, help, a diff) is on top.
 fn on_detail(state: &mut AppState, action: Action) {
+    if let Some(diff) = state.fleet.as_mut().and_then(|f| f.diff.as_mut()) {
+        match action {
+            Action::Down => diff.scroll = diff.scroll.saturating_add(1),
+            Action::Up => diff.scroll = diff.scroll.saturating_sub(1),
+            Action::PageDown => diff.scroll = diff.scroll.saturating_add(20),
+            Action::PageUp => diff.scroll = diff.scroll.saturating_sub(20),
+            Action::Close => {
+                if let Some(fleet) = state.fleet.as_mut() {
+                    fleet.diff = None;
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
     let scroll = if state.help {
         &mut state.help_scroll
     } else if state.events_view.expanded {
@@ -927,7 +1009,11 @@ fn toggle_history(state: &mut AppState, commands: &mut Vec<UiCommand>) {
 }
 
 fn ask_quit(state: &mut AppState, commands: &mut Vec<UiCommand>) {
-    if state.finished.is_some() {
+    let ended = match &state.fleet {
+        Some(fleet) => fleet.idle,
+        None => state.finished.is_some(),
+    };
+    if ended {
         state.should_quit = true;
         commands.push(UiCommand::Quit);
     } else {
@@ -943,13 +1029,14 @@ fn answer_dialog(
 ) {
     let context = match dialog {
         Dialog::Quit => Context::QuitDialog,
-        Dialog::KillSession | Dialog::StopNow => Context::Confirm,
+        Dialog::KillSession | Dialog::StopNow | Dialog::RemoveLane => Context::Confirm,
     };
     let mut action = keymap::lookup(context, &key).map(|b| b.action);
     // The key that asked the question also answers it.
     let asked_by = match dialog {
         Dialog::KillSession => Some(Action::Kill),
         Dialog::StopNow => Some(Action::StopNow),
+        Dialog::RemoveLane => Some(Action::RemoveLane),
         Dialog::Quit => None,
     };
     if action.is_none()
@@ -963,13 +1050,26 @@ fn answer_dialog(
         (Dialog::Quit, Some(Action::StopNowThenQuit)) => {
             state.dialog = None;
             state.quit_when_finished = true;
-            commands.push(UiCommand::Supervisor(Command::StopNow));
+            match &state.fleet {
+                Some(fleet) => lanes::to_every_lane(fleet, &Command::StopNow, commands),
+                None => commands.push(UiCommand::Supervisor(Command::StopNow)),
+            }
         }
         (Dialog::Quit, Some(Action::StopAfterThenQuit)) => {
             state.dialog = None;
             state.quit_when_finished = true;
-            if !state.snapshot.stop_pending {
-                commands.push(UiCommand::Supervisor(Command::StopAfterCurrent));
+            match &state.fleet {
+                Some(fleet) => lanes::to_every_lane(fleet, &Command::StopAfterCurrent, commands),
+                None if !state.snapshot.stop_pending => {
+                    commands.push(UiCommand::Supervisor(Command::StopAfterCurrent));
+                }
+                None => {}
+            }
+        }
+        (Dialog::RemoveLane, Some(Action::Confirm)) => {
+            state.dialog = None;
+            if let Some(lane) = state.fleet.as_ref().and_then(|f| f.selected.clone()) {
+                commands.push(UiCommand::Host(HostRequest::Remove(lane)));
             }
         }
         (Dialog::Quit, Some(Action::Detach)) if state.can_detach => {
@@ -988,11 +1088,18 @@ fn answer_dialog(
     }
 }
 
-fn cycle(pane: Pane, delta: isize) -> Pane {
-    let index = Pane::ALL.iter().position(|p| *p == pane).unwrap_or(0) as isize;
-    let count = Pane::ALL.len() as isize;
-    Pane::ALL[((index + delta).rem_euclid(count)) as usize]
+/// The next pane in Tab order; the Lanes pane only with lanes.
+fn cycle(state: &AppState, delta: isize) -> Pane {
+    let panes: Vec<Pane> = Pane::ALL
+        .into_iter()
+        .filter(|p| *p != Pane::Lanes || state.fleet.is_some())
+        .collect();
+    let index = panes.iter().position(|p| *p == state.focus).unwrap_or(0) as isize;
+    let count = panes.len() as isize;
+    panes[((index + delta).rem_euclid(count)) as usize]
 }
+
+pub mod lanes;
 
 #[cfg(test)]
 mod pairing_tests;

@@ -8,6 +8,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Context {
     Main,
+    /// The Lanes pane (with lanes).
+    Lanes,
     Output,
     Approvals,
     Events,
@@ -22,6 +24,7 @@ impl Context {
     pub fn heading(self) -> &'static str {
         match self {
             Context::Main => "Everywhere",
+            Context::Lanes => "Lanes pane (with lanes, p K s S D X act on the selected lane)",
             Context::Output => "Session output pane",
             Context::Approvals => "Approvals pane (a, A, r work from any pane)",
             Context::Events => "Events pane",
@@ -67,6 +70,12 @@ pub enum Action {
     Detach,
     Confirm,
     Cancel,
+    /// `1`–`9`: show that lane (the digit says which).
+    SelectLane,
+    /// `D`: the selected lane's diff against its base.
+    Diff,
+    /// `X`: remove the selected lane (as `lane rm`, asks first).
+    RemoveLane,
 }
 
 /// One key: a code, and whether Ctrl is held.
@@ -158,6 +167,11 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('k'), code(KeyCode::Up)], "", C::Events, A::Up, "", None),
     bind(&[k('G'), code(KeyCode::End)], "", C::Events, A::Follow, "", None),
     bind(&[code(KeyCode::Enter)], "Enter", C::Events, A::Expand, "show the event's full record", Some(("Enter", "record"))),
+    bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
+    bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
+    bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),
     bind(&[code(KeyCode::BackTab)], "", C::Main, A::FocusPrev, "", None),
     bind(&[k('z')], "z", C::Main, A::Zoom, "zoom the focused pane (Esc: back)", Some(("z", "zoom"))),

@@ -9,6 +9,7 @@
 pub mod app;
 pub mod attention;
 mod event_text;
+mod fleet;
 pub mod keymap;
 pub mod new_lane;
 pub mod view;
@@ -38,6 +39,7 @@ use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
+pub use fleet::run_fleet;
 
 const FRAME: Duration = Duration::from_millis(33);
 /// Finished approvals shown in the history view.
@@ -194,6 +196,73 @@ struct Files {
     stop_file: PathBuf,
 }
 
+/// The approvals inbox's commands (`a`, `A`, `r`, the history), the same with
+/// lanes or without.
+fn on_inbox_command(
+    command: UiCommand,
+    files: &Files,
+    state: &mut AppState,
+    hint_tx: &mpsc::UnboundedSender<()>,
+    notes: &mut Vec<(DateTime<Utc>, Level, String)>,
+) {
+    let approvals_dir = files.approvals_dir.as_path();
+    let config_path = files.config_path.as_path();
+    match command {
+        UiCommand::LoadHistory => {
+            let records = crate::approvals::list_done(approvals_dir, HISTORY_LIMIT);
+            update(state, Msg::History(records), Utc::now());
+        }
+        UiCommand::Approve { id } => {
+            decide(
+                approvals_dir,
+                &id,
+                crate::approvals::Decision::Approve,
+                notes,
+            );
+            let _ = hint_tx.send(());
+        }
+        UiCommand::ApproveAlways {
+            id,
+            tool,
+            prefixes,
+            covers,
+        } => {
+            let decided = decide(
+                approvals_dir,
+                &id,
+                crate::approvals::Decision::Approve,
+                notes,
+            );
+            // A refused approval (an abandoned request) adds no rule.
+            let note = decided.then(|| {
+                let covers = crate::approvals::escape(&covers);
+                match crate::config::add_allow_rule(config_path, &tool, &prefixes) {
+                    Ok(()) if prefixes.is_empty() => (Level::Info, covers),
+                    Ok(()) => (
+                        Level::Info,
+                        format!("{covers} (added to {})", config_path.display()),
+                    ),
+                    Err(err) => (Level::Error, format!("cannot add the allow rule: {err}")),
+                }
+            });
+            if let Some((level, text)) = note {
+                notes.push((Utc::now(), level, text));
+            }
+            let _ = hint_tx.send(());
+        }
+        UiCommand::Reject { id, reason } => {
+            decide(
+                approvals_dir,
+                &id,
+                crate::approvals::Decision::Reject(reason),
+                notes,
+            );
+            let _ = hint_tx.send(());
+        }
+        _ => {}
+    }
+}
+
 async fn event_loop(
     mut guard: TerminalGuard,
     supervisor: Runtime,
@@ -204,7 +273,6 @@ async fn event_loop(
     detach: Option<Detacher>,
 ) -> io::Result<Outcome> {
     let approvals_dir = files.approvals_dir.as_path();
-    let config_path = files.config_path.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
     let supervisor = supervisor.run(command_rx);
@@ -323,58 +391,9 @@ async fn event_loop(
                     }
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
-                    UiCommand::LoadHistory => {
-                        let records = crate::approvals::list_done(approvals_dir, HISTORY_LIMIT);
-                        update(&mut state, Msg::History(records), Utc::now());
-                    }
-                    UiCommand::Approve { id } => {
-                        decide(
-                            approvals_dir,
-                            &id,
-                            crate::approvals::Decision::Approve,
-                            &mut log_tx_local,
-                        );
-                        let _ = hint_tx.send(());
-                    }
-                    UiCommand::ApproveAlways {
-                        id,
-                        tool,
-                        prefixes,
-                        covers,
-                    } => {
-                        let decided = decide(
-                            approvals_dir,
-                            &id,
-                            crate::approvals::Decision::Approve,
-                            &mut log_tx_local,
-                        );
-                        // A refused approval (an abandoned request) adds no rule.
-                        let note = decided.then(|| {
-                            let covers = crate::approvals::escape(&covers);
-                            match crate::config::add_allow_rule(config_path, &tool, &prefixes) {
-                                Ok(()) if prefixes.is_empty() => (Level::Info, covers),
-                                Ok(()) => (
-                                    Level::Info,
-                                    format!("{covers} (added to {})", config_path.display()),
-                                ),
-                                Err(err) => {
-                                    (Level::Error, format!("cannot add the allow rule: {err}"))
-                                }
-                            }
-                        });
-                        if let Some((level, text)) = note {
-                            log_tx_local.push((Utc::now(), level, text));
-                        }
-                        let _ = hint_tx.send(());
-                    }
-                    UiCommand::Reject { id, reason } => {
-                        decide(
-                            approvals_dir,
-                            &id,
-                            crate::approvals::Decision::Reject(reason),
-                            &mut log_tx_local,
-                        );
-                        let _ = hint_tx.send(());
+                    UiCommand::Host(_) => {}
+                    inbox => {
+                        on_inbox_command(inbox, files, &mut state, &hint_tx, &mut log_tx_local)
                     }
                 }
             }

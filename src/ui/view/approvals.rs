@@ -50,7 +50,12 @@ fn essential_width(request: &Request) -> usize {
 /// abandoned request's marker is `⊘`.
 fn request_parts(request: &Request) -> (String, String) {
     let marker = |usual: &'static str| if request.abandoned { "⊘" } else { usual };
-    match request.kind {
+    // In a fleet's inbox each request says which lane asked.
+    let lane = request
+        .lane
+        .as_deref()
+        .map_or_else(String::new, |lane| format!("[{}] ", escape(lane)));
+    let (head, text) = match request.kind {
         RequestKind::Tool => (
             format!(
                 "{} {}  ",
@@ -61,6 +66,10 @@ fn request_parts(request: &Request) -> (String, String) {
         ),
         RequestKind::Ask => (format!("{} ", marker("?")), escape(&request.title)),
         RequestKind::Session => (format!("{} ", marker("●")), escape(&request.title)),
+    };
+    match head.split_once(' ') {
+        Some((mark, rest)) if !lane.is_empty() => (format!("{mark} {lane}{rest}"), text),
+        _ => (head, text),
     }
 }
 

@@ -45,6 +45,11 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             ),
         }
     };
+    // With lanes the header is the shown lane's.
+    let label = match state.fleet.as_ref().and_then(|f| f.selected.as_ref()) {
+        Some(lane) => format!("lane {lane}  {label}"),
+        None => label,
+    };
     // One cell stays free at the end, so a value never seems cut.
     let width = (area.width as usize).saturating_sub(1);
     let global = snap

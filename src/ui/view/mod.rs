@@ -5,6 +5,7 @@ mod approvals;
 mod counters;
 mod events;
 mod header;
+mod lanes;
 mod output;
 mod overlay;
 mod watchdog;
@@ -39,6 +40,18 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     ])
     .areas(area);
     header::draw(state, frame, header_area, now);
+    let body = match &state.fleet {
+        Some(fleet) if !state.zoom => {
+            // Room for every lane up to a third of the screen; the rest scrolls.
+            let wanted = fleet.rows.len().max(1) as u16 + 3;
+            let height = wanted.min(body.height / 3).max(4);
+            let [lanes_area, rest] =
+                Layout::vertical([Constraint::Length(height), Constraint::Min(8)]).areas(body);
+            draw_pane(state, Pane::Lanes, frame, lanes_area, now);
+            rest
+        }
+        _ => body,
+    };
     if state.zoom {
         draw_pane(state, state.focus, frame, body, now);
     } else {
@@ -76,6 +89,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
 
 fn draw_pane(state: &AppState, pane: Pane, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
     match pane {
+        Pane::Lanes => lanes::draw(state, frame, area, now),
         Pane::Output => output::draw(state, frame, area),
         Pane::Watchdog => watchdog::draw(state, frame, area, now),
         Pane::Counters => counters::draw(state, frame, area, now),

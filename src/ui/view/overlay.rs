@@ -18,8 +18,9 @@ use crate::ui::sanitize;
 const HELP_KEYS: usize = 16;
 
 /// The contexts the help lists, in order.
-const HELP_CONTEXTS: [Context; 7] = [
+const HELP_CONTEXTS: [Context; 8] = [
     Context::Main,
+    Context::Lanes,
     Context::Output,
     Context::Approvals,
     Context::Events,
@@ -31,6 +32,7 @@ const HELP_CONTEXTS: [Context; 7] = [
 /// The keymap's context for the focused pane, if it has keys of its own.
 fn pane_context(pane: Pane) -> Option<Context> {
     match pane {
+        Pane::Lanes => Some(Context::Lanes),
         Pane::Output => Some(Context::Output),
         Pane::Approvals => Some(Context::Approvals),
         Pane::Events => Some(Context::Events),
@@ -197,6 +199,9 @@ fn popup(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>, 
 }
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
+    if let Some(diff) = state.fleet.as_ref().and_then(|f| f.diff.as_ref()) {
+        draw_diff(diff, frame, area);
+    }
     if let Some((heading, detail)) = state.output.expanded_detail() {
         let rect = centered(
             area,
@@ -349,8 +354,74 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                 ],
                 Color::Red,
             ),
+            Dialog::RemoveLane => {
+                let lane = state
+                    .fleet
+                    .as_ref()
+                    .and_then(|f| f.selected.as_ref())
+                    .map_or_else(String::new, ToString::to_string);
+                (
+                    "Remove the lane?",
+                    vec![
+                        Line::raw(format!("Remove lane {lane}: its worktree, and its branch")),
+                        Line::raw("if its base has every commit. Refused when work"),
+                        Line::raw("would be lost (see the events pane)."),
+                        Line::raw(""),
+                        Line::raw(confirm_keys("remove")),
+                    ],
+                    Color::Red,
+                )
+            }
         };
         let rect = centered(area, 56, lines.len() as u16 + 2);
         popup(frame, rect, title, lines, color);
+    }
+}
+
+/// `D`: the lane's diff, coloured as git colours it.
+fn draw_diff(diff: &crate::ui::app::lanes::DiffView, frame: &mut Frame, area: Rect) {
+    let rect = centered(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
+    let lines: Vec<Line> = match &diff.text {
+        None => vec![Line::raw("computing the diff…")],
+        Some(Err(why)) => vec![Line::styled(sanitize(why), Style::default().fg(Color::Red))],
+        Some(Ok(text)) => text
+            .lines()
+            .skip(diff.scroll as usize)
+            .take(rect.height as usize)
+            .map(diff_line)
+            .collect(),
+    };
+    popup_lines(
+        frame,
+        rect,
+        &format!(
+            "Diff of lane {} against its base — j/k PgUp/PgDn scroll · Esc close",
+            diff.lane
+        ),
+        lines,
+        Color::Cyan,
+    );
+}
+
+fn diff_line(line: &str) -> Line<'static> {
+    let color = if line.starts_with("+++") || line.starts_with("---") {
+        Some(Color::White)
+    } else if line.starts_with('+') {
+        Some(Color::Green)
+    } else if line.starts_with('-') {
+        Some(Color::Red)
+    } else if line.starts_with("@@") {
+        Some(Color::Cyan)
+    } else {
+        None
+    };
+    let text = sanitize(line);
+    match color {
+        Some(color) => Line::styled(text, Style::default().fg(color)),
+        None => Line::raw(text),
     }
 }

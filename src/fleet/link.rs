@@ -1,0 +1,80 @@
+//! What the fleet host and the control room say to each other across their two
+//! threads. Every message names its lane; the host never waits on the screen.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::LaneName;
+use super::registry::LaneState;
+use crate::protocol::{Command, Event, ExitReason, Snapshot};
+use crate::supervisor::core::Level;
+
+/// News about one lane.
+#[derive(Debug, Clone)]
+pub enum LaneReport {
+    /// The loop's latest state; `queued` when it waits for a session slot.
+    Snapshot {
+        snapshot: Arc<Snapshot>,
+        queued: bool,
+    },
+    Log {
+        at: DateTime<Utc>,
+        level: Level,
+        text: String,
+    },
+    Event {
+        at: DateTime<Utc>,
+        event: Box<Event>,
+    },
+    /// The lane's loop ended (or could not start).
+    Ended(Result<ExitReason, String>),
+    /// Commits on the lane's branch that its base lacks (`None`: not a branch).
+    Ahead(Option<u64>),
+    /// `git diff --stat` then the patch against the lane's base, or why not.
+    Diff(Result<String, String>),
+    /// What `lane rm` did, or why it refused.
+    Removed(Result<Vec<String>, String>),
+}
+
+/// One registered lane, in registry order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaneEntry {
+    pub name: LaneName,
+    /// What the user asked for (active, paused, stopped).
+    pub requested: LaneState,
+    pub max_iterations: Option<u64>,
+}
+
+/// From the host to the control room.
+#[derive(Debug, Clone)]
+pub enum HostMsg {
+    Lane {
+        lane: LaneName,
+        report: LaneReport,
+    },
+    /// The registry changed: these are the lanes now.
+    Lanes(Vec<LaneEntry>),
+    /// A message about the fleet as a whole.
+    Log {
+        level: Level,
+        text: String,
+    },
+    /// Whether no lane runs now; `signalled` when the fleet was told to stop
+    /// by SIGINT/SIGTERM (nobody may be looking).
+    Idle {
+        idle: bool,
+        signalled: bool,
+    },
+}
+
+/// From the control room to the host.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostRequest {
+    /// A command for one lane's loop.
+    Command { lane: LaneName, command: Command },
+    /// Compute the lane's diff against its base.
+    Diff(LaneName),
+    /// `lane rm` without --force.
+    Remove(LaneName),
+}

@@ -1,0 +1,351 @@
+//! The host's side of the control room: lane reporters and snapshot forwarders
+//! that send to the screen's thread, and the slow work it asks for (commits
+//! ahead, diffs, `lane rm`) run on blocking threads, never on the screen's.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::{mpsc, watch};
+
+use super::LaneName;
+use super::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
+use super::registry::{Lane, Registry};
+use super::{lanes, worktree};
+use crate::protocol::{Event, Snapshot};
+use crate::supervisor::core::Level;
+use crate::supervisor::runtime::{Outcome, QUEUED_MARK, Reporter};
+
+/// At most one snapshot per lane this often: 32 busy lanes cost the screen a
+/// few hundred messages a second, not one per byte.
+const SNAPSHOT_GAP: Duration = Duration::from_millis(100);
+/// How often the commits ahead of each base are counted again.
+const FACTS_EVERY: Duration = Duration::from_secs(3);
+/// A diff longer than this is cut (the rest is one `git diff` away).
+const MAX_DIFF_LINES: usize = 20_000;
+
+/// The channels to the control room, and what was last told through them.
+pub(super) struct RoomSide {
+    to_ui: mpsc::UnboundedSender<HostMsg>,
+    requests: Option<mpsc::UnboundedReceiver<HostRequest>>,
+    entries: Vec<LaneEntry>,
+    idle: Option<(bool, bool)>,
+}
+
+impl RoomSide {
+    pub(super) fn new(
+        to_ui: mpsc::UnboundedSender<HostMsg>,
+        requests: mpsc::UnboundedReceiver<HostRequest>,
+    ) -> RoomSide {
+        RoomSide {
+            to_ui,
+            requests: Some(requests),
+            entries: Vec::new(),
+            idle: None,
+        }
+    }
+
+    /// The next request; `None` once the control room has closed its side.
+    pub(super) async fn next_request(room: &mut Option<RoomSide>) -> Option<HostRequest> {
+        match room.as_mut().and_then(|room| room.requests.as_mut()) {
+            Some(requests) => requests.recv().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    pub(super) fn open(&self) -> bool {
+        self.requests.is_some()
+    }
+
+    pub(super) fn close(&mut self) {
+        self.requests = None;
+    }
+
+    fn send(&self, lane: &LaneName, report: LaneReport) {
+        let _ = self.to_ui.send(HostMsg::Lane {
+            lane: lane.clone(),
+            report,
+        });
+    }
+
+    pub(super) fn say(&self, level: Level, text: &str) {
+        let _ = self.to_ui.send(HostMsg::Log {
+            level,
+            text: text.to_string(),
+        });
+    }
+
+    pub(super) fn tell_idle(&mut self, idle: bool, signalled: bool) {
+        if self.idle != Some((idle, signalled)) {
+            self.idle = Some((idle, signalled));
+            let _ = self.to_ui.send(HostMsg::Idle { idle, signalled });
+        }
+    }
+
+    pub(super) fn reporter(&self, lane: &LaneName) -> Box<dyn Reporter> {
+        Box::new(LaneChannel {
+            lane: lane.clone(),
+            to_ui: self.to_ui.clone(),
+        })
+    }
+
+    /// Sends the lane's snapshots as they change, at most one per [`SNAPSHOT_GAP`].
+    pub(super) fn forward_snapshots(
+        &self,
+        lane: LaneName,
+        files_dir: PathBuf,
+        mut snapshots: watch::Receiver<Arc<Snapshot>>,
+    ) {
+        let to_ui = self.to_ui.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                let snapshot = snapshots.borrow_and_update().clone();
+                let queued = files_dir.join(QUEUED_MARK).exists();
+                let report = LaneReport::Snapshot { snapshot, queued };
+                let message = HostMsg::Lane {
+                    lane: lane.clone(),
+                    report,
+                };
+                if to_ui.send(message).is_err() {
+                    return;
+                }
+                tokio::time::sleep(SNAPSHOT_GAP).await;
+                if snapshots.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    pub(super) fn lane_ended(&self, lane: &LaneName, outcome: &Result<Outcome, String>) {
+        if let Ok(outcome) = outcome {
+            let snapshot = Arc::new(outcome.snapshot.clone());
+            self.send(
+                lane,
+                LaneReport::Snapshot {
+                    snapshot,
+                    queued: false,
+                },
+            );
+        }
+        let ended = outcome
+            .as_ref()
+            .map(|outcome| outcome.reason.clone())
+            .map_err(Clone::clone);
+        self.send(lane, LaneReport::Ended(ended));
+    }
+
+    /// Tells the registry's lanes when they changed, with the last state of
+    /// those that do not run now (read from their status files).
+    pub(super) fn lanes(&mut self, root: &Path, registry: &Registry, running: &[&LaneName]) {
+        let entries: Vec<LaneEntry> = registry
+            .lanes
+            .iter()
+            .map(|lane| LaneEntry {
+                name: lane.name.clone(),
+                requested: lane.state,
+                max_iterations: lane.max_iterations,
+            })
+            .collect();
+        if entries == self.entries {
+            return;
+        }
+        self.entries = entries.clone();
+        let _ = self.to_ui.send(HostMsg::Lanes(entries));
+        for lane in registry
+            .lanes
+            .iter()
+            .filter(|l| !running.contains(&&l.name))
+        {
+            let status = lanes::status_path(root, &lane.name);
+            if let Ok((snapshot, _)) = crate::store::status::read(&status) {
+                let report = LaneReport::Snapshot {
+                    snapshot: Arc::new(snapshot),
+                    queued: false,
+                };
+                self.send(&lane.name, report);
+            }
+        }
+    }
+
+    /// Counts, every [`FACTS_EVERY`], the commits each lane's branch has that
+    /// its base lacks; only branches whose tip moved are counted again.
+    pub(super) fn start_facts(&self, root: &Path) {
+        let to_ui = self.to_ui.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let mut known = Tips::new();
+            let mut ticker = tokio::time::interval(FACTS_EVERY);
+            loop {
+                ticker.tick().await;
+                if to_ui.is_closed() {
+                    return;
+                }
+                let dir = root.clone();
+                let before = std::mem::take(&mut known);
+                let Ok((now, changed)) =
+                    tokio::task::spawn_blocking(move || count_ahead(&dir, before)).await
+                else {
+                    return;
+                };
+                known = now;
+                for (lane, ahead) in changed {
+                    let report = LaneReport::Ahead(ahead);
+                    if to_ui.send(HostMsg::Lane { lane, report }).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    pub(super) fn diff(&self, root: &Path, lane: LaneName) {
+        let to_ui = self.to_ui.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let name = lane.clone();
+            let text = tokio::task::spawn_blocking(move || diff(&root, &name))
+                .await
+                .unwrap_or_else(|err| Err(format!("the diff failed: {err}")));
+            let report = LaneReport::Diff(text);
+            let _ = to_ui.send(HostMsg::Lane { lane, report });
+        });
+    }
+
+    /// `lane rm` without --force: it refuses a running lane, a dirty worktree
+    /// and a branch with commits its base lacks.
+    pub(super) fn remove(&self, root: &Path, lane: LaneName) {
+        let to_ui = self.to_ui.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let name = lane.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                lanes::remove(&root, &name, false).map_err(|f| f.message().to_string())
+            })
+            .await
+            .unwrap_or_else(|err| Err(format!("lane rm failed: {err}")));
+            let report = LaneReport::Removed(done);
+            let _ = to_ui.send(HostMsg::Lane { lane, report });
+        });
+    }
+}
+
+/// A lane's log lines and events, sent to the control room.
+struct LaneChannel {
+    lane: LaneName,
+    to_ui: mpsc::UnboundedSender<HostMsg>,
+}
+
+impl LaneChannel {
+    fn send(&self, report: LaneReport) {
+        let _ = self.to_ui.send(HostMsg::Lane {
+            lane: self.lane.clone(),
+            report,
+        });
+    }
+}
+
+impl Reporter for LaneChannel {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
+        self.send(LaneReport::Log {
+            at: wall,
+            level,
+            text: message.to_string(),
+        });
+    }
+
+    fn event(&mut self, wall: DateTime<Utc>, event: &Event) {
+        self.send(LaneReport::Event {
+            at: wall,
+            event: Box::new(event.clone()),
+        });
+    }
+}
+
+/// The lane's base and branch, when it has them.
+fn base_and_branch(lane: &Lane) -> Option<(&str, String)> {
+    let base = lane.base.as_deref()?;
+    let branch = lane.branch.as_deref()?;
+    Some((base, format!("refs/heads/{branch}")))
+}
+
+/// Each lane's branch tip and how many commits its base lacks.
+type Tips = HashMap<LaneName, (String, Option<u64>)>;
+
+/// One `git for-each-ref` for every tip, then `rev-list --count` only for the
+/// branches whose tip is new. Returns what is known now and what changed.
+fn count_ahead(root: &Path, mut known: Tips) -> (Tips, Vec<(LaneName, Option<u64>)>) {
+    let Ok(registry) = super::registry::load(root) else {
+        return (known, Vec::new());
+    };
+    let tips: HashMap<String, String> = worktree::git(
+        root,
+        &[
+            "for-each-ref",
+            "--format=%(refname) %(objectname)",
+            "refs/heads/",
+        ],
+    )
+    .unwrap_or_default()
+    .lines()
+    .filter_map(|line| line.split_once(' '))
+    .map(|(name, tip)| (name.to_string(), tip.to_string()))
+    .collect();
+    let mut now = HashMap::new();
+    let mut changed = Vec::new();
+    for lane in &registry.lanes {
+        let Some((base, branch)) = base_and_branch(lane) else {
+            continue;
+        };
+        let Some(tip) = tips.get(&branch) else {
+            continue;
+        };
+        let entry = match known.remove(&lane.name) {
+            Some((old_tip, ahead)) if &old_tip == tip => (old_tip, ahead),
+            _ => {
+                let ahead = worktree::commits_ahead(root, base, &branch).ok();
+                changed.push((lane.name.clone(), ahead));
+                (tip.clone(), ahead)
+            }
+        };
+        now.insert(lane.name.clone(), entry);
+    }
+    (now, changed)
+}
+
+/// `git diff --stat` and then the patch, from where the branch left its base
+/// to the branch's tip.
+fn diff(root: &Path, name: &LaneName) -> Result<String, String> {
+    let registry = super::registry::load(root)?;
+    let lane = registry
+        .lane(name)
+        .ok_or_else(|| format!("no lane named {name}"))?;
+    let (base, branch) = base_and_branch(lane)
+        .ok_or_else(|| format!("lane {name} has no branch of its own: nothing to compare"))?;
+    let range = format!("{base}...{branch}");
+    let args = ["diff", "--no-color", "--no-ext-diff"];
+    let stat = worktree::git(root, &[&args[..], &["--stat", &range, "--"]].concat())?;
+    let patch = worktree::git(root, &[&args[..], &[&range, "--"]].concat())?;
+    if stat.is_empty() && patch.is_empty() {
+        return Ok(format!(
+            "{} has nothing that {} lacks",
+            lanes::short_ref(&branch),
+            lanes::short_ref(base)
+        ));
+    }
+    let mut text = format!("{stat}\n\n");
+    let total = patch.lines().count();
+    for line in patch.lines().take(MAX_DIFF_LINES) {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if total > MAX_DIFF_LINES {
+        text.push_str(&format!(
+            "… {} more lines: git diff {range}\n",
+            total - MAX_DIFF_LINES
+        ));
+    }
+    Ok(text)
+}

@@ -1,0 +1,628 @@
+//! The control room over a fleet: one row per lane with its [`LaneStatus`],
+//! which lane the panes show, and each lane's view (output position, events)
+//! kept while another lane is shown. Every message from the host names its
+//! lane; commands for a lane go back with its name.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use super::{AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update};
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
+use crate::fleet::registry::LaneState;
+use crate::protocol::{Command, Counters, ExitReason, LaneId, LoopState, Snapshot, Totals};
+use crate::supervisor::core::Level;
+
+/// A lane's state as the Lanes pane words it; the loop's own state, never a
+/// guess from a screen. Kept per lane in [`LaneRow::status`], so that a
+/// change (old against new) can be noticed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneStatus {
+    Running,
+    /// A request of this lane waits in the approvals inbox.
+    WaitingForYou,
+    /// A retry delay or a rate-limit backoff, until then.
+    Backoff {
+        until: Option<DateTime<Utc>>,
+    },
+    /// A human rejected a session (or the disk is full): it waits to be resumed.
+    Held,
+    Paused,
+    /// Waits for a session slot (`[fleet] max_parallel`), or has not started yet.
+    Queued,
+    Done,
+    Failed,
+    Stopped,
+}
+
+impl LaneStatus {
+    /// A human should look at it.
+    pub fn needs_you(self) -> bool {
+        matches!(
+            self,
+            LaneStatus::WaitingForYou | LaneStatus::Held | LaneStatus::Failed
+        )
+    }
+
+    pub fn glyph(self) -> &'static str {
+        match self {
+            LaneStatus::Running => "●",
+            LaneStatus::WaitingForYou => "?",
+            LaneStatus::Backoff { .. } => "◔",
+            LaneStatus::Held => "!",
+            LaneStatus::Paused => "‖",
+            LaneStatus::Queued => "…",
+            LaneStatus::Done => "✓",
+            LaneStatus::Failed => "✗",
+            LaneStatus::Stopped => "■",
+        }
+    }
+
+    pub fn word(self) -> String {
+        match self {
+            LaneStatus::Running => "running".into(),
+            LaneStatus::WaitingForYou => "waiting for you".into(),
+            LaneStatus::Backoff { until: Some(at) } => {
+                format!("backoff until {}", crate::fmt::clock_short(at))
+            }
+            LaneStatus::Backoff { until: None } => "backoff".into(),
+            LaneStatus::Held => "held".into(),
+            LaneStatus::Paused => "paused".into(),
+            LaneStatus::Queued => "queued".into(),
+            LaneStatus::Done => "done".into(),
+            LaneStatus::Failed => "failed".into(),
+            LaneStatus::Stopped => "stopped".into(),
+        }
+    }
+}
+
+/// One lane as the Lanes pane shows it.
+#[derive(Debug, Clone)]
+pub struct LaneRow {
+    pub name: LaneName,
+    pub requested: LaneState,
+    pub max_iterations: Option<u64>,
+    pub snapshot: Option<Arc<Snapshot>>,
+    /// Waiting for a session slot.
+    pub queued: bool,
+    /// How its loop ended in this run, if it has.
+    pub ended: Option<Result<ExitReason, String>>,
+    pub ahead: Option<u64>,
+    /// Its requests in the approvals inbox.
+    pub pending: usize,
+    pub status: LaneStatus,
+}
+
+impl LaneRow {
+    fn new(entry: &LaneEntry) -> LaneRow {
+        let mut row = LaneRow {
+            name: entry.name.clone(),
+            requested: entry.requested,
+            max_iterations: entry.max_iterations,
+            snapshot: None,
+            queued: false,
+            ended: None,
+            ahead: None,
+            pending: 0,
+            status: LaneStatus::Queued,
+        };
+        row.status = status_of(&row);
+        row
+    }
+
+    /// Its loop runs now: commands reach it.
+    pub fn live(&self) -> bool {
+        self.ended.is_none()
+            && self
+                .snapshot
+                .as_ref()
+                .is_some_and(|s| s.state != LoopState::Stopped)
+    }
+}
+
+/// How a loop that ended is worded.
+fn ended_status(reason: Option<&ExitReason>) -> LaneStatus {
+    match reason {
+        Some(ExitReason::MaxIterations | ExitReason::Completed) => LaneStatus::Done,
+        Some(ExitReason::UserStop | ExitReason::StopFile | ExitReason::Signal { .. }) | None => {
+            LaneStatus::Stopped
+        }
+        Some(_) => LaneStatus::Failed,
+    }
+}
+
+/// The lane's status from what its loop last said.
+pub fn status_of(row: &LaneRow) -> LaneStatus {
+    if row.pending > 0 {
+        return LaneStatus::WaitingForYou;
+    }
+    match &row.ended {
+        Some(Ok(reason)) => return ended_status(Some(reason)),
+        Some(Err(_)) => return LaneStatus::Failed,
+        None => {}
+    }
+    let Some(snapshot) = &row.snapshot else {
+        return match row.requested {
+            LaneState::Active => LaneStatus::Queued,
+            LaneState::Paused => LaneStatus::Paused,
+            LaneState::Stopped => LaneStatus::Stopped,
+        };
+    };
+    match snapshot.state {
+        LoopState::Held | LoopState::DiskFull => LaneStatus::Held,
+        LoopState::AwaitingApproval => LaneStatus::WaitingForYou,
+        LoopState::Stopped => ended_status(snapshot.exit_reason.as_ref()),
+        _ if snapshot.paused || row.requested == LaneState::Paused => LaneStatus::Paused,
+        _ if row.queued => LaneStatus::Queued,
+        LoopState::RateLimitedBackoff | LoopState::Retrying => LaneStatus::Backoff {
+            until: snapshot.rate_limit_resets_at.or(snapshot.next_session_at),
+        },
+        _ => LaneStatus::Running,
+    }
+}
+
+/// The rows' indices in the order shown: lanes that need a human first, then
+/// the rest, each group in registry order (rows do not jump as they work).
+pub fn display_order(rows: &[LaneRow]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&i| !rows[i].status.needs_you());
+    order
+}
+
+/// `D`: a lane's diff against its base, on top of everything.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffView {
+    pub lane: LaneName,
+    /// `None` while it is being computed.
+    pub text: Option<Result<String, String>>,
+    pub scroll: u16,
+}
+
+/// The fleet's part of the state.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// In registry order.
+    pub rows: Vec<LaneRow>,
+    /// The lane the panes show.
+    pub selected: Option<LaneName>,
+    /// The other lanes' views, while they are not shown.
+    views: HashMap<LaneName, LaneView>,
+    /// No lane runs now.
+    pub idle: bool,
+    pub diff: Option<DiffView>,
+}
+
+impl Fleet {
+    pub fn order(&self) -> Vec<usize> {
+        display_order(&self.rows)
+    }
+
+    pub fn selected_row(&self) -> Option<&LaneRow> {
+        let name = self.selected.as_ref()?;
+        self.rows.iter().find(|row| &row.name == name)
+    }
+
+    /// Where the selected lane is in the order shown.
+    pub fn selected_position(&self, order: &[usize]) -> Option<usize> {
+        let name = self.selected.as_ref()?;
+        order.iter().position(|&i| &self.rows[i].name == name)
+    }
+
+    fn row_mut(&mut self, name: &LaneName) -> Option<&mut LaneRow> {
+        self.rows.iter_mut().find(|row| &row.name == name)
+    }
+}
+
+/// What the panes show of one lane; swapped into [`AppState`] when it is selected.
+#[derive(Debug, Clone)]
+struct LaneView {
+    snapshot: Arc<Snapshot>,
+    output: OutputView,
+    viewing: Viewing,
+    usage: Usage,
+    events: VecDeque<EventLine>,
+    events_view: EventsView,
+    growth_sample: Option<(u64, DateTime<Utc>)>,
+    growth_rate: f64,
+    finished: Option<ExitReason>,
+}
+
+impl LaneView {
+    fn new(snapshot: Arc<Snapshot>) -> LaneView {
+        LaneView {
+            snapshot,
+            output: OutputView::default(),
+            viewing: Viewing {
+                global: None,
+                file: None,
+                live: true,
+            },
+            usage: Usage::default(),
+            events: VecDeque::new(),
+            events_view: EventsView::default(),
+            growth_sample: None,
+            growth_rate: 0.0,
+            finished: None,
+        }
+    }
+
+    /// Puts this view into `state` and returns the one it replaces.
+    fn swap_into(mut self, state: &mut AppState) -> LaneView {
+        use std::mem::swap;
+        swap(&mut self.snapshot, &mut state.snapshot);
+        swap(&mut self.output, &mut state.output);
+        swap(&mut self.viewing, &mut state.viewing);
+        swap(&mut self.usage, &mut state.usage);
+        swap(&mut self.events, &mut state.events);
+        swap(&mut self.events_view, &mut state.events_view);
+        swap(&mut self.growth_sample, &mut state.growth_sample);
+        swap(&mut self.growth_rate, &mut state.growth_rate);
+        swap(&mut self.finished, &mut state.finished);
+        self
+    }
+}
+
+/// A snapshot for a lane that has not said anything yet.
+pub fn placeholder(lane: &str, max_iterations: Option<u64>) -> Snapshot {
+    let never = DateTime::<Utc>::UNIX_EPOCH;
+    Snapshot {
+        lane: LaneId::default(),
+        pid: 0,
+        state: LoopState::Starting,
+        agent_command: format!("lane {lane}"),
+        stale_timeout_secs: 0.0,
+        paused: false,
+        paused_at: None,
+        stop_pending: false,
+        iteration: 0,
+        max_iterations: max_iterations.unwrap_or(0),
+        global_iteration: None,
+        output_file: None,
+        output_bytes: 0,
+        loop_start: never,
+        session_start: None,
+        last_output_growth: None,
+        last_update: never,
+        last_completed_iteration: None,
+        last_completed_global: None,
+        last_committed: None,
+        last_exit_code: None,
+        consecutive_rate_limits: 0,
+        pgid: None,
+        agent_pid: None,
+        agent_start_ticks: None,
+        next_session_at: None,
+        rate_limit_resets_at: None,
+        counters: Counters::default(),
+        exit_reason: None,
+        held_reason: None,
+        last_session: None,
+        totals: Totals::default(),
+        max_cost_usd: None,
+        max_runtime_secs: None,
+        max_cost_per_session_usd: None,
+        max_tool_calls_per_session: None,
+    }
+}
+
+/// Runs `f` on `lane`'s view as if it were shown; a lane not shown follows no
+/// output file.
+fn with_lane(
+    state: &mut AppState,
+    lane: &LaneName,
+    f: impl FnOnce(&mut AppState) -> Vec<UiCommand>,
+) -> Vec<UiCommand> {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return Vec::new();
+    };
+    if fleet.selected.as_ref() == Some(lane) {
+        return f(state);
+    }
+    let view = fleet.views.remove(lane).unwrap_or_else(|| {
+        let max = fleet
+            .rows
+            .iter()
+            .find(|r| &r.name == lane)
+            .and_then(|r| r.max_iterations);
+        LaneView::new(Arc::new(placeholder(lane.as_str(), max)))
+    });
+    let shown = view.swap_into(state);
+    let mut commands = f(state);
+    let view = shown.swap_into(state);
+    if let Some(fleet) = state.fleet.as_mut() {
+        fleet.views.insert(lane.clone(), view);
+    }
+    commands.retain(|c| !matches!(c, UiCommand::Follow(_)));
+    commands
+}
+
+/// Shows lane `name` in the panes; follows its session's output.
+pub fn select(state: &mut AppState, name: &LaneName) -> Vec<UiCommand> {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return Vec::new();
+    };
+    if fleet.selected.as_ref() == Some(name) {
+        return Vec::new();
+    }
+    let Some(row) = fleet.rows.iter().find(|r| &r.name == name) else {
+        return Vec::new();
+    };
+    let fallback = row.snapshot.clone();
+    let max = row.max_iterations;
+    let view = fleet.views.remove(name).unwrap_or_else(|| {
+        LaneView::new(fallback.unwrap_or_else(|| Arc::new(placeholder(name.as_str(), max))))
+    });
+    let previous = fleet.selected.replace(name.clone());
+    let old = view.swap_into(state);
+    if let (Some(previous), Some(fleet)) = (previous, state.fleet.as_mut()) {
+        fleet.views.insert(previous, old);
+    }
+    // The output lines kept were of the follower that stopped: read afresh.
+    state.output.clear();
+    state.output.expanded = None;
+    state.events_view.expanded = false;
+    state.usage = Usage::default();
+    if !state.viewing.live && state.viewing.file.is_some() {
+        state.viewing.live = true;
+    }
+    state.viewing.file = state.snapshot.output_file.clone();
+    state.viewing.global = state.snapshot.global_iteration;
+    state
+        .viewing
+        .file
+        .clone()
+        .map(UiCommand::Follow)
+        .into_iter()
+        .collect()
+}
+
+/// Selects the lane `delta` rows away in the order shown.
+pub fn select_by(state: &mut AppState, delta: isize) -> Vec<UiCommand> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    let order = fleet.order();
+    if order.is_empty() {
+        return Vec::new();
+    }
+    let at = fleet.selected_position(&order).unwrap_or(0) as isize;
+    let target = (at + delta).clamp(0, order.len() as isize - 1) as usize;
+    let name = fleet.rows[order[target]].name.clone();
+    select(state, &name)
+}
+
+/// `1`–`9`: the nth lane in the order shown.
+pub fn select_nth(state: &mut AppState, n: usize) -> Vec<UiCommand> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    let order = fleet.order();
+    match n.checked_sub(1).and_then(|i| order.get(i)) {
+        Some(&i) => {
+            let name = fleet.rows[i].name.clone();
+            select(state, &name)
+        }
+        None => Vec::new(),
+    }
+}
+
+/// A command for the shown lane's loop goes to that lane, by name.
+pub(super) fn route(state: &AppState, commands: &mut [UiCommand]) {
+    let Some(lane) = state.fleet.as_ref().and_then(|f| f.selected.clone()) else {
+        return;
+    };
+    for command in commands.iter_mut() {
+        if let UiCommand::Supervisor(inner) = command {
+            *command = UiCommand::Host(HostRequest::Command {
+                lane: lane.clone(),
+                command: inner.clone(),
+            });
+        }
+    }
+}
+
+/// The quit dialog's stop, for every lane whose loop runs (a stop after the
+/// session only where none is asked yet: it is a toggle).
+pub(crate) fn to_every_lane(fleet: &Fleet, command: &Command, commands: &mut Vec<UiCommand>) {
+    for row in fleet.rows.iter().filter(|row| row.live()) {
+        let pending = row.snapshot.as_ref().is_some_and(|s| s.stop_pending);
+        if *command == Command::StopAfterCurrent && pending {
+            continue;
+        }
+        commands.push(UiCommand::Host(HostRequest::Command {
+            lane: row.name.clone(),
+            command: command.clone(),
+        }));
+    }
+}
+
+/// The inbox changed: each lane's count of waiting requests.
+pub(super) fn count_requests(state: &mut AppState) {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return;
+    };
+    for row in &mut fleet.rows {
+        row.pending = state
+            .approvals
+            .iter()
+            .filter(|r| r.lane.as_deref() == Some(row.name.as_str()))
+            .count();
+        row.status = status_of(row);
+    }
+}
+
+/// A line in the events pane of every lane (news about the fleet).
+fn tell_every_lane(state: &mut AppState, level: Level, text: &str, now: DateTime<Utc>) {
+    let names: Vec<LaneName> = state
+        .fleet
+        .as_ref()
+        .map(|f| f.rows.iter().map(|r| r.name.clone()).collect())
+        .unwrap_or_default();
+    let shown = state.fleet.as_ref().and_then(|f| f.selected.clone());
+    let log = |text: &str| Msg::Log {
+        at: now,
+        level,
+        text: text.to_string(),
+    };
+    update(state, log(text), now);
+    for name in names.iter().filter(|n| Some(*n) != shown.as_ref()) {
+        with_lane(state, name, |state| update(state, log(text), now));
+    }
+}
+
+pub(super) fn on_host(
+    state: &mut AppState,
+    message: HostMsg,
+    now: DateTime<Utc>,
+) -> Vec<UiCommand> {
+    match message {
+        HostMsg::Lane { lane, report } => on_lane(state, &lane, report, now),
+        HostMsg::Lanes(entries) => on_lanes(state, &entries),
+        HostMsg::Log { level, text } => {
+            tell_every_lane(state, level, &text, now);
+            Vec::new()
+        }
+        HostMsg::Idle { idle, signalled } => {
+            let Some(fleet) = state.fleet.as_mut() else {
+                return Vec::new();
+            };
+            fleet.idle = idle;
+            if idle && (state.quit_when_finished || signalled) {
+                state.should_quit = true;
+                return vec![UiCommand::Quit];
+            }
+            Vec::new()
+        }
+    }
+}
+
+/// The registry's lanes: rows kept by name, new ones added, removed ones dropped.
+fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return Vec::new();
+    };
+    let mut old: HashMap<LaneName, LaneRow> = fleet
+        .rows
+        .drain(..)
+        .map(|row| (row.name.clone(), row))
+        .collect();
+    for entry in entries {
+        let mut row = old
+            .remove(&entry.name)
+            .unwrap_or_else(|| LaneRow::new(entry));
+        row.requested = entry.requested;
+        row.max_iterations = entry.max_iterations;
+        row.status = status_of(&row);
+        fleet.rows.push(row);
+    }
+    for gone in old.keys() {
+        fleet.views.remove(gone);
+    }
+    let selected_gone = fleet
+        .selected
+        .as_ref()
+        .is_none_or(|name| !fleet.rows.iter().any(|r| &r.name == name));
+    count_requests(state);
+    let Some(fleet) = state.fleet.as_mut().filter(|_| selected_gone) else {
+        return Vec::new();
+    };
+    // The shown lane was removed: its view goes with it.
+    fleet.selected = None;
+    let first = fleet.order().first().map(|&i| fleet.rows[i].name.clone());
+    let blank = LaneView::new(Arc::new(placeholder("fleet", None)));
+    let _removed = blank.swap_into(state);
+    match first {
+        Some(name) => select(state, &name),
+        None => Vec::new(),
+    }
+}
+
+fn on_lane(
+    state: &mut AppState,
+    lane: &LaneName,
+    report: LaneReport,
+    now: DateTime<Utc>,
+) -> Vec<UiCommand> {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return Vec::new();
+    };
+    let Some(row) = fleet.row_mut(lane) else {
+        // Not (or no longer) in the registry.
+        return Vec::new();
+    };
+    match report {
+        LaneReport::Snapshot { snapshot, queued } => {
+            if snapshot.state != LoopState::Stopped {
+                row.ended = None;
+            }
+            row.queued = queued;
+            row.snapshot = Some(Arc::clone(&snapshot));
+            row.status = status_of(row);
+            with_lane(state, lane, |state| {
+                update(state, Msg::Snapshot(snapshot), now)
+            })
+        }
+        LaneReport::Log { at, level, text } => with_lane(state, lane, |state| {
+            update(state, Msg::Log { at, level, text }, now)
+        }),
+        LaneReport::Event { at, event } => with_lane(state, lane, |state| {
+            update(state, Msg::Event { at, event }, now)
+        }),
+        LaneReport::Ended(ended) => {
+            row.ended = Some(ended.clone());
+            row.status = status_of(row);
+            with_lane(state, lane, |state| {
+                let reason = match ended {
+                    Ok(reason) => reason,
+                    Err(message) => {
+                        // It could not start: say why where its events are read.
+                        let text = format!("the lane could not run: {message}");
+                        let log = Msg::Log {
+                            at: now,
+                            level: Level::Error,
+                            text,
+                        };
+                        update(state, log, now);
+                        ExitReason::Fatal { message }
+                    }
+                };
+                state.finished = Some(reason);
+                Vec::new()
+            })
+        }
+        LaneReport::Ahead(ahead) => {
+            row.ahead = ahead;
+            Vec::new()
+        }
+        LaneReport::Diff(text) => {
+            if let Some(diff) = fleet.diff.as_mut().filter(|d| &d.lane == lane) {
+                diff.text = Some(text);
+            }
+            Vec::new()
+        }
+        LaneReport::Removed(Ok(done)) => {
+            let text = format!("lane rm {lane}: {}", done.join("; "));
+            tell_every_lane(state, Level::Info, &text, now);
+            Vec::new()
+        }
+        LaneReport::Removed(Err(why)) => {
+            let text = format!("refused: lane rm {lane}: {why}");
+            with_lane(state, lane, |state| {
+                update(
+                    state,
+                    Msg::Log {
+                        at: now,
+                        level: Level::Error,
+                        text,
+                    },
+                    now,
+                )
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,305 @@
+use super::*;
+use crate::approvals::{Request, RequestKind};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn name(text: &str) -> LaneName {
+    LaneName::parse(text).expect("a valid lane name")
+}
+
+fn t0() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_800_000_000, 0).expect("valid time")
+}
+
+fn entry(text: &str) -> LaneEntry {
+    LaneEntry {
+        name: name(text),
+        requested: LaneState::Active,
+        max_iterations: Some(5),
+    }
+}
+
+fn running(lane: &str) -> Arc<Snapshot> {
+    let mut snapshot = placeholder(lane, Some(5));
+    snapshot.state = LoopState::SessionRunning;
+    snapshot.pgid = Some(100);
+    snapshot.agent_pid = Some(100);
+    Arc::new(snapshot)
+}
+
+fn row(text: &str, status: LaneStatus) -> LaneRow {
+    let mut row = LaneRow::new(&entry(text));
+    row.status = status;
+    row
+}
+
+fn key(c: char) -> Msg {
+    Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+/// A fleet of lanes `names`, each with a running session.
+fn fleet(names: &[&str]) -> AppState {
+    let mut state = AppState::for_fleet(true);
+    let entries = names.iter().map(|n| entry(n)).collect();
+    update(&mut state, Msg::Host(HostMsg::Lanes(entries)), t0());
+    for lane in names {
+        let report = LaneReport::Snapshot {
+            snapshot: running(lane),
+            queued: false,
+        };
+        let message = HostMsg::Lane {
+            lane: name(lane),
+            report,
+        };
+        update(&mut state, Msg::Host(message), t0());
+    }
+    state
+}
+
+fn request(id: &str, lane: &str) -> Request {
+    Request {
+        id: id.into(),
+        kind: RequestKind::Ask,
+        title: "may I?".into(),
+        body: None,
+        tool_name: None,
+        tool_input: None,
+        session_id: None,
+        cwd: None,
+        lane: Some(lane.into()),
+        created: t0(),
+        abandoned: false,
+    }
+}
+
+#[test]
+fn lanes_that_need_you_come_first_the_rest_in_registry_order() {
+    let rows = vec![
+        row("a", LaneStatus::Running),
+        row("b", LaneStatus::Done),
+        row("c", LaneStatus::Failed),
+        row("d", LaneStatus::Queued),
+        row("e", LaneStatus::WaitingForYou),
+        row("f", LaneStatus::Held),
+        row("g", LaneStatus::Backoff { until: None }),
+    ];
+    let names: Vec<&str> = display_order(&rows)
+        .into_iter()
+        .map(|i| rows[i].name.as_str())
+        .collect();
+    assert_eq!(names, ["c", "e", "f", "a", "b", "d", "g"]);
+}
+
+#[test]
+fn the_status_is_the_loops_own_state() {
+    let mut row = LaneRow::new(&entry("a"));
+    assert_eq!(status_of(&row), LaneStatus::Queued);
+    let mut snapshot = placeholder("a", None);
+    snapshot.state = LoopState::RateLimitedBackoff;
+    snapshot.rate_limit_resets_at = Some(t0());
+    row.snapshot = Some(Arc::new(snapshot.clone()));
+    assert_eq!(status_of(&row), LaneStatus::Backoff { until: Some(t0()) });
+    assert_eq!(status_of(&row).word(), "backoff until 08:00");
+    snapshot.state = LoopState::SessionRunning;
+    snapshot.paused = true;
+    row.snapshot = Some(Arc::new(snapshot.clone()));
+    assert_eq!(status_of(&row), LaneStatus::Paused);
+    snapshot.paused = false;
+    row.queued = true;
+    row.snapshot = Some(Arc::new(snapshot.clone()));
+    assert_eq!(status_of(&row), LaneStatus::Queued);
+    row.queued = false;
+    snapshot.state = LoopState::Held;
+    row.snapshot = Some(Arc::new(snapshot));
+    assert_eq!(status_of(&row), LaneStatus::Held);
+    row.pending = 1;
+    assert_eq!(status_of(&row), LaneStatus::WaitingForYou);
+    row.pending = 0;
+    row.ended = Some(Ok(ExitReason::MaxIterations));
+    assert_eq!(status_of(&row), LaneStatus::Done);
+    row.ended = Some(Ok(ExitReason::UserStop));
+    assert_eq!(status_of(&row), LaneStatus::Stopped);
+    row.ended = Some(Err("the lane's folder is missing".into()));
+    assert_eq!(status_of(&row), LaneStatus::Failed);
+}
+
+#[test]
+fn pause_kill_and_stop_go_to_the_selected_lane_only() {
+    let mut state = fleet(&["a", "b", "c"]);
+    assert_eq!(
+        state.fleet.as_ref().and_then(|f| f.selected.clone()),
+        Some(name("a"))
+    );
+    update(&mut state, key('2'), t0());
+    let to_b = |command| {
+        vec![UiCommand::Host(HostRequest::Command {
+            lane: name("b"),
+            command,
+        })]
+    };
+    assert_eq!(update(&mut state, key('p'), t0()), to_b(Command::Pause));
+    assert!(
+        update(&mut state, key('K'), t0()).is_empty(),
+        "K asks first"
+    );
+    assert_eq!(
+        update(&mut state, key('y'), t0()),
+        to_b(Command::KillSession)
+    );
+    assert_eq!(
+        update(&mut state, key('s'), t0()),
+        to_b(Command::StopAfterCurrent)
+    );
+    // j/k in the Lanes pane (focused at start) move the selection.
+    update(&mut state, key('j'), t0());
+    assert_eq!(
+        update(&mut state, key('p'), t0()),
+        vec![UiCommand::Host(HostRequest::Command {
+            lane: name("c"),
+            command: Command::Pause,
+        })]
+    );
+}
+
+#[test]
+fn quitting_stops_every_running_lane_and_waits_for_them() {
+    let mut state = fleet(&["a", "b"]);
+    assert!(
+        update(&mut state, key('q'), t0()).is_empty(),
+        "q asks first"
+    );
+    let commands = update(&mut state, key('S'), t0());
+    let lanes: Vec<_> = commands
+        .iter()
+        .map(|c| match c {
+            UiCommand::Host(HostRequest::Command { lane, command }) => {
+                (lane.to_string(), command.clone())
+            }
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        lanes,
+        [
+            ("a".to_string(), Command::StopNow),
+            ("b".to_string(), Command::StopNow)
+        ]
+    );
+    assert!(!state.should_quit);
+    let idle = HostMsg::Idle {
+        idle: true,
+        signalled: false,
+    };
+    assert_eq!(update(&mut state, Msg::Host(idle), t0()), [UiCommand::Quit]);
+    assert!(state.should_quit);
+}
+
+#[test]
+fn each_lane_keeps_its_own_events_and_snapshot() {
+    let mut state = fleet(&["a", "b"]);
+    for lane in ["a", "b"] {
+        let report = LaneReport::Log {
+            at: t0(),
+            level: Level::Info,
+            text: format!("news of {lane}"),
+        };
+        update(
+            &mut state,
+            Msg::Host(HostMsg::Lane {
+                lane: name(lane),
+                report,
+            }),
+            t0(),
+        );
+    }
+    let texts = |state: &AppState| -> Vec<String> {
+        state.events.iter().map(|e| e.detail.clone()).collect()
+    };
+    assert_eq!(texts(&state), ["news of a"]);
+    assert_eq!(state.snapshot.agent_command, "lane a");
+    update(&mut state, key('2'), t0());
+    assert_eq!(texts(&state), ["news of b"]);
+    assert_eq!(state.snapshot.agent_command, "lane b");
+    update(&mut state, key('1'), t0());
+    assert_eq!(texts(&state), ["news of a"]);
+}
+
+#[test]
+fn a_lane_with_a_request_waits_for_you_and_comes_first() {
+    let mut state = fleet(&["a", "b"]);
+    let pending = vec![request("r1", "b")];
+    update(
+        &mut state,
+        Msg::Approvals {
+            dir_exists: true,
+            pending,
+        },
+        t0(),
+    );
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    let first = &fleet.rows[fleet.order()[0]];
+    assert_eq!(first.name.as_str(), "b");
+    assert_eq!(first.status, LaneStatus::WaitingForYou);
+    assert_eq!(first.pending, 1);
+}
+
+#[test]
+fn x_asks_then_asks_the_host_to_remove_the_selected_lane() {
+    let mut state = fleet(&["a", "b"]);
+    update(&mut state, key('2'), t0());
+    assert!(update(&mut state, key('X'), t0()).is_empty());
+    assert_eq!(
+        update(&mut state, key('y'), t0()),
+        [UiCommand::Host(HostRequest::Remove(name("b")))]
+    );
+    let report = LaneReport::Removed(Err("clowder/b has 1 commit not in main".into()));
+    update(
+        &mut state,
+        Msg::Host(HostMsg::Lane {
+            lane: name("b"),
+            report,
+        }),
+        t0(),
+    );
+    let last = state.events.back().expect("the refusal is shown");
+    assert!(last.detail.starts_with("refused: lane rm b:"), "{last:?}");
+}
+
+#[test]
+fn a_removed_lane_hands_the_panes_to_another() {
+    let mut state = fleet(&["a", "b"]);
+    update(&mut state, key('2'), t0());
+    let commands = update(
+        &mut state,
+        Msg::Host(HostMsg::Lanes(vec![entry("a")])),
+        t0(),
+    );
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    assert_eq!(fleet.selected, Some(name("a")));
+    assert_eq!(fleet.rows.len(), 1);
+    assert_eq!(state.snapshot.agent_command, "lane a");
+    assert!(commands.is_empty(), "{commands:?}");
+}
+
+#[test]
+fn news_of_a_lane_not_shown_follows_no_file() {
+    let mut state = fleet(&["a", "b"]);
+    let mut snapshot = (*running("b")).clone();
+    snapshot.output_file = Some("/x/.clowder/lanes/b/claude-iteration-1.jsonl".into());
+    let report = LaneReport::Snapshot {
+        snapshot: Arc::new(snapshot),
+        queued: false,
+    };
+    let message = HostMsg::Lane {
+        lane: name("b"),
+        report,
+    };
+    assert!(update(&mut state, Msg::Host(message), t0()).is_empty());
+    // Shown, it is followed.
+    let commands = update(&mut state, key('2'), t0());
+    assert_eq!(
+        commands,
+        [UiCommand::Follow(
+            "/x/.clowder/lanes/b/claude-iteration-1.jsonl".into()
+        )]
+    );
+}

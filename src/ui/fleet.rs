@@ -1,0 +1,241 @@
+//! The control room over a fleet. The host (every lane's runtime, output
+//! analysis, git) runs on a thread of its own with its own async runtime; this
+//! thread only draws and handles keys, and talks to the host through two
+//! channels whose every message names its lane.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use crossterm::event::{Event, EventStream};
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+
+use super::app::{AppState, Msg, UiCommand, lanes, update};
+use super::{
+    FRAME, Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
+    spawn_queue_scanner, view,
+};
+use crate::agent::follow::{FollowUpdate, follow};
+use crate::config::Config;
+use crate::fleet::link::{HostMsg, HostRequest};
+use crate::protocol::Command;
+use crate::supervisor::core::Level;
+
+/// At most this many host messages are taken between two looks at the keyboard.
+const HOST_BATCH: usize = 4_096;
+
+/// Runs every lane of the fleet in `root` with the control room on the
+/// terminal; returns the exit code once the user has left and every lane has ended.
+pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
+    let files = Files {
+        approvals_dir: root.join(&config.approvals.dir.0),
+        config_path: root.join(config_path),
+        stop_file: root.join(&config.shutdown.stop_file.0),
+    };
+    let format = config.agent.format;
+    let (to_ui, from_host) = mpsc::unbounded_channel();
+    let (requests, requests_rx) = mpsc::unbounded_channel();
+    let host = std::thread::Builder::new()
+        .name("fleet-host".into())
+        .spawn(move || crate::fleet::host::run_for_room(root, config, to_ui, requests_rx));
+    let host = match host {
+        Ok(host) => host,
+        Err(err) => {
+            eprintln!("clowder: error: cannot start the fleet's thread: {err}");
+            return 1;
+        }
+    };
+    let screen = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the async runtime: {err}"))
+        .and_then(|runtime| {
+            runtime.block_on(async {
+                let guard = TerminalGuard::enter()
+                    .map_err(|err| format!("cannot set up the terminal: {err}"))?;
+                room_loop(guard, from_host, requests, format, &files)
+                    .await
+                    .map_err(|err| format!("terminal error: {err}"))
+            })
+        });
+    // The host ends once its lanes have (a closed room stops them).
+    let code = host.join().unwrap_or(1);
+    match screen {
+        Ok(()) => code,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            if code == 0 { 1 } else { code }
+        }
+    }
+}
+
+async fn room_loop(
+    mut guard: TerminalGuard,
+    mut from_host: mpsc::UnboundedReceiver<HostMsg>,
+    requests: mpsc::UnboundedSender<HostRequest>,
+    format: crate::agent::stream::AgentFormat,
+    files: &Files,
+) -> std::io::Result<()> {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let mut state = AppState::for_fleet(no_color);
+    let mut terminal_events = EventStream::new();
+    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut history_ticker = tokio::time::interval(Duration::from_secs(1));
+    history_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (hint_tx, hint_rx) = mpsc::unbounded_channel::<()>();
+    let (listing_tx, mut listing_rx) = mpsc::unbounded_channel();
+    let scanner = spawn_queue_scanner(
+        files.approvals_dir.clone(),
+        hint_tx.clone(),
+        hint_rx,
+        listing_tx,
+    );
+    let mut outside = Outside {
+        requests: &requests,
+        follower: None,
+        feed_tx,
+        format,
+        files,
+        hint_tx,
+    };
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    let mut host_gone = false;
+    let mut terminal_gone = false;
+    loop {
+        let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
+        if dirty && draw_due {
+            guard
+                .terminal
+                .draw(|frame| view::draw(&state, frame, Utc::now()))?;
+            state.output.page = guard
+                .terminal
+                .size()
+                .map_or(20, |s| s.height.saturating_sub(8) as usize);
+            dirty = false;
+            last_draw = Some(Instant::now());
+        }
+        if state.should_quit || host_gone {
+            break;
+        }
+        let redraw_at = dirty
+            .then(|| last_draw.map(|at| at + FRAME))
+            .flatten()
+            .map(tokio::time::Instant::from_std);
+        let mut messages = Vec::new();
+        tokio::select! {
+            event = terminal_events.next(), if !terminal_gone => match event {
+                Some(Ok(Event::Key(key))) => messages.push(Msg::Key(key)),
+                Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
+                Some(Ok(_)) => messages.push(Msg::Tick),
+                // The terminal is gone: nobody can answer, so every lane stops.
+                Some(Err(_)) | None => {
+                    terminal_gone = true;
+                    if let Some(fleet) = &state.fleet {
+                        let mut stops = Vec::new();
+                        lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
+                        send_all(&requests, stops);
+                    }
+                    state.quit_when_finished = true;
+                    state.should_quit = state.fleet.as_ref().is_some_and(|f| f.idle);
+                }
+            },
+            message = from_host.recv() => match message {
+                Some(message) => messages.push(Msg::Host(message)),
+                None => host_gone = true,
+            },
+            Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
+            _ = ticker.tick() => messages.push(Msg::Tick),
+            _ = history_ticker.tick(), if state.approval_history.is_some() => {
+                messages.push(Msg::History(crate::approvals::list_done(
+                    &files.approvals_dir,
+                    HISTORY_LIMIT,
+                )));
+            }
+            Some((dir_exists, pending)) = listing_rx.recv() => {
+                if pending != state.approvals || dir_exists != state.approvals_dir_exists {
+                    messages.push(Msg::Approvals { dir_exists, pending });
+                }
+            }
+            _ = sleep_until_opt(redraw_at) => {}
+        }
+        // Drain what is already queued before drawing once.
+        while messages.len() < HOST_BATCH
+            && let Ok(message) = from_host.try_recv()
+        {
+            messages.push(Msg::Host(message));
+        }
+        while let Ok(update) = feed_rx.try_recv() {
+            messages.push(output_msg(update));
+        }
+        dirty |= !messages.is_empty();
+        outside.apply(&mut state, messages);
+        let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
+        if state.should_quit && !idle {
+            // Leave only once every lane has ended: nothing keeps running unseen.
+            state.should_quit = false;
+            state.quit_when_finished = true;
+        }
+    }
+    drop(outside.follower.take());
+    scanner.abort();
+    drop(guard);
+    Ok(())
+}
+
+/// Carries out what `update` asks of the world outside the state.
+struct Outside<'a> {
+    requests: &'a mpsc::UnboundedSender<HostRequest>,
+    /// Follows the shown lane's session output on a thread of its own.
+    follower: Option<crate::agent::follow::Follower>,
+    feed_tx: mpsc::UnboundedSender<FollowUpdate>,
+    format: crate::agent::stream::AgentFormat,
+    files: &'a Files,
+    hint_tx: mpsc::UnboundedSender<()>,
+}
+
+impl Outside<'_> {
+    fn apply(&mut self, state: &mut AppState, messages: Vec<Msg>) {
+        let mut notes: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
+        for message in messages {
+            for command in update(state, message, Utc::now()) {
+                self.carry_out(state, command, &mut notes);
+            }
+        }
+        for (at, level, text) in notes {
+            update(state, Msg::Log { at, level, text }, Utc::now());
+        }
+    }
+
+    fn carry_out(
+        &mut self,
+        state: &mut AppState,
+        command: UiCommand,
+        notes: &mut Vec<(DateTime<Utc>, Level, String)>,
+    ) {
+        match command {
+            UiCommand::Host(request) => {
+                let _ = self.requests.send(request);
+            }
+            UiCommand::Follow(file) => {
+                // The old follower stops when dropped.
+                self.follower = Some(follow(file, self.format, self.feed_tx.clone()));
+            }
+            UiCommand::Quit => state.should_quit = true,
+            // Routed to their lanes by `update`; no detaching a fleet.
+            UiCommand::Supervisor(_) | UiCommand::Detach => {}
+            inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
+        }
+    }
+}
+
+fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {
+    for command in commands {
+        if let UiCommand::Host(request) = command {
+            let _ = requests.send(request);
+        }
+    }
+}

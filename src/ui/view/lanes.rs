@@ -1,0 +1,148 @@
+//! The Lanes pane (with lanes): one row per lane — name, status as a glyph and a
+//! word, iteration, idle time against the stale limit, cost, commits ahead of
+//! its base, waiting requests — those that need a human first.
+
+use chrono::{DateTime, Utc};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{pane_block, title};
+use crate::fmt;
+use crate::protocol::LoopState;
+use crate::ui::app::lanes::{Fleet, LaneRow, LaneStatus};
+use crate::ui::app::{AppState, Pane};
+
+/// The name column's widest.
+const NAME_MAX: usize = 16;
+
+pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
+    let Some(fleet) = &state.fleet else {
+        return;
+    };
+    let order = fleet.order();
+    let needs_you = fleet.rows.iter().filter(|r| r.status.needs_you()).count();
+    let heading = match (fleet.rows.len(), needs_you) {
+        (0, _) => "Lanes — none yet (clowder lane add NAME)".to_string(),
+        (n, 0) => format!("Lanes {n}"),
+        (n, k) => format!("Lanes {n} · {k} need you"),
+    };
+    let block = pane_block(state, Pane::Lanes, title(heading));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let name_width = fleet
+        .rows
+        .iter()
+        .map(|r| fmt::width(r.name.as_str()))
+        .max()
+        .unwrap_or(4)
+        .clamp(4, NAME_MAX);
+    let visible = (inner.height as usize).saturating_sub(1);
+    let position = fleet.selected_position(&order).unwrap_or(0);
+    // The selected lane stays in view; a long list scrolls under it.
+    let offset = position.saturating_sub(visible.saturating_sub(1));
+    let mut lines = vec![Line::styled(
+        header(name_width),
+        Style::default().fg(Color::DarkGray),
+    )];
+    for (shown, &index) in order.iter().enumerate().skip(offset).take(visible) {
+        lines.push(row_line(
+            state,
+            fleet,
+            &fleet.rows[index],
+            shown,
+            name_width,
+            now,
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn header(name_width: usize) -> String {
+    format!(
+        "    {:<name_width$} {:<21} {:>6} {:>13} {:>6} {:>5}  asks",
+        "lane", "state", "iter", "idle / limit", "cost", "ahead"
+    )
+}
+
+fn row_line(
+    state: &AppState,
+    fleet: &Fleet,
+    row: &LaneRow,
+    shown: usize,
+    name_width: usize,
+    now: DateTime<Utc>,
+) -> Line<'static> {
+    let selected = fleet.selected.as_ref() == Some(&row.name);
+    let marker = if selected { "▶" } else { " " };
+    let key = if shown < 9 {
+        (shown + 1).to_string()
+    } else {
+        " ".to_string()
+    };
+    let name = fmt::fit(row.name.as_str(), name_width);
+    let word = format!("{} {}", row.status.glyph(), row.status.word());
+    let snapshot = row.snapshot.as_deref();
+    let iteration = snapshot.map_or_else(
+        || "-".to_string(),
+        |s| match s.max_iterations {
+            0 => format!("{}/∞", s.iteration),
+            max => format!("{}/{max}", s.iteration),
+        },
+    );
+    let cost = snapshot.map_or_else(|| "-".to_string(), |s| format!("${:.2}", s.totals.cost_usd));
+    let ahead = row
+        .ahead
+        .map_or_else(|| "-".to_string(), |n| format!("+{n}"));
+    let asks = if row.pending > 0 {
+        format!("⚑{}", row.pending)
+    } else {
+        String::new()
+    };
+    let text = format!(
+        "{marker} {key} {name:<name_width$} {:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {asks}",
+        fmt::fit(&word, 21),
+        idle(row, now),
+    );
+    let mut style = Style::default().fg(color(row.status));
+    if selected {
+        style = style.add_modifier(Modifier::BOLD);
+        if state.focus == Pane::Lanes {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+    }
+    Line::from(Span::styled(text, style))
+}
+
+/// `12s / 20m` while a session runs: how long since it last wrote, against the
+/// watchdog's limit (the clock stands still while paused).
+fn idle(row: &LaneRow, now: DateTime<Utc>) -> String {
+    let Some(snapshot) = row.snapshot.as_deref() else {
+        return "-".to_string();
+    };
+    if row.ended.is_some() || snapshot.state != LoopState::SessionRunning {
+        return "-".to_string();
+    }
+    let end = snapshot.paused_at.unwrap_or(now);
+    let Some(since) = snapshot.last_output_growth.or(snapshot.session_start) else {
+        return "-".to_string();
+    };
+    format!(
+        "{} / {}",
+        fmt::duration((end - since).num_seconds().max(0)),
+        fmt::duration(snapshot.stale_timeout_secs as i64)
+    )
+}
+
+fn color(status: LaneStatus) -> Color {
+    match status {
+        LaneStatus::Running => Color::Green,
+        LaneStatus::WaitingForYou | LaneStatus::Held => Color::Yellow,
+        LaneStatus::Failed => Color::Red,
+        LaneStatus::Backoff { .. } => Color::Magenta,
+        LaneStatus::Paused | LaneStatus::Queued => Color::Blue,
+        LaneStatus::Done | LaneStatus::Stopped => Color::Gray,
+    }
+}

@@ -1,0 +1,369 @@
+//! The control room over a fleet, end to end: the real binary in a real
+//! terminal (tmux), in a real git repository with three lanes whose agent
+//! commits in its worktree and, in one lane, asks through `clowder gate`. Keys
+//! are sent with `send-keys`, the screen read with `capture-pane`, processes
+//! checked in `/proc`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, stderr_of, wait_until};
+use serde_json::Value;
+use tempfile::TempDir;
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let socket = format!("clowder-fleet-test-{}-{n}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args([
+                "-s",
+                "main",
+                "-x",
+                &width.to_string(),
+                "-y",
+                &height.to_string(),
+            ])
+            .args(["-c", &dir.display().to_string()])
+            .arg(shell_command)
+            .status()
+            .expect("tmux must be installed to run this test (.ci/run installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "main"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn wait_for(&self, what: &str) -> String {
+        let mut last = String::new();
+        let found = wait_until(DEADLINE, || {
+            last = self.screen();
+            last.contains(what)
+        });
+        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        stderr_of(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+struct Fleet {
+    repo: TempDir,
+    /// Where the agent leaves the gate's answer (outside the repository).
+    out: TempDir,
+}
+
+impl Fleet {
+    fn new(lanes: &[&str]) -> Fleet {
+        let fleet = Fleet {
+            repo: tempfile::tempdir().expect("tempdir"),
+            out: tempfile::tempdir().expect("tempdir"),
+        };
+        let root = fleet.root();
+        git(root, &["init", "--quiet", "--initial-branch=main"]);
+        git(root, &["config", "user.name", "Fleet Tester"]);
+        git(root, &["config", "user.email", "fleet@example.com"]);
+        git(root, &["config", "commit.gpgsign", "false"]);
+        std::fs::write(root.join("README.md"), "hello\n").expect("write");
+        git(root, &["add", "README.md"]);
+        git(root, &["commit", "--quiet", "-m", "first"]);
+        std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
+        let config = format!(
+            "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 5\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nmin_output_bytes = 1\n",
+            agent.display().to_string()
+        );
+        std::fs::write(root.join("harness.toml"), config).expect("write");
+        for lane in lanes {
+            let out = Command::new(clowder_bin())
+                .args(["lane", "add", lane])
+                .current_dir(root)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("clowder lane add");
+            assert!(out.status.success(), "lane add: {}", stderr_of(&out));
+        }
+        fleet
+    }
+
+    fn root(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn status(&self, lane: &str) -> Option<Value> {
+        let path = self
+            .root()
+            .join(format!(".clowder/lanes/{lane}/harness.status"));
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    }
+
+    /// The process group of the lane's running session, once there is one.
+    fn session_group(&self, lane: &str) -> i32 {
+        let mut pgid = None;
+        let running = wait_until(DEADLINE, || {
+            pgid = self
+                .status(lane)
+                .filter(|status| status["state"] == "session_running")
+                .and_then(|status| status["pgid"].as_i64());
+            pgid.is_some()
+        });
+        assert!(running, "lane {lane} started no session");
+        pgid.expect("checked above") as i32
+    }
+
+    /// The size of the lane's current output file.
+    fn output_size(&self, lane: &str) -> u64 {
+        self.status(lane)
+            .and_then(|s| s["output_file"].as_str().map(PathBuf::from))
+            .and_then(|file| std::fs::metadata(file).ok())
+            .map_or(0, |m| m.len())
+    }
+
+    fn commits_ahead(&self, lane: &str) -> u64 {
+        git(
+            self.root(),
+            &["rev-list", "--count", &format!("main..clowder/{lane}")],
+        )
+        .parse()
+        .expect("a count")
+    }
+}
+
+/// The states of every live process of the group, from `/proc/PID/stat`.
+fn group_states(pgid: i32) -> Vec<char> {
+    live_group_members(pgid)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .next()?
+                .chars()
+                .next()
+        })
+        .collect()
+}
+
+/// Live processes whose working folder is inside `dir`.
+fn processes_in(dir: &Path) -> Vec<i32> {
+    let dir = dir.canonicalize().expect("canonical path");
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&dir))
+                && pid_alive(*pid)
+        })
+        .collect()
+}
+
+/// Whether the lane's output grows within the deadline.
+fn keeps_writing(fleet: &Fleet, lane: &str) -> bool {
+    let before = fleet.output_size(lane);
+    wait_until(DEADLINE, || fleet.output_size(lane) > before + 20)
+}
+
+#[test]
+fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
+    let fleet = Fleet::new(&["alpha", "beta", "gamma"]);
+    let command = format!(
+        "env FLEET_AGENT_GATE_LANE=gamma FLEET_AGENT_OUT={out} FLEET_AGENT_CLOWDER={clowder} FLEET_AGENT_SECS=120 \
+         GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {clowder}; echo CLOWDER_EXIT=$?; sleep 600",
+        out = fleet.out.path().display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(fleet.root(), &command, 120, 40);
+    tmux.wait_for("Lanes 3");
+
+    // The three lanes run at once, each in its own worktree.
+    let groups: Vec<i32> = ["alpha", "beta", "gamma"]
+        .iter()
+        .map(|lane| fleet.session_group(lane))
+        .collect();
+    for (lane, pgid) in ["alpha", "beta", "gamma"].iter().zip(&groups) {
+        assert!(
+            !live_group_members(*pgid).is_empty(),
+            "{lane} is not running"
+        );
+        let cwd = std::fs::read_link(format!("/proc/{pgid}/cwd")).expect("the agent's folder");
+        let worktree = fleet.root().join(".clowder/worktrees").join(lane);
+        assert_eq!(cwd, worktree.canonicalize().expect("worktree"), "{lane}");
+    }
+
+    // The gate's request shows with its lane; `a` lets it go on.
+    tmux.wait_for("[gamma] Bash  git push origin");
+    tmux.wait_for("? waiting for you");
+    tmux.keys(&["a"]);
+    let answer = fleet.out.path().join("answer-gamma.json");
+    assert!(
+        wait_until(DEADLINE, || std::fs::read_to_string(&answer)
+            .is_ok_and(|t| t.contains("allow"))),
+        "the gate was never answered; screen:\n{}",
+        tmux.screen()
+    );
+    // Answered, gamma no longer needs you: the lanes are in registry order again.
+    assert!(
+        wait_until(DEADLINE, || !tmux.screen().contains("? waiting for you")),
+        "{}",
+        tmux.screen()
+    );
+
+    // `p` on alpha stops only alpha's processes; the others keep writing.
+    tmux.keys(&["1"]);
+    tmux.wait_for("lane alpha");
+    tmux.keys(&["p"]);
+    assert!(
+        wait_until(DEADLINE, || {
+            let states = group_states(groups[0]);
+            !states.is_empty() && states.iter().all(|s| *s == 'T')
+        }),
+        "alpha's group never stopped: {:?}",
+        group_states(groups[0])
+    );
+    for (lane, pgid) in [("beta", groups[1]), ("gamma", groups[2])] {
+        assert!(keeps_writing(&fleet, lane), "{lane} stopped writing");
+        assert!(!group_states(pgid).contains(&'T'), "{lane} was paused too");
+    }
+    assert!(group_states(groups[0]).iter().all(|s| *s == 'T'));
+    tmux.keys(&["p"]);
+    assert!(wait_until(DEADLINE, || !group_states(groups[0]).contains(&'T')));
+
+    // `K` on beta kills its session; its loop goes on with the next one.
+    tmux.keys(&["2"]);
+    tmux.wait_for("lane beta");
+    tmux.keys(&["K"]);
+    tmux.wait_for("Kill the session?");
+    tmux.keys(&["y"]);
+    assert!(
+        wait_until(DEADLINE, || live_group_members(groups[1]).is_empty()),
+        "beta's session survived K"
+    );
+    let mut next = groups[1];
+    assert!(
+        wait_until(DEADLINE, || {
+            next = fleet.session_group("beta");
+            next != groups[1]
+        }),
+        "beta's loop started no next session"
+    );
+    assert!(
+        !live_group_members(groups[0]).is_empty(),
+        "alpha was killed too"
+    );
+    assert!(
+        !live_group_members(groups[2]).is_empty(),
+        "gamma was killed too"
+    );
+
+    // `D` shows alpha's commit.
+    tmux.keys(&["1"]);
+    tmux.wait_for("lane alpha");
+    tmux.keys(&["D"]);
+    tmux.wait_for("Diff of lane alpha");
+    tmux.wait_for("work-alpha.txt | 1 +");
+    tmux.wait_for("+alpha 1");
+    tmux.keys(&["Escape"]);
+    // (A key right after Escape would read as Alt and that key.)
+    assert!(wait_until(DEADLINE, || !tmux
+        .screen()
+        .contains("Diff of lane")));
+
+    // `X` on alpha (stopped first: a running lane is refused as well) is
+    // refused: its branch has a commit main lacks.
+    tmux.keys(&["S"]);
+    tmux.wait_for("Stop now?");
+    tmux.keys(&["y"]);
+    tmux.wait_for("stopped: user_stop");
+    tmux.keys(&["X"]);
+    tmux.wait_for("Remove the lane?");
+    tmux.keys(&["y"]);
+    tmux.wait_for("refused: lane rm alpha");
+    // The events pane's record says why.
+    tmux.keys(&["Tab", "Tab", "Tab", "Tab", "Tab"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("has 1 commit not in main");
+    tmux.keys(&["Escape"]);
+    assert!(wait_until(DEADLINE, || !tmux
+        .screen()
+        .contains("has 1 commit not in main")));
+    assert!(fleet.commits_ahead("alpha") >= 1);
+    assert!(fleet.root().join(".clowder/worktrees/alpha").is_dir());
+    let lanes =
+        std::fs::read_to_string(fleet.root().join(".clowder/fleet.json")).expect("registry");
+    assert!(lanes.contains("\"alpha\""), "{lanes}");
+
+    // `q`, then stop now: nothing is left in /proc.
+    let clowder_pid = fleet
+        .status("beta")
+        .and_then(|s| s["pid"].as_i64())
+        .expect("pid") as i32;
+    tmux.keys(&["q"]);
+    tmux.wait_for("Quit clowder?");
+    tmux.keys(&["S"]);
+    tmux.wait_for("CLOWDER_EXIT=");
+    assert!(wait_until(DEADLINE, || !pid_alive(clowder_pid)));
+    for pgid in groups.iter().chain([&next]) {
+        assert!(
+            live_group_members(*pgid).is_empty(),
+            "group {pgid} left: {:?}",
+            live_group_members(*pgid)
+        );
+    }
+    // (The shell tmux runs in the repository waits for the test's end.)
+    let worktrees = fleet.root().join(".clowder/worktrees");
+    assert!(
+        wait_until(DEADLINE, || processes_in(&worktrees).is_empty()),
+        "left in the worktrees: {:?}",
+        processes_in(&worktrees)
+    );
+}
