@@ -47,9 +47,24 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
         .collect()
 }
 
+/// Work run next to the lanes, in the same thread (a plan's driver): it adds
+/// lanes to the registry, which the host starts; the host runs until it is done
+/// and every lane has ended. A signal drops it.
+pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
 pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
+    run_headless_with(root, config, verbosity, None)
+}
+
+/// [`run_headless`], kept alive until `driver` is done too.
+pub fn run_headless_with(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    driver: Option<Driver>,
+) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,7 +77,8 @@ pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 
     };
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();
-    let host = Host::new(root, config, verbosity);
+    let mut host = Host::new(root, config, verbosity);
+    host.driver = driver;
     let budget = host.budget.clone();
     let ended = local.block_on(&runtime, host.run());
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
@@ -170,6 +186,7 @@ struct Host {
     budget: Option<SharedBudget>,
     /// One shared rate limit per agent command.
     limits: BTreeMap<String, Shared>,
+    driver: Option<Driver>,
 }
 
 impl Host {
@@ -195,6 +212,7 @@ impl Host {
             ended: BTreeMap::new(),
             stopping: false,
             limits: BTreeMap::new(),
+            driver: None,
         }
     }
 
@@ -205,15 +223,16 @@ impl Host {
         let order = self.start_ready();
         let mut order = order.unwrap_or_default();
         self.end_leftovers_of_idle_lanes(&order).await;
-        if self.running.is_empty() {
+        if self.running.is_empty() && self.driver.is_none() {
             self.say(
                 Level::Info,
                 "no lane to run: every lane is stopped, paused or finished",
             );
         }
         let mut poll = tokio::time::interval(REGISTRY_POLL);
-        while self.ended.len() < self.running.len() {
+        while self.ended.len() < self.running.len() || self.driver.is_some() {
             tokio::select! {
+                () = drive(&mut self.driver) => self.driver = None,
                 Some((name, outcome)) = self.ended_rx.recv() => {
                     self.lane_ended(&name, &outcome);
                     self.ended.insert(name, outcome);
@@ -289,6 +308,7 @@ impl Host {
 
     fn forward(&mut self, stop: StopSignal) {
         self.stopping = true;
+        self.driver = None;
         for sender in self.running.values() {
             let _ = sender.send(stop);
         }
@@ -435,6 +455,13 @@ fn finished(root: &Path, name: &LaneName) -> bool {
     super::lane_files_dir(root, name)
         .join(FINISHED_MARK)
         .exists()
+}
+
+async fn drive(driver: &mut Option<Driver>) {
+    match driver {
+        Some(driver) => driver.await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn recv(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {

@@ -19,6 +19,8 @@ pub enum Input {
     Start,
     Pause,
     Resume,
+    /// running or paused → failed: the user gave up on the plan.
+    Stop,
     /// The saved state was loaded again: running steps stay running (their lanes
     /// resume), an unfinished merge is asked again, ready steps start.
     Restarted,
@@ -60,6 +62,11 @@ pub enum MergeOutcome {
     /// The plan's `verify` failed on the merged result; `tail` is its last output.
     CheckFailed {
         tail: String,
+    },
+    /// The merge passed but base could not be moved safely (it moved meanwhile, or
+    /// it is checked out in a worktree with changes).
+    Refused {
+        reason: String,
     },
 }
 
@@ -155,6 +162,20 @@ pub fn step(
         }
         Input::Pause => transition(state, "pause", PlanStatus::Running, PlanStatus::Paused)?,
         Input::Resume => transition(state, "resume", PlanStatus::Paused, PlanStatus::Running)?,
+        Input::Stop => {
+            if !matches!(state.status, PlanStatus::Running | PlanStatus::Paused) {
+                return Err(Refused(format!(
+                    "cannot stop plan {}: it is {}",
+                    state.name, state.status
+                )));
+            }
+            state.status = PlanStatus::Failed;
+            out.push(event(
+                EventKind::PlanDone,
+                None,
+                "failed: stopped by the user",
+            ));
+        }
         Input::Restarted => {
             if let Some(id) = state.merging.clone() {
                 out.push(merge_effect(state, &id));
@@ -338,6 +359,10 @@ fn merge_result(
         MergeOutcome::CheckFailed { tail } => (
             EventKind::MergeCheckFailed,
             format!("the verify check failed on the merged result:\n{tail}"),
+        ),
+        MergeOutcome::Refused { reason } => (
+            EventKind::MergeCheckFailed,
+            format!("base was not moved: {reason}"),
         ),
     };
     step.status = StepStatus::NeedsReview;

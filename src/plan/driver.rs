@@ -1,0 +1,392 @@
+//! The plan driver: runs next to the fleet host, feeds the pure scheduler what
+//! happened (lanes that ended, decisions, merges, requests left by `plan pause`
+//! and friends) and carries out its effects. Slow work (git merges, checks,
+//! waiting for a human) runs on threads of its own and reports back.
+
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::mpsc;
+
+use super::control;
+use super::events::EventLog;
+use super::merge::{self, MergeJob};
+use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
+use super::state::{PlanState, PlanStatus, StepStatus};
+use super::steps;
+use crate::approvals::{Queue, Request, RequestKind};
+use crate::console::{Console, Verbosity};
+use crate::fleet::LaneName;
+use crate::fleet::registry::LaneState;
+use crate::supervisor::core::Level;
+use crate::supervisor::runtime::Reporter;
+
+/// How often lanes and request files are looked at.
+const POLL: Duration = Duration::from_millis(300);
+
+/// What a thread of the driver reports.
+enum Report {
+    Judged {
+        id: String,
+        outcome: Outcome,
+    },
+    Decided {
+        id: String,
+        approved: Result<(), String>,
+    },
+    Merged {
+        id: String,
+        outcome: MergeOutcome,
+    },
+    MergedByHand {
+        id: String,
+        outcome: MergeOutcome,
+    },
+}
+
+pub struct Driver {
+    root: PathBuf,
+    state: PlanState,
+    log: EventLog,
+    queue_dir: PathBuf,
+    verbosity: Verbosity,
+    tx: mpsc::UnboundedSender<Report>,
+    rx: mpsc::UnboundedReceiver<Report>,
+    /// Set when the driver goes: waiting threads give up their requests.
+    cancel: Arc<AtomicBool>,
+    /// Steps whose ended lane is being judged now.
+    judging: HashSet<String>,
+    /// The plan's status when the driver ended, for the exit code.
+    result: Rc<Cell<PlanStatus>>,
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Driver {
+    pub fn new(
+        root: PathBuf,
+        state: PlanState,
+        queue_dir: PathBuf,
+        verbosity: Verbosity,
+        result: Rc<Cell<PlanStatus>>,
+    ) -> Driver {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Driver {
+            log: EventLog::new(&root, &state.name),
+            root,
+            state,
+            queue_dir,
+            verbosity,
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            judging: HashSet::new(),
+            result,
+        }
+    }
+
+    pub async fn run(mut self) {
+        if self.state.status == PlanStatus::Created {
+            self.apply(Input::Start);
+        } else {
+            // A request left unanswered by the run that stopped is asked again.
+            for step in &mut self.state.steps {
+                if step.status == StepStatus::WaitingForApproval {
+                    step.status = StepStatus::Pending;
+                }
+            }
+            self.apply(Input::Restarted);
+        }
+        if self.state.status == PlanStatus::Paused {
+            let name = &self.state.name;
+            self.say(
+                Level::Info,
+                &format!("plan {name} is paused: `clowder plan resume {name}` goes on"),
+            );
+        }
+        let mut poll = tokio::time::interval(POLL);
+        while !self.finished() {
+            tokio::select! {
+                Some(report) = self.rx.recv() => self.on_report(report),
+                _ = poll.tick() => self.poll(),
+            }
+        }
+        self.result.set(self.state.status);
+    }
+
+    fn finished(&self) -> bool {
+        matches!(
+            self.state.status,
+            PlanStatus::Completed | PlanStatus::Failed
+        ) && self.state.merging.is_none()
+            && self.judging.is_empty()
+    }
+
+    fn say(&self, level: Level, message: &str) {
+        Console::new(self.verbosity).log(Utc::now(), level, message);
+    }
+
+    /// Steps the scheduler, saves its state, then carries out its effects, and
+    /// whatever they in turn report (a step that cannot start has failed).
+    fn apply(&mut self, input: Input) {
+        let mut inputs = vec![input];
+        while let Some(input) = inputs.pop() {
+            let effects = match scheduler::step(Utc::now(), &mut self.state, input) {
+                Ok(effects) => effects,
+                Err(refused) => {
+                    self.say(Level::Warn, &format!("plan {}: {refused}", self.state.name));
+                    continue;
+                }
+            };
+            if let Err(err) = self.state.save(&self.root) {
+                self.say(Level::Error, &err);
+            }
+            for effect in effects {
+                inputs.extend(self.carry_out(effect));
+            }
+        }
+    }
+
+    fn carry_out(&mut self, effect: Effect) -> Option<Input> {
+        let plan = self.state.name.clone();
+        match effect {
+            Effect::Event { kind, step, detail } => {
+                let line = self.log.append(kind, step.as_deref(), &detail);
+                self.say(Level::Info, &line);
+            }
+            Effect::StartStep { id, workspace, .. } => {
+                let step = self.state.step(&id)?;
+                if let Err(reason) = steps::start(&self.root, &plan, step, &workspace) {
+                    self.say(Level::Warn, &format!("plan={plan} step={id} {reason}"));
+                    return Some(ended_badly(id, reason));
+                }
+            }
+            Effect::RetryStep { id, failure, .. } => {
+                let step = self.state.step(&id)?;
+                if let Err(reason) = steps::retry(&self.root, &plan, step, &failure) {
+                    return Some(ended_badly(id, reason));
+                }
+            }
+            Effect::AskApproval { id, body } => self.ask_approval(&id, body),
+            Effect::Merge { id, branch, verify } => {
+                let rev = self.state.step(&id)?.tip.clone().unwrap_or(branch);
+                self.spawn_merge(id, rev, verify, false);
+            }
+            Effect::AskReview { id, body } => {
+                let title = format!("plan {plan}: step {id} needs review");
+                if let Err(err) = self.submit(&id, RequestKind::Ask, title, body) {
+                    self.say(Level::Warn, &err);
+                }
+            }
+        }
+        None
+    }
+
+    fn submit(
+        &self,
+        id: &str,
+        kind: RequestKind,
+        title: String,
+        body: String,
+    ) -> Result<(Queue, crate::approvals::Submitted), String> {
+        let queue = Queue::open(&self.queue_dir).map_err(|err| err.to_string())?;
+        let request = Request {
+            id: String::new(),
+            created: Utc::now(),
+            kind,
+            title,
+            tool_name: None,
+            tool_input: None,
+            session_id: None,
+            cwd: Some(self.root.display().to_string()),
+            body: Some(body),
+            lane: self.state.step(id).map(|s| s.lane.clone()),
+            abandoned: false,
+        };
+        let submitted = queue.submit(request).map_err(|err| err.to_string())?;
+        Ok((queue, submitted))
+    }
+
+    /// A request in the inbox, waited for on a thread; nothing is approved by
+    /// default (a request that vanishes is a rejection).
+    fn ask_approval(&mut self, id: &str, body: String) {
+        let title = format!("plan {}: start step {id}?", self.state.name);
+        let (queue, submitted) = match self.submit(id, RequestKind::Session, title, body) {
+            Ok(pair) => pair,
+            Err(err) => {
+                self.say(Level::Error, &format!("cannot ask for approval: {err}"));
+                return;
+            }
+        };
+        let line = format!(
+            "plan={} step={id} waits for approval (request {})",
+            self.state.name, submitted.request.id
+        );
+        self.say(Level::Info, &line);
+        let (tx, cancel, id) = (self.tx.clone(), Arc::clone(&self.cancel), id.to_string());
+        std::thread::spawn(move || {
+            let cancelled = || cancel.load(Ordering::Relaxed).then_some(libc::SIGTERM);
+            use crate::approvals::Outcome as Wait;
+            let approved = match queue.wait(&submitted, None, &cancelled) {
+                Ok(Wait::Approved { .. }) => Ok(()),
+                Ok(Wait::Rejected { reason }) => Err(reason),
+                Ok(Wait::Cancelled { .. }) => return,
+                Ok(Wait::TimedOut | Wait::Removed) => Err("the request was removed".into()),
+                Err(err) => Err(err.to_string()),
+            };
+            let _ = tx.send(Report::Decided { id, approved });
+        });
+    }
+
+    fn spawn_merge(&self, id: String, rev: String, verify: String, by_hand: bool) {
+        let (tx, root) = (self.tx.clone(), self.root.clone());
+        let (plan, base) = (self.state.name.clone(), self.state.base.clone());
+        std::thread::spawn(move || {
+            let job = MergeJob {
+                root: &root,
+                plan: &plan,
+                base: &base,
+                step: &id,
+                rev: &rev,
+                verify: &verify,
+            };
+            let outcome = merge::merge(&job);
+            let _ = tx.send(if by_hand {
+                Report::MergedByHand { id, outcome }
+            } else {
+                Report::Merged { id, outcome }
+            });
+        });
+    }
+
+    fn on_report(&mut self, report: Report) {
+        match report {
+            Report::Judged { id, outcome } => {
+                self.judging.remove(&id);
+                if outcome == Outcome::Done {
+                    self.record_tip(&id);
+                }
+                self.apply(Input::StepEnded { id, outcome });
+            }
+            Report::Decided {
+                id,
+                approved: Ok(()),
+            } => self.apply(Input::Approve { id }),
+            Report::Decided {
+                id,
+                approved: Err(reason),
+            } => {
+                let name = self.state.name.clone();
+                self.say(
+                    Level::Warn,
+                    &format!("plan={name} step={id} rejected: {reason}; the plan is held until `clowder plan resume {name}`"),
+                );
+                self.apply(Input::Reject { id, reason });
+            }
+            Report::Merged { id, outcome } => self.apply(Input::MergeResult {
+                id,
+                result: outcome,
+            }),
+            Report::MergedByHand { id, outcome } => match outcome {
+                MergeOutcome::Passed => self.apply(Input::MergeByHand { id }),
+                other => {
+                    let line = format!("plan={} step={id} not merged: {other:?}", self.state.name);
+                    self.say(Level::Warn, &line);
+                }
+            },
+        }
+    }
+
+    /// What a done step's branch holds now is what gets merged, even if a
+    /// sequential step goes on on that branch meanwhile.
+    fn record_tip(&mut self, id: &str) {
+        let root = self.root.clone();
+        if let Some(step) = self.state.step_mut(id)
+            && let Some(branch) = &step.branch
+        {
+            let rev = format!("refs/heads/{branch}");
+            step.tip = crate::fleet::worktree::commit_of(&root, &rev)
+                .ok()
+                .flatten();
+        }
+    }
+
+    fn poll(&mut self) {
+        for request in control::take_requests(&self.root, &self.state.name) {
+            self.on_request(request);
+        }
+        let ended: Vec<_> = self
+            .state
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Running && !self.judging.contains(&s.id))
+            .filter(|s| steps::lane_ended(&self.root, s))
+            .cloned()
+            .collect();
+        for step in ended {
+            self.judging.insert(step.id.clone());
+            let (tx, root) = (self.tx.clone(), self.root.clone());
+            std::thread::spawn(move || {
+                let outcome = steps::judge(&root, &step);
+                let _ = tx.send(Report::Judged {
+                    id: step.id,
+                    outcome,
+                });
+            });
+        }
+    }
+
+    fn on_request(&mut self, request: control::Request) {
+        match request {
+            control::Request::Pause => self.apply(Input::Pause),
+            control::Request::Resume => self.apply(Input::Resume),
+            control::Request::Stop => {
+                self.apply(Input::Stop);
+                stop_lanes(&self.root, &self.state);
+            }
+            control::Request::Merge(id) => match self.state.step(&id) {
+                Some(step) if step.status == StepStatus::NeedsReview => {
+                    let rev = step.branch.clone().unwrap_or_default();
+                    self.spawn_merge(id, rev, self.state.verify.clone(), true);
+                }
+                _ => self.say(Level::Warn, &format!("plan: no step {id} under review")),
+            },
+        }
+    }
+}
+
+fn ended_badly(id: String, reason: String) -> Input {
+    Input::StepEnded {
+        id,
+        outcome: Outcome::Failed {
+            reason,
+            last_result: String::new(),
+        },
+    }
+}
+
+/// Ends the lanes of the plan's running steps now (a stopped plan runs nothing).
+pub fn stop_lanes(root: &Path, state: &PlanState) {
+    for step in state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+    {
+        let Ok(name) = LaneName::parse(&step.lane) else {
+            continue;
+        };
+        if let Err(err) = crate::fleet::lanes::set_state(root, &name, LaneState::Stopped, true) {
+            eprintln!("clowder: warning: {}", err.message());
+        }
+    }
+}
