@@ -29,8 +29,15 @@ pub fn scratch_dir(root: &Path, plan: &str) -> PathBuf {
     root.join(PLANS_DIR).join(plan).join("merge")
 }
 
+/// One merge at a time in this process: the queue's and those asked by hand
+/// share the scratch worktree.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Merges, checks and moves base; every failure is an outcome, base untouched.
 pub fn merge(job: &MergeJob) -> MergeOutcome {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let base_ref = format!("refs/heads/{}", job.base);
     let old = match worktree::commit_of(job.root, &base_ref) {
         Ok(Some(old)) => old,
