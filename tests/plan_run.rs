@@ -247,7 +247,11 @@ fn a_step_that_fails_twice_blocks_its_dependents_and_the_others_are_merged() {
     let repo = Repo::new(DIAMOND_WITH_A_FAILURE);
     let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
     let stdout = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(1), "a failed plan exits 1:\n{stdout}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a failed plan exits 1:\n{stdout}"
+    );
     assert_eq!(
         repo.step_states("dia"),
         states(&[
@@ -285,7 +289,10 @@ fn a_step_that_fails_twice_blocks_its_dependents_and_the_others_are_merged() {
     // A step that fails once and passes on its retry is done.
     assert!(repo.has_event("dia", "step_retried", "e"));
     assert!(repo.has_event("dia", "merge_passed", "e"));
-    assert!(stdout.contains("plan=dia event=plan_done failed"), "{stdout}");
+    assert!(
+        stdout.contains("plan=dia event=plan_done failed"),
+        "{stdout}"
+    );
     assert!(repo.lane_processes().is_empty());
 }
 
@@ -329,7 +336,9 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     let requests = repo.pending_requests();
     let bodies: Vec<&str> = requests.iter().filter_map(|r| r["body"].as_str()).collect();
     assert!(
-        bodies.iter().any(|b| b.contains("conflicts in: shared.txt")),
+        bodies
+            .iter()
+            .any(|b| b.contains("conflicts in: shared.txt")),
         "{bodies:?}"
     );
     assert!(
@@ -348,14 +357,24 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     );
     // A human fixes both branches; `plan merge` merges them through the running plan.
     let y = repo.path(".clowder/worktrees/mq-y");
-    let _ = isolate(Command::new("git").arg("-C").arg(&y).args(["merge", "main"])).output();
+    let _ = isolate(
+        Command::new("git")
+            .arg("-C")
+            .arg(&y)
+            .args(["merge", "main"]),
+    )
+    .output();
     std::fs::write(y.join("shared.txt"), "from x and y\n").expect("write");
     git_in(&y, &["add", "shared.txt"]);
     git_in(&y, &["commit", "--quiet", "-m", "resolve"]);
     let z = repo.path(".clowder/worktrees/mq-z");
     git_in(&z, &["rm", "--quiet", "bad.txt"]);
     git_in(&z, &["commit", "--quiet", "-m", "no bad file"]);
-    assert_eq!(repo.git(&["rev-parse", "main"]), tip, "base moved by itself");
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        tip,
+        "base moved by itself"
+    );
     for step in ["y", "z"] {
         let out = repo.clowder(&["plan", "merge", "mq", step]);
         assert!(out.status.success(), "{}", stderr_of(&out));
@@ -363,7 +382,10 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     let output = wait_with_deadline(plan, DEADLINE);
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     assert_eq!(repo.git(&["show", "main:shared.txt"]), "from x and y");
-    let done = repo.events("mq").into_iter().any(|e| e["event"] == "plan_done");
+    let done = repo
+        .events("mq")
+        .into_iter()
+        .any(|e| e["event"] == "plan_done");
     assert!(done && repo.step_states("mq").iter().all(|(_, s)| s == "merged"));
     assert!(repo.lane_processes().is_empty());
 }
@@ -408,7 +430,12 @@ fn a_plan_killed_mid_run_resumes_where_it_stopped() {
     let _ = plan.wait();
     let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
     let stdout = stdout_of(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", stderr_of(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
     assert_eq!(
         repo.step_states("kill"),
         states(&[
@@ -423,6 +450,11 @@ fn a_plan_killed_mid_run_resumes_where_it_stopped() {
     assert_eq!(repo.prompts_of("kill-c").len(), 1);
     assert_eq!(repo.prompts_of("kill-b").len(), 2);
     assert!(!stdout.contains("step=a"), "a started again:\n{stdout}");
+    // The killed run's session of b was found and ended before b went on.
+    assert!(
+        stdout.contains("lane=kill-b session global=1 of an earlier run"),
+        "{stdout}"
+    );
     // d started from b's tip with c's work merged in.
     let files = repo.files_at("clowder/kill-d");
     for file in ["a.txt", "b.txt", "c.txt", "d.txt"] {
@@ -478,7 +510,11 @@ fn at_autonomy_two_a_step_waits_in_the_inbox_and_a_rejection_holds_the_plan() {
         second = repo
             .pending_requests()
             .into_iter()
-            .find(|r| r["body"].as_str().is_some_and(|b| b.contains("Depends on: one")))
+            .find(|r| {
+                r["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("Depends on: one"))
+            })
             .unwrap_or(Value::Null);
         !second.is_null()
     }));
