@@ -541,3 +541,24 @@ fn at_autonomy_two_a_step_waits_in_the_inbox_and_a_rejection_holds_the_plan() {
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     assert!(repo.files_at("main").contains(&"two.txt".to_string()));
 }
+
+#[test]
+fn a_command_done_when_is_checked_after_each_session_in_the_steps_worktree() {
+    let repo = Repo::new(
+        "[plan]\nname = \"cmd\"\n\n[[step]]\nid = \"s\"\nprompt = \"ticks 10\\nwrite done.txt\\nfail\"\ndone_when = \"test -e done.txt\"\nmax_iterations = 5\n\n[[step]]\nid = \"t\"\nprompt = \"write t.txt\"\ndone_when = \"test -e never.txt\"\n",
+    );
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    // s never said the promise, but its command held: its lane was stopped early.
+    assert_eq!(repo.state_of("cmd", "s"), "merged", "{stdout}");
+    let sessions = repo.prompts_of("cmd-s").len();
+    assert!(sessions < 5, "{sessions} sessions:\n{stdout}");
+    // t kept the promise, but its command never held: failed, after one retry.
+    assert_eq!(repo.state_of("cmd", "t"), "failed");
+    let retry = repo.prompts_of("cmd-t").pop().unwrap_or_default();
+    assert!(
+        retry.contains("done_when `test -e never.txt` exited 1"),
+        "{retry}"
+    );
+}

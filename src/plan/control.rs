@@ -131,7 +131,7 @@ pub fn command(root: &Path, name: &str, request: Request) -> Result<String, Stri
         }
         Request::Stop => {
             apply(root, &mut state, Input::Stop)?;
-            super::driver::stop_lanes(root, &state);
+            super::steps::stop_lanes(root, &state);
             Ok(format!("plan {name}: stopped; it is {}", state.status))
         }
         Request::Merge(step) => merge_by_hand(root, &mut state, &step),

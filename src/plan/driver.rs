@@ -4,8 +4,8 @@
 //! waiting for a human) runs on threads of its own and reports back.
 
 use std::cell::Cell;
-use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,12 +18,10 @@ use super::control;
 use super::events::EventLog;
 use super::merge::{self, MergeJob};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
-use super::state::{PlanState, PlanStatus, StepStatus};
+use super::state::{PlanState, PlanStatus, StepState, StepStatus};
 use super::steps;
 use crate::approvals::{Queue, Request, RequestKind};
 use crate::console::{Console, Verbosity};
-use crate::fleet::LaneName;
-use crate::fleet::registry::LaneState;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::Reporter;
 
@@ -62,6 +60,8 @@ pub struct Driver {
     cancel: Arc<AtomicBool>,
     /// Steps whose ended lane is being judged now.
     judging: HashSet<String>,
+    /// The last session of each step checked against its command `done_when`.
+    checked: HashMap<String, u64>,
     /// The plan's status when the driver ended, for the exit code.
     result: Rc<Cell<PlanStatus>>,
 }
@@ -91,6 +91,7 @@ impl Driver {
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
             judging: HashSet::new(),
+            checked: HashMap::new(),
             result,
         }
     }
@@ -300,7 +301,8 @@ impl Driver {
             Report::MergedByHand { id, outcome } => match outcome {
                 MergeOutcome::Passed => self.apply(Input::MergeByHand { id }),
                 other => {
-                    let line = format!("plan={} step={id} not merged: {other:?}", self.state.name);
+                    let why = merge::describe(&other, &self.state.base);
+                    let line = format!("plan={} step={id} not merged: {why}", self.state.name);
                     self.say(Level::Warn, &line);
                 }
             },
@@ -333,6 +335,7 @@ impl Driver {
             .filter(|s| steps::lane_ended(&self.root, s))
             .cloned()
             .collect();
+        self.check_done_after_sessions(&ended);
         for step in ended {
             self.judging.insert(step.id.clone());
             let (tx, root) = (self.tx.clone(), self.root.clone());
@@ -346,13 +349,36 @@ impl Driver {
         }
     }
 
+    /// A step whose `done_when` is a command is done as soon as it holds after a
+    /// session: its lane is stopped then rather than run to max_iterations.
+    fn check_done_after_sessions(&mut self, ended: &[StepState]) {
+        let candidates: Vec<StepState> = self
+            .state
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Running && s.done_when.trim() != "promise")
+            .filter(|s| !self.judging.contains(&s.id) && !ended.iter().any(|e| e.id == s.id))
+            .cloned()
+            .collect();
+        for step in candidates {
+            let Some(session) = steps::last_session(&self.root, &step) else {
+                continue;
+            };
+            if self.checked.insert(step.id.clone(), session) == Some(session) {
+                continue;
+            }
+            let root = self.root.clone();
+            std::thread::spawn(move || steps::stop_when_done(&root, &step));
+        }
+    }
+
     fn on_request(&mut self, request: control::Request) {
         match request {
             control::Request::Pause => self.apply(Input::Pause),
             control::Request::Resume => self.apply(Input::Resume),
             control::Request::Stop => {
                 self.apply(Input::Stop);
-                stop_lanes(&self.root, &self.state);
+                steps::stop_lanes(&self.root, &self.state);
             }
             control::Request::Merge(id) => match self.state.step(&id) {
                 Some(step) if step.status == StepStatus::NeedsReview => {
@@ -372,21 +398,5 @@ fn ended_badly(id: String, reason: String) -> Input {
             reason,
             last_result: String::new(),
         },
-    }
-}
-
-/// Ends the lanes of the plan's running steps now (a stopped plan runs nothing).
-pub fn stop_lanes(root: &Path, state: &PlanState) {
-    for step in state
-        .steps
-        .iter()
-        .filter(|s| s.status == StepStatus::Running)
-    {
-        let Ok(name) = LaneName::parse(&step.lane) else {
-            continue;
-        };
-        if let Err(err) = crate::fleet::lanes::set_state(root, &name, LaneState::Stopped, true) {
-            eprintln!("clowder: warning: {}", err.message());
-        }
     }
 }

@@ -82,6 +82,21 @@ fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -
     }
 }
 
+/// A merge that did not pass, said for a person.
+pub fn describe(outcome: &MergeOutcome, base: &str) -> String {
+    match outcome {
+        MergeOutcome::Passed => format!("merged into {base}"),
+        MergeOutcome::Conflict { files } => format!(
+            "conflicts with {base} in: {}; {base} is untouched",
+            files.join(", ")
+        ),
+        MergeOutcome::CheckFailed { tail } => {
+            format!("the verify check failed on the merged result; {base} is untouched:\n{tail}")
+        }
+        MergeOutcome::Refused { reason } => format!("{base} was not moved: {reason}"),
+    }
+}
+
 fn refused(reason: String) -> MergeOutcome {
     MergeOutcome::Refused { reason }
 }

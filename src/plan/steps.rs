@@ -1,5 +1,6 @@
 //! A step as a lane: registering it (its own worktree, or its dependency's), its
-//! prompt file, a retry's new prompt, and how its lane ended, judged by `done_when`.
+//! prompt file, a retry's new prompt, how its lane ended (judged by `done_when`),
+//! and stopping the lanes of a stopped plan.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -8,7 +9,7 @@ use chrono::Utc;
 
 use super::file::Work;
 use super::scheduler::{Outcome, Workspace};
-use super::state::{PLANS_DIR, StepState};
+use super::state::{PLANS_DIR, PlanState, StepState, StepStatus};
 use crate::fleet::lanes::{self, AddOptions, FINISHED_MARK};
 use crate::fleet::registry::{self, Lane, LaneKind, LaneState};
 use crate::fleet::{LaneName, lane_files_dir, worktree};
@@ -197,6 +198,25 @@ pub fn judge(root: &Path, step: &StepState) -> Outcome {
     }
 }
 
+/// The global number of the lane's last finished session, from its status file.
+pub fn last_session(root: &Path, step: &StepState) -> Option<u64> {
+    let name = lane_name(step).ok()?;
+    let (snapshot, _) = crate::store::status::read(&lanes::status_path(root, &name)).ok()?;
+    snapshot.last_completed_global
+}
+
+/// After a session of a running step: when its command `done_when` holds already,
+/// its lane is asked to stop (its STOP file), then judged done when it ends.
+pub fn stop_when_done(root: &Path, step: &StepState) {
+    let Ok(name) = lane_name(step) else {
+        return;
+    };
+    let dir = root.join(step.worktree.clone().unwrap_or_default());
+    if done_command(&dir, &step.done_when).is_ok() {
+        let _ = std::fs::write(lane_files_dir(root, &name).join(lanes::STOP_FILE), b"");
+    }
+}
+
 fn failed(reason: String, last_result: String) -> Outcome {
     Outcome::Failed {
         reason,
@@ -242,4 +262,20 @@ fn last_result(files_dir: &Path, file: &Path) -> String {
             .flatten()
     });
     result.unwrap_or_else(|| lines[lines.len().saturating_sub(5)..].join("\n"))
+}
+
+/// Ends the lanes of the plan's running steps now (a stopped plan runs nothing).
+pub fn stop_lanes(root: &Path, state: &PlanState) {
+    for step in state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+    {
+        let Ok(name) = LaneName::parse(&step.lane) else {
+            continue;
+        };
+        if let Err(err) = lanes::set_state(root, &name, LaneState::Stopped, true) {
+            eprintln!("clowder: warning: {}", err.message());
+        }
+    }
 }
