@@ -562,3 +562,37 @@ fn a_command_done_when_is_checked_after_each_session_in_the_steps_worktree() {
         "{retry}"
     );
 }
+
+#[test]
+fn a_paused_plan_starts_no_step_and_a_stopped_one_ends_its_lanes() {
+    let repo = Repo::new(
+        "[plan]\nname = \"ps\"\n\n[[step]]\nid = \"a\"\nprompt = \"ticks 10\\nwrite a.txt\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"ticks 600\\nwrite b.txt\"\n",
+    );
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("ps", "a") == "running"));
+    let out = repo.clowder(&["plan", "pause", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains("asked the running plan ps to pause"));
+    // a goes on and is merged; b, ready by then, does not start.
+    assert!(wait_until(DEADLINE, || repo.state_of("ps", "a") == "merged"));
+    assert_eq!(repo.state_of("ps", "b"), "pending");
+    assert!(!repo.path(".clowder/lanes/ps-b").exists());
+    let again = repo.clowder(&["plan", "pause", "ps"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr_of(&again).contains("cannot pause plan ps: it is paused"));
+    let out = repo.clowder(&["plan", "resume", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(repo.path(".clowder/lanes/ps-b/harness.status"))
+            .is_ok_and(|s| s.contains("\"session_running\""))
+    }));
+    let out = repo.clowder(&["plan", "stop", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    assert_eq!(
+        repo.step_states("ps"),
+        states(&[("a", "merged"), ("b", "failed")])
+    );
+    assert!(repo.lane_processes().is_empty(), "b's agent is left");
+}

@@ -130,8 +130,8 @@ pub fn command(root: &Path, name: &str, request: Request) -> Result<String, Stri
             ))
         }
         Request::Stop => {
-            apply(root, &mut state, Input::Stop)?;
             super::steps::stop_lanes(root, &state);
+            apply(root, &mut state, Input::Stop)?;
             Ok(format!("plan {name}: stopped; it is {}", state.status))
         }
         Request::Merge(step) => merge_by_hand(root, &mut state, &step),

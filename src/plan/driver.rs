@@ -377,8 +377,11 @@ impl Driver {
             control::Request::Pause => self.apply(Input::Pause),
             control::Request::Resume => self.apply(Input::Resume),
             control::Request::Stop => {
+                // The lanes of the steps running before the stop marks them failed.
+                if matches!(self.state.status, PlanStatus::Running | PlanStatus::Paused) {
+                    steps::stop_lanes(&self.root, &self.state);
+                }
                 self.apply(Input::Stop);
-                steps::stop_lanes(&self.root, &self.state);
             }
             control::Request::Merge(id) => match self.state.step(&id) {
                 Some(step) if step.status == StepStatus::NeedsReview => {

@@ -162,20 +162,7 @@ pub fn step(
         }
         Input::Pause => transition(state, "pause", PlanStatus::Running, PlanStatus::Paused)?,
         Input::Resume => transition(state, "resume", PlanStatus::Paused, PlanStatus::Running)?,
-        Input::Stop => {
-            if !matches!(state.status, PlanStatus::Running | PlanStatus::Paused) {
-                return Err(Refused(format!(
-                    "cannot stop plan {}: it is {}",
-                    state.name, state.status
-                )));
-            }
-            state.status = PlanStatus::Failed;
-            out.push(event(
-                EventKind::PlanDone,
-                None,
-                "failed: stopped by the user",
-            ));
-        }
+        Input::Stop => stop(now, state, &mut out)?,
         Input::Restarted => {
             if let Some(id) = state.merging.clone() {
                 out.push(merge_effect(state, &id));
@@ -216,6 +203,30 @@ fn transition(
         )));
     }
     state.status = to;
+    Ok(())
+}
+
+/// The user gave up: the plan fails, and so do the steps it was running.
+fn stop(now: DateTime<Utc>, state: &mut PlanState, out: &mut Vec<Effect>) -> Result<(), Refused> {
+    if !matches!(state.status, PlanStatus::Running | PlanStatus::Paused) {
+        return Err(Refused(format!(
+            "cannot stop plan {}: it is {}",
+            state.name, state.status
+        )));
+    }
+    state.status = PlanStatus::Failed;
+    for step in &mut state.steps {
+        if step.status == StepStatus::Running {
+            step.status = StepStatus::Failed;
+            step.ended_at = Some(now);
+            step.last_failure = Some("stopped with the plan".into());
+        }
+    }
+    out.push(event(
+        EventKind::PlanDone,
+        None,
+        "failed: stopped by the user",
+    ));
     Ok(())
 }
 
