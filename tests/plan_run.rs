@@ -596,3 +596,50 @@ fn a_paused_plan_starts_no_step_and_a_stopped_one_ends_its_lanes() {
     );
     assert!(repo.lane_processes().is_empty(), "b's agent is left");
 }
+
+#[test]
+fn base_moves_by_update_ref_when_not_checked_out_and_never_under_uncommitted_changes() {
+    let repo = Repo::new(
+        "[plan]\nname = \"side\"\nbase = \"trunk\"\n\n[[step]]\nid = \"t\"\nprompt = \"write t.txt\"\n",
+    );
+    repo.git(&["branch", "trunk"]);
+    let main = repo.git(&["rev-parse", "main"]);
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.files_at("trunk").contains(&"t.txt".to_string()));
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+    assert!(!repo.path("t.txt").exists());
+
+    // main is checked out here, with a change of the user's: it is not moved.
+    std::fs::write(repo.path("README.md"), "my own edit\n").expect("write");
+    std::fs::write(
+        repo.path("plan.toml"),
+        "[plan]\nname = \"mine\"\n\n[[step]]\nid = \"u\"\nprompt = \"write u.txt\"\n",
+    )
+    .expect("write");
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("mine", "u") == "needs review"));
+    let said = repo
+        .pending_requests()
+        .iter()
+        .filter_map(|r| r["body"].as_str().map(str::to_string))
+        .find(|b| b.contains("Step u of plan mine"))
+        .unwrap_or_default();
+    assert!(said.contains("uncommitted changes"), "{said}");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+    assert_eq!(
+        std::fs::read_to_string(repo.path("README.md")).expect("read"),
+        "my own edit\n"
+    );
+    // Committed, the change is out of the way: merged by hand, main moves.
+    repo.git(&["commit", "--quiet", "-am", "my edit"]);
+    let out = repo.clowder(&["plan", "merge", "mine", "u"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.path("u.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.path("README.md")).expect("read"),
+        "my own edit\n"
+    );
+}
