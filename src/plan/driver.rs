@@ -106,6 +106,7 @@ impl Driver {
                     step.status = StepStatus::Pending;
                 }
             }
+            self.register_lost_lanes();
             self.apply(Input::Restarted);
         }
         if self.state.status == PlanStatus::Paused {
@@ -123,6 +124,31 @@ impl Driver {
             }
         }
         self.result.set(self.state.status);
+    }
+
+    /// A step saved as running whose lane was never registered (clowder was
+    /// killed in between) gets it now.
+    fn register_lost_lanes(&mut self) {
+        let Ok(registry) = crate::fleet::registry::load(&self.root) else {
+            return;
+        };
+        let lost: Vec<StepState> = self
+            .state
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Running)
+            .filter(|s| {
+                crate::fleet::LaneName::parse(&s.lane)
+                    .is_ok_and(|name| registry.lane(&name).is_none())
+            })
+            .cloned()
+            .collect();
+        for step in lost {
+            let workspace = scheduler::workspace(&self.state, &step);
+            if let Err(reason) = steps::start(&self.root, &self.state.name, &step, &workspace) {
+                self.apply(ended_badly(step.id, reason));
+            }
+        }
     }
 
     fn finished(&self) -> bool {

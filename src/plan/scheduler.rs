@@ -531,7 +531,7 @@ fn start(now: DateTime<Utc>, state: &mut PlanState, index: usize, out: &mut Vec<
     out.push(effect);
 }
 
-fn workspace(state: &PlanState, step: &StepState) -> Workspace {
+pub(crate) fn workspace(state: &PlanState, step: &StepState) -> Workspace {
     let deps: Vec<&StepState> = step
         .depends_on
         .iter()
