@@ -146,6 +146,13 @@ fn add_shared(
 pub fn retry(root: &Path, plan: &str, step: &StepState, failure: &str) -> Result<(), String> {
     let name = lane_name(step)?;
     write_prompt(root, plan, step, Some(failure))?;
+    // A lane the user stopped by hand runs again too: the plan asked for a retry.
+    registry::update(root, |registry| {
+        if let Some(lane) = registry.lane_mut(&name) {
+            lane.state = LaneState::Active;
+        }
+        Ok::<_, String>(())
+    })?;
     let mark = lane_files_dir(root, &name).join(FINISHED_MARK);
     match std::fs::remove_file(&mark) {
         Ok(()) => Ok(()),
