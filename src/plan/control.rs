@@ -179,7 +179,8 @@ fn apply(root: &Path, state: &mut PlanState, input: Input) -> Result<(), String>
 }
 
 /// Merges a reviewed step (its branch as it is now) the way the queue does:
-/// in the scratch worktree, checked, base moved only when both pass.
+/// in the scratch worktree, checked, base moved only when both pass; through the
+/// plan's driver when one runs. Runs git and `verify`: call it off a screen's thread.
 pub fn merge_step(root: &Path, plan: &str, step: &str) -> Result<String, String> {
     command(root, plan, Request::Merge(step.to_string()))
 }

@@ -11,7 +11,7 @@ mod merge;
 mod run;
 pub mod scheduler;
 pub mod state;
-mod status;
+pub mod status;
 mod steps;
 
 pub use control::merge_step;
