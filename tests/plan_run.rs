@@ -375,13 +375,22 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
         tip,
         "base moved by itself"
     );
-    for step in ["y", "z"] {
-        let out = repo.clowder(&["plan", "merge", "mq", step]);
-        assert!(out.status.success(), "{}", stderr_of(&out));
-    }
+    // y through `plan merge`; z by approving its review request in the inbox.
+    let out = repo.clowder(&["plan", "merge", "mq", "y"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let z_review = requests
+        .iter()
+        .find(|r| r["title"] == "plan mq: step z needs review")
+        .and_then(|r| r["id"].as_str())
+        .expect("z's review request");
+    let out = repo.clowder(&["approve", z_review]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
     let output = wait_with_deadline(plan, DEADLINE);
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     assert_eq!(repo.git(&["show", "main:shared.txt"]), "from x and y");
+    assert!(!repo.files_at("main").contains(&"bad.txt".to_string()));
+    // Merged, their review requests left the inbox.
+    assert_eq!(repo.pending_requests(), Vec::<Value>::new());
     let done = repo
         .events("mq")
         .into_iter()

@@ -38,6 +38,10 @@ enum Report {
         id: String,
         approved: Result<(), String>,
     },
+    Reviewed {
+        id: String,
+        approved: Result<(), String>,
+    },
     Merged {
         id: String,
         outcome: MergeOutcome,
@@ -60,6 +64,11 @@ pub struct Driver {
     cancel: Arc<AtomicBool>,
     /// Steps whose ended lane is being judged now.
     judging: HashSet<String>,
+    /// The threads that wait on the inbox: ended (their requests withdrawn) before
+    /// the driver is done.
+    waiters: Vec<std::thread::JoinHandle<()>>,
+    /// The review requests waited for, by step: set to withdraw one.
+    reviews: HashMap<String, Arc<AtomicBool>>,
     /// The last session of each step checked against its command `done_when`.
     checked: HashMap<String, u64>,
     /// The plan's status when the driver ended, for the exit code.
@@ -92,6 +101,8 @@ impl Driver {
             cancel: Arc::new(AtomicBool::new(false)),
             judging: HashSet::new(),
             checked: HashMap::new(),
+            reviews: HashMap::new(),
+            waiters: Vec::new(),
             result,
         }
     }
@@ -123,6 +134,14 @@ impl Driver {
                 _ = poll.tick() => self.poll(),
             }
         }
+        self.cancel.store(true, Ordering::Relaxed);
+        let waiters = std::mem::take(&mut self.waiters);
+        let _ = tokio::task::spawn_blocking(move || {
+            for waiter in waiters {
+                let _ = waiter.join();
+            }
+        })
+        .await;
         self.result.set(self.state.status);
     }
 
@@ -209,12 +228,7 @@ impl Driver {
                 let rev = self.state.step(&id)?.tip.clone().unwrap_or(branch);
                 self.spawn_merge(id, rev, verify, false);
             }
-            Effect::AskReview { id, body } => {
-                let title = format!("plan {plan}: step {id} needs review");
-                if let Err(err) = self.submit(&id, RequestKind::Ask, title, body) {
-                    self.say(Level::Warn, &err);
-                }
-            }
+            Effect::AskReview { id, body } => self.ask_review(&id, body),
         }
         None
     }
@@ -248,21 +262,40 @@ impl Driver {
     /// default (a request that vanishes is a rejection).
     fn ask_approval(&mut self, id: &str, body: String) {
         let title = format!("plan {}: start step {id}?", self.state.name);
-        let (queue, submitted) = match self.submit(id, RequestKind::Session, title, body) {
+        self.ask(id, RequestKind::Session, title, body, false);
+    }
+
+    /// The step needs a human: approving the request merges it again (once its
+    /// branch is fixed), as `plan merge` does. It is withdrawn once merged.
+    fn ask_review(&mut self, id: &str, body: String) {
+        let title = format!("plan {}: step {id} needs review", self.state.name);
+        self.ask(id, RequestKind::Ask, title, body, true);
+    }
+
+    fn ask(&mut self, id: &str, kind: RequestKind, title: String, body: String, review: bool) {
+        let (queue, submitted) = match self.submit(id, kind, title, body) {
             Ok(pair) => pair,
             Err(err) => {
-                self.say(Level::Error, &format!("cannot ask for approval: {err}"));
+                self.say(Level::Error, &format!("cannot write to the inbox: {err}"));
                 return;
             }
         };
         let line = format!(
-            "plan={} step={id} waits for approval (request {})",
+            "plan={} step={id} waits in the inbox (request {})",
             self.state.name, submitted.request.id
         );
         self.say(Level::Info, &line);
-        let (tx, cancel, id) = (self.tx.clone(), Arc::clone(&self.cancel), id.to_string());
-        std::thread::spawn(move || {
-            let cancelled = || cancel.load(Ordering::Relaxed).then_some(libc::SIGTERM);
+        let mine = Arc::new(AtomicBool::new(false));
+        if review {
+            self.reviews.insert(id.to_string(), Arc::clone(&mine));
+        }
+        let (tx, all, id) = (self.tx.clone(), Arc::clone(&self.cancel), id.to_string());
+        self.waiters.retain(|w| !w.is_finished());
+        self.waiters.push(std::thread::spawn(move || {
+            let cancelled = || {
+                (all.load(Ordering::Relaxed) || mine.load(Ordering::Relaxed))
+                    .then_some(libc::SIGTERM)
+            };
             use crate::approvals::Outcome as Wait;
             let approved = match queue.wait(&submitted, None, &cancelled) {
                 Ok(Wait::Approved { .. }) => Ok(()),
@@ -271,8 +304,12 @@ impl Driver {
                 Ok(Wait::TimedOut | Wait::Removed) => Err("the request was removed".into()),
                 Err(err) => Err(err.to_string()),
             };
-            let _ = tx.send(Report::Decided { id, approved });
-        });
+            let _ = tx.send(if review {
+                Report::Reviewed { id, approved }
+            } else {
+                Report::Decided { id, approved }
+            });
+        }));
     }
 
     fn spawn_merge(&self, id: String, rev: String, verify: String, by_hand: bool) {
@@ -324,14 +361,47 @@ impl Driver {
                 id,
                 result: outcome,
             }),
-            Report::MergedByHand { id, outcome } => match outcome {
-                MergeOutcome::Passed => self.apply(Input::MergeByHand { id }),
-                other => {
-                    let why = merge::describe(&other, &self.state.base);
-                    let line = format!("plan={} step={id} not merged: {why}", self.state.name);
-                    self.say(Level::Warn, &line);
-                }
-            },
+            Report::Reviewed { id, approved } => self.reviewed(id, approved),
+            Report::MergedByHand { id, outcome } => self.merged_by_hand(id, outcome),
+        }
+    }
+
+    fn reviewed(&mut self, id: String, approved: Result<(), String>) {
+        self.reviews.remove(&id);
+        match (approved, self.state.step(&id)) {
+            (Ok(()), Some(step)) if step.status == StepStatus::NeedsReview => {
+                let rev = step.branch.clone().unwrap_or_default();
+                self.spawn_merge(id, rev, self.state.verify.clone(), true);
+            }
+            (Ok(()), _) => {}
+            (Err(reason), _) => {
+                let name = &self.state.name;
+                let line = format!(
+                    "plan={name} step={id} review dismissed ({reason}): it needs review until `clowder plan merge {name} {id}`"
+                );
+                self.say(Level::Warn, &line);
+            }
+        }
+    }
+
+    /// A merge asked by a human: merged, its review request is withdrawn; not
+    /// merged, a new request says why.
+    fn merged_by_hand(&mut self, id: String, outcome: MergeOutcome) {
+        if outcome == MergeOutcome::Passed {
+            if let Some(flag) = self.reviews.remove(&id) {
+                flag.store(true, Ordering::Relaxed);
+            }
+            return self.apply(Input::MergeByHand { id });
+        }
+        let why = merge::describe(&outcome, &self.state.base);
+        let line = format!("plan={} step={id} not merged: {why}", self.state.name);
+        self.say(Level::Warn, &line);
+        if !self.reviews.contains_key(&id) {
+            let body = format!(
+                "Step {id} of plan {} was merged by hand, but not merged: {why}\nFix its branch, then approve this request or run `clowder plan merge {} {id}`.",
+                self.state.name, self.state.name
+            );
+            self.ask_review(&id, body);
         }
     }
 

@@ -379,7 +379,7 @@ fn merge_result(
     step.status = StepStatus::NeedsReview;
     out.push(step_event(kind, id, &detail));
     let body = format!(
-        "Step {id} of plan {name} ({}) was not merged: {detail}\nBase was left untouched. Merge it by hand, then mark it merged.",
+        "Step {id} of plan {name} ({}) was not merged: {detail}\nBase was left untouched. Fix the branch in its worktree, then approve this request or run `clowder plan merge {name} {id}`: the merge is made and checked again.",
         step.branch.as_deref().unwrap_or("no branch")
     );
     out.push(Effect::AskReview {
