@@ -652,3 +652,18 @@ fn base_moves_by_update_ref_when_not_checked_out_and_never_under_uncommitted_cha
         "my own edit\n"
     );
 }
+
+#[test]
+fn a_step_whose_lane_cannot_be_made_fails_and_the_plan_ends() {
+    let repo =
+        Repo::new("[plan]\nname = \"br\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n");
+    repo.git(&["branch", "clowder/br-a"]);
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(repo.state_of("br", "a"), "failed");
+    assert!(
+        stdout.contains("event=step_failed step=a branch clowder/br-a already exists"),
+        "{stdout}"
+    );
+}

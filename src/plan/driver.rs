@@ -219,7 +219,11 @@ impl Driver {
             }
             Effect::RetryStep { id, failure, .. } => {
                 let step = self.state.step(&id)?;
-                if let Err(reason) = steps::retry(&self.root, &plan, step, &failure) {
+                // A step whose lane could not be made the first time tries again.
+                let workspace = scheduler::workspace(&self.state, step);
+                let retried = steps::start(&self.root, &plan, step, &workspace)
+                    .and_then(|()| steps::retry(&self.root, &plan, step, &failure));
+                if let Err(reason) = retried {
                     return Some(ended_badly(id, reason));
                 }
             }

@@ -150,6 +150,12 @@ fn drive(root: PathBuf, config: Config, state: PlanState) -> i32 {
         Verbosity::Normal,
         Some(Box::pin(driver.run())),
     );
+    if let Ok(state) = PlanState::load(&PlanState::path(&root, &name)) {
+        print!(
+            "{}",
+            super::status::table(&super::status::row(&root, &state))
+        );
+    }
     match result.get() {
         PlanStatus::Completed => {
             println!("clowder: plan {name} completed");
