@@ -3,10 +3,8 @@
 //! and friends) and carries out its effects. Slow work (git merges, checks,
 //! waiting for a human) runs on threads of its own and reports back.
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -71,8 +69,6 @@ pub struct Driver {
     reviews: HashMap<String, Arc<AtomicBool>>,
     /// The last session of each step checked against its command `done_when`.
     checked: HashMap<String, u64>,
-    /// The plan's status when the driver ended, for the exit code.
-    result: Rc<Cell<PlanStatus>>,
 }
 
 impl Drop for Driver {
@@ -87,7 +83,6 @@ impl Driver {
         state: PlanState,
         queue_dir: PathBuf,
         verbosity: Verbosity,
-        result: Rc<Cell<PlanStatus>>,
     ) -> Driver {
         let (tx, rx) = mpsc::unbounded_channel();
         Driver {
@@ -103,7 +98,6 @@ impl Driver {
             checked: HashMap::new(),
             reviews: HashMap::new(),
             waiters: Vec::new(),
-            result,
         }
     }
 
@@ -142,7 +136,6 @@ impl Driver {
             }
         })
         .await;
-        self.result.set(self.state.status);
     }
 
     /// A step saved as running whose lane was never registered (clowder was

@@ -1,9 +1,7 @@
 //! `clowder plan run FILE`: checks the plan, loads or creates its state, and runs
 //! it in the fleet host (the driver next to the lanes, in one process).
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use super::driver::Driver;
 use super::file::{self, Plan};
@@ -136,27 +134,26 @@ fn drive(root: PathBuf, config: Config, state: PlanState) -> i32 {
         }
     };
     let queue_dir = root.join(&config.approvals.dir.0);
-    let result = Rc::new(Cell::new(state.status));
-    let driver = Driver::new(
-        root.clone(),
-        state,
-        queue_dir,
-        Verbosity::Normal,
-        Rc::clone(&result),
-    );
+    let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal);
     let code = crate::fleet::host::run_headless_with(
         root.clone(),
         config,
         Verbosity::Normal,
         Some(Box::pin(driver.run())),
     );
-    if let Ok(state) = PlanState::load(&PlanState::path(&root, &name)) {
-        print!(
-            "{}",
-            super::status::table(&super::status::row(&root, &state))
-        );
-    }
-    match result.get() {
+    // The driver saved every change: the file says how the plan stands.
+    let state = match PlanState::load(&PlanState::path(&root, &name)) {
+        Ok(state) => state,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    print!(
+        "{}",
+        super::status::table(&super::status::row(&root, &state))
+    );
+    match state.status {
         PlanStatus::Completed => {
             println!("clowder: plan {name} completed");
             code
