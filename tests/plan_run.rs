@@ -667,3 +667,37 @@ fn a_step_whose_lane_cannot_be_made_fails_and_the_plan_ends() {
         "{stdout}"
     );
 }
+
+#[test]
+fn after_a_sigkill_a_step_waiting_for_approval_is_asked_again_once() {
+    let repo = Repo::new(
+        "[plan]\nname = \"again\"\nautonomy = 1\n\n[[step]]\nid = \"one\"\nprompt = \"write one.txt\"\n",
+    );
+    let mut plan = repo.spawn_plan();
+    let mut first = String::new();
+    assert!(wait_until(DEADLINE, || {
+        first = repo
+            .pending_requests()
+            .pop()
+            .and_then(|r| r["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        !first.is_empty()
+    }));
+    plan.kill().expect("SIGKILL the plan");
+    let _ = plan.wait();
+    let plan = repo.spawn_plan();
+    let mut ids: Vec<String> = Vec::new();
+    let asked_again = wait_until(DEADLINE, || {
+        ids = repo
+            .pending_requests()
+            .iter()
+            .filter_map(|r| r["id"].as_str().map(str::to_string))
+            .collect();
+        ids.len() == 1 && ids[0] != first
+    });
+    assert!(asked_again, "pending: {ids:?} (the first was {first})");
+    assert!(repo.clowder(&["approve", &ids[0]]).status.success());
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.pending_requests().is_empty());
+}

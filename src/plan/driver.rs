@@ -112,6 +112,7 @@ impl Driver {
                 }
             }
             self.register_lost_lanes();
+            self.take_over_inbox();
             self.apply(Input::Restarted);
         }
         if self.state.status == PlanStatus::Paused {
@@ -159,6 +160,37 @@ impl Driver {
             let workspace = scheduler::workspace(&self.state, &step);
             if let Err(reason) = steps::start(&self.root, &self.state.name, &step, &workspace) {
                 self.apply(ended_badly(step.id, reason));
+            }
+        }
+    }
+
+    /// The requests a killed run left in the inbox, which nobody waits on any
+    /// more, leave it: approvals are asked again (the steps are pending again),
+    /// reviews are asked again with the same words.
+    fn take_over_inbox(&mut self) {
+        let (_, requests) = crate::approvals::list_pending_requests(&self.queue_dir);
+        let prefix = format!("plan {}: ", self.state.name);
+        let left: Vec<Request> = requests
+            .into_iter()
+            .filter(|r| r.abandoned && r.title.starts_with(&prefix))
+            .collect();
+        if left.is_empty() {
+            return;
+        }
+        if let Ok(queue) = Queue::open(&self.queue_dir) {
+            queue.sweep_listed(&left, true, std::time::SystemTime::now());
+        }
+        for request in left {
+            let step = self
+                .state
+                .steps
+                .iter()
+                .find(|s| Some(&s.lane) == request.lane.as_ref());
+            if request.kind == RequestKind::Ask
+                && let Some(step) = step.filter(|s| s.status == StepStatus::NeedsReview)
+            {
+                let id = step.id.clone();
+                self.ask_review(&id, request.body.unwrap_or_default());
             }
         }
     }
