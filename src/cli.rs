@@ -120,7 +120,7 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
-    /// Plans: steps with dependencies, each run as a lane (check a plan file, show saved plans)
+    /// Plans: steps with dependencies, each run as a lane (check, run, status, pause, resume, stop, merge)
     #[command(subcommand)]
     Plan(crate::plan::cli::PlanCommand),
     /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act

@@ -348,3 +348,55 @@ fn a_state_of_another_schema_version_is_refused_whole() {
     let path = PlanState::path(dir.path(), "auth");
     assert_eq!(PlanState::load(&path).expect("loads"), state);
 }
+
+#[test]
+fn stop_fails_the_plan_and_its_running_steps_and_is_refused_once_finished() {
+    let mut state = plan(4, 2, &[("a", &[]), ("b", &["a"])]);
+    let err = step(now(), &mut state, Input::Stop).expect_err("created");
+    assert_eq!(err.to_string(), "cannot stop plan auth: it is created");
+    go(&mut state, Input::Start);
+    let effects = go(&mut state, Input::Stop);
+    assert_eq!(state.status, PlanStatus::Failed);
+    assert_eq!(state.step("a").map(|s| s.status), Some(StepStatus::Failed));
+    assert_eq!(state.step("b").map(|s| s.status), Some(StepStatus::Pending));
+    assert!(started(&effects).is_empty());
+    let err = step(now(), &mut state, Input::Stop).expect_err("failed");
+    assert_eq!(err.to_string(), "cannot stop plan auth: it is failed");
+}
+
+#[test]
+fn a_merge_that_could_not_move_base_needs_review() {
+    let mut state = plan(4, 2, &[("a", &[])]);
+    go(&mut state, Input::Start);
+    let effects = go(
+        &mut state,
+        Input::StepEnded {
+            id: "a".into(),
+            outcome: Outcome::Done,
+        },
+    );
+    assert_eq!(merges(&effects), ["a"]);
+    let reason = "main moved meanwhile".to_string();
+    let effects = go(
+        &mut state,
+        Input::MergeResult {
+            id: "a".into(),
+            result: MergeOutcome::Refused { reason },
+        },
+    );
+    assert_eq!(
+        state.step("a").map(|s| s.status),
+        Some(StepStatus::NeedsReview)
+    );
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        Effect::AskReview { body, .. } if body.contains("base was not moved: main moved meanwhile")
+    )));
+    assert!(effects.iter().any(|e| matches!(
+        e,
+        Effect::Event {
+            kind: EventKind::MergeCheckFailed,
+            ..
+        }
+    )));
+}

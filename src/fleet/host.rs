@@ -49,10 +49,25 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
         .collect()
 }
 
+/// Work run next to the lanes, in the same thread (a plan's driver): it adds
+/// lanes to the registry, which the host starts; the host runs until it is done
+/// and every lane has ended. A signal drops it.
+pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
 pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
-    run(root, config, verbosity, None)
+    run(root, config, verbosity, None, None)
+}
+
+/// [`run_headless`], kept alive until `driver` is done too.
+pub fn run_headless_with(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    driver: Option<Driver>,
+) -> i32 {
+    run(root, config, verbosity, None, driver)
 }
 
 /// Runs the lanes of the fleet in `root` for the control room on another
@@ -70,10 +85,17 @@ pub fn run_for_room(
         config,
         Verbosity::Normal,
         Some(RoomSide::new(to_ui, requests)),
+        None,
     )
 }
 
-fn run(root: PathBuf, config: Config, verbosity: Verbosity, room: Option<RoomSide>) -> i32 {
+fn run(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    room: Option<RoomSide>,
+    driver: Option<Driver>,
+) -> i32 {
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -88,6 +110,7 @@ fn run(root: PathBuf, config: Config, verbosity: Verbosity, room: Option<RoomSid
     let local = tokio::task::LocalSet::new();
     let mut host = Host::new(root, config, verbosity);
     host.room = room;
+    host.driver = driver;
     let budget = host.budget.clone();
     let ended = local.block_on(&runtime, host.run());
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
@@ -199,6 +222,7 @@ struct Host {
     budget: Option<SharedBudget>,
     /// One shared rate limit per agent command.
     limits: BTreeMap<String, Shared>,
+    driver: Option<Driver>,
 }
 
 impl Host {
@@ -226,6 +250,7 @@ impl Host {
             ended: BTreeMap::new(),
             stopping: false,
             limits: BTreeMap::new(),
+            driver: None,
         }
     }
 
@@ -236,7 +261,7 @@ impl Host {
         let order = self.start_ready();
         let mut order = order.unwrap_or_default();
         self.end_leftovers_of_idle_lanes(&order).await;
-        if self.running.is_empty() {
+        if self.running.is_empty() && self.driver.is_none() {
             self.say(
                 Level::Info,
                 "no lane to run: every lane is stopped, paused or finished",
@@ -246,9 +271,10 @@ impl Host {
         if let Some(room) = &self.room {
             room.start_facts(&self.root);
         }
-        while self.ended.len() < self.running.len() || self.room_open() {
+        while self.ended.len() < self.running.len() || self.room_open() || self.driver.is_some() {
             self.tell_idle();
             tokio::select! {
+                () = drive(&mut self.driver) => self.driver = None,
                 Some((name, outcome)) = self.ended_rx.recv() => {
                     self.lane_ended(&name, &outcome);
                     self.ended.insert(name, outcome);
@@ -387,6 +413,7 @@ impl Host {
 
     fn forward(&mut self, stop: StopSignal) {
         self.stopping = true;
+        self.driver = None;
         for sender in self.running.values() {
             let _ = sender.send(stop);
         }
@@ -587,6 +614,13 @@ fn finished(root: &Path, name: &LaneName) -> bool {
     super::lane_files_dir(root, name)
         .join(FINISHED_MARK)
         .exists()
+}
+
+async fn drive(driver: &mut Option<Driver>) {
+    match driver {
+        Some(driver) => driver.await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn recv(stream: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {

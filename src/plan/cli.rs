@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use super::control::Request;
 use super::file::{self, Plan};
 use super::state::{PLANS_DIR, PlanState};
 use super::status;
@@ -19,6 +20,43 @@ pub enum PlanCommand {
     Check(CheckArgs),
     /// List a saved plan's steps (every plan's without NAME): state, lane, branch, iterations, cost
     Status(StatusArgs),
+    /// Start a plan in the fleet (each step a lane), or resume it where it stopped
+    Run(RunArgs),
+    /// Start no new step until resumed (running steps go on)
+    Pause(NameArgs),
+    /// Go on with a paused plan (a rejected step is asked about again)
+    Resume(NameArgs),
+    /// Give up on a plan: its running steps' lanes are stopped, the plan is failed
+    Stop(NameArgs),
+    /// Merge a step under review into base by hand, once its branch is fixed
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan file, e.g. plan.toml
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print log lines instead of the control room (the plan runs headless either way for now)
+    #[arg(long = "headless")]
+    pub headless: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The plan's name ([plan] name)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The plan's name ([plan] name)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The step's id
+    #[arg(value_name = "STEP")]
+    pub step: String,
 }
 
 #[derive(Debug, Args)]
@@ -42,6 +80,31 @@ pub fn run(command: PlanCommand) -> i32 {
     match command {
         PlanCommand::Check(args) => check(&args),
         PlanCommand::Status(args) => status(&args),
+        PlanCommand::Run(args) => super::run::run(&args.file),
+        PlanCommand::Pause(args) => control(&args.name, Request::Pause),
+        PlanCommand::Resume(args) => control(&args.name, Request::Resume),
+        PlanCommand::Stop(args) => control(&args.name, Request::Stop),
+        PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
+    }
+}
+
+fn control(name: &str, request: Request) -> i32 {
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    match super::control::command(&root, name, request) {
+        Ok(said) => {
+            println!("clowder: {said}");
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            EXIT_FAILED
+        }
     }
 }
 

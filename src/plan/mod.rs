@@ -1,8 +1,17 @@
 //! Plans: steps with dependencies above lanes. The file and its checks ([`file`]),
-//! the pure scheduler ([`scheduler`]), its saved state ([`state`]) and `plan status`.
+//! the pure scheduler ([`scheduler`]), its saved state ([`state`]), `plan status`, and
+//! `plan run`: a driver next to the fleet host that runs steps as lanes and merges them.
 
 pub mod cli;
+mod control;
+mod driver;
+mod events;
 pub mod file;
+mod merge;
+mod run;
 pub mod scheduler;
 pub mod state;
-mod status;
+pub mod status;
+mod steps;
+
+pub use control::merge_step;

@@ -19,6 +19,8 @@ pub enum Input {
     Start,
     Pause,
     Resume,
+    /// running or paused → failed: the user gave up on the plan.
+    Stop,
     /// The saved state was loaded again: running steps stay running (their lanes
     /// resume), an unfinished merge is asked again, ready steps start.
     Restarted,
@@ -60,6 +62,11 @@ pub enum MergeOutcome {
     /// The plan's `verify` failed on the merged result; `tail` is its last output.
     CheckFailed {
         tail: String,
+    },
+    /// The merge passed but base could not be moved safely (it moved meanwhile, or
+    /// it is checked out in a worktree with changes).
+    Refused {
+        reason: String,
     },
 }
 
@@ -155,6 +162,7 @@ pub fn step(
         }
         Input::Pause => transition(state, "pause", PlanStatus::Running, PlanStatus::Paused)?,
         Input::Resume => transition(state, "resume", PlanStatus::Paused, PlanStatus::Running)?,
+        Input::Stop => stop(now, state, &mut out)?,
         Input::Restarted => {
             if let Some(id) = state.merging.clone() {
                 out.push(merge_effect(state, &id));
@@ -195,6 +203,30 @@ fn transition(
         )));
     }
     state.status = to;
+    Ok(())
+}
+
+/// The user gave up: the plan fails, and so do the steps it was running.
+fn stop(now: DateTime<Utc>, state: &mut PlanState, out: &mut Vec<Effect>) -> Result<(), Refused> {
+    if !matches!(state.status, PlanStatus::Running | PlanStatus::Paused) {
+        return Err(Refused(format!(
+            "cannot stop plan {}: it is {}",
+            state.name, state.status
+        )));
+    }
+    state.status = PlanStatus::Failed;
+    for step in &mut state.steps {
+        if step.status == StepStatus::Running {
+            step.status = StepStatus::Failed;
+            step.ended_at = Some(now);
+            step.last_failure = Some("stopped with the plan".into());
+        }
+    }
+    out.push(event(
+        EventKind::PlanDone,
+        None,
+        "failed: stopped by the user",
+    ));
     Ok(())
 }
 
@@ -339,11 +371,15 @@ fn merge_result(
             EventKind::MergeCheckFailed,
             format!("the verify check failed on the merged result:\n{tail}"),
         ),
+        MergeOutcome::Refused { reason } => (
+            EventKind::MergeCheckFailed,
+            format!("base was not moved: {reason}"),
+        ),
     };
     step.status = StepStatus::NeedsReview;
     out.push(step_event(kind, id, &detail));
     let body = format!(
-        "Step {id} of plan {name} ({}) was not merged: {detail}\nBase was left untouched. Merge it by hand, then mark it merged.",
+        "Step {id} of plan {name} ({}) was not merged: {detail}\nBase was left untouched. Fix the branch in its worktree, then approve this request or run `clowder plan merge {name} {id}`: the merge is made and checked again.",
         step.branch.as_deref().unwrap_or("no branch")
     );
     out.push(Effect::AskReview {
@@ -495,7 +531,7 @@ fn start(now: DateTime<Utc>, state: &mut PlanState, index: usize, out: &mut Vec<
     out.push(effect);
 }
 
-fn workspace(state: &PlanState, step: &StepState) -> Workspace {
+pub(crate) fn workspace(state: &PlanState, step: &StepState) -> Workspace {
     let deps: Vec<&StepState> = step
         .depends_on
         .iter()

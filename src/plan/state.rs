@@ -96,6 +96,9 @@ pub struct StepState {
     pub ended_at: Option<DateTime<Utc>>,
     /// What ended its last failed attempt.
     pub last_failure: Option<String>,
+    /// The commit its branch was at when it was done: what the merge queue merges.
+    #[serde(default)]
+    pub tip: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +140,7 @@ impl PlanState {
                 started_at: None,
                 ended_at: None,
                 last_failure: None,
+                tip: None,
             })
             .collect();
         PlanState {

@@ -1,0 +1,218 @@
+//! `plan pause|resume|stop|merge NAME`: done on the saved state when no plan
+//! driver runs, else left as a request file that the running driver takes within
+//! a second. Which is the case is told by the driver's lock.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+
+use super::events::EventLog;
+use super::merge::{self, MergeJob};
+use super::scheduler::{self, Effect, Input, MergeOutcome};
+use super::state::{PLANS_DIR, PlanState, PlanStatus, StepStatus};
+
+/// What a command asks of a running driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Pause,
+    Resume,
+    Stop,
+    /// Merge this reviewed step by hand.
+    Merge(String),
+}
+
+impl Request {
+    fn file_name(&self) -> String {
+        match self {
+            Request::Pause => "pause".into(),
+            Request::Resume => "resume".into(),
+            Request::Stop => "stop".into(),
+            Request::Merge(step) => format!("merge-{step}"),
+        }
+    }
+
+    fn from_file_name(name: &str) -> Option<Request> {
+        match name {
+            "pause" => Some(Request::Pause),
+            "resume" => Some(Request::Resume),
+            "stop" => Some(Request::Stop),
+            _ => name
+                .strip_prefix("merge-")
+                .map(|step| Request::Merge(step.to_string())),
+        }
+    }
+}
+
+fn plan_dir(root: &Path, plan: &str) -> PathBuf {
+    root.join(PLANS_DIR).join(plan)
+}
+
+fn requests_dir(root: &Path, plan: &str) -> PathBuf {
+    plan_dir(root, plan).join("requests")
+}
+
+/// Held by the process that drives plan `plan`; `None` when another holds it.
+pub fn lock(root: &Path, plan: &str) -> Result<Option<Flock<File>>, String> {
+    let dir = plan_dir(root, plan);
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let path = dir.join("driver.lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => Ok(Some(lock)),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Ok(None),
+        Err((_, errno)) => Err(format!("cannot lock {}: {errno}", path.display())),
+    }
+}
+
+/// The requests left for the driver, taken (removed) in a stable order.
+pub fn take_requests(root: &Path, plan: &str) -> Vec<Request> {
+    let Ok(entries) = std::fs::read_dir(requests_dir(root, plan)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            std::fs::remove_file(requests_dir(root, plan).join(&name)).ok()?;
+            Request::from_file_name(&name)
+        })
+        .collect()
+}
+
+/// Carries out `request` on plan `name` in `root`; returns what to print, or why
+/// it was refused (naming the plan's or step's current state).
+pub fn command(root: &Path, name: &str, request: Request) -> Result<String, String> {
+    let path = PlanState::path(root, name);
+    if !path.is_file() {
+        return Err(format!(
+            "no plan {name:?}: {} does not exist",
+            path.display()
+        ));
+    }
+    let guard = lock(root, name)?;
+    let mut state = PlanState::load(&path)?;
+    refuse_early(&state, &request)?;
+    if guard.is_none() {
+        let dir = requests_dir(root, name);
+        std::fs::create_dir_all(&dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        let file = dir.join(request.file_name());
+        std::fs::write(&file, b"")
+            .map_err(|err| format!("cannot write {}: {err}", file.display()))?;
+        return Ok(format!(
+            "asked the running plan {name} to {} ({})",
+            request.file_name().replace('-', " "),
+            file.display()
+        ));
+    }
+    match request {
+        Request::Pause | Request::Resume => {
+            // Recorded only: the next `plan run` starts what may start.
+            state.status = match request {
+                Request::Pause => PlanStatus::Paused,
+                _ => PlanStatus::Running,
+            };
+            state.save(root)?;
+            Ok(format!(
+                "plan {name}: {} (recorded; no plan runs now: `clowder plan run` goes on with it)",
+                state.status
+            ))
+        }
+        Request::Stop => {
+            super::steps::stop_lanes(root, &state);
+            apply(root, &mut state, Input::Stop)?;
+            Ok(format!("plan {name}: stopped; it is {}", state.status))
+        }
+        Request::Merge(step) => merge_by_hand(root, &mut state, &step),
+    }
+}
+
+/// The transitions a request makes, checked against the saved state first.
+fn refuse_early(state: &PlanState, request: &Request) -> Result<(), String> {
+    let name = &state.name;
+    let (verb, allowed): (&str, &[PlanStatus]) = match request {
+        Request::Pause => ("pause", &[PlanStatus::Running]),
+        Request::Resume => ("resume", &[PlanStatus::Paused]),
+        Request::Stop => ("stop", &[PlanStatus::Running, PlanStatus::Paused]),
+        Request::Merge(step) => {
+            let Some(found) = state.step(step) else {
+                return Err(format!("plan {name} has no step {step}"));
+            };
+            if found.status != StepStatus::NeedsReview {
+                return Err(format!(
+                    "cannot merge step {step} of plan {name} by hand: it is {}, not needs review",
+                    found.status
+                ));
+            }
+            return Ok(());
+        }
+    };
+    if allowed.contains(&state.status) {
+        Ok(())
+    } else {
+        Err(format!("cannot {verb} plan {name}: it is {}", state.status))
+    }
+}
+
+fn apply(root: &Path, state: &mut PlanState, input: Input) -> Result<(), String> {
+    let effects =
+        scheduler::step(chrono::Utc::now(), state, input).map_err(|err| err.to_string())?;
+    state.save(root)?;
+    let log = EventLog::new(root, &state.name);
+    for effect in effects {
+        if let Effect::Event { kind, step, detail } = effect {
+            println!("{}", log.append(kind, step.as_deref(), &detail));
+        }
+    }
+    Ok(())
+}
+
+/// Merges a reviewed step (its branch as it is now) the way the queue does:
+/// in the scratch worktree, checked, base moved only when both pass; through the
+/// plan's driver when one runs. Runs git and `verify`: call it off a screen's thread.
+pub fn merge_step(root: &Path, plan: &str, step: &str) -> Result<String, String> {
+    command(root, plan, Request::Merge(step.to_string()))
+}
+
+fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<String, String> {
+    let branch = state
+        .step(step)
+        .and_then(|s| s.branch.clone())
+        .ok_or_else(|| format!("step {step} has no branch"))?;
+    let job = MergeJob {
+        root,
+        plan: &state.name,
+        base: &state.base,
+        step,
+        rev: &branch,
+        verify: &state.verify,
+    };
+    match merge::merge(&job) {
+        MergeOutcome::Passed => {
+            apply(root, state, Input::MergeByHand { id: step.into() })?;
+            Ok(format!("step {step}: {branch} merged into {}", state.base))
+        }
+        MergeOutcome::Conflict { files } => Err(format!(
+            "step {step} still conflicts with {} in: {}; base is untouched",
+            state.base,
+            files.join(", ")
+        )),
+        MergeOutcome::CheckFailed { tail } => Err(format!(
+            "step {step}: the verify check failed on the merged result; base is untouched:\n{tail}"
+        )),
+        MergeOutcome::Refused { reason } => {
+            Err(format!("step {step}: base was not moved: {reason}"))
+        }
+    }
+}

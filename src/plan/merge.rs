@@ -1,0 +1,213 @@
+//! The merge queue's git side: a finished step's commit is merged into base in a
+//! scratch worktree, `verify` runs there, and base moves by fast-forward to the
+//! tested merge commit only when both pass. The user's own files are never
+//! changed, except by a fast-forward of a clean worktree that has base checked out.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::scheduler::MergeOutcome;
+use super::state::PLANS_DIR;
+use crate::fleet::worktree::{self, git};
+
+/// How many lines of a failed check's output the review request quotes.
+const TAIL_LINES: usize = 20;
+
+/// What a merge is about: the plan, its base branch and the step's commit.
+pub struct MergeJob<'a> {
+    pub root: &'a Path,
+    pub plan: &'a str,
+    pub base: &'a str,
+    pub step: &'a str,
+    /// A commit or branch: the step's tip when it was done.
+    pub rev: &'a str,
+    pub verify: &'a str,
+}
+
+/// `.clowder/plans/NAME/merge`: the scratch worktree merges are made in.
+pub fn scratch_dir(root: &Path, plan: &str) -> PathBuf {
+    root.join(PLANS_DIR).join(plan).join("merge")
+}
+
+/// One merge at a time in this process: the queue's and those asked by hand
+/// share the scratch worktree.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Merges, checks and moves base; every failure is an outcome, base untouched.
+pub fn merge(job: &MergeJob) -> MergeOutcome {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let base_ref = format!("refs/heads/{}", job.base);
+    let old = match worktree::commit_of(job.root, &base_ref) {
+        Ok(Some(old)) => old,
+        Ok(None) => return refused(format!("base branch {} does not exist", job.base)),
+        Err(err) => return refused(err),
+    };
+    let scratch = scratch_dir(job.root, job.plan);
+    if let Err(err) = fresh_scratch(job.root, &scratch, &old) {
+        return refused(err);
+    }
+    let outcome = merge_in_scratch(job, &scratch, &base_ref, &old);
+    remove_scratch(job.root, &scratch);
+    outcome
+}
+
+fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -> MergeOutcome {
+    let message = format!("Merge step {} of plan {}", job.step, job.plan);
+    let mut args = identity(job.root);
+    args.extend(["merge", "--no-ff", "--no-edit", "-m", &message, job.rev].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if let Err(err) = git(scratch, &args) {
+        let files = git(scratch, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        let _ = git(scratch, &["merge", "--abort"]);
+        let files: Vec<String> = files.lines().map(str::to_string).collect();
+        return MergeOutcome::Conflict {
+            files: if files.is_empty() { vec![err] } else { files },
+        };
+    }
+    if !job.verify.trim().is_empty() {
+        match run_check(scratch, job.verify) {
+            Ok(()) => {}
+            Err(tail) => return MergeOutcome::CheckFailed { tail },
+        }
+    }
+    let new = match git(scratch, &["rev-parse", "HEAD"]) {
+        Ok(new) => new,
+        Err(err) => return refused(err),
+    };
+    match move_base(job, base_ref, old, &new) {
+        Ok(()) => MergeOutcome::Passed,
+        Err(reason) => refused(reason),
+    }
+}
+
+/// A merge that did not pass, said for a person.
+pub fn describe(outcome: &MergeOutcome, base: &str) -> String {
+    match outcome {
+        MergeOutcome::Passed => format!("merged into {base}"),
+        MergeOutcome::Conflict { files } => format!(
+            "conflicts with {base} in: {}; {base} is untouched",
+            files.join(", ")
+        ),
+        MergeOutcome::CheckFailed { tail } => {
+            format!("the verify check failed on the merged result; {base} is untouched:\n{tail}")
+        }
+        MergeOutcome::Refused { reason } => format!("{base} was not moved: {reason}"),
+    }
+}
+
+fn refused(reason: String) -> MergeOutcome {
+    MergeOutcome::Refused { reason }
+}
+
+/// A name and address for the merge commit when the repository has none set,
+/// so that a merge never fails on a missing identity.
+fn identity(root: &Path) -> Vec<String> {
+    let has = |key: &str| git(root, &["config", "--get", key]).is_ok_and(|v| !v.is_empty());
+    let mut args = Vec::new();
+    if !has("user.name") {
+        args.extend(["-c".to_string(), "user.name=clowder".to_string()]);
+    }
+    if !has("user.email") {
+        args.extend(["-c".to_string(), "user.email=clowder@localhost".to_string()]);
+    }
+    args
+}
+
+/// A detached worktree at `commit`; one left by an earlier, killed run is removed
+/// first (it is clowder's own scratch, never the user's).
+fn fresh_scratch(root: &Path, scratch: &Path, commit: &str) -> Result<(), String> {
+    remove_scratch(root, scratch);
+    if let Some(parent) = scratch.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    let path = scratch.to_string_lossy();
+    git(
+        root,
+        &["worktree", "add", "--quiet", "--detach", &path, commit],
+    )
+    .map(drop)
+}
+
+fn remove_scratch(root: &Path, scratch: &Path) {
+    if scratch.exists() {
+        let _ = git(
+            root,
+            &["worktree", "remove", "--force", &scratch.to_string_lossy()],
+        );
+        let _ = std::fs::remove_dir_all(scratch);
+    }
+    let _ = worktree::prune(root);
+}
+
+/// Runs `verify` with `sh -c` in `dir`; `Err` holds the last lines it printed.
+fn run_check(dir: &Path, verify: &str) -> Result<(), String> {
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 2>&1\n{verify}"))
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run sh: {err}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+    let status = match output.status.code() {
+        Some(code) => format!("exit code {code}"),
+        None => "killed by a signal".to_string(),
+    };
+    Err(format!("`{verify}` failed ({status}):\n{tail}"))
+}
+
+/// Moves base from `old` to `new` only if it is still at `old`. Where base is
+/// checked out, that worktree is fast-forwarded as `git merge --ff-only` does, and
+/// only when it has no uncommitted change to a tracked file.
+fn move_base(job: &MergeJob, base_ref: &str, old: &str, new: &str) -> Result<(), String> {
+    let Some(checkout) = checked_out_in(job.root, base_ref)? else {
+        let message = format!("clowder plan {}: merge step {}", job.plan, job.step);
+        return git(
+            job.root,
+            &["update-ref", "-m", &message, base_ref, new, old],
+        )
+        .map(drop)
+        .map_err(|err| format!("{} moved meanwhile: {err}", job.base));
+    };
+    let changes = git(
+        &checkout,
+        &["status", "--porcelain", "--untracked-files=no"],
+    )?;
+    if !changes.is_empty() {
+        return Err(format!(
+            "{} is checked out in {} with uncommitted changes, which clowder does not touch; commit or stash them, then run `clowder plan merge {} {}`",
+            job.base,
+            checkout.display(),
+            job.plan,
+            job.step
+        ));
+    }
+    if worktree::commit_of(job.root, base_ref)?.as_deref() != Some(old) {
+        return Err(format!("{} moved meanwhile", job.base));
+    }
+    git(&checkout, &["merge", "--ff-only", "--quiet", new]).map(drop)
+}
+
+/// The worktree that has `branch_ref` checked out, if one does.
+fn checked_out_in(root: &Path, branch_ref: &str) -> Result<Option<PathBuf>, String> {
+    let list = git(root, &["worktree", "list", "--porcelain"])?;
+    let mut current: Option<&str> = None;
+    for line in list.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            current = Some(path);
+        } else if line.strip_prefix("branch ") == Some(branch_ref)
+            && let Some(path) = current
+        {
+            return Ok(Some(PathBuf::from(path)));
+        }
+    }
+    Ok(None)
+}

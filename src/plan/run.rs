@@ -1,0 +1,170 @@
+//! `clowder plan run FILE`: checks the plan, loads or creates its state, and runs
+//! it in the fleet host (the driver next to the lanes, in one process).
+
+use std::path::{Path, PathBuf};
+
+use super::driver::Driver;
+use super::file::{self, Plan};
+use super::state::{PlanState, PlanStatus};
+use crate::config::{Config, DEFAULT_CONFIG_FILE};
+use crate::console::Verbosity;
+use crate::fleet::worktree;
+
+/// Bad input: the plan file or the config is refused.
+const EXIT_USAGE: i32 = 2;
+const EXIT_FAILED: i32 = 1;
+
+pub fn run(plan_file: &Path) -> i32 {
+    let plan = match file::load(plan_file) {
+        Ok(plan) => plan,
+        Err(errors) => {
+            for err in errors {
+                eprintln!("clowder: error: {err}");
+            }
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    match prepare(&root, &plan) {
+        Ok(Prepared::Settled(code)) => code,
+        Ok(Prepared::Run(state)) => drive(root, config, state),
+        Err((code, err)) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            code
+        }
+    }
+}
+
+enum Prepared {
+    /// Finished before: nothing to run; the exit code.
+    Settled(i32),
+    Run(PlanState),
+}
+
+fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, (i32, String)> {
+    let path = PlanState::path(root, &plan.name);
+    if path.exists() {
+        let state = PlanState::load(&path).map_err(|err| (EXIT_FAILED, err))?;
+        if matches!(state.status, PlanStatus::Completed | PlanStatus::Failed) {
+            println!(
+                "plan {} is {}: nothing to run (its state is {})",
+                state.name,
+                state.status,
+                path.display()
+            );
+            let code = if state.status == PlanStatus::Completed {
+                0
+            } else {
+                EXIT_FAILED
+            };
+            return Ok(Prepared::Settled(code));
+        }
+        return Ok(Prepared::Run(state));
+    }
+    let base = match &plan.base {
+        Some(base) => base.clone(),
+        None => current_branch(root).map_err(|err| (EXIT_USAGE, err))?,
+    };
+    let base_ref = format!("refs/heads/{base}");
+    match worktree::commit_of(root, &base_ref) {
+        Ok(Some(_)) => Ok(Prepared::Run(PlanState::new(plan, &base))),
+        Ok(None) => Err((
+            EXIT_USAGE,
+            format!(
+                "[plan] base = {base:?}: no such branch in {}",
+                root.display()
+            ),
+        )),
+        Err(err) => Err((EXIT_USAGE, err)),
+    }
+}
+
+fn current_branch(root: &Path) -> Result<String, String> {
+    let top = worktree::toplevel(root)
+        .map_err(|err| format!("a plan runs in a git repository: {err}"))?;
+    if top.canonicalize().ok() != root.canonicalize().ok() {
+        return Err(format!(
+            "run the plan in the repository's top folder ({})",
+            top.display()
+        ));
+    }
+    match worktree::checked_out(root)? {
+        Some(name) => Ok(crate::fleet::lanes::short_ref(&name).to_string()),
+        None => Err("HEAD is detached: set [plan] base to the branch to merge into".into()),
+    }
+}
+
+fn drive(root: PathBuf, config: Config, state: PlanState) -> i32 {
+    let name = state.name.clone();
+    let _driver_lock = match super::control::lock(&root, &name) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => {
+            eprintln!("clowder: error: plan {name} is already running here");
+            return EXIT_FAILED;
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let _lock = match crate::store::lock::InstanceLock::acquire(&root) {
+        Ok(lock) => lock,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!(
+                "clowder: the plan's lanes run in the process that runs the plan: stop the other clowder first"
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let queue_dir = root.join(&config.approvals.dir.0);
+    let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal);
+    let code = crate::fleet::host::run_headless_with(
+        root.clone(),
+        config,
+        Verbosity::Normal,
+        Some(Box::pin(driver.run())),
+    );
+    // The driver saved every change: the file says how the plan stands.
+    let state = match PlanState::load(&PlanState::path(&root, &name)) {
+        Ok(state) => state,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    print!(
+        "{}",
+        super::status::table(&super::status::row(&root, &state))
+    );
+    match state.status {
+        PlanStatus::Completed => {
+            println!("clowder: plan {name} completed");
+            code
+        }
+        PlanStatus::Failed => {
+            println!("clowder: plan {name} failed (see `clowder plan status {name}`)");
+            if code == 0 { EXIT_FAILED } else { code }
+        }
+        other => {
+            println!("clowder: plan {name} is {other}; `clowder plan run` again goes on with it");
+            code
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! A step as a lane: registering it (its own worktree, or its dependency's), its
+//! prompt file, a retry's new prompt, how its lane ended (judged by `done_when`),
+//! and stopping the lanes of a stopped plan.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use chrono::Utc;
+
+use super::file::Work;
+use super::scheduler::{Outcome, Workspace};
+use super::state::{PLANS_DIR, PlanState, StepState, StepStatus};
+use crate::fleet::lanes::{self, AddOptions, FINISHED_MARK};
+use crate::fleet::registry::{self, Lane, LaneKind, LaneState};
+use crate::fleet::{LaneName, lane_files_dir, worktree};
+use crate::protocol::ExitReason;
+
+/// How much of the last output file is read for the last result text.
+const LAST_OUTPUT_BYTES: u64 = 64 * 1024;
+
+/// `.clowder/plans/NAME/prompts/STEP.md`, relative to the project folder.
+pub fn prompt_path(plan: &str, step: &str) -> PathBuf {
+    Path::new(PLANS_DIR)
+        .join(plan)
+        .join("prompts")
+        .join(format!("{step}.md"))
+}
+
+fn lane_name(step: &StepState) -> Result<LaneName, String> {
+    LaneName::parse(&step.lane).map_err(|err| format!("step {}: lane {err}", step.id))
+}
+
+/// The step's prompt text, `failure` (a retry's) added at its end.
+fn prompt_text(work: &Work, failure: Option<&str>) -> Result<String, String> {
+    let mut text = match work {
+        Work::Prompt(text) => text.clone(),
+        Work::PromptFile(path) => std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read the prompt file {}: {err}", path.display()))?,
+        Work::Plan(path) => {
+            return Err(format!(
+                "the sub-plan {} is not run by `plan run` yet: run it on its own",
+                path.display()
+            ));
+        }
+    };
+    if let Some(failure) = failure {
+        text = format!("{}\n\n{failure}\n", text.trim_end());
+    }
+    Ok(text)
+}
+
+fn write_prompt(
+    root: &Path,
+    plan: &str,
+    step: &StepState,
+    failure: Option<&str>,
+) -> Result<PathBuf, String> {
+    let text = prompt_text(&step.work, failure)?;
+    let relative = prompt_path(plan, &step.id);
+    let path = root.join(&relative);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    }
+    crate::store::write_atomically(&path, text.as_bytes())
+        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    Ok(relative)
+}
+
+/// Registers the step's lane, which the running fleet then starts. Done again
+/// after a restart, it finds the lane already registered and leaves it.
+pub fn start(
+    root: &Path,
+    plan: &str,
+    step: &StepState,
+    workspace: &Workspace,
+) -> Result<(), String> {
+    let name = lane_name(step)?;
+    let prompt = write_prompt(root, plan, step, None)?;
+    if registry::load(root)?.lane(&name).is_some() {
+        return Ok(());
+    }
+    match workspace {
+        Workspace::New { from, merge_in, .. } => {
+            let options = AddOptions {
+                prompt_file: Some(prompt),
+                base: Some(from.clone()),
+                max_iterations: step.max_iterations,
+                ..AddOptions::default()
+            };
+            lanes::add(root, &name, options).map_err(|err| err.message().to_string())?;
+            let dir = crate::fleet::worktree_path(root, &name);
+            for branch in merge_in {
+                merge_dependency(&dir, branch)?;
+            }
+            Ok(())
+        }
+        Workspace::Shared { worktree, .. } => add_shared(root, &name, step, worktree, prompt),
+    }
+}
+
+/// A parallel step with several dependencies starts with all their work.
+fn merge_dependency(dir: &Path, branch: &str) -> Result<(), String> {
+    let message = format!("Merge {branch}");
+    worktree::git(dir, &["merge", "--no-edit", "-m", &message, branch])
+        .map(drop)
+        .map_err(|err| {
+            let _ = worktree::git(dir, &["merge", "--abort"]);
+            format!("cannot merge dependency {branch} into the step's branch: {err}")
+        })
+}
+
+/// A sequential step's lane works in its dependency's worktree, on its branch,
+/// as a folder lane (it owns neither, so `lane rm` never removes them).
+fn add_shared(
+    root: &Path,
+    name: &LaneName,
+    step: &StepState,
+    dir: &Path,
+    prompt: PathBuf,
+) -> Result<(), String> {
+    std::fs::create_dir_all(lane_files_dir(root, name))
+        .map_err(|err| format!("cannot create the lane's folder: {err}"))?;
+    registry::update(root, |registry| {
+        if registry.lane(name).is_none() {
+            registry.lanes.push(Lane {
+                name: name.clone(),
+                kind: LaneKind::Dir,
+                dir: dir.to_path_buf(),
+                branch: None,
+                base: None,
+                base_commit: None,
+                prompt_file: Some(prompt),
+                max_iterations: step.max_iterations,
+                max_cost_usd: None,
+                state: LaneState::Active,
+                created: Utc::now(),
+            });
+        }
+        Ok::<_, String>(())
+    })
+}
+
+/// A failed step's new session: the prompt says what went wrong, and the lane,
+/// which ended, runs again (the fleet starts a lane whose finished mark is gone).
+pub fn retry(root: &Path, plan: &str, step: &StepState, failure: &str) -> Result<(), String> {
+    let name = lane_name(step)?;
+    write_prompt(root, plan, step, Some(failure))?;
+    // A lane the user stopped by hand runs again too: the plan asked for a retry.
+    registry::update(root, |registry| {
+        if let Some(lane) = registry.lane_mut(&name) {
+            lane.state = LaneState::Active;
+        }
+        Ok::<_, String>(())
+    })?;
+    let mark = lane_files_dir(root, &name).join(FINISHED_MARK);
+    match std::fs::remove_file(&mark) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(format!("cannot remove {}: {err}", mark.display())),
+    }
+}
+
+/// Whether the step's lane has ended on its own (the fleet marks it finished).
+pub fn lane_ended(root: &Path, step: &StepState) -> bool {
+    lane_name(step).is_ok_and(|name| lane_files_dir(root, &name).join(FINISHED_MARK).exists())
+}
+
+/// How the step's ended lane went: done when `done_when` holds (the promise kept,
+/// or the command exits 0 in the step's worktree), failed otherwise.
+pub fn judge(root: &Path, step: &StepState) -> Outcome {
+    let name = match lane_name(step) {
+        Ok(name) => name,
+        Err(err) => return failed(err, String::new()),
+    };
+    let snapshot = crate::store::status::read(&lanes::status_path(root, &name))
+        .ok()
+        .map(|(snapshot, _)| snapshot);
+    let reason = snapshot
+        .as_ref()
+        .and_then(|s| s.exit_reason.clone())
+        .map_or_else(
+            || "the lane ended without saying why".to_string(),
+            |r| r.label(),
+        );
+    let last = snapshot
+        .as_ref()
+        .and_then(|s| s.output_file.clone())
+        .map(|file| last_result(&lane_files_dir(root, &name), &file))
+        .unwrap_or_default();
+    let completed = snapshot
+        .as_ref()
+        .is_some_and(|s| s.exit_reason == Some(ExitReason::Completed));
+    if step.done_when.trim() == "promise" {
+        return if completed {
+            Outcome::Done
+        } else {
+            failed(format!("the lane ended: {reason}"), last)
+        };
+    }
+    let dir = root.join(step.worktree.clone().unwrap_or_default());
+    match done_command(&dir, &step.done_when) {
+        Ok(()) => Outcome::Done,
+        Err(why) => failed(format!("{why} (the lane ended: {reason})"), last),
+    }
+}
+
+/// The global number of the lane's last finished session, from its status file.
+pub fn last_session(root: &Path, step: &StepState) -> Option<u64> {
+    let name = lane_name(step).ok()?;
+    let (snapshot, _) = crate::store::status::read(&lanes::status_path(root, &name)).ok()?;
+    snapshot.last_completed_global
+}
+
+/// After a session of a running step: when its command `done_when` holds already,
+/// its lane is asked to stop (its STOP file), then judged done when it ends.
+pub fn stop_when_done(root: &Path, step: &StepState) {
+    let Ok(name) = lane_name(step) else {
+        return;
+    };
+    let dir = root.join(step.worktree.clone().unwrap_or_default());
+    if done_command(&dir, &step.done_when).is_ok() {
+        let _ = std::fs::write(lane_files_dir(root, &name).join(lanes::STOP_FILE), b"");
+    }
+}
+
+fn failed(reason: String, last_result: String) -> Outcome {
+    Outcome::Failed {
+        reason,
+        last_result,
+    }
+}
+
+fn done_command(dir: &Path, command: &str) -> Result<(), String> {
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|err| format!("cannot run done_when `{command}`: {err}"))?;
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => Err(format!("done_when `{command}` exited {code}")),
+        None => Err(format!("done_when `{command}` was killed by a signal")),
+    }
+}
+
+/// The last session's final result (a stream-json `result` line's text), else
+/// its last lines.
+fn last_result(files_dir: &Path, file: &Path) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let path = files_dir.join(file);
+    let Ok(mut handle) = std::fs::File::open(&path) else {
+        return String::new();
+    };
+    let length = handle.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = handle.seek(SeekFrom::Start(length.saturating_sub(LAST_OUTPUT_BYTES)));
+    let mut bytes = Vec::new();
+    let _ = handle.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let result = lines.iter().rev().find_map(|line| {
+        let value: serde_json::Value = serde_json::from_str(line).ok()?;
+        (value.get("type")?.as_str()? == "result")
+            .then(|| value.get("result")?.as_str().map(str::to_string))
+            .flatten()
+    });
+    result.unwrap_or_else(|| lines[lines.len().saturating_sub(5)..].join("\n"))
+}
+
+/// Ends the lanes of the plan's running steps now (a stopped plan runs nothing).
+pub fn stop_lanes(root: &Path, state: &PlanState) {
+    for step in state
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Running)
+    {
+        let Ok(name) = LaneName::parse(&step.lane) else {
+            continue;
+        };
+        if let Err(err) = lanes::set_state(root, &name, LaneState::Stopped, true) {
+            eprintln!("clowder: warning: {}", err.message());
+        }
+    }
+}

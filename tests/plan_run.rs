@@ -1,0 +1,703 @@
+//! `clowder plan run`: steps run as lanes of the fleet, in a real temporary git
+//! repository, with a fake agent whose prompt says what to write; finished steps
+//! are merged into base one at a time, checked in a scratch worktree.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use serde_json::Value;
+use tempfile::TempDir;
+
+struct Repo {
+    dir: TempDir,
+    /// Where the agent saves each session's prompt.
+    prompts: TempDir,
+}
+
+fn isolate(command: &mut Command) -> &mut Command {
+    command
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("CLOWDER_APPROVALS_DIR")
+        .env_remove("CLOWDER_LANE")
+}
+
+fn plan_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh")
+}
+
+impl Repo {
+    /// A repository on `main` with one commit, a harness.toml running the plan
+    /// agent one session per lane, and `plan` as plan.toml.
+    fn new(plan: &str) -> Repo {
+        let repo = Repo {
+            dir: tempfile::tempdir().expect("tempdir"),
+            prompts: tempfile::tempdir().expect("tempdir"),
+        };
+        repo.git(&["init", "--quiet", "--initial-branch=main"]);
+        repo.git(&["config", "user.name", "Plan Tester"]);
+        repo.git(&["config", "user.email", "plans@example.com"]);
+        repo.git(&["config", "commit.gpgsign", "false"]);
+        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
+        repo.git(&["add", "README.md"]);
+        repo.git(&["commit", "--quiet", "-m", "first"]);
+        let config = format!(
+            "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
+            plan_agent().display().to_string()
+        );
+        std::fs::write(repo.path("harness.toml"), config).expect("write");
+        std::fs::write(repo.path("plan.toml"), plan).expect("write");
+        repo
+    }
+
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.root().join(rel)
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        git_in(self.root(), args)
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(clowder_bin());
+        isolate(&mut command)
+            .args(args)
+            .current_dir(self.root())
+            .env("PLAN_AGENT_LOG", self.prompts.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    fn clowder(&self, args: &[&str]) -> Output {
+        wait_with_deadline(self.command(args).spawn().expect("spawn"), DEADLINE)
+    }
+
+    fn spawn_plan(&self) -> Child {
+        self.command(&["plan", "run", "plan.toml", "--headless"])
+            .spawn()
+            .expect("spawn the plan")
+    }
+
+    /// Step id → state, from `clowder plan status NAME --json`.
+    fn step_states(&self, plan: &str) -> Vec<(String, String)> {
+        let out = self.clowder(&["plan", "status", plan, "--json"]);
+        if !out.status.success() {
+            return Vec::new();
+        }
+        let rows: Value = serde_json::from_str(&stdout_of(&out)).expect("status JSON");
+        rows[0]["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .map(|s| {
+                let text = |key: &str| s[key].as_str().unwrap_or_default().to_string();
+                (text("id"), text("state"))
+            })
+            .collect()
+    }
+
+    fn state_of(&self, plan: &str, step: &str) -> String {
+        self.step_states(plan)
+            .into_iter()
+            .find(|(id, _)| id == step)
+            .map(|(_, state)| state)
+            .unwrap_or_default()
+    }
+
+    fn events(&self, plan: &str) -> Vec<Value> {
+        let path = self.path(&format!(".clowder/plans/{plan}-events.jsonl"));
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("an event is JSON"))
+            .collect()
+    }
+
+    fn has_event(&self, plan: &str, event: &str, step: &str) -> bool {
+        self.events(plan)
+            .iter()
+            .any(|e| e["event"] == event && e["step"] == step)
+    }
+
+    /// The files of `rev`'s tree.
+    fn files_at(&self, rev: &str) -> Vec<String> {
+        self.git(&["ls-tree", "--name-only", rev])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The prompts the agent was given in lane `lane`, in session order.
+    fn prompts_of(&self, lane: &str) -> Vec<String> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.prompts.path())
+            .expect("read the prompts")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{lane}-")))
+            })
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).expect("read a prompt"))
+            .collect()
+    }
+
+    fn pending_requests(&self) -> Vec<Value> {
+        let dir = self.path(".clowder/approvals/pending");
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            .map(|e| {
+                let text = std::fs::read_to_string(e.path()).expect("read a request");
+                serde_json::from_str(&text).expect("a request is JSON")
+            })
+            .collect()
+    }
+
+    /// Live processes whose environment names this repository's approval queue:
+    /// the agents of its lanes.
+    fn lane_processes(&self) -> Vec<i32> {
+        let marker = format!(
+            "CLOWDER_APPROVALS_DIR={}",
+            self.path(".clowder/approvals").display()
+        );
+        std::fs::read_dir("/proc")
+            .expect("read /proc")
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| common::pid_alive(*pid))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+            })
+            .collect()
+    }
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let output = isolate(Command::new("git").arg("-C").arg(dir).args(args))
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        stderr_of(&output)
+    );
+    stdout_of(&output).trim().to_string()
+}
+
+fn states(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(id, state)| (id.to_string(), state.to_string()))
+        .collect()
+}
+
+const DIAMOND_WITH_A_FAILURE: &str = r#"
+[plan]
+name = "dia"
+verify = "test -e a.txt"
+max_parallel = 3
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+
+[[step]]
+id = "b"
+depends_on = ["a"]
+collaboration = "sequential"
+prompt = "write b.txt"
+
+[[step]]
+id = "c"
+depends_on = ["a"]
+prompt = "write c.txt\nfail"
+
+[[step]]
+id = "d"
+depends_on = ["b", "c"]
+prompt = "write d.txt"
+
+[[step]]
+id = "e"
+prompt = "write e.txt\nfail-first"
+"#;
+
+#[test]
+fn a_step_that_fails_twice_blocks_its_dependents_and_the_others_are_merged() {
+    let repo = Repo::new(DIAMOND_WITH_A_FAILURE);
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a failed plan exits 1:\n{stdout}"
+    );
+    assert_eq!(
+        repo.step_states("dia"),
+        states(&[
+            ("a", "merged"),
+            ("b", "merged"),
+            ("c", "failed"),
+            ("d", "blocked"),
+            ("e", "merged"),
+        ]),
+        "{stdout}"
+    );
+    // Base holds the merged steps' work, and nothing of the failed or blocked ones.
+    let files = repo.files_at("main");
+    for file in ["a.txt", "b.txt", "e.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(!files.contains(&"c.txt".to_string()), "{files:?}");
+    assert!(!files.contains(&"d.txt".to_string()), "{files:?}");
+    // The sequential step went on on its dependency's branch.
+    let status = repo.clowder(&["plan", "status", "dia", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&status)).expect("JSON");
+    assert_eq!(rows[0]["steps"][1]["branch"], "clowder/dia-a");
+    // The failed step was retried once, with what ended it and its last result.
+    let retried = repo.prompts_of("dia-c");
+    assert_eq!(retried.len(), 2, "{retried:?}");
+    assert!(
+        retried[1].contains("failed: the lane ended: max_iterations")
+            && retried[1].contains("I could not do it: the tests are red"),
+        "{}",
+        retried[1]
+    );
+    assert!(repo.has_event("dia", "step_retried", "c"));
+    assert!(repo.has_event("dia", "step_failed", "c"));
+    assert!(repo.has_event("dia", "step_blocked", "d"));
+    // A step that fails once and passes on its retry is done.
+    assert!(repo.has_event("dia", "step_retried", "e"));
+    assert!(repo.has_event("dia", "merge_passed", "e"));
+    assert!(
+        stdout.contains("plan=dia event=plan_done failed"),
+        "{stdout}"
+    );
+    assert!(repo.lane_processes().is_empty());
+}
+
+const CONFLICT_AND_CHECK: &str = r#"
+[plan]
+name = "mq"
+verify = "! test -e bad.txt"
+max_parallel = 3
+
+[[step]]
+id = "x"
+prompt = "write shared.txt from x"
+
+[[step]]
+id = "y"
+prompt = "ticks 20\nwrite shared.txt from y"
+
+[[step]]
+id = "z"
+prompt = "write bad.txt"
+"#;
+
+#[test]
+fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merged_by_hand() {
+    let repo = Repo::new(CONFLICT_AND_CHECK);
+    let plan = repo.spawn_plan();
+    let reviewed = wait_until(DEADLINE, || {
+        repo.state_of("mq", "y") == "needs review" && repo.state_of("mq", "z") == "needs review"
+    });
+    assert!(reviewed, "{:?}", repo.step_states("mq"));
+    assert_eq!(repo.state_of("mq", "x"), "merged");
+    assert!(repo.has_event("mq", "merge_conflict", "y"));
+    assert!(repo.has_event("mq", "merge_check_failed", "z"));
+    // Base has x's merge only.
+    let tip = repo.git(&["rev-parse", "main"]);
+    assert_eq!(repo.git(&["show", "main:shared.txt"]), "from x");
+    assert!(!repo.files_at("main").contains(&"bad.txt".to_string()));
+    let merges = repo.git(&["log", "--merges", "--format=%s", "main"]);
+    assert_eq!(merges, "Merge step x of plan mq");
+    // Both reviews are in the inbox, with the conflicting file and the check's lines.
+    let requests = repo.pending_requests();
+    let bodies: Vec<&str> = requests.iter().filter_map(|r| r["body"].as_str()).collect();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("conflicts in: shared.txt")),
+        "{bodies:?}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("the verify check failed") && b.contains("! test -e bad.txt")),
+        "{bodies:?}"
+    );
+    // Merging by hand before the branch is fixed is refused; base stays.
+    let refused = repo.clowder(&["plan", "merge", "mq", "x"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr_of(&refused).contains("it is merged, not needs review"),
+        "{}",
+        stderr_of(&refused)
+    );
+    // A human fixes both branches; `plan merge` merges them through the running plan.
+    let y = repo.path(".clowder/worktrees/mq-y");
+    let _ = isolate(
+        Command::new("git")
+            .arg("-C")
+            .arg(&y)
+            .args(["merge", "main"]),
+    )
+    .output();
+    std::fs::write(y.join("shared.txt"), "from x and y\n").expect("write");
+    git_in(&y, &["add", "shared.txt"]);
+    git_in(&y, &["commit", "--quiet", "-m", "resolve"]);
+    let z = repo.path(".clowder/worktrees/mq-z");
+    git_in(&z, &["rm", "--quiet", "bad.txt"]);
+    git_in(&z, &["commit", "--quiet", "-m", "no bad file"]);
+    assert_eq!(
+        repo.git(&["rev-parse", "main"]),
+        tip,
+        "base moved by itself"
+    );
+    // y through `plan merge`; z by approving its review request in the inbox.
+    let out = repo.clowder(&["plan", "merge", "mq", "y"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let z_review = requests
+        .iter()
+        .find(|r| r["title"] == "plan mq: step z needs review")
+        .and_then(|r| r["id"].as_str())
+        .expect("z's review request");
+    let out = repo.clowder(&["approve", z_review]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(repo.git(&["show", "main:shared.txt"]), "from x and y");
+    assert!(!repo.files_at("main").contains(&"bad.txt".to_string()));
+    // Merged, their review requests left the inbox.
+    assert_eq!(repo.pending_requests(), Vec::<Value>::new());
+    let done = repo
+        .events("mq")
+        .into_iter()
+        .any(|e| e["event"] == "plan_done");
+    assert!(done && repo.step_states("mq").iter().all(|(_, s)| s == "merged"));
+    assert!(repo.lane_processes().is_empty());
+}
+
+const DIAMOND: &str = r#"
+[plan]
+name = "kill"
+max_parallel = 3
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+
+[[step]]
+id = "b"
+depends_on = ["a"]
+prompt = "ticks 40\nwrite b.txt"
+
+[[step]]
+id = "c"
+depends_on = ["a"]
+prompt = "write c.txt"
+
+[[step]]
+id = "d"
+depends_on = ["b", "c"]
+prompt = "write d.txt"
+"#;
+
+#[test]
+fn a_plan_killed_mid_run_resumes_where_it_stopped() {
+    let repo = Repo::new(DIAMOND);
+    let mut plan = repo.spawn_plan();
+    let b_running = wait_until(DEADLINE, || {
+        repo.state_of("kill", "b") == "running"
+            && repo.state_of("kill", "c") == "merged"
+            && std::fs::read_to_string(repo.path(".clowder/lanes/kill-b/harness.status"))
+                .is_ok_and(|s| s.contains("\"session_running\""))
+    });
+    assert!(b_running, "{:?}", repo.step_states("kill"));
+    plan.kill().expect("SIGKILL the plan");
+    let _ = plan.wait();
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
+    assert_eq!(
+        repo.step_states("kill"),
+        states(&[
+            ("a", "merged"),
+            ("b", "merged"),
+            ("c", "merged"),
+            ("d", "merged"),
+        ])
+    );
+    // Done steps stayed done: a and c ran one session each; b's lane resumed.
+    assert_eq!(repo.prompts_of("kill-a").len(), 1);
+    assert_eq!(repo.prompts_of("kill-c").len(), 1);
+    assert_eq!(repo.prompts_of("kill-b").len(), 2);
+    assert!(!stdout.contains("step=a"), "a started again:\n{stdout}");
+    // The killed run's session of b was found and ended before b went on.
+    assert!(
+        stdout.contains("lane=kill-b session global=1 of an earlier run"),
+        "{stdout}"
+    );
+    // d started from b's tip with c's work merged in.
+    let files = repo.files_at("clowder/kill-d");
+    for file in ["a.txt", "b.txt", "c.txt", "d.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert_eq!(repo.files_at("main"), files);
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+    // A finished plan refuses what only a running one allows, naming its state.
+    for verb in ["pause", "resume", "stop"] {
+        let out = repo.clowder(&["plan", verb, "kill"]);
+        assert_eq!(out.status.code(), Some(1));
+        let expected = format!("cannot {verb} plan kill: it is completed");
+        assert!(stderr_of(&out).contains(&expected), "{}", stderr_of(&out));
+    }
+}
+
+#[test]
+fn a_plan_with_a_cycle_is_refused_naming_it() {
+    let repo = Repo::new(
+        "[plan]\nname = \"loop\"\n\n[[step]]\nid = \"a\"\ndepends_on = [\"b\"]\nprompt = \"x\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"y\"\n",
+    );
+    let out = repo.clowder(&["plan", "run", "plan.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("a → b → a"), "{stderr}");
+    assert!(stderr.contains("nothing was run"), "{stderr}");
+    assert!(!repo.path(".clowder/plans/loop.json").exists());
+}
+
+#[test]
+fn at_autonomy_two_a_step_waits_in_the_inbox_and_a_rejection_holds_the_plan() {
+    let repo = Repo::new(
+        "[plan]\nname = \"ask\"\nautonomy = 2\n\n[[step]]\nid = \"one\"\nprompt = \"write one.txt\"\n\n[[step]]\nid = \"two\"\ndepends_on = [\"one\"]\nprompt = \"write two.txt\"\n",
+    );
+    let plan = repo.spawn_plan();
+    let mut request = Value::Null;
+    assert!(wait_until(DEADLINE, || {
+        request = repo.pending_requests().pop().unwrap_or(Value::Null);
+        !request.is_null()
+    }));
+    let body = request["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains("Depends on: nothing") && body.contains("write one.txt"),
+        "{body}"
+    );
+    assert_eq!(repo.state_of("ask", "one"), "waiting for approval");
+    let id = request["id"].as_str().expect("an id").to_string();
+    let out = repo.clowder(&["approve", &id]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // The second step's request names its dependency; a rejection holds the plan.
+    let mut second = Value::Null;
+    assert!(wait_until(DEADLINE, || {
+        second = repo
+            .pending_requests()
+            .into_iter()
+            .find(|r| {
+                r["body"]
+                    .as_str()
+                    .is_some_and(|b| b.contains("Depends on: one"))
+            })
+            .unwrap_or(Value::Null);
+        !second.is_null()
+    }));
+    let id = second["id"].as_str().expect("an id").to_string();
+    let out = repo.clowder(&["reject", &id, "--reason", "not now"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let held = wait_until(DEADLINE, || {
+        let out = repo.clowder(&["plan", "status", "ask", "--json"]);
+        stdout_of(&out).contains("\"status\": \"paused\"")
+    });
+    assert!(held, "{:?}", repo.step_states("ask"));
+    assert_eq!(repo.state_of("ask", "two"), "pending");
+    // Resumed, the step is asked about again; approved, the plan completes.
+    let out = repo.clowder(&["plan", "resume", "ask"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let mut third = Value::Null;
+    assert!(wait_until(DEADLINE, || {
+        third = repo.pending_requests().pop().unwrap_or(Value::Null);
+        !third.is_null()
+    }));
+    let id = third["id"].as_str().expect("an id").to_string();
+    assert!(repo.clowder(&["approve", &id]).status.success());
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.files_at("main").contains(&"two.txt".to_string()));
+}
+
+#[test]
+fn a_command_done_when_is_checked_after_each_session_in_the_steps_worktree() {
+    let repo = Repo::new(
+        "[plan]\nname = \"cmd\"\n\n[[step]]\nid = \"s\"\nprompt = \"ticks 10\\nwrite done.txt\\nfail\"\ndone_when = \"test -e done.txt\"\nmax_iterations = 5\n\n[[step]]\nid = \"t\"\nprompt = \"write t.txt\"\ndone_when = \"test -e never.txt\"\n",
+    );
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    // s never said the promise, but its command held: its lane was stopped early.
+    assert_eq!(repo.state_of("cmd", "s"), "merged", "{stdout}");
+    let sessions = repo.prompts_of("cmd-s").len();
+    assert!(sessions < 5, "{sessions} sessions:\n{stdout}");
+    // t kept the promise, but its command never held: failed, after one retry.
+    assert_eq!(repo.state_of("cmd", "t"), "failed");
+    let retry = repo.prompts_of("cmd-t").pop().unwrap_or_default();
+    assert!(
+        retry.contains("done_when `test -e never.txt` exited 1"),
+        "{retry}"
+    );
+}
+
+#[test]
+fn a_paused_plan_starts_no_step_and_a_stopped_one_ends_its_lanes() {
+    let repo = Repo::new(
+        "[plan]\nname = \"ps\"\n\n[[step]]\nid = \"a\"\nprompt = \"ticks 10\\nwrite a.txt\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"ticks 600\\nwrite b.txt\"\n",
+    );
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("ps", "a") == "running"));
+    let out = repo.clowder(&["plan", "pause", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains("asked the running plan ps to pause"));
+    // a goes on and is merged; b, ready by then, does not start.
+    assert!(wait_until(DEADLINE, || repo.state_of("ps", "a") == "merged"));
+    assert_eq!(repo.state_of("ps", "b"), "pending");
+    assert!(!repo.path(".clowder/lanes/ps-b").exists());
+    let again = repo.clowder(&["plan", "pause", "ps"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr_of(&again).contains("cannot pause plan ps: it is paused"));
+    let out = repo.clowder(&["plan", "resume", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(repo.path(".clowder/lanes/ps-b/harness.status"))
+            .is_ok_and(|s| s.contains("\"session_running\""))
+    }));
+    let out = repo.clowder(&["plan", "stop", "ps"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    assert_eq!(
+        repo.step_states("ps"),
+        states(&[("a", "merged"), ("b", "failed")])
+    );
+    assert!(repo.lane_processes().is_empty(), "b's agent is left");
+}
+
+#[test]
+fn base_moves_by_update_ref_when_not_checked_out_and_never_under_uncommitted_changes() {
+    let repo = Repo::new(
+        "[plan]\nname = \"side\"\nbase = \"trunk\"\n\n[[step]]\nid = \"t\"\nprompt = \"write t.txt\"\n",
+    );
+    repo.git(&["branch", "trunk"]);
+    let main = repo.git(&["rev-parse", "main"]);
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.files_at("trunk").contains(&"t.txt".to_string()));
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+    assert!(!repo.path("t.txt").exists());
+
+    // main is checked out here, with a change of the user's: it is not moved.
+    std::fs::write(repo.path("README.md"), "my own edit\n").expect("write");
+    std::fs::write(
+        repo.path("plan.toml"),
+        "[plan]\nname = \"mine\"\n\n[[step]]\nid = \"u\"\nprompt = \"write u.txt\"\n",
+    )
+    .expect("write");
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("mine", "u") == "needs review"));
+    let said = repo
+        .pending_requests()
+        .iter()
+        .filter_map(|r| r["body"].as_str().map(str::to_string))
+        .find(|b| b.contains("Step u of plan mine"))
+        .unwrap_or_default();
+    assert!(said.contains("uncommitted changes"), "{said}");
+    assert_eq!(repo.git(&["rev-parse", "main"]), main);
+    assert_eq!(
+        std::fs::read_to_string(repo.path("README.md")).expect("read"),
+        "my own edit\n"
+    );
+    // Committed, the change is out of the way: merged by hand, main moves.
+    repo.git(&["commit", "--quiet", "-am", "my edit"]);
+    let out = repo.clowder(&["plan", "merge", "mine", "u"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.path("u.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(repo.path("README.md")).expect("read"),
+        "my own edit\n"
+    );
+}
+
+#[test]
+fn a_step_whose_lane_cannot_be_made_fails_and_the_plan_ends() {
+    let repo =
+        Repo::new("[plan]\nname = \"br\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n");
+    repo.git(&["branch", "clowder/br-a"]);
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(repo.state_of("br", "a"), "failed");
+    assert!(
+        stdout.contains("event=step_failed step=a branch clowder/br-a already exists"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn after_a_sigkill_a_step_waiting_for_approval_is_asked_again_once() {
+    let repo = Repo::new(
+        "[plan]\nname = \"again\"\nautonomy = 1\n\n[[step]]\nid = \"one\"\nprompt = \"write one.txt\"\n",
+    );
+    let mut plan = repo.spawn_plan();
+    let mut first = String::new();
+    assert!(wait_until(DEADLINE, || {
+        first = repo
+            .pending_requests()
+            .pop()
+            .and_then(|r| r["id"].as_str().map(str::to_string))
+            .unwrap_or_default();
+        !first.is_empty()
+    }));
+    plan.kill().expect("SIGKILL the plan");
+    let _ = plan.wait();
+    let plan = repo.spawn_plan();
+    let mut ids: Vec<String> = Vec::new();
+    let asked_again = wait_until(DEADLINE, || {
+        ids = repo
+            .pending_requests()
+            .iter()
+            .filter_map(|r| r["id"].as_str().map(str::to_string))
+            .collect();
+        ids.len() == 1 && ids[0] != first
+    });
+    assert!(asked_again, "pending: {ids:?} (the first was {first})");
+    assert!(repo.clowder(&["approve", &ids[0]]).status.success());
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert!(repo.pending_requests().is_empty());
+}
