@@ -105,12 +105,12 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
 }
 
 impl Detacher {
-    /// Lets the shell go: the parent exits 0, this process leaves the terminal's
-    /// session (no SIGHUP when the terminal closes) and its standard streams
-    /// point at `/dev/null` from now on. Call it after restoring the terminal.
+    /// Leaves the terminal's session (no SIGHUP when the terminal closes), points
+    /// the standard streams at `/dev/null`, then lets the shell go: the parent
+    /// exits 0. Call it after restoring the terminal.
     pub fn detach(self) -> io::Result<()> {
-        nix::unistd::write(&self.to_parent, &[DETACHED]).map_err(io::Error::from)?;
-        drop(self.to_parent);
+        // Leave the session and the terminal first, then let the shell go: once
+        // the parent has exited, this process already is what it says it is.
         setsid().map_err(io::Error::from)?;
         let null = std::fs::OpenOptions::new()
             .read(true)
@@ -122,6 +122,8 @@ impl Detacher {
                 return Err(io::Error::last_os_error());
             }
         }
+        nix::unistd::write(&self.to_parent, &[DETACHED]).map_err(io::Error::from)?;
+        drop(self.to_parent);
         Ok(())
     }
 }
