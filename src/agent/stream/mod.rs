@@ -17,9 +17,10 @@
 //!   stripped of control characters and escape sequences (only colour SGR
 //!   survives, and only on plain text lines), so nothing the agent printed can
 //!   move the cursor, retitle the terminal or hide text.
-//! - Event lines are large and mostly uninteresting to a display, so JSON is read
-//!   by a small borrowing parser that keeps strings in their escaped form and
-//!   decodes only the parts that are shown, not by building `serde_json::Value`s.
+//! - Each format has one decoder (see [`DECODERS`]) that turns a line into a
+//!   typed event with serde_json: strings are borrowed from the line where they
+//!   need no unescaping, and tool inputs and results stay `RawValue`s, decoded
+//!   only when they are shown.
 //! - Formats change between agent versions: unknown event types and fields are
 //!   skipped, values of unexpected types are treated as absent, and nothing here
 //!   ever fails or panics on any input.
@@ -27,9 +28,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use std::sync::LazyLock;
-
-use memchr::{memchr, memchr2, memmem};
+use memchr::memmem;
+use serde_json::value::RawValue;
 
 /// Longest part of one line kept in memory; the rest of a longer line is dropped.
 #[cfg(test)]
@@ -40,10 +40,6 @@ const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
 
 /// Non-empty lines after which a stream with no JSON object is taken for text.
 const AUTO_DETECT_LINES: u32 = 20;
-
-/// Nesting limit of the JSON reader (as serde_json's), so hostile input cannot
-/// exhaust the stack.
-const MAX_JSON_DEPTH: usize = 128;
 
 /// Display lines produced from one text block; a pasted log of thousands of
 /// lines would otherwise flood the output pane.
@@ -362,10 +358,13 @@ impl StreamParser {
             .unwrap_or_default()
     }
 
-    fn log_tool_call(&mut self, name: &str, summary: &str, input: &Json<'_>) {
+    fn log_tool_call(&mut self, name: &str, summary: &str, input: Option<&RawValue>) {
         if let Some(log) = &mut self.tool_call_log {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            hash_canonical(input, &mut hasher);
+            match input {
+                Some(input) => decode::hash_canonical(input, &mut hasher),
+                None => std::hash::Hash::hash(&0u8, &mut hasher),
+            }
             log.push(ToolCallSig {
                 name: name.to_owned(),
                 summary: summary.to_owned(),
@@ -433,26 +432,43 @@ impl StreamParser {
         };
         let text = decode_utf8(raw, truncated);
         let line = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        match self.format {
-            AgentFormat::Text => out.push(plain(line)),
-            AgentFormat::Auto => self.auto_line(line, truncated, out),
-            format => {
-                let body = line.trim_matches(is_json_ws);
-                if body.is_empty() {
-                    return;
-                }
-                if self.carries_no_statistics(format, body, truncated) {
-                    self.stats.json_lines += 1;
-                    return;
-                }
-                match parse_object(body, truncated) {
-                    Some(event) => {
-                        self.stats.json_lines += 1;
-                        self.dispatch(format, &event, out);
-                    }
-                    None => out.push(plain(line)),
-                }
+        if self.format == AgentFormat::Text {
+            out.push(plain(line));
+            return;
+        }
+        let body = line.trim_matches(is_json_ws);
+        if body.is_empty() {
+            return;
+        }
+        if self.format == AgentFormat::Auto {
+            self.auto_lines = self.auto_lines.saturating_add(1);
+        }
+        if self.carries_no_statistics(self.format, body, truncated) {
+            self.stats.json_lines += 1;
+            return;
+        }
+        // A line cut at the cap is read from its kept start, closed.
+        let closed;
+        let object = match truncated {
+            _ if !body.starts_with('{') => None,
+            false => Some(body),
+            true => {
+                closed = decode::close_cut(body);
+                closed.as_deref()
             }
+        };
+        if let Some(object) = object
+            && self.decode_object(object, out)
+        {
+            self.stats.json_lines += 1;
+            return;
+        }
+        out.push(plain(line));
+        if self.format == AgentFormat::Auto
+            && self.auto_lines >= AUTO_DETECT_LINES
+            && !self.auto_saw_object
+        {
+            self.format = AgentFormat::Text;
         }
     }
 
@@ -471,32 +487,29 @@ impl StreamParser {
             && !may_flag_an_error(body.as_bytes())
     }
 
-    fn auto_line(&mut self, line: &str, truncated: bool, out: &mut Vec<Rendered>) {
-        let body = line.trim_matches(is_json_ws);
-        if body.is_empty() {
-            return;
-        }
-        self.auto_lines = self.auto_lines.saturating_add(1);
-        if let Some(event) = parse_object(body, truncated) {
-            self.stats.json_lines += 1;
+    /// Hands a JSON object's text to its format's decoder (in `Auto`, the one
+    /// that owns its `type`, if any); `false` if it is not a JSON object.
+    fn decode_object(&mut self, object: &str, out: &mut Vec<Rendered>) -> bool {
+        if self.format == AgentFormat::Auto {
+            let Ok(probe) = serde_json::from_str::<Probe<'_>>(object) else {
+                return false;
+            };
             self.auto_saw_object = true;
-            if let Some(format) = event.get_str("type").and_then(|kind| classify(&kind)) {
-                self.format = format;
-                self.dispatch(format, &event, out);
-            }
-            return;
+            let owner = probe
+                .kind
+                .str()
+                .and_then(|kind| DECODERS.iter().find(|d| (d.owns)(kind)));
+            let Some(decoder) = owner else {
+                // An object of neither format: skipped like an unknown event.
+                return true;
+            };
+            self.format = decoder.format;
+            (decoder.decode)(self, object, out);
+            return true;
         }
-        out.push(plain(line));
-        if self.auto_lines >= AUTO_DETECT_LINES && !self.auto_saw_object {
-            self.format = AgentFormat::Text;
-        }
-    }
-
-    fn dispatch(&mut self, format: AgentFormat, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        match format {
-            AgentFormat::ClaudeStreamJson => self.claude_event(event, out),
-            AgentFormat::CodexJson => self.codex_event(event, out),
-            AgentFormat::Auto | AgentFormat::Text => {}
+        match DECODERS.iter().find(|d| d.format == self.format) {
+            Some(decoder) => (decoder.decode)(self, object, out),
+            None => false,
         }
     }
 
@@ -526,13 +539,48 @@ fn may_flag_an_error(body: &[u8]) -> bool {
 
 mod claude;
 mod codex;
-mod json;
+mod decode;
 mod render;
 
 use super::lines::LineSplitter;
 use super::text::*;
-use json::*;
 use render::*;
+
+/// How one format's lines are read.
+struct Decoder {
+    format: AgentFormat,
+    /// Whether an event `type` belongs to the format (how `Auto` decides).
+    owns: fn(&str) -> bool,
+    /// Reads one line holding a JSON object; `false` if it is not one.
+    decode: fn(&mut StreamParser, &str, &mut Vec<Rendered>) -> bool,
+}
+
+/// The JSON formats, each with its decoder: a new format is one new file
+/// (its event types, `owns` and `decode`) and one line here. Plain text needs
+/// no decoder: every line is shown as it is.
+const DECODERS: &[Decoder] = &[
+    Decoder {
+        format: AgentFormat::ClaudeStreamJson,
+        owns: claude::owns,
+        decode: claude::decode,
+    },
+    Decoder {
+        format: AgentFormat::CodexJson,
+        owns: codex::owns,
+        decode: codex::decode,
+    },
+];
+
+fn is_json_ws(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
+
+/// The event `type` of a JSON object line, read before its format is known.
+#[derive(serde::Deserialize)]
+struct Probe<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: decode::Scalar<'a>,
+}
 
 #[cfg(test)]
 mod tests;
