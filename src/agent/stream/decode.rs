@@ -50,7 +50,7 @@ impl<'a> Scalar<'a> {
         match *self {
             Scalar::U64(n) => Some(n),
             Scalar::I64(n) => u64::try_from(n).ok(),
-            Scalar::F64(f) if f.is_finite() && f >= 0.0 && f < 1.8e19 => Some(f as u64),
+            Scalar::F64(f) if (0.0..1.8e19).contains(&f) => Some(f as u64),
             Scalar::Str(ref s) => s.trim().parse().ok(),
             _ => None,
         }
