@@ -15,6 +15,7 @@
 //! - `follow`: the control room's follower, on its own thread, woken by notify.
 
 mod classify;
+mod decode;
 pub mod follow;
 mod lines;
 pub mod stream;

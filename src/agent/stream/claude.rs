@@ -4,7 +4,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::decode::{List, Loose, Obj, Scalar, json_text, scalar};
+use super::super::classify::Signals;
+use super::decode::{ErrorField, List, Loose, Obj, ObjOrText, Scalar, json_text, scalar};
 use super::*;
 
 /// One line of Claude Code's stream-json. Only what some reader needs is
@@ -22,9 +23,9 @@ pub(super) struct ClaudeEvent<'a> {
     pub(super) parent_tool_use_id: Scalar<'a>,
     /// An assistant line's API error (`rate_limit`, `authentication_failed`…).
     #[serde(borrow)]
-    pub(super) error: Scalar<'a>,
+    pub(super) error: ErrorField<'a>,
     #[serde(borrow)]
-    pub(super) message: Loose<Message<'a>>,
+    pub(super) message: ObjOrText<'a, Message<'a>>,
     #[serde(borrow)]
     pub(super) is_error: Scalar<'a>,
     #[serde(borrow)]
@@ -124,15 +125,25 @@ pub(super) fn owns(kind: &str) -> bool {
     )
 }
 
-/// Reads one line; `false` if it is not a JSON object.
-pub(super) fn decode(parser: &mut StreamParser, body: &str, out: &mut Vec<Rendered>) -> bool {
-    match serde_json::from_str::<ClaudeEvent<'_>>(body) {
-        Ok(event) => {
-            parser.claude_event(&event, body, out);
-            true
-        }
-        Err(_) => false,
-    }
+/// Reads one line holding a JSON object: statistics and display lines, and
+/// what classification needs of it.
+pub(super) fn decode<'a>(
+    parser: &mut StreamParser,
+    body: &'a str,
+    out: &mut Vec<Rendered>,
+) -> serde_json::Result<Signals<'a>> {
+    let event = serde_json::from_str::<ClaudeEvent<'a>>(body)?;
+    parser.claude_event(&event, body, out);
+    Ok(Signals {
+        message: event.message.text().map(Scalar::Str).unwrap_or_default(),
+        kind: event.kind,
+        subtype: event.subtype,
+        is_error: event.is_error,
+        api_error_status: event.api_error_status,
+        result: event.result,
+        error: event.error,
+        rate_limit_info: event.rate_limit_info,
+    })
 }
 
 fn text_of(raw: Option<&RawValue>) -> Cow<'_, str> {
@@ -342,10 +353,13 @@ impl StreamParser {
     }
 
     fn claude_assistant(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
-        let Some(message) = &event.message.0 else {
+        let Some(message) = event.message.object() else {
             return;
         };
-        let error = event.error.text();
+        let error = match &event.error {
+            ErrorField::Text(error) if !error.is_empty() => Some(error.as_ref()),
+            _ => None,
+        };
         let model = message.model.str();
         // Synthetic messages (API errors reported as assistant text) are not
         // model turns and carry zero usage.
@@ -496,7 +510,7 @@ impl StreamParser {
 
     fn claude_user(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
         // A plain string is the prompt echoed back: nothing new to show.
-        let Some(Content::Blocks(blocks)) = event.message.0.as_ref().map(Message::content) else {
+        let Some(Content::Blocks(blocks)) = event.message.object().map(Message::content) else {
             return;
         };
         for block in blocks {

@@ -4,7 +4,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::decode::{Loose, Obj, Scalar, json_text, scalar};
+use super::super::classify::Signals;
+use super::decode::{ErrorField, Loose, Obj, Scalar, json_text, scalar};
 use super::*;
 
 /// One line of `codex exec --json`.
@@ -22,7 +23,19 @@ pub(super) struct CodexEvent<'a> {
     pub(super) usage: Option<&'a RawValue>,
     /// A `turn.failed` event's `{message}`.
     #[serde(borrow)]
-    pub(super) error: Option<&'a RawValue>,
+    pub(super) error: ErrorField<'a>,
+    // Claude's result members, should a Claude event come through: what
+    // classification reads is read whatever the format.
+    #[serde(borrow)]
+    pub(super) subtype: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) is_error: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) api_error_status: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) result: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) rate_limit_info: Option<&'a RawValue>,
     #[serde(borrow)]
     pub(super) item: Loose<Item<'a>>,
 }
@@ -77,15 +90,25 @@ pub(super) fn owns(kind: &str) -> bool {
             .any(|prefix| kind.starts_with(prefix))
 }
 
-/// Reads one line; `false` if it is not a JSON object.
-pub(super) fn decode(parser: &mut StreamParser, body: &str, out: &mut Vec<Rendered>) -> bool {
-    match serde_json::from_str::<CodexEvent<'_>>(body) {
-        Ok(event) => {
-            parser.codex_event(&event, out);
-            true
-        }
-        Err(_) => false,
-    }
+/// Reads one line holding a JSON object: statistics and display lines, and
+/// what classification needs of it.
+pub(super) fn decode<'a>(
+    parser: &mut StreamParser,
+    body: &'a str,
+    out: &mut Vec<Rendered>,
+) -> serde_json::Result<Signals<'a>> {
+    let event = serde_json::from_str::<CodexEvent<'a>>(body)?;
+    parser.codex_event(&event, out);
+    Ok(Signals {
+        kind: event.kind,
+        subtype: event.subtype,
+        is_error: event.is_error,
+        api_error_status: event.api_error_status,
+        result: event.result,
+        message: event.message,
+        error: event.error,
+        rate_limit_info: event.rate_limit_info,
+    })
 }
 
 impl StreamParser {
@@ -128,9 +151,10 @@ impl StreamParser {
                 out.push(line(LineKind::System, fit(text)));
             }
             Some("turn.failed") => {
-                let message = Obj::of(event.error)
-                    .and_then(|e| e.str("message"))
-                    .unwrap_or_default();
+                let message = match &event.error {
+                    ErrorField::Object { message } => message.clone().unwrap_or_default(),
+                    _ => Cow::Borrowed(""),
+                };
                 out.push(self.error_line("turn failed", &message));
             }
             Some("error") => {

@@ -180,6 +180,9 @@ pub struct StreamParser {
     /// Display lines are wanted (false: statistics only, see
     /// [`StreamParser::statistics_only`]).
     render: bool,
+    /// Classification of the same lines, from the same events (see
+    /// [`StreamParser::classify_with`]).
+    classifier: Option<Scanner<std::sync::Arc<Detectors>>>,
 }
 
 #[derive(Debug, Default)]
@@ -331,6 +334,7 @@ impl StreamParser {
             watched_in_final: false,
             tool_call_log: None,
             render: true,
+            classifier: None,
         }
     }
 
@@ -342,6 +346,19 @@ impl StreamParser {
             render: false,
             ..Self::new(format)
         }
+    }
+
+    /// Classify the session from the lines as they are read (rate limits,
+    /// transient and fatal errors, commit patterns), each line decoded once
+    /// for this and the statistics; the result is [`StreamParser::take_scan`].
+    pub fn classify_with(&mut self, detectors: std::sync::Arc<Detectors>) {
+        self.classifier = Some(Scanner::new(detectors));
+    }
+
+    /// The classification of everything fed, after [`StreamParser::finish`];
+    /// `None` unless [`StreamParser::classify_with`] was called.
+    pub fn take_scan(&mut self) -> Option<OutputScan> {
+        self.classifier.take().map(Scanner::finish)
     }
 
     /// Keep a [`ToolCallSig`] of every tool call from now on, for
@@ -423,46 +440,82 @@ impl StreamParser {
     }
 
     fn process_line(&mut self, raw: &[u8], truncated: bool, out: &mut Vec<Rendered>) {
+        let wanted = match &mut self.classifier {
+            Some(classifier) => classifier.needs_event(raw, truncated),
+            None => None,
+        };
         self.stats.lines += 1;
         self.line_cut = truncated;
-        let raw = if truncated {
+        let kept = if truncated {
             raw
         } else {
             raw.strip_suffix(b"\r").unwrap_or(raw)
         };
-        let text = decode_utf8(raw, truncated);
-        let line = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let text = decode_utf8(kept, truncated);
+        let decoded = self.read_line(&text, truncated, out);
+        if let (Some(body), Some(classifier)) = (wanted, &mut self.classifier) {
+            // The event read for the screen and the statistics, if the line
+            // was read as written (not repaired UTF-8); else the rules' own.
+            match decoded.filter(|_| matches!(text, Cow::Borrowed(_))) {
+                Some(event) => classifier.on_event(body, event.as_ref()),
+                None => classifier.on_event(body, serde_json::from_slice(body).as_ref()),
+            }
+        }
+    }
+
+    /// Display lines and statistics of one line; what classification needs
+    /// of it when it was decoded whole.
+    fn read_line<'t>(
+        &mut self,
+        text: &'t str,
+        truncated: bool,
+        out: &mut Vec<Rendered>,
+    ) -> Option<serde_json::Result<Signals<'t>>> {
+        let line = text.strip_prefix('\u{feff}').unwrap_or(text);
         if self.format == AgentFormat::Text {
             out.push(plain(line));
-            return;
+            return None;
         }
         let body = line.trim_matches(is_json_ws);
         if body.is_empty() {
-            return;
+            return None;
         }
         if self.format == AgentFormat::Auto {
             self.auto_lines = self.auto_lines.saturating_add(1);
         }
         if self.carries_no_statistics(self.format, body, truncated) {
             self.stats.json_lines += 1;
-            return;
+            return None;
         }
-        // A line cut at the cap is read from its kept start, closed.
-        let closed;
-        let object = match truncated {
-            _ if !body.starts_with('{') => None,
-            false => Some(body),
-            true => {
-                closed = decode::close_cut(body);
-                closed.as_deref()
+        if !body.starts_with('{') {
+            self.plain_line(line, out);
+            return None;
+        }
+        if truncated {
+            // A line cut at the cap is read from its kept start, closed.
+            let read = decode::close_cut(body).is_some_and(|closed| {
+                let event = self.decode_object(&closed, out);
+                event.is_ok()
+            });
+            if read {
+                self.stats.json_lines += 1;
+            } else {
+                self.plain_line(line, out);
             }
-        };
-        if let Some(object) = object
-            && self.decode_object(object, out)
-        {
-            self.stats.json_lines += 1;
-            return;
+            return None;
         }
+        let event = self.decode_object(body, out);
+        if event.is_ok() {
+            self.stats.json_lines += 1;
+        } else {
+            self.plain_line(line, out);
+        }
+        Some(event)
+    }
+
+    /// A line that is not a JSON object: shown as text, and in `Auto`, one
+    /// more sign that the whole stream is text.
+    fn plain_line(&mut self, line: &str, out: &mut Vec<Rendered>) {
         out.push(plain(line));
         if self.format == AgentFormat::Auto
             && self.auto_lines >= AUTO_DETECT_LINES
@@ -487,30 +540,31 @@ impl StreamParser {
             && !may_flag_an_error(body.as_bytes())
     }
 
-    /// Hands a JSON object's text to its format's decoder (in `Auto`, the one
-    /// that owns its `type`, if any); `false` if it is not a JSON object.
-    fn decode_object(&mut self, object: &str, out: &mut Vec<Rendered>) -> bool {
-        if self.format == AgentFormat::Auto {
-            let Ok(probe) = serde_json::from_str::<Probe<'_>>(object) else {
-                return false;
-            };
-            self.auto_saw_object = true;
-            let owner = probe
-                .kind
-                .str()
-                .and_then(|kind| DECODERS.iter().find(|d| (d.owns)(kind)));
-            let Some(decoder) = owner else {
-                // An object of neither format: skipped like an unknown event.
-                return true;
-            };
+    /// Hands a JSON object's text to its format's decoder (in `Auto`, to the
+    /// one that owns its `type`, if any).
+    fn decode_object<'t>(
+        &mut self,
+        object: &'t str,
+        out: &mut Vec<Rendered>,
+    ) -> serde_json::Result<Signals<'t>> {
+        let decoder = DECODERS.iter().find(|d| d.format == self.format);
+        if let Some(decoder) = decoder {
+            return (decoder.decode)(self, object, out);
+        }
+        // `Auto`: the event's `type` tells the format.
+        let event = serde_json::from_str::<Signals<'t>>(object)?;
+        self.auto_saw_object = true;
+        let owner = event
+            .kind
+            .str()
+            .and_then(|kind| DECODERS.iter().find(|d| (d.owns)(kind)));
+        // An object of neither format is skipped like an unknown event.
+        if let Some(decoder) = owner {
             self.format = decoder.format;
-            (decoder.decode)(self, object, out);
-            return true;
+            // Its classification fields are those just read.
+            let _ = (decoder.decode)(self, object, out);
         }
-        match DECODERS.iter().find(|d| d.format == self.format) {
-            Some(decoder) => (decoder.decode)(self, object, out),
-            None => false,
-        }
+        Ok(event)
     }
 
     /// Detail text of a shown value: sanitised, capped, and marked when either
@@ -539,9 +593,10 @@ fn may_flag_an_error(body: &[u8]) -> bool {
 
 mod claude;
 mod codex;
-mod decode;
+use super::decode;
 mod render;
 
+use super::classify::{Detectors, OutputScan, Scanner, Signals};
 use super::lines::LineSplitter;
 use super::text::*;
 use render::*;
@@ -551,8 +606,13 @@ struct Decoder {
     format: AgentFormat,
     /// Whether an event `type` belongs to the format (how `Auto` decides).
     owns: fn(&str) -> bool,
-    /// Reads one line holding a JSON object; `false` if it is not one.
-    decode: fn(&mut StreamParser, &str, &mut Vec<Rendered>) -> bool,
+    /// Reads one line holding a JSON object: display lines and statistics,
+    /// and what classification reads of the event.
+    decode: for<'a> fn(
+        &mut StreamParser,
+        &'a str,
+        &mut Vec<Rendered>,
+    ) -> serde_json::Result<Signals<'a>>,
 }
 
 /// The JSON formats, each with its decoder: a new format is one new file
@@ -573,13 +633,6 @@ const DECODERS: &[Decoder] = &[
 
 fn is_json_ws(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\r')
-}
-
-/// The event `type` of a JSON object line, read before its format is known.
-#[derive(serde::Deserialize)]
-struct Probe<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: decode::Scalar<'a>,
 }
 
 #[cfg(test)]

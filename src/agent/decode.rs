@@ -11,7 +11,7 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{MAX_DETAIL_BYTES, floor_char_boundary};
+use super::text::{MAX_DETAIL_BYTES, floor_char_boundary};
 
 /// Any JSON value where a scalar is expected; containers and `null` are absent.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -143,6 +143,78 @@ impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
     }
 }
 
+/// An `error` member: a code or text (Claude's assistant lines), or an object
+/// whose `message` says what failed (Codex's `turn.failed`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(super) enum ErrorField<'a> {
+    #[default]
+    Absent,
+    Text(Cow<'a, str>),
+    Object {
+        message: Option<Cow<'a, str>>,
+    },
+}
+
+struct ErrorVisitor;
+
+impl<'de> Visitor<'de> for ErrorVisitor {
+    type Value = ErrorField<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut message = None;
+        while let Some(key) = map.next_key::<Scalar<'de>>()? {
+            if key.str() == Some("message") {
+                message = map.next_value::<Scalar<'de>>()?.cow();
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(ErrorField::Object { message })
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        ScalarVisitor.visit_seq(seq).map(|_| ErrorField::Absent)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(ErrorField::Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(ErrorField::Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(ErrorField::Absent)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ErrorField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ErrorVisitor)
+    }
+}
+
 /// An object decoded as `T` where one is expected; any other value is absent.
 #[derive(Debug)]
 pub(super) struct Loose<T>(pub(super) Option<T>);
@@ -198,6 +270,88 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for LooseVisitor<T> {
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(LooseVisitor(PhantomData))
+    }
+}
+
+/// A member that is an object decoded as `T`, or a text.
+#[derive(Debug)]
+pub(super) enum ObjOrText<'a, T> {
+    Absent,
+    Text(Cow<'a, str>),
+    Object(T),
+}
+
+impl<T> Default for ObjOrText<'_, T> {
+    fn default() -> Self {
+        ObjOrText::Absent
+    }
+}
+
+impl<'a, T> ObjOrText<'a, T> {
+    pub(super) fn object(&self) -> Option<&T> {
+        match self {
+            ObjOrText::Object(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub(super) fn text(&self) -> Option<Cow<'a, str>> {
+        match self {
+            ObjOrText::Text(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+}
+
+struct ObjOrTextVisitor<'a, T>(PhantomData<(&'a (), T)>);
+
+impl<'de: 'a, 'a, T: Deserialize<'de>> Visitor<'de> for ObjOrTextVisitor<'a, T> {
+    type Value = ObjOrText<'a, T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(map)).map(ObjOrText::Object)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        ScalarVisitor.visit_seq(seq).map(|_| ObjOrText::Absent)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Absent)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Absent)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Absent)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Absent)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(ObjOrText::Absent)
+    }
+}
+
+impl<'de: 'a, 'a, T: Deserialize<'de>> Deserialize<'de> for ObjOrText<'a, T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ObjOrTextVisitor(PhantomData))
     }
 }
 
