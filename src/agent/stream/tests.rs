@@ -835,4 +835,5 @@ fn non_json_lines_in_a_json_stream_are_plain() {
 }
 
 mod more;
+mod one_pass;
 mod transcripts;

@@ -555,7 +555,7 @@ fn prose(rng: &mut Rng, sentences: u64) -> String {
 /// A Claude Code stream-json session of about `target` bytes, shaped like
 /// real ones: most bytes are tool results (file reads, command output),
 /// then tool inputs (edits, writes), thinking and text.
-fn bench_stream(target: usize) -> Vec<u8> {
+pub(super) fn bench_stream(target: usize) -> Vec<u8> {
     use serde_json::json;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let session = "5f1c2a9e-1b7d-4e0a-9c3f-2d8e6b4a1f00";
