@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 cargo test --release --quiet --lib agent::stream::tests::more::throughput_report -- --ignored --nocapture 2>&1 \
-  | grep -E '^(input|StreamParser|classification|serde_json|stats)'
+  | grep -E '^(input|StreamParser|classification|serde_json|sonic|decoder|stats)'
 file=$(dirname "$(mktemp -u)")/clowder_stream_bench.jsonl
 if command -v jq > /dev/null; then
   size=$(stat -c %s "$file")

@@ -720,6 +720,28 @@ fn throughput_report() {
         }
         scanner.finish().json_lines as usize
     });
+    best(
+        "classification + statistics (the session reader: one pass), 256 KiB chunks",
+        &|| {
+            let mut parser = StreamParser::statistics_only(AgentFormat::Auto);
+            parser.classify_with(std::sync::Arc::clone(&detectors));
+            for chunk in data.chunks(256 * 1024) {
+                parser.feed(chunk);
+            }
+            parser.finish();
+            parser.take_scan().map_or(0, |s| s.json_lines as usize)
+        },
+    );
+    best(
+        "decoder choice: typed event, serde_json + RawValue",
+        &|| super::decoder_choice::serde_json_typed(&data),
+    );
+    best("decoder choice: typed event, sonic-rs + LazyValue", &|| {
+        super::decoder_choice::sonic_typed(&data)
+    });
+    best("sonic_rs::Value per line (baseline)", &|| {
+        super::decoder_choice::sonic_value(&data)
+    });
     best("serde_json::Value per line (baseline)", &|| {
         data.split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
