@@ -146,6 +146,13 @@ pub(super) fn decode<'a>(
     })
 }
 
+/// Whether a message's content may hold a tool call: it names one, or has a
+/// `\u` escape that could spell one.
+fn may_hold_a_tool_use(content: &RawValue) -> bool {
+    let text = content.get().as_bytes();
+    memmem::find(text, b"tool_use").is_some() || memmem::find(text, b"\\u").is_some()
+}
+
 fn text_of(raw: Option<&RawValue>) -> Cow<'_, str> {
     scalar(raw).cow().unwrap_or_default()
 }
@@ -366,6 +373,10 @@ impl StreamParser {
         let synthetic = error.is_some() || model == Some("<synthetic>");
         if !synthetic {
             self.count_message(message);
+        }
+        if !self.render && !message.content.is_some_and(may_hold_a_tool_use) {
+            // Without display lines only tool calls count, and there is none.
+            return;
         }
         let blocks = match message.content() {
             Content::Text(text) => {
