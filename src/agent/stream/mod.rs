@@ -17,7 +17,7 @@
 //!   stripped of control characters and escape sequences (only colour SGR
 //!   survives, and only on plain text lines), so nothing the agent printed can
 //!   move the cursor, retitle the terminal or hide text.
-//! - Each format has one decoder (see [`DECODERS`]) that turns a line into a
+//! - Each format has one decoder (see `DECODERS`) that turns a line into a
 //!   typed event with serde_json: strings are borrowed from the line where they
 //!   need no unescaping, and tool inputs and results stay `RawValue`s, decoded
 //!   only when they are shown.
