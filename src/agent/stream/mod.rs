@@ -1,18 +1,22 @@
-//! Live reading of an agent's output stream: display lines and session statistics.
+//! Live reading of an agent's output stream: display lines, session statistics
+//! and, for the supervisor, the session's classification, from one decode of
+//! each line.
 //!
-//! While a session runs, the supervisor's UI tails the session's output file and
-//! hands every new chunk of bytes to a [`StreamParser`]. The parser turns Claude
-//! Code `--output-format stream-json` events, Codex `exec --json` events or plain
-//! terminal text into short, safe display lines ([`Rendered`]) and keeps running
-//! [`SessionStats`] (turns, tool calls, tokens, cost, the final result).
+//! While a session runs, the supervisor and the control room each read the
+//! session's output file and hand every new chunk of bytes to a
+//! [`StreamParser`]. The parser turns Claude Code `--output-format stream-json`
+//! events, Codex `exec --json` events or plain terminal text into short, safe
+//! display lines ([`Rendered`]), keeps running [`SessionStats`] (turns, tool
+//! calls, tokens, cost, the final result) and hands each decoded event to the
+//! classifier when one is attached ([`StreamParser::classify_with`]).
 //!
 //! Design points, each forced by what agents actually write:
 //! - Chunks arrive at arbitrary byte boundaries, so partial lines are buffered;
 //!   the result never depends on how the bytes were split.
 //! - One line can be many megabytes (a tool result holding a whole file, a base64
 //!   image). The pending line is capped at 1 MiB; a longer JSON line is still
-//!   read, from its kept start, by a parser that closes whatever the cut left
-//!   open, so the event keeps its kind and id and the line is counted.
+//!   read from its kept start, with whatever the cut left open closed, so the
+//!   event keeps its kind and id and the line is counted.
 //! - Agent output is untrusted terminal content. Every displayed string is
 //!   stripped of control characters and escape sequences (only colour SGR
 //!   survives, and only on plain text lines), so nothing the agent printed can
