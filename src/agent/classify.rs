@@ -14,8 +14,6 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
-use memchr::memmem;
-
 use chrono::{Local, NaiveDateTime, TimeZone};
 use regex::bytes::{Regex, RegexBuilder};
 use serde::Deserialize;
@@ -723,15 +721,12 @@ pub(super) struct Signals<'a> {
 /// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
 /// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
 fn may_signal_rate_limit(line: &[u8]) -> bool {
-    static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
-        [
-            memmem::Finder::new(b"\"result\""),
-            memmem::Finder::new(b"\"error\""),
-            memmem::Finder::new(b"rate_limit_event"),
-            memmem::Finder::new(b"turn.failed"),
-        ]
+    // One pass for the four literals (the regex crate's multi-literal search).
+    static NEEDLES: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r#""result"|"error"|rate_limit_event|turn\.failed"#)
+            .expect("a fixed pattern compiles")
     });
-    NEEDLES.iter().any(|needle| needle.find(line).is_some())
+    NEEDLES.is_match(line)
 }
 
 #[cfg(test)]

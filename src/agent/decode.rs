@@ -355,6 +355,68 @@ impl<'de: 'a, 'a, T: Deserialize<'de>> Deserialize<'de> for ObjOrText<'a, T> {
     }
 }
 
+/// A member that is an array of `T`, or a text.
+#[derive(Debug)]
+pub(super) enum ListOrText<'a, T> {
+    Absent,
+    Text(Cow<'a, str>),
+    List(Vec<T>),
+}
+
+struct ListOrTextVisitor<'a, T>(PhantomData<(&'a (), T)>);
+
+impl<'de: 'a, 'a, T: Deserialize<'de>> Visitor<'de> for ListOrTextVisitor<'a, T> {
+    type Value = ListOrText<'a, T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        ListVisitor(PhantomData)
+            .visit_seq(seq)
+            .map(|list| ListOrText::List(list.0))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        ScalarVisitor.visit_map(map).map(|_| ListOrText::Absent)
+    }
+
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(ListOrText::Text(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(ListOrText::Text(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(ListOrText::Absent)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(ListOrText::Absent)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(ListOrText::Absent)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(ListOrText::Absent)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(ListOrText::Absent)
+    }
+}
+
+impl<'de: 'a, 'a, T: Deserialize<'de>> Deserialize<'de> for ListOrText<'a, T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListOrTextVisitor(PhantomData))
+    }
+}
+
 /// An array's items decoded as `T`; any other value is an empty list.
 #[derive(Debug)]
 pub(super) struct List<T>(pub(super) Vec<T>);

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::classify::Signals;
-use super::decode::{ErrorField, List, Loose, Obj, ObjOrText, Scalar, json_text, scalar};
+use super::decode::{ErrorField, ListOrText, Loose, Obj, ObjOrText, Scalar, json_text, scalar};
 use super::*;
 
 /// One line of Claude Code's stream-json. Only what some reader needs is
@@ -58,7 +58,7 @@ pub(super) struct Message<'a> {
     #[serde(borrow)]
     pub(super) usage: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) content: Option<&'a RawValue>,
+    pub(super) content: Content<'a>,
 }
 
 /// One block of a message's content.
@@ -85,24 +85,28 @@ pub(super) struct Block<'a> {
     pub(super) content: Option<&'a RawValue>,
 }
 
-/// A message's content: a plain string or blocks.
-enum Content<'a> {
+/// A message's content: a plain string or blocks (those that are objects).
+#[derive(Debug)]
+pub(super) enum Content<'a> {
     Text(Scalar<'a>),
     Blocks(Vec<Block<'a>>),
 }
 
-impl<'a> Message<'a> {
-    fn content(&self) -> Content<'a> {
-        let Some(raw) = self.content else {
-            return Content::Blocks(Vec::new());
-        };
-        if raw.get().starts_with('"') {
-            return Content::Text(scalar(Some(raw)));
+impl Default for Content<'_> {
+    fn default() -> Self {
+        Content::Blocks(Vec::new())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match ListOrText::<Loose<Block<'a>>>::deserialize(d)? {
+            ListOrText::Text(text) => Ok(Content::Text(Scalar::Str(text))),
+            ListOrText::List(blocks) => Ok(Content::Blocks(
+                blocks.into_iter().filter_map(|b| b.0).collect(),
+            )),
+            ListOrText::Absent => Ok(Content::default()),
         }
-        let blocks = serde_json::from_str::<List<Loose<Block<'a>>>>(raw.get())
-            .map(|list| list.0.into_iter().filter_map(|b| b.0).collect())
-            .unwrap_or_default();
-        Content::Blocks(blocks)
     }
 }
 
@@ -144,13 +148,6 @@ pub(super) fn decode<'a>(
         error: event.error,
         rate_limit_info: event.rate_limit_info,
     })
-}
-
-/// Whether a message's content may hold a tool call: it names one, or has a
-/// `\u` escape that could spell one.
-fn may_hold_a_tool_use(content: &RawValue) -> bool {
-    let text = content.get().as_bytes();
-    memmem::find(text, b"tool_use").is_some() || memmem::find(text, b"\\u").is_some()
 }
 
 fn text_of(raw: Option<&RawValue>) -> Cow<'_, str> {
@@ -374,21 +371,17 @@ impl StreamParser {
         if !synthetic {
             self.count_message(message);
         }
-        if !self.render && !message.content.is_some_and(may_hold_a_tool_use) {
-            // Without display lines only tool calls count, and there is none.
-            return;
-        }
-        let blocks = match message.content() {
+        let blocks: &[Block<'_>] = match &message.content {
             Content::Text(text) => {
                 if self.render && error.is_none() {
                     push_text_lines(text.str().unwrap_or_default(), out);
                 }
-                Vec::new()
+                &[]
             }
             Content::Blocks(blocks) => blocks,
         };
         if !self.render {
-            for block in &blocks {
+            for block in blocks {
                 if matches!(
                     block.kind.str(),
                     Some("tool_use" | "server_tool_use" | "mcp_tool_use")
@@ -399,7 +392,7 @@ impl StreamParser {
             return;
         }
         if let Some(error) = error {
-            let said = match message.content() {
+            let said = match &message.content {
                 Content::Text(text) => text.cow().unwrap_or_default(),
                 Content::Blocks(_) => blocks
                     .iter()
@@ -419,7 +412,7 @@ impl StreamParser {
                     .with_error(true),
             );
         }
-        for block in &blocks {
+        for block in blocks {
             match block.kind.str() {
                 Some("text") if error.is_none() => push_text_lines(&text_of(block.text), out),
                 Some("thinking") => out.push(self.thinking(text_of(block.thinking))),
@@ -521,7 +514,7 @@ impl StreamParser {
 
     fn claude_user(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
         // A plain string is the prompt echoed back: nothing new to show.
-        let Some(Content::Blocks(blocks)) = event.message.object().map(Message::content) else {
+        let Some(Content::Blocks(blocks)) = event.message.object().map(|m| &m.content) else {
             return;
         };
         for block in blocks {
