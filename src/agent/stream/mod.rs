@@ -455,6 +455,14 @@ impl StreamParser {
         } else {
             raw.strip_suffix(b"\r").unwrap_or(raw)
         };
+        if self.carries_no_statistics(kept, truncated) {
+            // Not even checked for UTF-8: most of a stream's bytes are here.
+            self.stats.json_lines += 1;
+            if let (Some(body), Some(classifier)) = (wanted, &mut self.classifier) {
+                classifier.on_event(body, serde_json::from_slice(body).as_ref());
+            }
+            return;
+        }
         let text = decode_utf8(kept, truncated);
         let decoded = self.read_line(&text, truncated, out);
         if let (Some(body), Some(classifier)) = (wanted, &mut self.classifier) {
@@ -486,10 +494,6 @@ impl StreamParser {
         }
         if self.format == AgentFormat::Auto {
             self.auto_lines = self.auto_lines.saturating_add(1);
-        }
-        if self.carries_no_statistics(self.format, body, truncated) {
-            self.stats.json_lines += 1;
-            return None;
         }
         if !body.starts_with('{') {
             self.plain_line(line, out);
@@ -533,15 +537,26 @@ impl StreamParser {
     /// of the bytes) counts only through its `is_error: true` flags: one that
     /// has none need not be read. Claude Code writes `type` first; any other
     /// shape is read in full.
-    fn carries_no_statistics(&self, format: AgentFormat, body: &str, truncated: bool) -> bool {
-        !self.render
-            && !truncated
-            && format == AgentFormat::ClaudeStreamJson
-            && self.stats.agent_session_id.is_some()
-            && body.starts_with(r#"{"type":"user","#)
+    fn carries_no_statistics(&self, line: &[u8], truncated: bool) -> bool {
+        if self.render
+            || truncated
+            || self.format != AgentFormat::ClaudeStreamJson
+            || self.stats.agent_session_id.is_none()
+        {
+            return false;
+        }
+        let line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
+        let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let start = line.iter().position(|b| !is_ws(b)).unwrap_or(line.len());
+        let end = line
+            .iter()
+            .rposition(|b| !is_ws(b))
+            .map_or(start, |i| i + 1);
+        let body = &line[start..end];
+        body.starts_with(br#"{"type":"user","#)
             // A line cut short (the agent killed mid-write) is not an object.
-            && body.ends_with('}')
-            && !may_flag_an_error(body.as_bytes())
+            && body.ends_with(b"}")
+            && !may_flag_an_error(body)
     }
 
     /// Hands a JSON object's text to its format's decoder (in `Auto`, to the
