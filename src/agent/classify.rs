@@ -1,6 +1,9 @@
-//! One streaming pass over a finished session's output file.
+//! Classifying a session from its output: rate limits, transient API errors,
+//! authentication or billing failures, commit patterns.
 //!
-//! The output of one session can be hundreds of megabytes, mostly tool results
+//! The rules run inside the stream reader on the events it decodes anyway
+//! (`StreamParser::classify_with`: one decode per line), or on their own over a
+//! file or reader ([`scan_output`]), with the same result. The output of one session can be hundreds of megabytes, mostly tool results
 //! the agent read or produced. Everything here is built so that such a file is
 //! read once, in bounded memory, and so that nothing the agent merely *quoted*
 //! (source code about rate limits, logs, even a whole stream-json line embedded in
