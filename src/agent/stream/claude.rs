@@ -16,30 +16,30 @@ pub(super) struct ClaudeEvent<'a> {
     #[serde(rename = "type", borrow)]
     pub(super) kind: Scalar<'a>,
     #[serde(borrow)]
-    pub(super) subtype: Scalar<'a>,
+    pub(super) subtype: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) session_id: Scalar<'a>,
+    pub(super) session_id: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) parent_tool_use_id: Scalar<'a>,
+    pub(super) parent_tool_use_id: Option<&'a RawValue>,
     /// An assistant line's API error (`rate_limit`, `authentication_failed`…).
     #[serde(borrow)]
     pub(super) error: ErrorField<'a>,
     #[serde(borrow)]
     pub(super) message: ObjOrText<'a, Message<'a>>,
     #[serde(borrow)]
-    pub(super) is_error: Scalar<'a>,
+    pub(super) is_error: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) num_turns: Scalar<'a>,
+    pub(super) num_turns: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) total_cost_usd: Scalar<'a>,
+    pub(super) total_cost_usd: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) cost_usd: Scalar<'a>,
+    pub(super) cost_usd: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) duration_ms: Scalar<'a>,
+    pub(super) duration_ms: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) api_error_status: Scalar<'a>,
+    pub(super) api_error_status: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) result: Scalar<'a>,
+    pub(super) result: Option<&'a RawValue>,
     #[serde(borrow)]
     pub(super) usage: Option<&'a RawValue>,
     #[serde(rename = "modelUsage", borrow)]
@@ -68,13 +68,13 @@ pub(super) struct Block<'a> {
     #[serde(rename = "type", borrow)]
     pub(super) kind: Scalar<'a>,
     #[serde(borrow)]
-    pub(super) id: Scalar<'a>,
+    pub(super) id: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) name: Scalar<'a>,
+    pub(super) name: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) tool_use_id: Scalar<'a>,
+    pub(super) tool_use_id: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) is_error: Scalar<'a>,
+    pub(super) is_error: Option<&'a RawValue>,
     #[serde(borrow)]
     pub(super) text: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -156,8 +156,9 @@ fn text_of(raw: Option<&RawValue>) -> Cow<'_, str> {
 
 impl StreamParser {
     fn claude_event(&mut self, event: &ClaudeEvent<'_>, body: &str, out: &mut Vec<Rendered>) {
+        let session = scalar(event.session_id);
         if self.stats.agent_session_id.is_none()
-            && let Some(id) = event.session_id.text()
+            && let Some(id) = session.text()
         {
             self.stats.agent_session_id = Some(clean(id));
         }
@@ -178,7 +179,7 @@ impl StreamParser {
         }
         // Subagent (Task) traffic interleaves with the main agent's; a margin
         // mark keeps the two apart in the pane.
-        if event.parent_tool_use_id.text().is_some() {
+        if scalar(event.parent_tool_use_id).text().is_some() {
             for line in &mut out[first..] {
                 line.text.insert_str(0, "┆ ");
             }
@@ -440,7 +441,14 @@ impl StreamParser {
         };
         let usage = claude_usage(message.usage);
         let claude = &mut self.claude;
-        let entry = claude.usage_by_message.entry(id.to_owned()).or_default();
+        if !claude.usage_by_message.contains_key(id) {
+            claude
+                .usage_by_message
+                .insert(id.to_owned(), Usage::default());
+        }
+        let Some(entry) = claude.usage_by_message.get_mut(id) else {
+            return;
+        };
         if let Some(usage) = usage {
             entry.replace_in(&mut claude.summed, usage);
             let name = message
@@ -465,13 +473,13 @@ impl StreamParser {
     }
 
     fn claude_tool_use(&mut self, block: &Block<'_>, out: &mut Vec<Rendered>) {
-        let id = block.id.str().map(clean);
+        let id = scalar(block.id).str().map(clean);
         if let Some(id) = &id
             && !self.claude.seen_tool_uses.insert(id.clone())
         {
             return;
         }
-        let name = block.name.text().map(clean).unwrap_or_default();
+        let name = scalar(block.name).text().map(clean).unwrap_or_default();
         let name = if name.is_empty() {
             "tool".to_owned()
         } else {
@@ -521,7 +529,7 @@ impl StreamParser {
             if block.kind.str() != Some("tool_result") {
                 continue;
             }
-            let is_error = block.is_error.bool() == Some(true);
+            let is_error = scalar(block.is_error).bool() == Some(true);
             if is_error {
                 self.stats.tool_errors += 1;
             }
@@ -556,7 +564,7 @@ impl StreamParser {
                     }
                 }
             }
-            let id = block.tool_use_id.str().map(clean);
+            let id = scalar(block.tool_use_id).str().map(clean);
             out.push(self.result_line(body, is_error, None, id));
         }
     }
@@ -603,15 +611,19 @@ impl StreamParser {
     }
 
     fn claude_result(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
-        let subtype = event.subtype.str().map(clean);
-        let is_error = event.is_error.bool();
-        let turns = event.num_turns.u64();
-        let cost = event.total_cost_usd.f64().or_else(|| event.cost_usd.f64());
-        let duration = event.duration_ms.u64();
-        let result = event.result.str();
-        let api_status = event.api_error_status.u64();
+        let subtype = scalar(event.subtype).str().map(clean);
+        let is_error = scalar(event.is_error).bool();
+        let turns = scalar(event.num_turns).u64();
+        let cost = scalar(event.total_cost_usd)
+            .f64()
+            .or_else(|| scalar(event.cost_usd).f64());
+        let duration = scalar(event.duration_ms).u64();
+        let result = scalar(event.result);
+        let result = result.str();
+        let api_status = scalar(event.api_error_status).u64();
 
-        if let Some(id) = event.session_id.text() {
+        let session = scalar(event.session_id);
+        if let Some(id) = session.text() {
             self.stats.agent_session_id = Some(clean(id));
         }
         self.stats.ended = true;

@@ -27,13 +27,13 @@ pub(super) struct CodexEvent<'a> {
     // Claude's result members, should a Claude event come through: what
     // classification reads is read whatever the format.
     #[serde(borrow)]
-    pub(super) subtype: Scalar<'a>,
+    pub(super) subtype: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) is_error: Scalar<'a>,
+    pub(super) is_error: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) api_error_status: Scalar<'a>,
+    pub(super) api_error_status: Option<&'a RawValue>,
     #[serde(borrow)]
-    pub(super) result: Scalar<'a>,
+    pub(super) result: Option<&'a RawValue>,
     #[serde(borrow)]
     pub(super) rate_limit_info: Option<&'a RawValue>,
     #[serde(borrow)]
