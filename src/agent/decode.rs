@@ -274,17 +274,12 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Loose<T> {
 }
 
 /// A member that is an object decoded as `T`, or a text.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) enum ObjOrText<'a, T> {
+    #[default]
     Absent,
     Text(Cow<'a, str>),
     Object(T),
-}
-
-impl<T> Default for ObjOrText<'_, T> {
-    fn default() -> Self {
-        ObjOrText::Absent
-    }
 }
 
 impl<'a, T> ObjOrText<'a, T> {
