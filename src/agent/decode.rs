@@ -713,16 +713,7 @@ pub(super) fn close_cut(prefix: &str) -> Option<String> {
             b':' => expect = Expect::Value,
             b'"' => {
                 let start = i;
-                let mut j = i + 1;
-                let end = loop {
-                    let rest = bytes.get(j..).unwrap_or_default();
-                    match memchr::memchr2(b'"', b'\\', rest) {
-                        Some(k) if bytes[j + k] == b'"' => break Some(j + k),
-                        Some(k) => j += k + 2,
-                        None => break None,
-                    }
-                };
-                match end {
+                match string_end(bytes, start) {
                     Some(end) => {
                         if expect == Expect::Value {
                             safe = (end + 1, stack.clone());
@@ -745,7 +736,20 @@ pub(super) fn close_cut(prefix: &str) -> Option<String> {
     Some(closed(&body[..end], "", &stack))
 }
 
-/// A cut string value's start, without a dangling escape, closed.
+/// Where the string opening at `start` closes, if it does.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    loop {
+        let rest = bytes.get(at..).unwrap_or_default();
+        match memchr::memchr2(b'"', b'\\', rest) {
+            Some(k) if bytes[at + k] == b'"' => return Some(at + k),
+            Some(k) => at += k + 2,
+            None => return None,
+        }
+    }
+}
+
+/// A cut string value's start, without a dangling escape.
 fn without_cut_escape(open: &str) -> &str {
     let bytes = open.as_bytes();
     let trailing = bytes.iter().rev().take_while(|&&b| b == b'\\').count();
