@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Stream-json parse throughput: clowder's StreamParser (what the output pane and the
-# session statistics use) on ~105 MB of generated Claude Code stream-json, against
-# `jq -c . > /dev/null` and serde_json on the same file. Needs jq for the jq row.
+# Stream-json parse throughput on ~105 MB of generated Claude Code stream-json:
+# clowder's StreamParser (display lines + statistics, as the control room reads;
+# statistics only; classification + statistics in one pass, as a session's reader
+# reads), the same typed event read with serde_json and with sonic-rs (the decoder
+# choice), and `jq -c . > /dev/null` and a whole value per line with each crate on the
+# same file. Needs jq for the jq row.
 #
 #   bash benches/parse.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 cargo test --release --quiet --lib agent::stream::tests::more::throughput_report -- --ignored --nocapture 2>&1 \
-  | grep -E '^(input|StreamParser|classification|serde_json|stats)'
+  | grep -E '^(input|StreamParser|classification|serde_json|sonic|decoder|stats)'
 file=$(dirname "$(mktemp -u)")/clowder_stream_bench.jsonl
 if command -v jq > /dev/null; then
   size=$(stat -c %s "$file")

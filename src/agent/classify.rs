@@ -1,6 +1,9 @@
-//! One streaming pass over a finished session's output file.
+//! Classifying a session from its output: rate limits, transient API errors,
+//! authentication or billing failures, commit patterns.
 //!
-//! The output of one session can be hundreds of megabytes, mostly tool results
+//! The rules run inside the stream reader on the events it decodes anyway
+//! (`StreamParser::classify_with`: one decode per line), or on their own over a
+//! file or reader ([`scan_output`]), with the same result. The output of one session can be hundreds of megabytes, mostly tool results
 //! the agent read or produced. Everything here is built so that such a file is
 //! read once, in bounded memory, and so that nothing the agent merely *quoted*
 //! (source code about rate limits, logs, even a whole stream-json line embedded in
@@ -14,11 +17,13 @@ use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, LazyLock};
 
-use memchr::memmem;
-
 use chrono::{Local, NaiveDateTime, TimeZone};
+use memchr::memmem;
 use regex::bytes::{Regex, RegexBuilder};
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::decode::{ErrorField, Obj, Scalar, scalar};
 
 use super::lines::LineSplitter;
 #[cfg(test)]
@@ -282,7 +287,7 @@ fn prefer(earlier: Candidate, later: Candidate) -> Candidate {
 /// Splits a byte stream into bounded lines and applies the rules to each.
 /// `D` is `&Detectors` for a one-shot scan, `Arc<Detectors>` for one that lives
 /// as long as a session.
-struct Scanner<D: Deref<Target = Detectors>> {
+pub(super) struct Scanner<D: Deref<Target = Detectors>> {
     det: D,
     /// The start of a line that continues in a later chunk (at most MAX_LINE_BYTES).
     pending: LineSplitter,
@@ -300,8 +305,16 @@ struct Scanner<D: Deref<Target = Detectors>> {
     overage_events: u64,
 }
 
+impl<D: Deref<Target = Detectors>> std::fmt::Debug for Scanner<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scanner")
+            .field("lines", &self.lines)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: Deref<Target = Detectors>> Scanner<D> {
-    fn new(det: D) -> Self {
+    pub(super) fn new(det: D) -> Self {
         Self {
             det,
             pending: LineSplitter::default(),
@@ -322,7 +335,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         self.pending = lines;
     }
 
-    fn finish(mut self) -> OutputScan {
+    pub(super) fn finish(mut self) -> OutputScan {
         let mut lines = std::mem::take(&mut self.pending);
         lines.finish(|line, cut| self.process_line(line, cut));
         let best = match (self.best, self.last_result) {
@@ -343,6 +356,16 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     }
 
     fn process_line(&mut self, line: &[u8], truncated: bool) {
+        if let Some(body) = self.needs_event(line, truncated) {
+            self.on_event(body, serde_json::from_slice(body).as_ref());
+        }
+    }
+
+    /// The rules for one line that need no decoding (commit patterns, text
+    /// patterns, the skipping of lines that cannot signal anything); the line
+    /// as the event rules read it when they are needed: hand its decoded
+    /// event to [`Scanner::on_event`] then.
+    pub(super) fn needs_event<'l>(&mut self, line: &'l [u8], truncated: bool) -> Option<&'l [u8]> {
         self.lines += 1;
         let number = self.lines;
         let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -363,33 +386,40 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             if !looks_like_object {
                 self.check_text(line, number);
             }
-            return;
+            return None;
         }
-        if looks_like_object
-            && !may_signal_rate_limit(line)
-            && line.trim_ascii_end().ends_with(b"}")
-        {
+        if !looks_like_object {
+            self.check_text(line, number);
+            return None;
+        }
+        if !may_signal_rate_limit(line) && line.trim_ascii_end().ends_with(b"}") {
             // Most lines (assistant text, tool calls and results) cannot carry a
             // rate-limit signal; skipping their parse is what keeps the scan near
             // the speed of reading the file.
             self.json_lines += 1;
-            return;
+            return None;
         }
-        if looks_like_object {
-            match serde_json::from_slice::<Event>(line) {
-                Ok(event) => {
-                    self.json_lines += 1;
-                    self.check_event(&event, number);
-                    return;
-                }
-                // An object cut mid-write (the agent was killed) is an event
-                // whose end is missing, not agent chatter: what it quotes
-                // must not read as a limit.
-                Err(err) if err.is_eof() => return,
-                Err(_) => {}
+        Some(line)
+    }
+
+    /// The event rules, for the line [`Scanner::needs_event`] returned.
+    pub(super) fn on_event(
+        &mut self,
+        line: &[u8],
+        event: Result<&Signals<'_>, &serde_json::Error>,
+    ) {
+        let number = self.lines;
+        match event {
+            Ok(event) => {
+                self.json_lines += 1;
+                self.check_event(event, number);
             }
+            // An object cut mid-write (the agent was killed) is an event
+            // whose end is missing, not agent chatter: what it quotes
+            // must not read as a limit.
+            Err(err) if err.is_eof() => {}
+            Err(_) => self.check_text(line, number),
         }
-        self.check_text(line, number);
     }
 
     fn signal(&mut self, line: u64, limit: RateLimit) {
@@ -414,8 +444,8 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     }
 
     /// Rules for JSON objects, decided by the top-level `type` only.
-    fn check_event(&mut self, event: &Event, number: u64) {
-        match event.kind.as_str() {
+    fn check_event(&mut self, event: &Signals<'_>, number: u64) {
+        match event.kind.str() {
             Some("result") => {
                 self.last_result_fatal = self.result_fatal(event);
                 self.last_result = self.result_limit(event).map(|limit| Candidate {
@@ -432,23 +462,21 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                 }
             }
             Some("rate_limit_event") => {
-                let Some(Field::Object(info)) = &event.rate_limit_info else {
+                let Some(info) = Obj::of(event.rate_limit_info) else {
                     return;
                 };
-                if get(info, "status").and_then(Scalar::as_str) != Some("rejected") {
+                if info.scalar("status").str() != Some("rejected") {
                     return;
                 }
-                if get(info, "isUsingOverage").and_then(Scalar::as_bool) == Some(true) {
+                if info.scalar("isUsingOverage").bool() == Some(true) {
                     self.overage_events += 1;
                     return;
                 }
-                let reason = match get(info, "rateLimitType").and_then(Scalar::as_str) {
+                let reason = match info.scalar("rateLimitType").str() {
                     Some(kind) => format!("rate_limit_event rejected ({})", excerpt(kind)),
                     None => "rate_limit_event rejected".to_owned(),
                 };
-                let resets = get(info, "resetsAt")
-                    .and_then(Scalar::as_i64)
-                    .and_then(epoch_seconds);
+                let resets = info.scalar("resetsAt").i64().and_then(epoch_seconds);
                 self.signal(
                     number,
                     RateLimit {
@@ -458,10 +486,10 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                 );
             }
             Some("assistant") => {
-                let Some(Field::Scalar(Scalar::Str(error))) = &event.error else {
+                let ErrorField::Text(error) = &event.error else {
                     return;
                 };
-                match error.as_str() {
+                match error.as_ref() {
                     "rate_limit" => {
                         let limit = RateLimit {
                             reason: "assistant error rate_limit".to_owned(),
@@ -489,14 +517,15 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                 }
             }
             Some("turn.failed") => {
-                if let Some(Field::Object(error)) = &event.error
-                    && let Some(message) = get(error, "message").and_then(Scalar::as_str)
+                if let ErrorField::Object {
+                    message: Some(message),
+                } = &event.error
                 {
                     self.check_codex_message("turn.failed", message, number);
                 }
             }
             Some("error") => {
-                if let Some(message) = event.message.as_str() {
+                if let Some(message) = event.message.str() {
                     self.check_codex_message("error", message, number);
                 }
             }
@@ -505,10 +534,11 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     }
 
     /// A `result` line that says the agent cannot log in or cannot pay.
-    fn result_fatal(&self, event: &Event) -> Option<String> {
+    fn result_fatal(&self, event: &Signals<'_>) -> Option<String> {
         let failed = result_failed(event);
-        let text = event.result.as_str().unwrap_or("");
-        let status = event.api_error_status.as_i64();
+        let result = scalar(event.result);
+        let text = result.str().unwrap_or("");
+        let status = scalar(event.api_error_status).i64();
         if failed && let Some(status @ 401..=403) = status {
             let detail = match excerpt(text) {
                 t if t.is_empty() => format!("API error {status}"),
@@ -528,10 +558,11 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         Some(fatal_message(billing, &excerpt(text)))
     }
 
-    fn result_limit(&self, event: &Event) -> Option<RateLimit> {
+    fn result_limit(&self, event: &Signals<'_>) -> Option<RateLimit> {
         let failed = result_failed(event);
-        let text = event.result.as_str().unwrap_or("");
-        let status = event.api_error_status.as_i64();
+        let result = scalar(event.result);
+        let text = result.str().unwrap_or("");
+        let status = scalar(event.api_error_status).i64();
         if failed && status == Some(429) {
             return Some(RateLimit {
                 reason: "result api_error_status 429".to_owned(),
@@ -628,11 +659,10 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
 
 /// API failures arrive as subtype "success" with is_error true; some versions
 /// leave is_error out and only say so in the subtype.
-fn result_failed(event: &Event) -> bool {
-    event.is_error.as_bool() == Some(true)
-        || event
-            .subtype
-            .as_str()
+fn result_failed(event: &Signals<'_>) -> bool {
+    scalar(event.is_error).bool() == Some(true)
+        || scalar(event.subtype)
+            .str()
             .is_some_and(|s| s.starts_with("error"))
 }
 
@@ -667,287 +697,40 @@ fn excerpt(text: &str) -> String {
     out
 }
 
-// ---------------------------------------------------------------------------
-// Parsed shape of one JSON line.
-//
-// Only a handful of top-level fields matter, and lines are large (tool results,
-// file contents), so the deserializer keeps scalars of the known keys and skips
-// everything else without building a `serde_json::Value`. Every field accepts
-// any JSON type, so an unexpected type never turns a valid JSON object into
-// "non-JSON" (which would expose it to the free-text patterns).
-// ---------------------------------------------------------------------------
-
-/// A JSON value reduced to its scalar content; containers are skipped.
-#[derive(Debug, Default, Clone, PartialEq)]
-enum Scalar {
-    Str(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-    #[default]
-    Other,
-}
-
-impl Scalar {
-    fn as_str(&self) -> Option<&str> {
-        match self {
-            Scalar::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    fn as_bool(&self) -> Option<bool> {
-        match self {
-            Scalar::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-
-    /// Numbers and numeric strings alike: `429` and `"429"` both occur.
-    fn as_i64(&self) -> Option<i64> {
-        match self {
-            Scalar::Int(i) => Some(*i),
-            Scalar::Float(f) if f.is_finite() && f.abs() < 9.0e18 => Some(f.trunc() as i64),
-            Scalar::Str(s) => s.trim().parse().ok(),
-            _ => None,
-        }
-    }
-}
-
-struct ScalarVisitor;
-
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar::Bool(v))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar::Int(v))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-        Ok(i64::try_from(v).map_or(Scalar::Float(v as f64), Scalar::Int))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar::Float(v))
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
-        Ok(Scalar::Str(v.to_owned()))
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
-        Ok(Scalar::Str(v))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Other)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Scalar, E> {
-        Ok(Scalar::Other)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Scalar, D::Error> {
-        Scalar::deserialize(d)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Other)
-    }
-}
-
-impl<'de> Deserialize<'de> for Scalar {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
-    }
-}
-
-/// A field that is either a scalar or a small object whose scalar members matter
-/// (`error: {message}`, `rate_limit_info: {status, resetsAt, …}`).
-#[derive(Debug, Clone, PartialEq)]
-enum Field {
-    Scalar(Scalar),
-    Object(Vec<(String, Scalar)>),
-}
-
-/// Last value wins, as with most JSON readers, if a key is repeated.
-fn get<'a>(members: &'a [(String, Scalar)], key: &str) -> Option<&'a Scalar> {
-    members.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
-}
-
-struct FieldVisitor;
-
-impl<'de> Visitor<'de> for FieldVisitor {
-    type Value = Field;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Field, E> {
-        ScalarVisitor.visit_bool(v).map(Field::Scalar)
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Field, E> {
-        ScalarVisitor.visit_i64(v).map(Field::Scalar)
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Field, E> {
-        ScalarVisitor.visit_u64(v).map(Field::Scalar)
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Field, E> {
-        ScalarVisitor.visit_f64(v).map(Field::Scalar)
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Field, E> {
-        ScalarVisitor.visit_str(v).map(Field::Scalar)
-    }
-
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Field, E> {
-        ScalarVisitor.visit_string(v).map(Field::Scalar)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Field, E> {
-        Ok(Field::Scalar(Scalar::Other))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<Field, E> {
-        Ok(Field::Scalar(Scalar::Other))
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
-        Field::deserialize(d)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field, A::Error> {
-        ScalarVisitor.visit_seq(seq).map(Field::Scalar)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Field, A::Error> {
-        let mut members = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let value = map.next_value::<Scalar>()?;
-            members.push((key, value));
-        }
-        Ok(Field::Object(members))
-    }
-}
-
-impl<'de> Deserialize<'de> for Field {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(FieldVisitor)
-    }
-}
-
-/// The top-level members of one stream-json / Codex JSON line that the rules read.
-#[derive(Debug, Default)]
-struct Event {
-    kind: Scalar,
-    subtype: Scalar,
-    is_error: Scalar,
-    api_error_status: Scalar,
-    result: Scalar,
-    message: Scalar,
-    error: Option<Field>,
-    rate_limit_info: Option<Field>,
-}
-
-enum Key {
-    Type,
-    Subtype,
-    IsError,
-    ApiErrorStatus,
-    Result,
-    Message,
-    Error,
-    RateLimitInfo,
-    Other,
-}
-
-struct KeyVisitor;
-
-impl Visitor<'_> for KeyVisitor {
-    type Value = Key;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("an object key")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        Ok(match v {
-            "type" => Key::Type,
-            "subtype" => Key::Subtype,
-            "is_error" => Key::IsError,
-            "api_error_status" => Key::ApiErrorStatus,
-            "result" => Key::Result,
-            "message" => Key::Message,
-            "error" => Key::Error,
-            "rate_limit_info" => Key::RateLimitInfo,
-            _ => Key::Other,
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_identifier(KeyVisitor)
-    }
-}
-
-struct EventVisitor;
-
-impl<'de> Visitor<'de> for EventVisitor {
-    type Value = Event;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Event, A::Error> {
-        let mut event = Event::default();
-        while let Some(key) = map.next_key::<Key>()? {
-            match key {
-                Key::Type => event.kind = map.next_value()?,
-                Key::Subtype => event.subtype = map.next_value()?,
-                Key::IsError => event.is_error = map.next_value()?,
-                Key::ApiErrorStatus => event.api_error_status = map.next_value()?,
-                Key::Result => event.result = map.next_value()?,
-                Key::Message => event.message = map.next_value()?,
-                Key::Error => event.error = Some(map.next_value()?),
-                Key::RateLimitInfo => event.rate_limit_info = Some(map.next_value()?),
-                Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(event)
-    }
-}
-
-impl<'de> Deserialize<'de> for Event {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(EventVisitor)
-    }
+/// What the rules read of a JSON line: the top-level members, of either
+/// format, that can tell a limit, a transient failure or a fatal error. The
+/// stream's decoders hand it over from the event they read for the screen and
+/// the statistics; a line read for classification alone is decoded as this.
+/// Every member accepts any JSON type, so an unexpected type never turns a
+/// valid JSON object into "non-JSON" (which would expose it to the free-text
+/// patterns).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Signals<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) subtype: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) is_error: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) api_error_status: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) result: Option<&'a RawValue>,
+    /// A Codex `error` event's text.
+    #[serde(borrow)]
+    pub(super) message: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) error: ErrorField<'a>,
+    #[serde(borrow)]
+    pub(super) rate_limit_info: Option<&'a RawValue>,
 }
 
 /// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
 /// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
 fn may_signal_rate_limit(line: &[u8]) -> bool {
+    // Four searches, not one regex: the regex crate's cache pool is slow to
+    // reach from the many threads a session's reading moves between.
     static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
         [
             memmem::Finder::new(b"\"result\""),

@@ -3,9 +3,10 @@
 //!
 //! The loop feeds a [`SessionReader`] a bounded amount on each poll (it shares its
 //! thread with the control room), and [`SessionReader::finish`] reads the rest on
-//! a blocking thread: the rate-limit/commit scan and the stream parser each on
-//! their own thread, since the parser is the slower of the two. Whatever the
-//! chunking, the result is that of one pass over the whole file.
+//! a blocking thread. One reader decodes each line once for the classification
+//! (rate limits, fatal errors, commit patterns), the statistics, the guards and
+//! the completion promise. Whatever the chunking, the result is that of one
+//! pass over the whole file.
 
 use std::fs::File;
 use std::io;
@@ -14,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::agent::{
-    AgentFormat, Detectors, OutputScan, OutputScanner, SessionStats, StreamParser, ToolCallSig,
-};
+use crate::agent::{AgentFormat, Detectors, OutputScan, SessionStats, StreamParser, ToolCallSig};
 
 /// How long a change waits for the writes that follow it before waking the reader.
 const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
@@ -54,9 +53,8 @@ pub struct Progress {
 pub struct SessionReader {
     path: PathBuf,
     file: Option<File>,
-    /// How far both readers have been fed.
+    /// How far the reader has been fed.
     offset: u64,
-    scanner: OutputScanner,
     parser: StreamParser,
     /// A read failed: the scan says nothing (as a failed one-pass scan did).
     failed: bool,
@@ -71,6 +69,7 @@ impl SessionReader {
         promise: Option<&str>,
     ) -> SessionReader {
         let mut parser = StreamParser::statistics_only(format);
+        parser.classify_with(detectors);
         if let Some(promise) = promise {
             parser.watch_final_text(promise);
         }
@@ -78,7 +77,6 @@ impl SessionReader {
             path: path.to_path_buf(),
             file: None,
             offset: 0,
-            scanner: OutputScanner::new(detectors),
             parser,
             failed: false,
             buf: Vec::new(),
@@ -100,7 +98,7 @@ impl SessionReader {
         }
     }
 
-    /// Bytes read and handed to both readers so far.
+    /// Bytes read and handed to the reader so far.
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -116,7 +114,7 @@ impl SessionReader {
     }
 
     /// Reads at most `budget` new bytes (fewer at the end of what is written so
-    /// far) and feeds them to both readers; returns how many.
+    /// far) and feeds them to the reader; returns how many.
     pub fn feed(&mut self, budget: usize) -> usize {
         if self.failed {
             return 0;
@@ -140,7 +138,6 @@ impl SessionReader {
             if read == 0 {
                 break;
             }
-            self.scanner.feed(&buf[..read]);
             self.parser.feed(&buf[..read]);
             self.offset += read as u64;
             total += read;
@@ -149,53 +146,36 @@ impl SessionReader {
         total
     }
 
-    /// Reads the rest of the file (up to its size now: both readers see the same
-    /// bytes even if something outside the session still writes) and returns
-    /// the analysis. Blocking: call it off the loop's thread.
+    /// Reads the rest of the file (up to its size now: the analysis is of the
+    /// same bytes even if something outside the session still writes) and
+    /// returns the analysis. Blocking: call it off the loop's thread.
     pub fn finish(mut self) -> Analysis {
         let end = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        let start = self.offset;
         let file = if self.failed {
             None
         } else {
             match self.file() {
                 Ok(_) => self.file.take(),
-                Err(_) => {
-                    self.failed = true;
-                    None
-                }
+                Err(_) => None,
             }
         };
-        let start = self.offset;
-        let SessionReader {
-            scanner,
-            mut parser,
-            failed,
-            ..
-        } = self;
-        let (scan, parsed) = match &file {
-            Some(file) if end > start => std::thread::scope(|scope| {
-                let scan = scope.spawn(move || {
-                    let mut scanner = scanner;
-                    read_range(file, start, end, |chunk| scanner.feed(chunk))
-                        .map(|()| scanner.finish())
-                });
-                let parsed = read_range(file, start, end, |chunk| {
-                    parser.feed(chunk);
-                });
-                let scan = scan
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                (scan, parsed)
-            }),
-            _ => (Ok(scanner.finish()), Ok(())),
+        // A read error leaves the statistics with what was read, and the
+        // scan saying nothing (as a failed one-pass scan did).
+        let failed = match &file {
+            Some(file) => {
+                let parser = &mut self.parser;
+                self.failed
+                    || read_range(file, start, end, |chunk| {
+                        parser.feed(chunk);
+                    })
+                    .is_err()
+            }
+            None => true,
         };
-        // A read error leaves the parser with what it got, as the one-pass read did.
-        let _ = parsed;
+        let mut parser = self.parser;
         parser.finish();
-        let scan = match scan {
-            Ok(scan) if !failed => scan,
-            _ => OutputScan::default(),
-        };
+        let scan = parser.take_scan().filter(|_| !failed).unwrap_or_default();
         Analysis {
             output_bytes: end,
             scan,

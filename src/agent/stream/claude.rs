@@ -1,20 +1,176 @@
-//! Claude Code `--output-format stream-json` events: display lines and statistics.
+//! Claude Code `--output-format stream-json`: the typed event of a line, and the
+//! display lines and statistics read from it.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::super::classify::Signals;
+use super::decode::{ErrorField, ListOrText, Loose, Obj, ObjOrText, Scalar, json_text, scalar};
 use super::*;
 
+/// One line of Claude Code's stream-json. Only what some reader needs is
+/// decoded; tool inputs and results stay raw until they are shown.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct ClaudeEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) subtype: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) session_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) parent_tool_use_id: Option<&'a RawValue>,
+    /// An assistant line's API error (`rate_limit`, `authentication_failed`…).
+    #[serde(borrow)]
+    pub(super) error: ErrorField<'a>,
+    #[serde(borrow)]
+    pub(super) message: ObjOrText<'a, Message<'a>>,
+    #[serde(borrow)]
+    pub(super) is_error: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) num_turns: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) total_cost_usd: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) cost_usd: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) duration_ms: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) api_error_status: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) usage: Option<&'a RawValue>,
+    #[serde(rename = "modelUsage", borrow)]
+    pub(super) model_usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) rate_limit_info: Option<&'a RawValue>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Message<'a> {
+    #[serde(borrow)]
+    pub(super) id: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) model: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) usage: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) content: Content<'a>,
+}
+
+/// One block of a message's content.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) tool_use_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) is_error: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) text: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) thinking: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) input: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) content: Option<&'a RawValue>,
+}
+
+/// A message's content: a plain string or blocks (those that are objects).
+#[derive(Debug)]
+pub(super) enum Content<'a> {
+    Text(Scalar<'a>),
+    Blocks(Vec<Block<'a>>),
+}
+
+impl Default for Content<'_> {
+    fn default() -> Self {
+        Content::Blocks(Vec::new())
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match ListOrText::<Loose<Block<'a>>>::deserialize(d)? {
+            ListOrText::Text(text) => Ok(Content::Text(Scalar::Str(text))),
+            ListOrText::List(blocks) => Ok(Content::Blocks(
+                blocks.into_iter().filter_map(|b| b.0).collect(),
+            )),
+            ListOrText::Absent => Ok(Content::default()),
+        }
+    }
+}
+
+/// Whether an event `type` is Claude Code's.
+pub(super) fn owns(kind: &str) -> bool {
+    matches!(
+        kind,
+        "system"
+            | "assistant"
+            | "user"
+            | "result"
+            | "rate_limit_event"
+            | "stream_event"
+            | "control_request"
+            | "control_response"
+            | "control_cancel_request"
+            | "keep_alive"
+            | "tool_progress"
+            | "auth_status"
+    )
+}
+
+/// Reads one line holding a JSON object: statistics and display lines, and
+/// what classification needs of it.
+pub(super) fn decode<'a>(
+    parser: &mut StreamParser,
+    body: &'a str,
+    out: &mut Vec<Rendered>,
+) -> serde_json::Result<Signals<'a>> {
+    let event = serde_json::from_str::<ClaudeEvent<'a>>(body)?;
+    parser.claude_event(&event, body, out);
+    Ok(Signals {
+        message: event.message.text().map(Scalar::Str).unwrap_or_default(),
+        kind: event.kind,
+        subtype: event.subtype,
+        is_error: event.is_error,
+        api_error_status: event.api_error_status,
+        result: event.result,
+        error: event.error,
+        rate_limit_info: event.rate_limit_info,
+    })
+}
+
+fn text_of(raw: Option<&RawValue>) -> Cow<'_, str> {
+    scalar(raw).cow().unwrap_or_default()
+}
+
 impl StreamParser {
-    pub(super) fn claude_event(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
+    fn claude_event(&mut self, event: &ClaudeEvent<'_>, body: &str, out: &mut Vec<Rendered>) {
+        let session = scalar(event.session_id);
         if self.stats.agent_session_id.is_none()
-            && let Some(id) = event.get_str("session_id")
-            && !id.is_empty()
+            && let Some(id) = session.text()
         {
-            self.stats.agent_session_id = Some(clean(&id));
+            self.stats.agent_session_id = Some(clean(id));
         }
         let first = out.len();
         let before = self.usage_fingerprint();
-        let kind = event.get_str("type");
-        match kind.as_deref() {
-            Some("system") => self.claude_system(event, out),
+        let kind = event.kind.str();
+        match kind {
+            Some("system") => {
+                if let Ok(obj) = serde_json::from_str::<Obj<'_>>(body) {
+                    self.claude_system(&obj, out);
+                }
+            }
             Some("assistant") => self.claude_assistant(event, out),
             Some("user") => self.claude_user(event, out),
             Some("result") => self.claude_result(event, out),
@@ -23,16 +179,13 @@ impl StreamParser {
         }
         // Subagent (Task) traffic interleaves with the main agent's; a margin
         // mark keeps the two apart in the pane.
-        if event
-            .get_str("parent_tool_use_id")
-            .is_some_and(|id| !id.is_empty())
-        {
+        if scalar(event.parent_tool_use_id).text().is_some() {
             for line in &mut out[first..] {
                 line.text.insert_str(0, "┆ ");
             }
         }
         // Most events change no count: the totals are redone only when one did.
-        if kind.as_deref() != Some("result") && self.usage_fingerprint() == before {
+        if kind != Some("result") && self.usage_fingerprint() == before {
             return;
         }
         let main = self.stats.model.as_deref();
@@ -56,59 +209,44 @@ impl StreamParser {
         )
     }
 
-    pub(super) fn set_tokens(&mut self, usage: Usage) {
+    fn set_tokens(&mut self, usage: Usage) {
         self.stats.input_tokens = usage.input;
         self.stats.output_tokens = usage.output;
         self.stats.cache_read_tokens = usage.cache_read;
         self.stats.cache_write_tokens = usage.cache_write;
     }
 
-    pub(super) fn claude_system(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        match event.get_str("subtype").as_deref() {
-            Some("init") => {
-                if let Some(id) = event.get_str("session_id").filter(|id| !id.is_empty()) {
-                    self.stats.agent_session_id = Some(clean(&id));
-                }
-                let mut text = String::from("● session started");
-                if let Some(model) = event.get_str("model").filter(|m| !m.is_empty()) {
-                    let model = clean(&model);
-                    text.push_str(" · model ");
-                    text.push_str(&model);
-                    self.stats.model = Some(model);
-                }
-                if let Some(Json::Arr(tools)) = event.get("tools") {
-                    text.push_str(&format!(" · {}", plural(tools.len() as u64, "tool")));
-                }
-                let detail = self.detail(init_detail(event), true);
-                out.push(line(LineKind::System, fit(text)).with_detail(detail));
-            }
+    fn claude_system(&mut self, event: &Obj<'_>, out: &mut Vec<Rendered>) {
+        match event.scalar("subtype").str() {
+            Some("init") => self.claude_init(event, out),
             Some("api_retry") => {
                 let mut text = String::from("⟳ API retry");
-                if let Some(attempt) = event.get_u64("attempt") {
+                if let Some(attempt) = event.scalar("attempt").u64() {
                     text.push_str(&format!(" {attempt}"));
-                    if let Some(max) = event.get_u64("max_retries") {
+                    if let Some(max) = event.scalar("max_retries").u64() {
                         text.push_str(&format!("/{max}"));
                     }
                 }
-                if let Some(delay) = event.get("retry_delay_ms").and_then(Json::f64) {
+                if let Some(delay) = event.scalar("retry_delay_ms").f64() {
                     text.push_str(&format!(" in {:.1}s", delay / 1000.0));
                 }
                 let status = event
-                    .get_u64("error_status")
+                    .scalar("error_status")
+                    .u64()
                     .map(|s| s.to_string())
-                    .or_else(|| event.get_str("error").map(|e| clean(&e)));
+                    .or_else(|| event.str("error").map(|e| clean(&e)));
                 if let Some(status) = status.filter(|s| !s.is_empty()) {
                     text.push_str(&format!(" ({status})"));
                 }
                 out.push(line(LineKind::System, fit(text)));
             }
             Some("compact_boundary") => {
-                let meta = event.get("compact_metadata");
+                let meta = event.obj("compact_metadata").unwrap_or_default();
                 let mut parts = Vec::new();
-                if let Some(trigger) = meta.and_then(|m| m.get_str("trigger")) {
+                if let Some(trigger) = meta.str("trigger") {
                     parts.push(clean(&trigger));
                 }
-                if let Some(tokens) = meta.and_then(|m| m.get_u64("pre_tokens")) {
+                if let Some(tokens) = meta.scalar("pre_tokens").u64() {
                     parts.push(format!("{} tokens before", group(tokens)));
                 }
                 let mut text = String::from("⋯ context compacted");
@@ -119,7 +257,7 @@ impl StreamParser {
             }
             Some("task_started") => {
                 let what = event
-                    .get_str("description")
+                    .str("description")
                     .map(|d| one_line(&d))
                     .unwrap_or_default();
                 let text = if what.is_empty() {
@@ -127,19 +265,19 @@ impl StreamParser {
                 } else {
                     format!("◆ task started: {what}")
                 };
-                let detail = event.get_str("prompt").and_then(|p| self.detail(&*p, true));
+                let detail = event.str("prompt").and_then(|p| self.detail(p, true));
                 out.push(
                     line(LineKind::System, fit(text))
                         .with_detail(detail)
-                        .with_id(event.get_str("tool_use_id").map(|id| clean(&id))),
+                        .with_id(event.str("tool_use_id").map(|id| clean(&id))),
                 );
             }
             Some("task_notification") => {
                 let status = event
-                    .get_str("status")
+                    .str("status")
                     .map(|s| clean(&s))
                     .unwrap_or_else(|| "finished".to_owned());
-                let summary = event.get_str("summary").unwrap_or_default();
+                let summary = event.str("summary").unwrap_or_default();
                 let first = one_line(&summary);
                 let text = if first.is_empty() {
                     format!("◆ task {status}")
@@ -149,98 +287,104 @@ impl StreamParser {
                 let failed = matches!(status.as_str(), "failed" | "error");
                 out.push(
                     line(LineKind::System, fit(text))
-                        .with_detail(self.detail(&*summary, true))
-                        .with_id(event.get_str("tool_use_id").map(|id| clean(&id)))
+                        .with_detail(self.detail(summary, true))
+                        .with_id(event.str("tool_use_id").map(|id| clean(&id)))
                         .with_error(failed),
                 );
             }
-            Some("hook_response") => {
-                // Successful hooks are routine (they run on every tool call);
-                // only a failing or blocking one is worth a line.
-                let outcome = event.get_str("outcome");
-                let exit = event.get("exit_code").and_then(Json::i64);
-                let failed = outcome.as_deref().is_some_and(|o| o != "success")
-                    || exit.is_some_and(|code| code != 0);
-                if !failed {
-                    return;
-                }
-                let mut text = String::from("⚑ hook");
-                for key in ["hook_event", "hook_name"] {
-                    if let Some(v) = event.get_str(key).filter(|v| !v.is_empty()) {
-                        text.push(' ');
-                        text.push_str(&clean(&v));
-                    }
-                }
-                if let Some(o) = outcome.filter(|o| !o.is_empty()) {
-                    text.push_str(&format!(" {}", clean(&o)));
-                }
-                if let Some(code) = exit {
-                    text.push_str(&format!(" (exit {code})"));
-                }
-                let said = ["stderr", "output", "stdout"]
-                    .iter()
-                    .filter_map(|key| event.get_str(key))
-                    .find(|s| !s.trim().is_empty())
-                    .unwrap_or_default();
-                let first = one_line(&said);
-                if !first.is_empty() {
-                    text.push_str(": ");
-                    text.push_str(&first);
-                }
-                out.push(
-                    line(LineKind::System, fit(text))
-                        .with_detail(self.detail(&*said, true))
-                        .with_error(true),
-                );
-            }
+            Some("hook_response") => self.claude_hook(event, out),
             // hook_started, task_progress, status, …: progress noise.
             _ => {}
         }
     }
 
-    pub(super) fn claude_assistant(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        let Some(message) = event.get("message") else {
+    fn claude_init(&mut self, event: &Obj<'_>, out: &mut Vec<Rendered>) {
+        if let Some(id) = event.str("session_id").filter(|id| !id.is_empty()) {
+            self.stats.agent_session_id = Some(clean(&id));
+        }
+        let mut text = String::from("● session started");
+        if let Some(model) = event.str("model").filter(|m| !m.is_empty()) {
+            let model = clean(&model);
+            text.push_str(" · model ");
+            text.push_str(&model);
+            self.stats.model = Some(model);
+        }
+        if let Some(tools) = event.get("tools").filter(|t| t.get().starts_with('[')) {
+            let count = decode::items(Some(tools)).len() as u64;
+            text.push_str(&format!(" · {}", plural(count, "tool")));
+        }
+        let detail = self.detail(init_detail(event), true);
+        out.push(line(LineKind::System, fit(text)).with_detail(detail));
+    }
+
+    /// Successful hooks are routine (they run on every tool call); only a
+    /// failing or blocking one is worth a line.
+    fn claude_hook(&mut self, event: &Obj<'_>, out: &mut Vec<Rendered>) {
+        let outcome = event.str("outcome");
+        let exit = event.scalar("exit_code").i64();
+        let failed = outcome.as_deref().is_some_and(|o| o != "success")
+            || exit.is_some_and(|code| code != 0);
+        if !failed {
             return;
-        };
-        let error = event.get_str("error").filter(|e| !e.is_empty());
-        let model = message.get_str("model");
-        // Synthetic messages (API errors reported as assistant text) are not
-        // model turns and carry zero usage.
-        let synthetic = error.is_some() || model.as_deref() == Some("<synthetic>");
-        if !synthetic {
-            if self.stats.model.is_none()
-                && let Some(model) = model.as_ref().filter(|m| !m.is_empty())
-            {
-                self.stats.model = Some(clean(model));
-            }
-            if let Some(id) = message.get_str("id") {
-                let usage = message.get("usage").and_then(claude_usage);
-                let claude = &mut self.claude;
-                let entry = claude.usage_by_message.entry(id.into_owned()).or_default();
-                if let Some(usage) = usage {
-                    entry.replace_in(&mut claude.summed, usage);
-                    let name = model
-                        .as_deref()
-                        .filter(|m| !m.is_empty())
-                        .map(clean)
-                        .or_else(|| self.stats.model.clone())
-                        .unwrap_or_default();
-                    let by_model = claude.by_model.entry(name).or_default();
-                    entry.replace_in(by_model, usage);
-                    *entry = usage;
-                }
+        }
+        let mut text = String::from("⚑ hook");
+        for key in ["hook_event", "hook_name"] {
+            if let Some(v) = event.str(key).filter(|v| !v.is_empty()) {
+                text.push(' ');
+                text.push_str(&clean(&v));
             }
         }
+        if let Some(o) = outcome.filter(|o| !o.is_empty()) {
+            text.push_str(&format!(" {}", clean(&o)));
+        }
+        if let Some(code) = exit {
+            text.push_str(&format!(" (exit {code})"));
+        }
+        let said = ["stderr", "output", "stdout"]
+            .iter()
+            .filter_map(|key| event.str(key))
+            .find(|s| !s.trim().is_empty())
+            .unwrap_or_default();
+        let first = one_line(&said);
+        if !first.is_empty() {
+            text.push_str(": ");
+            text.push_str(&first);
+        }
+        out.push(
+            line(LineKind::System, fit(text))
+                .with_detail(self.detail(said, true))
+                .with_error(true),
+        );
+    }
 
-        let blocks: &[Json<'_>] = match message.get("content") {
-            Some(Json::Arr(blocks)) => blocks,
-            Some(text @ Json::Str(_)) => std::slice::from_ref(text),
-            _ => &[],
+    fn claude_assistant(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
+        let Some(message) = event.message.object() else {
+            return;
+        };
+        let error = match &event.error {
+            ErrorField::Text(error) if !error.is_empty() => Some(error.as_ref()),
+            _ => None,
+        };
+        let model = message.model.str();
+        // Synthetic messages (API errors reported as assistant text) are not
+        // model turns and carry zero usage.
+        let synthetic = error.is_some() || model == Some("<synthetic>");
+        if !synthetic {
+            self.count_message(message);
+        }
+        let blocks: &[Block<'_>] = match &message.content {
+            Content::Text(text) => {
+                if self.render && error.is_none() {
+                    push_text_lines(text.str().unwrap_or_default(), out);
+                }
+                &[]
+            }
+            Content::Blocks(blocks) => blocks,
         };
         if !self.render {
             for block in blocks {
                 if matches!(
-                    block.get_str("type").as_deref(),
+                    block.kind.str(),
                     Some("tool_use" | "server_tool_use" | "mcp_tool_use")
                 ) {
                     self.claude_tool_use(block, out);
@@ -248,16 +392,15 @@ impl StreamParser {
             }
             return;
         }
-        if let Some(error) = &error {
-            let said = blocks
-                .iter()
-                .filter_map(|b| match b {
-                    Json::Str(_) => b.str(),
-                    _ if b.get_str("type").as_deref() == Some("text") => b.get_str("text"),
-                    _ => None,
-                })
-                .next()
-                .unwrap_or_default();
+        if let Some(error) = error {
+            let said = match &message.content {
+                Content::Text(text) => text.cow().unwrap_or_default(),
+                Content::Blocks(_) => blocks
+                    .iter()
+                    .find(|b| b.kind.str() == Some("text"))
+                    .map(|b| text_of(b.text))
+                    .unwrap_or_default(),
+            };
             let first = one_line(&said);
             let mut text = format!("✗ {}", clean(error));
             if !first.is_empty() {
@@ -266,25 +409,14 @@ impl StreamParser {
             }
             out.push(
                 line(LineKind::Error, fit(text))
-                    .with_detail(self.detail(&*said, true))
+                    .with_detail(self.detail(said, true))
                     .with_error(true),
             );
         }
         for block in blocks {
-            if let Json::Str(_) = block {
-                if error.is_none() {
-                    push_text_lines(&block.str().unwrap_or_default(), out);
-                }
-                continue;
-            }
-            match block.get_str("type").as_deref() {
-                Some("text") if error.is_none() => {
-                    push_text_lines(&block.get_str("text").unwrap_or_default(), out);
-                }
-                Some("thinking") => {
-                    let thinking = block.get_str("thinking").unwrap_or_default();
-                    out.push(self.thinking(thinking));
-                }
+            match block.kind.str() {
+                Some("text") if error.is_none() => push_text_lines(&text_of(block.text), out),
+                Some("thinking") => out.push(self.thinking(text_of(block.thinking))),
                 Some("redacted_thinking") => {
                     out.push(line(LineKind::Thinking, "✻ thinking (redacted)".to_owned()));
                 }
@@ -293,6 +425,41 @@ impl StreamParser {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Usage of one API message, which Claude Code may split over several
+    /// lines that all repeat it: the last one seen counts.
+    fn count_message(&mut self, message: &Message<'_>) {
+        if self.stats.model.is_none()
+            && let Some(model) = message.model.text()
+        {
+            self.stats.model = Some(clean(model));
+        }
+        let Some(id) = message.id.str() else {
+            return;
+        };
+        let usage = claude_usage(message.usage);
+        let claude = &mut self.claude;
+        if !claude.usage_by_message.contains_key(id) {
+            claude
+                .usage_by_message
+                .insert(id.to_owned(), Usage::default());
+        }
+        let Some(entry) = claude.usage_by_message.get_mut(id) else {
+            return;
+        };
+        if let Some(usage) = usage {
+            entry.replace_in(&mut claude.summed, usage);
+            let name = message
+                .model
+                .text()
+                .map(clean)
+                .or_else(|| self.stats.model.clone())
+                .unwrap_or_default();
+            let by_model = claude.by_model.entry(name).or_default();
+            entry.replace_in(by_model, usage);
+            *entry = usage;
         }
     }
 
@@ -305,39 +472,38 @@ impl StreamParser {
             .with_detail(self.detail(text, true))
     }
 
-    pub(super) fn claude_tool_use(&mut self, block: &Json<'_>, out: &mut Vec<Rendered>) {
-        let id = block.get_str("id").map(|id| clean(&id));
+    fn claude_tool_use(&mut self, block: &Block<'_>, out: &mut Vec<Rendered>) {
+        let id = scalar(block.id).str().map(clean);
         if let Some(id) = &id
             && !self.claude.seen_tool_uses.insert(id.clone())
         {
             return;
         }
-        let name = clean(&block.get_str("name").unwrap_or_default());
+        let name = scalar(block.name).text().map(clean).unwrap_or_default();
         let name = if name.is_empty() {
             "tool".to_owned()
         } else {
             name
         };
         self.count_tool(&name);
-        let input = block.get("input").unwrap_or(&Json::Null);
         if !self.render && self.tool_call_log.is_none() {
             return;
         }
-        let summary = tool_summary(&name, input);
+        let input = block.input.filter(|raw| raw.get() != "null");
+        let summary = input
+            .map(|raw| tool_summary(&name, raw))
+            .unwrap_or_default();
         self.log_tool_call(&name, &summary, input);
         if !self.render {
             return;
         }
-        let detail = match input {
-            Json::Null => None,
-            input => match readable_input(input) {
-                Some(text) => self.detail(text, true),
-                None => {
-                    let (pretty, complete) = json_text(input, true);
-                    self.detail(pretty, complete)
-                }
-            },
-        };
+        let detail = input.and_then(|input| match readable_input(input) {
+            Some(text) => self.detail(text, true),
+            None => {
+                let (pretty, complete) = json_text(input, true);
+                self.detail(pretty, complete)
+            }
+        });
         out.push(
             line(LineKind::ToolCall, call_text(&name, &summary))
                 .with_detail(detail)
@@ -354,16 +520,16 @@ impl StreamParser {
             .or_default() += 1;
     }
 
-    pub(super) fn claude_user(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        let Some(Json::Arr(blocks)) = event.get("message").and_then(|m| m.get("content")) else {
-            // A plain string is the prompt echoed back: nothing new to show.
+    fn claude_user(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
+        // A plain string is the prompt echoed back: nothing new to show.
+        let Some(Content::Blocks(blocks)) = event.message.object().map(|m| &m.content) else {
             return;
         };
         for block in blocks {
-            if block.get_str("type").as_deref() != Some("tool_result") {
+            if block.kind.str() != Some("tool_result") {
                 continue;
             }
-            let is_error = block.get("is_error").and_then(Json::bool) == Some(true);
+            let is_error = scalar(block.is_error).bool() == Some(true);
             if is_error {
                 self.stats.tool_errors += 1;
             }
@@ -371,31 +537,34 @@ impl StreamParser {
                 continue;
             }
             let mut body = Collected::default();
-            match block.get("content") {
-                Some(Json::Str(s)) => body.push_jstr(*s),
-                Some(Json::Arr(parts)) => {
-                    for part in parts {
-                        match part {
-                            Json::Str(s) => body.push_block(|c| c.push_jstr(*s)),
-                            _ => match part.get_str("type").as_deref() {
-                                Some("text") => {
-                                    if let Some(Json::Str(s)) = part.get("text") {
-                                        body.push_block(|c| c.push_jstr(*s));
-                                    }
-                                }
-                                Some("image") => body.push_block(|c| c.push_str("[image]")),
-                                Some(other) => {
-                                    let label = format!("[{}]", clean(other));
-                                    body.push_block(|c| c.push_str(&label));
-                                }
-                                None => {}
-                            },
+            let content = block.content;
+            if content.is_some_and(|raw| raw.get().starts_with('"')) {
+                body.push_str(&text_of(content));
+            } else {
+                for part in decode::items(content) {
+                    if part.get().starts_with('"') {
+                        body.push_block(|c| c.push_str(&text_of(Some(part))));
+                        continue;
+                    }
+                    let Some(part) = Obj::of(Some(part)) else {
+                        continue;
+                    };
+                    match part.scalar("type").str() {
+                        Some("text") => {
+                            if let Some(text) = part.str("text") {
+                                body.push_block(|c| c.push_str(&text));
+                            }
                         }
+                        Some("image") => body.push_block(|c| c.push_str("[image]")),
+                        Some(other) => {
+                            let label = format!("[{}]", clean(other));
+                            body.push_block(|c| c.push_str(&label));
+                        }
+                        None => {}
                     }
                 }
-                _ => {}
             }
-            let id = block.get_str("tool_use_id").map(|id| clean(&id));
+            let id = scalar(block.tool_use_id).str().map(clean);
             out.push(self.result_line(body, is_error, None, id));
         }
     }
@@ -441,20 +610,21 @@ impl StreamParser {
             .with_error(is_error)
     }
 
-    pub(super) fn claude_result(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        let subtype = event.get_str("subtype").map(|s| clean(&s));
-        let is_error = event.get("is_error").and_then(Json::bool);
-        let turns = event.get_u64("num_turns");
-        let cost = event
-            .get("total_cost_usd")
-            .or_else(|| event.get("cost_usd"))
-            .and_then(Json::f64);
-        let duration = event.get_u64("duration_ms");
-        let result = event.get_str("result");
-        let api_status = event.get_u64("api_error_status");
+    fn claude_result(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
+        let subtype = scalar(event.subtype).str().map(clean);
+        let is_error = scalar(event.is_error).bool();
+        let turns = scalar(event.num_turns).u64();
+        let cost = scalar(event.total_cost_usd)
+            .f64()
+            .or_else(|| scalar(event.cost_usd).f64());
+        let duration = scalar(event.duration_ms).u64();
+        let result = scalar(event.result);
+        let result = result.str();
+        let api_status = scalar(event.api_error_status).u64();
 
-        if let Some(id) = event.get_str("session_id").filter(|id| !id.is_empty()) {
-            self.stats.agent_session_id = Some(clean(&id));
+        let session = scalar(event.session_id);
+        if let Some(id) = session.text() {
+            self.stats.agent_session_id = Some(clean(id));
         }
         self.stats.ended = true;
         let failed =
@@ -465,20 +635,16 @@ impl StreamParser {
         let did_nothing = failed && turns == Some(0);
         let first_result =
             self.stats.result_subtype.is_none() && self.stats.result_is_error.is_none();
-        if let Some(Json::Obj(models)) = event.get("modelUsage") {
-            for (name, usage) in models {
+        if let Some(models) = Obj::of(event.model_usage) {
+            for (name, usage) in models.members() {
                 let Some(usage) = model_usage(usage) else {
                     continue;
                 };
-                let kept = self
-                    .claude
-                    .result_by_model
-                    .entry(clean(&name.decode()))
-                    .or_default();
+                let kept = self.claude.result_by_model.entry(clean(name)).or_default();
                 *kept = kept.max(usage);
             }
         }
-        if let Some(usage) = event.get("usage").and_then(claude_usage) {
+        if let Some(usage) = claude_usage(event.usage) {
             self.claude.result_usage =
                 Some(self.claude.result_usage.unwrap_or_default().max(usage));
         }
@@ -491,10 +657,9 @@ impl StreamParser {
         if first_result || !did_nothing {
             self.stats.result_subtype = subtype.clone();
             self.stats.result_is_error = is_error;
-            self.stats.result_text = result
-                .as_deref()
-                .map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
-            self.note_final_text(result.as_deref());
+            self.stats.result_text =
+                result.map(|r| cap_bytes(sanitize_block(r), MAX_STATS_TEXT_BYTES));
+            self.note_final_text(result);
         }
         if !self.render {
             return;
@@ -534,7 +699,7 @@ impl StreamParser {
                 .with_error(failed),
         );
         if let Some(result) = result.filter(|r| !r.trim().is_empty()) {
-            let (first, more) = first_line(&result);
+            let (first, more) = first_line(result);
             let mut text = clean(first);
             if more > 0 {
                 text.push_str(&format!(" (+{})", plural(more as u64, "line")));
@@ -542,7 +707,7 @@ impl StreamParser {
             out.push(
                 line(LineKind::Text, fit(text))
                     .with_detail(
-                        self.detail(&*result, true)
+                        self.detail(result, true)
                             .filter(|_| more > 0 || text_is_cut(first)),
                     )
                     .with_error(failed),
@@ -550,24 +715,24 @@ impl StreamParser {
         }
     }
 
-    pub(super) fn claude_rate_limit(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        let Some(info @ Json::Obj(_)) = event.get("rate_limit_info") else {
+    fn claude_rate_limit(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
+        let Some(info) = Obj::of(event.rate_limit_info) else {
             return;
         };
-        let Some(status) = info.get_str("status").filter(|s| !s.is_empty()) else {
+        let Some(status) = info.str("status").filter(|s| !s.is_empty()) else {
             return;
         };
         if status == "allowed" {
             return;
         }
         let mut text = format!("⚠ rate limit {}", clean(&status));
-        let kind = info.get_str("rateLimitType").map(|k| clean(&k));
+        let kind = info.str("rateLimitType").map(|k| clean(&k));
         if let Some(kind) = &kind {
             text.push_str(&format!(" ({kind})"));
         }
         if let Some(at) = info
-            .get("resetsAt")
-            .and_then(Json::i64)
+            .scalar("resetsAt")
+            .i64()
             .and_then(epoch_seconds)
             .and_then(|s| chrono::DateTime::from_timestamp(s, 0))
         {
@@ -583,12 +748,15 @@ impl StreamParser {
             text.push_str(&format!(" resets {when} UTC"));
         }
         // Past the limit but paying for overage: the agent goes on working.
-        let overage = info.get("isUsingOverage").and_then(Json::bool) == Some(true);
+        let overage = info.scalar("isUsingOverage").bool() == Some(true);
         if overage {
             text.push_str(" · using overage");
             self.stats.overage_events += 1;
         }
-        let (pretty, complete) = json_text(info, true);
+        let (pretty, complete) = event
+            .rate_limit_info
+            .map(|raw| json_text(raw, true))
+            .unwrap_or_default();
         out.push(
             line(LineKind::RateLimit, fit(text))
                 .with_detail(self.detail(pretty, complete))
@@ -608,16 +776,66 @@ fn usage_text(usage: Usage) -> String {
     )
 }
 
+/// A message's or a result's `usage` (snake-case keys).
+fn claude_usage(usage: Option<&RawValue>) -> Option<Usage> {
+    let usage = Obj::of(usage)?;
+    let field = |key: &str| usage.scalar(key).u64().unwrap_or(0);
+    Some(Usage {
+        input: field("input_tokens"),
+        output: field("output_tokens"),
+        cache_read: field("cache_read_input_tokens"),
+        cache_write: field("cache_creation_input_tokens"),
+    })
+}
+
 /// One model's entry of a result's `modelUsage` (camel-case keys).
-fn model_usage(usage: &Json<'_>) -> Option<Usage> {
-    if !matches!(usage, Json::Obj(_)) {
-        return None;
-    }
-    let field = |key: &str| usage.get_u64(key).unwrap_or(0);
+fn model_usage(usage: &RawValue) -> Option<Usage> {
+    let usage = Obj::of(Some(usage))?;
+    let field = |key: &str| usage.scalar(key).u64().unwrap_or(0);
     Some(Usage {
         input: field("inputTokens"),
         output: field("outputTokens"),
         cache_read: field("cacheReadInputTokens"),
         cache_write: field("cacheCreationInputTokens"),
     })
+}
+
+/// Header fields of `system/init` for the expanded view.
+fn init_detail(event: &Obj<'_>) -> String {
+    let mut detail = String::new();
+    for (key, label) in [
+        ("cwd", "cwd"),
+        ("claude_code_version", "version"),
+        ("permissionMode", "permission mode"),
+        ("model", "model"),
+        ("session_id", "session"),
+    ] {
+        if let Some(value) = event.str(key) {
+            detail.push_str(&format!("{label}: {value}\n"));
+        }
+    }
+    let tools: Vec<Cow<'_, str>> = event
+        .items("tools")
+        .into_iter()
+        .filter_map(|t| scalar(Some(t)).cow())
+        .collect();
+    if event.get("tools").is_some_and(|t| t.get().starts_with('[')) {
+        detail.push_str(&format!("tools: {}\n", tools.join(", ")));
+    }
+    let names: Vec<String> = event
+        .items("mcp_servers")
+        .into_iter()
+        .map(|s| {
+            let s = Obj::of(Some(s)).unwrap_or_default();
+            let name = s.str("name").unwrap_or_default();
+            match s.str("status") {
+                Some(status) => format!("{name} ({status})"),
+                None => name.into_owned(),
+            }
+        })
+        .collect();
+    if !names.is_empty() {
+        detail.push_str(&format!("mcp servers: {}\n", names.join(", ")));
+    }
+    detail
 }

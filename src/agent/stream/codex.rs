@@ -1,12 +1,121 @@
-//! Codex `exec --json` events: display lines and statistics.
+//! Codex `exec --json`: the typed event of a line, and the display lines and
+//! statistics read from it.
 
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::super::classify::Signals;
+use super::decode::{ErrorField, Loose, Obj, Scalar, json_text, scalar};
 use super::*;
 
+/// One line of `codex exec --json`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct CodexEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) thread_id: Scalar<'a>,
+    /// An `error` event's text.
+    #[serde(borrow)]
+    pub(super) message: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) usage: Option<&'a RawValue>,
+    /// A `turn.failed` event's `{message}`.
+    #[serde(borrow)]
+    pub(super) error: ErrorField<'a>,
+    // Claude's result members, should a Claude event come through: what
+    // classification reads is read whatever the format.
+    #[serde(borrow)]
+    pub(super) subtype: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) is_error: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) api_error_status: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) rate_limit_info: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) item: Loose<Item<'a>>,
+}
+
+/// A thread item (message, command, file change, tool call…).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Item<'a> {
+    #[serde(borrow)]
+    pub(super) id: Scalar<'a>,
+    #[serde(rename = "type", borrow)]
+    pub(super) kind: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) item_type: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) text: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) command: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) aggregated_output: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) exit_code: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) status: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) server: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) tool: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) query: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) prompt: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) message: Scalar<'a>,
+    #[serde(borrow)]
+    pub(super) arguments: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) error: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) changes: Option<&'a RawValue>,
+    #[serde(borrow)]
+    pub(super) items: Option<&'a RawValue>,
+}
+
+/// Whether an event `type` is Codex's.
+pub(super) fn owns(kind: &str) -> bool {
+    matches!(kind, "error" | "request_user_input")
+        || ["thread.", "turn.", "item."]
+            .iter()
+            .any(|prefix| kind.starts_with(prefix))
+}
+
+/// Reads one line holding a JSON object: statistics and display lines, and
+/// what classification needs of it.
+pub(super) fn decode<'a>(
+    parser: &mut StreamParser,
+    body: &'a str,
+    out: &mut Vec<Rendered>,
+) -> serde_json::Result<Signals<'a>> {
+    let event = serde_json::from_str::<CodexEvent<'a>>(body)?;
+    parser.codex_event(&event, out);
+    Ok(Signals {
+        kind: event.kind,
+        subtype: event.subtype,
+        is_error: event.is_error,
+        api_error_status: event.api_error_status,
+        result: event.result,
+        message: event.message,
+        error: event.error,
+        rate_limit_info: event.rate_limit_info,
+    })
+}
+
 impl StreamParser {
-    pub(super) fn codex_event(&mut self, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        match event.get_str("type").as_deref() {
+    fn codex_event(&mut self, event: &CodexEvent<'_>, out: &mut Vec<Rendered>) {
+        match event.kind.str() {
             Some("thread.started") => {
-                let id = event.get_str("thread_id").map(|id| clean(&id));
+                let id = event.thread_id.str().map(clean);
                 let mut text = String::from("● session started");
                 if let Some(id) = id.filter(|id| !id.is_empty()) {
                     text.push_str(&format!(" · thread {id}"));
@@ -17,8 +126,8 @@ impl StreamParser {
             Some("turn.completed") => {
                 self.stats.turns += 1;
                 self.stats.ended = true;
-                let usage = event.get("usage");
-                let field = |key: &str| usage.and_then(|u| u.get_u64(key));
+                let usage = Obj::of(event.usage).unwrap_or_default();
+                let field = |key: &str| usage.scalar(key).u64();
                 let (input, cached, output) = (
                     field("input_tokens"),
                     field("cached_input_tokens"),
@@ -42,26 +151,26 @@ impl StreamParser {
                 out.push(line(LineKind::System, fit(text)));
             }
             Some("turn.failed") => {
-                let message = event
-                    .get("error")
-                    .and_then(|e| e.get_str("message"))
-                    .unwrap_or_default();
+                let message = match &event.error {
+                    ErrorField::Object { message } => message.clone().unwrap_or_default(),
+                    _ => Cow::Borrowed(""),
+                };
                 out.push(self.error_line("turn failed", &message));
             }
             Some("error") => {
-                let message = event.get_str("message").unwrap_or_default();
-                if is_reconnecting(&message) {
+                let message = event.message.str().unwrap_or_default();
+                if is_reconnecting(message) {
                     // Codex retrying inside the session: a notice, not a failure.
                     out.push(line(
                         LineKind::System,
-                        fit(format!("⟳ {}", one_line(&message))),
+                        fit(format!("⟳ {}", one_line(message))),
                     ));
                 } else {
-                    out.push(self.error_line("", &message));
+                    out.push(self.error_line("", message));
                 }
             }
             Some(phase @ ("item.started" | "item.updated" | "item.completed")) => {
-                if let Some(item @ Json::Obj(_)) = event.get("item") {
+                if let Some(item) = &event.item.0 {
                     self.codex_item(item, phase == "item.completed", out);
                 }
             }
@@ -85,24 +194,25 @@ impl StreamParser {
             .with_error(true)
     }
 
-    pub(super) fn codex_item(&mut self, item: &Json<'_>, completed: bool, out: &mut Vec<Rendered>) {
-        let id = item.get_str("id").map(|id| clean(&id));
+    fn codex_item(&mut self, item: &Item<'_>, completed: bool, out: &mut Vec<Rendered>) {
+        let id = item.id.str().map(clean);
         let kind = item
-            .get_str("type")
-            .or_else(|| item.get_str("item_type"))
+            .kind
+            .str()
+            .or_else(|| item.item_type.str())
             .unwrap_or_default();
-        match kind.as_ref() {
+        match kind {
             "agent_message" | "assistant_message" | "plan" if completed => {
-                let text = item.get_str("text").unwrap_or_default();
+                let text = item.text.str().unwrap_or_default();
                 if kind == "agent_message" || kind == "assistant_message" {
                     self.stats.last_agent_message =
-                        Some(cap_bytes(sanitize_block(&*text), MAX_STATS_TEXT_BYTES));
-                    self.note_final_text(Some(&text));
+                        Some(cap_bytes(sanitize_block(text), MAX_STATS_TEXT_BYTES));
+                    self.note_final_text(Some(text));
                 }
-                push_text_lines(&text, out);
+                push_text_lines(text, out);
             }
             "reasoning" if completed => {
-                let text = item.get_str("text").unwrap_or_default();
+                let text = item.text.cow().unwrap_or_default();
                 out.push(self.thinking(text));
             }
             "command_execution" | "mcp_tool_call" => {
@@ -112,7 +222,7 @@ impl StreamParser {
                     .as_ref()
                     .is_some_and(|id| self.codex.started.contains(id));
                 if !shown {
-                    out.push(self.codex_call(item, &kind, id.clone()));
+                    out.push(self.codex_call(item, kind, id.clone()));
                     if !completed && let Some(id) = &id {
                         self.codex.started.insert(id.clone());
                     }
@@ -121,14 +231,17 @@ impl StreamParser {
                     if let Some(id) = &id {
                         self.codex.started.remove(id);
                     }
-                    out.push(self.codex_result(item, &kind, id));
+                    out.push(self.codex_result(item, kind, id));
                 }
             }
             "file_change" if completed => {
-                let changes = item.get("changes").map(Json::items).unwrap_or_default();
+                let changes: Vec<Obj<'_>> = decode::items(item.changes)
+                    .into_iter()
+                    .map(|c| Obj::of(Some(c)).unwrap_or_default())
+                    .collect();
                 let mut summary = changes
                     .first()
-                    .and_then(|c| c.get_str("path"))
+                    .and_then(|c| c.str("path"))
                     .map(|p| clean(&p))
                     .unwrap_or_default();
                 if changes.len() > 1 {
@@ -139,8 +252,8 @@ impl StreamParser {
                     .map(|c| {
                         format!(
                             "{} {}",
-                            c.get_str("kind").unwrap_or_default(),
-                            c.get_str("path").unwrap_or_default()
+                            c.str("kind").unwrap_or_default(),
+                            c.str("path").unwrap_or_default()
                         )
                     })
                     .collect();
@@ -150,7 +263,7 @@ impl StreamParser {
                         .with_detail(self.detail(detail.join("\n"), true))
                         .with_id(id.clone()),
                 );
-                if item.get_str("status").as_deref() == Some("failed") {
+                if item.status.str() == Some("failed") {
                     self.stats.tool_errors += 1;
                     out.push(
                         line(LineKind::ToolResult, "  ✗ patch failed".to_owned())
@@ -160,25 +273,20 @@ impl StreamParser {
                 }
             }
             "web_search" if completed => {
-                let query = item
-                    .get_str("query")
-                    .map(|q| one_line(&q))
-                    .unwrap_or_default();
+                let query = item.query.str().map(one_line).unwrap_or_default();
                 self.count_tool("web_search");
                 out.push(line(LineKind::ToolCall, call_text("web_search", &query)).with_id(id));
             }
             "collab_tool_call" if completed => {
                 let tool = item
-                    .get_str("tool")
-                    .map(|t| clean(&t))
+                    .tool
+                    .str()
+                    .map(clean)
                     .unwrap_or_else(|| "agent".to_owned());
-                let prompt = item
-                    .get_str("prompt")
-                    .map(|p| one_line(&p))
-                    .unwrap_or_default();
+                let prompt = item.prompt.str().map(one_line).unwrap_or_default();
                 self.count_tool(&tool);
                 out.push(line(LineKind::ToolCall, call_text(&tool, &prompt)).with_id(id.clone()));
-                if item.get_str("status").as_deref() == Some("failed") {
+                if item.status.str() == Some("failed") {
                     self.stats.tool_errors += 1;
                     out.push(
                         line(LineKind::ToolResult, format!("  ✗ {tool} failed"))
@@ -188,28 +296,25 @@ impl StreamParser {
                 }
             }
             "todo_list" if completed => {
-                let items = item.get("items").map(Json::items).unwrap_or_default();
-                let done = items
-                    .iter()
-                    .filter(|i| i.get("completed").and_then(Json::bool) == Some(true))
-                    .count();
+                let items: Vec<Obj<'_>> = decode::items(item.items)
+                    .into_iter()
+                    .map(|i| Obj::of(Some(i)).unwrap_or_default())
+                    .collect();
+                let is_done = |i: &Obj<'_>| i.scalar("completed").bool() == Some(true);
+                let done = items.iter().filter(|i| is_done(i)).count();
                 let mut text = format!("☑ plan {done}/{} done", items.len());
                 if let Some(next) = items
                     .iter()
-                    .find(|i| i.get("completed").and_then(Json::bool) != Some(true))
-                    .and_then(|i| i.get_str("text"))
+                    .find(|i| !is_done(i))
+                    .and_then(|i| i.str("text"))
                 {
                     text.push_str(&format!(" · next: {}", one_line(&next)));
                 }
                 let detail: Vec<String> = items
                     .iter()
                     .map(|i| {
-                        let mark = if i.get("completed").and_then(Json::bool) == Some(true) {
-                            "[x]"
-                        } else {
-                            "[ ]"
-                        };
-                        format!("{mark} {}", i.get_str("text").unwrap_or_default())
+                        let mark = if is_done(i) { "[x]" } else { "[ ]" };
+                        format!("{mark} {}", i.str("text").unwrap_or_default())
                     })
                     .collect();
                 out.push(
@@ -218,64 +323,48 @@ impl StreamParser {
                 );
             }
             "error" if completed => {
-                let message = item.get_str("message").unwrap_or_default();
-                out.push(self.error_line("", &message));
+                let message = item.message.str().unwrap_or_default();
+                out.push(self.error_line("", message));
             }
             _ => {}
         }
     }
 
-    pub(super) fn codex_call(
-        &mut self,
-        item: &Json<'_>,
-        kind: &str,
-        id: Option<String>,
-    ) -> Rendered {
+    fn codex_call(&mut self, item: &Item<'_>, kind: &str, id: Option<String>) -> Rendered {
         if kind == "command_execution" {
-            let command = item.get_str("command").unwrap_or_default();
+            let command = scalar(item.command).cow().unwrap_or_default();
             self.count_tool("exec");
             let summary = one_line(&unwrap_shell(&command));
-            if self.tool_call_log.is_some() {
-                let input = item.get("command").cloned().unwrap_or(Json::Null);
-                self.log_tool_call("exec", &summary, &input);
-            }
+            self.log_tool_call("exec", &summary, item.command);
             return line(LineKind::ToolCall, call_text("exec", &summary))
-                .with_detail(self.detail(&*command, true))
+                .with_detail(self.detail(command, true))
                 .with_id(id);
         }
-        let server = item.get_str("server").unwrap_or_default();
-        let tool = item.get_str("tool").unwrap_or_default();
+        let server = item.server.str().unwrap_or_default();
+        let tool = item.tool.str().unwrap_or_default();
         let name = clean(&format!("mcp__{server}__{tool}"));
         self.count_tool(&name);
-        let arguments = item.get("arguments").unwrap_or(&Json::Null);
-        let summary = compact_summary(arguments);
+        let arguments = item.arguments.filter(|raw| raw.get() != "null");
+        let summary = arguments.map(compact_summary).unwrap_or_default();
         self.log_tool_call(&name, &summary, arguments);
-        let detail = match arguments {
-            Json::Null => None,
-            args => {
-                let (pretty, complete) = json_text(args, true);
-                self.detail(pretty, complete)
-            }
-        };
+        let detail = arguments.and_then(|args| {
+            let (pretty, complete) = json_text(args, true);
+            self.detail(pretty, complete)
+        });
         line(LineKind::ToolCall, call_text(&name, &summary))
             .with_detail(detail)
             .with_id(id)
     }
 
-    pub(super) fn codex_result(
-        &mut self,
-        item: &Json<'_>,
-        kind: &str,
-        id: Option<String>,
-    ) -> Rendered {
-        let status = item.get_str("status");
+    fn codex_result(&mut self, item: &Item<'_>, kind: &str, id: Option<String>) -> Rendered {
+        let status = item.status.str();
         let mut body = Collected::default();
         if kind == "command_execution" {
-            let exit = item.get("exit_code").and_then(Json::i64);
-            if let Some(Json::Str(output)) = item.get("aggregated_output") {
-                body.push_jstr(*output);
+            let exit = item.exit_code.i64();
+            if let Some(output) = item.aggregated_output.str() {
+                body.push_str(output);
             }
-            let label = match (exit, status.as_deref()) {
+            let label = match (exit, status) {
                 (Some(code), _) if code != 0 => Some(format!("exit {code}")),
                 (_, Some("declined")) => Some("declined".to_owned()),
                 (_, Some("failed")) => Some("failed".to_owned()),
@@ -286,18 +375,19 @@ impl StreamParser {
             }
             return self.result_line(body, label.is_some(), label.as_deref(), id);
         }
-        let error = item
-            .get("error")
-            .and_then(|e| e.get_str("message").or_else(|| e.str()));
-        let failed = error.is_some() || status.as_deref() == Some("failed");
+        let error = Obj::of(item.error)
+            .and_then(|e| e.str("message"))
+            .or_else(|| scalar(item.error).cow());
+        let failed = error.is_some() || status == Some("failed");
         if let Some(error) = &error {
             body.push_str(error);
-        } else if let Some(content) = item.get("result").and_then(|r| r.get("content")) {
-            for part in content.items() {
-                match part.get("text") {
-                    Some(Json::Str(s)) => body.push_block(|c| c.push_jstr(*s)),
-                    _ => {
-                        if let Some(kind) = part.get_str("type") {
+        } else if let Some(result) = Obj::of(item.result) {
+            for part in result.items("content") {
+                let part = Obj::of(Some(part)).unwrap_or_default();
+                match part.scalar("text").str() {
+                    Some(text) => body.push_block(|c| c.push_str(text)),
+                    None => {
+                        if let Some(kind) = part.str("type") {
                             let label = format!("[{}]", clean(&kind));
                             body.push_block(|c| c.push_str(&label));
                         }

@@ -1,25 +1,30 @@
-//! Live reading of an agent's output stream: display lines and session statistics.
+//! Live reading of an agent's output stream: display lines, session statistics
+//! and, for the supervisor, the session's classification, from one decode of
+//! each line.
 //!
-//! While a session runs, the supervisor's UI tails the session's output file and
-//! hands every new chunk of bytes to a [`StreamParser`]. The parser turns Claude
-//! Code `--output-format stream-json` events, Codex `exec --json` events or plain
-//! terminal text into short, safe display lines ([`Rendered`]) and keeps running
-//! [`SessionStats`] (turns, tool calls, tokens, cost, the final result).
+//! While a session runs, the supervisor and the control room each read the
+//! session's output file and hand every new chunk of bytes to a
+//! [`StreamParser`]. The parser turns Claude Code `--output-format stream-json`
+//! events, Codex `exec --json` events or plain terminal text into short, safe
+//! display lines ([`Rendered`]), keeps running [`SessionStats`] (turns, tool
+//! calls, tokens, cost, the final result) and hands each decoded event to the
+//! classifier when one is attached ([`StreamParser::classify_with`]).
 //!
 //! Design points, each forced by what agents actually write:
 //! - Chunks arrive at arbitrary byte boundaries, so partial lines are buffered;
 //!   the result never depends on how the bytes were split.
 //! - One line can be many megabytes (a tool result holding a whole file, a base64
 //!   image). The pending line is capped at 1 MiB; a longer JSON line is still
-//!   read, from its kept start, by a parser that closes whatever the cut left
-//!   open, so the event keeps its kind and id and the line is counted.
+//!   read from its kept start, with whatever the cut left open closed, so the
+//!   event keeps its kind and id and the line is counted.
 //! - Agent output is untrusted terminal content. Every displayed string is
 //!   stripped of control characters and escape sequences (only colour SGR
 //!   survives, and only on plain text lines), so nothing the agent printed can
 //!   move the cursor, retitle the terminal or hide text.
-//! - Event lines are large and mostly uninteresting to a display, so JSON is read
-//!   by a small borrowing parser that keeps strings in their escaped form and
-//!   decodes only the parts that are shown, not by building `serde_json::Value`s.
+//! - Each format has one decoder (see `DECODERS`) that turns a line into a
+//!   typed event with serde_json: strings are borrowed from the line where they
+//!   need no unescaping, and tool inputs and results stay `RawValue`s, decoded
+//!   only when they are shown.
 //! - Formats change between agent versions: unknown event types and fields are
 //!   skipped, values of unexpected types are treated as absent, and nothing here
 //!   ever fails or panics on any input.
@@ -27,9 +32,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use std::sync::LazyLock;
-
-use memchr::{memchr, memchr2, memmem};
+use memchr::memmem;
+use serde_json::value::RawValue;
 
 /// Longest part of one line kept in memory; the rest of a longer line is dropped.
 #[cfg(test)]
@@ -40,10 +44,6 @@ const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
 
 /// Non-empty lines after which a stream with no JSON object is taken for text.
 const AUTO_DETECT_LINES: u32 = 20;
-
-/// Nesting limit of the JSON reader (as serde_json's), so hostile input cannot
-/// exhaust the stack.
-const MAX_JSON_DEPTH: usize = 128;
 
 /// Display lines produced from one text block; a pasted log of thousands of
 /// lines would otherwise flood the output pane.
@@ -184,6 +184,9 @@ pub struct StreamParser {
     /// Display lines are wanted (false: statistics only, see
     /// [`StreamParser::statistics_only`]).
     render: bool,
+    /// Classification of the same lines, from the same events (see
+    /// [`StreamParser::classify_with`]).
+    classifier: Option<Scanner<std::sync::Arc<Detectors>>>,
 }
 
 #[derive(Debug, Default)]
@@ -335,6 +338,7 @@ impl StreamParser {
             watched_in_final: false,
             tool_call_log: None,
             render: true,
+            classifier: None,
         }
     }
 
@@ -346,6 +350,19 @@ impl StreamParser {
             render: false,
             ..Self::new(format)
         }
+    }
+
+    /// Classify the session from the lines as they are read (rate limits,
+    /// transient and fatal errors, commit patterns), each line decoded once
+    /// for this and the statistics; the result is [`StreamParser::take_scan`].
+    pub fn classify_with(&mut self, detectors: std::sync::Arc<Detectors>) {
+        self.classifier = Some(Scanner::new(detectors));
+    }
+
+    /// The classification of everything fed, after [`StreamParser::finish`];
+    /// `None` unless [`StreamParser::classify_with`] was called.
+    pub fn take_scan(&mut self) -> Option<OutputScan> {
+        self.classifier.take().map(Scanner::finish)
     }
 
     /// Keep a [`ToolCallSig`] of every tool call from now on, for
@@ -362,10 +379,13 @@ impl StreamParser {
             .unwrap_or_default()
     }
 
-    fn log_tool_call(&mut self, name: &str, summary: &str, input: &Json<'_>) {
+    fn log_tool_call(&mut self, name: &str, summary: &str, input: Option<&RawValue>) {
         if let Some(log) = &mut self.tool_call_log {
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            hash_canonical(input, &mut hasher);
+            match input {
+                Some(input) => decode::hash_canonical(input, &mut hasher),
+                None => std::hash::Hash::hash(&0u8, &mut hasher),
+            }
             log.push(ToolCallSig {
                 name: name.to_owned(),
                 summary: summary.to_owned(),
@@ -424,35 +444,92 @@ impl StreamParser {
     }
 
     fn process_line(&mut self, raw: &[u8], truncated: bool, out: &mut Vec<Rendered>) {
+        let wanted = match &mut self.classifier {
+            Some(classifier) => classifier.needs_event(raw, truncated),
+            None => None,
+        };
         self.stats.lines += 1;
         self.line_cut = truncated;
-        let raw = if truncated {
+        let kept = if truncated {
             raw
         } else {
             raw.strip_suffix(b"\r").unwrap_or(raw)
         };
-        let text = decode_utf8(raw, truncated);
-        let line = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        match self.format {
-            AgentFormat::Text => out.push(plain(line)),
-            AgentFormat::Auto => self.auto_line(line, truncated, out),
-            format => {
-                let body = line.trim_matches(is_json_ws);
-                if body.is_empty() {
-                    return;
-                }
-                if self.carries_no_statistics(format, body, truncated) {
-                    self.stats.json_lines += 1;
-                    return;
-                }
-                match parse_object(body, truncated) {
-                    Some(event) => {
-                        self.stats.json_lines += 1;
-                        self.dispatch(format, &event, out);
-                    }
-                    None => out.push(plain(line)),
-                }
+        if self.carries_no_statistics(kept, truncated) {
+            // Not even checked for UTF-8: most of a stream's bytes are here.
+            self.stats.json_lines += 1;
+            if let (Some(body), Some(classifier)) = (wanted, &mut self.classifier) {
+                classifier.on_event(body, serde_json::from_slice(body).as_ref());
             }
+            return;
+        }
+        let text = decode_utf8(kept, truncated);
+        let decoded = self.read_line(&text, truncated, out);
+        if let (Some(body), Some(classifier)) = (wanted, &mut self.classifier) {
+            // The event read for the screen and the statistics, if the line
+            // was read as written (not repaired UTF-8); else the rules' own.
+            match decoded.filter(|_| matches!(text, Cow::Borrowed(_))) {
+                Some(event) => classifier.on_event(body, event.as_ref()),
+                None => classifier.on_event(body, serde_json::from_slice(body).as_ref()),
+            }
+        }
+    }
+
+    /// Display lines and statistics of one line; what classification needs
+    /// of it when it was decoded whole.
+    fn read_line<'t>(
+        &mut self,
+        text: &'t str,
+        truncated: bool,
+        out: &mut Vec<Rendered>,
+    ) -> Option<serde_json::Result<Signals<'t>>> {
+        let line = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if self.format == AgentFormat::Text {
+            out.push(plain(line));
+            return None;
+        }
+        let body = line.trim_matches(is_json_ws);
+        if body.is_empty() {
+            return None;
+        }
+        if self.format == AgentFormat::Auto {
+            self.auto_lines = self.auto_lines.saturating_add(1);
+        }
+        if !body.starts_with('{') {
+            self.plain_line(line, out);
+            return None;
+        }
+        if truncated {
+            // A line cut at the cap is read from its kept start, closed.
+            let read = decode::close_cut(body).is_some_and(|closed| {
+                let event = self.decode_object(&closed, out);
+                event.is_ok()
+            });
+            if read {
+                self.stats.json_lines += 1;
+            } else {
+                self.plain_line(line, out);
+            }
+            return None;
+        }
+        let event = self.decode_object(body, out);
+        if event.is_ok() {
+            self.stats.json_lines += 1;
+        } else {
+            self.plain_line(line, out);
+        }
+        Some(event)
+    }
+
+    /// A line that is not a JSON object: shown as text, and in `Auto`, one
+    /// more sign that the whole stream is text.
+    fn plain_line(&mut self, line: &str, out: &mut Vec<Rendered>) {
+        out.push(plain(line));
+        if self.format == AgentFormat::Auto
+            && self.auto_lines >= AUTO_DETECT_LINES
+            && !self.auto_saw_object
+        {
+            self.format = AgentFormat::Text;
         }
     }
 
@@ -460,44 +537,53 @@ impl StreamParser {
     /// of the bytes) counts only through its `is_error: true` flags: one that
     /// has none need not be read. Claude Code writes `type` first; any other
     /// shape is read in full.
-    fn carries_no_statistics(&self, format: AgentFormat, body: &str, truncated: bool) -> bool {
-        !self.render
-            && !truncated
-            && format == AgentFormat::ClaudeStreamJson
-            && self.stats.agent_session_id.is_some()
-            && body.starts_with(r#"{"type":"user","#)
+    fn carries_no_statistics(&self, line: &[u8], truncated: bool) -> bool {
+        if self.render
+            || truncated
+            || self.format != AgentFormat::ClaudeStreamJson
+            || self.stats.agent_session_id.is_none()
+        {
+            return false;
+        }
+        let line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
+        let is_ws = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+        let start = line.iter().position(|b| !is_ws(b)).unwrap_or(line.len());
+        let end = line
+            .iter()
+            .rposition(|b| !is_ws(b))
+            .map_or(start, |i| i + 1);
+        let body = &line[start..end];
+        body.starts_with(br#"{"type":"user","#)
             // A line cut short (the agent killed mid-write) is not an object.
-            && body.ends_with('}')
-            && !may_flag_an_error(body.as_bytes())
+            && body.ends_with(b"}")
+            && !may_flag_an_error(body)
     }
 
-    fn auto_line(&mut self, line: &str, truncated: bool, out: &mut Vec<Rendered>) {
-        let body = line.trim_matches(is_json_ws);
-        if body.is_empty() {
-            return;
+    /// Hands a JSON object's text to its format's decoder (in `Auto`, to the
+    /// one that owns its `type`, if any).
+    fn decode_object<'t>(
+        &mut self,
+        object: &'t str,
+        out: &mut Vec<Rendered>,
+    ) -> serde_json::Result<Signals<'t>> {
+        let decoder = DECODERS.iter().find(|d| d.format == self.format);
+        if let Some(decoder) = decoder {
+            return (decoder.decode)(self, object, out);
         }
-        self.auto_lines = self.auto_lines.saturating_add(1);
-        if let Some(event) = parse_object(body, truncated) {
-            self.stats.json_lines += 1;
-            self.auto_saw_object = true;
-            if let Some(format) = event.get_str("type").and_then(|kind| classify(&kind)) {
-                self.format = format;
-                self.dispatch(format, &event, out);
-            }
-            return;
+        // `Auto`: the event's `type` tells the format.
+        let event = serde_json::from_str::<Signals<'t>>(object)?;
+        self.auto_saw_object = true;
+        let owner = event
+            .kind
+            .str()
+            .and_then(|kind| DECODERS.iter().find(|d| (d.owns)(kind)));
+        // An object of neither format is skipped like an unknown event.
+        if let Some(decoder) = owner {
+            self.format = decoder.format;
+            // Its classification fields are those just read.
+            let _ = (decoder.decode)(self, object, out);
         }
-        out.push(plain(line));
-        if self.auto_lines >= AUTO_DETECT_LINES && !self.auto_saw_object {
-            self.format = AgentFormat::Text;
-        }
-    }
-
-    fn dispatch(&mut self, format: AgentFormat, event: &Json<'_>, out: &mut Vec<Rendered>) {
-        match format {
-            AgentFormat::ClaudeStreamJson => self.claude_event(event, out),
-            AgentFormat::CodexJson => self.codex_event(event, out),
-            AgentFormat::Auto | AgentFormat::Text => {}
-        }
+        Ok(event)
     }
 
     /// Detail text of a shown value: sanitised, capped, and marked when either
@@ -526,13 +612,47 @@ fn may_flag_an_error(body: &[u8]) -> bool {
 
 mod claude;
 mod codex;
-mod json;
+use super::decode;
 mod render;
 
+use super::classify::{Detectors, OutputScan, Scanner, Signals};
 use super::lines::LineSplitter;
 use super::text::*;
-use json::*;
 use render::*;
+
+/// How one format's lines are read.
+struct Decoder {
+    format: AgentFormat,
+    /// Whether an event `type` belongs to the format (how `Auto` decides).
+    owns: fn(&str) -> bool,
+    /// Reads one line holding a JSON object: display lines and statistics,
+    /// and what classification reads of the event.
+    decode: for<'a> fn(
+        &mut StreamParser,
+        &'a str,
+        &mut Vec<Rendered>,
+    ) -> serde_json::Result<Signals<'a>>,
+}
+
+/// The JSON formats, each with its decoder: a new format is one new file
+/// (its event types, `owns` and `decode`) and one line here. Plain text needs
+/// no decoder: every line is shown as it is.
+const DECODERS: &[Decoder] = &[
+    Decoder {
+        format: AgentFormat::ClaudeStreamJson,
+        owns: claude::owns,
+        decode: claude::decode,
+    },
+    Decoder {
+        format: AgentFormat::CodexJson,
+        owns: codex::owns,
+        decode: codex::decode,
+    },
+];
+
+fn is_json_ws(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r')
+}
 
 #[cfg(test)]
 mod tests;

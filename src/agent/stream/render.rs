@@ -1,5 +1,8 @@
 //! Display lines: constructors, tool summaries and number formatting.
 
+use serde_json::value::RawValue;
+
+use super::decode::{Obj, Scalar, json_text, scalar};
 use super::*;
 
 pub(super) fn line(kind: LineKind, text: String) -> Rendered {
@@ -77,14 +80,22 @@ pub(super) fn call_text(name: &str, summary: &str) -> String {
 }
 
 /// The input field that says most about a call, by tool.
-pub(super) fn tool_summary(name: &str, input: &Json<'_>) -> String {
+pub(super) fn tool_summary(name: &str, input: &RawValue) -> String {
+    let fields = Obj::of(Some(input)).unwrap_or_default();
     if name == "TodoWrite"
-        && let Some(Json::Arr(todos)) = input.get("todos")
+        && fields
+            .get("todos")
+            .is_some_and(|t| t.get().starts_with('['))
     {
+        let todos: Vec<Obj<'_>> = fields
+            .items("todos")
+            .into_iter()
+            .map(|t| Obj::of(Some(t)).unwrap_or_default())
+            .collect();
         let status = |s: &str| {
             todos
                 .iter()
-                .filter(|t| t.get_str("status").as_deref() == Some(s))
+                .filter(|t| t.scalar("status").str() == Some(s))
                 .count()
         };
         let mut text = format!(
@@ -94,8 +105,8 @@ pub(super) fn tool_summary(name: &str, input: &Json<'_>) -> String {
         );
         if let Some(now) = todos
             .iter()
-            .find(|t| t.get_str("status").as_deref() == Some("in_progress"))
-            .and_then(|t| t.get_str("activeForm").or_else(|| t.get_str("content")))
+            .find(|t| t.scalar("status").str() == Some("in_progress"))
+            .and_then(|t| t.str("activeForm").or_else(|| t.str("content")))
         {
             text.push_str(&format!(" · now: {}", one_line(&now)));
         }
@@ -116,94 +127,21 @@ pub(super) fn tool_summary(name: &str, input: &Json<'_>) -> String {
         _ => "",
     };
     if !field.is_empty()
-        && let Some(value) = input.get_str(field)
+        && let Some(value) = fields.str(field)
     {
         return one_line(&value);
     }
     compact_summary(input)
 }
 
-pub(super) fn compact_summary(input: &Json<'_>) -> String {
-    match input {
-        Json::Null => String::new(),
-        Json::Obj(members) if members.is_empty() => String::new(),
-        input => {
-            let mut text = String::new();
-            write_json(input, false, 0, &mut text, MAX_TEXT_CHARS * 4);
-            clean(&text)
+pub(super) fn compact_summary(input: &RawValue) -> String {
+    match input.get().trim() {
+        "null" | "{}" => String::new(),
+        _ => {
+            let (compact, _) = json_text(input, false);
+            let end = floor_char_boundary(&compact, MAX_TEXT_CHARS * 4);
+            clean(&compact[..end])
         }
-    }
-}
-
-/// Header fields of `system/init` for the expanded view.
-pub(super) fn init_detail(event: &Json<'_>) -> String {
-    let mut detail = String::new();
-    for (key, label) in [
-        ("cwd", "cwd"),
-        ("claude_code_version", "version"),
-        ("permissionMode", "permission mode"),
-        ("model", "model"),
-        ("session_id", "session"),
-    ] {
-        if let Some(value) = event.get_str(key) {
-            detail.push_str(&format!("{label}: {value}\n"));
-        }
-    }
-    if let Some(Json::Arr(tools)) = event.get("tools") {
-        let names: Vec<Cow<'_, str>> = tools.iter().filter_map(Json::str).collect();
-        detail.push_str(&format!("tools: {}\n", names.join(", ")));
-    }
-    if let Some(Json::Arr(servers)) = event.get("mcp_servers") {
-        let names: Vec<String> = servers
-            .iter()
-            .map(|s| {
-                let name = s.get_str("name").unwrap_or_default();
-                match s.get_str("status") {
-                    Some(status) => format!("{name} ({status})"),
-                    None => name.into_owned(),
-                }
-            })
-            .collect();
-        if !names.is_empty() {
-            detail.push_str(&format!("mcp servers: {}\n", names.join(", ")));
-        }
-    }
-    detail
-}
-
-pub(super) fn claude_usage(usage: &Json<'_>) -> Option<Usage> {
-    if !matches!(usage, Json::Obj(_)) {
-        return None;
-    }
-    let field = |key: &str| usage.get_u64(key).unwrap_or(0);
-    Some(Usage {
-        input: field("input_tokens"),
-        output: field("output_tokens"),
-        cache_read: field("cache_read_input_tokens"),
-        cache_write: field("cache_creation_input_tokens"),
-    })
-}
-
-/// Which format an event `type` belongs to, if either.
-pub(super) fn classify(kind: &str) -> Option<AgentFormat> {
-    match kind {
-        "system"
-        | "assistant"
-        | "user"
-        | "result"
-        | "rate_limit_event"
-        | "stream_event"
-        | "control_request"
-        | "control_response"
-        | "control_cancel_request"
-        | "keep_alive"
-        | "tool_progress"
-        | "auth_status" => Some(AgentFormat::ClaudeStreamJson),
-        "error" | "request_user_input" => Some(AgentFormat::CodexJson),
-        k if k.starts_with("thread.") || k.starts_with("turn.") || k.starts_with("item.") => {
-            Some(AgentFormat::CodexJson)
-        }
-        _ => None,
     }
 }
 
@@ -332,32 +270,96 @@ pub(super) fn group(n: u64) -> String {
 /// A tool input of plain members, one of them text of several lines (an
 /// agent's prompt, a file's content), as `key: value` lines with that text
 /// as written: JSON would show its line breaks as `\n`. `None` otherwise.
-pub(super) fn readable_input(input: &Json<'_>) -> Option<String> {
-    let Json::Obj(members) = input else {
-        return None;
-    };
-    let multi_line = members
-        .iter()
-        .any(|(_, v)| matches!(v, Json::Str(s) if s.raw.contains("\\n")));
-    if !multi_line {
+pub(super) fn readable_input(input: &RawValue) -> Option<String> {
+    let members = Obj::of(Some(input))?;
+    let mut values = Vec::with_capacity(members.members().len());
+    for (key, raw) in members.members() {
+        let value = match scalar(Some(*raw)) {
+            Scalar::Str(s) => s,
+            Scalar::Absent if raw.get() == "null" => Cow::Borrowed("null"),
+            Scalar::Absent => return None,
+            _ => Cow::Borrowed(raw.get().trim()),
+        };
+        values.push((key, value));
+    }
+    if !values.iter().any(|(_, v)| v.contains('\n')) {
         return None;
     }
     let mut out = String::new();
-    for (key, value) in members {
-        let value = match value {
-            Json::Str(s) => s.decode(),
-            Json::Num(n) => Cow::Borrowed(*n),
-            Json::Bool(b) => Cow::Owned(b.to_string()),
-            Json::Null => Cow::Borrowed("null"),
-            Json::Arr(_) | Json::Obj(_) => return None,
-        };
+    for (key, value) in values {
         if !out.is_empty() {
             out.push('\n');
         }
-        out.push_str(&key.decode());
+        out.push_str(key);
         out.push(':');
         out.push(if value.contains('\n') { '\n' } else { ' ' });
         out.push_str(&value);
     }
     Some(out)
+}
+
+/// A tool's output gathered for its result line: the text (capped) and its
+/// line count (of the whole).
+pub(super) struct Collected {
+    pub(super) text: String,
+    /// Everything was kept in `text`.
+    pub(super) complete: bool,
+    newlines: usize,
+    ends_with_newline: bool,
+    any: bool,
+}
+
+impl Default for Collected {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            complete: true,
+            newlines: 0,
+            ends_with_newline: false,
+            any: false,
+        }
+    }
+}
+
+impl Collected {
+    pub(super) fn push_str(&mut self, s: &str) {
+        self.newlines += memchr::memchr_iter(b'\n', s.as_bytes()).count();
+        if !s.is_empty() {
+            self.any = true;
+            self.ends_with_newline = s.ends_with('\n');
+        }
+        if self.complete {
+            let room = MAX_DETAIL_BYTES.saturating_sub(self.text.len());
+            if s.len() <= room {
+                self.text.push_str(s);
+            } else {
+                self.text.push_str(&s[..floor_char_boundary(s, room)]);
+                self.complete = false;
+            }
+        }
+    }
+
+    /// Adds one content block, on its own line after the previous one.
+    pub(super) fn push_block(&mut self, add: impl FnOnce(&mut Self)) {
+        if self.any && !self.ends_with_newline {
+            self.push_str("\n");
+        }
+        add(self);
+    }
+
+    /// First non-blank line (of the kept part) and the number of other lines
+    /// in the whole.
+    pub(super) fn first_line(&self) -> (&str, usize) {
+        if !self.any {
+            return ("", 0);
+        }
+        let total = self.newlines + 1 - usize::from(self.ends_with_newline);
+        let first = self
+            .text
+            .split('\n')
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        (first, total.saturating_sub(1))
+    }
 }

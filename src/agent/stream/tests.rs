@@ -834,5 +834,7 @@ fn non_json_lines_in_a_json_stream_are_plain() {
     assert_eq!((parser.stats().lines, parser.stats().json_lines), (6, 2));
 }
 
+mod decoder_choice;
 mod more;
+mod one_pass;
 mod transcripts;

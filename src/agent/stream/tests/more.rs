@@ -236,101 +236,40 @@ fn agent_format_serde_names() {
     }
 }
 
-// ---- the JSON reader ----
+// ---- lines cut at the cap ----
 
-#[test]
-fn json_reader_accepts_and_rejects() {
-    let ok = [
-        r#"{}"#,
-        r#" { "a" : [ 1 , -2.5e+3 , true , false , null , "x" , { } , [ ] ] } "#,
-        r#"{"a":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}"#,
-        r#"{"a":0,"b":-0.0,"c":1E9}"#,
-    ];
-    for line in ok {
-        assert!(parse_object(line, false).is_some(), "{line}");
-        assert!(
-            serde_json::from_str::<serde_json::Value>(line).is_ok(),
-            "{line}"
-        );
-    }
-    let bad = [
-        "",
-        "{",
-        "[]",
-        "\"x\"",
-        "{\"a\"}",
-        "{\"a\":}",
-        "{\"a\":1,}",
-        "{,}",
-        "{\"a\":01}",
-        "{\"a\":1.}",
-        "{\"a\":-}",
-        "{\"a\":tru}",
-        "{\"a\":1} x",
-        "{\"a\":[1 2]}",
-        "{\"a\":nul}",
-        "{'a':1}",
-        "{\"a\":1e}",
-        "{\"a\":.5}",
-    ];
-    for line in bad {
-        assert!(parse_object(line, false).is_none(), "{line}");
-    }
-    let deep = format!("{{\"a\":{}{}}}", "[".repeat(200), "]".repeat(200));
-    assert!(parse_object(&deep, false).is_none());
-    let fine = format!("{{\"a\":{}{}}}", "[".repeat(100), "]".repeat(100));
-    assert!(parse_object(&fine, false).is_some());
+fn closed_type_and_n(prefix: &str) -> Option<(Option<String>, Option<u64>)> {
+    let closed = decode::close_cut(prefix)?;
+    let value: serde_json::Value =
+        serde_json::from_str(&closed).unwrap_or_else(|e| panic!("{closed}: {e}"));
+    Some((
+        value["type"].as_str().map(str::to_owned),
+        value["n"].as_u64(),
+    ))
 }
 
 #[test]
-fn json_reader_decodes_strings() {
-    let value = parse_object(
-        r#"{"a":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00\ud800x\u12zz","k\u0065y":1}"#,
-        false,
-    )
-    .unwrap();
-    assert_eq!(
-        value.get_str("a").unwrap(),
-        "\"\\/\u{8}\u{c}\n\r\té😀\u{fffd}x\u{fffd}12zz"
-    );
-    assert_eq!(value.get_u64("key"), Some(1));
-}
-
-#[test]
-fn json_reader_closes_cut_lines() {
+fn cut_lines_are_closed() {
     let full = r#"{"type":"user","n":12345,"message":{"content":[{"tool_use_id":"t","type":"tool_result","content":"abc\ndef\u00e9","is_error":true}]}}"#;
     for cut in 1..full.len() {
         let prefix = &full[..cut];
-        let value = parse_object(prefix, true);
+        let read = closed_type_and_n(prefix).unwrap_or_else(|| panic!("{prefix}"));
         if cut >= r#"{"type":"user""#.len() {
-            let value = value.unwrap_or_else(|| panic!("{prefix}"));
-            assert_eq!(value.get_str("type").as_deref(), Some("user"), "{prefix}");
+            assert_eq!(read.0.as_deref(), Some("user"), "{prefix}");
             // A number is only kept once it is known to be complete.
-            if let Some(n) = value.get_u64("n") {
+            if let Some(n) = read.1 {
                 assert_eq!(n, 12345, "{prefix}");
             }
         }
     }
-    let value = parse_object(r#"{"a":"xy\"#, true).unwrap();
-    assert_eq!(value.get_str("a").as_deref(), Some("xy"));
-    let value = parse_object(r#"{"a":"xy\u00"#, true).unwrap();
-    assert_eq!(value.get_str("a").as_deref(), Some("xy"));
-    assert!(parse_object(r#"{"a":"x"}}"#, true).is_none());
-}
-
-#[test]
-fn pretty_json_matches_serde_json() {
-    let line = r#"{"a":[1,{"b":"c\nd","e":[]},{}],"f":null,"g":{"h":true}}"#;
-    let value = parse_object(line, false).unwrap();
-    let (pretty, complete) = json_text(&value, true);
-    assert!(complete);
-    let expected =
-        serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(line).unwrap())
-            .unwrap();
-    // serde_json without preserve_order sorts keys; these are already sorted.
-    assert_eq!(pretty, expected);
-    let (compact, _) = json_text(&value, false);
-    assert_eq!(compact, line);
+    let read = |prefix: &str| -> serde_json::Value {
+        serde_json::from_str(&decode::close_cut(prefix).unwrap()).unwrap()
+    };
+    assert_eq!(read(r#"{"a":"xy\"#)["a"], "xy");
+    assert_eq!(read(r#"{"a":"xy\u00"#)["a"], "xy");
+    assert_eq!(read(r#"{"a":["x","y"#)["a"], serde_json::json!(["x", "y"]));
+    assert!(decode::close_cut(r#"{"a":"x"}}"#).is_none());
+    assert!(decode::close_cut("[1,").is_none());
 }
 
 #[test]
@@ -351,20 +290,6 @@ fn helpers() {
     );
     assert_eq!(unwrap_shell("python3 x.py"), "python3 x.py");
     assert_eq!(first_line("\n\n  a  \nb\n"), ("a", 3));
-    assert_eq!(
-        escaped_newlines(JStr {
-            raw: r"a\nb\\nc\n",
-            escaped: true
-        }),
-        (2, true)
-    );
-    assert_eq!(
-        escaped_newlines(JStr {
-            raw: r"a\n\\",
-            escaped: true
-        }),
-        (1, false)
-    );
 }
 
 // ---- properties ----
@@ -487,24 +412,6 @@ proptest! {
             for r in &out {
                 assert_clean(r);
             }
-        }
-    }
-
-    #[test]
-    fn json_reader_agrees_with_serde_json(value in arb_json()) {
-        let line = serde_json::json!({"v": value}).to_string();
-        let parsed = parse_object(&line, false);
-        prop_assert!(parsed.is_some());
-        let parsed = parsed.unwrap();
-        let (compact, complete) = json_text(&parsed, false);
-        prop_assert!(complete || compact.len() > MAX_DETAIL_BYTES);
-        if complete {
-            let reparsed: serde_json::Value = serde_json::from_str(&compact).unwrap();
-            prop_assert_eq!(reparsed, serde_json::from_str::<serde_json::Value>(&line).unwrap());
-        }
-        if let serde_json::Value::String(s) = &value {
-            let decoded = parsed.get_str("v");
-            prop_assert_eq!(decoded.as_deref(), Some(s.as_str()));
         }
     }
 }
@@ -648,7 +555,7 @@ fn prose(rng: &mut Rng, sentences: u64) -> String {
 /// A Claude Code stream-json session of about `target` bytes, shaped like
 /// real ones: most bytes are tool results (file reads, command output),
 /// then tool inputs (edits, writes), thinking and text.
-fn bench_stream(target: usize) -> Vec<u8> {
+pub(super) fn bench_stream(target: usize) -> Vec<u8> {
     use serde_json::json;
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let session = "5f1c2a9e-1b7d-4e0a-9c3f-2d8e6b4a1f00";
@@ -813,6 +720,28 @@ fn throughput_report() {
         }
         scanner.finish().json_lines as usize
     });
+    best(
+        "classification + statistics (the session reader: one pass), 256 KiB chunks",
+        &|| {
+            let mut parser = StreamParser::statistics_only(AgentFormat::Auto);
+            parser.classify_with(std::sync::Arc::clone(&detectors));
+            for chunk in data.chunks(256 * 1024) {
+                parser.feed(chunk);
+            }
+            parser.finish();
+            parser.take_scan().map_or(0, |s| s.json_lines as usize)
+        },
+    );
+    best(
+        "decoder choice: typed event, serde_json + RawValue",
+        &|| super::decoder_choice::serde_json_typed(&data),
+    );
+    best("decoder choice: typed event, sonic-rs + LazyValue", &|| {
+        super::decoder_choice::sonic_typed(&data)
+    });
+    best("sonic_rs::Value per line (baseline)", &|| {
+        super::decoder_choice::sonic_value(&data)
+    });
     best("serde_json::Value per line (baseline)", &|| {
         data.split(|b| *b == b'\n')
             .filter(|l| !l.is_empty())
@@ -827,25 +756,6 @@ fn throughput_report() {
         "stats: turns {} tool calls {} errors {} cost {:?} lines {}",
         s.turns, s.tool_calls, s.tool_errors, s.cost_usd, s.lines
     );
-}
-
-fn arb_json() -> impl Strategy<Value = serde_json::Value> {
-    let leaf = prop_oneof![
-        Just(serde_json::Value::Null),
-        any::<bool>().prop_map(serde_json::Value::Bool),
-        any::<i64>().prop_map(serde_json::Value::from),
-        any::<f64>()
-            .prop_filter("finite", |f| f.is_finite())
-            .prop_map(serde_json::Value::from),
-        any::<String>().prop_map(serde_json::Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            proptest::collection::vec(inner.clone(), 0..6).prop_map(serde_json::Value::Array),
-            proptest::collection::btree_map(any::<String>(), inner, 0..6)
-                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
-        ]
-    })
 }
 
 /// The supervisor's statistics-only parser counts exactly what the screen's does.
