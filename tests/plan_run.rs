@@ -7,6 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
+use common::git::{git_in, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -15,16 +16,6 @@ struct Repo {
     dir: TempDir,
     /// Where the agent saves each session's prompt.
     prompts: TempDir,
-}
-
-fn isolate(command: &mut Command) -> &mut Command {
-    command
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("CLOWDER_APPROVALS_DIR")
-        .env_remove("CLOWDER_LANE")
 }
 
 fn plan_agent() -> PathBuf {
@@ -190,18 +181,6 @@ impl Repo {
             })
             .collect()
     }
-}
-
-fn git_in(dir: &Path, args: &[&str]) -> String {
-    let output = isolate(Command::new("git").arg("-C").arg(dir).args(args))
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    stdout_of(&output).trim().to_string()
 }
 
 fn states(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

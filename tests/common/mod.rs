@@ -3,6 +3,8 @@
 //! polling helpers (tests wait for conditions to deadlines, never fixed sleeps).
 #![allow(dead_code)]
 
+pub mod git;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
