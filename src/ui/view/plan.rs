@@ -104,8 +104,9 @@ fn footer(pane: &PlanPane) -> Line<'static> {
             .add_modifier(Modifier::BOLD);
         return Line::from(Span::styled(text, style));
     }
-    let text = pane.note.clone().unwrap_or_else(|| {
-        "j/k step · Enter its lane · M merge (needs review) · Esc close".to_string()
-    });
+    let text = pane
+        .note
+        .clone()
+        .unwrap_or_else(|| "j/k step · Enter lane · M merge · Esc close".to_string());
     Line::from(Span::styled(text, Style::default().fg(Color::DarkGray)))
 }
