@@ -150,10 +150,12 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         clowder_bin().display()
     );
     let tmux = Tmux::start(root, &command);
-    tmux.wait_for(&["Lanes"]);
+    // The Plan view opens by itself: the steps as a tree in dependency
+    // order, z under x, which it waits for. `P` closes it and opens it again.
+    tmux.wait_for(&["Lanes", "plan tp", "└─ z", "← x"]);
     tmux.keys(&["P"]);
-    // The steps as a tree in dependency order: z under x, which it waits for.
-    tmux.wait_for(&["plan tp", "└─ z", "← x"]);
+    tmux.wait_for(&["Session output"]);
+    tmux.keys(&["P"]);
     // x and z merge; y's merge conflicts with x's: it needs review.
     let screen = tmux.wait_for(&["◆ x", "! y", "needs review", "◆ └─ z"]);
     assert!(screen.contains("event=merge_conflic"), "{screen}");

@@ -65,7 +65,7 @@ fn room() -> AppState {
         Msg::Host(HostMsg::Plans(vec![diamond()])),
         now(),
     );
-    key(&mut state, KeyCode::Char('P'));
+    assert!(state.plan.shown, "the first plan opens the Plan view");
     state
 }
 
@@ -115,6 +115,23 @@ fn m_refuses_a_running_step() {
     assert!(key(&mut state, KeyCode::Char('y')).is_empty());
     let note = state.plan.note.clone().unwrap_or_default();
     assert!(note.contains("step c is running"), "{note}");
+}
+
+/// `P` closes the view and opens it again; a later change of the plans
+/// leaves it as the user put it.
+#[test]
+fn p_toggles_the_plan_view() {
+    let mut state = room();
+    key(&mut state, KeyCode::Char('P'));
+    assert!(!state.plan.shown);
+    update(
+        &mut state,
+        Msg::Host(HostMsg::Plans(vec![diamond()])),
+        now(),
+    );
+    assert!(!state.plan.shown);
+    key(&mut state, KeyCode::Char('P'));
+    assert!(state.plan.shown);
 }
 
 /// Enter on a step selects its lane in the Lanes pane and closes the view.

@@ -747,7 +747,7 @@ pub fn available(state: &AppState, action: Action) -> bool {
     let lane_selected = state.fleet.as_ref().is_some_and(|f| f.selected.is_some());
     match action {
         Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
-        Action::PlanView => state.fleet.is_some(),
+        Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::PauseResume => held || state.running_session(),
         Action::Kill => state.running_session(),
         Action::StopAfter | Action::StopNow => live,

@@ -17,6 +17,8 @@ pub struct PlanPane {
     pub plans: Vec<PlanSummary>,
     /// Shown in place of the session output.
     pub shown: bool,
+    /// The view opened by itself when the first plan came; `P` rules after.
+    pub opened: bool,
     /// Index into [`PlanPane::rows`].
     pub selected: usize,
     /// `M` asked: merge this plan's step?
@@ -139,9 +141,14 @@ fn dependency_order(steps: &[StepSummary]) -> (Vec<usize>, usize) {
     (order, resolved)
 }
 
-/// The host's latest plans; the selection stays in range.
+/// The host's latest plans; the selection stays in range. The first plan
+/// opens the view: `plan run` in a terminal shows its plan.
 pub(super) fn set_plans(state: &mut AppState, plans: Vec<PlanSummary>) {
     state.plan.plans = plans;
+    if !state.plan.opened && !state.plan.plans.is_empty() {
+        state.plan.opened = true;
+        state.plan.shown = true;
+    }
     let count = state.plan.rows().len();
     state.plan.selected = state.plan.selected.min(count.saturating_sub(1));
 }
