@@ -79,14 +79,15 @@ pub fn run_for_room(
     config: Config,
     to_ui: mpsc::UnboundedSender<HostMsg>,
     requests: mpsc::UnboundedReceiver<HostRequest>,
+    plan: Option<super::plans::RoomDriver>,
 ) -> i32 {
-    run(
-        root,
-        config,
-        Verbosity::Normal,
-        Some(RoomSide::new(to_ui, requests)),
-        None,
-    )
+    let mut room = RoomSide::new(to_ui.clone(), requests);
+    let driver = plan.map(|make| {
+        let (plan_tx, plan_rx) = mpsc::unbounded_channel();
+        room.plan = Some(plan_tx);
+        make(to_ui, plan_rx)
+    });
+    run(root, config, Verbosity::Normal, Some(room), driver)
 }
 
 fn run(
@@ -374,8 +375,10 @@ impl Host {
     fn on_request(&mut self, request: Option<HostRequest>) {
         match request {
             None => {
-                // Nobody is looking: start nothing new, and stop what runs.
+                // Nobody is looking: start nothing new, and stop what runs
+                // (a plan's driver too: `plan run` again goes on with it).
                 self.stopping = true;
+                self.driver = None;
                 if let Some(room) = self.room.as_mut() {
                     room.close();
                 }
@@ -406,6 +409,11 @@ impl Host {
             Some(HostRequest::Remove(lane)) => {
                 if let Some(room) = &self.room {
                     room.remove(&self.root, lane);
+                }
+            }
+            Some(request @ HostRequest::MergeStep { .. }) => {
+                if let Some(room) = &self.room {
+                    room.to_plan(request);
                 }
             }
         }

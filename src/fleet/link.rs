@@ -6,6 +6,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::LaneName;
+use super::plans::PlanSummary;
 use super::registry::LaneState;
 use crate::protocol::{Command, Event, ExitReason, Snapshot};
 use crate::supervisor::core::Level;
@@ -66,6 +67,8 @@ pub enum HostMsg {
         idle: bool,
         signalled: bool,
     },
+    /// The plans run here, as their state files say now (sent when they change).
+    Plans(Vec<PlanSummary>),
 }
 
 /// From the control room to the host.
@@ -77,4 +80,6 @@ pub enum HostRequest {
     Diff(LaneName),
     /// `lane rm` without --force.
     Remove(LaneName),
+    /// `M`: merge a step that needs review by hand (`clowder plan merge`).
+    MergeStep { plan: String, step: String },
 }

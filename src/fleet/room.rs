@@ -32,6 +32,8 @@ pub(super) struct RoomSide {
     requests: Option<mpsc::UnboundedReceiver<HostRequest>>,
     entries: Vec<LaneEntry>,
     idle: Option<(bool, bool)>,
+    /// Where plan requests (merges) go: the plan's driver, when one runs here.
+    pub(super) plan: Option<mpsc::UnboundedSender<HostRequest>>,
 }
 
 impl RoomSide {
@@ -44,6 +46,7 @@ impl RoomSide {
             requests: Some(requests),
             entries: Vec::new(),
             idle: None,
+            plan: None,
         }
     }
 
@@ -75,6 +78,17 @@ impl RoomSide {
             level,
             text: text.to_string(),
         });
+    }
+
+    /// Hands a plan request to the plan's driver.
+    pub(super) fn to_plan(&self, request: HostRequest) {
+        let sent = self
+            .plan
+            .as_ref()
+            .is_some_and(|plan| plan.send(request).is_ok());
+        if !sent {
+            self.say(Level::Warn, "no plan runs in this control room");
+        }
     }
 
     pub(super) fn tell_idle(&mut self, idle: bool, signalled: bool) {

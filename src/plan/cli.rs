@@ -37,7 +37,7 @@ pub struct RunArgs {
     /// The plan file, e.g. plan.toml
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
-    /// Print log lines instead of the control room (the plan runs headless either way for now)
+    /// Print log lines instead of the control room
     #[arg(long = "headless")]
     pub headless: bool,
 }
@@ -80,7 +80,7 @@ pub fn run(command: PlanCommand) -> i32 {
     match command {
         PlanCommand::Check(args) => check(&args),
         PlanCommand::Status(args) => status(&args),
-        PlanCommand::Run(args) => super::run::run(&args.file),
+        PlanCommand::Run(args) => super::run::run(&args.file, args.headless),
         PlanCommand::Pause(args) => control(&args.name, Request::Pause),
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),

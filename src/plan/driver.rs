@@ -3,6 +3,7 @@
 //! and friends) and carries out its effects. Slow work (git merges, checks,
 //! waiting for a human) runs on threads of its own and reports back.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,7 +56,8 @@ pub struct Driver {
     state: PlanState,
     log: EventLog,
     queue_dir: PathBuf,
-    verbosity: Verbosity,
+    /// Where its log lines go: the console, or the control room's events.
+    out: RefCell<Box<dyn Reporter>>,
     tx: mpsc::UnboundedSender<Report>,
     rx: mpsc::UnboundedReceiver<Report>,
     /// Set when the driver goes: waiting threads give up their requests.
@@ -90,7 +92,7 @@ impl Driver {
             root,
             state,
             queue_dir,
-            verbosity,
+            out: RefCell::new(Box::new(Console::new(verbosity))),
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -99,6 +101,12 @@ impl Driver {
             reviews: HashMap::new(),
             waiters: Vec::new(),
         }
+    }
+
+    /// Sends its log lines to `out` instead of the console.
+    pub(super) fn report_to(mut self, out: Box<dyn Reporter>) -> Driver {
+        self.out = RefCell::new(out);
+        self
     }
 
     pub async fn run(mut self) {
@@ -204,7 +212,7 @@ impl Driver {
     }
 
     fn say(&self, level: Level, message: &str) {
-        Console::new(self.verbosity).log(Utc::now(), level, message);
+        self.out.borrow_mut().log(Utc::now(), level, message);
     }
 
     /// Steps the scheduler, saves its state, then carries out its effects, and

@@ -8,6 +8,7 @@ mod driver;
 mod events;
 pub mod file;
 mod merge;
+mod room;
 mod run;
 pub mod scheduler;
 pub mod state;

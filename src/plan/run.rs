@@ -1,6 +1,7 @@
 //! `clowder plan run FILE`: checks the plan, loads or creates its state, and runs
 //! it in the fleet host (the driver next to the lanes, in one process).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use super::driver::Driver;
@@ -14,7 +15,8 @@ use crate::fleet::worktree;
 const EXIT_USAGE: i32 = 2;
 const EXIT_FAILED: i32 = 1;
 
-pub fn run(plan_file: &Path) -> i32 {
+/// `headless`: print log lines even in a terminal (else the control room shows the plan).
+pub fn run(plan_file: &Path, headless: bool) -> i32 {
     let plan = match file::load(plan_file) {
         Ok(plan) => plan,
         Err(errors) => {
@@ -42,7 +44,7 @@ pub fn run(plan_file: &Path) -> i32 {
     };
     match prepare(&root, &plan) {
         Ok(Prepared::Settled(code)) => code,
-        Ok(Prepared::Run(state)) => drive(root, config, state),
+        Ok(Prepared::Run(state)) => drive(root, config, state, headless),
         Err((code, err)) => {
             eprintln!("clowder: error: {err}");
             eprintln!("clowder: nothing was run");
@@ -110,7 +112,7 @@ fn current_branch(root: &Path) -> Result<String, String> {
     }
 }
 
-fn drive(root: PathBuf, config: Config, state: PlanState) -> i32 {
+fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32 {
     let name = state.name.clone();
     let _driver_lock = match super::control::lock(&root, &name) {
         Ok(Some(lock)) => lock,
@@ -134,13 +136,19 @@ fn drive(root: PathBuf, config: Config, state: PlanState) -> i32 {
         }
     };
     let queue_dir = root.join(&config.approvals.dir.0);
-    let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal);
-    let code = crate::fleet::host::run_headless_with(
-        root.clone(),
-        config,
-        Verbosity::Normal,
-        Some(Box::pin(driver.run())),
-    );
+    let code = if !headless && std::io::stdout().is_terminal() {
+        let driver = super::room::room_driver(root.clone(), state, queue_dir);
+        let config_path = PathBuf::from(DEFAULT_CONFIG_FILE);
+        crate::ui::run_fleet_with(root.clone(), config, config_path, Some(driver))
+    } else {
+        let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal);
+        crate::fleet::host::run_headless_with(
+            root.clone(),
+            config,
+            Verbosity::Normal,
+            Some(Box::pin(driver.run())),
+        )
+    };
     // The driver saved every change: the file says how the plan stands.
     let state = match PlanState::load(&PlanState::path(&root, &name)) {
         Ok(state) => state,

@@ -364,6 +364,8 @@ pub struct AppState {
     pub can_detach: bool,
     /// With lanes: the Lanes pane, the lane shown, the other lanes' views.
     pub fleet: Option<lanes::Fleet>,
+    /// The Plan view (`P`): the plans run here.
+    pub plan: plan::PlanPane,
 }
 
 /// Something that happened, for [`update`].
@@ -463,6 +465,7 @@ impl AppState {
             no_color,
             can_detach: false,
             fleet: None,
+            plan: plan::PlanPane::default(),
         }
     }
 
@@ -699,6 +702,10 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
         }
         return;
     }
+    if let Some(done) = plan::on_key(state, &key) {
+        commands.extend(done);
+        return;
+    }
 
     if state.approval_expanded {
         match key.code {
@@ -740,6 +747,7 @@ pub fn available(state: &AppState, action: Action) -> bool {
     let lane_selected = state.fleet.as_ref().is_some_and(|f| f.selected.is_some());
     match action {
         Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
+        Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::PauseResume => held || state.running_session(),
         Action::Kill => state.running_session(),
         Action::StopAfter | Action::StopNow => live,
@@ -782,6 +790,7 @@ fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
         Action::FocusPrev => state.focus = cycle(state, -1),
         Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
         Action::Diff => show_diff(state, commands),
+        Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
         _ => match state.focus {
@@ -1100,6 +1109,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 }
 
 pub mod lanes;
+pub mod plan;
 
 #[cfg(test)]
 mod pairing_tests;

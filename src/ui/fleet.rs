@@ -19,6 +19,7 @@ use super::{
 use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
 use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::plans::RoomDriver;
 use crate::protocol::Command;
 use crate::supervisor::core::Level;
 
@@ -28,6 +29,16 @@ const HOST_BATCH: usize = 4_096;
 /// Runs every lane of the fleet in `root` with the control room on the
 /// terminal; returns the exit code once the user has left and every lane has ended.
 pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
+    run_fleet_with(root, config, config_path, None)
+}
+
+/// [`run_fleet`], with a plan's driver running next to the lanes.
+pub fn run_fleet_with(
+    root: PathBuf,
+    config: Config,
+    config_path: PathBuf,
+    plan: Option<RoomDriver>,
+) -> i32 {
     let files = Files {
         approvals_dir: root.join(&config.approvals.dir.0),
         config_path: root.join(config_path),
@@ -38,7 +49,7 @@ pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
     let (requests, requests_rx) = mpsc::unbounded_channel();
     let host = std::thread::Builder::new()
         .name("fleet-host".into())
-        .spawn(move || crate::fleet::host::run_for_room(root, config, to_ui, requests_rx));
+        .spawn(move || crate::fleet::host::run_for_room(root, config, to_ui, requests_rx, plan));
     let host = match host {
         Ok(host) => host,
         Err(err) => {

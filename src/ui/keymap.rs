@@ -18,6 +18,8 @@ pub enum Context {
     QuitDialog,
     /// The kill and stop-now questions.
     Confirm,
+    /// The Plan view (`P`), while it is shown.
+    Plan,
 }
 
 impl Context {
@@ -31,6 +33,7 @@ impl Context {
             Context::Detail => "A full text (tool call, event, this help)",
             Context::QuitDialog => "Quit dialog",
             Context::Confirm => "Kill / stop-now questions",
+            Context::Plan => "Plan view (P)",
         }
     }
 }
@@ -76,6 +79,10 @@ pub enum Action {
     Diff,
     /// `X`: remove the selected lane (as `lane rm`, asks first).
     RemoveLane,
+    /// `P`: the Plan view, in place of the session output.
+    PlanView,
+    /// `M`: merge the selected plan step that needs review (asks first).
+    Merge,
 }
 
 /// One key: a code, and whether Ctrl is held.
@@ -170,6 +177,12 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
+    bind(&[k('P')], "P", C::Main, A::PlanView, "the Plan view: each plan's steps as a tree, with states", Some(("P", "plan"))),
+    bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Plan, A::Down, "select a step", None),
+    bind(&[k('k'), code(KeyCode::Up)], "", C::Plan, A::Up, "", None),
+    bind(&[code(KeyCode::Enter)], "Enter", C::Plan, A::Expand, "show the step's lane (selected in the Lanes pane)", None),
+    bind(&[k('M')], "M", C::Plan, A::Merge, "merge the selected step that needs review into base, as `clowder plan merge` (asks first)", None),
+    bind(&[code(KeyCode::Esc), k('P')], "Esc / P", C::Plan, A::Close, "close the Plan view", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),

@@ -39,7 +39,7 @@ use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
-pub use fleet::run_fleet;
+pub use fleet::{run_fleet, run_fleet_with};
 
 const FRAME: Duration = Duration::from_millis(33);
 /// Finished approvals shown in the history view.

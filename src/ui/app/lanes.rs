@@ -480,6 +480,10 @@ pub(super) fn on_host(
     match message {
         HostMsg::Lane { lane, report } => on_lane(state, &lane, report, now),
         HostMsg::Lanes(entries) => on_lanes(state, &entries),
+        HostMsg::Plans(plans) => {
+            super::plan::set_plans(state, plans);
+            Vec::new()
+        }
         HostMsg::Log { level, text } => {
             tell_every_lane(state, level, &text, now);
             Vec::new()

@@ -8,6 +8,7 @@ mod header;
 mod lanes;
 mod output;
 mod overlay;
+mod plan;
 mod watchdog;
 
 use chrono::{DateTime, Utc};
@@ -58,7 +59,11 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
         let side = (body.width / 3).clamp(30, 48);
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
-        draw_pane(state, Pane::Output, frame, left, now);
+        if state.plan.shown {
+            plan::draw(state, frame, left);
+        } else {
+            draw_pane(state, Pane::Output, frame, left, now);
+        }
         // Waiting requests get room: they are what needs the human.
         let shown = match &state.approval_history {
             Some(records) => records.len().max(1),

@@ -18,7 +18,7 @@ use crate::ui::sanitize;
 const HELP_KEYS: usize = 16;
 
 /// The contexts the help lists, in order.
-const HELP_CONTEXTS: [Context; 8] = [
+const HELP_CONTEXTS: [Context; 9] = [
     Context::Main,
     Context::Lanes,
     Context::Output,
@@ -27,6 +27,7 @@ const HELP_CONTEXTS: [Context; 8] = [
     Context::Detail,
     Context::QuitDialog,
     Context::Confirm,
+    Context::Plan,
 ];
 
 /// The keymap's context for the focused pane, if it has keys of its own.

@@ -1,0 +1,130 @@
+//! `plan run` in the control room: the driver's lines go to the events pane, the
+//! plans' state files are read every second (on the host's thread, never the
+//! screen's) for the Plan view, and `M` there merges a step that needs review.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+use super::driver::Driver;
+use super::state::PlanState;
+use crate::console::Verbosity;
+use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::plans::{PlanSummary, RoomDriver, StepSummary};
+use crate::supervisor::core::Level;
+use crate::supervisor::runtime::Reporter;
+
+/// How often the plans' state files are read again.
+const PLANS_EVERY: Duration = Duration::from_secs(1);
+
+/// The driver of plan `state`, for the control room's host to run.
+pub(super) fn room_driver(root: PathBuf, state: PlanState, queue_dir: PathBuf) -> RoomDriver {
+    Box::new(move |to_ui, requests| {
+        let log = RoomLog {
+            to_ui: to_ui.clone(),
+        };
+        let driver =
+            Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).report_to(Box::new(log));
+        Box::pin(async move {
+            let mut known = None;
+            tokio::select! {
+                () = driver.run() => {}
+                () = serve(&root, &to_ui, requests, &mut known) => {}
+            }
+            // How the plans stand now that the driver is done.
+            send_plans(&root, &to_ui, &mut known).await;
+        })
+    })
+}
+
+/// The driver's lines, as the fleet's own lines in the events pane.
+struct RoomLog {
+    to_ui: mpsc::UnboundedSender<HostMsg>,
+}
+
+impl Reporter for RoomLog {
+    fn log(&mut self, _wall: DateTime<Utc>, level: Level, message: &str) {
+        let text = message.to_string();
+        let _ = self.to_ui.send(HostMsg::Log { level, text });
+    }
+}
+
+/// Sends the plans when they change, and carries out the Plan view's merges.
+async fn serve(
+    root: &Path,
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    mut requests: mpsc::UnboundedReceiver<HostRequest>,
+    known: &mut Option<Vec<PlanSummary>>,
+) {
+    let mut ticker = tokio::time::interval(PLANS_EVERY);
+    let mut open = true;
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => send_plans(root, to_ui, known).await,
+            request = requests.recv(), if open => match request {
+                Some(HostRequest::MergeStep { plan, step }) => merge(root, to_ui, plan, step),
+                Some(_) => {}
+                None => open = false,
+            },
+        }
+    }
+}
+
+/// `plan::merge_step` on a blocking thread; what it said goes to the events pane.
+fn merge(root: &Path, to_ui: &mpsc::UnboundedSender<HostMsg>, plan: String, step: String) {
+    let (root, to_ui) = (root.to_path_buf(), to_ui.clone());
+    tokio::task::spawn_local(async move {
+        let said = tokio::task::spawn_blocking(move || super::merge_step(&root, &plan, &step))
+            .await
+            .unwrap_or_else(|err| Err(format!("the merge failed: {err}")));
+        let (level, text) = match said {
+            Ok(text) => (Level::Info, text),
+            Err(text) => (Level::Warn, text),
+        };
+        let _ = to_ui.send(HostMsg::Log { level, text });
+    });
+}
+
+async fn send_plans(
+    root: &Path,
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    known: &mut Option<Vec<PlanSummary>>,
+) {
+    let dir = root.to_path_buf();
+    let Ok(plans) = tokio::task::spawn_blocking(move || read_plans(&dir)).await else {
+        return;
+    };
+    if known.as_ref() != Some(&plans) {
+        *known = Some(plans.clone());
+        let _ = to_ui.send(HostMsg::Plans(plans));
+    }
+}
+
+/// Every readable plan state under `root`, by name.
+fn read_plans(root: &Path) -> Vec<PlanSummary> {
+    let files = super::status::plan_files(root, None).unwrap_or_default();
+    files
+        .iter()
+        .filter_map(|path| PlanState::load(path).ok())
+        .map(|state| summary(&state))
+        .collect()
+}
+
+fn summary(state: &PlanState) -> PlanSummary {
+    PlanSummary {
+        name: state.name.clone(),
+        status: state.status.to_string(),
+        steps: state
+            .steps
+            .iter()
+            .map(|step| StepSummary {
+                id: step.id.clone(),
+                state: step.status.to_string(),
+                depends_on: step.depends_on.clone(),
+                lane: step.lane.clone(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,207 @@
+//! `clowder plan run` in a terminal: the control room with the plan driving,
+//! end to end in tmux, in a real git repository with the plan agent. The Plan
+//! view (`P`) shows the steps progress to merged; `M` merges by hand a step
+//! whose merge conflicted, once its branch is fixed; `q` leaves nothing running.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn start(dir: &Path, shell_command: &str) -> Tmux {
+        let socket = format!("clowder-plan-test-{}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-s", "main", "-x", "120", "-y", "40"])
+            .args(["-c", &dir.display().to_string()])
+            .arg(shell_command)
+            .status()
+            .expect("tmux must be installed to run this test (.ci/run installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", "main"])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows every one of `what`; returns it.
+    fn wait_for(&self, what: &[&str]) -> String {
+        let mut last = String::new();
+        let found = wait_until(DEADLINE, || {
+            last = self.screen();
+            what.iter().all(|w| last.contains(w))
+        });
+        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        stderr_of(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// x and y write the same file (y's merge conflicts); z waits for x.
+const PLAN: &str = r#"
+[plan]
+name = "tp"
+max_parallel = 3
+
+[[step]]
+id = "x"
+prompt = "write shared.txt from x"
+
+[[step]]
+id = "y"
+prompt = "ticks 20\nwrite shared.txt from y"
+
+[[step]]
+id = "z"
+depends_on = ["x"]
+prompt = "write z.txt"
+"#;
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    git(root, &["init", "--quiet", "--initial-branch=main"]);
+    git(root, &["config", "user.name", "Plan Tester"]);
+    git(root, &["config", "user.email", "plans@example.com"]);
+    git(root, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(root.join("README.md"), "hello\n").expect("write");
+    git(root, &["add", "README.md"]);
+    git(root, &["commit", "--quiet", "-m", "first"]);
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh");
+    let config = format!(
+        "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
+        agent.display().to_string()
+    );
+    std::fs::write(root.join("harness.toml"), config).expect("write");
+    std::fs::write(root.join("plan.toml"), PLAN).expect("write");
+    dir
+}
+
+/// Live processes of this repository: clowder itself (its folder is the
+/// repository) and the lanes' agents (theirs is a worktree inside it).
+fn processes_of(root: &Path) -> Vec<(i32, PathBuf)> {
+    let root = root.canonicalize().expect("canonical path");
+    let clowder = clowder_bin().canonicalize().expect("the binary");
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?;
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+            let ours = cwd.starts_with(root.join(".clowder")) || exe.as_ref() == Some(&clowder);
+            (ours && cwd.starts_with(&root) && pid_alive(pid)).then_some((pid, cwd))
+        })
+        .collect()
+}
+
+#[test]
+fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
+    let dir = repo();
+    let root = dir.path();
+    let command = format!(
+        "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {} plan run plan.toml; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let tmux = Tmux::start(root, &command);
+    // The Plan view opens by itself: the steps as a tree in dependency
+    // order, z under x, which it waits for. `P` closes it and opens it again.
+    tmux.wait_for(&["Lanes", "plan tp", "└─ z", "← x"]);
+    tmux.keys(&["P"]);
+    tmux.wait_for(&["Session output"]);
+    tmux.keys(&["P"]);
+    // x and z merge; y's merge conflicts with x's: it needs review.
+    let screen = tmux.wait_for(&["◆ x", "! y", "needs review", "◆ └─ z"]);
+    assert!(screen.contains("event=merge_conflic"), "{screen}");
+    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+
+    // `M` asks first; `n` leaves base as it is.
+    tmux.keys(&["j", "j"]);
+    tmux.keys(&["M"]);
+    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.keys(&["n"]);
+    tmux.wait_for(&["Esc close"]);
+    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+
+    // A human fixes y's branch; `M`, then `y`, merges it through the running plan.
+    let y = root.join(".clowder/worktrees/tp-y");
+    let _ = Command::new("git")
+        .arg("-C")
+        .arg(&y)
+        .args(["merge", "--quiet", "main"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output();
+    std::fs::write(y.join("shared.txt"), "from x and y\n").expect("write");
+    git(&y, &["add", "shared.txt"]);
+    git(&y, &["commit", "--quiet", "-m", "resolve"]);
+    tmux.keys(&["M"]);
+    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.keys(&["y"]);
+    tmux.wait_for(&["◆ y", "plan tp · completed"]);
+    // Merged, its review request left the inbox.
+    assert!(
+        wait_until(DEADLINE, || !tmux.screen().contains("waiting)")),
+        "{}",
+        tmux.screen()
+    );
+    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x and y");
+
+    // Enter shows a step's lane; then `q` leaves, the plan done.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for(&["Session output"]);
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for(&["CLOWDER_EXIT=0"]);
+    assert!(screen.contains("clowder: plan tp completed"), "{screen}");
+    assert!(
+        wait_until(DEADLINE, || processes_of(root).is_empty()),
+        "left running: {:?}",
+        processes_of(root)
+    );
+}
