@@ -360,6 +360,40 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
     );
 }
 
+/// `lane stop --now` then `lane resume` at once: the resume lands while the
+/// stopped run is still ending (its agent ignores SIGTERM for the grace), and
+/// the lane must run again, not count as finished.
+#[test]
+fn a_lane_resumed_while_its_stop_is_still_ending_runs_again() {
+    let repo = Repo::with_lanes(&["a"], "[session]\nmax_iterations = 1\n");
+    let config = std::fs::read_to_string(repo.path("harness.toml")).expect("read");
+    let config = config.replace(
+        "min_output_bytes = 1",
+        "min_output_bytes = 1\nkill_grace_secs = 3",
+    );
+    std::fs::write(repo.path("harness.toml"), config).expect("write");
+    let mut command = repo.fleet_command(600);
+    command.env("COMMIT_AGENT_IGNORE_TERM", "1");
+    let fleet = command.spawn().expect("spawn the fleet");
+    repo.session_group("a");
+    repo.expect(&["lane", "stop", "a", "--now"]);
+    repo.expect(&["lane", "resume", "a"]);
+    let again = wait_until(DEADLINE, || {
+        repo.events("a")
+            .iter()
+            .any(|e| e["event"] == "session_start" && e["global"] == 2)
+    });
+    assert!(again, "lane a did not run again after lane resume");
+    repo.expect(&["lane", "stop", "a", "--now"]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(
+        repo.lane_processes().is_empty(),
+        "left running: {:?}",
+        repo.lane_processes()
+    );
+}
+
 #[test]
 fn after_a_sigkill_a_restart_ends_every_lanes_abandoned_session_and_numbering_goes_on() {
     let repo = Repo::with_lanes(&["a", "b", "c"], "[session]\nmax_iterations = 1\n");

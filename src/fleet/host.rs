@@ -213,6 +213,8 @@ struct Host {
     running: BTreeMap<LaneName, mpsc::UnboundedSender<StopSignal>>,
     /// Each started lane's command channel (pause, kill, stop from the control room).
     commands: BTreeMap<LaneName, mpsc::UnboundedSender<Command>>,
+    /// Each started lane's resume count (`Lane::resumes`) when it started.
+    resumes_at_start: BTreeMap<LaneName, u64>,
     /// The control room on the screen's thread, when there is one.
     room: Option<RoomSide>,
     ended_tx: mpsc::UnboundedSender<(LaneName, Result<Outcome, String>)>,
@@ -244,6 +246,7 @@ impl Host {
             kill_method: Arc::new(cgroup::setup()),
             slots: Arc::new(Semaphore::new(slots as usize)),
             running: BTreeMap::new(),
+            resumes_at_start: BTreeMap::new(),
             commands: BTreeMap::new(),
             room: None,
             ended_tx,
@@ -277,8 +280,12 @@ impl Host {
             tokio::select! {
                 () = drive(&mut self.driver) => self.driver = None,
                 Some((name, outcome)) = self.ended_rx.recv() => {
-                    self.lane_ended(&name, &outcome);
+                    let again = self.lane_ended(&name, &outcome);
                     self.ended.insert(name, outcome);
+                    // Before the loop's test, or a fleet of one would end here.
+                    if again && !self.stopping && let Some(fresh) = self.start_ready() {
+                        order = fresh;
+                    }
                 }
                 Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
                 Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
@@ -331,8 +338,9 @@ impl Host {
         }
     }
 
-    /// Marks a lane that ended on its own as finished (see [`finished`]).
-    fn lane_ended(&self, name: &LaneName, outcome: &Result<Outcome, String>) {
+    /// Marks a lane that ended on its own as finished (see [`finished`]); whether
+    /// it is to run again instead (resumed while it was ending).
+    fn lane_ended(&self, name: &LaneName, outcome: &Result<Outcome, String>) -> bool {
         if let Some(room) = &self.room {
             room.lane_ended(name, outcome);
         }
@@ -340,13 +348,27 @@ impl Host {
             .as_ref()
             .is_ok_and(|o| matches!(o.reason, ExitReason::Signal { .. }));
         if by_signal {
-            return;
+            return false;
+        }
+        if self.resumed_while_running(name) {
+            // `lane stop` then `lane resume` before the run had ended: it runs again.
+            return true;
         }
         let mark = super::lane_files_dir(&self.root, name).join(FINISHED_MARK);
         if let Err(err) = std::fs::write(&mark, b"") {
             let message = format!("lane={name} cannot write {}: {err}", mark.display());
             self.say(Level::Warn, &message);
         }
+        false
+    }
+
+    /// Whether the lane was resumed after its run started (its resume count grew).
+    fn resumed_while_running(&self, name: &LaneName) -> bool {
+        let now = registry::load(&self.root)
+            .ok()
+            .and_then(|registry| registry.lane(name).map(|lane| lane.resumes));
+        let at_start = self.resumes_at_start.get(name).copied().unwrap_or(0);
+        now.is_some_and(|now| now > at_start)
     }
 
     fn say(&self, level: Level, message: &str) {
@@ -480,6 +502,8 @@ impl Host {
     }
 
     fn start(&mut self, lane: &Lane) {
+        self.resumes_at_start
+            .insert(lane.name.clone(), lane.resumes);
         let (signals_tx, signals_rx) = mpsc::unbounded_channel();
         self.running.insert(lane.name.clone(), signals_tx);
         // Headless, the lane takes no commands but its request files.

@@ -97,6 +97,7 @@ pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Fa
             max_cost_usd: options.max_cost_usd,
             state: LaneState::Active,
             created: Utc::now(),
+            resumes: 0,
         };
         registry.lanes.push(lane.clone());
         Ok(lane)
@@ -221,6 +222,9 @@ pub fn set_state(
 ) -> Result<Vec<String>, Failure> {
     let previous = registry::update(root, |registry| {
         let lane = registry.lane_mut(name).ok_or_else(|| no_lane(name))?;
+        if state == LaneState::Active {
+            lane.resumes += 1;
+        }
         Ok::<_, Failure>(std::mem::replace(&mut lane.state, state))
     })?;
     let mut done = vec![format!(

@@ -49,6 +49,14 @@ pub struct Lane {
     /// What the user asked for; the lane's live state is in its status file.
     pub state: LaneState,
     pub created: DateTime<Utc>,
+    /// How many times the lane was resumed: a run that ends after a resume it
+    /// began before is not the lane finishing (see the fleet host).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub resumes: u64,
+}
+
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -86,6 +86,7 @@ pub fn add(root: &Path, name: &LaneName, kind: LaneKind, dir: &Path) -> Result<L
             max_cost_usd: None,
             state: LaneState::Active,
             created: Utc::now(),
+            resumes: 0,
         };
         registry.lanes.push(lane.clone());
         Ok(lane)

@@ -135,6 +135,7 @@ fn add_shared(
                 max_cost_usd: None,
                 state: LaneState::Active,
                 created: Utc::now(),
+                resumes: 0,
             });
         }
         Ok::<_, String>(())

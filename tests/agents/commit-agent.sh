@@ -7,7 +7,9 @@
 # once, with COMMIT_AGENT_LIMIT_ONCE naming a file it then creates).
 # COMMIT_AGENT_TRANSCRIPT names a file it prints first (e.g. one reporting a cost);
 # COMMIT_AGENT_ASK names the clowder binary: it asks (`clowder ask`) before it commits.
+# COMMIT_AGENT_IGNORE_TERM=1 ignores SIGTERM (only SIGKILL ends it).
 set -e
+[ "${COMMIT_AGENT_IGNORE_TERM:-0}" != 1 ] || trap '' TERM
 [ -z "$COMMIT_AGENT_TRANSCRIPT" ] || cat "$COMMIT_AGENT_TRANSCRIPT"
 lane="${CLOWDER_LANE:-none}"
 echo "lane=$lane global=$HARNESS_GLOBAL_ITERATION approvals=$CLOWDER_APPROVALS_DIR"
