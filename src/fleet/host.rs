@@ -408,6 +408,16 @@ impl Host {
                     room.remove(&self.root, lane);
                 }
             }
+            Some(HostRequest::AddLane(request)) => {
+                if let Some(room) = &self.room {
+                    room.add_lane(&self.root, request);
+                }
+            }
+            Some(HostRequest::StopTask(lane)) => {
+                if let Some(room) = &self.room {
+                    room.stop_task(&self.root, lane);
+                }
+            }
         }
     }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::LaneName;
-use super::registry::LaneState;
+use super::new_lane::NewLaneRequest;
+use super::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, Event, ExitReason, Snapshot};
 use crate::supervisor::core::Level;
 
@@ -44,6 +45,8 @@ pub struct LaneEntry {
     /// What the user asked for (active, paused, stopped).
     pub requested: LaneState,
     pub max_iterations: Option<u64>,
+    /// A task lane is stopped through its state.json, not by a signal.
+    pub kind: LaneKind,
 }
 
 /// From the host to the control room.
@@ -77,4 +80,8 @@ pub enum HostRequest {
     Diff(LaneName),
     /// `lane rm` without --force.
     Remove(LaneName),
+    /// The new-lane dialog's lane, added as `lane add` does.
+    AddLane(NewLaneRequest),
+    /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
+    StopTask(LaneName),
 }

@@ -76,6 +76,8 @@ pub enum Action {
     Diff,
     /// `X`: remove the selected lane (as `lane rm`, asks first).
     RemoveLane,
+    /// `n`: the new-lane dialog (with lanes).
+    NewLane,
 }
 
 /// One key: a code, and whether Ctrl is held.
@@ -153,7 +155,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::PageUp)], "", C::Output, A::PageUp, "", None),
     bind(&[k('g'), code(KeyCode::Home)], "g / G", C::Output, A::Top, "top / follow the tail", None),
     bind(&[k('G'), code(KeyCode::End)], "", C::Output, A::Follow, "", None),
-    bind(&[k('/')], "/  n  N", C::Output, A::Search, "search the output, next, previous", Some(("/", "search"))),
+    bind(&[k('/')], "/  n  N", C::Output, A::Search, "search the output, next match, previous", Some(("/", "search"))),
     bind(&[k('n')], "", C::Output, A::SearchNext, "", None),
     bind(&[k('N')], "", C::Output, A::SearchPrev, "", None),
     bind(&[code(KeyCode::Enter)], "Enter", C::Output, A::Expand, "expand the selected tool call and its result", Some(("Enter", "expand"))),
@@ -170,6 +172,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
+    bind(&[k('n')], "n", C::Main, A::NewLane, "new lane: name, a prompt file or a typed prompt, and the base (with lanes; while an output search is active, n in the output pane is the next match)", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),

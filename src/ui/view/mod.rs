@@ -82,6 +82,9 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     }
     overlay::status_line(state, frame, status_area);
     overlay::draw(state, frame, area);
+    if let Some(dialog) = state.fleet.as_ref().and_then(|f| f.new_lane.as_ref()) {
+        dialog.render(frame, area);
+    }
     if state.no_color {
         strip_colors(frame);
     }

@@ -15,6 +15,7 @@ fn entry(text: &str) -> LaneEntry {
         name: name(text),
         requested: LaneState::Active,
         max_iterations: Some(5),
+        kind: LaneKind::Worktree,
     }
 }
 
