@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use super::app::{AppState, Msg, UiCommand, lanes, update};
+use super::caller::Caller;
 use super::{
     FRAME, Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
     spawn_queue_scanner, view,
@@ -34,6 +35,8 @@ pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
         stop_file: root.join(&config.shutdown.stop_file.0),
     };
     let format = config.agent.format;
+    let caller = Caller::new(&config.ui, &root);
+    let room_root = root.clone();
     let (to_ui, from_host) = mpsc::unbounded_channel();
     let (requests, requests_rx) = mpsc::unbounded_channel();
     let host = std::thread::Builder::new()
@@ -54,7 +57,13 @@ pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
             runtime.block_on(async {
                 let guard = TerminalGuard::enter()
                     .map_err(|err| format!("cannot set up the terminal: {err}"))?;
-                room_loop(guard, from_host, requests, format, &files)
+                let room = Room {
+                    root: room_root,
+                    format,
+                    files: &files,
+                    caller,
+                };
+                room_loop(guard, from_host, requests, room)
                     .await
                     .map_err(|err| format!("terminal error: {err}"))
             })
@@ -70,15 +79,31 @@ pub fn run_fleet(root: PathBuf, config: Config, config_path: PathBuf) -> i32 {
     }
 }
 
+/// What the control room's loop is given besides its channels.
+struct Room<'a> {
+    root: PathBuf,
+    format: crate::agent::stream::AgentFormat,
+    files: &'a Files,
+    caller: Caller,
+}
+
 async fn room_loop(
     mut guard: TerminalGuard,
     mut from_host: mpsc::UnboundedReceiver<HostMsg>,
     requests: mpsc::UnboundedSender<HostRequest>,
-    format: crate::agent::stream::AgentFormat,
-    files: &Files,
+    room: Room<'_>,
 ) -> std::io::Result<()> {
+    let Room {
+        root,
+        format,
+        files,
+        mut caller,
+    } = room;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut state = AppState::for_fleet(no_color);
+    if let Some(fleet) = state.fleet.as_mut() {
+        fleet.root = root;
+    }
     let mut terminal_events = EventStream::new();
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -117,6 +142,9 @@ async fn room_loop(
                 .map_or(20, |s| s.height.saturating_sub(8) as usize);
             dirty = false;
             last_draw = Some(Instant::now());
+        }
+        if !dirty {
+            caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit || host_gone {
             break;
@@ -171,8 +199,12 @@ async fn room_loop(
         while let Ok(update) = feed_rx.try_recv() {
             messages.push(output_msg(update));
         }
-        dirty |= !messages.is_empty();
+        let news = !messages.is_empty();
+        dirty |= news;
         outside.apply(&mut state, messages);
+        if news {
+            caller.look(&state);
+        }
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
         if state.should_quit && !idle {
             // Leave only once every lane has ended: nothing keeps running unseen.

@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod attention;
+mod caller;
 mod event_text;
 mod fleet;
 pub mod keymap;
@@ -155,6 +156,7 @@ pub fn run(
         config_path: working_dir.join(config_path),
         stop_file: working_dir.join(&config.shutdown.stop_file.0),
     };
+    let caller = caller::Caller::new(&config.ui, &working_dir);
     let result = runtime.block_on(async move {
         let (log_tx, log_rx) = mpsc::unbounded_channel();
         let options = RuntimeOptions {
@@ -166,7 +168,7 @@ pub fn run(
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
         let outcome = event_loop(
-            guard, supervisor, snapshots, log_rx, format, &files, detacher,
+            guard, supervisor, snapshots, log_rx, format, &files, detacher, caller,
         )
         .await;
         outcome.map_err(|err| format!("terminal error: {err}"))
@@ -271,6 +273,7 @@ async fn event_loop(
     format: AgentFormat,
     files: &Files,
     detach: Option<Detacher>,
+    mut caller: caller::Caller,
 ) -> io::Result<Outcome> {
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -314,6 +317,9 @@ async fn event_loop(
                 .map_or(20, |s| s.height.saturating_sub(8) as usize);
             dirty = false;
             last_draw = Some(Instant::now());
+        }
+        if !dirty {
+            caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit {
             break;
@@ -401,6 +407,7 @@ async fn event_loop(
         for (at, level, text) in log_tx_local {
             update(&mut state, Msg::Log { at, level, text }, Utc::now());
         }
+        caller.look(&state);
         if state.should_quit && outcome.is_none() {
             // Leave only once the loop has ended: nothing keeps running unseen.
             state.should_quit = false;

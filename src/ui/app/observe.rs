@@ -13,7 +13,7 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
         Some(fleet) => fleet
             .rows
             .iter()
-            .map(|row| (row.name.to_string(), lane_state(row)))
+            .filter_map(|row| Some((row.name.to_string(), lane_state(row)?)))
             .collect(),
         None => {
             let snapshot = &state.snapshot;
@@ -44,14 +44,16 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
     Observation { lanes, pending }
 }
 
-/// A lane's state from how its loop ended in this run, or else its last snapshot.
-fn lane_state(row: &LaneRow) -> AttentionState {
-    match (&row.ended, &row.snapshot) {
+/// A lane's state from how its loop ended in this run, or else its last
+/// snapshot; `None` before either (then its first state, even done from an
+/// earlier run, is its first sight, not a change).
+fn lane_state(row: &LaneRow) -> Option<AttentionState> {
+    Some(match (&row.ended, &row.snapshot) {
         (Some(Ok(reason)), _) => AttentionState::of(LoopState::Stopped, Some(reason)),
         (Some(Err(_)), _) => AttentionState::Failed,
         (None, Some(snapshot)) => AttentionState::of(snapshot.state, snapshot.exit_reason.as_ref()),
-        (None, None) => AttentionState::Other,
-    }
+        (None, None) => return None,
+    })
 }
 
 #[cfg(test)]
@@ -128,6 +130,8 @@ mod tests {
     fn a_fleets_rows_and_requests_are_observed() {
         let mut state = AppState::for_fleet(true);
         update(&mut state, lanes(&["auth", "docs", "api"]), t0());
+        // Not seen yet: nothing to compare with.
+        assert!(observe(&state, "ignored").lanes.is_empty());
         for lane in ["auth", "docs", "api"] {
             update(&mut state, snapshot(lane, LoopState::SessionRunning), t0());
         }
