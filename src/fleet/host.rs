@@ -504,6 +504,9 @@ impl Host {
                 let files_dir = super::lane_files_dir(&self.root, &lane.name);
                 room.forward_snapshots(lane.name.clone(), files_dir, snapshots);
             }
+            let commands =
+                super::task_lane::take_commands(self.root.clone(), name.clone(), commands_rx);
+            tokio::task::spawn_local(commands);
             tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
             return;
         }
