@@ -167,10 +167,12 @@ pub fn run(
             Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
-        let outcome = event_loop(
-            guard, supervisor, snapshots, log_rx, format, &files, detacher, caller,
-        )
-        .await;
+        let screen = Screen {
+            format,
+            detach: detacher,
+            caller,
+        };
+        let outcome = event_loop(guard, supervisor, snapshots, log_rx, &files, screen).await;
         outcome.map_err(|err| format!("terminal error: {err}"))
     });
     match result {
@@ -265,16 +267,26 @@ fn on_inbox_command(
     }
 }
 
+/// How the single loop's screen behaves besides its channels.
+struct Screen {
+    format: AgentFormat,
+    detach: Option<Detacher>,
+    caller: caller::Caller,
+}
+
 async fn event_loop(
     mut guard: TerminalGuard,
     supervisor: Runtime,
     mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
     mut log_rx: mpsc::UnboundedReceiver<Msg>,
-    format: AgentFormat,
     files: &Files,
-    detach: Option<Detacher>,
-    mut caller: caller::Caller,
+    screen: Screen,
 ) -> io::Result<Outcome> {
+    let Screen {
+        format,
+        detach,
+        mut caller,
+    } = screen;
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
