@@ -19,7 +19,8 @@ use super::{
 };
 use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
-use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, HostRequest, LaneReport};
 use crate::protocol::Command;
 use crate::supervisor::core::Level;
 
@@ -200,8 +201,18 @@ async fn room_loop(
             messages.push(output_msg(update));
         }
         let news = !messages.is_empty();
-        dirty |= news;
+        let now = Utc::now();
+        let hidden: Option<Vec<LaneName>> = messages
+            .iter()
+            .map(|message| hidden_snapshot(&state, message).cloned())
+            .collect();
+        let before = hidden.as_ref().map(|lanes| rows_text(&state, lanes, now));
         outside.apply(&mut state, messages);
+        // Busy lanes not shown redraw the screen only when their row reads otherwise.
+        dirty |= match (&hidden, before) {
+            (Some(lanes), Some(before)) => rows_text(&state, lanes, now) != before,
+            _ => news,
+        };
         if news {
             caller.look(&state);
         }
@@ -262,6 +273,34 @@ impl Outside<'_> {
             inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
         }
     }
+}
+
+/// The lane of a snapshot of a lane the panes do not show: of the screen, it
+/// can change only that lane's row in the Lanes pane.
+fn hidden_snapshot<'a>(state: &AppState, message: &'a Msg) -> Option<&'a LaneName> {
+    let Msg::Host(HostMsg::Lane {
+        lane,
+        report: LaneReport::Snapshot { .. },
+    }) = message
+    else {
+        return None;
+    };
+    let fleet = state.fleet.as_ref()?;
+    (fleet.selected.as_ref() != Some(lane)).then_some(lane)
+}
+
+/// The Lanes-pane text of each of `lanes`' rows.
+fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Option<String>> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    lanes
+        .iter()
+        .map(|lane| {
+            let row = fleet.rows.iter().find(|row| &row.name == lane)?;
+            Some(view::lane_row_text(row, now))
+        })
+        .collect()
 }
 
 fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {

@@ -10,6 +10,8 @@ mod output;
 mod overlay;
 mod watchdog;
 
+pub(crate) use lanes::row_text as lane_row_text;
+
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
