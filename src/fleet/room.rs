@@ -233,9 +233,7 @@ impl RoomSide {
             let _ = to_ui.send(HostMsg::Lane { lane, report });
         });
     }
-}
 
-impl RoomSide {
     /// The new-lane dialog's lane, added (git runs here, off the screen's
     /// thread); what happened goes to the events pane. The registry poll then
     /// starts it.
