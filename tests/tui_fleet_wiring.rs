@@ -118,7 +118,8 @@ fn processes_mentioning(text: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A git repository whose lanes run the fleet's fake agent for one short session.
+/// A git repository whose lanes run the fleet's fake agent for one short session
+/// (long enough for the control room to see each lane run before it ends).
 fn repository(on_attention: &Path) -> TempDir {
     let repo = tempfile::tempdir().expect("tempdir");
     let root = repo.path();
@@ -165,7 +166,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
         clowder(root, &["lane", "add", lane]);
     }
     let command = format!(
-        "env FLEET_AGENT_GATE_LANE=alpha FLEET_AGENT_OUT={out} FLEET_AGENT_CLOWDER={clowder} FLEET_AGENT_SECS=1 \
+        "env FLEET_AGENT_GATE_LANE=alpha FLEET_AGENT_OUT={out} FLEET_AGENT_CLOWDER={clowder} FLEET_AGENT_SECS=2 \
          GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {clowder}; echo CLOWDER_EXIT=$?; sleep 600",
         out = out.path().display(),
         clowder = clowder_bin().display()
@@ -315,4 +316,40 @@ fn s_stops_a_task_lane_through_its_state_json() {
     let status: Value = serde_json::from_str(&status).expect("status is JSON");
     let pid = status["pid"].as_i64().expect("clowder's pid") as i32;
     assert!(wait_until(DEADLINE, || !pid_alive(pid)), "clowder is left");
+}
+
+/// The single loop's control room calls too: its loop ending well is
+/// `lane_done`, the lane named after the folder.
+#[test]
+fn the_single_loops_end_calls_for_attention() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let out = tempfile::tempdir().expect("tempdir");
+    let file = out.path().join("attention.log");
+    let agent = root.join("agent.sh");
+    std::fs::write(&agent, "#!/bin/sh\necho 'all done here'\n").expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
+    let config = format!(
+        "[agent]\ncommand = {:?}\nargs = []\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n\n[ui]\nnotify = \"off\"\non_attention = \"echo $CLOWDER_LANE $CLOWDER_EVENT >> {}\"\n",
+        agent.display().to_string(),
+        file.display()
+    );
+    std::fs::write(root.join("harness.toml"), config).expect("write");
+    let command = format!(
+        "{}; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let tmux = Tmux::start(root, &command);
+    let folder = root
+        .canonicalize()
+        .expect("canonical")
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    wait_for_call(&file, &format!("{folder} lane_done"));
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }
