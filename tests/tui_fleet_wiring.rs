@@ -300,6 +300,12 @@ fn s_stops_a_task_lane_through_its_state_json() {
         "the worker is left: {:?}",
         processes_mentioning(&task_dir)
     );
+    let llm = root.join("llm").display().to_string();
+    assert!(
+        wait_until(DEADLINE, || processes_mentioning(&llm).is_empty()),
+        "the LLM program is left: {:?}",
+        processes_mentioning(&llm)
+    );
 
     // The watched task's worker is nobody's here: K and p do not apply.
     tmux.keys(&["2"]);
