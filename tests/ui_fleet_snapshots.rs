@@ -10,7 +10,7 @@ use clowder::agent::stream::{LineKind, Rendered, SessionStats};
 use clowder::approvals::{Request, RequestKind};
 use clowder::fleet::LaneName;
 use clowder::fleet::link::{HostMsg, LaneEntry, LaneReport};
-use clowder::fleet::registry::LaneState;
+use clowder::fleet::registry::{LaneKind, LaneState};
 use clowder::protocol::{ExitReason, LoopState, Snapshot};
 use clowder::ui::app::lanes::placeholder;
 use clowder::ui::app::{AppState, Msg, update};
@@ -82,6 +82,7 @@ fn fleet() -> AppState {
             name: name(lane),
             requested: LaneState::Active,
             max_iterations: Some(10),
+            kind: LaneKind::Worktree,
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());
@@ -229,6 +230,7 @@ fn fleet_of_a_hundred_lanes_scrolls_at_80x24() {
             name: name(lane),
             requested: LaneState::Active,
             max_iterations: Some(10),
+            kind: LaneKind::Worktree,
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use clowder::fleet::LaneName;
 use clowder::fleet::link::{HostMsg, HostRequest, LaneEntry};
 use clowder::fleet::plans::{PlanSummary, StepSummary};
-use clowder::fleet::registry::LaneState;
+use clowder::fleet::registry::{LaneKind, LaneState};
 use clowder::ui::app::{AppState, Msg, UiCommand, update};
 use clowder::ui::view;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -57,6 +57,7 @@ fn room() -> AppState {
             name: LaneName::parse(&format!("diamond-{id}")).expect("a valid lane name"),
             requested: LaneState::Active,
             max_iterations: Some(5),
+            kind: LaneKind::Worktree,
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());

@@ -438,6 +438,16 @@ impl Host {
                     room.to_plan(request);
                 }
             }
+            Some(HostRequest::AddLane(request)) => {
+                if let Some(room) = &self.room {
+                    room.add_lane(&self.root, request);
+                }
+            }
+            Some(HostRequest::StopTask(lane)) => {
+                if let Some(room) = &self.room {
+                    room.stop_task(&self.root, lane);
+                }
+            }
         }
     }
 
@@ -526,6 +536,9 @@ impl Host {
                 let files_dir = super::lane_files_dir(&self.root, &lane.name);
                 room.forward_snapshots(lane.name.clone(), files_dir, snapshots);
             }
+            let commands =
+                super::task_lane::take_commands(self.root.clone(), name.clone(), commands_rx);
+            tokio::task::spawn_local(commands);
             tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
             return;
         }

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::LaneName;
+use super::new_lane::NewLaneRequest;
 use super::plans::PlanSummary;
-use super::registry::LaneState;
+use super::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, Event, ExitReason, Snapshot};
 use crate::supervisor::core::Level;
 
@@ -45,6 +46,8 @@ pub struct LaneEntry {
     /// What the user asked for (active, paused, stopped).
     pub requested: LaneState,
     pub max_iterations: Option<u64>,
+    /// A task lane is stopped through its state.json, not by a signal.
+    pub kind: LaneKind,
 }
 
 /// From the host to the control room.
@@ -82,4 +85,8 @@ pub enum HostRequest {
     Remove(LaneName),
     /// `M`: merge a step that needs review by hand (`clowder plan merge`).
     MergeStep { plan: String, step: String },
+    /// The new-lane dialog's lane, added as `lane add` does.
+    AddLane(NewLaneRequest),
+    /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
+    StopTask(LaneName),
 }

@@ -7,6 +7,7 @@ pub mod host;
 pub mod lanes;
 pub mod link;
 mod name;
+pub mod new_lane;
 pub mod plans;
 pub mod registry;
 mod room;

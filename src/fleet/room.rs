@@ -1,6 +1,7 @@
 //! The host's side of the control room: lane reporters and snapshot forwarders
 //! that send to the screen's thread, and the slow work it asks for (commits
-//! ahead, diffs, `lane rm`) run on blocking threads, never on the screen's.
+//! ahead, diffs, `lane rm`, a lane added, a task stopped) run on blocking
+//! threads, never on the screen's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,8 +13,9 @@ use tokio::sync::{mpsc, watch};
 
 use super::LaneName;
 use super::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
+use super::new_lane::NewLaneRequest;
 use super::registry::{Lane, Registry};
-use super::{lanes, worktree};
+use super::{lanes, task_lane, worktree};
 use crate::protocol::{Event, Snapshot};
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, QUEUED_MARK, Reporter};
@@ -161,6 +163,7 @@ impl RoomSide {
                 name: lane.name.clone(),
                 requested: lane.state,
                 max_iterations: lane.max_iterations,
+                kind: lane.kind,
             })
             .collect();
         if entries == self.entries {
@@ -241,6 +244,56 @@ impl RoomSide {
             .await
             .unwrap_or_else(|err| Err(format!("lane rm failed: {err}")));
             let report = LaneReport::Removed(done);
+            let _ = to_ui.send(HostMsg::Lane { lane, report });
+        });
+    }
+
+    /// The new-lane dialog's lane, added (git runs here, off the screen's
+    /// thread); what happened goes to the events pane. The registry poll then
+    /// starts it.
+    pub(super) fn add_lane(&self, root: &Path, request: NewLaneRequest) {
+        let to_ui = self.to_ui.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let name = request.name.clone();
+            let done =
+                tokio::task::spawn_blocking(move || super::new_lane::submit(&root, &request))
+                    .await
+                    .unwrap_or_else(|err| Err(format!("adding the lane failed: {err}")));
+            let (level, text) = match done {
+                Ok(text) => (Level::Info, text),
+                Err(why) => (Level::Error, format!("refused: new lane {name}: {why}")),
+            };
+            let _ = to_ui.send(HostMsg::Log { level, text });
+        });
+    }
+
+    /// `s` on a task lane: `"status": "stopped"` into its task's state.json;
+    /// the worker ends at its next check, and the lane with it.
+    pub(super) fn stop_task(&self, root: &Path, lane: LaneName) {
+        let to_ui = self.to_ui.clone();
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let name = lane.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                let registry = super::registry::load(&root)?;
+                let lane = registry
+                    .lane(&name)
+                    .filter(|lane| lane.kind.is_task())
+                    .ok_or_else(|| format!("{name} is not a task lane"))?;
+                task_lane::request_stop(&root, lane)
+            })
+            .await
+            .unwrap_or_else(|err| Err(format!("the stop failed: {err}")));
+            let (level, text) = match done {
+                Ok(text) => (Level::Info, format!("stop: {text}")),
+                Err(why) => (Level::Error, format!("cannot stop the task: {why}")),
+            };
+            let report = LaneReport::Log {
+                at: Utc::now(),
+                level,
+                text,
+            };
             let _ = to_ui.send(HostMsg::Lane { lane, report });
         });
     }

@@ -233,6 +233,26 @@ pub fn status_note(root: &Path, lane: &Lane, now: DateTime<Utc>) -> String {
     format!(" task={status} task_iteration={iteration}/{max} heartbeat={beat}")
 }
 
+/// A watch-task lane's commands from the control room: a stop (after the
+/// session, or now: there is no session of ours) leaves the lane's stop-now
+/// request, which ends the watch, asking a running task to stop first. Pause
+/// and kill do not apply (the control room says so).
+pub(crate) async fn take_commands(
+    root: PathBuf,
+    name: LaneName,
+    mut commands: mpsc::UnboundedReceiver<crate::protocol::Command>,
+) {
+    use crate::protocol::Command;
+    let request = lane_files_dir(&root, &name).join(STOP_NOW_REQUEST);
+    while let Some(command) = commands.recv().await {
+        if matches!(command, Command::StopNow | Command::StopAfterCurrent)
+            && let Err(err) = std::fs::write(&request, b"")
+        {
+            tracing::warn!("lane={name} cannot write {}: {err}", request.display());
+        }
+    }
+}
+
 /// Follows the task of a `--watch-task` lane until the task ends (or the fleet
 /// stops); `config` is the lane's (its watchdog limit and file names). Returns
 /// the lane's snapshots, as a runtime's, and the watch to run.

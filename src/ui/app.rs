@@ -17,10 +17,12 @@ use ratatui_textarea::TextArea;
 use crate::agent::stream::{LineKind, Rendered, SessionStats};
 use crate::approvals::{DoneRecord, Request};
 use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::registry::LaneKind;
 use crate::protocol::{Command, Event, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 use crate::ui::event_text;
 use crate::ui::keymap::{self, Action, Context};
+use crate::ui::new_lane::{DialogOutcome, NewLaneDialog};
 
 /// Output lines kept in memory, whatever the size of the output file.
 pub const MAX_OUTPUT_LINES: usize = 5_000;
@@ -513,7 +515,7 @@ pub fn update(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiComma
 fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCommand> {
     let mut commands = Vec::new();
     match msg {
-        Msg::Key(key) => on_key(state, key, &mut commands),
+        Msg::Key(key) => on_key(state, key, now, &mut commands),
         Msg::Mouse(mouse) => match mouse.kind {
             MouseEventKind::ScrollUp => state.output.move_by(-3),
             MouseEventKind::ScrollDown => state.output.move_by(3),
@@ -642,8 +644,11 @@ fn on_snapshot(
     state.snapshot = snapshot;
 }
 
-fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
+fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mut Vec<UiCommand>) {
     if key.kind == KeyEventKind::Release {
+        return;
+    }
+    if new_lane_key(state, key, commands) {
         return;
     }
     let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
@@ -736,8 +741,28 @@ fn on_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) {
             commands.extend(lanes::select_nth(state, n));
             return;
         }
-        act(state, binding.action, commands);
+        act(state, binding.action, now, commands);
     }
+}
+
+/// While the new-lane dialog is open it owns every key; its lane is added by
+/// the host (git must not run on the screen's thread), which tells how it went.
+fn new_lane_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiCommand>) -> bool {
+    let Some(fleet) = state.fleet.as_mut() else {
+        return false;
+    };
+    let Some(dialog) = fleet.new_lane.as_mut() else {
+        return false;
+    };
+    match dialog.handle_key(key) {
+        DialogOutcome::Continue => {}
+        DialogOutcome::Cancel => fleet.new_lane = None,
+        DialogOutcome::Submit(request) => {
+            fleet.new_lane = None;
+            commands.push(UiCommand::Host(HostRequest::AddLane(request)));
+        }
+    }
+    true
 }
 
 /// Whether `action` does something now; the status line shows only those.
@@ -745,11 +770,15 @@ pub fn available(state: &AppState, action: Action) -> bool {
     let live = state.finished.is_none();
     let held = state.snapshot.state == LoopState::Held && live;
     let lane_selected = state.fleet.as_ref().is_some_and(|f| f.selected.is_some());
+    // Said not to apply, rather than silently ignored.
+    let watched = live && lanes::selected_kind(state) == Some(LaneKind::WatchTask);
     match action {
         Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
         Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
-        Action::PauseResume => held || state.running_session(),
-        Action::Kill => state.running_session(),
+        Action::NewLane => state.fleet.is_some(),
+        Action::SearchNext => state.output.search.is_some(),
+        Action::PauseResume => held || state.running_session() || watched,
+        Action::Kill => state.running_session() || watched,
         Action::StopAfter | Action::StopNow => live,
         Action::Approve | Action::ApproveAlways | Action::Reject => !state.approvals.is_empty(),
         Action::Unzoom => state.zoom,
@@ -764,8 +793,11 @@ pub fn available(state: &AppState, action: Action) -> bool {
 }
 
 /// Carries out a main-view action (its availability was checked).
-fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut Vec<UiCommand>) {
     let page = state.output.page.max(1) as isize;
+    if lanes::on_task_lane(state, action, now, commands) {
+        return;
+    }
     match action {
         Action::Quit => ask_quit(state, commands),
         Action::Help => {
@@ -789,6 +821,11 @@ fn act(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
         Action::FocusNext => state.focus = cycle(state, 1),
         Action::FocusPrev => state.focus = cycle(state, -1),
         Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
+        Action::NewLane => {
+            if let Some(fleet) = state.fleet.as_mut() {
+                fleet.new_lane = Some(NewLaneDialog::new(&fleet.root));
+            }
+        }
         Action::Diff => show_diff(state, commands),
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
@@ -1109,6 +1146,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 }
 
 pub mod lanes;
+pub mod observe;
 pub mod plan;
 
 #[cfg(test)]

@@ -12,13 +12,15 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use super::app::{AppState, Msg, UiCommand, lanes, update};
+use super::caller::Caller;
 use super::{
     FRAME, Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
     spawn_queue_scanner, view,
 };
 use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
-use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, HostRequest, LaneReport};
 use crate::fleet::plans::RoomDriver;
 use crate::protocol::Command;
 use crate::supervisor::core::Level;
@@ -45,6 +47,8 @@ pub fn run_fleet_with(
         stop_file: root.join(&config.shutdown.stop_file.0),
     };
     let format = config.agent.format;
+    let caller = Caller::new(&config.ui, &root);
+    let room_root = root.clone();
     let (to_ui, from_host) = mpsc::unbounded_channel();
     let (requests, requests_rx) = mpsc::unbounded_channel();
     let host = std::thread::Builder::new()
@@ -65,7 +69,13 @@ pub fn run_fleet_with(
             runtime.block_on(async {
                 let guard = TerminalGuard::enter()
                     .map_err(|err| format!("cannot set up the terminal: {err}"))?;
-                room_loop(guard, from_host, requests, format, &files)
+                let room = Room {
+                    root: room_root,
+                    format,
+                    files: &files,
+                    caller,
+                };
+                room_loop(guard, from_host, requests, room)
                     .await
                     .map_err(|err| format!("terminal error: {err}"))
             })
@@ -81,15 +91,31 @@ pub fn run_fleet_with(
     }
 }
 
+/// What the control room's loop is given besides its channels.
+struct Room<'a> {
+    root: PathBuf,
+    format: crate::agent::stream::AgentFormat,
+    files: &'a Files,
+    caller: Caller,
+}
+
 async fn room_loop(
     mut guard: TerminalGuard,
     mut from_host: mpsc::UnboundedReceiver<HostMsg>,
     requests: mpsc::UnboundedSender<HostRequest>,
-    format: crate::agent::stream::AgentFormat,
-    files: &Files,
+    room: Room<'_>,
 ) -> std::io::Result<()> {
+    let Room {
+        root,
+        format,
+        files,
+        mut caller,
+    } = room;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut state = AppState::for_fleet(no_color);
+    if let Some(fleet) = state.fleet.as_mut() {
+        fleet.root = root;
+    }
     let mut terminal_events = EventStream::new();
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -128,6 +154,9 @@ async fn room_loop(
                 .map_or(20, |s| s.height.saturating_sub(8) as usize);
             dirty = false;
             last_draw = Some(Instant::now());
+        }
+        if !dirty {
+            caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit || host_gone {
             break;
@@ -182,8 +211,22 @@ async fn room_loop(
         while let Ok(update) = feed_rx.try_recv() {
             messages.push(output_msg(update));
         }
-        dirty |= !messages.is_empty();
+        let news = !messages.is_empty();
+        let now = Utc::now();
+        let hidden: Option<Vec<LaneName>> = messages
+            .iter()
+            .map(|message| hidden_snapshot(&state, message).cloned())
+            .collect();
+        let before = hidden.as_ref().map(|lanes| rows_text(&state, lanes, now));
         outside.apply(&mut state, messages);
+        // Busy lanes not shown redraw the screen only when their row reads otherwise.
+        dirty |= match (&hidden, before) {
+            (Some(lanes), Some(before)) => rows_text(&state, lanes, now) != before,
+            _ => news,
+        };
+        if news {
+            caller.look(&state);
+        }
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
         if state.should_quit && !idle {
             // Leave only once every lane has ended: nothing keeps running unseen.
@@ -241,6 +284,34 @@ impl Outside<'_> {
             inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
         }
     }
+}
+
+/// The lane of a snapshot of a lane the panes do not show: of the screen, it
+/// can change only that lane's row in the Lanes pane.
+fn hidden_snapshot<'a>(state: &AppState, message: &'a Msg) -> Option<&'a LaneName> {
+    let Msg::Host(HostMsg::Lane {
+        lane,
+        report: LaneReport::Snapshot { .. },
+    }) = message
+    else {
+        return None;
+    };
+    let fleet = state.fleet.as_ref()?;
+    (fleet.selected.as_ref() != Some(lane)).then_some(lane)
+}
+
+/// The Lanes-pane text of each of `lanes`' rows.
+fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Option<String>> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    lanes
+        .iter()
+        .map(|lane| {
+            let row = fleet.rows.iter().find(|row| &row.name == lane)?;
+            Some(view::lane_row_text(row, now))
+        })
+        .collect()
 }
 
 fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {

@@ -83,6 +83,8 @@ pub enum Action {
     PlanView,
     /// `M`: merge the selected plan step that needs review (asks first).
     Merge,
+    /// `n`: the new-lane dialog (with lanes).
+    NewLane,
 }
 
 /// One key: a code, and whether Ctrl is held.
@@ -160,7 +162,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::PageUp)], "", C::Output, A::PageUp, "", None),
     bind(&[k('g'), code(KeyCode::Home)], "g / G", C::Output, A::Top, "top / follow the tail", None),
     bind(&[k('G'), code(KeyCode::End)], "", C::Output, A::Follow, "", None),
-    bind(&[k('/')], "/  n  N", C::Output, A::Search, "search the output, next, previous", Some(("/", "search"))),
+    bind(&[k('/')], "/  n  N", C::Output, A::Search, "search the output; once searching, next and previous match", Some(("/", "search"))),
     bind(&[k('n')], "", C::Output, A::SearchNext, "", None),
     bind(&[k('N')], "", C::Output, A::SearchPrev, "", None),
     bind(&[code(KeyCode::Enter)], "Enter", C::Output, A::Expand, "expand the selected tool call and its result", Some(("Enter", "expand"))),
@@ -183,6 +185,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::Enter)], "Enter", C::Plan, A::Expand, "show the step's lane (selected in the Lanes pane)", None),
     bind(&[k('M')], "M", C::Plan, A::Merge, "merge the selected step that needs review into base, as `clowder plan merge` (asks first)", None),
     bind(&[code(KeyCode::Esc), k('P')], "Esc / P", C::Plan, A::Close, "close the Plan view", None),
+    bind(&[k('n')], "n", C::Main, A::NewLane, "new lane (with lanes): a name, a prompt file or typed prompt, a base", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),

@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod attention;
+mod caller;
 mod event_text;
 mod fleet;
 pub mod keymap;
@@ -155,6 +156,7 @@ pub fn run(
         config_path: working_dir.join(config_path),
         stop_file: working_dir.join(&config.shutdown.stop_file.0),
     };
+    let caller = caller::Caller::new(&config.ui, &working_dir);
     let result = runtime.block_on(async move {
         let (log_tx, log_rx) = mpsc::unbounded_channel();
         let options = RuntimeOptions {
@@ -165,10 +167,12 @@ pub fn run(
             Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
-        let outcome = event_loop(
-            guard, supervisor, snapshots, log_rx, format, &files, detacher,
-        )
-        .await;
+        let screen = Screen {
+            format,
+            detach: detacher,
+            caller,
+        };
+        let outcome = event_loop(guard, supervisor, snapshots, log_rx, &files, screen).await;
         outcome.map_err(|err| format!("terminal error: {err}"))
     });
     match result {
@@ -263,15 +267,26 @@ fn on_inbox_command(
     }
 }
 
+/// How the single loop's screen behaves besides its channels.
+struct Screen {
+    format: AgentFormat,
+    detach: Option<Detacher>,
+    caller: caller::Caller,
+}
+
 async fn event_loop(
     mut guard: TerminalGuard,
     supervisor: Runtime,
     mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
     mut log_rx: mpsc::UnboundedReceiver<Msg>,
-    format: AgentFormat,
     files: &Files,
-    detach: Option<Detacher>,
+    screen: Screen,
 ) -> io::Result<Outcome> {
+    let Screen {
+        format,
+        detach,
+        mut caller,
+    } = screen;
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
@@ -314,6 +329,9 @@ async fn event_loop(
                 .map_or(20, |s| s.height.saturating_sub(8) as usize);
             dirty = false;
             last_draw = Some(Instant::now());
+        }
+        if !dirty {
+            caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit {
             break;
@@ -401,6 +419,7 @@ async fn event_loop(
         for (at, level, text) in log_tx_local {
             update(&mut state, Msg::Log { at, level, text }, Utc::now());
         }
+        caller.look(&state);
         if state.should_quit && outcome.is_none() {
             // Leave only once the loop has ended: nothing keeps running unseen.
             state.should_quit = false;

@@ -18,8 +18,7 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 use ratatui_textarea::TextArea;
 
 use crate::fleet::LaneName;
-use crate::fleet::lanes::{self, AddOptions};
-use crate::store::lock::STATE_DIR;
+pub use crate::fleet::new_lane::{NewLaneRequest, PromptSource, submit};
 
 /// The dialog's fields, in Tab order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,26 +51,6 @@ impl Field {
     }
 }
 
-/// Where a new lane's prompt comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PromptSource {
-    /// The fleet's prompt (`[session] prompt_file`).
-    Default,
-    /// A file, relative to the fleet folder.
-    File(PathBuf),
-    /// Text typed in the dialog, saved under `.clowder/prompts/NAME.md`.
-    Typed(String),
-}
-
-/// What the dialog asks for, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewLaneRequest {
-    pub name: LaneName,
-    pub prompt: PromptSource,
-    /// None: the current HEAD.
-    pub base: Option<String>,
-}
-
 /// What a key did to the dialog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DialogOutcome {
@@ -82,6 +61,7 @@ pub enum DialogOutcome {
 
 /// The dialog's state: one text area per field, the focused field, and the
 /// problem that kept the last submit back.
+#[derive(Debug, Clone)]
 pub struct NewLaneDialog {
     root: PathBuf,
     fields: [TextArea<'static>; 4],
@@ -280,77 +260,6 @@ impl NewLaneDialog {
         };
         frame.render_widget(&self.fields[index], input);
     }
-}
-
-/// Adds the lane `request` asks for in the fleet of `root`, as `clowder lane
-/// add` does; a typed prompt is saved first as `.clowder/prompts/NAME.md` (never
-/// over an existing file). Returns what to tell the user, or why nothing was added.
-pub fn submit(root: &Path, request: &NewLaneRequest) -> Result<String, String> {
-    let name = &request.name;
-    let registry = crate::fleet::registry::load(root)?;
-    if registry.lane(name).is_some() {
-        return Err(format!("lane {name} already exists"));
-    }
-    let (prompt_file, written) = match &request.prompt {
-        PromptSource::Default => (None, None),
-        PromptSource::File(file) => (Some(file.clone()), None),
-        PromptSource::Typed(text) => {
-            let relative = Path::new(STATE_DIR)
-                .join("prompts")
-                .join(format!("{name}.md"));
-            let path = root.join(&relative);
-            write_new(&path, text)?;
-            (Some(relative), Some(path))
-        }
-    };
-    let options = AddOptions {
-        prompt_file,
-        base: request.base.clone(),
-        ..AddOptions::default()
-    };
-    match lanes::add(root, name, options) {
-        Ok(lane) => Ok(format!(
-            "lane {name} added: branch {} in {}",
-            lane.branch.unwrap_or_default(),
-            lane.dir.display()
-        )),
-        Err(failure) => {
-            // Only the file written just now, for this lane.
-            if let Some(path) = written {
-                let _ = std::fs::remove_file(path);
-            }
-            Err(failure.message().to_string())
-        }
-    }
-}
-
-/// Writes `text` to `path` whole (a temporary file renamed into place), refusing
-/// when `path` exists.
-fn write_new(path: &Path, text: &str) -> Result<(), String> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)
-        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .map_err(|err| format!("cannot write in {}: {err}", dir.display()))?;
-    let mut body = text.to_string();
-    if !body.ends_with('\n') {
-        body.push('\n');
-    }
-    file.write_all(body.as_bytes())
-        .and_then(|()| file.as_file().sync_all())
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    file.persist_noclobber(path).map_err(|err| {
-        if err.error.kind() == std::io::ErrorKind::AlreadyExists {
-            format!(
-                "{} already exists: it is kept; give it as the prompt file instead",
-                path.display()
-            )
-        } else {
-            format!("cannot write {}: {}", path.display(), err.error)
-        }
-    })?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,16 +4,20 @@
 //! lane; commands for a lane go back with its name.
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::{AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update};
+use super::{
+    Action, AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update,
+};
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
-use crate::fleet::registry::LaneState;
+use crate::fleet::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, Counters, ExitReason, LaneId, LoopState, Snapshot, Totals};
 use crate::supervisor::core::Level;
+use crate::ui::new_lane::NewLaneDialog;
 
 /// A lane's state as the Lanes pane words it; the loop's own state, never a
 /// guess from a screen. Kept per lane in [`LaneRow::status`], so that a
@@ -93,6 +97,7 @@ pub struct LaneRow {
     /// Its requests in the approvals inbox.
     pub pending: usize,
     pub status: LaneStatus,
+    pub kind: LaneKind,
 }
 
 impl LaneRow {
@@ -107,6 +112,7 @@ impl LaneRow {
             ahead: None,
             pending: 0,
             status: LaneStatus::Queued,
+            kind: entry.kind,
         };
         row.status = status_of(&row);
         row
@@ -192,6 +198,10 @@ pub struct Fleet {
     /// No lane runs now.
     pub idle: bool,
     pub diff: Option<DiffView>,
+    /// The fleet's folder, against which the new-lane dialog checks a prompt file.
+    pub root: PathBuf,
+    /// `n`: the new-lane dialog, owning every key while open.
+    pub new_lane: Option<NewLaneDialog>,
 }
 
 impl Fleet {
@@ -438,6 +448,45 @@ pub(crate) fn to_every_lane(fleet: &Fleet, command: &Command, commands: &mut Vec
     }
 }
 
+/// The kind of the lane shown, with lanes.
+pub fn selected_kind(state: &AppState) -> Option<LaneKind> {
+    state.fleet.as_ref()?.selected_row().map(|row| row.kind)
+}
+
+/// `s`, `K` and `p` on a task lane: `s` asks its worker to stop through
+/// state.json (done by the host); a watch-task lane's worker is not ours, so
+/// `K` and `p` do not apply. Returns whether the action was taken here.
+pub(super) fn on_task_lane(
+    state: &mut AppState,
+    action: Action,
+    now: DateTime<Utc>,
+    commands: &mut Vec<UiCommand>,
+) -> bool {
+    let Some(row) = state.fleet.as_ref().and_then(Fleet::selected_row) else {
+        return false;
+    };
+    let (lane, kind) = (row.name.clone(), row.kind);
+    let refused = match (kind, action) {
+        (LaneKind::Task | LaneKind::WatchTask, Action::StopAfter) => {
+            commands.push(UiCommand::Host(HostRequest::StopTask(lane)));
+            return true;
+        }
+        (LaneKind::WatchTask, Action::Kill) => "K (kill)",
+        (LaneKind::WatchTask, Action::PauseResume) => "p (pause)",
+        _ => return false,
+    };
+    let text = format!(
+        "{refused} does not apply to watch-task lane {lane}: its worker is not a process of ours (s stops it through state.json)"
+    );
+    let log = Msg::Log {
+        at: now,
+        level: Level::Warn,
+        text,
+    };
+    commands.extend(update(state, log, now));
+    true
+}
+
 /// The inbox changed: each lane's count of waiting requests.
 pub(super) fn count_requests(state: &mut AppState) {
     let Some(fleet) = state.fleet.as_mut() else {
@@ -518,6 +567,7 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
             .unwrap_or_else(|| LaneRow::new(entry));
         row.requested = entry.requested;
         row.max_iterations = entry.max_iterations;
+        row.kind = entry.kind;
         row.status = status_of(&row);
         fleet.rows.push(row);
     }

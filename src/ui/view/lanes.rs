@@ -83,6 +83,19 @@ fn row_line(
         " ".to_string()
     };
     let name = fmt::fit(row.name.as_str(), name_width);
+    let text = format!("{marker} {key} {name:<name_width$} {}", row_text(row, now));
+    let mut style = Style::default().fg(color(row.status));
+    if selected {
+        style = style.add_modifier(Modifier::BOLD);
+        if state.focus == Pane::Lanes {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+    }
+    Line::from(Span::styled(text, style))
+}
+
+/// A row's columns after its name: what a lane's news can change on screen.
+pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
     let word = format!("{} {}", row.status.glyph(), row.status.word());
     let snapshot = row.snapshot.as_deref();
     let iteration = snapshot.map_or_else(
@@ -101,19 +114,11 @@ fn row_line(
     } else {
         String::new()
     };
-    let text = format!(
-        "{marker} {key} {name:<name_width$} {:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {asks}",
+    format!(
+        "{:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {asks}",
         fmt::fit(&word, 21),
         idle(row, now),
-    );
-    let mut style = Style::default().fg(color(row.status));
-    if selected {
-        style = style.add_modifier(Modifier::BOLD);
-        if state.focus == Pane::Lanes {
-            style = style.add_modifier(Modifier::REVERSED);
-        }
-    }
-    Line::from(Span::styled(text, style))
+    )
 }
 
 /// `12s / 20m` while a session runs: how long since it last wrote, against the

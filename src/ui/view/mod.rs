@@ -11,6 +11,8 @@ mod overlay;
 mod plan;
 mod watchdog;
 
+pub(crate) use lanes::row_text as lane_row_text;
+
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -87,6 +89,9 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     }
     overlay::status_line(state, frame, status_area);
     overlay::draw(state, frame, area);
+    if let Some(dialog) = state.fleet.as_ref().and_then(|f| f.new_lane.as_ref()) {
+        dialog.render(frame, area);
+    }
     if state.no_color {
         strip_colors(frame);
     }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::approvals::{Request, RequestKind};
+use crate::ui::app::Pane;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn name(text: &str) -> LaneName {
@@ -15,6 +16,7 @@ fn entry(text: &str) -> LaneEntry {
         name: name(text),
         requested: LaneState::Active,
         max_iterations: Some(5),
+        kind: LaneKind::Worktree,
     }
 }
 
@@ -302,4 +304,64 @@ fn news_of_a_lane_not_shown_follows_no_file() {
             "/x/.clowder/lanes/b/claude-iteration-1.jsonl".into()
         )]
     );
+}
+
+/// `n` opens the new-lane dialog, which then owns the keys; in the output pane
+/// with a search active it stays the next match.
+#[test]
+fn n_opens_the_new_lane_dialog_unless_an_output_search_is_active() {
+    let mut state = fleet(&["a"]);
+    state.focus = Pane::Output;
+    state.output.search = Some("tick".into());
+    update(&mut state, key('n'), t0());
+    assert!(state.fleet.as_ref().is_some_and(|f| f.new_lane.is_none()));
+    state.output.search = None;
+    update(&mut state, key('n'), t0());
+    assert!(state.fleet.as_ref().is_some_and(|f| f.new_lane.is_some()));
+    // Typed into the dialog, not a quit.
+    assert!(update(&mut state, key('q'), t0()).is_empty());
+    assert_eq!(state.dialog, None);
+    let esc = Msg::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+    update(&mut state, esc, t0());
+    assert!(state.fleet.as_ref().is_some_and(|f| f.new_lane.is_none()));
+
+    let mut single = AppState::new(running("loop"), true);
+    assert!(update(&mut single, key('n'), t0()).is_empty());
+}
+
+/// `s` on a task lane asks the host to stop its task through state.json; `K`
+/// on a watch-task lane says it does not apply.
+#[test]
+fn s_stops_a_task_lane_and_k_does_not_apply_to_a_watched_one() {
+    let mut state = AppState::for_fleet(true);
+    let mut task = entry("t");
+    task.kind = LaneKind::Task;
+    let mut watched = entry("w");
+    watched.kind = LaneKind::WatchTask;
+    update(
+        &mut state,
+        Msg::Host(HostMsg::Lanes(vec![task, watched])),
+        t0(),
+    );
+    for lane in ["t", "w"] {
+        let report = LaneReport::Snapshot {
+            snapshot: running(lane),
+            queued: false,
+        };
+        let message = HostMsg::Lane {
+            lane: name(lane),
+            report,
+        };
+        update(&mut state, Msg::Host(message), t0());
+    }
+    update(&mut state, key('1'), t0());
+    assert_eq!(
+        update(&mut state, key('s'), t0()),
+        vec![UiCommand::Host(HostRequest::StopTask(name("t")))]
+    );
+    update(&mut state, key('2'), t0());
+    assert!(update(&mut state, key('K'), t0()).is_empty());
+    assert_eq!(state.dialog, None);
+    let last = state.events.back().expect("a line");
+    assert!(last.detail.contains("K (kill) does not apply"), "{last:?}");
 }

@@ -1,0 +1,189 @@
+//! What attention looks at in the control room's state: each lane's state and
+//! the pending requests, as an [`Observation`] for [`crate::ui::attention::detect`].
+
+use super::AppState;
+use super::lanes::LaneRow;
+use crate::protocol::LoopState;
+use crate::ui::attention::{AttentionState, Observation, PendingRequest};
+
+/// The state's observation. With lanes, one entry per lane; a single loop is
+/// one entry named `loop_name` (the folder's name).
+pub fn observe(state: &AppState, loop_name: &str) -> Observation {
+    let lanes = match &state.fleet {
+        Some(fleet) => fleet
+            .rows
+            .iter()
+            .filter_map(|row| Some((row.name.to_string(), lane_state(row)?)))
+            .collect(),
+        None => {
+            let snapshot = &state.snapshot;
+            let reason = state.finished.as_ref().or(snapshot.exit_reason.as_ref());
+            let loop_state = if state.finished.is_some() {
+                LoopState::Stopped
+            } else {
+                snapshot.state
+            };
+            [(
+                loop_name.to_string(),
+                AttentionState::of(loop_state, reason),
+            )]
+            .into()
+        }
+    };
+    let pending = state
+        .approvals
+        .iter()
+        .map(|request| {
+            let pending = PendingRequest {
+                lane: request.lane.clone(),
+                title: request.title.clone(),
+            };
+            (request.id.clone(), pending)
+        })
+        .collect();
+    Observation { lanes, pending }
+}
+
+/// A lane's state from how its loop ended in this run, or else its last
+/// snapshot; `None` before either (then its first state, even done from an
+/// earlier run, is its first sight, not a change).
+fn lane_state(row: &LaneRow) -> Option<AttentionState> {
+    Some(match (&row.ended, &row.snapshot) {
+        (Some(Ok(reason)), _) => AttentionState::of(LoopState::Stopped, Some(reason)),
+        (Some(Err(_)), _) => AttentionState::Failed,
+        (None, Some(snapshot)) => AttentionState::of(snapshot.state, snapshot.exit_reason.as_ref()),
+        (None, None) => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::approvals::{Request, RequestKind};
+    use crate::fleet::LaneName;
+    use crate::fleet::link::{HostMsg, LaneEntry, LaneReport};
+    use crate::fleet::registry::{LaneKind, LaneState};
+    use crate::protocol::ExitReason;
+    use crate::ui::app::lanes::placeholder;
+    use crate::ui::app::{Msg, update};
+    use crate::ui::attention::{EventKind, detect};
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000, 0).expect("valid time")
+    }
+
+    fn lanes(names: &[&str]) -> Msg {
+        let entries = names
+            .iter()
+            .map(|name| LaneEntry {
+                name: LaneName::parse(name).expect("a valid name"),
+                requested: LaneState::Active,
+                max_iterations: Some(2),
+                kind: LaneKind::Worktree,
+            })
+            .collect();
+        Msg::Host(HostMsg::Lanes(entries))
+    }
+
+    fn report(lane: &str, report: LaneReport) -> Msg {
+        let lane = LaneName::parse(lane).expect("a valid name");
+        Msg::Host(HostMsg::Lane { lane, report })
+    }
+
+    fn snapshot(lane: &str, state: LoopState) -> Msg {
+        let mut snapshot = placeholder(lane, Some(2));
+        snapshot.state = state;
+        let snapshot = Arc::new(snapshot);
+        report(
+            lane,
+            LaneReport::Snapshot {
+                snapshot,
+                queued: false,
+            },
+        )
+    }
+
+    fn request(id: &str, lane: &str) -> Request {
+        Request {
+            id: id.into(),
+            created: t0(),
+            kind: RequestKind::Ask,
+            title: "deploy?".into(),
+            tool_name: None,
+            tool_input: None,
+            session_id: None,
+            cwd: None,
+            body: None,
+            lane: Some(lane.into()),
+            abandoned: false,
+        }
+    }
+
+    /// The fleet's rows and inbox make the observation: a lane that ends well is
+    /// done, a held one held, a failed start failed, and a request of a lane
+    /// names it; between two observations `detect` calls for each once.
+    #[test]
+    fn a_fleets_rows_and_requests_are_observed() {
+        let mut state = AppState::for_fleet(true);
+        update(&mut state, lanes(&["auth", "docs", "api"]), t0());
+        // Not seen yet: nothing to compare with.
+        assert!(observe(&state, "ignored").lanes.is_empty());
+        for lane in ["auth", "docs", "api"] {
+            update(&mut state, snapshot(lane, LoopState::SessionRunning), t0());
+        }
+        let before = observe(&state, "ignored");
+        assert_eq!(before.lanes.len(), 3);
+        assert!(before.lanes.values().all(|s| *s == AttentionState::Other));
+        assert!(before.pending.is_empty());
+
+        update(&mut state, snapshot("docs", LoopState::Held), t0());
+        let ended = LaneReport::Ended(Ok(ExitReason::MaxIterations));
+        update(&mut state, report("auth", ended), t0());
+        let failed = LaneReport::Ended(Err("the lane's folder is missing".into()));
+        update(&mut state, report("api", failed), t0());
+        let pending = vec![request("r1", "docs")];
+        let inbox = Msg::Approvals {
+            dir_exists: true,
+            pending,
+        };
+        update(&mut state, inbox, t0());
+        let after = observe(&state, "ignored");
+        assert_eq!(after.lanes["auth"], AttentionState::Done);
+        assert_eq!(after.lanes["docs"], AttentionState::Held);
+        assert_eq!(after.lanes["api"], AttentionState::Failed);
+        assert_eq!(after.pending["r1"].lane.as_deref(), Some("docs"));
+
+        let events: Vec<(String, EventKind)> = detect(Some(&before), &after)
+            .into_iter()
+            .map(|e| (e.lane, e.event))
+            .collect();
+        assert_eq!(
+            events,
+            vec![
+                ("docs".to_string(), EventKind::ApprovalRequested),
+                ("api".to_string(), EventKind::LaneFailed),
+                ("auth".to_string(), EventKind::LaneDone),
+                ("docs".to_string(), EventKind::LaneHeld),
+            ]
+        );
+        assert!(detect(Some(&after), &observe(&state, "x")).is_empty());
+    }
+
+    /// A single loop is one lane named after its folder; it is done once finished well.
+    #[test]
+    fn a_single_loop_is_one_lane_named_after_its_folder() {
+        let mut state = AppState::new(Arc::new(placeholder("loop", Some(2))), true);
+        let running = observe(&state, "project");
+        assert_eq!(running.lanes["project"], AttentionState::Other);
+        update(&mut state, Msg::Finished(ExitReason::Completed), t0());
+        let done = observe(&state, "project");
+        assert_eq!(done.lanes["project"], AttentionState::Done);
+        let events = detect(Some(&running), &done);
+        assert_eq!(events.len(), 1);
+        assert_eq!(events[0].event, EventKind::LaneDone);
+    }
+}

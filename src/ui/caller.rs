@@ -1,0 +1,58 @@
+//! Calls a human from the control room: after each batch of news the state is
+//! observed ([`observe`]); the calls for attention between two observations
+//! ([`detect`]) are signalled on the terminal after the next draw, so that an
+//! escape never lands in the middle of a frame.
+
+use std::io::Write;
+use std::path::Path;
+
+use super::app::AppState;
+use super::app::observe::observe;
+use super::attention::{AttentionEvent, Notifier, Observation, detect};
+use crate::config::UiConfig;
+
+pub(super) struct Caller {
+    notifier: Notifier,
+    /// The single loop's name in the calls (the folder's name).
+    loop_name: String,
+    last: Option<Observation>,
+    due: Vec<AttentionEvent>,
+}
+
+impl Caller {
+    /// `dir` is the fleet's (or the loop's) folder: `on_attention` runs there.
+    pub(super) fn new(config: &UiConfig, dir: &Path) -> Caller {
+        let full = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let loop_name = full
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Caller {
+            notifier: Notifier::new(config, dir),
+            loop_name,
+            last: None,
+            due: Vec::new(),
+        }
+    }
+
+    /// Looks at the state after an update; what changed is signalled by [`Caller::signal`].
+    pub(super) fn look(&mut self, state: &AppState) {
+        let now = observe(state, &self.loop_name);
+        if self.last.as_ref() == Some(&now) {
+            return;
+        }
+        self.due.extend(detect(self.last.as_ref(), &now));
+        self.last = Some(now);
+    }
+
+    /// Signals the calls due, on `terminal` (flushed); call it right after a draw.
+    pub(super) fn signal(&mut self, terminal: &mut impl Write) {
+        if self.due.is_empty() {
+            return;
+        }
+        let due = std::mem::take(&mut self.due);
+        if let Err(err) = self.notifier.notify(terminal, &due) {
+            tracing::warn!("cannot signal a call for attention on the terminal: {err}");
+        }
+    }
+}
