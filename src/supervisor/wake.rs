@@ -214,11 +214,11 @@ mod tests {
         let (out_tx, out_rx) = mpsc::channel();
         let stop_tx = Mutex::new(stop_tx);
         let out_tx = Mutex::new(out_tx);
-        let control = Watch::start(&[stop.clone()], move || {
+        let control = Watch::start(std::slice::from_ref(&stop), move || {
             let _ = lock(&stop_tx).send(());
         })
         .expect("a temp folder can be watched");
-        let output = Watch::start(&[out.clone()], move || {
+        let output = Watch::start(std::slice::from_ref(&out), move || {
             let _ = lock(&out_tx).send(());
         })
         .expect("a temp folder can be watched");
