@@ -273,9 +273,9 @@ impl Runtime {
                 output_dir.display()
             )
         })?;
-        let detectors = Detectors::new(
-            &pattern_strings(&config.detect.rate_limit_patterns),
-            &pattern_strings(&config.detect.commit_patterns),
+        let detectors = shared_detectors(
+            pattern_strings(&config.detect.rate_limit_patterns),
+            pattern_strings(&config.detect.commit_patterns),
         )?;
         let event_log = match config.event_log_path() {
             Some(path) => {
@@ -387,7 +387,7 @@ impl Runtime {
             config,
             core,
             reporter,
-            detectors: Arc::new(detectors),
+            detectors,
             event_log,
             counter: loaded.counter,
             session: None,
@@ -425,6 +425,21 @@ impl Runtime {
             period = period.min(VERBOSE_POLL);
         }
         period.max(Duration::from_millis(20))
+    }
+
+    /// Hands the snapshot to its watchers unless only its time changed: a look
+    /// that found nothing new wakes no one (the control room, the host).
+    fn publish(&self, mut snapshot: Snapshot) {
+        self.snapshots.send_if_modified(|latest| {
+            let now = snapshot.last_update;
+            snapshot.last_update = latest.last_update;
+            if snapshot == **latest {
+                return false;
+            }
+            snapshot.last_update = now;
+            *latest = Arc::new(snapshot);
+            true
+        });
     }
 
     /// Watches what [`Runtime::on_tick`] looks at besides the output: STOP, the
@@ -559,7 +574,7 @@ impl Runtime {
                 {
                     lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
                 }
-                self.snapshots.send_replace(Arc::new(snapshot));
+                self.publish(snapshot);
             }
             if self.exit.is_some() && self.session.is_none() {
                 break;
@@ -1703,6 +1718,31 @@ impl Runtime {
             )))));
         });
     }
+}
+
+/// The detectors for these patterns, compiled once for every loop of the
+/// process that uses the same ones (the lanes of a fleet, mostly).
+fn shared_detectors(
+    rate_limit: Vec<String>,
+    commit: Vec<String>,
+) -> Result<Arc<Detectors>, String> {
+    type Compiled = Vec<((Vec<String>, Vec<String>), std::sync::Weak<Detectors>)>;
+    static COMPILED: std::sync::Mutex<Compiled> = std::sync::Mutex::new(Vec::new());
+    let mut compiled = COMPILED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    compiled.retain(|(_, detectors)| detectors.strong_count() > 0);
+    let key = (rate_limit, commit);
+    if let Some(detectors) = compiled
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, detectors)| detectors.upgrade())
+    {
+        return Ok(detectors);
+    }
+    let detectors = Arc::new(Detectors::new(&key.0, &key.1)?);
+    compiled.push((key, Arc::downgrade(&detectors)));
+    Ok(detectors)
 }
 
 /// Bytes an unprivileged process may still write on `dir`'s file system.
