@@ -780,3 +780,57 @@ fn activity_outside_the_output_keeps_the_watchdog_from_a_silent_session() {
     driver.advance(Duration::from_secs(2));
     assert!(killed(&driver.step(Input::Tick)));
 }
+
+/// The loop sleeps until `next_tick_due` when its files are watched: a tick
+/// before that moment changes nothing, a tick at it kills a stale session.
+#[test]
+fn the_next_tick_due_is_exactly_when_the_watchdog_would_kill() {
+    let killed = |effects: &[Effect]| {
+        effects
+            .iter()
+            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
+    };
+    let mut driver = Driver::new(settings(10, 100, 5));
+    driver.start_session();
+    driver.advance(Duration::from_secs(7));
+    driver.step(Input::OutputSize {
+        bytes: 10,
+        written_ago: Duration::from_millis(500),
+    });
+    // settings(): a 60 s stale limit, counted from the write 6.5 s into the session.
+    let due = driver
+        .core
+        .next_tick_due()
+        .expect("a running session is watched");
+    assert_eq!(due, driver.base + Duration::from_millis(66_500));
+    driver.advance(Duration::from_millis(59_499));
+    assert!(!killed(&driver.step(Input::Tick)));
+    // Paused, nothing is due; resumed, the clock goes on where it stood.
+    driver.step(Input::Command(clowder::protocol::Command::Pause));
+    assert_eq!(driver.core.next_tick_due(), None);
+    driver.advance(Duration::from_secs(600));
+    driver.step(Input::Command(clowder::protocol::Command::Resume));
+    let due = driver.core.next_tick_due().expect("running again");
+    assert_eq!(due, driver.now().mono + Duration::from_millis(1));
+    driver.advance(Duration::from_millis(1));
+    assert!(killed(&driver.step(Input::Tick)));
+    // Being killed, the session needs no more ticks.
+    assert_eq!(driver.core.next_tick_due(), None);
+}
+
+#[test]
+fn a_max_runtime_is_due_from_the_loop_start_even_between_sessions() {
+    let mut config = settings(10, 100, 5);
+    config.guard.max_runtime = Some(Duration::from_secs(300));
+    let mut driver = Driver::new(config);
+    assert_eq!(
+        driver.core.next_tick_due(),
+        Some(driver.base + Duration::from_secs(300))
+    );
+    driver.start_session();
+    // The watchdog (60 s) comes first while a session runs.
+    assert_eq!(
+        driver.core.next_tick_due(),
+        Some(driver.base + Duration::from_secs(60))
+    );
+}

@@ -761,3 +761,52 @@ fn a_lane_paused_between_sessions_starts_its_next_session_only_on_resume() {
         .expect("the session ran once resumed");
     assert!(time_of(&start) >= resumed_at, "{stdout}");
 }
+
+/// The inotify instances of `pid` (a user has 128 by default).
+fn inotify_instances(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read the fleet's fds")
+        .filter_map(Result::ok)
+        .filter(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|to| to == Path::new("anon_inode:inotify"))
+        })
+        .count()
+}
+
+#[test]
+fn the_lanes_of_a_fleet_share_one_inotify_instance_and_each_still_hears_its_stop_file() {
+    let lanes = ["a", "b", "c", "d"];
+    let repo = Repo::with_lanes(&lanes, "[session]\nmax_iterations = 2\n");
+    let fleet = repo.spawn_fleet(600);
+    let groups: Vec<i32> = lanes.iter().map(|lane| repo.session_group(lane)).collect();
+    let instances = inotify_instances(fleet.id());
+    assert!(
+        instances <= 1,
+        "{instances} inotify instances for {} running lanes",
+        lanes.len()
+    );
+    // STOP ends each lane after its session, which `lane stop --now` cuts short.
+    for lane in lanes {
+        std::fs::write(repo.path(&format!(".clowder/lanes/{lane}/STOP")), "").expect("touch STOP");
+        let pending = wait_until(DEADLINE, || {
+            repo.status(lane)
+                .is_some_and(|status| status["stop_pending"] == true)
+        });
+        assert!(pending, "lane {lane} did not see its STOP file");
+        repo.expect(&["lane", "stop", lane, "--now"]);
+    }
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert!(output.status.success(), "{}", stderr_of(&output));
+    for lane in lanes {
+        let starts = repo
+            .events(lane)
+            .iter()
+            .filter(|e| e["event"] == "session_start")
+            .count();
+        assert_eq!(starts, 1, "lane {lane} started another session after STOP");
+    }
+    for group in groups {
+        assert!(common::live_group_members(group).is_empty());
+    }
+    assert!(repo.lane_processes().is_empty());
+}

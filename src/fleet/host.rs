@@ -478,7 +478,7 @@ impl Host {
             room.lanes(&self.root, &registry, &running);
         }
         for lane in &registry.lanes {
-            if lane.state != LaneState::Active || finished(&self.root, &lane.name) {
+            if lane.state != LaneState::Active {
                 continue;
             }
             // Running, or ended and not resumed since: nothing to start.
@@ -486,7 +486,8 @@ impl Host {
             if self.running.contains_key(&lane.name) && !ended {
                 continue;
             }
-            if ended && !self.resumed(&lane.name) {
+            // Looked at last: a running lane costs no look at its files here.
+            if (ended && !self.resumed(&lane.name)) || finished(&self.root, &lane.name) {
                 continue;
             }
             self.ended.remove(&lane.name);

@@ -504,6 +504,43 @@ impl Core {
         }
     }
 
+    /// The next moment an [`Input::Tick`] can change anything (the watchdog's
+    /// limit, `max_runtime`, a run budget that ends the loop between sessions);
+    /// `None` when only other inputs can. A moment already past means now.
+    pub fn next_tick_due(&self) -> Option<Instant> {
+        let start = self.loop_start?.mono;
+        if self.phase == Phase::Stopped {
+            return None;
+        }
+        let between_sessions = matches!(
+            self.phase,
+            Phase::Waiting { .. } | Phase::AwaitingApproval | Phase::Held { .. }
+        );
+        let limit = self.settings.guard.max_cost_usd;
+        let cost_reached = limit > 0.0 && self.totals.cost_usd >= limit;
+        if (self.run_budget.is_some() && between_sessions)
+            || (self.run_budget.is_none() && cost_reached && !self.session_running())
+        {
+            return Some(start);
+        }
+        let runtime_end = self
+            .settings
+            .guard
+            .max_runtime
+            .filter(|_| self.run_budget.is_none())
+            .map(|limit| start + limit);
+        let stale = match &self.phase {
+            Phase::Running(session) if session.kill.is_none() && session.paused_since.is_none() => {
+                Some(session.last_growth + self.settings.stale_timeout)
+            }
+            _ => None,
+        };
+        match (runtime_end, stale) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Whether the runtime should watch the output file and the STOP file closely.
     pub fn session_running(&self) -> bool {
         matches!(self.phase, Phase::Running(_))

@@ -13,3 +13,4 @@ pub mod prompt;
 pub mod reaper;
 pub mod runtime;
 pub mod shared_limit;
+pub mod wake;

@@ -17,13 +17,14 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-use super::analysis::{OutputWatch, SessionReader};
+use super::analysis::SessionReader;
 use super::cgroup::KillMethod;
 use super::core::{
     Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding, SessionFindings,
     SessionGate, Settings, StopSignal,
 };
 use super::hooks::ShellContext;
+use super::wake::Watch;
 use super::{cgroup, hooks, leftovers, process, prompt};
 use crate::agent::{Detectors, SessionStats};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
@@ -35,15 +36,27 @@ use crate::store::events::EventLog;
 use crate::store::running::{Record, Running};
 use crate::store::status;
 
-/// How often the status file is refreshed while a session runs.
+/// How often the status file is refreshed while a session's output grows.
 const STATUS_REFRESH: Duration = Duration::from_secs(2);
+/// How often it is refreshed while a session runs and nothing changes.
+const STATUS_HEARTBEAT: Duration = Duration::from_secs(30);
 /// A prompt holding this marks its session critical (asked first at autonomy 3).
 pub const CRITICAL_MARKER: &str = "<!-- critical -->";
 /// Below this much free space where output files go, no session starts: the
 /// session's output (and the status file, the event log) would be cut short.
 pub const MIN_FREE_SPACE: u64 = 1024 * 1024;
-/// The longest gap between two looks at the output file and the STOP file.
+/// The longest gap between two looks at the output file and the STOP file when
+/// they cannot be watched.
 const MAX_POLL: Duration = Duration::from_secs(1);
+/// The longest gap between two looks when they are watched: a watch wakes the
+/// loop when they change, this look is for a change the watch did not report
+/// (a file system without inotify events, a write through a memory map).
+const IDLE_LOOK: Duration = Duration::from_secs(10);
+/// The shortest gap between two looks.
+const MIN_LOOK_GAP: Duration = Duration::from_millis(20);
+/// After a read of the output, writes in the next moment wait for one read
+/// together instead of each causing a read.
+const OUTPUT_COALESCE: Duration = Duration::from_millis(100);
 /// In verbose mode, output is copied to the console at least this often.
 const VERBOSE_POLL: Duration = Duration::from_millis(200);
 /// At most this much agent output is echoed per poll in verbose mode.
@@ -129,6 +142,8 @@ enum Internal {
     GroupEnded(process::GroupEnd),
     /// The output file changed (a hint from notify): read what was added.
     OutputWritten,
+    /// STOP, a request or the activity file changed: look at them all.
+    Look,
     /// A session slot of the fleet is this lane's: prepare session `iteration`.
     SlotGranted(Option<tokio::sync::OwnedSemaphorePermit>, u64),
     /// The fleet's budget is spent: this lane starts no more sessions.
@@ -150,8 +165,14 @@ struct LiveSession {
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
     echoed: u64,
-    /// Wakes the reader when the output file changes (the tick reads anyway).
-    output_watch: Option<OutputWatch>,
+    /// Wakes the reader when the output file changes; `None`: the tick polls.
+    output_watch: Option<Watch>,
+    /// A wake-up for the output is on its way: later writes join it.
+    output_pending: Arc<std::sync::atomic::AtomicBool>,
+    /// When the output was last read, and whether a read is put off until
+    /// [`OUTPUT_COALESCE`] after it.
+    last_read: Option<Instant>,
+    read_deferred: bool,
     /// Reads the output as it grows; taken when the session is analysed.
     reader: Option<SessionReader>,
     /// The lane's activity file's modification time when last looked at: only
@@ -202,6 +223,13 @@ pub struct Runtime {
     /// Why the lane ended before a session it was preparing could start (the
     /// fleet's budget, a signal while queued): the core saw only a failed start.
     stopped_before_start: Option<ExitReason>,
+    /// Wakes the loop when STOP, a request or the activity file changes; `None`:
+    /// they are polled.
+    look_watch: Option<Watch>,
+    /// When the loop last looked at its files.
+    last_look: Option<Instant>,
+    /// The output's size and last growth as the status file last showed them.
+    status_growth: (u64, Option<DateTime<Utc>>),
 }
 
 impl Runtime {
@@ -245,9 +273,9 @@ impl Runtime {
                 output_dir.display()
             )
         })?;
-        let detectors = Detectors::new(
-            &pattern_strings(&config.detect.rate_limit_patterns),
-            &pattern_strings(&config.detect.commit_patterns),
+        let detectors = shared_detectors(
+            pattern_strings(&config.detect.rate_limit_patterns),
+            pattern_strings(&config.detect.commit_patterns),
         )?;
         let event_log = match config.event_log_path() {
             Some(path) => {
@@ -359,7 +387,7 @@ impl Runtime {
             config,
             core,
             reporter,
-            detectors: Arc::new(detectors),
+            detectors,
             event_log,
             counter: loaded.counter,
             session: None,
@@ -384,6 +412,9 @@ impl Runtime {
             lane_paused: false,
             held_iteration: None,
             stopped_before_start: None,
+            look_watch: None,
+            last_look: None,
+            status_growth: (0, None),
         };
         Ok((runtime, snapshot_rx))
     }
@@ -394,6 +425,115 @@ impl Runtime {
             period = period.min(VERBOSE_POLL);
         }
         period.max(Duration::from_millis(20))
+    }
+
+    /// Hands the snapshot to its watchers unless only its time changed: a look
+    /// that found nothing new wakes no one (the control room, the host).
+    fn publish(&self, mut snapshot: Snapshot) {
+        self.snapshots.send_if_modified(|latest| {
+            let now = snapshot.last_update;
+            snapshot.last_update = latest.last_update;
+            if snapshot == **latest {
+                return false;
+            }
+            snapshot.last_update = now;
+            *latest = Arc::new(snapshot);
+            true
+        });
+    }
+
+    /// Watches what [`Runtime::on_tick`] looks at besides the output: STOP, the
+    /// requests, the activity file.
+    fn watch_control_files(&self) -> Option<Watch> {
+        let mut files = vec![self.stop_file.clone()];
+        for request in [
+            control::PAUSE_REQUEST,
+            control::RESUME_REQUEST,
+            STOP_NOW_REQUEST,
+        ] {
+            files.push(self.control_dir.join(request));
+        }
+        let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
+        files.extend(activity.cloned());
+        let wake = self.internal_tx.clone();
+        Watch::start(&files, move || {
+            let _ = wake.send(Internal::Look);
+        })
+    }
+
+    /// When to look at the files next: every [`Runtime::poll_period`] unless
+    /// they are watched; then when the core or the status file needs it, and at
+    /// least every [`IDLE_LOOK`].
+    fn next_look(&self) -> Instant {
+        let Some(last) = self.last_look else {
+            return Instant::now();
+        };
+        let watched = |watch: &Option<Watch>| watch.as_ref().is_some_and(Watch::working);
+        let output_watched = self
+            .session
+            .as_ref()
+            .is_none_or(|session| watched(&session.output_watch));
+        if self.options.verbose || !watched(&self.look_watch) || !output_watched {
+            return last + self.poll_period();
+        }
+        let idle = self.config.watchdog.check_interval_secs.0.min(IDLE_LOOK);
+        let mut due = last + idle.max(MIN_LOOK_GAP);
+        due = due.min(self.core.next_tick_due().unwrap_or(due));
+        due = due.min(self.status_due().unwrap_or(due));
+        due.max(last + MIN_LOOK_GAP)
+    }
+
+    /// When the status file is to be written again while a session runs: soon
+    /// after the output grew, else as a heartbeat.
+    fn status_due(&self) -> Option<Instant> {
+        if !self.core.session_running() {
+            return None;
+        }
+        let Some(written) = self.last_status_write else {
+            return Some(Instant::now());
+        };
+        let latest = self.snapshots.borrow();
+        let grew = (latest.output_bytes, latest.last_output_growth) != self.status_growth;
+        Some(
+            written
+                + if grew {
+                    STATUS_REFRESH
+                } else {
+                    STATUS_HEARTBEAT
+                },
+        )
+    }
+
+    /// The output file was written: its size for the watchdog, and what was
+    /// added for the reader, at most once per [`OUTPUT_COALESCE`].
+    fn output_grew(&mut self, queue: &mut VecDeque<Input>) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        if let Some(read) = session.last_read
+            && read.elapsed() < OUTPUT_COALESCE
+        {
+            if !session.read_deferred {
+                session.read_deferred = true;
+                let tx = self.internal_tx.clone();
+                let wait = OUTPUT_COALESCE.saturating_sub(read.elapsed());
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let _ = tx.send(Internal::OutputWritten);
+                });
+            }
+            return;
+        }
+        if let Ok(meta) = std::fs::metadata(&session.output_file) {
+            queue.push_back(Input::OutputSize {
+                bytes: meta.len(),
+                written_ago: written_ago(&meta),
+            });
+        }
+        if self.options.verbose {
+            self.echo_output();
+        }
+        queue.extend(self.read_output());
     }
 
     fn now(&self) -> Now {
@@ -418,8 +558,7 @@ impl Runtime {
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
-        let mut ticker = tokio::time::interval(self.poll_period());
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.look_watch = self.watch_control_files();
         let mut commands_open = true;
         let mut queue = VecDeque::from([Input::Start]);
 
@@ -435,17 +574,18 @@ impl Runtime {
                 {
                     lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
                 }
-                self.snapshots.send_replace(Arc::new(snapshot));
+                self.publish(snapshot);
             }
             if self.exit.is_some() && self.session.is_none() {
                 break;
             }
+            let next_look = tokio::time::Instant::from_std(self.next_look());
             tokio::select! {
-                Some(message) = self.internal_rx.recv() => {
-                    if let Some(input) = self.on_internal(message) {
-                        queue.push_back(input);
-                    }
-                }
+                Some(message) = self.internal_rx.recv() => match message {
+                    Internal::Look => self.on_tick(&mut queue),
+                    Internal::OutputWritten => self.output_grew(&mut queue),
+                    message => queue.extend(self.on_internal(message)),
+                },
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
                 Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
                 Some(stop) = recv_host_signal(&mut host_signals) => {
@@ -456,7 +596,7 @@ impl Runtime {
                     Some(command) => queue.push_back(Input::Command(command)),
                     None => commands_open = false,
                 },
-                _ = ticker.tick() => self.on_tick(&mut queue),
+                () = tokio::time::sleep_until(next_look) => self.on_tick(&mut queue),
             }
         }
         self.slot = None;
@@ -605,6 +745,7 @@ impl Runtime {
     }
 
     fn on_tick(&mut self, queue: &mut VecDeque<Input>) {
+        self.last_look = Some(Instant::now());
         if self.exit.is_some() {
             return;
         }
@@ -655,11 +796,7 @@ impl Runtime {
             self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
         }
         queue.push_back(Input::Tick);
-        if self.core.session_running()
-            && self
-                .last_status_write
-                .is_none_or(|at| at.elapsed() >= STATUS_REFRESH)
-        {
+        if self.status_due().is_some_and(|at| at <= Instant::now()) {
             self.write_status();
         }
     }
@@ -689,9 +826,11 @@ impl Runtime {
     fn read_output(&mut self) -> Option<Input> {
         let watch = self.core.settings().guard.watches_sessions();
         let session = self.session.as_mut()?;
-        if let Some(woken) = &session.output_watch {
-            woken.clear();
-        }
+        session
+            .output_pending
+            .store(false, std::sync::atomic::Ordering::Release);
+        session.last_read = Some(Instant::now());
+        session.read_deferred = false;
         let reader = session.reader.as_mut()?;
         reader.feed(ANALYSIS_CHUNK);
         if !watch {
@@ -736,7 +875,8 @@ impl Runtime {
                 self.build_prompt(iteration);
                 None
             }
-            Internal::OutputWritten => self.read_output(),
+            // Taken by the loop itself, which may queue more than one input.
+            Internal::OutputWritten | Internal::Look => None,
             Internal::Core(input) => {
                 // The session's slot is given back once its end is recorded.
                 if let Input::SessionAnalyzed(findings) = input.as_ref() {
@@ -917,9 +1057,16 @@ impl Runtime {
             reader.record_tool_calls();
         }
         let wake = self.internal_tx.clone();
-        let output_watch = OutputWatch::start(&output_file, move || {
-            let _ = wake.send(Internal::OutputWritten);
+        // Set: the first read below is on its way.
+        let output_pending = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let pending = Arc::clone(&output_pending);
+        let output_watch = Watch::start(std::slice::from_ref(&output_file), move || {
+            if !pending.swap(true, std::sync::atomic::Ordering::AcqRel) {
+                let _ = wake.send(Internal::OutputWritten);
+            }
         });
+        // What the agent wrote before the watch began.
+        let _ = self.internal_tx.send(Internal::OutputWritten);
         self.session = Some(LiveSession {
             global,
             pid,
@@ -932,6 +1079,9 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
+            output_pending,
+            last_read: None,
+            read_deferred: false,
             // A write from before the session is no sign of its life.
             activity_seen: self
                 .lane
@@ -1160,8 +1310,8 @@ impl Runtime {
     }
 
     fn write_status(&mut self) {
-        let snapshot = self.core.snapshot(Utc::now());
-        let mut snapshot = snapshot;
+        let mut snapshot = self.core.snapshot(Utc::now());
+        self.status_growth = (snapshot.output_bytes, snapshot.last_output_growth);
         // The core learns the size at each poll; the status shows the freshest.
         if let Some(session) = &self.session
             && let Ok(meta) = std::fs::metadata(&session.output_file)
@@ -1568,6 +1718,31 @@ impl Runtime {
             )))));
         });
     }
+}
+
+/// The detectors for these patterns, compiled once for every loop of the
+/// process that uses the same ones (the lanes of a fleet, mostly).
+fn shared_detectors(
+    rate_limit: Vec<String>,
+    commit: Vec<String>,
+) -> Result<Arc<Detectors>, String> {
+    type Compiled = Vec<((Vec<String>, Vec<String>), std::sync::Weak<Detectors>)>;
+    static COMPILED: std::sync::Mutex<Compiled> = std::sync::Mutex::new(Vec::new());
+    let mut compiled = COMPILED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    compiled.retain(|(_, detectors)| detectors.strong_count() > 0);
+    let key = (rate_limit, commit);
+    if let Some(detectors) = compiled
+        .iter()
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, detectors)| detectors.upgrade())
+    {
+        return Ok(detectors);
+    }
+    let detectors = Arc::new(Detectors::new(&key.0, &key.1)?);
+    compiled.push((key, Arc::downgrade(&detectors)));
+    Ok(detectors)
 }
 
 /// Bytes an unprivileged process may still write on `dir`'s file system.
