@@ -5,7 +5,10 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,6 +22,7 @@ use super::merge::{self, MergeJob};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
 use super::steps;
+use super::subplan;
 use crate::approvals::{Queue, Request, RequestKind};
 use crate::console::{Console, Verbosity};
 use crate::supervisor::core::Level;
@@ -49,6 +53,10 @@ enum Report {
         id: String,
         outcome: MergeOutcome,
     },
+    /// The driver of a sub-plan step's plan is done.
+    SubplanEnded {
+        id: String,
+    },
 }
 
 pub struct Driver {
@@ -56,8 +64,9 @@ pub struct Driver {
     state: PlanState,
     log: EventLog,
     queue_dir: PathBuf,
-    /// Where its log lines go: the console, or the control room's events.
-    out: RefCell<Box<dyn Reporter>>,
+    /// Where its log lines go: the console, or the control room's events;
+    /// shared with the drivers of its sub-plans.
+    out: Rc<RefCell<Box<dyn Reporter>>>,
     tx: mpsc::UnboundedSender<Report>,
     rx: mpsc::UnboundedReceiver<Report>,
     /// Set when the driver goes: waiting threads give up their requests.
@@ -92,7 +101,7 @@ impl Driver {
             root,
             state,
             queue_dir,
-            out: RefCell::new(Box::new(Console::new(verbosity))),
+            out: Rc::new(RefCell::new(Box::new(Console::new(verbosity)))),
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -105,7 +114,7 @@ impl Driver {
 
     /// Sends its log lines to `out` instead of the console.
     pub(super) fn report_to(mut self, out: Box<dyn Reporter>) -> Driver {
-        self.out = RefCell::new(out);
+        self.out = Rc::new(RefCell::new(out));
         self
     }
 
@@ -159,14 +168,21 @@ impl Driver {
             .iter()
             .filter(|s| s.status == StepStatus::Running)
             .filter(|s| {
-                crate::fleet::LaneName::parse(&s.lane)
-                    .is_ok_and(|name| registry.lane(&name).is_none())
+                subplan::is_subplan(s)
+                    || crate::fleet::LaneName::parse(&s.lane)
+                        .is_ok_and(|name| registry.lane(&name).is_none())
             })
             .cloned()
             .collect();
         for step in lost {
             let workspace = scheduler::workspace(&self.state, &step);
-            if let Err(reason) = steps::start(&self.root, &self.state.name, &step, &workspace) {
+            // A sub-plan has no lane: its own driver runs again and resumes it.
+            let started = if subplan::is_subplan(&step) {
+                self.start_subplan(&step, &workspace)
+            } else {
+                steps::start(&self.root, &self.state.name, &step, &workspace)
+            };
+            if let Err(reason) = started {
                 self.apply(ended_badly(step.id, reason));
             }
         }
@@ -244,8 +260,13 @@ impl Driver {
                 self.say(Level::Info, &line);
             }
             Effect::StartStep { id, workspace, .. } => {
-                let step = self.state.step(&id)?;
-                if let Err(reason) = steps::start(&self.root, &plan, step, &workspace) {
+                let step = self.state.step(&id)?.clone();
+                let started = if subplan::is_subplan(&step) {
+                    self.start_subplan(&step, &workspace)
+                } else {
+                    steps::start(&self.root, &plan, &step, &workspace)
+                };
+                if let Err(reason) = started {
                     self.say(Level::Warn, &format!("plan={plan} step={id} {reason}"));
                     return Some(ended_badly(id, reason));
                 }
@@ -394,6 +415,7 @@ impl Driver {
                 );
                 self.apply(Input::Reject { id, reason });
             }
+            Report::SubplanEnded { id } => self.subplan_ended(id),
             Report::Merged { id, outcome } => self.apply(Input::MergeResult {
                 id,
                 result: outcome,
@@ -506,6 +528,7 @@ impl Driver {
     }
 
     fn on_request(&mut self, request: control::Request) {
+        control::forward(&self.root, &self.state, &request);
         match request {
             control::Request::Pause => self.apply(Input::Pause),
             control::Request::Resume => self.apply(Input::Resume),
@@ -534,5 +557,75 @@ fn ended_badly(id: String, reason: String) -> Input {
             reason,
             last_result: String::new(),
         },
+    }
+}
+
+/// Sub-plan steps: each runs its plan with a driver of its own, in this process.
+impl Driver {
+    /// Prepares the step's sub-plan and runs its driver next to this one; it
+    /// reports back when the sub-plan is completed or failed.
+    fn start_subplan(
+        &mut self,
+        step: &StepState,
+        workspace: &scheduler::Workspace,
+    ) -> Result<(), String> {
+        let state = subplan::prepare(&self.root, step, workspace)?;
+        let id = step.id.clone();
+        if subplan::settled(&state) {
+            let _ = self.tx.send(Report::SubplanEnded { id });
+            return Ok(());
+        }
+        // Held as `plan run` holds its plan's: `plan pause` and friends then ask
+        // the running driver rather than edit its state.
+        let lock = match control::lock(&self.root, &state.name)? {
+            Some(lock) => lock,
+            None => {
+                return Err(format!(
+                    "the sub-plan {} is already running here",
+                    state.name
+                ));
+            }
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = Driver {
+            log: EventLog::new(&self.root, &state.name),
+            root: self.root.clone(),
+            state,
+            queue_dir: self.queue_dir.clone(),
+            out: Rc::clone(&self.out),
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            judging: HashSet::new(),
+            checked: HashMap::new(),
+            reviews: HashMap::new(),
+            waiters: Vec::new(),
+        };
+        let run: Pin<Box<dyn Future<Output = ()>>> = Box::pin(sub.run());
+        let report = self.tx.clone();
+        tokio::task::spawn_local(async move {
+            run.await;
+            drop(lock);
+            let _ = report.send(Report::SubplanEnded { id });
+        });
+        Ok(())
+    }
+
+    fn subplan_ended(&mut self, id: String) {
+        // A step stopped with the plan is failed already.
+        let Some(step) = self
+            .state
+            .step(&id)
+            .filter(|s| s.status == StepStatus::Running)
+        else {
+            return;
+        };
+        let Some(outcome) = subplan::outcome(&self.root, step) else {
+            return;
+        };
+        if outcome == Outcome::Done {
+            self.record_tip(&id);
+        }
+        self.apply(Input::StepEnded { id, outcome });
     }
 }

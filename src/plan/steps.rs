@@ -277,7 +277,7 @@ pub fn stop_lanes(root: &Path, state: &PlanState) {
     for step in state
         .steps
         .iter()
-        .filter(|s| s.status == StepStatus::Running)
+        .filter(|s| s.status == StepStatus::Running && !matches!(s.work, Work::Plan(_)))
     {
         let Ok(name) = LaneName::parse(&step.lane) else {
             continue;
