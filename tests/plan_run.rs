@@ -831,3 +831,67 @@ fn a_sequential_subplan_step_is_refused_by_plan_check() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_plan_killed_inside_its_subplan_resumes_both() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    std::fs::write(repo.path("sub.toml"), subplan("ticks 20\nwrite y.txt")).expect("write");
+    let mut plan = repo.spawn_plan();
+    let y_running = wait_until(DEADLINE, || {
+        repo.state_of("par-sub", "x") == "merged"
+            && std::fs::read_to_string(repo.path(".clowder/lanes/par-sub-y/harness.status"))
+                .is_ok_and(|s| s.contains("\"session_running\""))
+    });
+    assert!(y_running, "{:?}", repo.step_states("par-sub"));
+    plan.kill().expect("SIGKILL the plan");
+    let _ = plan.wait();
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
+    assert_eq!(
+        repo.step_states("par"),
+        states(&[("a", "merged"), ("sub", "merged"), ("b", "merged")])
+    );
+    assert_eq!(
+        repo.step_states("par-sub"),
+        states(&[("x", "merged"), ("y", "merged")])
+    );
+    // Done steps stayed done, in the plan and in its sub-plan; y's lane resumed.
+    assert_eq!(repo.prompts_of("par-a").len(), 1);
+    assert_eq!(repo.prompts_of("par-sub-x").len(), 1);
+    assert_eq!(repo.prompts_of("par-sub-y").len(), 2);
+    let files = repo.files_at("main");
+    for file in ["a.txt", "x.txt", "y.txt", "b.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn pausing_a_plan_pauses_its_running_subplan() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    // x runs long enough for the pause to land while it runs.
+    let slow = subplan("write y.txt").replace("write x.txt", "ticks 30\\nwrite x.txt");
+    std::fs::write(repo.path("sub.toml"), slow).expect("write");
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("par-sub", "x") == "running"));
+    let out = repo.clowder(&["plan", "pause", "par"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // x goes on and is merged in the sub-plan; y, ready by then, does not start.
+    assert!(wait_until(DEADLINE, || repo.state_of("par-sub", "x") == "merged"));
+    let paused = repo.clowder(&["plan", "status", "par-sub", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&paused)).expect("JSON");
+    assert_eq!(rows[0]["status"], "paused");
+    assert_eq!(repo.state_of("par-sub", "y"), "pending");
+    let out = repo.clowder(&["plan", "resume", "par"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(repo.state_of("par-sub", "y"), "merged");
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
