@@ -56,6 +56,8 @@ enum Report {
     /// The driver of a sub-plan step's plan is done.
     SubplanEnded {
         id: String,
+        /// Why it could not start, when it could not.
+        failure: Option<String>,
     },
 }
 
@@ -178,7 +180,8 @@ impl Driver {
             let workspace = scheduler::workspace(&self.state, &step);
             // A sub-plan has no lane: its own driver runs again and resumes it.
             let started = if subplan::is_subplan(&step) {
-                self.start_subplan(&step, &workspace)
+                self.start_subplan(&step, &workspace);
+                Ok(())
             } else {
                 steps::start(&self.root, &self.state.name, &step, &workspace)
             };
@@ -262,7 +265,8 @@ impl Driver {
             Effect::StartStep { id, workspace, .. } => {
                 let step = self.state.step(&id)?.clone();
                 let started = if subplan::is_subplan(&step) {
-                    self.start_subplan(&step, &workspace)
+                    self.start_subplan(&step, &workspace);
+                    Ok(())
                 } else {
                     steps::start(&self.root, &plan, &step, &workspace)
                 };
@@ -415,7 +419,7 @@ impl Driver {
                 );
                 self.apply(Input::Reject { id, reason });
             }
-            Report::SubplanEnded { id } => self.subplan_ended(id),
+            Report::SubplanEnded { id, failure } => self.subplan_ended(id, failure),
             Report::Merged { id, outcome } => self.apply(Input::MergeResult {
                 id,
                 result: outcome,
@@ -562,56 +566,23 @@ fn ended_badly(id: String, reason: String) -> Input {
 
 /// Sub-plan steps: each runs its plan with a driver of its own, in this process.
 impl Driver {
-    /// Prepares the step's sub-plan and runs its driver next to this one; it
-    /// reports back when the sub-plan is completed or failed.
-    fn start_subplan(
-        &mut self,
-        step: &StepState,
-        workspace: &scheduler::Workspace,
-    ) -> Result<(), String> {
-        let state = subplan::prepare(&self.root, step, workspace)?;
-        let id = step.id.clone();
-        if subplan::settled(&state) {
-            let _ = self.tx.send(Report::SubplanEnded { id });
-            return Ok(());
-        }
-        // Held as `plan run` holds its plan's: `plan pause` and friends then ask
-        // the running driver rather than edit its state.
-        let lock = match control::lock(&self.root, &state.name)? {
-            Some(lock) => lock,
-            None => {
-                return Err(format!(
-                    "the sub-plan {} is already running here",
-                    state.name
-                ));
-            }
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let sub = Driver {
-            log: EventLog::new(&self.root, &state.name),
+    /// Runs the step's sub-plan next to this driver; it reports back when the
+    /// sub-plan is completed or failed, or could not start.
+    fn start_subplan(&mut self, step: &StepState, workspace: &scheduler::Workspace) {
+        let sub = Nested {
             root: self.root.clone(),
-            state,
             queue_dir: self.queue_dir.clone(),
             out: Rc::clone(&self.out),
-            tx,
-            rx,
-            cancel: Arc::new(AtomicBool::new(false)),
-            judging: HashSet::new(),
-            checked: HashMap::new(),
-            reviews: HashMap::new(),
-            waiters: Vec::new(),
         };
-        let run: Pin<Box<dyn Future<Output = ()>>> = Box::pin(sub.run());
-        let report = self.tx.clone();
+        let (step, workspace, report) = (step.clone(), workspace.clone(), self.tx.clone());
         tokio::task::spawn_local(async move {
-            run.await;
-            drop(lock);
-            let _ = report.send(Report::SubplanEnded { id });
+            let id = step.id.clone();
+            let failure = sub.run(step, workspace).await.err();
+            let _ = report.send(Report::SubplanEnded { id, failure });
         });
-        Ok(())
     }
 
-    fn subplan_ended(&mut self, id: String) {
+    fn subplan_ended(&mut self, id: String, failure: Option<String>) {
         // A step stopped with the plan is failed already.
         let Some(step) = self
             .state
@@ -620,12 +591,67 @@ impl Driver {
         else {
             return;
         };
-        let Some(outcome) = subplan::outcome(&self.root, step) else {
+        let outcome = match failure {
+            Some(reason) => {
+                let line = format!("plan={} step={id} {reason}", self.state.name);
+                self.say(Level::Warn, &line);
+                return self.apply(ended_badly(id, reason));
+            }
+            None => subplan::outcome(&self.root, step),
+        };
+        let Some(outcome) = outcome else {
             return;
         };
         if outcome == Outcome::Done {
             self.record_tip(&id);
         }
         self.apply(Input::StepEnded { id, outcome });
+    }
+}
+
+/// What a sub-plan's driver shares with its plan's.
+struct Nested {
+    root: PathBuf,
+    queue_dir: PathBuf,
+    out: Rc<RefCell<Box<dyn Reporter>>>,
+}
+
+impl Nested {
+    async fn run(self, step: StepState, workspace: scheduler::Workspace) -> Result<(), String> {
+        // Making its branch runs git (and merges): off the fleet's thread.
+        let root = self.root.clone();
+        let state = tokio::task::spawn_blocking(move || subplan::prepare(&root, &step, &workspace))
+            .await
+            .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
+        if subplan::settled(&state) {
+            return Ok(());
+        }
+        // Held as `plan run` holds its plan's: `plan pause` and friends then ask
+        // the running driver rather than edit its state.
+        let Some(lock) = control::lock(&self.root, &state.name)? else {
+            return Err(format!(
+                "the sub-plan {} is already running here",
+                state.name
+            ));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let driver = Driver {
+            log: EventLog::new(&self.root, &state.name),
+            root: self.root,
+            state,
+            queue_dir: self.queue_dir,
+            out: self.out,
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            judging: HashSet::new(),
+            checked: HashMap::new(),
+            reviews: HashMap::new(),
+            waiters: Vec::new(),
+        };
+        let run: Pin<Box<dyn Future<Output = ()>>> = Box::pin(driver.run());
+        run.await;
+        drop(lock);
+        Ok(())
     }
 }
