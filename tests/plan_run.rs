@@ -895,3 +895,40 @@ fn pausing_a_plan_pauses_its_running_subplan() {
     assert_eq!(repo.state_of("par-sub", "y"), "merged");
     assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
 }
+
+#[test]
+fn a_subplan_step_with_two_dependencies_builds_on_both() {
+    let repo = Repo::new(
+        "[plan]\nname = \"two\"\nmax_parallel = 2\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n\n[[step]]\nid = \"c\"\nprompt = \"write c.txt\"\n\n[[step]]\nid = \"sub\"\ndepends_on = [\"a\", \"c\"]\nplan = \"sub.toml\"\n",
+    );
+    let sub = "[plan]\nname = \"inner\"\nverify = \"test -e a.txt && test -e c.txt\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert_eq!(repo.state_of("two-sub", "x"), "merged", "{stdout}");
+    let files = repo.files_at("main");
+    for file in ["a.txt", "c.txt", "x.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn a_subplans_lane_names_are_checked_with_its_steps_prefix() {
+    let repo = Repo::new(&WITH_A_SUBPLAN.replace(
+        "name = \"par\"",
+        "name = \"a-long-parent-plan-name-for-a-check\"",
+    ));
+    std::fs::write(repo.path("sub.toml"), subplan("write y.txt")).expect("write");
+    let out = repo.clowder(&["plan", "check", "plan.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("sub.toml:")
+            && stderr.contains(
+                "\"a-long-parent-plan-name-for-a-check-sub-x\", longer than 40 characters"
+            ),
+        "{stderr}"
+    );
+}
