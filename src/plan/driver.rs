@@ -82,6 +82,8 @@ pub struct Driver {
     reviews: HashMap<String, Arc<AtomicBool>>,
     /// The last session of each step checked against its command `done_when`.
     checked: HashMap<String, u64>,
+    /// The drivers of its sub-plans: a stopped plan waits for theirs to stop.
+    subs: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Driver {
@@ -111,6 +113,7 @@ impl Driver {
             checked: HashMap::new(),
             reviews: HashMap::new(),
             waiters: Vec::new(),
+            subs: Vec::new(),
         }
     }
 
@@ -147,6 +150,9 @@ impl Driver {
                 Some(report) = self.rx.recv() => self.on_report(report),
                 _ = poll.tick() => self.poll(),
             }
+        }
+        for sub in std::mem::take(&mut self.subs) {
+            let _ = sub.await;
         }
         self.cancel.store(true, Ordering::Relaxed);
         let waiters = std::mem::take(&mut self.waiters);
@@ -575,11 +581,12 @@ impl Driver {
             out: Rc::clone(&self.out),
         };
         let (step, workspace, report) = (step.clone(), workspace.clone(), self.tx.clone());
-        tokio::task::spawn_local(async move {
+        self.subs.retain(|sub| !sub.is_finished());
+        self.subs.push(tokio::task::spawn_local(async move {
             let id = step.id.clone();
             let failure = sub.run(step, workspace).await.err();
             let _ = report.send(Report::SubplanEnded { id, failure });
-        });
+        }));
     }
 
     fn subplan_ended(&mut self, id: String, failure: Option<String>) {
@@ -648,6 +655,7 @@ impl Nested {
             checked: HashMap::new(),
             reviews: HashMap::new(),
             waiters: Vec::new(),
+            subs: Vec::new(),
         };
         let run: Pin<Box<dyn Future<Output = ()>>> = Box::pin(driver.run());
         run.await;
