@@ -680,3 +680,255 @@ fn after_a_sigkill_a_step_waiting_for_approval_is_asked_again_once() {
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     assert!(repo.pending_requests().is_empty());
 }
+
+const WITH_A_SUBPLAN: &str = r#"
+[plan]
+name = "par"
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+
+[[step]]
+id = "sub"
+depends_on = ["a"]
+plan = "sub.toml"
+
+[[step]]
+id = "b"
+depends_on = ["sub"]
+prompt = "write b.txt"
+"#;
+
+/// `sub.toml`: x → y, checked on a's work (the sub-plan builds on its step's branch).
+fn subplan(y_prompt: &str) -> String {
+    format!(
+        "[plan]\nname = \"inner\"\nbase = \"elsewhere\"\nverify = \"test -e a.txt\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n\n[[step]]\nid = \"y\"\ndepends_on = [\"x\"]\nprompt = {y_prompt:?}\n"
+    )
+}
+
+#[test]
+fn a_subplan_step_runs_its_plan_on_its_branch_and_is_merged_like_a_step() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    std::fs::write(repo.path("sub.toml"), subplan("write y.txt")).expect("write");
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
+    assert_eq!(
+        repo.step_states("par"),
+        states(&[("a", "merged"), ("sub", "merged"), ("b", "merged")]),
+        "{stdout}"
+    );
+    // The sub-plan ran under its step's lane name, its steps merged into the
+    // step's branch, made from a's.
+    assert_eq!(
+        repo.step_states("par-sub"),
+        states(&[("x", "merged"), ("y", "merged")]),
+        "{stdout}"
+    );
+    let branch = repo.files_at("clowder/par-sub");
+    for file in ["a.txt", "x.txt", "y.txt"] {
+        assert!(branch.contains(&file.to_string()), "{file} in {branch:?}");
+    }
+    let files = repo.files_at("main");
+    for file in ["a.txt", "x.txt", "y.txt", "b.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(
+        repo.events("par-sub")
+            .iter()
+            .any(|e| e["event"] == "plan_done" && e["detail"] == "completed"),
+        "{:?}",
+        repo.events("par-sub")
+    );
+    assert!(repo.has_event("par", "merge_passed", "sub"));
+    let status = repo.clowder(&["plan", "status"]);
+    let listed = stdout_of(&status);
+    assert!(listed.contains("par-sub"), "{listed}");
+    assert!(listed.contains("par-sub-y"), "{listed}");
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn a_failed_subplan_fails_its_step_once_and_blocks_the_parents_dependents() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    std::fs::write(repo.path("sub.toml"), subplan("write y.txt\nfail")).expect("write");
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert_eq!(
+        repo.step_states("par-sub"),
+        states(&[("x", "merged"), ("y", "failed")]),
+        "{stdout}"
+    );
+    assert_eq!(
+        repo.step_states("par"),
+        states(&[("a", "merged"), ("sub", "failed"), ("b", "blocked")]),
+        "{stdout}"
+    );
+    // y had its retry inside the sub-plan; the sub-plan itself is not run again.
+    assert_eq!(repo.prompts_of("par-sub-y").len(), 2);
+    assert!(!repo.has_event("par", "step_retried", "sub"));
+    assert!(repo.has_event("par", "step_blocked", "b"));
+    let files = repo.files_at("main");
+    assert!(files.contains(&"a.txt".to_string()), "{files:?}");
+    for file in ["x.txt", "y.txt", "b.txt"] {
+        assert!(!files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn stopping_a_plan_stops_its_running_subplan_and_its_lanes() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    std::fs::write(repo.path("sub.toml"), subplan("ticks 600\nwrite y.txt")).expect("write");
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(repo.path(".clowder/lanes/par-sub-y/harness.status"))
+            .is_ok_and(|s| s.contains("\"session_running\""))
+    }));
+    let out = repo.clowder(&["plan", "stop", "par"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    assert_eq!(repo.state_of("par", "sub"), "failed");
+    assert_eq!(repo.state_of("par-sub", "y"), "failed");
+    assert!(repo.lane_processes().is_empty(), "y's agent is left");
+}
+
+#[test]
+fn a_sequential_subplan_step_is_refused_by_plan_check() {
+    let repo = Repo::new(&WITH_A_SUBPLAN.replace(
+        "plan = \"sub.toml\"",
+        "plan = \"sub.toml\"\ncollaboration = \"sequential\"",
+    ));
+    std::fs::write(repo.path("sub.toml"), subplan("write y.txt")).expect("write");
+    let out = repo.clowder(&["plan", "check", "plan.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("plan.toml:10:6")
+            && stderr.contains("step[1].collaboration")
+            && stderr.contains("is a sub-plan: it runs on a branch of its own"),
+        "{stderr}"
+    );
+    // A sequential step cannot go on in a sub-plan step's worktree: it has none.
+    let after = format!(
+        "{WITH_A_SUBPLAN}\n[[step]]\nid = \"c\"\ndepends_on = [\"sub\"]\ncollaboration = \"sequential\"\nprompt = \"write c.txt\"\n"
+    );
+    std::fs::write(repo.path("plan.toml"), after).expect("write");
+    let out = repo.clowder(&["plan", "check", "plan.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("plan.toml:20:6")
+            && stderr.contains("its dependency \"sub\" is a sub-plan"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_plan_killed_inside_its_subplan_resumes_both() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    std::fs::write(repo.path("sub.toml"), subplan("ticks 20\nwrite y.txt")).expect("write");
+    let mut plan = repo.spawn_plan();
+    let y_running = wait_until(DEADLINE, || {
+        repo.state_of("par-sub", "x") == "merged"
+            && std::fs::read_to_string(repo.path(".clowder/lanes/par-sub-y/harness.status"))
+                .is_ok_and(|s| s.contains("\"session_running\""))
+    });
+    assert!(y_running, "{:?}", repo.step_states("par-sub"));
+    plan.kill().expect("SIGKILL the plan");
+    let _ = plan.wait();
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
+    assert_eq!(
+        repo.step_states("par"),
+        states(&[("a", "merged"), ("sub", "merged"), ("b", "merged")])
+    );
+    assert_eq!(
+        repo.step_states("par-sub"),
+        states(&[("x", "merged"), ("y", "merged")])
+    );
+    // Done steps stayed done, in the plan and in its sub-plan; y's lane resumed.
+    assert_eq!(repo.prompts_of("par-a").len(), 1);
+    assert_eq!(repo.prompts_of("par-sub-x").len(), 1);
+    assert_eq!(repo.prompts_of("par-sub-y").len(), 2);
+    let files = repo.files_at("main");
+    for file in ["a.txt", "x.txt", "y.txt", "b.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn pausing_a_plan_pauses_its_running_subplan() {
+    let repo = Repo::new(WITH_A_SUBPLAN);
+    // x runs long enough for the pause to land while it runs.
+    let slow = subplan("write y.txt").replace("write x.txt", "ticks 30\\nwrite x.txt");
+    std::fs::write(repo.path("sub.toml"), slow).expect("write");
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || repo.state_of("par-sub", "x") == "running"));
+    let out = repo.clowder(&["plan", "pause", "par"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // x goes on and is merged in the sub-plan; y, ready by then, does not start.
+    assert!(wait_until(DEADLINE, || repo.state_of("par-sub", "x") == "merged"));
+    let paused = repo.clowder(&["plan", "status", "par-sub", "--json"]);
+    let rows: Value = serde_json::from_str(&stdout_of(&paused)).expect("JSON");
+    assert_eq!(rows[0]["status"], "paused");
+    assert_eq!(repo.state_of("par-sub", "y"), "pending");
+    let out = repo.clowder(&["plan", "resume", "par"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(repo.state_of("par-sub", "y"), "merged");
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn a_subplan_step_with_two_dependencies_builds_on_both() {
+    let repo = Repo::new(
+        "[plan]\nname = \"two\"\nmax_parallel = 2\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n\n[[step]]\nid = \"c\"\nprompt = \"write c.txt\"\n\n[[step]]\nid = \"sub\"\ndepends_on = [\"a\", \"c\"]\nplan = \"sub.toml\"\n",
+    );
+    let sub = "[plan]\nname = \"inner\"\nverify = \"test -e a.txt && test -e c.txt\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert_eq!(repo.state_of("two-sub", "x"), "merged", "{stdout}");
+    let files = repo.files_at("main");
+    for file in ["a.txt", "c.txt", "x.txt"] {
+        assert!(files.contains(&file.to_string()), "{file} in {files:?}");
+    }
+    assert!(repo.lane_processes().is_empty(), "a lane's agent is left");
+}
+
+#[test]
+fn a_subplans_lane_names_are_checked_with_its_steps_prefix() {
+    let repo = Repo::new(&WITH_A_SUBPLAN.replace(
+        "name = \"par\"",
+        "name = \"a-long-parent-plan-name-for-a-check\"",
+    ));
+    std::fs::write(repo.path("sub.toml"), subplan("write y.txt")).expect("write");
+    let out = repo.clowder(&["plan", "check", "plan.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("sub.toml:")
+            && stderr.contains(
+                "\"a-long-parent-plan-name-for-a-check-sub-x\", longer than 40 characters"
+            ),
+        "{stderr}"
+    );
+}

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::{Flock, FlockArg};
 
 use super::events::EventLog;
+use super::file::Work;
 use super::merge::{self, MergeJob};
 use super::scheduler::{self, Effect, Input, MergeOutcome};
 use super::state::{PLANS_DIR, PlanState, PlanStatus, StepStatus};
@@ -116,6 +117,7 @@ pub fn command(root: &Path, name: &str, request: Request) -> Result<String, Stri
             file.display()
         ));
     }
+    forward(root, &state, &request);
     match request {
         Request::Pause | Request::Resume => {
             // Recorded only: the next `plan run` starts what may start.
@@ -135,6 +137,20 @@ pub fn command(root: &Path, name: &str, request: Request) -> Result<String, Stri
             Ok(format!("plan {name}: stopped; it is {}", state.status))
         }
         Request::Merge(step) => merge_by_hand(root, &mut state, &step),
+    }
+}
+
+/// Pause, resume and stop go to the plan's running sub-plans too (to their
+/// drivers when they run, else to their saved states).
+pub fn forward(root: &Path, state: &PlanState, request: &Request) {
+    if matches!(request, Request::Merge(_)) {
+        return;
+    }
+    for step in &state.steps {
+        if step.status == StepStatus::Running && matches!(step.work, Work::Plan(_)) {
+            // A sub-plan already where the request would take it is left so.
+            let _ = command(root, &step.lane, request.clone());
+        }
     }
 }
 

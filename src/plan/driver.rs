@@ -5,7 +5,10 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,6 +22,7 @@ use super::merge::{self, MergeJob};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
 use super::steps;
+use super::subplan;
 use crate::approvals::{Queue, Request, RequestKind};
 use crate::console::{Console, Verbosity};
 use crate::supervisor::core::Level;
@@ -49,6 +53,12 @@ enum Report {
         id: String,
         outcome: MergeOutcome,
     },
+    /// The driver of a sub-plan step's plan is done.
+    SubplanEnded {
+        id: String,
+        /// Why it could not start, when it could not.
+        failure: Option<String>,
+    },
 }
 
 pub struct Driver {
@@ -56,8 +66,9 @@ pub struct Driver {
     state: PlanState,
     log: EventLog,
     queue_dir: PathBuf,
-    /// Where its log lines go: the console, or the control room's events.
-    out: RefCell<Box<dyn Reporter>>,
+    /// Where its log lines go: the console, or the control room's events;
+    /// shared with the drivers of its sub-plans.
+    out: Rc<RefCell<Box<dyn Reporter>>>,
     tx: mpsc::UnboundedSender<Report>,
     rx: mpsc::UnboundedReceiver<Report>,
     /// Set when the driver goes: waiting threads give up their requests.
@@ -71,6 +82,8 @@ pub struct Driver {
     reviews: HashMap<String, Arc<AtomicBool>>,
     /// The last session of each step checked against its command `done_when`.
     checked: HashMap<String, u64>,
+    /// The drivers of its sub-plans: a stopped plan waits for theirs to stop.
+    subs: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Driver {
@@ -92,7 +105,7 @@ impl Driver {
             root,
             state,
             queue_dir,
-            out: RefCell::new(Box::new(Console::new(verbosity))),
+            out: Rc::new(RefCell::new(Box::new(Console::new(verbosity)))),
             tx,
             rx,
             cancel: Arc::new(AtomicBool::new(false)),
@@ -100,12 +113,13 @@ impl Driver {
             checked: HashMap::new(),
             reviews: HashMap::new(),
             waiters: Vec::new(),
+            subs: Vec::new(),
         }
     }
 
     /// Sends its log lines to `out` instead of the console.
     pub(super) fn report_to(mut self, out: Box<dyn Reporter>) -> Driver {
-        self.out = RefCell::new(out);
+        self.out = Rc::new(RefCell::new(out));
         self
     }
 
@@ -137,6 +151,9 @@ impl Driver {
                 _ = poll.tick() => self.poll(),
             }
         }
+        for sub in std::mem::take(&mut self.subs) {
+            let _ = sub.await;
+        }
         self.cancel.store(true, Ordering::Relaxed);
         let waiters = std::mem::take(&mut self.waiters);
         let _ = tokio::task::spawn_blocking(move || {
@@ -159,14 +176,22 @@ impl Driver {
             .iter()
             .filter(|s| s.status == StepStatus::Running)
             .filter(|s| {
-                crate::fleet::LaneName::parse(&s.lane)
-                    .is_ok_and(|name| registry.lane(&name).is_none())
+                subplan::is_subplan(s)
+                    || crate::fleet::LaneName::parse(&s.lane)
+                        .is_ok_and(|name| registry.lane(&name).is_none())
             })
             .cloned()
             .collect();
         for step in lost {
             let workspace = scheduler::workspace(&self.state, &step);
-            if let Err(reason) = steps::start(&self.root, &self.state.name, &step, &workspace) {
+            // A sub-plan has no lane: its own driver runs again and resumes it.
+            let started = if subplan::is_subplan(&step) {
+                self.start_subplan(&step, &workspace);
+                Ok(())
+            } else {
+                steps::start(&self.root, &self.state.name, &step, &workspace)
+            };
+            if let Err(reason) = started {
                 self.apply(ended_badly(step.id, reason));
             }
         }
@@ -244,8 +269,14 @@ impl Driver {
                 self.say(Level::Info, &line);
             }
             Effect::StartStep { id, workspace, .. } => {
-                let step = self.state.step(&id)?;
-                if let Err(reason) = steps::start(&self.root, &plan, step, &workspace) {
+                let step = self.state.step(&id)?.clone();
+                let started = if subplan::is_subplan(&step) {
+                    self.start_subplan(&step, &workspace);
+                    Ok(())
+                } else {
+                    steps::start(&self.root, &plan, &step, &workspace)
+                };
+                if let Err(reason) = started {
                     self.say(Level::Warn, &format!("plan={plan} step={id} {reason}"));
                     return Some(ended_badly(id, reason));
                 }
@@ -394,6 +425,7 @@ impl Driver {
                 );
                 self.apply(Input::Reject { id, reason });
             }
+            Report::SubplanEnded { id, failure } => self.subplan_ended(id, failure),
             Report::Merged { id, outcome } => self.apply(Input::MergeResult {
                 id,
                 result: outcome,
@@ -506,6 +538,7 @@ impl Driver {
     }
 
     fn on_request(&mut self, request: control::Request) {
+        control::forward(&self.root, &self.state, &request);
         match request {
             control::Request::Pause => self.apply(Input::Pause),
             control::Request::Resume => self.apply(Input::Resume),
@@ -534,5 +567,99 @@ fn ended_badly(id: String, reason: String) -> Input {
             reason,
             last_result: String::new(),
         },
+    }
+}
+
+/// Sub-plan steps: each runs its plan with a driver of its own, in this process.
+impl Driver {
+    /// Runs the step's sub-plan next to this driver; it reports back when the
+    /// sub-plan is completed or failed, or could not start.
+    fn start_subplan(&mut self, step: &StepState, workspace: &scheduler::Workspace) {
+        let sub = Nested {
+            root: self.root.clone(),
+            queue_dir: self.queue_dir.clone(),
+            out: Rc::clone(&self.out),
+        };
+        let (step, workspace, report) = (step.clone(), workspace.clone(), self.tx.clone());
+        self.subs.retain(|sub| !sub.is_finished());
+        self.subs.push(tokio::task::spawn_local(async move {
+            let id = step.id.clone();
+            let failure = sub.run(step, workspace).await.err();
+            let _ = report.send(Report::SubplanEnded { id, failure });
+        }));
+    }
+
+    fn subplan_ended(&mut self, id: String, failure: Option<String>) {
+        // A step stopped with the plan is failed already.
+        let Some(step) = self
+            .state
+            .step(&id)
+            .filter(|s| s.status == StepStatus::Running)
+        else {
+            return;
+        };
+        let outcome = match failure {
+            Some(reason) => {
+                let line = format!("plan={} step={id} {reason}", self.state.name);
+                self.say(Level::Warn, &line);
+                return self.apply(ended_badly(id, reason));
+            }
+            None => subplan::outcome(&self.root, step),
+        };
+        let Some(outcome) = outcome else {
+            return;
+        };
+        if outcome == Outcome::Done {
+            self.record_tip(&id);
+        }
+        self.apply(Input::StepEnded { id, outcome });
+    }
+}
+
+/// What a sub-plan's driver shares with its plan's.
+struct Nested {
+    root: PathBuf,
+    queue_dir: PathBuf,
+    out: Rc<RefCell<Box<dyn Reporter>>>,
+}
+
+impl Nested {
+    async fn run(self, step: StepState, workspace: scheduler::Workspace) -> Result<(), String> {
+        // Making its branch runs git (and merges): off the fleet's thread.
+        let root = self.root.clone();
+        let state = tokio::task::spawn_blocking(move || subplan::prepare(&root, &step, &workspace))
+            .await
+            .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
+        if subplan::settled(&state) {
+            return Ok(());
+        }
+        // Held as `plan run` holds its plan's: `plan pause` and friends then ask
+        // the running driver rather than edit its state.
+        let Some(lock) = control::lock(&self.root, &state.name)? else {
+            return Err(format!(
+                "the sub-plan {} is already running here",
+                state.name
+            ));
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let driver = Driver {
+            log: EventLog::new(&self.root, &state.name),
+            root: self.root,
+            state,
+            queue_dir: self.queue_dir,
+            out: self.out,
+            tx,
+            rx,
+            cancel: Arc::new(AtomicBool::new(false)),
+            judging: HashSet::new(),
+            checked: HashMap::new(),
+            reviews: HashMap::new(),
+            waiters: Vec::new(),
+            subs: Vec::new(),
+        };
+        let run: Pin<Box<dyn Future<Output = ()>>> = Box::pin(driver.run());
+        run.await;
+        drop(lock);
+        Ok(())
     }
 }

@@ -147,10 +147,15 @@ fn default_done_when() -> String {
 /// Reads and checks `path` and its sub-plans. `Err` holds every problem found, in
 /// file order (a file that does not parse stops at its first problem).
 pub fn load(path: &Path) -> Result<Plan, Vec<ConfigError>> {
-    load_nested(path, &[])
+    load_nested(path, &[], None)
 }
 
-fn load_nested(path: &Path, parents: &[PathBuf]) -> Result<Plan, Vec<ConfigError>> {
+/// `run`: the name a sub-plan runs under (its step's lane), which its lanes start with.
+fn load_nested(
+    path: &Path,
+    parents: &[PathBuf],
+    run: Option<&str>,
+) -> Result<Plan, Vec<ConfigError>> {
     let text = std::fs::read_to_string(path).map_err(|err| {
         vec![ConfigError {
             file: path.to_path_buf(),
@@ -165,11 +170,12 @@ fn load_nested(path: &Path, parents: &[PathBuf]) -> Result<Plan, Vec<ConfigError
         text: &text,
         errors: Vec::new(),
         subplan_refs: Vec::new(),
+        run: run.map(str::to_string),
     };
     let plan = check.plan(raw);
     let mut chain = parents.to_vec();
     chain.push(path.to_path_buf());
-    let subplans = check.subplans(&chain);
+    let subplans = check.subplans(&chain, &plan.name);
     if check.errors.is_empty() {
         Ok(Plan { subplans, ..plan })
     } else {
@@ -183,6 +189,8 @@ struct Checker<'a> {
     errors: Vec<ConfigError>,
     /// Each `plan = "…"`: the step's id, the resolved path, where it stands.
     subplan_refs: Vec<(usize, String, PathBuf, Range<usize>)>,
+    /// The name the plan runs under when it is a sub-plan.
+    run: Option<String>,
 }
 
 impl Checker<'_> {
@@ -218,7 +226,8 @@ impl Checker<'_> {
             } else {
                 first_at.insert(id.clone(), line);
             }
-            self.step_id(&name, index, &step.id);
+            let run = self.run.clone().unwrap_or_else(|| name.clone());
+            self.step_id(&run, index, &step.id);
             if let Some(work) = self.work(index, step) {
                 steps.push(Step {
                     id: id.clone(),
@@ -298,6 +307,17 @@ impl Checker<'_> {
             return Some(Work::PromptFile(path));
         }
         let plan = step.plan.as_ref()?;
+        if step.collaboration == Collaboration::Sequential {
+            let message = format!(
+                "step {:?} is a sub-plan: it runs on a branch of its own, expected collaboration = \"parallel\" (the default)",
+                step.id.get_ref()
+            );
+            self.error(
+                step.id.span(),
+                Some(format!("step[{index}].collaboration")),
+                message,
+            );
+        }
         let path = self.relative(plan.get_ref());
         let id = step.id.get_ref().clone();
         self.subplan_refs
@@ -323,6 +343,23 @@ impl Checker<'_> {
                         message,
                     );
                 }
+            }
+            if step.collaboration == Collaboration::Sequential
+                && let Some(dep) = step.depends_on.first()
+                && let Some(sub) = steps
+                    .iter()
+                    .find(|s| s.id.get_ref() == dep.get_ref() && s.plan.is_some())
+            {
+                let message = format!(
+                    "step {:?} is sequential, but its dependency {:?} is a sub-plan, which has no worktree to go on in: expected collaboration = \"parallel\"",
+                    step.id.get_ref(),
+                    sub.id.get_ref()
+                );
+                self.error(
+                    step.id.span(),
+                    Some(format!("step[{index}].collaboration")),
+                    message,
+                );
             }
             if step.collaboration == Collaboration::Sequential && step.depends_on.len() != 1 {
                 let message = format!(
@@ -354,7 +391,7 @@ impl Checker<'_> {
         }
     }
 
-    fn subplans(&mut self, chain: &[PathBuf]) -> Vec<Plan> {
+    fn subplans(&mut self, chain: &[PathBuf], plan_name: &str) -> Vec<Plan> {
         if !self.errors.is_empty() {
             return Vec::new();
         }
@@ -383,7 +420,8 @@ impl Checker<'_> {
                 self.error(span.clone(), key, message);
                 continue;
             }
-            match load_nested(path, chain) {
+            let run = lane_name(self.run.as_deref().unwrap_or(plan_name), &id);
+            match load_nested(path, chain, Some(&run)) {
                 Ok(sub) => found.push(sub),
                 Err(errors) => self.errors.extend(errors),
             }

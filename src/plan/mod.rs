@@ -14,5 +14,6 @@ pub mod scheduler;
 pub mod state;
 pub mod status;
 mod steps;
+mod subplan;
 
 pub use control::merge_step;

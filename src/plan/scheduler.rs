@@ -296,7 +296,8 @@ fn step_ended(
         Outcome::Failed {
             reason,
             last_result,
-        } if step.attempts < 2 => {
+        } if step.attempts < 2 && !matches!(step.work, Work::Plan(_)) => {
+            // A sub-plan is not run again: its own steps had their retry.
             step.last_failure = Some(failure_text(&reason, &last_result));
             // A retry waits for a slot like any start, ahead of new steps.
             step.status = StepStatus::Ready;

@@ -36,9 +36,10 @@ fn prompt_text(work: &Work, failure: Option<&str>) -> Result<String, String> {
         Work::Prompt(text) => text.clone(),
         Work::PromptFile(path) => std::fs::read_to_string(path)
             .map_err(|err| format!("cannot read the prompt file {}: {err}", path.display()))?,
+        // The driver runs a sub-plan step's plan itself (the subplan module).
         Work::Plan(path) => {
             return Err(format!(
-                "the sub-plan {} is not run by `plan run` yet: run it on its own",
+                "the sub-plan {} is run by its own driver, not as a lane",
                 path.display()
             ));
         }
@@ -277,7 +278,7 @@ pub fn stop_lanes(root: &Path, state: &PlanState) {
     for step in state
         .steps
         .iter()
-        .filter(|s| s.status == StepStatus::Running)
+        .filter(|s| s.status == StepStatus::Running && !matches!(s.work, Work::Plan(_)))
     {
         let Ok(name) = LaneName::parse(&step.lane) else {
             continue;
