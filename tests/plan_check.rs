@@ -113,7 +113,7 @@ fn a_good_plan_prints_its_steps_in_waves() {
          1: schema\n\
          2: api, docs\n\
          3: release\n  \
-         plan release (release.toml): 1 step, base the current branch, autonomy 3, max_parallel 2, no check\n  \
+         plan release (release.toml): 1 step, base its step's branch, autonomy 3, max_parallel 2, no check\n  \
          1: tag\n"
     );
     assert!(stderr_of(&output).is_empty(), "{output:?}");

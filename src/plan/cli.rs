@@ -162,7 +162,12 @@ fn status(args: &StatusArgs) -> i32 {
 }
 
 fn print_plan(plan: &Plan, indent: &str) {
-    let base = plan.base.as_deref().unwrap_or("the current branch");
+    // A sub-plan merges into its step's branch whatever its own `base` says.
+    let base = match (indent.is_empty(), plan.base.as_deref()) {
+        (false, _) => "its step's branch",
+        (true, Some(base)) => base,
+        (true, None) => "the current branch",
+    };
     let verify = if plan.verify.is_empty() {
         "no check".to_string()
     } else {
