@@ -249,3 +249,15 @@ fn fleet_of_a_hundred_lanes_scrolls_at_80x24() {
     assert!(screen.contains("▶   lane-058"), "{screen}");
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn quitting_a_fleet_asks_about_every_lane() {
+    let mut state = fleet();
+    let press = KeyEvent::new(KeyCode::Char('q'), KeyModifiers::NONE);
+    update(&mut state, Msg::Key(press), now());
+    let screen = render(&state, 120, 40);
+    assert!(
+        screen.contains("Lanes are still running. Stop every lane?"),
+        "{screen}"
+    );
+}

@@ -324,10 +324,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     if let Some(dialog) = state.dialog {
         let (title, lines, color) = match dialog {
             Dialog::Quit => {
-                let mut lines = vec![
-                    Line::raw("The loop is still running. Stop it?"),
-                    Line::raw(""),
-                ];
+                let question = if state.fleet.is_some() {
+                    "Lanes are still running. Stop every lane?"
+                } else {
+                    "The loop is still running. Stop it?"
+                };
+                let mut lines = vec![Line::raw(question), Line::raw("")];
                 for binding in keymap::documented(Context::QuitDialog) {
                     if binding.action == Action::Detach && !state.can_detach {
                         continue;
