@@ -514,15 +514,8 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
 }
 
 fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("clowder: error: cannot start the async runtime: {err}");
-            return 1;
-        }
+    let Some(runtime) = crate::supervisor::current_thread_runtime() else {
+        return 1;
     };
     let started = Instant::now();
     let options = RuntimeOptions {

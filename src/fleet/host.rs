@@ -97,15 +97,8 @@ fn run(
     room: Option<RoomSide>,
     driver: Option<Driver>,
 ) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("clowder: error: cannot start the async runtime: {err}");
-            return 1;
-        }
+    let Some(runtime) = crate::supervisor::current_thread_runtime() else {
+        return 1;
     };
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();

@@ -14,3 +14,18 @@ pub mod reaper;
 pub mod runtime;
 pub mod shared_limit;
 pub mod wake;
+
+/// The single-threaded async runtime a loop, a fleet or a screen runs on; `None`
+/// (said on stderr) when the system refuses one.
+pub fn current_thread_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => Some(runtime),
+        Err(err) => {
+            eprintln!("clowder: error: cannot start the async runtime: {err}");
+            None
+        }
+    }
+}

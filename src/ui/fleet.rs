@@ -143,18 +143,7 @@ async fn room_loop(
     let mut host_gone = false;
     let mut terminal_gone = false;
     loop {
-        let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
-        if dirty && draw_due {
-            guard
-                .terminal
-                .draw(|frame| view::draw(&state, frame, Utc::now()))?;
-            state.output.page = guard
-                .terminal
-                .size()
-                .map_or(20, |s| s.height.saturating_sub(8) as usize);
-            dirty = false;
-            last_draw = Some(Instant::now());
-        }
+        super::draw_if_due(&mut guard, &mut state, &mut dirty, &mut last_draw)?;
         if !dirty {
             caller.signal(guard.terminal.backend_mut());
         }

@@ -140,15 +140,8 @@ pub fn run(
     format: AgentFormat,
     detacher: Option<Detacher>,
 ) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("clowder: error: cannot start the async runtime: {err}");
-            return 1;
-        }
+    let Some(runtime) = crate::supervisor::current_thread_runtime() else {
+        return 1;
     };
     let started = Instant::now();
     let files = Files {
@@ -318,18 +311,7 @@ async fn event_loop(
     let mut last_draw: Option<Instant> = None;
 
     loop {
-        let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
-        if dirty && draw_due {
-            guard
-                .terminal
-                .draw(|frame| view::draw(&state, frame, Utc::now()))?;
-            state.output.page = guard
-                .terminal
-                .size()
-                .map_or(20, |s| s.height.saturating_sub(8) as usize);
-            dirty = false;
-            last_draw = Some(Instant::now());
-        }
+        draw_if_due(&mut guard, &mut state, &mut dirty, &mut last_draw)?;
         if !dirty {
             caller.signal(guard.terminal.backend_mut());
         }
@@ -452,6 +434,29 @@ async fn event_loop(
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),
     }
+}
+
+/// Draws the screen when something changed and a frame is due (at most ~30 a
+/// second), and sizes the output pane's page to it.
+fn draw_if_due(
+    guard: &mut TerminalGuard,
+    state: &mut AppState,
+    dirty: &mut bool,
+    last_draw: &mut Option<Instant>,
+) -> io::Result<()> {
+    let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
+    if *dirty && draw_due {
+        guard
+            .terminal
+            .draw(|frame| view::draw(state, frame, Utc::now()))?;
+        state.output.page = guard
+            .terminal
+            .size()
+            .map_or(20, |s| s.height.saturating_sub(8) as usize);
+        *dirty = false;
+        *last_draw = Some(Instant::now());
+    }
+    Ok(())
 }
 
 /// Lists the queue's pending requests on a blocking thread after every burst of
