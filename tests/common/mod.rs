@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod git;
+pub mod tmux;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
