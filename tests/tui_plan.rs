@@ -8,62 +8,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str) -> Tmux {
-        let socket = format!("clowder-plan-test-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "main", "-x", "120", "-y", "40"])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Waits until the screen shows every one of `what`; returns it.
-    fn wait_for(&self, what: &[&str]) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            what.iter().all(|w| last.contains(w))
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
@@ -149,24 +95,24 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {} plan run plan.toml; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     // The Plan view opens by itself: the steps as a tree in dependency
     // order, z under x, which it waits for. `P` closes it and opens it again.
-    tmux.wait_for(&["Lanes", "plan tp", "└─ z", "← x"]);
+    tmux.wait_for_all(&["Lanes", "plan tp", "└─ z", "← x"]);
     tmux.keys(&["P"]);
-    tmux.wait_for(&["Session output"]);
+    tmux.wait_for("Session output");
     tmux.keys(&["P"]);
     // x and z merge; y's merge conflicts with x's: it needs review.
-    let screen = tmux.wait_for(&["◆ x", "! y", "needs review", "◆ └─ z"]);
+    let screen = tmux.wait_for_all(&["◆ x", "! y", "needs review", "◆ └─ z"]);
     assert!(screen.contains("event=merge_conflic"), "{screen}");
     assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
 
     // `M` asks first; `n` leaves base as it is.
     tmux.keys(&["j", "j"]);
     tmux.keys(&["M"]);
-    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["n"]);
-    tmux.wait_for(&["Esc close"]);
+    tmux.wait_for("Esc close");
     assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
 
     // A human fixes y's branch; `M`, then `y`, merges it through the running plan.
@@ -182,9 +128,9 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
     git(&y, &["add", "shared.txt"]);
     git(&y, &["commit", "--quiet", "-m", "resolve"]);
     tmux.keys(&["M"]);
-    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["y"]);
-    tmux.wait_for(&["◆ y", "plan tp · completed"]);
+    tmux.wait_for_all(&["◆ y", "plan tp · completed"]);
     // Merged, its review request left the inbox.
     assert!(
         wait_until(DEADLINE, || !tmux.screen().contains("waiting)")),
@@ -195,9 +141,9 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
 
     // Enter shows a step's lane; then `q` leaves, the plan done.
     tmux.keys(&["Enter"]);
-    tmux.wait_for(&["Session output"]);
+    tmux.wait_for("Session output");
     tmux.keys(&["q"]);
-    let screen = tmux.wait_for(&["CLOWDER_EXIT=0"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=0");
     assert!(screen.contains("clowder: plan tp completed"), "{screen}");
     assert!(
         wait_until(DEADLINE, || processes_of(root).is_empty()),
