@@ -9,72 +9,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, stderr_of, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("clowder-fleet-test-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args([
-                "-s",
-                "main",
-                "-x",
-                &width.to_string(),
-                "-y",
-                &height.to_string(),
-            ])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let output = Command::new("git")
