@@ -7,70 +7,10 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("clowder-wiring-test-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "main", "-x", "120", "-y", "40"])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    /// Text typed as is (no key names).
-    fn type_text(&self, text: &str) {
-        self.keys(&["-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
 
 fn git(dir: &Path, args: &[&str]) {
     let output = Command::new("git")
@@ -171,7 +111,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
         out = out.path().display(),
         clowder = clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for("Lanes 2");
 
     tmux.wait_for("[alpha] Bash  git push origin");
@@ -275,7 +215,7 @@ fn s_stops_a_task_lane_through_its_state_json() {
         "{}; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for("Lanes 2");
     tmux.keys(&["1"]);
     tmux.wait_for("lane t");
@@ -347,7 +287,7 @@ fn the_single_loops_end_calls_for_attention() {
         "{}; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     let folder = root
         .canonicalize()
         .expect("canonical")
