@@ -7,30 +7,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
+use common::git::{clowder_in, git_in, init_with_one_commit};
 use common::tmux::Tmux;
-use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, stderr_of, wait_until};
+use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
 
 struct Fleet {
     repo: TempDir,
@@ -45,13 +27,7 @@ impl Fleet {
             out: tempfile::tempdir().expect("tempdir"),
         };
         let root = fleet.root();
-        git(root, &["init", "--quiet", "--initial-branch=main"]);
-        git(root, &["config", "user.name", "Fleet Tester"]);
-        git(root, &["config", "user.email", "fleet@example.com"]);
-        git(root, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(root.join("README.md"), "hello\n").expect("write");
-        git(root, &["add", "README.md"]);
-        git(root, &["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(root);
         std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
         let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
         let config = format!(
@@ -60,14 +36,7 @@ impl Fleet {
         );
         std::fs::write(root.join("harness.toml"), config).expect("write");
         for lane in lanes {
-            let out = Command::new(clowder_bin())
-                .args(["lane", "add", lane])
-                .current_dir(root)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .expect("clowder lane add");
-            assert!(out.status.success(), "lane add: {}", stderr_of(&out));
+            clowder_in(root, &["lane", "add", lane]);
         }
         fleet
     }
@@ -106,7 +75,7 @@ impl Fleet {
     }
 
     fn commits_ahead(&self, lane: &str) -> u64 {
-        git(
+        git_in(
             self.root(),
             &["rev-list", "--count", &format!("main..clowder/{lane}")],
         )
