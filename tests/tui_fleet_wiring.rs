@@ -5,44 +5,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
+use common::git::{clowder_in, init_with_one_commit};
 use common::tmux::Tmux;
-use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
+use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-}
-
-fn clowder(dir: &Path, args: &[&str]) {
-    let out = Command::new(clowder_bin())
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("run clowder");
-    assert!(
-        out.status.success(),
-        "clowder {args:?}: {}",
-        stderr_of(&out)
-    );
-}
 
 /// Live processes whose command line mentions `text`.
 fn processes_mentioning(text: &str) -> Vec<i32> {
@@ -63,13 +31,7 @@ fn processes_mentioning(text: &str) -> Vec<i32> {
 fn repository(on_attention: &Path) -> TempDir {
     let repo = tempfile::tempdir().expect("tempdir");
     let root = repo.path();
-    git(root, &["init", "--quiet", "--initial-branch=main"]);
-    git(root, &["config", "user.name", "Fleet Tester"]);
-    git(root, &["config", "user.email", "fleet@example.com"]);
-    git(root, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(root.join("README.md"), "hello\n").expect("write");
-    git(root, &["add", "README.md"]);
-    git(root, &["commit", "--quiet", "-m", "first"]);
+    init_with_one_commit(root);
     std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
     let config = format!(
@@ -103,7 +65,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
     let repo = repository(&file);
     let root = repo.path();
     for lane in ["alpha", "beta"] {
-        clowder(root, &["lane", "add", lane]);
+        clowder_in(root, &["lane", "add", lane]);
     }
     let command = format!(
         "env FLEET_AGENT_GATE_LANE=alpha FLEET_AGENT_OUT={out} FLEET_AGENT_CLOWDER={clowder} FLEET_AGENT_SECS=2 \
@@ -196,7 +158,7 @@ fn s_stops_a_task_lane_through_its_state_json() {
     )
     .expect("write");
     for task in ["task", "other"] {
-        clowder(
+        clowder_in(
             root,
             &[
                 "task",
@@ -209,8 +171,8 @@ fn s_stops_a_task_lane_through_its_state_json() {
             ],
         );
     }
-    clowder(root, &["lane", "add", "t", "--task", "task"]);
-    clowder(root, &["lane", "add", "w", "--watch-task", "other"]);
+    clowder_in(root, &["lane", "add", "t", "--task", "task"]);
+    clowder_in(root, &["lane", "add", "w", "--watch-task", "other"]);
     let command = format!(
         "{}; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
