@@ -6,28 +6,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use common::git::{git_in, init_with_one_commit};
 use common::tmux::Tmux;
-use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
 
 /// x and y write the same file (y's merge conflicts); z waits for x.
 const PLAN: &str = r#"
@@ -52,13 +35,7 @@ prompt = "write z.txt"
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
-    git(root, &["init", "--quiet", "--initial-branch=main"]);
-    git(root, &["config", "user.name", "Plan Tester"]);
-    git(root, &["config", "user.email", "plans@example.com"]);
-    git(root, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(root.join("README.md"), "hello\n").expect("write");
-    git(root, &["add", "README.md"]);
-    git(root, &["commit", "--quiet", "-m", "first"]);
+    init_with_one_commit(root);
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh");
     let config = format!(
         "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
@@ -105,7 +82,7 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
     // x and z merge; y's merge conflicts with x's: it needs review.
     let screen = tmux.wait_for_all(&["◆ x", "! y", "needs review", "◆ └─ z"]);
     assert!(screen.contains("event=merge_conflic"), "{screen}");
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x");
 
     // `M` asks first; `n` leaves base as it is.
     tmux.keys(&["j", "j"]);
@@ -113,7 +90,7 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
     tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["n"]);
     tmux.wait_for("Esc close");
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x");
 
     // A human fixes y's branch; `M`, then `y`, merges it through the running plan.
     let y = root.join(".clowder/worktrees/tp-y");
@@ -125,8 +102,8 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output();
     std::fs::write(y.join("shared.txt"), "from x and y\n").expect("write");
-    git(&y, &["add", "shared.txt"]);
-    git(&y, &["commit", "--quiet", "-m", "resolve"]);
+    git_in(&y, &["add", "shared.txt"]);
+    git_in(&y, &["commit", "--quiet", "-m", "resolve"]);
     tmux.keys(&["M"]);
     tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["y"]);
@@ -137,7 +114,7 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         "{}",
         tmux.screen()
     );
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x and y");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x and y");
 
     // Enter shows a step's lane; then `q` leaves, the plan done.
     tmux.keys(&["Enter"]);
