@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::git::{git_in, isolate};
+use common::git::{git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -27,13 +27,7 @@ impl Repo {
         let repo = Repo {
             dir: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Lane Tester"]);
-        repo.git(&["config", "user.email", "lanes@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         std::fs::write(repo.path("PROMPT.md"), "Do the work.\n").expect("write");
         let config = format!(
             "[agent]\ncommand = {:?}\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n\n[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.5\n\n{extra}\n",
