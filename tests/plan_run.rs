@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::git::{git_in, isolate};
+use common::git::{git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -30,13 +30,7 @@ impl Repo {
             dir: tempfile::tempdir().expect("tempdir"),
             prompts: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Plan Tester"]);
-        repo.git(&["config", "user.email", "plans@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         let config = format!(
             "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
             plan_agent().display().to_string()
