@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::git::{git_in, isolate};
+use common::git::{git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -23,13 +23,7 @@ impl Repo {
         let repo = Repo {
             dir: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Lane Tester"]);
-        repo.git(&["config", "user.email", "lanes@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        repo.write("README.md", "hello\n");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         repo
     }
 
