@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{clowder_bin, stderr_of, stdout_of, wait_until};
+use common::git::git_in;
+use common::{clowder_bin, stderr_of, wait_until};
 use serde_json::Value;
 
 /// The whole demo at full speed takes seconds; this is only a bound for a slow machine.
@@ -52,23 +53,6 @@ fn pending(fleet: &Path) -> Vec<Value> {
     }
     let output = run(fleet, &["queue", "--json", "--dir", &dir.to_string_lossy()]);
     serde_json::from_slice::<Vec<Value>>(&output.stdout).unwrap_or_default()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    stdout_of(&output).trim().to_string()
 }
 
 /// PIDs of live processes whose environment holds `entry` (every process the
@@ -163,12 +147,12 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
     for name in &names {
         let worktree = fleet.join(".clowder/worktrees").join(name);
         assert!(worktree.join(".git").is_file(), "{name}: no worktree");
-        let ahead = git(
+        let ahead = git_in(
             &fleet,
             &["rev-list", "--count", &format!("main..clowder/{name}")],
         );
         assert_ne!(ahead, "0", "{name}: no commit of its own");
-        let log = git(
+        let log = git_in(
             &fleet,
             &["log", "--format=%s", &format!("main..clowder/{name}")],
         );
