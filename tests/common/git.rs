@@ -45,12 +45,21 @@ pub fn init_with_one_commit(root: &Path) {
     git_in(root, &["commit", "--quiet", "-m", "first"]);
 }
 
+/// `clowder args…` in `dir`, isolated like git, reading nothing, its output piped.
+pub fn clowder_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(clowder_bin());
+    isolate(&mut command)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// `clowder args…` in `dir`, isolated like git, which must succeed.
 pub fn clowder_in(dir: &Path, args: &[&str]) {
-    let output = isolate(Command::new(clowder_bin()).args(args).current_dir(dir))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run clowder");
+    let output = clowder_command(dir, args).output().expect("run clowder");
     assert!(
         output.status.success(),
         "clowder {args:?} failed: {}",
