@@ -5,10 +5,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
-use common::git::{git_in, init_with_one_commit, isolate};
-use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
+use common::{DEADLINE, stderr_of, stdout_of, wait_until, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -53,14 +53,8 @@ impl Repo {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(clowder_bin());
-        isolate(&mut command)
-            .args(args)
-            .current_dir(self.root())
-            .env("PLAN_AGENT_LOG", self.prompts.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut command = clowder_command(self.root(), args);
+        command.env("PLAN_AGENT_LOG", self.prompts.path());
         command
     }
 
