@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::git::{git_in, init_with_one_commit, isolate};
+use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -46,14 +46,8 @@ impl Repo {
     }
 
     fn clowder(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(clowder_bin());
-        isolate(&mut command)
-            .args(args)
-            .current_dir(self.root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        wait_with_deadline(command.spawn().expect("spawn clowder"), DEADLINE)
+        let child = clowder_command(self.root(), args).spawn();
+        wait_with_deadline(child.expect("spawn clowder"), DEADLINE)
     }
 
     /// Runs clowder and checks it exited with `code`; returns stdout + stderr.
