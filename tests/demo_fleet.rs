@@ -5,11 +5,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::git::git_in;
-use common::{clowder_bin, stderr_of, wait_until};
+use common::git::{clowder_command, git_in};
+use common::{stderr_of, wait_until};
 use serde_json::Value;
 
 /// The whole demo at full speed takes seconds; this is only a bound for a slow machine.
@@ -17,16 +17,8 @@ const DEMO_DEADLINE: Duration = Duration::from_secs(120);
 
 /// clowder in `dir`, isolated from the user's git configuration.
 fn clowder(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(clowder_bin());
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("DEMO_PACE", "0.02")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("CLOWDER_APPROVALS_DIR")
-        .env_remove("CLOWDER_LANE")
-        .stdin(Stdio::null());
+    let mut command = clowder_command(dir, args);
+    command.env("DEMO_PACE", "0.02");
     command
 }
 
