@@ -10,22 +10,6 @@ use std::time::Duration;
 use common::tmux::Tmux;
 use common::*;
 
-/// The states of every live process of the group, from `/proc/PID/stat`.
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .next()?
-                .chars()
-                .next()
-        })
-        .collect()
-}
-
 fn first_pgid(pidfile: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(pidfile).ok()?;
     text.lines().next()?.split_whitespace().nth(1)?.parse().ok()
