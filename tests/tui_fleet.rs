@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use common::git::{clowder_in, git_in, init_with_one_commit};
 use common::tmux::Tmux;
-use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, wait_until};
+use common::{DEADLINE, clowder_bin, group_states, live_group_members, pid_alive, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -82,22 +82,6 @@ impl Fleet {
         .parse()
         .expect("a count")
     }
-}
-
-/// The states of every live process of the group, from `/proc/PID/stat`.
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .next()?
-                .chars()
-                .next()
-        })
-        .collect()
 }
 
 /// Live processes whose working folder is inside `dir`.
