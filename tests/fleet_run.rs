@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 
 use common::git::{clowder_command, git_in, init_with_one_commit};
-use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use common::{
+    DEADLINE, clowder_bin, group_states, stderr_of, stdout_of, wait_until, wait_with_deadline,
+};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -135,16 +137,7 @@ impl Repo {
             "CLOWDER_APPROVALS_DIR={}",
             self.path(".clowder/approvals").display()
         );
-        std::fs::read_dir("/proc")
-            .expect("read /proc")
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| common::pid_alive(*pid))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
-            })
-            .collect()
+        common::processes_with_env(&marker)
     }
 }
 
@@ -271,17 +264,6 @@ fn with_max_parallel_one_the_lanes_take_turns() {
             pair[1]
         );
     }
-}
-
-/// Process states (`/proc/PID/stat` field 3) of the group's live members.
-fn group_states(pgid: i32) -> Vec<char> {
-    common::live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?.1.trim_start().chars().next()
-        })
-        .collect()
 }
 
 #[test]
