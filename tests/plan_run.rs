@@ -158,16 +158,7 @@ impl Repo {
             "CLOWDER_APPROVALS_DIR={}",
             self.path(".clowder/approvals").display()
         );
-        std::fs::read_dir("/proc")
-            .expect("read /proc")
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| common::pid_alive(*pid))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
-            })
-            .collect()
+        common::processes_with_env(&marker)
     }
 }
 
