@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 use common::git::{clowder_command, git_in};
-use common::{stderr_of, wait_until};
+use common::{processes_with_env, stderr_of, wait_until};
 use serde_json::Value;
 
 /// The whole demo at full speed takes seconds; this is only a bound for a slow machine.
@@ -45,26 +45,6 @@ fn pending(fleet: &Path) -> Vec<Value> {
     }
     let output = run(fleet, &["queue", "--json", "--dir", &dir.to_string_lossy()]);
     serde_json::from_slice::<Vec<Value>>(&output.stdout).unwrap_or_default()
-}
-
-/// PIDs of live processes whose environment holds `entry` (every process the
-/// demo starts inherits it).
-fn processes_with(entry: &str) -> Vec<i32> {
-    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    proc_dir
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && environ.split(|b| *b == 0).any(|e| e == entry.as_bytes())
-        })
-        .collect()
 }
 
 #[test]
@@ -181,9 +161,10 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
         fleet.join(".clowder/demo-agent").display()
     );
     assert!(
-        wait_until(Duration::from_secs(10), || processes_with(&mark).is_empty()),
+        wait_until(Duration::from_secs(10), || processes_with_env(&mark)
+            .is_empty()),
         "left running: {:?}",
-        processes_with(&mark)
+        processes_with_env(&mark)
     );
 }
 
