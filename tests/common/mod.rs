@@ -3,6 +3,7 @@
 //! polling helpers (tests wait for conditions to deadlines, never fixed sleeps).
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod git;
 pub mod tmux;
 
