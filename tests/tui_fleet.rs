@@ -8,6 +8,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::fleet::{lane_session_group, lane_status};
 use common::git::{clowder_in, git_in, init_with_one_commit};
 use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, group_states, live_group_members, pid_alive, wait_until};
@@ -46,24 +47,11 @@ impl Fleet {
     }
 
     fn status(&self, lane: &str) -> Option<Value> {
-        let path = self
-            .root()
-            .join(format!(".clowder/lanes/{lane}/harness.status"));
-        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+        lane_status(self.root(), lane)
     }
 
-    /// The process group of the lane's running session, once there is one.
     fn session_group(&self, lane: &str) -> i32 {
-        let mut pgid = None;
-        let running = wait_until(DEADLINE, || {
-            pgid = self
-                .status(lane)
-                .filter(|status| status["state"] == "session_running")
-                .and_then(|status| status["pgid"].as_i64());
-            pgid.is_some()
-        });
-        assert!(running, "lane {lane} started no session");
-        pgid.expect("checked above") as i32
+        lane_session_group(self.root(), lane)
     }
 
     /// The size of the lane's current output file.
