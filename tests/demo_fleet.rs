@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
+use common::fleet::registered_lanes;
 use common::git::{clowder_command, git_in};
 use common::{processes_with_env, stderr_of, wait_until};
 use serde_json::Value;
@@ -105,16 +106,7 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
     assert!(stdout.contains("3 lane(s) ended normally"), "{stdout}");
 
     // Three lanes registered, each in its own worktree, each branch with its own commits.
-    let registry: Value = serde_json::from_str(
-        &std::fs::read_to_string(fleet.join(".clowder/fleet.json")).expect("fleet.json"),
-    )
-    .expect("fleet.json is JSON");
-    let names: Vec<&str> = registry["lanes"]
-        .as_array()
-        .expect("lanes")
-        .iter()
-        .filter_map(|lane| lane["name"].as_str())
-        .collect();
+    let names = registered_lanes(&fleet);
     assert_eq!(names, ["api", "docs", "release"]);
     for name in &names {
         let worktree = fleet.join(".clowder/worktrees").join(name);
