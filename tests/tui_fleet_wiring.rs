@@ -6,6 +6,7 @@ mod common;
 
 use std::path::Path;
 
+use common::fleet::registered_lanes;
 use common::git::{clowder_in, init_with_one_commit};
 use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
@@ -91,16 +92,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
     tmux.keys(&["Tab", "Enter"]);
     tmux.wait_for("lane delta added");
     tmux.wait_for("delta");
-    let registry: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join(".clowder/fleet.json")).expect("fleet.json"),
-    )
-    .expect("fleet.json is JSON");
-    let names: Vec<&str> = registry["lanes"]
-        .as_array()
-        .expect("lanes")
-        .iter()
-        .filter_map(|lane| lane["name"].as_str())
-        .collect();
+    let names = registered_lanes(root);
     assert_eq!(names, ["alpha", "beta", "delta"]);
     let prompt = std::fs::read_to_string(root.join(".clowder/prompts/delta.md")).expect("prompt");
     assert_eq!(prompt, "Write the docs.\n");
