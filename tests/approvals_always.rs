@@ -4,65 +4,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
+use common::tmux::Tmux;
 use common::*;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str) -> Tmux {
-        let socket = format!("clowder-always-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "main", "-x", "220", "-y", "50"])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str, deadline: Duration) -> String {
-        let mut last = String::new();
-        let found = wait_until(deadline, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
 
 fn hook(command: &str) -> String {
     serde_json::json!({
@@ -117,16 +60,15 @@ fn a_writes_a_rule_per_simple_command_and_says_what_it_covers() {
         "{} 1; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(project.root(), &command);
+    let tmux = Tmux::start(project.root(), &command, 220, 50);
 
-    tmux.wait_for("▶ Bash  cargo build && cargo test --lib", DEADLINE);
+    tmux.wait_for("▶ Bash  cargo build && cargo test --lib");
     tmux.keys(&["A"]);
     // The events pane, zoomed, shows the whole confirmation.
-    tmux.wait_for("always allowed: Bash", DEADLINE);
+    tmux.wait_for("always allowed: Bash");
     tmux.keys(&["Tab", "Tab", "Tab", "Tab", "z"]);
     tmux.wait_for(
         "always allowed: Bash commands whose words start with `cargo build` or `cargo test --lib`; each part of a chain is checked on its own",
-        DEADLINE,
     );
     tmux.keys(&["z"]);
     assert!(wait_until(DEADLINE, || decision(&project, "answer-0.json")
@@ -148,19 +90,18 @@ fn a_writes_a_rule_per_simple_command_and_says_what_it_covers() {
     assert!(reason.starts_with("allowed by the rules "), "{reason}");
 
     // A command substitution: approved this once, no rule written.
-    tmux.wait_for("▶ Bash  cargo test $(id)", DEADLINE);
+    tmux.wait_for("▶ Bash  cargo test $(id)");
     tmux.keys(&["A"]);
-    tmux.wait_for("approved once; no rule", DEADLINE);
+    tmux.wait_for("approved once; no rule");
     tmux.keys(&["z"]);
     tmux.wait_for(
         "approved once; no rule written: a rule can never allow command substitution `$(…)`",
-        DEADLINE,
     );
     tmux.keys(&["z"]);
     assert!(wait_until(DEADLINE, || decision(&project, "answer-2.json")
         .is_some_and(|d| d.0 == "allow")));
     assert_eq!(project.read("harness.toml"), config);
-    tmux.wait_for("stopped: max_iterations", DEADLINE);
+    tmux.wait_for("stopped: max_iterations");
     tmux.keys(&["q"]);
-    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }

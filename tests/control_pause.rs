@@ -6,17 +6,6 @@ mod common;
 
 use common::*;
 
-/// The state letter (`/proc/PID/stat` field 3) of every live member of `pgid`.
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?.1.trim_start().chars().next()
-        })
-        .collect()
-}
-
 fn status_of(project: &Project) -> serde_json::Value {
     std::fs::read_to_string(project.path("harness.status"))
         .ok()

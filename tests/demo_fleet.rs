@@ -5,10 +5,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{clowder_bin, stderr_of, stdout_of, wait_until};
+use common::fleet::registered_lanes;
+use common::git::{clowder_command, git_in};
+use common::{processes_with_env, stderr_of, wait_until};
 use serde_json::Value;
 
 /// The whole demo at full speed takes seconds; this is only a bound for a slow machine.
@@ -16,16 +18,8 @@ const DEMO_DEADLINE: Duration = Duration::from_secs(120);
 
 /// clowder in `dir`, isolated from the user's git configuration.
 fn clowder(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(clowder_bin());
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("DEMO_PACE", "0.02")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env_remove("CLOWDER_APPROVALS_DIR")
-        .env_remove("CLOWDER_LANE")
-        .stdin(Stdio::null());
+    let mut command = clowder_command(dir, args);
+    command.env("DEMO_PACE", "0.02");
     command
 }
 
@@ -52,43 +46,6 @@ fn pending(fleet: &Path) -> Vec<Value> {
     }
     let output = run(fleet, &["queue", "--json", "--dir", &dir.to_string_lossy()]);
     serde_json::from_slice::<Vec<Value>>(&output.stdout).unwrap_or_default()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    stdout_of(&output).trim().to_string()
-}
-
-/// PIDs of live processes whose environment holds `entry` (every process the
-/// demo starts inherits it).
-fn processes_with(entry: &str) -> Vec<i32> {
-    let Ok(proc_dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    proc_dir
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-            !zombie && environ.split(|b| *b == 0).any(|e| e == entry.as_bytes())
-        })
-        .collect()
 }
 
 #[test]
@@ -149,26 +106,17 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
     assert!(stdout.contains("3 lane(s) ended normally"), "{stdout}");
 
     // Three lanes registered, each in its own worktree, each branch with its own commits.
-    let registry: Value = serde_json::from_str(
-        &std::fs::read_to_string(fleet.join(".clowder/fleet.json")).expect("fleet.json"),
-    )
-    .expect("fleet.json is JSON");
-    let names: Vec<&str> = registry["lanes"]
-        .as_array()
-        .expect("lanes")
-        .iter()
-        .filter_map(|lane| lane["name"].as_str())
-        .collect();
+    let names = registered_lanes(&fleet);
     assert_eq!(names, ["api", "docs", "release"]);
     for name in &names {
         let worktree = fleet.join(".clowder/worktrees").join(name);
         assert!(worktree.join(".git").is_file(), "{name}: no worktree");
-        let ahead = git(
+        let ahead = git_in(
             &fleet,
             &["rev-list", "--count", &format!("main..clowder/{name}")],
         );
         assert_ne!(ahead, "0", "{name}: no commit of its own");
-        let log = git(
+        let log = git_in(
             &fleet,
             &["log", "--format=%s", &format!("main..clowder/{name}")],
         );
@@ -205,9 +153,10 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
         fleet.join(".clowder/demo-agent").display()
     );
     assert!(
-        wait_until(Duration::from_secs(10), || processes_with(&mark).is_empty()),
+        wait_until(Duration::from_secs(10), || processes_with_env(&mark)
+            .is_empty()),
         "left running: {:?}",
-        processes_with(&mark)
+        processes_with_env(&mark)
     );
 }
 

@@ -66,17 +66,6 @@ fn wait_for_ask_request(project: &Project) -> Value {
     found.remove(0)
 }
 
-/// The state letter of every live process of `pgid` (`T` when stopped).
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?.1.trim_start().chars().next()
-        })
-        .collect()
-}
-
 // ---------------------------------------------------------------------------
 // Doom loops
 // ---------------------------------------------------------------------------

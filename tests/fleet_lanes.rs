@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::git::{git_in, isolate};
+use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
@@ -23,13 +23,7 @@ impl Repo {
         let repo = Repo {
             dir: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Lane Tester"]);
-        repo.git(&["config", "user.email", "lanes@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        repo.write("README.md", "hello\n");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         repo
     }
 
@@ -52,14 +46,8 @@ impl Repo {
     }
 
     fn clowder(&self, args: &[&str]) -> Output {
-        let mut command = Command::new(clowder_bin());
-        isolate(&mut command)
-            .args(args)
-            .current_dir(self.root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        wait_with_deadline(command.spawn().expect("spawn clowder"), DEADLINE)
+        let child = clowder_command(self.root(), args).spawn();
+        wait_with_deadline(child.expect("spawn clowder"), DEADLINE)
     }
 
     /// Runs clowder and checks it exited with `code`; returns stdout + stderr.

@@ -5,10 +5,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
-use common::git::{git_in, isolate};
-use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use common::fleet::{lane_session_group, lane_status};
+use common::git::{clowder_command, git_in, init_with_one_commit};
+use common::{
+    DEADLINE, clowder_bin, group_states, stderr_of, stdout_of, wait_until, wait_with_deadline,
+};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -27,13 +30,7 @@ impl Repo {
         let repo = Repo {
             dir: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Lane Tester"]);
-        repo.git(&["config", "user.email", "lanes@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         std::fs::write(repo.path("PROMPT.md"), "Do the work.\n").expect("write");
         let config = format!(
             "[agent]\ncommand = {:?}\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n\n[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.5\n\n{extra}\n",
@@ -60,14 +57,7 @@ impl Repo {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(clowder_bin());
-        isolate(&mut command)
-            .args(args)
-            .current_dir(self.root())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        command
+        clowder_command(self.root(), args)
     }
 
     fn clowder(&self, args: &[&str]) -> Output {
@@ -87,22 +77,11 @@ impl Repo {
     }
 
     fn status(&self, lane: &str) -> Option<Value> {
-        let path = self.path(&format!(".clowder/lanes/{lane}/harness.status"));
-        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+        lane_status(self.root(), lane)
     }
 
-    /// The process group of the lane's running session, once there is one.
     fn session_group(&self, lane: &str) -> i32 {
-        let mut pgid = None;
-        let running = wait_until(DEADLINE, || {
-            pgid = self
-                .status(lane)
-                .filter(|status| status["state"] == "session_running")
-                .and_then(|status| status["pgid"].as_i64());
-            pgid.is_some()
-        });
-        assert!(running, "lane {lane} started no session");
-        pgid.expect("checked above") as i32
+        lane_session_group(self.root(), lane)
     }
 
     fn output_bytes(&self, lane: &str, global: u64) -> u64 {
@@ -148,16 +127,7 @@ impl Repo {
             "CLOWDER_APPROVALS_DIR={}",
             self.path(".clowder/approvals").display()
         );
-        std::fs::read_dir("/proc")
-            .expect("read /proc")
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| common::pid_alive(*pid))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
-            })
-            .collect()
+        common::processes_with_env(&marker)
     }
 }
 
@@ -284,17 +254,6 @@ fn with_max_parallel_one_the_lanes_take_turns() {
             pair[1]
         );
     }
-}
-
-/// Process states (`/proc/PID/stat` field 3) of the group's live members.
-fn group_states(pgid: i32) -> Vec<char> {
-    common::live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?.1.trim_start().chars().next()
-        })
-        .collect()
 }
 
 #[test]

@@ -5,10 +5,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 
-use common::git::{git_in, isolate};
-use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
+use common::{DEADLINE, stderr_of, stdout_of, wait_until, wait_with_deadline};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -30,13 +30,7 @@ impl Repo {
             dir: tempfile::tempdir().expect("tempdir"),
             prompts: tempfile::tempdir().expect("tempdir"),
         };
-        repo.git(&["init", "--quiet", "--initial-branch=main"]);
-        repo.git(&["config", "user.name", "Plan Tester"]);
-        repo.git(&["config", "user.email", "plans@example.com"]);
-        repo.git(&["config", "commit.gpgsign", "false"]);
-        std::fs::write(repo.path("README.md"), "hello\n").expect("write");
-        repo.git(&["add", "README.md"]);
-        repo.git(&["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(repo.root());
         let config = format!(
             "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
             plan_agent().display().to_string()
@@ -59,14 +53,8 @@ impl Repo {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(clowder_bin());
-        isolate(&mut command)
-            .args(args)
-            .current_dir(self.root())
-            .env("PLAN_AGENT_LOG", self.prompts.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut command = clowder_command(self.root(), args);
+        command.env("PLAN_AGENT_LOG", self.prompts.path());
         command
     }
 
@@ -170,16 +158,7 @@ impl Repo {
             "CLOWDER_APPROVALS_DIR={}",
             self.path(".clowder/approvals").display()
         );
-        std::fs::read_dir("/proc")
-            .expect("read /proc")
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-            .filter(|pid| common::pid_alive(*pid))
-            .filter(|pid| {
-                std::fs::read(format!("/proc/{pid}/environ"))
-                    .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
-            })
-            .collect()
+        common::processes_with_env(&marker)
     }
 }
 

@@ -7,92 +7,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use common::{DEADLINE, clowder_bin, live_group_members, pid_alive, stderr_of, wait_until};
+use common::fleet::{lane_session_group, lane_status};
+use common::git::{clowder_in, git_in, init_with_one_commit};
+use common::tmux::Tmux;
+use common::{DEADLINE, clowder_bin, group_states, live_group_members, pid_alive, wait_until};
 use serde_json::Value;
 use tempfile::TempDir;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("clowder-fleet-test-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args([
-                "-s",
-                "main",
-                "-x",
-                &width.to_string(),
-                "-y",
-                &height.to_string(),
-            ])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
 
 struct Fleet {
     repo: TempDir,
@@ -107,13 +28,7 @@ impl Fleet {
             out: tempfile::tempdir().expect("tempdir"),
         };
         let root = fleet.root();
-        git(root, &["init", "--quiet", "--initial-branch=main"]);
-        git(root, &["config", "user.name", "Fleet Tester"]);
-        git(root, &["config", "user.email", "fleet@example.com"]);
-        git(root, &["config", "commit.gpgsign", "false"]);
-        std::fs::write(root.join("README.md"), "hello\n").expect("write");
-        git(root, &["add", "README.md"]);
-        git(root, &["commit", "--quiet", "-m", "first"]);
+        init_with_one_commit(root);
         std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
         let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
         let config = format!(
@@ -122,14 +37,7 @@ impl Fleet {
         );
         std::fs::write(root.join("harness.toml"), config).expect("write");
         for lane in lanes {
-            let out = Command::new(clowder_bin())
-                .args(["lane", "add", lane])
-                .current_dir(root)
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .output()
-                .expect("clowder lane add");
-            assert!(out.status.success(), "lane add: {}", stderr_of(&out));
+            clowder_in(root, &["lane", "add", lane]);
         }
         fleet
     }
@@ -139,24 +47,11 @@ impl Fleet {
     }
 
     fn status(&self, lane: &str) -> Option<Value> {
-        let path = self
-            .root()
-            .join(format!(".clowder/lanes/{lane}/harness.status"));
-        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+        lane_status(self.root(), lane)
     }
 
-    /// The process group of the lane's running session, once there is one.
     fn session_group(&self, lane: &str) -> i32 {
-        let mut pgid = None;
-        let running = wait_until(DEADLINE, || {
-            pgid = self
-                .status(lane)
-                .filter(|status| status["state"] == "session_running")
-                .and_then(|status| status["pgid"].as_i64());
-            pgid.is_some()
-        });
-        assert!(running, "lane {lane} started no session");
-        pgid.expect("checked above") as i32
+        lane_session_group(self.root(), lane)
     }
 
     /// The size of the lane's current output file.
@@ -168,29 +63,13 @@ impl Fleet {
     }
 
     fn commits_ahead(&self, lane: &str) -> u64 {
-        git(
+        git_in(
             self.root(),
             &["rev-list", "--count", &format!("main..clowder/{lane}")],
         )
         .parse()
         .expect("a count")
     }
-}
-
-/// The states of every live process of the group, from `/proc/PID/stat`.
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .next()?
-                .chars()
-                .next()
-        })
-        .collect()
 }
 
 /// Live processes whose working folder is inside `dir`.

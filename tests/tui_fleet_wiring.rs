@@ -5,104 +5,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
+use common::fleet::registered_lanes;
+use common::git::{clowder_in, init_with_one_commit};
+use common::tmux::Tmux;
+use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
 use serde_json::{Value, json};
 use tempfile::TempDir;
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("clowder-wiring-test-{}-{n}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "main", "-x", "120", "-y", "40"])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    /// Text typed as is (no key names).
-    fn type_text(&self, text: &str) {
-        self.keys(&["-l", text]);
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-}
-
-fn clowder(dir: &Path, args: &[&str]) {
-    let out = Command::new(clowder_bin())
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("run clowder");
-    assert!(
-        out.status.success(),
-        "clowder {args:?}: {}",
-        stderr_of(&out)
-    );
-}
 
 /// Live processes whose command line mentions `text`.
 fn processes_mentioning(text: &str) -> Vec<i32> {
@@ -123,13 +32,7 @@ fn processes_mentioning(text: &str) -> Vec<i32> {
 fn repository(on_attention: &Path) -> TempDir {
     let repo = tempfile::tempdir().expect("tempdir");
     let root = repo.path();
-    git(root, &["init", "--quiet", "--initial-branch=main"]);
-    git(root, &["config", "user.name", "Fleet Tester"]);
-    git(root, &["config", "user.email", "fleet@example.com"]);
-    git(root, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(root.join("README.md"), "hello\n").expect("write");
-    git(root, &["add", "README.md"]);
-    git(root, &["commit", "--quiet", "-m", "first"]);
+    init_with_one_commit(root);
     std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
     let config = format!(
@@ -163,7 +66,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
     let repo = repository(&file);
     let root = repo.path();
     for lane in ["alpha", "beta"] {
-        clowder(root, &["lane", "add", lane]);
+        clowder_in(root, &["lane", "add", lane]);
     }
     let command = format!(
         "env FLEET_AGENT_GATE_LANE=alpha FLEET_AGENT_OUT={out} FLEET_AGENT_CLOWDER={clowder} FLEET_AGENT_SECS=2 \
@@ -171,7 +74,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
         out = out.path().display(),
         clowder = clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for("Lanes 2");
 
     tmux.wait_for("[alpha] Bash  git push origin");
@@ -189,16 +92,7 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
     tmux.keys(&["Tab", "Enter"]);
     tmux.wait_for("lane delta added");
     tmux.wait_for("delta");
-    let registry: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join(".clowder/fleet.json")).expect("fleet.json"),
-    )
-    .expect("fleet.json is JSON");
-    let names: Vec<&str> = registry["lanes"]
-        .as_array()
-        .expect("lanes")
-        .iter()
-        .filter_map(|lane| lane["name"].as_str())
-        .collect();
+    let names = registered_lanes(root);
     assert_eq!(names, ["alpha", "beta", "delta"]);
     let prompt = std::fs::read_to_string(root.join(".clowder/prompts/delta.md")).expect("prompt");
     assert_eq!(prompt, "Write the docs.\n");
@@ -256,7 +150,7 @@ fn s_stops_a_task_lane_through_its_state_json() {
     )
     .expect("write");
     for task in ["task", "other"] {
-        clowder(
+        clowder_in(
             root,
             &[
                 "task",
@@ -269,13 +163,13 @@ fn s_stops_a_task_lane_through_its_state_json() {
             ],
         );
     }
-    clowder(root, &["lane", "add", "t", "--task", "task"]);
-    clowder(root, &["lane", "add", "w", "--watch-task", "other"]);
+    clowder_in(root, &["lane", "add", "t", "--task", "task"]);
+    clowder_in(root, &["lane", "add", "w", "--watch-task", "other"]);
     let command = format!(
         "{}; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for("Lanes 2");
     tmux.keys(&["1"]);
     tmux.wait_for("lane t");
@@ -347,7 +241,7 @@ fn the_single_loops_end_calls_for_attention() {
         "{}; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     let folder = root
         .canonicalize()
         .expect("canonical")

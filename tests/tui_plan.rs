@@ -6,82 +6,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use common::{DEADLINE, clowder_bin, pid_alive, stderr_of, wait_until};
-
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str) -> Tmux {
-        let socket = format!("clowder-plan-test-{}", std::process::id());
-        let status = Command::new("tmux")
-            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "main", "-x", "120", "-y", "40"])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", "main"])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args(["-L", &self.socket, "capture-pane", "-p", "-t", "main"])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Waits until the screen shows every one of `what`; returns it.
-    fn wait_for(&self, what: &[&str]) -> String {
-        let mut last = String::new();
-        let found = wait_until(DEADLINE, || {
-            last = self.screen();
-            what.iter().all(|w| last.contains(w))
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run git");
-    assert!(
-        output.status.success(),
-        "git {args:?}: {}",
-        stderr_of(&output)
-    );
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
-}
+use common::git::{git_in, init_with_one_commit};
+use common::tmux::Tmux;
+use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
 
 /// x and y write the same file (y's merge conflicts); z waits for x.
 const PLAN: &str = r#"
@@ -106,13 +35,7 @@ prompt = "write z.txt"
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
-    git(root, &["init", "--quiet", "--initial-branch=main"]);
-    git(root, &["config", "user.name", "Plan Tester"]);
-    git(root, &["config", "user.email", "plans@example.com"]);
-    git(root, &["config", "commit.gpgsign", "false"]);
-    std::fs::write(root.join("README.md"), "hello\n").expect("write");
-    git(root, &["add", "README.md"]);
-    git(root, &["commit", "--quiet", "-m", "first"]);
+    init_with_one_commit(root);
     let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh");
     let config = format!(
         "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
@@ -149,25 +72,25 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {} plan run plan.toml; echo CLOWDER_EXIT=$?; sleep 600",
         clowder_bin().display()
     );
-    let tmux = Tmux::start(root, &command);
+    let tmux = Tmux::start(root, &command, 120, 40);
     // The Plan view opens by itself: the steps as a tree in dependency
     // order, z under x, which it waits for. `P` closes it and opens it again.
-    tmux.wait_for(&["Lanes", "plan tp", "└─ z", "← x"]);
+    tmux.wait_for_all(&["Lanes", "plan tp", "└─ z", "← x"]);
     tmux.keys(&["P"]);
-    tmux.wait_for(&["Session output"]);
+    tmux.wait_for("Session output");
     tmux.keys(&["P"]);
     // x and z merge; y's merge conflicts with x's: it needs review.
-    let screen = tmux.wait_for(&["◆ x", "! y", "needs review", "◆ └─ z"]);
+    let screen = tmux.wait_for_all(&["◆ x", "! y", "needs review", "◆ └─ z"]);
     assert!(screen.contains("event=merge_conflic"), "{screen}");
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x");
 
     // `M` asks first; `n` leaves base as it is.
     tmux.keys(&["j", "j"]);
     tmux.keys(&["M"]);
-    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["n"]);
-    tmux.wait_for(&["Esc close"]);
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x");
+    tmux.wait_for("Esc close");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x");
 
     // A human fixes y's branch; `M`, then `y`, merges it through the running plan.
     let y = root.join(".clowder/worktrees/tp-y");
@@ -179,25 +102,25 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output();
     std::fs::write(y.join("shared.txt"), "from x and y\n").expect("write");
-    git(&y, &["add", "shared.txt"]);
-    git(&y, &["commit", "--quiet", "-m", "resolve"]);
+    git_in(&y, &["add", "shared.txt"]);
+    git_in(&y, &["commit", "--quiet", "-m", "resolve"]);
     tmux.keys(&["M"]);
-    tmux.wait_for(&["merge step y of plan tp into its base now? y / n"]);
+    tmux.wait_for("merge step y of plan tp into its base now? y / n");
     tmux.keys(&["y"]);
-    tmux.wait_for(&["◆ y", "plan tp · completed"]);
+    tmux.wait_for_all(&["◆ y", "plan tp · completed"]);
     // Merged, its review request left the inbox.
     assert!(
         wait_until(DEADLINE, || !tmux.screen().contains("waiting)")),
         "{}",
         tmux.screen()
     );
-    assert_eq!(git(root, &["show", "main:shared.txt"]), "from x and y");
+    assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x and y");
 
     // Enter shows a step's lane; then `q` leaves, the plan done.
     tmux.keys(&["Enter"]);
-    tmux.wait_for(&["Session output"]);
+    tmux.wait_for("Session output");
     tmux.keys(&["q"]);
-    let screen = tmux.wait_for(&["CLOWDER_EXIT=0"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=0");
     assert!(screen.contains("clowder: plan tp completed"), "{screen}");
     assert!(
         wait_until(DEADLINE, || processes_of(root).is_empty()),

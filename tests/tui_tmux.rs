@@ -5,100 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
+use common::tmux::Tmux;
 use common::*;
-
-struct Tmux {
-    socket: String,
-    session: String,
-}
-
-impl Tmux {
-    fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let socket = format!("clowder-test-{}-{n}", std::process::id());
-        let session = "main".to_string();
-        let status = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-            ])
-            .args(["-x", &width.to_string(), "-y", &height.to_string()])
-            .args(["-c", &dir.display().to_string()])
-            .arg(shell_command)
-            .status()
-            .expect("tmux must be installed to run this test (.ci/run installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Tmux { socket, session }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let status = Command::new("tmux")
-            .args(["-L", &self.socket, "send-keys", "-t", &self.session])
-            .args(keys)
-            .status()
-            .expect("tmux send-keys");
-        assert!(status.success());
-    }
-
-    fn screen(&self) -> String {
-        let output = Command::new("tmux")
-            .args([
-                "-L",
-                &self.socket,
-                "capture-pane",
-                "-p",
-                "-t",
-                &self.session,
-            ])
-            .output()
-            .expect("tmux capture-pane");
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn wait_for(&self, what: &str, deadline: Duration) -> String {
-        let mut last = String::new();
-        let found = wait_until(deadline, || {
-            last = self.screen();
-            last.contains(what)
-        });
-        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
-        last
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.socket, "kill-server"])
-            .status();
-    }
-}
-
-/// The states of every live process of the group, from `/proc/PID/stat`.
-fn group_states(pgid: i32) -> Vec<char> {
-    live_group_members(pgid)
-        .into_iter()
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .next()?
-                .chars()
-                .next()
-        })
-        .collect()
-}
 
 fn first_pgid(pidfile: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(pidfile).ok()?;
@@ -127,7 +37,7 @@ fn pause_kill_and_stop_from_the_keyboard() {
     );
     let tmux = Tmux::start(project.root(), &command, 120, 40);
 
-    let screen = tmux.wait_for("global 1", DEADLINE);
+    let screen = tmux.wait_for("global 1");
     assert!(screen.contains("running"), "{screen}");
     assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
     let pgid = first_pgid(&pidfile).expect("agent pgid");
@@ -142,7 +52,7 @@ fn pause_kill_and_stop_from_the_keyboard() {
         "group not stopped: {:?}",
         group_states(pgid)
     );
-    tmux.wait_for("PAUSED", DEADLINE);
+    tmux.wait_for("PAUSED");
     tmux.keys(&["p"]);
     assert!(
         wait_until(DEADLINE, || {
@@ -155,17 +65,17 @@ fn pause_kill_and_stop_from_the_keyboard() {
 
     // K asks first; y kills; the loop goes on with the next session.
     tmux.keys(&["K"]);
-    tmux.wait_for("Kill the session?", DEADLINE);
+    tmux.wait_for("Kill the session?");
     tmux.keys(&["y"]);
-    tmux.wait_for("1 by you", DEADLINE);
+    tmux.wait_for("1 by you");
     assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
-    tmux.wait_for("global 2", DEADLINE);
+    tmux.wait_for("global 2");
 
     // s: stop after the current session; the loop ends and the screen says so.
     tmux.keys(&["s"]);
-    tmux.wait_for("stopped: user_stop", DEADLINE);
+    tmux.wait_for("stopped: user_stop");
     tmux.keys(&["q"]);
-    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    let screen = tmux.wait_for("CLOWDER_EXIT=");
     assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
     assert!(screen.contains("clowder: stopped (user_stop)"), "{screen}");
     // The terminal is back in cooked mode: `stty -a` lists `icanon`, not `-icanon`.
@@ -194,14 +104,14 @@ fn quit_asks_and_stop_now_leaves_nothing_running() {
         clowder = clowder_bin().display()
     );
     let tmux = Tmux::start(project.root(), &command, 80, 24);
-    tmux.wait_for("global 1", DEADLINE);
+    tmux.wait_for("global 1");
     assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
     let pgid = first_pgid(&pidfile).expect("agent pgid");
     tmux.keys(&["C-c"]);
-    tmux.wait_for("Quit clowder?", DEADLINE);
+    tmux.wait_for("Quit clowder?");
     // `S` stops now, in the quit dialog as in the main view.
     tmux.keys(&["S"]);
-    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    let screen = tmux.wait_for("CLOWDER_EXIT=");
     assert!(screen.contains("clowder: stopped (user_stop)"), "{screen}");
     assert!(live_group_members(pgid).is_empty());
 }
@@ -224,15 +134,15 @@ fn the_bundled_demo_opens_the_control_room() {
     );
     let tmux = Tmux::start(root, &command, 120, 40);
     // Readable stream-json: tool calls on one line, the final result with its cost.
-    tmux.wait_for("▶ Read  TODO.md", DEADLINE);
-    tmux.wait_for("■ result: success", DEADLINE);
-    let screen = tmux.wait_for("stopped: max_iterations", DEADLINE);
+    tmux.wait_for("▶ Read  TODO.md");
+    tmux.wait_for("■ result: success");
+    let screen = tmux.wait_for("stopped: max_iterations");
     assert!(
         screen.contains("rate limits 0 in a row · 1 total"),
         "{screen}"
     );
     tmux.keys(&["q"]);
-    let screen = tmux.wait_for("CLOWDER_EXIT=", DEADLINE);
+    let screen = tmux.wait_for("CLOWDER_EXIT=");
     assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
 }
 
@@ -273,7 +183,7 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
     );
     let tmux = Tmux::start(project.root(), &command, 120, 40);
 
-    tmux.wait_for("▶ Bash  make deploy", DEADLINE);
+    tmux.wait_for("▶ Bash  make deploy");
     tmux.keys(&["a"]);
     assert!(wait_until(DEADLINE, || {
         std::fs::read_to_string(project.path("answer-1.json")).is_ok_and(|t| t.contains("allow"))
@@ -282,9 +192,9 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
         serde_json::from_str(&project.read("answer-1.json")).expect("allow JSON");
     assert_eq!(answer["hookSpecificOutput"]["permissionDecision"], "allow");
 
-    tmux.wait_for("▶ Bash  git push --force", DEADLINE);
+    tmux.wait_for("▶ Bash  git push --force");
     tmux.keys(&["r"]);
-    tmux.wait_for("Reject", DEADLINE);
+    tmux.wait_for("Reject");
     // Keys typed as the reason never act: `q`, `s`, `p` and `K` are just text here.
     tmux.keys(&["-l", "no force pushes, ask Kim"]);
     tmux.keys(&["Enter"]);
@@ -299,7 +209,7 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
         "no force pushes, ask Kim"
     );
     // A: approve and always allow; the next call with that prefix needs nobody.
-    tmux.wait_for("▶ Bash  cargo test --all", DEADLINE);
+    tmux.wait_for("▶ Bash  cargo test --all");
     tmux.keys(&["A"]);
     for answer_file in ["answer-3.json", "answer-4.json"] {
         assert!(
@@ -324,10 +234,10 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
             .read("harness.toml")
             .contains("prefix = \"cargo test --all\"")
     );
-    let screen = tmux.wait_for("stopped: max_iterations", DEADLINE);
+    let screen = tmux.wait_for("stopped: max_iterations");
     assert!(!screen.contains("Quit clowder?"), "{screen}");
     tmux.keys(&["q"]);
-    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }
 
 #[test]
@@ -343,7 +253,7 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
         clowder = clowder_bin().display()
     );
     let tmux = Tmux::start(project.root(), &command, 120, 40);
-    tmux.wait_for("global 1", DEADLINE);
+    tmux.wait_for("global 1");
     assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
     let pgid = first_pgid(&pidfile).expect("agent pgid");
     tmux.keys(&["p"]);
@@ -353,7 +263,7 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
     }));
     // A stopped process runs no handler: the kill must continue it after TERM.
     tmux.keys(&["K"]);
-    tmux.wait_for("Kill the session?", DEADLINE);
+    tmux.wait_for("Kill the session?");
     tmux.keys(&["y"]);
     assert!(
         wait_until(DEADLINE, || project.path("terminated.txt").exists()),
@@ -367,9 +277,9 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
     let killed = project.events_named("session_killed");
     assert_eq!(killed.len(), 1);
     assert_eq!(killed[0]["needed_sigkill"], false);
-    tmux.wait_for("stopped: max_iterations", DEADLINE);
+    tmux.wait_for("stopped: max_iterations");
     tmux.keys(&["q"]);
-    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }
 
 #[test]
@@ -380,12 +290,12 @@ fn detach_leaves_the_loop_running_in_the_background() {
         clowder = clowder_bin().display()
     );
     let tmux = Tmux::start(project.root(), &command, 120, 40);
-    tmux.wait_for("global 1", DEADLINE);
+    tmux.wait_for("global 1");
     tmux.keys(&["q"]);
-    tmux.wait_for("d  detach", DEADLINE);
+    tmux.wait_for("d  detach");
     tmux.keys(&["d"]);
     // The shell has its prompt back at once, with exit code 0.
-    let screen = tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    let screen = tmux.wait_for("CLOWDER_EXIT=0");
     assert!(screen.contains("clowder: detached"), "{screen}");
 
     // The process that holds the folder's lock is the loop, alive, on its own
@@ -446,7 +356,7 @@ fn an_abandoned_request_is_marked_and_its_approval_refused() {
         clowder = clowder_bin().display()
     );
     let tmux = Tmux::start(project.root(), &command, 80, 24);
-    tmux.wait_for("stopped: max_iterations", DEADLINE);
+    tmux.wait_for("stopped: max_iterations");
     // A gate that is killed while it waits: nobody will read an answer.
     let mut gate = project
         .command(&["gate"])
@@ -462,16 +372,16 @@ fn an_abandoned_request_is_marked_and_its_approval_refused() {
             )
             .expect("write stdin");
     }
-    tmux.wait_for("▶ Bash  make deploy", DEADLINE);
+    tmux.wait_for("▶ Bash  make deploy");
     gate.kill().expect("SIGKILL the gate");
     gate.wait().expect("reap");
-    tmux.wait_for("⊘ Bash  make", DEADLINE);
+    tmux.wait_for("⊘ Bash  make");
     tmux.keys(&["a"]);
-    tmux.wait_for("refused: request", DEADLINE);
+    tmux.wait_for("refused: request");
     let decided = std::fs::read_dir(project.path(".clowder/approvals/decided"))
         .expect("decided/")
         .count();
     assert_eq!(decided, 0, "no decision was written");
     tmux.keys(&["q"]);
-    tmux.wait_for("CLOWDER_EXIT=0", DEADLINE);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }

@@ -2,9 +2,9 @@
 //! configuration, and with none of the variables a surrounding fleet lane sets.
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-use super::{stderr_of, stdout_of};
+use super::{clowder_bin, stderr_of, stdout_of};
 
 /// Keeps the test's git and clowder away from the machine's git settings and
 /// from the lane this test run may itself be in.
@@ -22,6 +22,7 @@ pub fn isolate(command: &mut Command) -> &mut Command {
 /// `git -C dir args…`, which must succeed; its output, trimmed.
 pub fn git_in(dir: &Path, args: &[&str]) -> String {
     let output = isolate(Command::new("git").arg("-C").arg(dir).args(args))
+        .stdin(Stdio::null())
         .output()
         .expect("run git");
     assert!(
@@ -30,4 +31,38 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
         stderr_of(&output)
     );
     stdout_of(&output).trim().to_string()
+}
+
+/// Makes `root` a repository on `main` with one commit (README.md), committing
+/// as a tester of its own so no commit depends on the machine's identity.
+pub fn init_with_one_commit(root: &Path) {
+    git_in(root, &["init", "--quiet", "--initial-branch=main"]);
+    git_in(root, &["config", "user.name", "Clowder Tester"]);
+    git_in(root, &["config", "user.email", "tests@example.com"]);
+    git_in(root, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(root.join("README.md"), "hello\n").expect("write README.md");
+    git_in(root, &["add", "README.md"]);
+    git_in(root, &["commit", "--quiet", "-m", "first"]);
+}
+
+/// `clowder args…` in `dir`, isolated like git, reading nothing, its output piped.
+pub fn clowder_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(clowder_bin());
+    isolate(&mut command)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// `clowder args…` in `dir`, isolated like git, which must succeed.
+pub fn clowder_in(dir: &Path, args: &[&str]) {
+    let output = clowder_command(dir, args).output().expect("run clowder");
+    assert!(
+        output.status.success(),
+        "clowder {args:?} failed: {}",
+        stderr_of(&output)
+    );
 }

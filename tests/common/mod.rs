@@ -3,7 +3,9 @@
 //! polling helpers (tests wait for conditions to deadlines, never fixed sleeps).
 #![allow(dead_code)]
 
+pub mod fleet;
 pub mod git;
+pub mod tmux;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -212,6 +214,31 @@ pub fn live_group_members(pgid: i32) -> Vec<i32> {
                     Some(group == pgid && state != "Z" && state != "X")
                 })
                 .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// The states (`R`, `S`, `T`…) of the live processes of group `pgid`, from `/proc`.
+pub fn group_states(pgid: i32) -> Vec<char> {
+    live_group_members(pgid)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            stat.rsplit_once(')')?.1.trim_start().chars().next()
+        })
+        .collect()
+}
+
+/// Live processes whose environment holds `entry` (`NAME=value`), from `/proc`.
+pub fn processes_with_env(entry: &str) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| pid_alive(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == entry.as_bytes()))
         })
         .collect()
 }

@@ -1,0 +1,89 @@
+//! A real terminal for the control-room tests: the command runs in a detached
+//! tmux session of a chosen size on its own server; keys go in with
+//! `send-keys`, the screen comes back from `capture-pane`.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{DEADLINE, wait_until};
+
+/// One tmux server with one session, killed on drop.
+pub struct Tmux {
+    socket: String,
+}
+
+/// Every session is called this; each has a server (socket) of its own.
+const SESSION: &str = "main";
+
+impl Tmux {
+    /// Runs `shell_command` in `dir` in a `width`×`height` terminal.
+    pub fn start(dir: &Path, shell_command: &str, width: u16, height: u16) -> Tmux {
+        // A server per session, so tests running at once never share one.
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let socket = format!("clowder-test-{}-{n}", std::process::id());
+        let status = Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-s", SESSION])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .args(["-c", &dir.display().to_string()])
+            .arg(shell_command)
+            .status()
+            .expect("tmux must be installed to run this test (.ci/run installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Tmux { socket }
+    }
+
+    /// Keys by tmux name (`Enter`, `C-c`, `Tab`…) or plain characters.
+    pub fn keys(&self, keys: &[&str]) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "send-keys", "-t", SESSION])
+            .args(keys)
+            .status()
+            .expect("tmux send-keys");
+        assert!(status.success());
+    }
+
+    /// Text typed as is (no key names).
+    pub fn type_text(&self, text: &str) {
+        self.keys(&["-l", text]);
+    }
+
+    /// The visible screen, as text.
+    pub fn screen(&self) -> String {
+        let output = Command::new("tmux")
+            .args(["-L", &self.socket, "capture-pane", "-p", "-t", SESSION])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `what`; returns it.
+    pub fn wait_for(&self, what: &str) -> String {
+        self.wait_until_shows(&what, |screen| screen.contains(what))
+    }
+
+    /// Waits until the screen shows every one of `what` at once; returns it.
+    pub fn wait_for_all(&self, what: &[&str]) -> String {
+        self.wait_until_shows(&what, |screen| what.iter().all(|w| screen.contains(w)))
+    }
+
+    fn wait_until_shows(&self, what: &dyn std::fmt::Debug, shows: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let found = wait_until(DEADLINE, || {
+            last = self.screen();
+            shows(&last)
+        });
+        assert!(found, "screen never showed {what:?}; last screen:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .status();
+    }
+}
