@@ -110,6 +110,15 @@ impl Repo {
             .clone()
     }
 
+    /// Whether the lane's session number `global` starts before the deadline.
+    fn session_starts(&self, lane: &str, global: u64) -> bool {
+        wait_until(DEADLINE, || {
+            self.events(lane)
+                .iter()
+                .any(|e| e["event"] == "session_start" && e["global"] == global)
+        })
+    }
+
     fn events(&self, lane: &str) -> Vec<Value> {
         let path = self.path(&format!(".clowder/lanes/{lane}/harness-events.jsonl"));
         std::fs::read_to_string(path)
@@ -293,11 +302,7 @@ fn a_running_fleet_starts_an_added_lane_and_takes_pause_resume_and_stop() {
     assert!(ended, "lane a did not stop");
     // Resumed, a lane that ended runs again, with its numbering going on.
     repo.expect(&["lane", "resume", "a"]);
-    let again = wait_until(DEADLINE, || {
-        repo.events("a")
-            .iter()
-            .any(|e| e["event"] == "session_start" && e["global"] == 2)
-    });
+    let again = repo.session_starts("a", 2);
     assert!(again, "lane a did not run again after lane resume");
     repo.expect(&["lane", "stop", "a", "--now"]);
     repo.expect(&["lane", "stop", "b", "--now"]);
@@ -337,11 +342,7 @@ fn a_lane_resumed_while_its_stop_is_still_ending_runs_again() {
     repo.session_group("a");
     repo.expect(&["lane", "stop", "a", "--now"]);
     repo.expect(&["lane", "resume", "a"]);
-    let again = wait_until(DEADLINE, || {
-        repo.events("a")
-            .iter()
-            .any(|e| e["event"] == "session_start" && e["global"] == 2)
-    });
+    let again = repo.session_starts("a", 2);
     assert!(again, "lane a did not run again after lane resume");
     repo.expect(&["lane", "stop", "a", "--now"]);
     let output = wait_with_deadline(fleet, DEADLINE);
