@@ -96,6 +96,24 @@ impl Fixture {
             .parse()
             .expect("pgid")
     }
+
+    /// Waits until the fake LLM's call `n` has started (it records its group).
+    fn wait_for_llm_call(&self, n: u32) {
+        let started = self.project.path(&format!("llm/pgid-{n}"));
+        assert!(
+            wait_until(DEADLINE, || started.exists()),
+            "LLM call {n} never started"
+        );
+    }
+
+    /// Nothing of the fake LLM's call `n` is left running.
+    fn assert_llm_group_ends(&self, n: u32) {
+        let pgid = self.pgid(n);
+        assert!(
+            wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
+            "LLM group left running"
+        );
+    }
 }
 
 fn write_file(path: &str, content: &str) -> Value {
@@ -327,11 +345,7 @@ fn a_stop_written_into_state_json_ends_the_llm_call_and_a_restart_continues() {
         "stderr: {}",
         stderr_of(&output)
     );
-    let pgid = f.pgid(3);
-    assert!(
-        wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
-        "LLM group left running"
-    );
+    f.assert_llm_group_ends(3);
     let state = f.json("state.json");
     assert_eq!(state["status"], "stopped");
     assert_eq!(state["iteration"], 2);
@@ -361,10 +375,7 @@ fn task_stop_asks_a_running_worker_to_stop_and_the_heartbeat_beats_meanwhile() {
     f.new_task(&["--max-iterations", "3"]);
     f.sleep(1, 60);
     let child = f.project.spawn(&["worker", "task"]);
-    assert!(wait_until(DEADLINE, || f
-        .project
-        .path("llm/pgid-1")
-        .exists()));
+    f.wait_for_llm_call(1);
     // While the LLM thinks, the heartbeat keeps being rewritten.
     let first = f.json("heartbeat.json");
     assert_eq!(first["status"], "calling_llm");
@@ -398,11 +409,7 @@ fn the_task_timeout_stops_the_worker_even_while_the_llm_thinks() {
     let state = f.json("state.json");
     assert_eq!(state["status"], "stopped");
     assert_eq!(state["termination_reason"], "timeout");
-    let pgid = f.pgid(1);
-    assert!(
-        wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
-        "LLM group left running"
-    );
+    f.assert_llm_group_ends(1);
     let again = f.project.run(&["worker", "task"]);
     assert_eq!(again.status.code(), Some(4));
     assert!(stdout_of(&again).contains("timed out"));
@@ -430,11 +437,7 @@ fn a_slow_answer_fails_only_its_iteration() {
     );
     assert_eq!(actions[1]["results"][0]["ok"], true);
     assert_eq!(f.json("state.json")["counters"]["llm_timeouts"], 1);
-    let pgid = f.pgid(1);
-    assert!(
-        wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
-        "LLM group left running"
-    );
+    f.assert_llm_group_ends(1);
 }
 
 #[test]
@@ -515,10 +518,7 @@ fn sigterm_or_ctrl_c_stops_the_worker_and_its_llm_group() {
         f.new_task(&["--max-iterations", "3"]);
         f.sleep(1, 60);
         let child = f.project.spawn(&["worker", "task"]);
-        assert!(wait_until(DEADLINE, || f
-            .project
-            .path("llm/pgid-1")
-            .exists()));
+        f.wait_for_llm_call(1);
         common::send_signal(child.id(), signal);
         let output = common::wait_with_deadline(child, DEADLINE);
         assert_eq!(
@@ -530,11 +530,7 @@ fn sigterm_or_ctrl_c_stops_the_worker_and_its_llm_group() {
         let state = f.json("state.json");
         assert_eq!(state["status"], "stopped");
         assert_eq!(state["termination_reason"], format!("signal: {name}"));
-        let pgid = f.pgid(1);
-        assert!(
-            wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
-            "LLM group left running"
-        );
+        f.assert_llm_group_ends(1);
     }
 }
 
@@ -544,10 +540,7 @@ fn a_state_json_corrupted_while_running_is_kept_and_ends_the_worker() {
     f.new_task(&["--max-iterations", "3"]);
     f.sleep(1, 60);
     let child = f.project.spawn(&["worker", "task"]);
-    assert!(wait_until(DEADLINE, || f
-        .project
-        .path("llm/pgid-1")
-        .exists()));
+    f.wait_for_llm_call(1);
     let temp = f.task("state.json.hand");
     std::fs::write(&temp, "not json").expect("write");
     std::fs::rename(&temp, f.task("state.json")).expect("rename");
@@ -562,11 +555,7 @@ fn a_state_json_corrupted_while_running_is_kept_and_ends_the_worker() {
         std::fs::read_to_string(f.task("state.json")).expect("state"),
         "not json"
     );
-    let pgid = f.pgid(1);
-    assert!(
-        wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
-        "LLM group left running"
-    );
+    f.assert_llm_group_ends(1);
 }
 
 #[test]
@@ -575,10 +564,7 @@ fn a_second_worker_on_the_same_task_is_refused() {
     f.new_task(&["--max-iterations", "1"]);
     f.sleep(1, 60);
     let mut first = f.project.spawn(&["worker", "task"]);
-    assert!(wait_until(DEADLINE, || f
-        .project
-        .path("llm/pgid-1")
-        .exists()));
+    f.wait_for_llm_call(1);
     let second = f.project.run(&["worker", "task"]);
     assert_eq!(second.status.code(), Some(1));
     assert!(stderr_of(&second).contains("another worker is running this task"));
