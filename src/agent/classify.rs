@@ -392,7 +392,8 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             self.check_text(line, number);
             return None;
         }
-        if !may_signal_rate_limit(line) && line.trim_ascii_end().ends_with(b"}") {
+        if !may_signal_rate_limit(line.trim_ascii_start()) && line.trim_ascii_end().ends_with(b"}")
+        {
             // Most lines (assistant text, tool calls and results) cannot carry a
             // rate-limit signal; skipping their parse is what keeps the scan near
             // the speed of reading the file.
@@ -729,8 +730,6 @@ pub(super) struct Signals<'a> {
 /// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
 /// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
 fn may_signal_rate_limit(line: &[u8]) -> bool {
-    // Four searches, not one regex: the regex crate's cache pool is slow to
-    // reach from the many threads a session's reading moves between.
     static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
         [
             memmem::Finder::new(b"\"result\""),
@@ -739,6 +738,17 @@ fn may_signal_rate_limit(line: &[u8]) -> bool {
             memmem::Finder::new(b"turn.failed"),
         ]
     });
+    // Claude Code writes `type` first. Its `user` lines (tool results: most
+    // of a stream's bytes) meet no rule, and an `assistant` line only through
+    // its `error` key: neither need all four searches over their payload.
+    if line.starts_with(br#"{"type":"user","#) {
+        return false;
+    }
+    if line.starts_with(br#"{"type":"assistant","#) {
+        return NEEDLES[1].find(line).is_some();
+    }
+    // Four searches, not one regex: the regex crate's cache pool is slow to
+    // reach from the many threads a session's reading moves between.
     NEEDLES.iter().any(|needle| needle.find(line).is_some())
 }
 

@@ -389,6 +389,11 @@ pub(super) fn floor_char_boundary(s: &str, mut i: usize) -> usize {
 }
 
 pub(super) fn decode_utf8(raw: &[u8], truncated: bool) -> Cow<'_, str> {
+    // Every line is checked once, here, with SIMD: what serde_json then reads
+    // from the `&str` (borrowed strings, raw values) is not checked again.
+    if let Ok(text) = simdutf8::basic::from_utf8(raw) {
+        return Cow::Borrowed(text);
+    }
     match std::str::from_utf8(raw) {
         Ok(text) => Cow::Borrowed(text),
         // A line cut at the cap may end inside a character: drop that part

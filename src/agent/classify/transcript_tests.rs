@@ -44,3 +44,18 @@ fn a_byte_order_mark_does_not_turn_an_event_into_text() {
     assert_eq!(out.rate_limit, None);
     assert_eq!(out.json_lines, 3);
 }
+
+#[test]
+fn a_tool_result_that_fails_to_decode_is_not_read_as_text() {
+    // A repeated key makes the object unreadable; it is still a tool result,
+    // and what it quotes signals nothing.
+    let input = concat!(
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"API Error: Rate limit reached"}]},"error":null,"error":null}"#,
+        "\n",
+        r#"{"type":"result","subtype":"error_during_execution","is_error":true,"num_turns":1}"#,
+        "\n"
+    );
+    let detectors = Detectors::new(&[], &[]).unwrap();
+    let out = scan_output(input.as_bytes(), &detectors).unwrap();
+    assert_eq!(out.rate_limit, None);
+}
