@@ -4,7 +4,7 @@
 //! channels whose every message names its lane.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use crossterm::event::{Event, EventStream};
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::app::{AppState, Msg, UiCommand, lanes, update};
 use super::caller::Caller;
 use super::{
-    FRAME, Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
+    Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
     spawn_queue_scanner, view,
 };
 use crate::agent::follow::{FollowUpdate, follow};
@@ -138,22 +138,18 @@ async fn room_loop(
         files,
         hint_tx,
     };
-    let mut dirty = true;
-    let mut last_draw: Option<Instant> = None;
+    let mut redraw = super::Redraw::new();
     let mut host_gone = false;
     let mut terminal_gone = false;
     loop {
-        super::draw_if_due(&mut guard, &mut state, &mut dirty, &mut last_draw)?;
-        if !dirty {
+        super::draw_if_due(&mut guard, &mut state, &mut redraw)?;
+        if !redraw.pending() {
             caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit || host_gone {
             break;
         }
-        let redraw_at = dirty
-            .then(|| last_draw.map(|at| at + FRAME))
-            .flatten()
-            .map(tokio::time::Instant::from_std);
+        let redraw_at = redraw.due_at();
         let mut messages = Vec::new();
         tokio::select! {
             event = terminal_events.next(), if !terminal_gone => match event {
@@ -201,6 +197,9 @@ async fn room_loop(
             messages.push(output_msg(update));
         }
         let news = !messages.is_empty();
+        let by_user = messages
+            .iter()
+            .any(|message| matches!(message, Msg::Key(_) | Msg::Mouse(_)));
         let now = Utc::now();
         let hidden: Option<Vec<LaneName>> = messages
             .iter()
@@ -209,10 +208,13 @@ async fn room_loop(
         let before = hidden.as_ref().map(|lanes| rows_text(&state, lanes, now));
         outside.apply(&mut state, messages);
         // Busy lanes not shown redraw the screen only when their row reads otherwise.
-        dirty |= match (&hidden, before) {
+        let changed = match (&hidden, before) {
             (Some(lanes), Some(before)) => rows_text(&state, lanes, now) != before,
             _ => news,
         };
+        if changed {
+            redraw.changed(by_user);
+        }
         if news {
             caller.look(&state);
         }

@@ -42,7 +42,11 @@ use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
 pub use fleet::{run_fleet, run_fleet_with};
 
+/// Shortest time between two frames after a key or a mouse event.
 const FRAME: Duration = Duration::from_millis(33);
+/// Shortest time between two frames when only the agents' output, the counters
+/// or the lanes changed: a busy agent would otherwise cost ~30 frames a second.
+const OUTPUT_FRAME: Duration = Duration::from_millis(100);
 /// Finished approvals shown in the history view.
 const HISTORY_LIMIT: usize = 200;
 
@@ -307,21 +311,17 @@ async fn event_loop(
     );
     approvals_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut outcome: Option<Outcome> = None;
-    let mut dirty = true;
-    let mut last_draw: Option<Instant> = None;
+    let mut redraw = Redraw::new();
 
     loop {
-        draw_if_due(&mut guard, &mut state, &mut dirty, &mut last_draw)?;
-        if !dirty {
+        draw_if_due(&mut guard, &mut state, &mut redraw)?;
+        if !redraw.pending() {
             caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit {
             break;
         }
-        let redraw_at = (dirty)
-            .then(|| last_draw.map(|at| at + FRAME))
-            .flatten()
-            .map(tokio::time::Instant::from_std);
+        let redraw_at = redraw.due_at();
 
         let mut messages = Vec::new();
         tokio::select! {
@@ -379,7 +379,7 @@ async fn event_loop(
         }
         let mut log_tx_local: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
         for message in messages {
-            dirty = true;
+            redraw.changed(matches!(message, Msg::Key(_) | Msg::Mouse(_)));
             for command in update(&mut state, message, Utc::now()) {
                 match command {
                     UiCommand::Supervisor(command) => {
@@ -436,16 +436,60 @@ async fn event_loop(
     }
 }
 
-/// Draws the screen when something changed and a frame is due (at most ~30 a
-/// second), and sizes the output pane's page to it.
+/// When the screen is drawn next: something changed, and a frame is due
+/// ([`FRAME`] after the last one when the user acted, [`OUTPUT_FRAME`] when
+/// only what the screen shows moved on).
+#[derive(Debug)]
+struct Redraw {
+    dirty: bool,
+    /// A key or mouse event is among the changes.
+    user: bool,
+    last: Option<Instant>,
+}
+
+impl Redraw {
+    fn new() -> Redraw {
+        Redraw {
+            dirty: true,
+            user: false,
+            last: None,
+        }
+    }
+
+    /// Something on screen changed; `by_user` when a key or the mouse did it.
+    fn changed(&mut self, by_user: bool) {
+        self.dirty = true;
+        self.user |= by_user;
+    }
+
+    fn pending(&self) -> bool {
+        self.dirty
+    }
+
+    /// When the pending frame is due (`None`: nothing pending, or due now).
+    fn due_at(&self) -> Option<tokio::time::Instant> {
+        let interval = if self.user { FRAME } else { OUTPUT_FRAME };
+        self.dirty
+            .then(|| self.last.map(|at| at + interval))
+            .flatten()
+            .map(tokio::time::Instant::from_std)
+    }
+
+    fn due(&self) -> bool {
+        self.dirty
+            && self
+                .due_at()
+                .is_none_or(|at| at <= tokio::time::Instant::now())
+    }
+}
+
+/// Draws the screen when a frame is due, and sizes the output pane's page to it.
 fn draw_if_due(
     guard: &mut TerminalGuard,
     state: &mut AppState,
-    dirty: &mut bool,
-    last_draw: &mut Option<Instant>,
+    redraw: &mut Redraw,
 ) -> io::Result<()> {
-    let draw_due = last_draw.is_none_or(|at| at.elapsed() >= FRAME);
-    if *dirty && draw_due {
+    if redraw.due() {
         guard
             .terminal
             .draw(|frame| view::draw(state, frame, Utc::now()))?;
@@ -453,8 +497,11 @@ fn draw_if_due(
             .terminal
             .size()
             .map_or(20, |s| s.height.saturating_sub(8) as usize);
-        *dirty = false;
-        *last_draw = Some(Instant::now());
+        *redraw = Redraw {
+            dirty: false,
+            user: false,
+            last: Some(Instant::now()),
+        };
     }
     Ok(())
 }
@@ -557,5 +604,46 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod redraw_tests {
+    use super::*;
+
+    fn drawn_just_now() -> (Redraw, tokio::time::Instant) {
+        let last = Instant::now();
+        let redraw = Redraw {
+            dirty: false,
+            user: false,
+            last: Some(last),
+        };
+        (redraw, tokio::time::Instant::from_std(last))
+    }
+
+    #[test]
+    fn nothing_changed_draws_nothing() {
+        let (redraw, _) = drawn_just_now();
+        assert!(!redraw.pending());
+        assert_eq!(redraw.due_at(), None);
+        assert!(!redraw.due());
+    }
+
+    #[test]
+    fn output_alone_waits_longer_than_a_key() {
+        let (mut redraw, last) = drawn_just_now();
+        redraw.changed(false);
+        assert_eq!(redraw.due_at(), Some(last + OUTPUT_FRAME));
+        redraw.changed(true);
+        assert_eq!(redraw.due_at(), Some(last + FRAME));
+        // Output after the key does not slow the key's frame down.
+        redraw.changed(false);
+        assert_eq!(redraw.due_at(), Some(last + FRAME));
+    }
+
+    #[test]
+    fn the_first_frame_is_due_at_once() {
+        let redraw = Redraw::new();
+        assert!(redraw.due());
     }
 }
