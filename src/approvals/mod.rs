@@ -157,7 +157,9 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-fn is_unsafe_char(c: char) -> bool {
+/// A character a terminal acts on rather than shows: a control character or a
+/// bidirectional override, which can make text read as something else.
+pub(crate) fn is_unsafe_char(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
 }

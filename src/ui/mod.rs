@@ -51,15 +51,17 @@ const OUTPUT_FRAME: Duration = Duration::from_millis(100);
 const HISTORY_LIMIT: usize = 200;
 
 /// Makes text safe to put on the terminal: control characters (escape sequences
-/// included) are shown as visible escapes instead of being sent.
+/// included) and bidirectional overrides are shown as visible escapes instead
+/// of being sent.
 pub fn sanitize(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
+    use crate::approvals::is_unsafe_char;
+    if !text.chars().any(is_unsafe_char) {
         return text.to_string();
     }
     text.chars()
         .map(|c| match c {
             '\t' => "    ".to_string(),
-            c if c.is_control() => c.escape_default().to_string(),
+            c if is_unsafe_char(c) => c.escape_default().to_string(),
             c => c.to_string(),
         })
         .collect()
@@ -608,7 +610,7 @@ async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
 }
 
 #[cfg(test)]
-mod redraw_tests {
+mod tests {
     use super::*;
 
     fn drawn_just_now() -> (Redraw, tokio::time::Instant) {
@@ -639,6 +641,13 @@ mod redraw_tests {
         // Output after the key does not slow the key's frame down.
         redraw.changed(false);
         assert_eq!(redraw.due_at(), Some(last + FRAME));
+    }
+
+    #[test]
+    fn bidirectional_overrides_are_shown_not_obeyed() {
+        assert_eq!(sanitize("ok\u{202e}txt.exe"), "ok\\u{202e}txt.exe");
+        assert_eq!(sanitize("a\tb\u{1b}[2J"), "a    b\\u{1b}[2J");
+        assert_eq!(sanitize("plain — text"), "plain — text");
     }
 
     #[test]
