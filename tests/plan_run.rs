@@ -290,8 +290,13 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     assert!(!repo.files_at("main").contains(&"bad.txt".to_string()));
     let merges = repo.git(&["log", "--merges", "--format=%s", "main"]);
     assert_eq!(merges, "Merge step x of plan mq");
-    // Both reviews are in the inbox, with the conflicting file and the check's lines.
-    let requests = repo.pending_requests();
+    // Both reviews are in the inbox (each is written just after its state),
+    // with the conflicting file and the check's lines.
+    let mut requests = Vec::new();
+    assert!(wait_until(DEADLINE, || {
+        requests = repo.pending_requests();
+        requests.len() >= 2
+    }));
     let bodies: Vec<&str> = requests.iter().filter_map(|r| r["body"].as_str()).collect();
     assert!(
         bodies
@@ -586,12 +591,15 @@ fn base_moves_by_update_ref_when_not_checked_out_and_never_under_uncommitted_cha
     .expect("write");
     let plan = repo.spawn_plan();
     assert!(wait_until(DEADLINE, || repo.state_of("mine", "u") == "needs review"));
-    let said = repo
-        .pending_requests()
-        .iter()
-        .filter_map(|r| r["body"].as_str().map(str::to_string))
-        .find(|b| b.contains("Step u of plan mine"))
-        .unwrap_or_default();
+    // The request is written just after the state: wait for it too.
+    let request = || {
+        repo.pending_requests()
+            .iter()
+            .filter_map(|r| r["body"].as_str().map(str::to_string))
+            .find(|b| b.contains("Step u of plan mine"))
+    };
+    assert!(wait_until(DEADLINE, || request().is_some()));
+    let said = request().unwrap_or_default();
     assert!(said.contains("uncommitted changes"), "{said}");
     assert_eq!(repo.git(&["rev-parse", "main"]), main);
     assert_eq!(
