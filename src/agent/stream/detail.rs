@@ -120,7 +120,7 @@ impl Detail {
 
     /// Whether the text was built (by use, or at once for a large source).
     #[cfg(test)]
-    pub(super) fn is_rendered(&self) -> bool {
+    pub(crate) fn is_rendered(&self) -> bool {
         self.text.get().is_some()
     }
 
@@ -234,6 +234,8 @@ pub(super) struct Collected {
     ends_with_newline: bool,
     any: bool,
     summary: bool,
+    /// Length of `text`'s leading whitespace, as far as it was looked at.
+    blank: usize,
     /// A summary keeps nothing more: `text` holds a whole non-blank line, or
     /// all it can.
     done: bool,
@@ -248,6 +250,7 @@ impl Default for Collected {
             ends_with_newline: false,
             any: false,
             summary: false,
+            blank: 0,
             done: false,
         }
     }
@@ -281,7 +284,10 @@ impl Collected {
             }
         }
         if self.summary {
-            let rest = self.text.trim_start();
+            // Only what was added is looked at: thousands of blank lines
+            // may come before the first line.
+            let rest = self.text[self.blank..].trim_start();
+            self.blank = self.text.len() - rest.len();
             self.done = !self.complete || memchr(b'\n', rest.as_bytes()).is_some();
         }
     }

@@ -38,18 +38,18 @@ fn claude_line(value: serde_json::Value) -> String {
     format!("{value}\n")
 }
 
+/// Members in Claude Code's order (`type` first), so a line cut at the cap
+/// keeps its kind.
 fn tool_result(id: &str, content: serde_json::Value) -> String {
-    claude_line(
-        serde_json::json!({"type":"user","message":{"role":"user","content":[
-        {"type":"tool_result","tool_use_id":id,"content":content,"is_error":false}]},"session_id":"s"}),
-    )
+    format!(
+        r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"{id}","content":{content},"is_error":false}}]}},"session_id":"s"}}"#
+    ) + "\n"
 }
 
 fn tool_use(id: &str, name: &str, input: serde_json::Value) -> String {
-    claude_line(
-        serde_json::json!({"type":"assistant","message":{"id":format!("m{id}"),"content":[
-        {"type":"tool_use","id":id,"name":name,"input":input}]},"session_id":"s"}),
-    )
+    format!(
+        r#"{{"type":"assistant","message":{{"id":"m{id}","content":[{{"type":"tool_use","id":"{id}","name":"{name}","input":{input}}}]}},"session_id":"s"}}"#
+    ) + "\n"
 }
 
 fn numbered(lines: usize, width: usize) -> String {
@@ -222,4 +222,61 @@ fn details_are_the_texts_built_eagerly() {
         })
         .collect();
     assert_eq!(actual, expected);
+}
+
+fn tool_lines(lines: &[Rendered]) -> Vec<&Rendered> {
+    lines
+        .iter()
+        .filter(|l| matches!(l.kind, LineKind::ToolCall | LineKind::ToolResult))
+        .filter(|l| l.detail.is_some())
+        .collect()
+}
+
+#[test]
+fn details_are_built_when_first_used_and_once() {
+    let (_, input) = fixtures()
+        .into_iter()
+        .find(|(name, _)| name == "agent/six_reads.jsonl")
+        .unwrap();
+    let lines = rendered(&input);
+    let tools = tool_lines(&lines);
+    assert_eq!(tools.len(), 12, "{lines:#?}");
+    let details: Vec<&Detail> = tools.iter().map(|l| l.detail.as_ref().unwrap()).collect();
+    assert!(details.iter().all(|d| !d.is_rendered()));
+    let first: &str = details[1];
+    assert!(details[1].is_rendered());
+    assert!(details.iter().skip(2).all(|d| !d.is_rendered()));
+    // Built once: the same text is handed out again.
+    assert!(std::ptr::eq(first, &**details[1]));
+    // A copy made before use builds its own.
+    let copy = details[2].clone();
+    assert_eq!(copy, *details[2]);
+    assert!(copy.is_rendered() && details[2].is_rendered());
+}
+
+/// A line of output a whole file long keeps at most the bounded source and
+/// the capped text, whatever its size.
+#[test]
+fn a_detail_holds_a_bounded_part_of_a_large_line() {
+    let big = numbered(30_000, 40);
+    let limit = 256 * 1024 + MAX_DETAIL_BYTES;
+    for (content, whole) in [
+        (serde_json::json!(big), false),
+        (serde_json::json!(big[..900_000]), true),
+        (
+            serde_json::json!([{"type":"text","text":&big[..200_000]}]),
+            true,
+        ),
+    ] {
+        let input = format!("{INIT}\n{}", tool_result("t1", content));
+        assert!(input.len() > 200_000);
+        let lines = rendered(input.as_bytes());
+        let detail = tool_lines(&lines)[0].detail.as_ref().unwrap();
+        assert!(detail.held_bytes() <= limit, "{}", detail.held_bytes());
+        assert!(detail.len() <= MAX_DETAIL_BYTES);
+        assert!(detail.held_bytes() <= limit, "{}", detail.held_bytes());
+        assert!(detail.ends_with(TRUNCATED_MARK));
+        assert!(detail.starts_with("     0: xxxx"));
+        assert_eq!(whole, input.len() < MAX_PENDING_BYTES);
+    }
 }
