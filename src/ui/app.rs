@@ -1150,4 +1150,6 @@ pub mod observe;
 pub mod plan;
 
 #[cfg(test)]
+mod detail_tests;
+#[cfg(test)]
 mod pairing_tests;
