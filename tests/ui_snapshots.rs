@@ -89,7 +89,7 @@ fn line(kind: LineKind, text: &str, detail: Option<&str>, is_error: bool) -> Ren
     Rendered {
         kind,
         text: text.into(),
-        detail: detail.map(str::to_string),
+        detail: detail.map(Into::into),
         tool_use_id: None,
         is_error,
     }

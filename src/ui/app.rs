@@ -163,7 +163,7 @@ impl OutputView {
     /// The expanded line's full text: a tool call's input together with its result.
     pub fn expanded_detail(&self) -> Option<(String, String)> {
         let line = self.lines.get(self.expanded?)?;
-        let mut detail = line.detail.clone().unwrap_or_default();
+        let mut detail = line.detail.as_deref().unwrap_or_default().to_owned();
         if line.kind == LineKind::ToolCall
             && let Some(id) = &line.tool_use_id
             && let Some(result) = self.lines.iter().find(|other| {
@@ -175,7 +175,7 @@ impl OutputView {
             } else {
                 "result"
             };
-            let body = result.detail.clone().unwrap_or_else(|| result.text.clone());
+            let body = result.detail.as_deref().unwrap_or(&result.text);
             detail.push_str(&format!("\n\n── {status} ──\n{body}"));
         }
         Some((line.text.clone(), detail))
@@ -1149,5 +1149,7 @@ pub mod lanes;
 pub mod observe;
 pub mod plan;
 
+#[cfg(test)]
+mod detail_tests;
 #[cfg(test)]
 mod pairing_tests;

@@ -5,7 +5,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::classify::Signals;
-use super::decode::{ErrorField, ListOrText, Loose, Obj, ObjOrText, Scalar, json_text, scalar};
+use super::decode::{ErrorField, ListOrText, Loose, Obj, ObjOrText, Scalar, scalar};
+use super::detail::{Collected, Detail, Gather, json_str};
 use super::*;
 
 /// One line of Claude Code's stream-json. Only what some reader needs is
@@ -497,13 +498,7 @@ impl StreamParser {
         if !self.render {
             return;
         }
-        let detail = input.and_then(|input| match readable_input(input) {
-            Some(text) => self.detail(text, true),
-            None => {
-                let (pretty, complete) = json_text(input, true);
-                self.detail(pretty, complete)
-            }
-        });
+        let detail = input.map(|input| Detail::input(input, !self.line_cut));
         out.push(
             line(LineKind::ToolCall, call_text(&name, &summary))
                 .with_detail(detail)
@@ -536,49 +531,33 @@ impl StreamParser {
             if !self.render {
                 continue;
             }
-            let mut body = Collected::default();
-            let content = block.content;
-            if content.is_some_and(|raw| raw.get().starts_with('"')) {
-                body.push_str(&text_of(content));
-            } else {
-                for part in decode::items(content) {
-                    if part.get().starts_with('"') {
-                        body.push_block(|c| c.push_str(&text_of(Some(part))));
-                        continue;
-                    }
-                    let Some(part) = Obj::of(Some(part)) else {
-                        continue;
-                    };
-                    match part.scalar("type").str() {
-                        Some("text") => {
-                            if let Some(text) = part.str("text") {
-                                body.push_block(|c| c.push_str(&text));
-                            }
-                        }
-                        Some("image") => body.push_block(|c| c.push_str("[image]")),
-                        Some(other) => {
-                            let label = format!("[{}]", clean(other));
-                            body.push_block(|c| c.push_str(&label));
-                        }
-                        None => {}
-                    }
-                }
+            let mut body = Collected::summary();
+            if let Some(content) = block.content {
+                result_content(content, &mut body);
             }
+            let detail = block.content.map(|raw| (raw, result_content as Gather));
             let id = scalar(block.tool_use_id).str().map(clean);
-            out.push(self.result_line(body, is_error, None, id));
+            out.push(self.result_line(body, detail, is_error, None, id));
         }
     }
 
-    /// "  ↳ first line (+N lines)" / "  ✗ label · first line", detail = the output.
+    /// "  ↳ first line (+N lines)" / "  ✗ label · first line", detail = the
+    /// output: `body`'s text, or gathered from `source` when `body` is a summary.
     pub(super) fn result_line(
         &self,
         body: Collected,
+        source: Option<(&RawValue, Gather)>,
         is_error: bool,
         label: Option<&str>,
         id: Option<String>,
     ) -> Rendered {
         let (first, more) = body.first_line();
+        let shown = !first.is_empty();
         let mut first = clean(first);
+        let detail = shown.then(|| match source {
+            Some((raw, gather)) => Detail::output(raw, gather, !self.line_cut),
+            None => Detail::text(body.text, body.complete && !self.line_cut),
+        });
         if is_error {
             // Claude wraps tool failures in a pseudo-tag that only adds noise.
             if let Some(inner) = first.strip_prefix("<tool_use_error>") {
@@ -605,7 +584,7 @@ impl StreamParser {
             text.push_str(&format!(" (+{})", plural(more as u64, "line")));
         }
         line(LineKind::ToolResult, fit(text))
-            .with_detail(self.detail(body.text, body.complete))
+            .with_detail(detail)
             .with_id(id)
             .with_error(is_error)
     }
@@ -695,7 +674,7 @@ impl StreamParser {
         }
         out.push(
             line(LineKind::Result, fit(parts.join(" · ")))
-                .with_detail(Some(detail))
+                .with_detail(Some(Detail::from(detail)))
                 .with_error(failed),
         );
         if let Some(result) = result.filter(|r| !r.trim().is_empty()) {
@@ -753,15 +732,44 @@ impl StreamParser {
             text.push_str(" · using overage");
             self.stats.overage_events += 1;
         }
-        let (pretty, complete) = event
+        let detail = event
             .rate_limit_info
-            .map(|raw| json_text(raw, true))
-            .unwrap_or_default();
+            .map(|raw| Detail::json(raw, !self.line_cut));
         out.push(
             line(LineKind::RateLimit, fit(text))
-                .with_detail(self.detail(pretty, complete))
+                .with_detail(detail)
                 .with_error(status == "rejected" && !overage),
         );
+    }
+}
+
+/// A `tool_result`'s content, a string or content blocks, as text.
+fn result_content(content: &RawValue, body: &mut Collected) {
+    if content.get().starts_with('"') {
+        body.push_json_str(content);
+        return;
+    }
+    for part in decode::items(Some(content)) {
+        if part.get().starts_with('"') {
+            body.push_block(|c| c.push_json_str(part));
+            continue;
+        }
+        let Some(part) = Obj::of(Some(part)) else {
+            continue;
+        };
+        match part.scalar("type").str() {
+            Some("text") => {
+                if let Some(text) = json_str(part.get("text")) {
+                    body.push_block(|c| c.push_json_str(text));
+                }
+            }
+            Some("image") => body.push_block(|c| c.push_str("[image]")),
+            Some(other) => {
+                let label = format!("[{}]", clean(other));
+                body.push_block(|c| c.push_str(&label));
+            }
+            None => {}
+        }
     }
 }
 

@@ -5,7 +5,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::super::classify::Signals;
-use super::decode::{ErrorField, Loose, Obj, Scalar, json_text, scalar};
+use super::decode::{ErrorField, Loose, Obj, Scalar, scalar};
+use super::detail::{Collected, Detail, Gather, json_str};
 use super::*;
 
 /// One line of `codex exec --json`.
@@ -347,10 +348,7 @@ impl StreamParser {
         let arguments = item.arguments.filter(|raw| raw.get() != "null");
         let summary = arguments.map(compact_summary).unwrap_or_default();
         self.log_tool_call(&name, &summary, arguments);
-        let detail = arguments.and_then(|args| {
-            let (pretty, complete) = json_text(args, true);
-            self.detail(pretty, complete)
-        });
+        let detail = arguments.map(|args| Detail::json(args, !self.line_cut));
         line(LineKind::ToolCall, call_text(&name, &summary))
             .with_detail(detail)
             .with_id(id)
@@ -373,32 +371,43 @@ impl StreamParser {
             if label.is_some() {
                 self.stats.tool_errors += 1;
             }
-            return self.result_line(body, label.is_some(), label.as_deref(), id);
+            return self.result_line(body, None, label.is_some(), label.as_deref(), id);
         }
         let error = Obj::of(item.error)
             .and_then(|e| e.str("message"))
             .or_else(|| scalar(item.error).cow());
         let failed = error.is_some() || status == Some("failed");
+        let mut source = None;
         if let Some(error) = &error {
             body.push_str(error);
-        } else if let Some(result) = Obj::of(item.result) {
-            for part in result.items("content") {
-                let part = Obj::of(Some(part)).unwrap_or_default();
-                match part.scalar("text").str() {
-                    Some(text) => body.push_block(|c| c.push_str(text)),
-                    None => {
-                        if let Some(kind) = part.str("type") {
-                            let label = format!("[{}]", clean(&kind));
-                            body.push_block(|c| c.push_str(&label));
-                        }
-                    }
-                }
-            }
+        } else if let Some(result) = item.result {
+            body = Collected::summary();
+            mcp_result(result, &mut body);
+            source = Some((result, mcp_result as Gather));
         }
         if failed {
             self.stats.tool_errors += 1;
         }
-        self.result_line(body, failed, None, id)
+        self.result_line(body, source, failed, None, id)
+    }
+}
+
+/// An MCP tool call's result, its content blocks, as text.
+fn mcp_result(result: &RawValue, body: &mut Collected) {
+    let Some(result) = Obj::of(Some(result)) else {
+        return;
+    };
+    for part in result.items("content") {
+        let part = Obj::of(Some(part)).unwrap_or_default();
+        match json_str(part.get("text")) {
+            Some(text) => body.push_block(|c| c.push_json_str(text)),
+            None => {
+                if let Some(kind) = part.str("type") {
+                    let label = format!("[{}]", clean(&kind));
+                    body.push_block(|c| c.push_str(&label));
+                }
+            }
+        }
     }
 }
 

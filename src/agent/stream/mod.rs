@@ -80,12 +80,12 @@ pub struct Rendered {
     pub kind: LineKind,
     /// One line, no control characters except that for LineKind::Plain ANSI SGR colour sequences (ESC [ ... m) are kept for the UI to convert; every other control char, CR-overwrite (keep the text after the last \r), BEL, cursor movement etc. removed or made visible harmlessly. Truncated to ~500 chars with an ellipsis.
     pub text: String,
-    /// Full content for "expand" (tool input pretty-printed + its result; capped at 64 KiB), if any.
+    /// Full content for "expand" (tool input pretty-printed + its result; capped at 64 KiB), if any; built on first use.
     ///
     /// A `ToolCall` carries its input and the matching `ToolResult` (same
     /// `tool_use_id`) carries the output. Newlines and tabs are kept; other
     /// control characters and all escape sequences are removed.
-    pub detail: Option<String>,
+    pub detail: Option<Detail>,
     /// Ties a ToolCall to its ToolResult.
     pub tool_use_id: Option<String>,
     pub is_error: bool,
@@ -588,12 +588,12 @@ impl StreamParser {
 
     /// Detail text of a shown value: sanitised, capped, and marked when either
     /// the value or the line it came from was cut.
-    fn detail<'t>(&self, text: impl Into<Cow<'t, str>>, complete: bool) -> Option<String> {
+    fn detail<'t>(&self, text: impl Into<Cow<'t, str>>, complete: bool) -> Option<Detail> {
         let text = text.into();
         if text.trim().is_empty() {
             return None;
         }
-        Some(cap_detail(sanitize_block(text), complete && !self.line_cut))
+        Some(Detail::text(text.into_owned(), complete && !self.line_cut))
     }
 }
 
@@ -613,7 +613,10 @@ fn may_flag_an_error(body: &[u8]) -> bool {
 mod claude;
 mod codex;
 use super::decode;
+mod detail;
 mod render;
+
+pub use detail::Detail;
 
 use super::classify::{Detectors, OutputScan, Scanner, Signals};
 use super::lines::LineSplitter;

@@ -2,7 +2,7 @@
 
 use serde_json::value::RawValue;
 
-use super::decode::{Obj, Scalar, json_text, scalar};
+use super::decode::{Obj, json_text};
 use super::*;
 
 pub(super) fn line(kind: LineKind, text: String) -> Rendered {
@@ -16,7 +16,7 @@ pub(super) fn line(kind: LineKind, text: String) -> Rendered {
 }
 
 impl Rendered {
-    pub(super) fn with_detail(mut self, detail: Option<String>) -> Self {
+    pub(super) fn with_detail(mut self, detail: Option<Detail>) -> Self {
         self.detail = detail;
         self
     }
@@ -58,7 +58,7 @@ pub(super) fn push_text_lines(text: &str, out: &mut Vec<Rendered>) {
             let count = rest.split('\n').count() as u64;
             out.push(
                 line(LineKind::Text, format!("… (+{})", plural(count, "line")))
-                    .with_detail(Some(cap_detail(sanitize_block(rest), true))),
+                    .with_detail(Some(Detail::text(rest.to_owned(), true))),
             );
             return;
         }
@@ -263,103 +263,4 @@ pub(super) fn group(n: u64) -> String {
         out.push(c);
     }
     out
-}
-
-// ---------------------------------------------------------------------------
-
-/// A tool input of plain members, one of them text of several lines (an
-/// agent's prompt, a file's content), as `key: value` lines with that text
-/// as written: JSON would show its line breaks as `\n`. `None` otherwise.
-pub(super) fn readable_input(input: &RawValue) -> Option<String> {
-    let members = Obj::of(Some(input))?;
-    let mut values = Vec::with_capacity(members.members().len());
-    for (key, raw) in members.members() {
-        let value = match scalar(Some(*raw)) {
-            Scalar::Str(s) => s,
-            Scalar::Absent if raw.get() == "null" => Cow::Borrowed("null"),
-            Scalar::Absent => return None,
-            _ => Cow::Borrowed(raw.get().trim()),
-        };
-        values.push((key, value));
-    }
-    if !values.iter().any(|(_, v)| v.contains('\n')) {
-        return None;
-    }
-    let mut out = String::new();
-    for (key, value) in values {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(key);
-        out.push(':');
-        out.push(if value.contains('\n') { '\n' } else { ' ' });
-        out.push_str(&value);
-    }
-    Some(out)
-}
-
-/// A tool's output gathered for its result line: the text (capped) and its
-/// line count (of the whole).
-pub(super) struct Collected {
-    pub(super) text: String,
-    /// Everything was kept in `text`.
-    pub(super) complete: bool,
-    newlines: usize,
-    ends_with_newline: bool,
-    any: bool,
-}
-
-impl Default for Collected {
-    fn default() -> Self {
-        Self {
-            text: String::new(),
-            complete: true,
-            newlines: 0,
-            ends_with_newline: false,
-            any: false,
-        }
-    }
-}
-
-impl Collected {
-    pub(super) fn push_str(&mut self, s: &str) {
-        self.newlines += memchr::memchr_iter(b'\n', s.as_bytes()).count();
-        if !s.is_empty() {
-            self.any = true;
-            self.ends_with_newline = s.ends_with('\n');
-        }
-        if self.complete {
-            let room = MAX_DETAIL_BYTES.saturating_sub(self.text.len());
-            if s.len() <= room {
-                self.text.push_str(s);
-            } else {
-                self.text.push_str(&s[..floor_char_boundary(s, room)]);
-                self.complete = false;
-            }
-        }
-    }
-
-    /// Adds one content block, on its own line after the previous one.
-    pub(super) fn push_block(&mut self, add: impl FnOnce(&mut Self)) {
-        if self.any && !self.ends_with_newline {
-            self.push_str("\n");
-        }
-        add(self);
-    }
-
-    /// First non-blank line (of the kept part) and the number of other lines
-    /// in the whole.
-    pub(super) fn first_line(&self) -> (&str, usize) {
-        if !self.any {
-            return ("", 0);
-        }
-        let total = self.newlines + 1 - usize::from(self.ends_with_newline);
-        let first = self
-            .text
-            .split('\n')
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("")
-            .trim();
-        (first, total.saturating_sub(1))
-    }
 }
