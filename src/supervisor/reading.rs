@@ -5,13 +5,15 @@
 //! The thread sleeps until woken (by the output file's watch, or by the loop's
 //! poll where the watch does not work), then reads everything written so far and
 //! sleeps again. What the guards need goes back to the loop as [`Progress`], only
-//! when it changed; at the session's end [`ReaderThread::finish`] reads the rest
-//! and returns the [`Analysis`].
+//! when it changed, and that the file grew at most once per [`GREW_GAP`]; at the
+//! session's end [`ReaderThread::finish`] reads the rest and returns the
+//! [`Analysis`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use super::analysis::{Analysis, Progress, SessionReader};
 
@@ -21,6 +23,23 @@ pub const THREAD_NAME: &str = "clowder-reader";
 /// How much is read between two looks at what the guards need: a flood is
 /// judged as it is read, not once all of it is.
 const STEP_BYTES: usize = 256 * 1024;
+
+/// The loop hears that the output grew at most this often: it only needs the
+/// size for the watchdog and the status, and a fast writer would otherwise wake
+/// it at every write.
+pub const GREW_GAP: Duration = Duration::from_millis(100);
+
+/// What the thread tells the loop.
+#[derive(Debug)]
+pub enum Report {
+    /// The output grew since the last report.
+    Grew,
+    /// What the guards need changed.
+    Progress(Progress),
+}
+
+/// Where the reports go; called on the reader thread.
+pub type Sink = Box<dyn FnMut(Report) + Send>;
 
 /// What the loop and the thread tell each other.
 #[derive(Default)]
@@ -46,15 +65,29 @@ impl Signals {
         self.bell.notify_one();
     }
 
-    /// Sleeps until a flag is raised.
-    fn wait(&self) {
+    fn raised(&self) -> bool {
+        self.wake.load(Ordering::Acquire)
+            || self.finish.load(Ordering::Acquire)
+            || self.stop.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until a flag is raised or `until` passes; false if it passed.
+    fn wait(&self, until: Option<Instant>) -> bool {
         let mut held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        while !self.wake.load(Ordering::Acquire)
-            && !self.finish.load(Ordering::Acquire)
-            && !self.stop.load(Ordering::Acquire)
-        {
-            held = self.bell.wait(held).unwrap_or_else(PoisonError::into_inner);
+        while !self.raised() {
+            held = match until {
+                None => self.bell.wait(held).unwrap_or_else(PoisonError::into_inner),
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    let waited = self.bell.wait_timeout(held, left);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
         }
+        true
     }
 }
 
@@ -91,14 +124,14 @@ impl std::fmt::Debug for ReaderThread {
 }
 
 impl ReaderThread {
-    /// Starts reading `path` with `reader`; `progress` is called on the thread
-    /// with what the guards need whenever it changed (never, if `None`). If no
-    /// thread can be started, the error is returned with a reader that reads
-    /// everything at the end.
+    /// Starts reading `path` with `reader`, reporting to `sink` (progress only
+    /// if `progress`). If no thread can be started, the error is returned with a
+    /// reader that reads everything at the end.
     pub fn start(
         reader: SessionReader,
         path: &Path,
-        progress: Option<Box<dyn FnMut(Progress) + Send>>,
+        sink: Sink,
+        progress: bool,
     ) -> Result<ReaderThread, (ReaderThread, std::io::Error)> {
         let signals = Arc::new(Signals::default());
         // Whatever was written before the file's watch began.
@@ -110,7 +143,7 @@ impl ReaderThread {
         let taken = Arc::clone(&slot);
         let spawned = std::thread::Builder::new()
             .name(THREAD_NAME.into())
-            .spawn(move || run(take(&taken)?, &shared, progress));
+            .spawn(move || run(take(&taken)?, &shared, sink, progress));
         let (worker, failed) = match spawned {
             Ok(handle) => (Worker::Thread(handle), None),
             Err(err) => (Worker::Inline(take(&slot).map(Box::new)), Some(err)),
@@ -124,6 +157,11 @@ impl ReaderThread {
             None => Ok(thread),
             Some(err) => Err((thread, err)),
         }
+    }
+
+    /// Whether a thread reads the output as it grows.
+    pub fn threaded(&self) -> bool {
+        matches!(self.worker, Some(Worker::Thread(_)))
     }
 
     pub fn waker(&self) -> Waker {
@@ -168,11 +206,20 @@ fn take(reader: &Mutex<Option<SessionReader>>) -> Option<SessionReader> {
 fn run(
     mut reader: SessionReader,
     signals: &Signals,
-    mut progress: Option<Box<dyn FnMut(Progress) + Send>>,
+    mut sink: Sink,
+    progress: bool,
 ) -> Option<Analysis> {
     let mut last = (0, None);
+    let mut grew_sent: Option<Instant> = None;
+    // The file grew since the last report, which waits until `GREW_GAP` passed.
+    let mut grew_owed = false;
     loop {
-        signals.wait();
+        let due = grew_sent.filter(|_| grew_owed).map(|at| at + GREW_GAP);
+        if !signals.wait(due) {
+            sink(Report::Grew);
+            (grew_sent, grew_owed) = (Some(Instant::now()), false);
+            continue;
+        }
         if signals.stop.load(Ordering::Acquire) {
             return None;
         }
@@ -182,14 +229,19 @@ fn run(
         // Cleared before reading: a write during the read wakes it again.
         signals.wake.store(false, Ordering::Release);
         while !signals.stop.load(Ordering::Acquire) && reader.feed(STEP_BYTES) > 0 {
-            if let Some(send) = progress.as_mut() {
+            grew_owed = true;
+            if progress {
                 let now = reader.progress();
                 let totals = (now.tool_calls, now.cost_usd);
                 if totals != last || !now.new_calls.is_empty() {
                     last = totals;
-                    send(now);
+                    sink(Report::Progress(now));
                 }
             }
+        }
+        if grew_owed && grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
+            sink(Report::Grew);
+            (grew_sent, grew_owed) = (Some(Instant::now()), false);
         }
     }
 }
@@ -216,6 +268,15 @@ mod tests {
         reader
     }
 
+    /// A sink handing on the progress reports only.
+    fn progress_to(tx: mpsc::Sender<Progress>) -> Sink {
+        Box::new(move |report| {
+            if let Report::Progress(progress) = report {
+                let _ = tx.send(progress);
+            }
+        })
+    }
+
     #[test]
     fn reads_as_woken_sends_each_call_once_and_finishes() {
         let dir = tempfile::tempdir().unwrap();
@@ -223,12 +284,7 @@ mod tests {
         let mut file = std::fs::File::create(&path).unwrap();
         file.write_all(call(1).as_bytes()).unwrap();
         let (tx, rx) = mpsc::channel();
-        let thread = ReaderThread::start(
-            reader(&path),
-            &path,
-            Some(Box::new(move |p: Progress| tx.send(p).unwrap())),
-        )
-        .unwrap();
+        let thread = ReaderThread::start(reader(&path), &path, progress_to(tx), true).unwrap();
         // Read without any wake: what was written before it started.
         let first = rx.recv_timeout(Duration::from_secs(30)).unwrap();
         assert_eq!(first.tool_calls, 1);
@@ -256,15 +312,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.jsonl");
         std::fs::write(&path, call(1)).unwrap();
-        let (tx, rx) = mpsc::channel::<()>();
-        let thread = ReaderThread::start(
-            reader(&path),
-            &path,
-            Some(Box::new(move |_| {
-                let _ = tx.send(());
-            })),
-        )
-        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let thread = ReaderThread::start(reader(&path), &path, progress_to(tx), true).unwrap();
         rx.recv_timeout(Duration::from_secs(30)).unwrap();
         drop(thread);
         // The thread owned the only sender: it is dropped when the thread ends.
@@ -283,10 +332,11 @@ mod tests {
         let thread = ReaderThread::start(
             reader(&path),
             &path,
-            Some(Box::new(move |_| {
+            Box::new(move |_| {
                 tx.send(()).unwrap();
                 panic!("the thread fails after reading a call");
-            })),
+            }),
+            true,
         )
         .unwrap();
         rx.recv_timeout(Duration::from_secs(30)).unwrap();
@@ -296,5 +346,27 @@ mod tests {
             analysis.output_bytes,
             std::fs::metadata(&path).unwrap().len()
         );
+    }
+
+    #[test]
+    fn every_growth_is_reported_even_within_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let sink: Sink = Box::new(move |report| {
+            if matches!(report, Report::Grew) {
+                let _ = tx.send(());
+            }
+        });
+        let thread = ReaderThread::start(reader(&path), &path, sink, false).unwrap();
+        for i in 0..3 {
+            // Written and woken for at once: the report may wait out the gap,
+            // but it comes.
+            file.write_all(call(i).as_bytes()).unwrap();
+            thread.wake();
+            rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+        drop(thread);
     }
 }

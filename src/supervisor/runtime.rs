@@ -24,7 +24,7 @@ use super::core::{
     SessionGate, Settings, StopSignal,
 };
 use super::hooks::ShellContext;
-use super::reading::ReaderThread;
+use super::reading::{ReaderThread, Report};
 use super::wake::Watch;
 use super::{cgroup, hooks, leftovers, process, prompt};
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
@@ -55,10 +55,6 @@ const MAX_POLL: Duration = Duration::from_secs(1);
 const IDLE_LOOK: Duration = Duration::from_secs(10);
 /// The shortest gap between two looks.
 const MIN_LOOK_GAP: Duration = Duration::from_millis(20);
-/// After a look at the output's size, writes in the next moment wait for one
-/// look together instead of each causing one (the reader thread reads them as
-/// they come).
-const OUTPUT_COALESCE: Duration = Duration::from_millis(100);
 /// In verbose mode, output is copied to the console at least this often.
 const VERBOSE_POLL: Duration = Duration::from_millis(200);
 /// At most this much agent output is echoed per poll in verbose mode.
@@ -139,7 +135,8 @@ enum Internal {
         failures: Vec<HookFailure>,
     },
     GroupEnded(process::GroupEnd),
-    /// The output file changed (a hint from notify): look at its size.
+    /// The session's reader thread read more output (at most once per
+    /// [`super::reading::GREW_GAP`]): look at its size.
     OutputWritten,
     /// The session's reader thread read tool calls or a cost.
     Progress {
@@ -169,15 +166,9 @@ struct LiveSession {
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
     echoed: u64,
-    /// Wakes the loop and the reader thread when the output file changes;
-    /// `None`: the tick polls.
+    /// Wakes the reader thread when the output file changes; `None`: the tick
+    /// polls.
     output_watch: Option<Watch>,
-    /// A wake-up of the loop for the output is on its way: later writes join it.
-    output_pending: Arc<std::sync::atomic::AtomicBool>,
-    /// When the loop last looked at the output's size, and whether a look is
-    /// put off until [`OUTPUT_COALESCE`] after it.
-    last_read: Option<Instant>,
-    read_deferred: bool,
     /// Reads the output as it grows, on its own thread; taken when the session
     /// is analysed.
     reader: Option<ReaderThread>,
@@ -514,26 +505,11 @@ impl Runtime {
         )
     }
 
-    /// The output file was written: its size for the watchdog, at most once per
-    /// [`OUTPUT_COALESCE`] (the reader thread was woken by the watch itself).
+    /// The reader thread read more output: its size for the watchdog.
     fn output_grew(&mut self, queue: &mut VecDeque<Input>) {
         let Some(session) = &mut self.session else {
             return;
         };
-        if let Some(read) = session.last_read
-            && read.elapsed() < OUTPUT_COALESCE
-        {
-            if !session.read_deferred {
-                session.read_deferred = true;
-                let tx = self.internal_tx.clone();
-                let wait = OUTPUT_COALESCE.saturating_sub(read.elapsed());
-                tokio::spawn(async move {
-                    tokio::time::sleep(wait).await;
-                    let _ = tx.send(Internal::OutputWritten);
-                });
-            }
-            return;
-        }
         if let Ok(meta) = std::fs::metadata(&session.output_file) {
             queue.push_back(Input::OutputSize {
                 bytes: meta.len(),
@@ -543,7 +519,6 @@ impl Runtime {
         if self.options.verbose {
             self.echo_output();
         }
-        self.output_looked();
     }
 
     fn now(&self) -> Now {
@@ -783,7 +758,6 @@ impl Runtime {
                 self.echo_output();
             }
         }
-        self.output_looked();
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
@@ -833,18 +807,6 @@ impl Runtime {
                 self.reporter.agent_output(&buf);
             }
         }
-    }
-
-    /// The output's size was looked at: the next change wakes the loop again.
-    fn output_looked(&mut self) {
-        let Some(session) = self.session.as_mut() else {
-            return;
-        };
-        session
-            .output_pending
-            .store(false, std::sync::atomic::Ordering::Release);
-        session.last_read = Some(Instant::now());
-        session.read_deferred = false;
     }
 
     /// Hands the guards what the reader thread found; once the session ended,
@@ -1070,19 +1032,11 @@ impl Runtime {
             let _ = tx.send(Internal::GroupEnded(end));
         });
         let reader = self.start_reader(global, &output_file);
-        let waker = reader.waker();
-        let wake = self.internal_tx.clone();
-        // Set: the first look below is on its way.
-        let output_pending = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let pending = Arc::clone(&output_pending);
-        let output_watch = Watch::start(std::slice::from_ref(&output_file), move || {
-            waker.wake();
-            if !pending.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                let _ = wake.send(Internal::OutputWritten);
-            }
+        // Without a thread nothing reads on a wake-up: the tick polls the size.
+        let waker = reader.threaded().then(|| reader.waker());
+        let output_watch = waker.and_then(|waker| {
+            Watch::start(std::slice::from_ref(&output_file), move || waker.wake())
         });
-        // What the agent wrote before the watch began.
-        let _ = self.internal_tx.send(Internal::OutputWritten);
         self.session = Some(LiveSession {
             global,
             pid,
@@ -1095,9 +1049,6 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
-            output_pending,
-            last_read: None,
-            read_deferred: false,
             // A write from before the session is no sign of its life.
             activity_seen: self
                 .lane
@@ -1122,17 +1073,18 @@ impl Runtime {
             self.config.agent.format,
             self.config.completion.promise(),
         );
-        let progress: Option<Box<dyn FnMut(Progress) + Send>> =
-            if self.core.settings().guard.watches_sessions() {
-                reader.record_tool_calls();
-                let tx = self.internal_tx.clone();
-                Some(Box::new(move |progress| {
-                    let _ = tx.send(Internal::Progress { global, progress });
-                }))
-            } else {
-                None
-            };
-        match ReaderThread::start(reader, output_file, progress) {
+        let progress = self.core.settings().guard.watches_sessions();
+        if progress {
+            reader.record_tool_calls();
+        }
+        let tx = self.internal_tx.clone();
+        let sink = Box::new(move |report| {
+            let _ = tx.send(match report {
+                Report::Grew => Internal::OutputWritten,
+                Report::Progress(progress) => Internal::Progress { global, progress },
+            });
+        });
+        match ReaderThread::start(reader, output_file, sink, progress) {
             Ok(reader) => reader,
             Err((reader, err)) => {
                 self.reporter.log(
