@@ -228,7 +228,11 @@ fn run(
         }
         // Cleared before reading: a write during the read wakes it again.
         signals.wake.store(false, Ordering::Release);
-        while !signals.stop.load(Ordering::Acquire) && reader.feed(STEP_BYTES) > 0 {
+        // Told to finish, it stops chasing the end: a process outside the
+        // session still writing must not keep the analysis waiting.
+        let told =
+            || signals.stop.load(Ordering::Acquire) || signals.finish.load(Ordering::Acquire);
+        while !told() && reader.feed(STEP_BYTES) > 0 {
             grew_owed = true;
             if progress {
                 let now = reader.progress();
@@ -368,5 +372,18 @@ mod tests {
             rx.recv_timeout(Duration::from_secs(30)).unwrap();
         }
         drop(thread);
+    }
+
+    #[test]
+    fn finish_does_not_chase_a_file_that_never_ends() {
+        // Reads of /dev/zero never reach an end, as a file something keeps
+        // writing to faster than it is read; its size (0) is where finish stops.
+        let path = Path::new("/dev/zero");
+        let thread = ReaderThread::start(reader(path), path, Box::new(|_| {}), true).unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(thread.finish().output_bytes);
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(0));
     }
 }
