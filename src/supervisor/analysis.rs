@@ -1,12 +1,12 @@
 //! Reading a session's output while it is written, so that little is left to read
 //! when the session ends.
 //!
-//! A [`SessionReader`] is fed on the session's reader thread
-//! ([`super::reading`]) as the file grows, and [`SessionReader::finish`] reads
-//! the rest when the session ends. One reader decodes each line once for the classification
-//! (rate limits, fatal errors, commit patterns), the statistics, the guards and
-//! the completion promise. Whatever the chunking, the result is that of one
-//! pass over the whole file.
+//! A [`SessionReader`] is fed on the session's reader thread ([`super::reading`])
+//! as the file grows, and [`SessionReader::finish`] reads the rest when the
+//! session ends. One reader decodes each line once for the classification (rate
+//! limits, fatal errors, commit patterns), the statistics, the guards and the
+//! completion promise. Whatever the chunking, the result is that of one pass
+//! over the whole file.
 
 use std::fs::File;
 use std::io;
