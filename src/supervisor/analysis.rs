@@ -1,24 +1,20 @@
 //! Reading a session's output while it is written, so that little is left to read
 //! when the session ends.
 //!
-//! The loop feeds a [`SessionReader`] a bounded amount on each poll (it shares its
-//! thread with the control room), and [`SessionReader::finish`] reads the rest on
-//! a blocking thread. One reader decodes each line once for the classification
-//! (rate limits, fatal errors, commit patterns), the statistics, the guards and
-//! the completion promise. Whatever the chunking, the result is that of one
-//! pass over the whole file.
+//! A [`SessionReader`] is fed on the session's reader thread ([`super::reading`])
+//! as the file grows, and [`SessionReader::finish`] reads the rest when the
+//! session ends. One reader decodes each line once for the classification (rate
+//! limits, fatal errors, commit patterns), the statistics, the guards and the
+//! completion promise. Whatever the chunking, the result is that of one pass
+//! over the whole file.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::agent::{AgentFormat, Detectors, OutputScan, SessionStats, StreamParser, ToolCallSig};
-
-/// How long a change waits for the writes that follow it before waking the reader.
-const COALESCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Size of one read.
 const READ_BYTES: usize = 256 * 1024;
@@ -36,6 +32,19 @@ pub struct Analysis {
     /// Tool calls not yet taken by [`SessionReader::progress`] (empty unless
     /// recording), for the guards to see one at a time.
     pub new_calls: Vec<ToolCallSig>,
+}
+
+impl Analysis {
+    /// The analysis of output that could not be read: it finds nothing.
+    pub fn unread(path: &Path) -> Analysis {
+        Analysis {
+            output_bytes: std::fs::metadata(path).map_or(0, |m| m.len()),
+            scan: OutputScan::default(),
+            stats: SessionStats::default(),
+            promise_kept: false,
+            new_calls: Vec::new(),
+        }
+    }
 }
 
 /// What a running session did so far, for the budgets and the doom-loop check.
@@ -183,55 +192,6 @@ impl SessionReader {
             stats: parser.stats().clone(),
             new_calls: parser.take_tool_calls(),
         }
-    }
-}
-
-/// A watch on a session's output file that calls `wake` when the file changes,
-/// at most once until [`OutputWatch::clear`]: a burst of writes costs one read,
-/// and the output is read as it is written rather than once a poll.
-pub struct OutputWatch {
-    pending: Arc<AtomicBool>,
-    _watcher: notify::RecommendedWatcher,
-}
-
-impl std::fmt::Debug for OutputWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutputWatch").finish_non_exhaustive()
-    }
-}
-
-impl OutputWatch {
-    /// `None` when the file cannot be watched: the poll still reads it.
-    pub fn start(path: &Path, wake: impl Fn() + Send + 'static) -> Option<OutputWatch> {
-        use notify::Watcher;
-        let pending = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&pending);
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let grew = matches!(
-                    &event,
-                    Ok(e) if matches!(e.kind, notify::EventKind::Modify(_))
-                );
-                if grew && !flag.swap(true, Ordering::AcqRel) {
-                    // On notify's own thread: writes in the next moment join
-                    // this wake instead of each causing a read.
-                    std::thread::sleep(COALESCE);
-                    wake();
-                }
-            })
-            .ok()?;
-        watcher
-            .watch(path, notify::RecursiveMode::NonRecursive)
-            .ok()?;
-        Some(OutputWatch {
-            pending,
-            _watcher: watcher,
-        })
-    }
-
-    /// About to read: the next change wakes the reader again.
-    pub fn clear(&self) {
-        self.pending.store(false, Ordering::Release);
     }
 }
 

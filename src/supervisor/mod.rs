@@ -10,6 +10,7 @@ pub mod hooks;
 pub mod leftovers;
 pub mod process;
 pub mod prompt;
+pub(crate) mod reading;
 pub mod reaper;
 pub mod runtime;
 pub mod shared_limit;

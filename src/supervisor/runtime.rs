@@ -17,16 +17,17 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
-use super::analysis::SessionReader;
+use super::analysis::{Progress, SessionReader};
 use super::cgroup::KillMethod;
 use super::core::{
     Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding, SessionFindings,
     SessionGate, Settings, StopSignal,
 };
 use super::hooks::ShellContext;
+use super::reading::{ReaderThread, Report};
 use super::wake::Watch;
 use super::{cgroup, hooks, leftovers, process, prompt};
-use crate::agent::{Detectors, SessionStats};
+use crate::agent::{Detectors, SessionStats, ToolCallSig};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
 use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
@@ -54,16 +55,10 @@ const MAX_POLL: Duration = Duration::from_secs(1);
 const IDLE_LOOK: Duration = Duration::from_secs(10);
 /// The shortest gap between two looks.
 const MIN_LOOK_GAP: Duration = Duration::from_millis(20);
-/// After a read of the output, writes in the next moment wait for one read
-/// together instead of each causing a read.
-const OUTPUT_COALESCE: Duration = Duration::from_millis(100);
 /// In verbose mode, output is copied to the console at least this often.
 const VERBOSE_POLL: Duration = Duration::from_millis(200);
 /// At most this much agent output is echoed per poll in verbose mode.
 const VERBOSE_CHUNK: usize = 1 << 20;
-/// At most this much of a running session's output is analysed per poll: the loop
-/// shares its thread with the control room, so no poll may take long.
-const ANALYSIS_CHUNK: usize = 8 << 20;
 
 /// Loops started in this process: part of every token, so that no two loops
 /// hand out the same one.
@@ -140,8 +135,14 @@ enum Internal {
         failures: Vec<HookFailure>,
     },
     GroupEnded(process::GroupEnd),
-    /// The output file changed (a hint from notify): read what was added.
+    /// The session's reader thread read more output (at most once per
+    /// [`super::reading::GREW_GAP`]): look at its size.
     OutputWritten,
+    /// The session's reader thread read tool calls or a cost.
+    Progress {
+        global: u64,
+        progress: Progress,
+    },
     /// STOP, a request or the activity file changed: look at them all.
     Look,
     /// A session slot of the fleet is this lane's: prepare session `iteration`.
@@ -165,16 +166,12 @@ struct LiveSession {
     kill: mpsc::UnboundedSender<()>,
     git_head_before: Option<String>,
     echoed: u64,
-    /// Wakes the reader when the output file changes; `None`: the tick polls.
+    /// Wakes the reader thread when the output file changes; `None`: the tick
+    /// polls.
     output_watch: Option<Watch>,
-    /// A wake-up for the output is on its way: later writes join it.
-    output_pending: Arc<std::sync::atomic::AtomicBool>,
-    /// When the output was last read, and whether a read is put off until
-    /// [`OUTPUT_COALESCE`] after it.
-    last_read: Option<Instant>,
-    read_deferred: bool,
-    /// Reads the output as it grows; taken when the session is analysed.
-    reader: Option<SessionReader>,
+    /// Reads the output as it grows, on its own thread; taken when the session
+    /// is analysed.
+    reader: Option<ReaderThread>,
     /// The lane's activity file's modification time when last looked at: only
     /// a new write is activity.
     activity_seen: Option<std::time::SystemTime>,
@@ -230,6 +227,9 @@ pub struct Runtime {
     last_look: Option<Instant>,
     /// The output's size and last growth as the status file last showed them.
     status_growth: (u64, Option<DateTime<Utc>>),
+    /// Tool calls the reader thread sent after the core stopped taking them (the
+    /// session ended): judged with the rest of the session's analysis.
+    late_calls: Vec<ToolCallSig>,
 }
 
 impl Runtime {
@@ -415,6 +415,7 @@ impl Runtime {
             look_watch: None,
             last_look: None,
             status_growth: (0, None),
+            late_calls: Vec::new(),
         };
         Ok((runtime, snapshot_rx))
     }
@@ -504,26 +505,11 @@ impl Runtime {
         )
     }
 
-    /// The output file was written: its size for the watchdog, and what was
-    /// added for the reader, at most once per [`OUTPUT_COALESCE`].
+    /// The reader thread read more output: its size for the watchdog.
     fn output_grew(&mut self, queue: &mut VecDeque<Input>) {
         let Some(session) = &mut self.session else {
             return;
         };
-        if let Some(read) = session.last_read
-            && read.elapsed() < OUTPUT_COALESCE
-        {
-            if !session.read_deferred {
-                session.read_deferred = true;
-                let tx = self.internal_tx.clone();
-                let wait = OUTPUT_COALESCE.saturating_sub(read.elapsed());
-                tokio::spawn(async move {
-                    tokio::time::sleep(wait).await;
-                    let _ = tx.send(Internal::OutputWritten);
-                });
-            }
-            return;
-        }
         if let Ok(meta) = std::fs::metadata(&session.output_file) {
             queue.push_back(Input::OutputSize {
                 bytes: meta.len(),
@@ -533,7 +519,6 @@ impl Runtime {
         if self.options.verbose {
             self.echo_output();
         }
-        queue.extend(self.read_output());
     }
 
     fn now(&self) -> Now {
@@ -765,11 +750,14 @@ impl Runtime {
                     written_ago: written_ago(&meta),
                 });
             }
+            // For a change the watch did not report.
+            if let Some(reader) = &session.reader {
+                reader.wake();
+            }
             if self.options.verbose {
                 self.echo_output();
             }
         }
-        queue.extend(self.read_output());
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
@@ -821,24 +809,15 @@ impl Runtime {
         }
     }
 
-    /// Feeds the session's reader what the agent added since the last read, and
-    /// hands the guards what it found.
-    fn read_output(&mut self) -> Option<Input> {
-        let watch = self.core.settings().guard.watches_sessions();
-        let session = self.session.as_mut()?;
-        session
-            .output_pending
-            .store(false, std::sync::atomic::Ordering::Release);
-        session.last_read = Some(Instant::now());
-        session.read_deferred = false;
-        let reader = session.reader.as_mut()?;
-        reader.feed(ANALYSIS_CHUNK);
-        if !watch {
+    /// Hands the guards what the reader thread found; once the session ended,
+    /// keeps its calls for the session's analysis.
+    fn on_progress(&mut self, global: u64, progress: Progress) -> Option<Input> {
+        if !self.core.session_running() {
+            self.late_calls.extend(progress.new_calls);
             return None;
         }
-        let progress = reader.progress();
         Some(Input::SessionProgress {
-            global: session.global,
+            global,
             tool_calls: progress.tool_calls,
             cost_usd: progress.cost_usd,
             new_calls: progress.new_calls,
@@ -877,11 +856,16 @@ impl Runtime {
             }
             // Taken by the loop itself, which may queue more than one input.
             Internal::OutputWritten | Internal::Look => None,
-            Internal::Core(input) => {
+            Internal::Progress { global, progress } => self.on_progress(global, progress),
+            Internal::Core(mut input) => {
                 // The session's slot is given back once its end is recorded.
-                if let Input::SessionAnalyzed(findings) = input.as_ref() {
+                if let Input::SessionAnalyzed(findings) = input.as_mut() {
                     self.slot = None;
                     self.report_session_end(findings.rate_limit.is_some());
+                    // Read before the rest, so judged first.
+                    let mut calls = std::mem::take(&mut self.late_calls);
+                    calls.append(&mut findings.new_calls);
+                    findings.new_calls = calls;
                 }
                 Some(*input)
             }
@@ -1047,26 +1031,12 @@ impl Runtime {
             drop(owned);
             let _ = tx.send(Internal::GroupEnded(end));
         });
-        let mut reader = SessionReader::new(
-            &output_file,
-            Arc::clone(&self.detectors),
-            self.config.agent.format,
-            self.config.completion.promise(),
-        );
-        if self.core.settings().guard.watches_sessions() {
-            reader.record_tool_calls();
-        }
-        let wake = self.internal_tx.clone();
-        // Set: the first read below is on its way.
-        let output_pending = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let pending = Arc::clone(&output_pending);
-        let output_watch = Watch::start(std::slice::from_ref(&output_file), move || {
-            if !pending.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                let _ = wake.send(Internal::OutputWritten);
-            }
+        let reader = self.start_reader(global, &output_file);
+        // Without a thread nothing reads on a wake-up: the tick polls the size.
+        let waker = reader.threaded().then(|| reader.waker());
+        let output_watch = waker.and_then(|waker| {
+            Watch::start(std::slice::from_ref(&output_file), move || waker.wake())
         });
-        // What the agent wrote before the watch began.
-        let _ = self.internal_tx.send(Internal::OutputWritten);
         self.session = Some(LiveSession {
             global,
             pid,
@@ -1079,9 +1049,6 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
-            output_pending,
-            last_read: None,
-            read_deferred: false,
             // A write from before the session is no sign of its life.
             activity_seen: self
                 .lane
@@ -1094,6 +1061,41 @@ impl Runtime {
             pid,
             pgid,
             output_file,
+        }
+    }
+
+    /// Starts the session's reader thread; its progress goes to the guards if
+    /// they watch sessions.
+    fn start_reader(&mut self, global: u64, output_file: &Path) -> ReaderThread {
+        let mut reader = SessionReader::new(
+            output_file,
+            Arc::clone(&self.detectors),
+            self.config.agent.format,
+            self.config.completion.promise(),
+        );
+        let progress = self.core.settings().guard.watches_sessions();
+        if progress {
+            reader.record_tool_calls();
+        }
+        let tx = self.internal_tx.clone();
+        let sink = Box::new(move |report| {
+            let _ = tx.send(match report {
+                Report::Grew => Internal::OutputWritten,
+                Report::Progress(progress) => Internal::Progress { global, progress },
+            });
+        });
+        match ReaderThread::start(reader, output_file, sink, progress) {
+            Ok(reader) => reader,
+            Err((reader, err)) => {
+                self.reporter.log(
+                    Utc::now(),
+                    Level::Warn,
+                    &format!(
+                        "global={global}: cannot start a thread to read the output as it is written ({err}): it is read when the session ends"
+                    ),
+                );
+                reader
+            }
         }
     }
 
@@ -1681,19 +1683,16 @@ impl Runtime {
         let Some(mut session) = self.session.take() else {
             return;
         };
-        let reader = session.reader.take().unwrap_or_else(|| {
-            SessionReader::new(
-                &output_file,
-                Arc::clone(&self.detectors),
-                self.config.agent.format,
-                self.config.completion.promise(),
-            )
-        });
+        let reader = session
+            .reader
+            .take()
+            .unwrap_or_else(|| self.start_reader(session.global, &output_file));
         let cwd = self.options.working_dir.clone();
         let tx = self.internal_tx.clone();
         let head_before = session.git_head_before;
         tokio::task::spawn_blocking(move || {
             // Most of the output was read while the session ran; this is the rest.
+            // Waits for the reader thread here, never on the loop's thread.
             let analysis = reader.finish();
             let scan = analysis.scan;
             let head_after = git_head(&cwd);

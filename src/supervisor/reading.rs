@@ -1,0 +1,389 @@
+//! Each session's output read on a thread of its own while the agent writes it,
+//! so that little is left to read when the agent exits and none of the reading
+//! runs on the loop's thread (which the control room draws the screen on).
+//!
+//! The thread sleeps until woken (by the output file's watch, or by the loop's
+//! poll where the watch does not work), then reads everything written so far and
+//! sleeps again. What the guards need goes back to the loop as [`Progress`], only
+//! when it changed, and that the file grew at most once per [`GREW_GAP`]; at the
+//! session's end [`ReaderThread::finish`] reads the rest and returns the
+//! [`Analysis`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::analysis::{Analysis, Progress, SessionReader};
+
+/// The reader threads' name, as `/proc/PID/task/TID/comm` shows it.
+pub const THREAD_NAME: &str = "clowder-reader";
+
+/// How much is read between two looks at what the guards need: a flood is
+/// judged as it is read, not once all of it is.
+const STEP_BYTES: usize = 256 * 1024;
+
+/// The loop hears that the output grew at most this often: it only needs the
+/// size for the watchdog and the status, and a fast writer would otherwise wake
+/// it at every write.
+pub const GREW_GAP: Duration = Duration::from_millis(100);
+
+/// What the thread tells the loop.
+#[derive(Debug)]
+pub enum Report {
+    /// The output grew since the last report.
+    Grew,
+    /// What the guards need changed.
+    Progress(Progress),
+}
+
+/// Where the reports go; called on the reader thread.
+pub type Sink = Box<dyn FnMut(Report) + Send>;
+
+/// What the loop and the thread tell each other.
+#[derive(Default)]
+struct Signals {
+    /// Something was written: read it.
+    wake: AtomicBool,
+    /// The session ended: read the rest and return the analysis.
+    finish: AtomicBool,
+    /// Nobody waits for the analysis any more: end now.
+    stop: AtomicBool,
+    /// Held only to sleep and to wake the sleeper without losing a wake-up.
+    lock: Mutex<()>,
+    bell: Condvar,
+}
+
+impl Signals {
+    fn raise(&self, flag: &AtomicBool) {
+        // Already raised: the thread has yet to see it, one wake-up is enough.
+        if flag.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.bell.notify_one();
+    }
+
+    fn raised(&self) -> bool {
+        self.wake.load(Ordering::Acquire)
+            || self.finish.load(Ordering::Acquire)
+            || self.stop.load(Ordering::Acquire)
+    }
+
+    /// Sleeps until a flag is raised or `until` passes; false if it passed.
+    fn wait(&self, until: Option<Instant>) -> bool {
+        let mut held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !self.raised() {
+            held = match until {
+                None => self.bell.wait(held).unwrap_or_else(PoisonError::into_inner),
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    let waited = self.bell.wait_timeout(held, left);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+            };
+        }
+        true
+    }
+}
+
+/// Wakes a session's reader thread; cheap, never blocks for long, callable from
+/// any thread (notify's included).
+#[derive(Clone)]
+pub struct Waker(Arc<Signals>);
+
+impl Waker {
+    pub fn wake(&self) {
+        self.0.raise(&self.0.wake);
+    }
+}
+
+enum Worker {
+    Thread(JoinHandle<Option<Analysis>>),
+    /// No thread could be started: everything is read when the session ends.
+    Inline(Option<Box<SessionReader>>),
+}
+
+/// A session's reader, running on its own thread for the session's life.
+pub struct ReaderThread {
+    signals: Arc<Signals>,
+    worker: Option<Worker>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for ReaderThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderThread")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReaderThread {
+    /// Starts reading `path` with `reader`, reporting to `sink` (progress only
+    /// if `progress`). If no thread can be started, the error is returned with a
+    /// reader that reads everything at the end.
+    pub fn start(
+        reader: SessionReader,
+        path: &Path,
+        sink: Sink,
+        progress: bool,
+    ) -> Result<ReaderThread, (ReaderThread, std::io::Error)> {
+        let signals = Arc::new(Signals::default());
+        // Whatever was written before the file's watch began.
+        signals.wake.store(true, Ordering::Release);
+        let shared = Arc::clone(&signals);
+        // Handed over through a slot, so that a thread that cannot start leaves
+        // the reader behind instead of dropping it.
+        let slot = Arc::new(Mutex::new(Some(reader)));
+        let taken = Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || run(take(&taken)?, &shared, sink, progress));
+        let (worker, failed) = match spawned {
+            Ok(handle) => (Worker::Thread(handle), None),
+            Err(err) => (Worker::Inline(take(&slot).map(Box::new)), Some(err)),
+        };
+        let thread = ReaderThread {
+            signals,
+            worker: Some(worker),
+            path: path.to_path_buf(),
+        };
+        match failed {
+            None => Ok(thread),
+            Some(err) => Err((thread, err)),
+        }
+    }
+
+    /// Whether a thread reads the output as it grows.
+    pub fn threaded(&self) -> bool {
+        matches!(self.worker, Some(Worker::Thread(_)))
+    }
+
+    pub fn waker(&self) -> Waker {
+        Waker(Arc::clone(&self.signals))
+    }
+
+    pub fn wake(&self) {
+        self.signals.raise(&self.signals.wake);
+    }
+
+    /// Reads the rest of the output (up to the file's size now, as
+    /// [`SessionReader::finish`] does) and returns the analysis. Blocking: call
+    /// it off the loop's thread. A thread that panicked gives the analysis of a
+    /// file that could not be read.
+    pub fn finish(mut self) -> Analysis {
+        self.signals.raise(&self.signals.finish);
+        match self.worker.take() {
+            Some(Worker::Thread(handle)) => match handle.join() {
+                Ok(Some(analysis)) => analysis,
+                Ok(None) | Err(_) => Analysis::unread(&self.path),
+            },
+            Some(Worker::Inline(Some(reader))) => reader.finish(),
+            Some(Worker::Inline(None)) | None => Analysis::unread(&self.path),
+        }
+    }
+}
+
+impl Drop for ReaderThread {
+    /// A session dropped without its analysis (the program stops): the thread
+    /// ends after the read it is in.
+    fn drop(&mut self) {
+        self.signals.raise(&self.signals.stop);
+    }
+}
+
+fn take(reader: &Mutex<Option<SessionReader>>) -> Option<SessionReader> {
+    reader.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+/// The thread: reads what is written whenever woken, until told to finish
+/// (returns the analysis) or to stop (returns nothing).
+fn run(
+    mut reader: SessionReader,
+    signals: &Signals,
+    mut sink: Sink,
+    progress: bool,
+) -> Option<Analysis> {
+    let mut last = (0, None);
+    let mut grew_sent: Option<Instant> = None;
+    // The file grew since the last report, which waits until `GREW_GAP` passed.
+    let mut grew_owed = false;
+    loop {
+        let due = grew_sent.filter(|_| grew_owed).map(|at| at + GREW_GAP);
+        if !signals.wait(due) {
+            sink(Report::Grew);
+            (grew_sent, grew_owed) = (Some(Instant::now()), false);
+            continue;
+        }
+        if signals.stop.load(Ordering::Acquire) {
+            return None;
+        }
+        if signals.finish.load(Ordering::Acquire) {
+            return Some(reader.finish());
+        }
+        // Cleared before reading: a write during the read wakes it again.
+        signals.wake.store(false, Ordering::Release);
+        // Told to finish, it stops chasing the end: a process outside the
+        // session still writing must not keep the analysis waiting.
+        let told =
+            || signals.stop.load(Ordering::Acquire) || signals.finish.load(Ordering::Acquire);
+        while !told() && reader.feed(STEP_BYTES) > 0 {
+            grew_owed = true;
+            if progress {
+                let now = reader.progress();
+                let totals = (now.tool_calls, now.cost_usd);
+                if totals != last || !now.new_calls.is_empty() {
+                    last = totals;
+                    sink(Report::Progress(now));
+                }
+            }
+        }
+        if grew_owed && grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
+            sink(Report::Grew);
+            (grew_sent, grew_owed) = (Some(Instant::now()), false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::agent::{AgentFormat, Detectors};
+
+    fn call(i: usize) -> String {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"m{i}","content":[{{"type":"tool_use","id":"t{i}","name":"Read","input":{{"file_path":"/f{i}"}}}}]}}}}"#
+        ) + "\n"
+    }
+
+    fn reader(path: &Path) -> SessionReader {
+        let det = Arc::new(Detectors::new(&[], &[]).expect("no patterns"));
+        let mut reader = SessionReader::new(path, det, AgentFormat::Auto, None);
+        reader.record_tool_calls();
+        reader
+    }
+
+    /// A sink handing on the progress reports only.
+    fn progress_to(tx: mpsc::Sender<Progress>) -> Sink {
+        Box::new(move |report| {
+            if let Report::Progress(progress) = report {
+                let _ = tx.send(progress);
+            }
+        })
+    }
+
+    #[test]
+    fn reads_as_woken_sends_each_call_once_and_finishes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        file.write_all(call(1).as_bytes()).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let thread = ReaderThread::start(reader(&path), &path, progress_to(tx), true).unwrap();
+        // Read without any wake: what was written before it started.
+        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(first.tool_calls, 1);
+        assert_eq!(first.new_calls.len(), 1);
+        file.write_all(call(2).as_bytes()).unwrap();
+        thread.waker().wake();
+        let second = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(second.tool_calls, 2);
+        assert_eq!(second.new_calls.len(), 1);
+        // Written and maybe never woken for: the finish reads it.
+        file.write_all(call(3).as_bytes()).unwrap();
+        let analysis = thread.finish();
+        assert_eq!(analysis.stats.tool_calls, 3);
+        // Each call once: in a progress message or, not yet sent, in the analysis.
+        let sent: usize = rx.try_iter().map(|p| p.new_calls.len()).sum();
+        assert_eq!(sent + analysis.new_calls.len(), 1);
+        assert_eq!(
+            analysis.output_bytes,
+            std::fs::metadata(&path).unwrap().len()
+        );
+    }
+
+    #[test]
+    fn a_dropped_reader_thread_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        std::fs::write(&path, call(1)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let thread = ReaderThread::start(reader(&path), &path, progress_to(tx), true).unwrap();
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        drop(thread);
+        // The thread owned the only sender: it is dropped when the thread ends.
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(30)),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        );
+    }
+
+    #[test]
+    fn a_panicking_reader_gives_the_unread_analysis() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        std::fs::write(&path, call(1)).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let thread = ReaderThread::start(
+            reader(&path),
+            &path,
+            Box::new(move |_| {
+                tx.send(()).unwrap();
+                panic!("the thread fails after reading a call");
+            }),
+            true,
+        )
+        .unwrap();
+        rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        let analysis = thread.finish();
+        assert_eq!(analysis.stats.tool_calls, 0);
+        assert_eq!(
+            analysis.output_bytes,
+            std::fs::metadata(&path).unwrap().len()
+        );
+    }
+
+    #[test]
+    fn every_growth_is_reported_even_within_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let sink: Sink = Box::new(move |report| {
+            if matches!(report, Report::Grew) {
+                let _ = tx.send(());
+            }
+        });
+        let thread = ReaderThread::start(reader(&path), &path, sink, false).unwrap();
+        for i in 0..3 {
+            // Written and woken for at once: the report may wait out the gap,
+            // but it comes.
+            file.write_all(call(i).as_bytes()).unwrap();
+            thread.wake();
+            rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+        drop(thread);
+    }
+
+    #[test]
+    fn finish_does_not_chase_a_file_that_never_ends() {
+        // Reads of /dev/zero never reach an end, as a file something keeps
+        // writing to faster than it is read; its size (0) is where finish stops.
+        let path = Path::new("/dev/zero");
+        let thread = ReaderThread::start(reader(path), path, Box::new(|_| {}), true).unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(thread.finish().output_bytes);
+        });
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(0));
+    }
+}
