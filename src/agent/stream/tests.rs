@@ -839,3 +839,4 @@ mod lazy;
 mod more;
 mod one_pass;
 mod transcripts;
+mod scratch;
