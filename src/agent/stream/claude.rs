@@ -447,21 +447,24 @@ impl StreamParser {
                 .usage_by_message
                 .insert(id.to_owned(), Usage::default());
         }
+        let Some(usage) = usage else {
+            return;
+        };
+        // Every line of a busy stream comes here: the model's name is made
+        // safe (a new string) only the first time it is seen.
+        let model = message.model.text().or(self.stats.model.as_deref());
+        let known = model.filter(|name| claude.by_model.contains_key(*name));
+        let name = match known {
+            Some(name) => name.to_owned(),
+            None => model.map(clean).unwrap_or_default(),
+        };
         let Some(entry) = claude.usage_by_message.get_mut(id) else {
             return;
         };
-        if let Some(usage) = usage {
-            entry.replace_in(&mut claude.summed, usage);
-            let name = message
-                .model
-                .text()
-                .map(clean)
-                .or_else(|| self.stats.model.clone())
-                .unwrap_or_default();
-            let by_model = claude.by_model.entry(name).or_default();
-            entry.replace_in(by_model, usage);
-            *entry = usage;
-        }
+        entry.replace_in(&mut claude.summed, usage);
+        let by_model = claude.by_model.entry(name).or_default();
+        entry.replace_in(by_model, usage);
+        *entry = usage;
     }
 
     pub(super) fn thinking(&self, text: Cow<'_, str>) -> Rendered {
@@ -474,7 +477,16 @@ impl StreamParser {
     }
 
     fn claude_tool_use(&mut self, block: &Block<'_>, out: &mut Vec<Rendered>) {
-        let id = scalar(block.id).str().map(clean);
+        let raw_id = scalar(block.id);
+        // A call already counted is dropped before anything is allocated for
+        // it (ids are kept made safe; a safe id reads the same either way).
+        if raw_id
+            .str()
+            .is_some_and(|id| self.claude.seen_tool_uses.contains(id))
+        {
+            return;
+        }
+        let id = raw_id.str().map(clean);
         if let Some(id) = &id
             && !self.claude.seen_tool_uses.insert(id.clone())
         {

@@ -839,4 +839,3 @@ mod lazy;
 mod more;
 mod one_pass;
 mod transcripts;
-mod scratch;

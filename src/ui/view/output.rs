@@ -37,7 +37,21 @@ fn style_for(line: &Rendered) -> Style {
     }
 }
 
-fn render_line(line: &Rendered) -> Line<'static> {
+/// `text` cut to what `cells` terminal cells can show: a display line can be
+/// hundreds of characters, and laying out what the pane clips off anyway is
+/// most of a frame's work while an agent writes.
+fn clip(text: &str, cells: usize) -> &str {
+    let mut used = 0;
+    for (at, c) in text.char_indices() {
+        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used > cells {
+            return &text[..at];
+        }
+    }
+    text
+}
+
+fn render_line(line: &Rendered, cells: usize) -> Line<'static> {
     if line.kind == LineKind::Plain && line.text.contains('\u{1b}') {
         // Colours the agent printed are kept; the parser already removed every
         // other escape sequence.
@@ -47,7 +61,8 @@ fn render_line(line: &Rendered) -> Line<'static> {
             return first;
         }
     }
-    Line::from(Span::styled(sanitize(&line.text), style_for(line)))
+    let safe = sanitize(&line.text);
+    Line::from(Span::styled(clip(&safe, cells).to_owned(), style_for(line)))
 }
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
@@ -106,11 +121,25 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         ));
     }
     for (index, line) in output.lines.iter().enumerate().skip(start).take(height) {
-        let mut rendered = render_line(line);
+        let mut rendered = render_line(line, inner.width as usize);
         if output.selected == Some(index) {
             rendered = rendered.patch_style(Style::default().add_modifier(Modifier::REVERSED));
         }
         lines.push(rendered);
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clip;
+
+    #[test]
+    fn clip_keeps_what_fits_in_the_cells() {
+        assert_eq!(clip("abcdef", 4), "abcd");
+        assert_eq!(clip("abc", 4), "abc");
+        assert_eq!(clip("日本語", 5), "日本");
+        assert_eq!(clip("e\u{301}tude", 2), "e\u{301}t");
+        assert_eq!(clip("", 3), "");
+    }
 }
