@@ -32,7 +32,7 @@ Reads harness.toml and PROMPT.md from the current folder. Touch STOP to stop aft
 current session; Ctrl-C once finishes the session, twice within 3 s kills it.",
     after_help = "Exit codes: 0 done (max iterations, STOP file, user stop), 1 fatal error, \
 2 bad configuration or usage, 3 too many rate limits in a row, 4 a run budget ([guard] max_cost_usd, \
-max_runtime) reached, 130/143 stopped by SIGINT/SIGTERM."
+max_runtime) reached, 130/143/129 stopped by SIGINT/SIGTERM/SIGHUP."
 )]
 pub struct Args {
     /// Productive iterations to run (overrides session.max_iterations)
@@ -532,7 +532,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
     match outcome {
         Ok(outcome) => {
             let secs = started.elapsed().as_secs() as i64;
-            println!("{}", summary_line(&outcome.reason, &outcome.snapshot, secs));
+            crate::console::say(&summary_line(&outcome.reason, &outcome.snapshot, secs));
             outcome.reason.exit_code()
         }
         Err(err) => {

@@ -38,6 +38,14 @@ pub fn format_line(wall: DateTime<Utc>, level: Level, message: &str) -> String {
     )
 }
 
+/// Prints `line` on stdout; a closed stdout (the terminal went away while the
+/// loop ended its sessions) is no reason to fail on the way out.
+pub fn say(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
 impl Reporter for Console {
     fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
         if self.verbosity == Verbosity::Quiet && level != Level::Error {

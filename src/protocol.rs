@@ -110,6 +110,7 @@ impl ExitReason {
             ExitReason::RateLimited { .. } => 3,
             ExitReason::BudgetExceeded { .. } => 4,
             ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
+            ExitReason::Signal { signal, .. } if signal == "SIGHUP" => 129,
             ExitReason::Signal { .. } => 130,
         }
     }

@@ -415,6 +415,42 @@ fn sigterm_once_finishes_the_session_then_exits_143() {
 }
 
 #[test]
+fn sighup_once_finishes_the_session_then_exits_129() {
+    // The terminal closing: before, clowder died at once and left its session
+    // running unwatched.
+    let (h, output) = one_signal_during_a_session(libc::SIGHUP);
+    assert_finished_current_session_then_stopped(&h, &output, "SIGHUP", 129);
+}
+
+#[test]
+fn sighup_is_left_ignored_under_nohup() {
+    use std::os::unix::process::CommandExt;
+    // What `nohup` does for what it starts: SIGHUP ignored, so the loop runs on.
+    let mut h = Harness::new(&["slow", "2"], SLOW_WATCHDOG);
+    let mut command = h.project.command(&["--headless", "2"]);
+    command.env("FAKE_AGENT_PIDFILE", &h.pidfile);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    h.clowder = Some(command.spawn().expect("spawn clowder"));
+    h.wait_for_event("session_start");
+    send_signal(h.clowder_pid(), libc::SIGHUP);
+    let output = h.finish();
+    assert_eq!(output.status.code(), Some(0), "{}", dump(&output));
+    assert_eq!(h.project.events_named("session_start").len(), 2);
+    assert!(
+        h.project.events_named("stop_requested").is_empty(),
+        "{:#?}",
+        h.project.events()
+    );
+    h.assert_no_agent_left(2);
+}
+
+#[test]
 fn sigint_twice_kills_the_session_now_and_exits_130() {
     let mut h = Harness::new(&["hang"], SLOW_WATCHDOG);
     h.start(&["--headless", "5"]);

@@ -385,3 +385,37 @@ fn an_abandoned_request_is_marked_and_its_approval_refused() {
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }
+
+#[test]
+fn closing_the_terminal_stops_the_loop_and_leaves_no_session_behind() {
+    let project = Project::new(&fast_config(&["slow", "600"], ""));
+    let pidfile = project.path("pids.txt");
+    let command = format!(
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 10; sleep 600",
+        pidfile = pidfile.display(),
+        clowder = clowder_bin().display()
+    );
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+    tmux.wait_for("global 1");
+    assert!(wait_until(Duration::from_secs(30), || first_pgid(&pidfile).is_some()));
+    let agent = first_pgid(&pidfile).expect("the agent's group");
+    let clowder = project.events_named("loop_start")[0]["pid"]
+        .as_i64()
+        .expect("clowder's pid") as i32;
+    assert!(!live_group_members(agent).is_empty());
+
+    // The terminal goes away (an ssh connection dropped, a window closed).
+    drop(tmux);
+    assert!(
+        wait_until(Duration::from_secs(30), || !pid_alive(clowder)),
+        "clowder outlived its terminal"
+    );
+    assert!(
+        wait_until(Duration::from_secs(30), || live_group_members(agent)
+            .is_empty()),
+        "the session was left running: {:?}",
+        live_group_members(agent)
+    );
+    let ends = project.events_named("loop_end");
+    assert_eq!(ends.len(), 1, "{:#?}", project.events());
+}

@@ -20,7 +20,7 @@ use super::registry::{self, Lane, LaneKind, LaneState};
 use super::room::RoomSide;
 use crate::approvals::commands::{APPROVALS_DIR_ENV, EVENT_LOG_ENV, LANE_ENV};
 use crate::config::{Config, Usd};
-use crate::console::{Console, Verbosity, summary_line};
+use crate::console::{Console, Verbosity, say, summary_line};
 use crate::protocol::{Command, Event, ExitReason};
 use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
@@ -120,14 +120,14 @@ fn finish(
     for (name, outcome) in &ended {
         let code = match outcome {
             Ok(outcome) => {
-                println!(
+                say(&format!(
                     "lane={name} {}",
                     summary_line(&outcome.reason, &outcome.snapshot, secs)
-                );
+                ));
                 outcome.reason.exit_code()
             }
             Err(err) => {
-                println!("lane={name} clowder: error: {err}; exit code 1");
+                say(&format!("lane={name} clowder: error: {err}; exit code 1"));
                 1
             }
         };
@@ -140,14 +140,16 @@ fn finish(
     }
     match first_bad {
         None => {
-            println!(
+            say(&format!(
                 "clowder: fleet stopped: {} lane(s) ended normally; exit code 0",
                 ended.len()
-            );
+            ));
             0
         }
         Some((name, code)) => {
-            println!("clowder: fleet stopped: lane {name} did not end normally; exit code {code}");
+            say(&format!(
+                "clowder: fleet stopped: lane {name} did not end normally; exit code {code}"
+            ));
             code
         }
     }
@@ -167,11 +169,11 @@ fn budget_code(budget: &SharedBudget) -> i32 {
         value: budget.spent_usd(),
     }
     .exit_code();
-    println!(
+    say(&format!(
         "clowder: the fleet's budget [guard] max_cost_usd = ${:.2} was spent (${:.4} over all lanes); exit code {code}",
         budget.limit_usd(),
         budget.spent_usd()
-    );
+    ));
     code
 }
 
@@ -255,6 +257,7 @@ impl Host {
         process::become_subreaper();
         let mut sigint = signal(SignalKind::interrupt()).ok();
         let mut sigterm = signal(SignalKind::terminate()).ok();
+        let mut sighup = process::hangup_signal();
         let order = self.start_ready();
         let mut order = order.unwrap_or_default();
         self.end_leftovers_of_idle_lanes(&order).await;
@@ -282,6 +285,7 @@ impl Host {
                 }
                 Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
                 Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
+                Some(()) = recv(&mut sighup) => self.forward(StopSignal::Hup),
                 request = RoomSide::next_request(&mut self.room) => self.on_request(request),
                 _ = poll.tick() => {
                     if !self.stopping && let Some(fresh) = self.start_ready() {

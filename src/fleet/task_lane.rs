@@ -621,10 +621,7 @@ fn placeholder() -> Snapshot {
 }
 
 fn stop_name(stop: StopSignal) -> &'static str {
-    match stop {
-        StopSignal::Int => "SIGINT",
-        _ => "SIGTERM",
-    }
+    stop.name()
 }
 
 /// The records of actions.jsonl from byte `offset`, whole lines only, reading

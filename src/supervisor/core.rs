@@ -102,13 +102,16 @@ pub struct Now {
 pub enum StopSignal {
     Int,
     Term,
+    /// The terminal closed.
+    Hup,
 }
 
 impl StopSignal {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             StopSignal::Int => "SIGINT",
             StopSignal::Term => "SIGTERM",
+            StopSignal::Hup => "SIGHUP",
         }
     }
 }
@@ -1544,7 +1547,7 @@ impl Core {
                 source: signal.name().to_string(),
             }));
         }
-        if signal == StopSignal::Term {
+        if matches!(signal, StopSignal::Term | StopSignal::Hup) {
             self.interrupt_hooks(out);
         }
         self.stop_if_idle(now, out);

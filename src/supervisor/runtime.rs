@@ -531,13 +531,14 @@ impl Runtime {
     /// Runs the loop until it ends; `commands` are the user's (may never send).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
         let mut host_signals = self.lane.as_mut().and_then(|lane| lane.signals.take());
-        let (mut sigint, mut sigterm) = if self.lane.is_some() {
-            (None, None)
+        let (mut sigint, mut sigterm, mut sighup) = if self.lane.is_some() {
+            (None, None, None)
         } else {
             process::become_subreaper();
             (
                 signal(SignalKind::interrupt()).ok(),
                 signal(SignalKind::terminate()).ok(),
+                process::hangup_signal(),
             )
         };
         // Before anything rewrites the status file of the run that may have left it.
@@ -573,6 +574,7 @@ impl Runtime {
                 },
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),
                 Some(()) = recv_signal(&mut sigterm) => queue.push_back(Input::Signal(StopSignal::Term)),
+                Some(()) = recv_signal(&mut sighup) => queue.push_back(Input::Signal(StopSignal::Hup)),
                 Some(stop) = recv_host_signal(&mut host_signals) => {
                     queue.push_back(Input::Signal(stop));
                     self.on_host_signal(stop);
@@ -1463,10 +1465,7 @@ impl Runtime {
         if !waiting || self.stopped_before_start.is_some() {
             return;
         }
-        let signal = match stop {
-            StopSignal::Int => "SIGINT",
-            StopSignal::Term => "SIGTERM",
-        };
+        let signal = stop.name();
         let reason = ExitReason::Signal {
             signal: signal.to_string(),
             forced: false,

@@ -142,8 +142,12 @@ async fn room_loop(
     let mut host_gone = false;
     let mut terminal_gone = false;
     loop {
-        super::draw_if_due(&mut guard, &mut state, &mut redraw)?;
-        if !redraw.pending() {
+        // A terminal that cannot be written to is gone, as when its events end.
+        if !terminal_gone && super::draw_if_due(&mut guard, &mut state, &mut redraw).is_err() {
+            terminal_gone = true;
+            stop_every_lane(&mut state, &requests);
+        }
+        if !redraw.pending() && !terminal_gone {
             caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit || host_gone {
@@ -159,13 +163,7 @@ async fn room_loop(
                 // The terminal is gone: nobody can answer, so every lane stops.
                 Some(Err(_)) | None => {
                     terminal_gone = true;
-                    if let Some(fleet) = &state.fleet {
-                        let mut stops = Vec::new();
-                        lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
-                        send_all(&requests, stops);
-                    }
-                    state.quit_when_finished = true;
-                    state.should_quit = state.fleet.as_ref().is_some_and(|f| f.idle);
+                    stop_every_lane(&mut state, &requests);
                 }
             },
             message = from_host.recv() => match message {
@@ -303,6 +301,18 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
             Some(view::lane_row_text(row, now))
         })
         .collect()
+}
+
+/// The terminal is gone: nobody can answer, so every lane stops, and the room
+/// leaves once they all have.
+fn stop_every_lane(state: &mut AppState, requests: &mpsc::UnboundedSender<HostRequest>) {
+    if let Some(fleet) = &state.fleet {
+        let mut stops = Vec::new();
+        lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
+        send_all(requests, stops);
+    }
+    state.quit_when_finished = true;
+    state.should_quit = state.fleet.as_ref().is_some_and(|f| f.idle);
 }
 
 fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {

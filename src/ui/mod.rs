@@ -177,10 +177,11 @@ pub fn run(
     match result {
         Ok(outcome) => {
             let secs = started.elapsed().as_secs() as i64;
-            println!(
-                "{}",
-                crate::console::summary_line(&outcome.reason, &outcome.snapshot, secs)
-            );
+            crate::console::say(&crate::console::summary_line(
+                &outcome.reason,
+                &outcome.snapshot,
+                secs,
+            ));
             outcome.reason.exit_code()
         }
         Err(err) => {
@@ -314,10 +315,16 @@ async fn event_loop(
     approvals_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut outcome: Option<Outcome> = None;
     let mut redraw = Redraw::new();
+    let mut terminal_gone = false;
 
     loop {
-        draw_if_due(&mut guard, &mut state, &mut redraw)?;
-        if !redraw.pending() {
+        // A terminal that cannot be written to is gone, as when its events end.
+        if !terminal_gone && draw_if_due(&mut guard, &mut state, &mut redraw).is_err() {
+            terminal_gone = true;
+            let _ = command_tx.send(crate::protocol::Command::StopNow);
+            state.quit_when_finished = true;
+        }
+        if !redraw.pending() && !terminal_gone {
             caller.signal(guard.terminal.backend_mut());
         }
         if state.should_quit {
@@ -327,7 +334,7 @@ async fn event_loop(
 
         let mut messages = Vec::new();
         tokio::select! {
-            event = terminal_events.next() => match event {
+            event = terminal_events.next(), if !terminal_gone => match event {
                 Some(Ok(Event::Key(key))) => {
                     tracing::debug!(?key, "key");
                     messages.push(Msg::Key(key));
@@ -336,6 +343,7 @@ async fn event_loop(
                 Some(Ok(_)) => messages.push(Msg::Tick),
                 // The terminal is gone: nobody can answer a dialog, so stop the loop.
                 Some(Err(_)) | None => {
+                    terminal_gone = true;
                     let _ = command_tx.send(crate::protocol::Command::StopNow);
                     state.quit_when_finished = true;
                 }
