@@ -616,6 +616,29 @@ fn an_agent_in_a_lane_asks_through_the_fleets_queue_and_the_request_names_its_la
 }
 
 #[test]
+fn a_sighup_stops_every_lane_after_its_session() {
+    // The terminal the fleet was started from closed: no lane is left unwatched.
+    let repo = Repo::with_lanes(&["a", "b"], "[session]\nmax_iterations = 5\n");
+    let fleet = repo.spawn_fleet(10);
+    repo.session_group("a");
+    repo.session_group("b");
+    common::send_signal(fleet.id(), libc::SIGHUP);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(129),
+        "{stdout}{}",
+        stderr_of(&output)
+    );
+    assert!(
+        stdout.contains("lane=b clowder: stopped (SIGHUP)"),
+        "{stdout}"
+    );
+    assert!(repo.lane_processes().is_empty());
+}
+
+#[test]
 fn a_lane_queued_for_a_slot_starts_no_session_after_a_sigint() {
     let repo = Repo::with_lanes(
         &["a", "b"],
