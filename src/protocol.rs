@@ -284,6 +284,50 @@ pub struct Snapshot {
     pub max_tool_calls_per_session: Option<u64>,
 }
 
+impl Snapshot {
+    /// A loop that is starting and has seen nothing yet, as of `at`.
+    pub fn starting(pid: u32, agent_command: String, at: DateTime<Utc>) -> Snapshot {
+        Snapshot {
+            lane: LaneId::default(),
+            pid,
+            state: LoopState::Starting,
+            agent_command,
+            stale_timeout_secs: 0.0,
+            paused: false,
+            paused_at: None,
+            stop_pending: false,
+            iteration: 0,
+            max_iterations: 0,
+            global_iteration: None,
+            output_file: None,
+            output_bytes: 0,
+            loop_start: at,
+            session_start: None,
+            last_output_growth: None,
+            last_update: at,
+            last_completed_iteration: None,
+            last_completed_global: None,
+            last_committed: None,
+            last_exit_code: None,
+            consecutive_rate_limits: 0,
+            pgid: None,
+            agent_pid: None,
+            agent_start_ticks: None,
+            next_session_at: None,
+            rate_limit_resets_at: None,
+            counters: Counters::default(),
+            exit_reason: None,
+            held_reason: None,
+            last_session: None,
+            totals: Totals::default(),
+            max_cost_usd: None,
+            max_runtime_secs: None,
+            max_cost_per_session_usd: None,
+            max_tool_calls_per_session: None,
+        }
+    }
+}
+
 /// One session as the agent reported it in its output stream (Claude Code
 /// stream-json, Codex `--json`); all zero or absent for a plain-text agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

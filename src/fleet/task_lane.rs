@@ -19,7 +19,7 @@ use super::lanes::{Failure, LaneRow, STOP_NOW_REQUEST};
 use super::registry::{self, Lane, LaneKind, LaneState};
 use super::{LaneName, lane_files_dir};
 use crate::config::{Config, NonEmptyPath, NonEmptyString, PositiveCount};
-use crate::protocol::{Event, ExitReason, LaneId, LoopState, Snapshot};
+use crate::protocol::{Event, ExitReason, LoopState, Snapshot};
 use crate::store::events::EventLog;
 use crate::supervisor::core::{Level, StopSignal};
 use crate::supervisor::runtime::{Outcome, Reporter};
@@ -366,7 +366,7 @@ impl Watcher {
         let reason = loop {
             tokio::select! {
                 Some(stop) = signals.recv() => break ExitReason::Signal {
-                    signal: stop_name(stop).to_string(),
+                    signal: stop.name().to_string(),
                     forced: false,
                 },
                 _ = ticker.tick() => {
@@ -579,49 +579,7 @@ impl Watcher {
 
 /// A watch's snapshot before its first look: this process, nothing seen yet.
 fn placeholder() -> Snapshot {
-    let now = Utc::now();
-    Snapshot {
-        lane: LaneId::default(),
-        pid: std::process::id(),
-        state: LoopState::Starting,
-        agent_command: String::new(),
-        stale_timeout_secs: 0.0,
-        paused: false,
-        paused_at: None,
-        stop_pending: false,
-        iteration: 0,
-        max_iterations: 0,
-        global_iteration: None,
-        output_file: None,
-        output_bytes: 0,
-        loop_start: now,
-        session_start: None,
-        last_output_growth: None,
-        last_update: now,
-        last_completed_iteration: None,
-        last_completed_global: None,
-        last_committed: None,
-        last_exit_code: None,
-        consecutive_rate_limits: 0,
-        pgid: None,
-        agent_pid: None,
-        agent_start_ticks: None,
-        next_session_at: None,
-        rate_limit_resets_at: None,
-        counters: Default::default(),
-        exit_reason: None,
-        held_reason: None,
-        last_session: None,
-        totals: Default::default(),
-        max_cost_usd: None,
-        max_runtime_secs: None,
-        max_cost_per_session_usd: None,
-        max_tool_calls_per_session: None,
-    }
-}
-
-fn stop_name(stop: StopSignal) -> &'static str {
-    stop.name()
+    Snapshot::starting(std::process::id(), String::new(), Utc::now())
 }
 
 /// The records of actions.jsonl from byte `offset`, whole lines only, reading

@@ -15,7 +15,7 @@ use super::{
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
 use crate::fleet::registry::{LaneKind, LaneState};
-use crate::protocol::{Command, Counters, ExitReason, LaneId, LoopState, Snapshot, Totals};
+use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 use crate::ui::new_lane::NewLaneDialog;
 
@@ -276,44 +276,9 @@ impl LaneView {
 
 /// A snapshot for a lane that has not said anything yet.
 pub fn placeholder(lane: &str, max_iterations: Option<u64>) -> Snapshot {
-    let never = DateTime::<Utc>::UNIX_EPOCH;
     Snapshot {
-        lane: LaneId::default(),
-        pid: 0,
-        state: LoopState::Starting,
-        agent_command: format!("lane {lane}"),
-        stale_timeout_secs: 0.0,
-        paused: false,
-        paused_at: None,
-        stop_pending: false,
-        iteration: 0,
         max_iterations: max_iterations.unwrap_or(0),
-        global_iteration: None,
-        output_file: None,
-        output_bytes: 0,
-        loop_start: never,
-        session_start: None,
-        last_output_growth: None,
-        last_update: never,
-        last_completed_iteration: None,
-        last_completed_global: None,
-        last_committed: None,
-        last_exit_code: None,
-        consecutive_rate_limits: 0,
-        pgid: None,
-        agent_pid: None,
-        agent_start_ticks: None,
-        next_session_at: None,
-        rate_limit_resets_at: None,
-        counters: Counters::default(),
-        exit_reason: None,
-        held_reason: None,
-        last_session: None,
-        totals: Totals::default(),
-        max_cost_usd: None,
-        max_runtime_secs: None,
-        max_cost_per_session_usd: None,
-        max_tool_calls_per_session: None,
+        ..Snapshot::starting(0, format!("lane {lane}"), DateTime::<Utc>::UNIX_EPOCH)
     }
 }
 
