@@ -38,8 +38,8 @@ pub fn format_line(wall: DateTime<Utc>, level: Level, message: &str) -> String {
     )
 }
 
-/// Prints `line` on stdout; a closed stdout (the terminal went away while the
-/// loop ended its sessions) is no reason to fail on the way out.
+/// Prints `line` on stdout; a closed stdout (a pipe to `head`, a terminal gone
+/// while the loop ended its sessions) is no reason to fail.
 pub fn say(line: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{line}");
@@ -52,11 +52,12 @@ impl Reporter for Console {
             return;
         }
         // Messages quote the agent (a limit's reason, a failure's words).
-        let line = format_line(wall, level, &crate::agent::terminal_safe(message));
-        let mut stdout = std::io::stdout().lock();
         // A closed stdout (a pipe to `head`) must not stop the loop.
-        let _ = writeln!(stdout, "{line}");
-        let _ = stdout.flush();
+        say(&format_line(
+            wall,
+            level,
+            &crate::agent::terminal_safe(message),
+        ));
     }
 
     fn agent_output(&mut self, bytes: &[u8]) {

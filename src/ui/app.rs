@@ -405,6 +405,13 @@ pub enum Msg {
     Tick,
 }
 
+impl Msg {
+    /// A key or the mouse: the user acted, and waits to see it.
+    pub fn is_from_user(&self) -> bool {
+        matches!(self, Msg::Key(_) | Msg::Mouse(_))
+    }
+}
+
 /// What the event loop must do after an update.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UiCommand {

@@ -195,9 +195,7 @@ async fn room_loop(
             messages.push(output_msg(update));
         }
         let news = !messages.is_empty();
-        let by_user = messages
-            .iter()
-            .any(|message| matches!(message, Msg::Key(_) | Msg::Mouse(_)));
+        let by_user = messages.iter().any(Msg::is_from_user);
         let now = Utc::now();
         let hidden: Option<Vec<LaneName>> = messages
             .iter()

@@ -321,8 +321,7 @@ async fn event_loop(
         // A terminal that cannot be written to is gone, as when its events end.
         if !terminal_gone && draw_if_due(&mut guard, &mut state, &mut redraw).is_err() {
             terminal_gone = true;
-            let _ = command_tx.send(crate::protocol::Command::StopNow);
-            state.quit_when_finished = true;
+            stop_the_loop(&command_tx, &mut state);
         }
         if !redraw.pending() && !terminal_gone {
             caller.signal(guard.terminal.backend_mut());
@@ -344,8 +343,7 @@ async fn event_loop(
                 // The terminal is gone: nobody can answer a dialog, so stop the loop.
                 Some(Err(_)) | None => {
                     terminal_gone = true;
-                    let _ = command_tx.send(crate::protocol::Command::StopNow);
-                    state.quit_when_finished = true;
+                    stop_the_loop(&command_tx, &mut state);
                 }
             },
             changed = snapshots.changed(), if outcome.is_none() => {
@@ -389,7 +387,7 @@ async fn event_loop(
         }
         let mut log_tx_local: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
         for message in messages {
-            redraw.changed(matches!(message, Msg::Key(_) | Msg::Mouse(_)));
+            redraw.changed(message.is_from_user());
             for command in update(&mut state, message, Utc::now()) {
                 match command {
                     UiCommand::Supervisor(command) => {
@@ -444,6 +442,15 @@ async fn event_loop(
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),
     }
+}
+
+/// The terminal is gone: the loop stops now, and the room leaves once it has.
+fn stop_the_loop(
+    command_tx: &mpsc::UnboundedSender<crate::protocol::Command>,
+    state: &mut AppState,
+) {
+    let _ = command_tx.send(crate::protocol::Command::StopNow);
+    state.quit_when_finished = true;
 }
 
 /// When the screen is drawn next: something changed, and a frame is due
