@@ -80,18 +80,20 @@ pub fn fit(text: &str, max: usize) -> String {
     if max == 0 {
         return String::new();
     }
-    let mut out = String::new();
+    format!("{}{ELLIPSIS}", clip(text, max - 1))
+}
+
+/// The start of `text` that fits in `cells` terminal cells, cut at a character
+/// boundary, without an ellipsis.
+pub fn clip(text: &str, cells: usize) -> &str {
     let mut used = 0;
-    for c in text.chars() {
-        let w = c.width().unwrap_or(0);
-        if used + w > max - 1 {
-            break;
+    for (at, c) in text.char_indices() {
+        used += c.width().unwrap_or(0);
+        if used > cells {
+            return &text[..at];
         }
-        out.push(c);
-        used += w;
     }
-    out.push(ELLIPSIS);
-    out
+    text
 }
 
 /// The first of `choices` that fits in `max` cells, else the last one fitted.
@@ -263,6 +265,15 @@ mod tests {
         assert_eq!(duration_ms(7_500_000), "2h 5m");
         assert_eq!(count(7_500), "7500");
         assert_eq!(count(12_500), "12.5k");
+    }
+
+    #[test]
+    fn clip_keeps_what_fits_in_the_cells() {
+        assert_eq!(clip("abcdef", 4), "abcd");
+        assert_eq!(clip("abc", 4), "abc");
+        assert_eq!(clip("日本語", 5), "日本");
+        assert_eq!(clip("e\u{301}tude", 2), "e\u{301}t");
+        assert_eq!(clip("", 3), "");
     }
 
     #[test]

@@ -730,10 +730,13 @@ pub(super) struct Signals<'a> {
 /// Whether a JSON line holds one of the tokens every rate-limit rule needs: the
 /// `result` type, a `rate_limit_event`, an `error` key or type, or `turn.failed`.
 fn may_signal_rate_limit(line: &[u8]) -> bool {
-    static NEEDLES: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
+    // Four searches, not one regex: the regex crate's cache pool is slow to
+    // reach from the many threads a session's reading moves between.
+    static ERROR_KEY: LazyLock<memmem::Finder<'static>> =
+        LazyLock::new(|| memmem::Finder::new(b"\"error\""));
+    static OTHER_TOKENS: LazyLock<[memmem::Finder<'static>; 3]> = LazyLock::new(|| {
         [
             memmem::Finder::new(b"\"result\""),
-            memmem::Finder::new(b"\"error\""),
             memmem::Finder::new(b"rate_limit_event"),
             memmem::Finder::new(b"turn.failed"),
         ]
@@ -744,12 +747,11 @@ fn may_signal_rate_limit(line: &[u8]) -> bool {
     if line.starts_with(br#"{"type":"user","#) {
         return false;
     }
+    let has_error_key = ERROR_KEY.find(line).is_some();
     if line.starts_with(br#"{"type":"assistant","#) {
-        return NEEDLES[1].find(line).is_some();
+        return has_error_key;
     }
-    // Four searches, not one regex: the regex crate's cache pool is slow to
-    // reach from the many threads a session's reading moves between.
-    NEEDLES.iter().any(|needle| needle.find(line).is_some())
+    has_error_key || OTHER_TOKENS.iter().any(|token| token.find(line).is_some())
 }
 
 #[cfg(test)]

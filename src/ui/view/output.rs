@@ -11,6 +11,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
 use crate::agent::stream::{LineKind, Rendered};
+use crate::fmt;
 use crate::ui::app::{AppState, Pane};
 use crate::ui::sanitize;
 
@@ -37,20 +38,6 @@ fn style_for(line: &Rendered) -> Style {
     }
 }
 
-/// `text` cut to what `cells` terminal cells can show: a display line can be
-/// hundreds of characters, and laying out what the pane clips off anyway is
-/// most of a frame's work while an agent writes.
-fn clip(text: &str, cells: usize) -> &str {
-    let mut used = 0;
-    for (at, c) in text.char_indices() {
-        used += unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
-        if used > cells {
-            return &text[..at];
-        }
-    }
-    text
-}
-
 fn render_line(line: &Rendered, cells: usize) -> Line<'static> {
     if line.kind == LineKind::Plain && line.text.contains('\u{1b}') {
         // Colours the agent printed are kept; the parser already removed every
@@ -61,8 +48,13 @@ fn render_line(line: &Rendered, cells: usize) -> Line<'static> {
             return first;
         }
     }
+    // A display line can be hundreds of characters: laying out what the pane
+    // clips off anyway would be most of a frame's work while an agent writes.
     let safe = sanitize(&line.text);
-    Line::from(Span::styled(clip(&safe, cells).to_owned(), style_for(line)))
+    Line::from(Span::styled(
+        fmt::clip(&safe, cells).to_owned(),
+        style_for(line),
+    ))
 }
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
@@ -128,18 +120,4 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         lines.push(rendered);
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::clip;
-
-    #[test]
-    fn clip_keeps_what_fits_in_the_cells() {
-        assert_eq!(clip("abcdef", 4), "abcd");
-        assert_eq!(clip("abc", 4), "abc");
-        assert_eq!(clip("日本語", 5), "日本");
-        assert_eq!(clip("e\u{301}tude", 2), "e\u{301}t");
-        assert_eq!(clip("", 3), "");
-    }
 }
