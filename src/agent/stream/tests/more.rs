@@ -758,38 +758,6 @@ fn throughput_report() {
     );
 }
 
-/// The supervisor's statistics-only parser counts exactly what the screen's does.
-#[test]
-fn statistics_only_matches_the_rendering_parser() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut inputs = vec![bench_stream(1 << 20)];
-    for dir in ["agent", "transcripts"] {
-        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
-            inputs.push(std::fs::read(entry.unwrap().path()).unwrap());
-        }
-    }
-    for data in inputs {
-        let run = |mut parser: StreamParser| {
-            parser.watch_final_text("Done");
-            parser.record_tool_calls();
-            for chunk in data.chunks(977) {
-                parser.feed(chunk);
-            }
-            parser.finish();
-            let calls = parser.take_tool_calls();
-            (
-                parser.stats().clone(),
-                parser.final_text_has_watched(),
-                calls,
-            )
-        };
-        assert_eq!(
-            run(StreamParser::statistics_only(AgentFormat::Auto)),
-            run(StreamParser::new(AgentFormat::Auto))
-        );
-    }
-}
-
 /// A quoted flag never counts; a real one, spaced or not, always does.
 #[test]
 fn statistics_only_counts_tool_errors_however_written() {
