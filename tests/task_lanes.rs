@@ -134,6 +134,15 @@ impl Fleet {
         self.lane_events(lane).iter().any(|e| e["event"] == name)
     }
 
+    /// The PID of the hanging LLM's `sleep`, which the fake LLM writes down.
+    fn llm_sleeper(&self) -> i32 {
+        self.project
+            .read("llm/sleeper-1")
+            .trim()
+            .parse()
+            .expect("sleeper pid")
+    }
+
     /// A worker the test runs itself, outside any fleet.
     fn own_worker(&self) -> Child {
         let mut command = self.project.command(&["worker", "task"]);
@@ -259,12 +268,7 @@ fn a_stale_heartbeat_stops_the_task_then_kills_what_is_left() {
     assert!(reason.starts_with("heartbeat stale"), "{reason}");
     assert!(fleet.has_event("t", "watchdog_stale"));
     assert!(fleet.has_event("t", "watchdog_kill"));
-    let sleeper: i32 = fleet
-        .project
-        .read("llm/sleeper-1")
-        .trim()
-        .parse()
-        .expect("sleeper pid");
+    let sleeper = fleet.llm_sleeper();
     assert!(
         wait_until(DEADLINE, || !pid_alive(sleeper)),
         "the hanging LLM (PID {sleeper}) is still in /proc"
@@ -450,12 +454,7 @@ fn a_frozen_worker_is_stopped_through_state_json_and_ended_by_the_watchdog() {
     assert!(reason.starts_with("heartbeat stale"), "{reason}");
     assert!(fleet.has_event("t", "watchdog_kill"));
     assert!(!pid_alive(pid as i32), "the worker is still in /proc");
-    let sleeper: i32 = fleet
-        .project
-        .read("llm/sleeper-1")
-        .trim()
-        .parse()
-        .expect("sleeper pid");
+    let sleeper = fleet.llm_sleeper();
     assert!(
         wait_until(DEADLINE, || !pid_alive(sleeper)),
         "the LLM (PID {sleeper}) is still in /proc"
