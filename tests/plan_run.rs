@@ -18,10 +18,6 @@ struct Repo {
     prompts: TempDir,
 }
 
-fn plan_agent() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh")
-}
-
 impl Repo {
     /// A repository on `main` with one commit, a harness.toml running the plan
     /// agent one session per lane, and `plan` as plan.toml.
@@ -31,11 +27,7 @@ impl Repo {
             prompts: tempfile::tempdir().expect("tempdir"),
         };
         init_with_one_commit(repo.root());
-        let config = format!(
-            "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
-            plan_agent().display().to_string()
-        );
-        std::fs::write(repo.path("harness.toml"), config).expect("write");
+        std::fs::write(repo.path("harness.toml"), common::plan_agent_config()).expect("write");
         std::fs::write(repo.path("plan.toml"), plan).expect("write");
         repo
     }

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use common::git::{git_in, init_with_one_commit};
 use common::tmux::Tmux;
-use common::{DEADLINE, clowder_bin, pid_alive, wait_until};
+use common::{DEADLINE, clowder_bin, pid_alive, plan_agent_config, wait_until};
 
 /// x and y write the same file (y's merge conflicts); z waits for x.
 const PLAN: &str = r#"
@@ -36,12 +36,7 @@ fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     init_with_one_commit(root);
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh");
-    let config = format!(
-        "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
-        agent.display().to_string()
-    );
-    std::fs::write(root.join("harness.toml"), config).expect("write");
+    std::fs::write(root.join("harness.toml"), plan_agent_config()).expect("write");
     std::fs::write(root.join("plan.toml"), PLAN).expect("write");
     dir
 }

@@ -40,6 +40,16 @@ pub fn public_fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// A `harness.toml` for plans: `tests/agents/plan-agent.sh` given each step's
+/// prompt, one session a step, done when it prints the promise.
+pub fn plan_agent_config() -> String {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/plan-agent.sh");
+    format!(
+        "[agent]\ncommand = {:?}\nargs = [\"{{prompt}}\"]\n\n[session]\nmax_iterations = 1\n\n[completion]\npromise = \"TASK_COMPLETE\"\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n",
+        agent.display().to_string()
+    )
+}
+
 /// A `harness.toml` running the fake agent in `mode` with fast timings, plus `extra`
 /// TOML appended (later tables may not repeat earlier ones: pass whole extra tables).
 pub fn fast_config(mode_args: &[&str], extra: &str) -> String {
