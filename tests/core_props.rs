@@ -669,11 +669,6 @@ fn clock_jumps_do_not_move_backoff_the_double_interrupt_window_or_the_runtime_bu
 
 #[test]
 fn the_watchdog_counts_from_the_last_write_not_from_the_poll_that_saw_it() {
-    let killed = |effects: &[Effect]| {
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    };
     // settings(): a 60 s stale limit.
     let mut driver = Driver::new(settings(10, 100, 5));
     driver.start_session();
@@ -700,6 +695,13 @@ fn the_watchdog_counts_from_the_last_write_not_from_the_poll_that_saw_it() {
     assert!(!killed(&driver.step(Input::Tick)));
     driver.advance(Duration::from_millis(200));
     assert!(killed(&driver.step(Input::Tick)));
+}
+
+/// Whether the session is being killed (its group terminated).
+fn killed(effects: &[Effect]) -> bool {
+    effects
+        .iter()
+        .any(|e| matches!(e, Effect::TerminateGroup { .. }))
 }
 
 fn exit_of(effects: &[Effect]) -> Option<ExitReason> {
@@ -759,11 +761,6 @@ fn sigterm_during_a_session_does_not_interrupt_hooks_that_are_not_running() {
 
 #[test]
 fn activity_outside_the_output_keeps_the_watchdog_from_a_silent_session() {
-    let killed = |effects: &[Effect]| {
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    };
     // settings(): a 60 s stale limit; a heartbeat written every 50 s, no output.
     let mut driver = Driver::new(settings(10, 100, 5));
     driver.start_session();
@@ -785,11 +782,6 @@ fn activity_outside_the_output_keeps_the_watchdog_from_a_silent_session() {
 /// before that moment changes nothing, a tick at it kills a stale session.
 #[test]
 fn the_next_tick_due_is_exactly_when_the_watchdog_would_kill() {
-    let killed = |effects: &[Effect]| {
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    };
     let mut driver = Driver::new(settings(10, 100, 5));
     driver.start_session();
     driver.advance(Duration::from_secs(7));
