@@ -347,7 +347,7 @@ proptest! {
                 driver.step(Input::OutputSize { bytes, written_ago: Duration::ZERO });
             }
             let effects = driver.step(Input::Tick);
-            let killed = effects.iter().any(|e| matches!(e, Effect::TerminateGroup { .. }));
+            let killed = killed(&effects);
             if since_growth < stale {
                 prop_assert!(!killed, "killed after only {:?} of silence", since_growth);
             } else {
@@ -396,26 +396,14 @@ fn the_watchdog_clock_is_frozen_while_paused() {
     driver.step(Input::Command(clowder::protocol::Command::Pause));
     driver.advance(Duration::from_secs(600));
     let effects = driver.step(Input::Tick);
-    assert!(
-        !effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    );
+    assert!(!killed(&effects));
     driver.step(Input::Command(clowder::protocol::Command::Resume));
     driver.advance(Duration::from_secs(5));
     let effects = driver.step(Input::Tick);
-    assert!(
-        !effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    );
+    assert!(!killed(&effects));
     driver.advance(Duration::from_secs(6));
     let effects = driver.step(Input::Tick);
-    assert!(
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    );
+    assert!(killed(&effects));
 }
 
 #[test]
@@ -588,7 +576,7 @@ proptest! {
                 .iter()
                 .filter(|e| matches!(e, Effect::Emit(Event::DoomLoop { .. })))
                 .count();
-            terminated |= effects.iter().any(|e| matches!(e, Effect::TerminateGroup { .. }));
+            terminated |= killed(&effects);
         }
         // Streaks of identical calls of length >= threshold.
         let mut streaks = 0usize;
@@ -627,11 +615,7 @@ fn clock_jumps_do_not_move_backoff_the_double_interrupt_window_or_the_runtime_bu
     driver.advance(Duration::from_secs(1));
     driver.jump_wall(-3600);
     let effects = driver.step(Input::Signal(StopSignal::Int));
-    assert!(
-        effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    );
+    assert!(killed(&effects));
     // And 10 s later by the monotonic clock is not "again", though the wall
     // clock says only a moment passed.
     let mut driver = Driver::new(settings(10, 100, 5));
@@ -640,11 +624,7 @@ fn clock_jumps_do_not_move_backoff_the_double_interrupt_window_or_the_runtime_bu
     driver.advance(Duration::from_secs(10));
     driver.jump_wall(-10);
     let effects = driver.step(Input::Signal(StopSignal::Int));
-    assert!(
-        !effects
-            .iter()
-            .any(|e| matches!(e, Effect::TerminateGroup { .. }))
-    );
+    assert!(!killed(&effects));
 
     // max_runtime counts monotonic time: a day's jump forward ends nothing.
     let budget = |effects: &[Effect]| {
