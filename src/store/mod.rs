@@ -38,6 +38,19 @@ fn temp_prefix(path: &Path) -> String {
 /// A process killed between the temp file's creation and the rename leaves the
 /// temp file behind; [`remove_interrupted_writes`] clears those.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, true)
+}
+
+/// As [`write_atomically`], without waiting for the disk: for a file that only
+/// shows what the process knows and is written again at every start (the status
+/// file). A reader still sees the old content or the new; after a power cut the
+/// file may be the old one, or empty. A busy session refreshes it every few
+/// seconds, and two fsyncs each time cost more than everything else it does.
+pub fn replace_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, bytes, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
     let dir = parent_dir(path);
     let mut temp = tempfile::Builder::new()
         .prefix(&temp_prefix(path))
@@ -45,9 +58,13 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .suffix(TEMP_SUFFIX)
         .tempfile_in(dir)?;
     temp.write_all(bytes)?;
-    temp.as_file().sync_all()?;
+    if durable {
+        temp.as_file().sync_all()?;
+    }
     temp.persist(path).map_err(|err| err.error)?;
-    File::open(dir)?.sync_all()?;
+    if durable {
+        File::open(dir)?.sync_all()?;
+    }
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use crate::protocol::{LoopState, Snapshot};
 pub fn write(path: &Path, snapshot: &Snapshot) -> io::Result<()> {
     let mut json = serde_json::to_vec_pretty(snapshot).map_err(io::Error::other)?;
     json.push(b'\n');
-    super::write_atomically(path, &json)
+    super::replace_atomically(path, &json)
 }
 
 /// Reads the status file; the error says which file and what is wrong with it.

@@ -150,6 +150,11 @@ impl SessionReader {
             self.parser.feed(&buf[..read]);
             self.offset += read as u64;
             total += read;
+            if read < want {
+                // A short read of a file is its end (for now): asking again
+                // would only read nothing.
+                break;
+            }
         }
         self.buf = buf;
         total

@@ -3,8 +3,8 @@
 //! runs on the loop's thread (which the control room draws the screen on).
 //!
 //! The thread sleeps until woken (by the output file's watch, or by the loop's
-//! poll where the watch does not work), then reads everything written so far and
-//! sleeps again. What the guards need goes back to the loop as [`Progress`], only
+//! poll where the watch does not work), then reads everything written so far,
+//! rests for [`READ_GAP`] and sleeps again. What the guards need goes back to the loop as [`Progress`], only
 //! when it changed, and that the file grew at most once per [`GREW_GAP`]; at the
 //! session's end [`ReaderThread::finish`] reads the rest and returns the
 //! [`Analysis`].
@@ -23,6 +23,12 @@ pub const THREAD_NAME: &str = "clowder-reader";
 /// How much is read between two looks at what the guards need: a flood is
 /// judged as it is read, not once all of it is.
 const STEP_BYTES: usize = 256 * 1024;
+
+/// After a read that found something, the thread rests this long before the
+/// next: an agent writing all the time costs about ten reads a second, not one
+/// per write (and one thread switch per write). The guards still see every
+/// event, at most this much later.
+pub const READ_GAP: Duration = Duration::from_millis(100);
 
 /// The loop hears that the output grew at most this often: it only needs the
 /// size for the watchdog and the status, and a fast writer would otherwise wake
@@ -50,6 +56,9 @@ struct Signals {
     finish: AtomicBool,
     /// Nobody waits for the analysis any more: end now.
     stop: AtomicBool,
+    /// The thread sleeps until woken. At other times (reading, or resting
+    /// between two reads) a write needs no wake-up: the next read finds it.
+    listening: AtomicBool,
     /// Held only to sleep and to wake the sleeper without losing a wake-up.
     lock: Mutex<()>,
     bell: Condvar,
@@ -58,23 +67,40 @@ struct Signals {
 impl Signals {
     fn raise(&self, flag: &AtomicBool) {
         // Already raised: the thread has yet to see it, one wake-up is enough.
-        if flag.swap(true, Ordering::AcqRel) {
+        if flag.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Sequentially consistent with the sleeper's store and load: either it
+        // sees the write flag, or this sees it listening.
+        if std::ptr::eq(flag, &self.wake) && !self.listening.load(Ordering::SeqCst) {
             return;
         }
         let _held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.bell.notify_one();
     }
 
-    fn raised(&self) -> bool {
-        self.wake.load(Ordering::Acquire)
-            || self.finish.load(Ordering::Acquire)
-            || self.stop.load(Ordering::Acquire)
+    fn ended(&self) -> bool {
+        self.finish.load(Ordering::SeqCst) || self.stop.load(Ordering::SeqCst)
     }
 
     /// Sleeps until a flag is raised or `until` passes; false if it passed.
     fn wait(&self, until: Option<Instant>) -> bool {
+        self.listening.store(true, Ordering::SeqCst);
+        let woken = self.sleep(until, || self.wake.load(Ordering::SeqCst) || self.ended());
+        self.listening.store(false, Ordering::SeqCst);
+        woken
+    }
+
+    /// Sleeps until `until` passes, or less if the session ends; writes meanwhile
+    /// do not wake it.
+    fn rest(&self, until: Instant) {
+        self.sleep(Some(until), || self.ended());
+    }
+
+    /// Sleeps until `done` or until `until` passes; false if it passed.
+    fn sleep(&self, until: Option<Instant>, done: impl Fn() -> bool) -> bool {
         let mut held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
-        while !self.raised() {
+        while !done() {
             held = match until {
                 None => self.bell.wait(held).unwrap_or_else(PoisonError::into_inner),
                 Some(until) => {
@@ -230,10 +256,13 @@ fn run(
         signals.wake.store(false, Ordering::Release);
         // Told to finish, it stops chasing the end: a process outside the
         // session still writing must not keep the analysis waiting.
-        let told =
-            || signals.stop.load(Ordering::Acquire) || signals.finish.load(Ordering::Acquire);
-        while !told() && reader.feed(STEP_BYTES) > 0 {
-            grew_owed = true;
+        let mut read = false;
+        while !signals.ended() {
+            let step = reader.feed(STEP_BYTES);
+            if step == 0 {
+                break;
+            }
+            (grew_owed, read) = (true, true);
             if progress {
                 let now = reader.progress();
                 let totals = (now.tool_calls, now.cost_usd);
@@ -242,10 +271,16 @@ fn run(
                     sink(Report::Progress(now));
                 }
             }
+            if step < STEP_BYTES {
+                break;
+            }
         }
         if grew_owed && grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
             sink(Report::Grew);
             (grew_sent, grew_owed) = (Some(Instant::now()), false);
+        }
+        if read {
+            signals.rest(Instant::now() + READ_GAP);
         }
     }
 }
