@@ -19,4 +19,5 @@ pub mod protocol;
 pub mod store;
 pub mod supervisor;
 pub mod ui;
+pub mod wake;
 pub mod worker;

@@ -27,7 +27,7 @@ const MAX_LAG: u64 = 32 * 1024 * 1024;
 const POLL: Duration = Duration::from_secs(1);
 /// At least this long between two reads: a fast writer costs a few reads a
 /// second, not one per write.
-const MIN_GAP: Duration = Duration::from_millis(200);
+pub const MIN_GAP: Duration = Duration::from_millis(200);
 
 /// New lines of the followed file.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ fn skipped_line(bytes: u64) -> Rendered {
 pub struct Follower {
     stop: Arc<AtomicBool>,
     wake: std_mpsc::Sender<()>,
-    _watcher: Option<notify::RecommendedWatcher>,
+    _watch: Option<crate::wake::Watch>,
 }
 
 impl std::fmt::Debug for Follower {
@@ -79,21 +79,13 @@ pub fn follow(
     format: AgentFormat,
     updates: mpsc::UnboundedSender<FollowUpdate>,
 ) -> Follower {
-    use notify::Watcher;
     let (wake, woken) = std_mpsc::channel();
     let stop = Arc::new(AtomicBool::new(false));
     let hint = wake.clone();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if matches!(&event, Ok(e) if matches!(e.kind, notify::EventKind::Modify(_))) {
-            let _ = hint.send(());
-        }
-    })
-    .ok()
-    .and_then(|mut watcher| {
-        watcher
-            .watch(&file, notify::RecursiveMode::NonRecursive)
-            .ok()?;
-        Some(watcher)
+    // The process's one inotify instance: a follower adds no thread of its own,
+    // and the session's reader already watches the same folder.
+    let watch = crate::wake::Watch::start(std::slice::from_ref(&file), move || {
+        let _ = hint.send(());
     });
     let stopped = Arc::clone(&stop);
     // Without a thread nothing is followed; the rest of the screen still works.
@@ -103,7 +95,7 @@ pub fn follow(
     Follower {
         stop,
         wake,
-        _watcher: watcher,
+        _watch: watch,
     }
 }
 

@@ -14,7 +14,6 @@ pub(crate) mod reading;
 pub mod reaper;
 pub mod runtime;
 pub mod shared_limit;
-pub mod wake;
 
 /// The single-threaded async runtime a loop, a fleet or a screen runs on; `None`
 /// (said on stderr) when the system refuses one.

@@ -4,8 +4,9 @@
 //!
 //! The thread sleeps until woken (by the output file's watch, or by the loop's
 //! poll where the watch does not work), then reads everything written so far,
-//! rests for [`READ_GAP`] and sleeps again. What the guards need goes back to the loop as [`Progress`], only
-//! when it changed, and that the file grew at most once per [`GREW_GAP`]; at the
+//! rests for [`READ_GAP`] and sleeps again. What the guards need goes back to
+//! the loop as [`Progress`], only when it changed, and that the file grew at
+//! most once per [`GREW_GAP`]; at the
 //! session's end [`ReaderThread::finish`] reads the rest and returns the
 //! [`Analysis`].
 
@@ -28,12 +29,12 @@ const STEP_BYTES: usize = 256 * 1024;
 /// next: an agent writing all the time costs about ten reads a second, not one
 /// per write (and one thread switch per write). The guards still see every
 /// event, at most this much later.
-pub const READ_GAP: Duration = Duration::from_millis(100);
+pub const READ_GAP: Duration = Duration::from_millis(250);
 
 /// The loop hears that the output grew at most this often: it only needs the
 /// size for the watchdog and the status, and a fast writer would otherwise wake
 /// it at every write.
-pub const GREW_GAP: Duration = Duration::from_millis(100);
+pub const GREW_GAP: Duration = Duration::from_millis(250);
 
 /// What the thread tells the loop.
 #[derive(Debug)]

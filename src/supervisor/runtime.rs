@@ -25,7 +25,6 @@ use super::core::{
 };
 use super::hooks::ShellContext;
 use super::reading::{ReaderThread, Report};
-use super::wake::Watch;
 use super::{cgroup, hooks, leftovers, process, prompt};
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
@@ -36,6 +35,7 @@ use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
 use crate::store::running::{Record, Running};
 use crate::store::status;
+use crate::wake::Watch;
 
 /// How often the status file is refreshed while a session's output grows.
 const STATUS_REFRESH: Duration = Duration::from_secs(2);

@@ -46,7 +46,9 @@ pub use fleet::{run_fleet, run_fleet_with};
 const FRAME: Duration = Duration::from_millis(33);
 /// Shortest time between two frames when only the agents' output, the counters
 /// or the lanes changed: a busy agent would otherwise cost ~30 frames a second.
-const OUTPUT_FRAME: Duration = Duration::from_millis(100);
+/// The output follower reads no more often than this, so new output is still
+/// shown as soon as it is read.
+const OUTPUT_FRAME: Duration = crate::agent::follow::MIN_GAP;
 /// Finished approvals shown in the history view.
 const HISTORY_LIMIT: usize = 200;
 
