@@ -26,9 +26,11 @@ pub const THREAD_NAME: &str = "clowder-reader";
 const STEP_BYTES: usize = 256 * 1024;
 
 /// After a read that found something, the thread rests this long before the
-/// next: an agent writing all the time costs about ten reads a second, not one
-/// per write (and one thread switch per write). The guards still see every
-/// event, at most this much later.
+/// next: an agent writing all the time costs four reads a second, not one per
+/// write (and one thread switch per write). Each read starts with cold caches,
+/// so fewer, larger reads cost less: at 1 MB/s the thread used 0.56 % of a core
+/// resting 100 ms and 0.42 % resting 250 ms. The guards still see every event,
+/// at most this much later.
 pub const READ_GAP: Duration = Duration::from_millis(250);
 
 /// The loop hears that the output grew at most this often: it only needs the
