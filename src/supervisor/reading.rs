@@ -418,6 +418,30 @@ mod tests {
     }
 
     #[test]
+    fn a_rest_ends_when_the_session_does() {
+        let signals = Arc::new(Signals::default());
+        let resting = Arc::clone(&signals);
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            resting.rest(Instant::now() + Duration::from_secs(3600));
+            let _ = tx.send(());
+        });
+        // A write does not end the rest; the session's end does.
+        signals.raise(&signals.wake);
+        signals.raise(&signals.finish);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(()));
+    }
+
+    #[test]
+    fn a_write_during_a_rest_is_read_after_it() {
+        let signals = Signals::default();
+        // Not listening (reading or resting): the flag is raised, nobody woken.
+        signals.raise(&signals.wake);
+        // The next sleep sees it at once instead of waiting for another write.
+        assert!(signals.wait(Some(Instant::now() + Duration::from_secs(3600))));
+    }
+
+    #[test]
     fn finish_does_not_chase_a_file_that_never_ends() {
         // Reads of /dev/zero never reach an end, as a file something keeps
         // writing to faster than it is read; its size (0) is where finish stops.
