@@ -30,7 +30,11 @@
 //!   ever fails or panics on any input.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+// Every event of a stream looks an id up: a fast hasher (still seeded per
+// process) is a measurable part of reading a line.
+use foldhash::{HashMap, HashSet};
 
 use memchr::memmem;
 use serde_json::value::RawValue;
