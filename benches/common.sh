@@ -17,6 +17,23 @@ clk_tck=$(getconf CLK_TCK)
 # utime + stime of a process (all its threads), in clock ticks.
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
+# CPU time of each thread of a process, in ns ("TID NAME NS" lines; schedstat is
+# exact, where the stat file counts 10 ms ticks): `thread_ns PID`.
+thread_ns() {
+  local task
+  for task in /proc/"$1"/task/*; do
+    printf '%s %s %s\n' "${task##*/}" "$(tr ' ' _ < "$task/comm")" "$(cut -d' ' -f1 "$task/schedstat")"
+  done 2>/dev/null
+}
+
+# Per-thread CPU between two `thread_ns` listings, as "name x.xx%" over SECS seconds
+# (threads that began or ended in between are left out): `thread_share BEFORE AFTER SECS`.
+thread_share() {
+  awk -v s="$3" 'NR == FNR { before[$1] = $3; next }
+    ($1 in before) { printf "%s%s %.2f%%", sep, $2, ($3 - before[$1]) / 1e7 / s; sep = ", " }
+    END { print "" }' "$1" "$2"
+}
+
 # Peak RSS of a process, e.g. "7664 kB".
 peak_rss() { awk '/^VmHWM/ {print $2, $3}' "/proc/$1/status"; }
 

@@ -4,8 +4,8 @@
 #   1mbps    an agent writing ~1 MB/s of stream-json: clowder's CPU over SECS seconds
 #   1gb      an agent writing 1 GB as fast as it can: clowder's peak RSS while following it
 # Also runs the same idle and 1mbps measurements headless, for comparison.
-# CPU is utime+stime of the clowder process from /proc/PID/stat (the agent not included);
-# peak RSS is its VmHWM.
+# CPU is utime+stime of the clowder process from /proc/PID/stat (the agent not included),
+# then each thread's share from its schedstat; peak RSS is its VmHWM.
 #
 #   bash benches/tui_load.sh            # all, SECS=60
 #   SECS=20 bash benches/tui_load.sh idle
@@ -62,9 +62,12 @@ run_case() { # mode, ui|headless
       "$(peak_rss "$loop_pid")" "$(du -h "$dir/claude-iteration-1.jsonl" | cut -f1)"
   else
     local before after
+    thread_ns "$loop_pid" > "$work/threads.before"
     before=$(cpu_ticks "$loop_pid"); sleep "$secs"; after=$(cpu_ticks "$loop_pid")
+    thread_ns "$loop_pid" > "$work/threads.after"
     awk -v t=$((after - before)) -v hz="$clk_tck" -v s="$secs" -v m="$mode" -v u="$ui" \
       'BEGIN{printf "%-8s %-9s CPU %.2f s over %d s = %.2f%% of a core\n", m, u, t/hz, s, 100*t/hz/s}'
+    printf '%-8s %-9s by thread: %s\n' "$mode" "$ui" "$(thread_share "$work/threads.before" "$work/threads.after" "$secs")"
     printf '%-8s %-9s peak RSS %s\n' "$mode" "$ui" "$(peak_rss "$loop_pid")"
   fi
   stop_loop "$loop_pid" "$agent_pgid"
