@@ -6,9 +6,8 @@
 //! poll where the watch does not work), then reads everything written so far,
 //! rests for [`READ_GAP`] and sleeps again. What the guards need goes back to
 //! the loop as [`Progress`], only when it changed, and that the file grew at
-//! most once per [`GREW_GAP`]; at the
-//! session's end [`ReaderThread::finish`] reads the rest and returns the
-//! [`Analysis`].
+//! most once per [`GREW_GAP`]; at the session's end [`ReaderThread::finish`]
+//! reads the rest and returns the [`Analysis`].
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,11 +25,11 @@ pub const THREAD_NAME: &str = "clowder-reader";
 const STEP_BYTES: usize = 256 * 1024;
 
 /// After a read that found something (less than [`FLOOD_BYTES`]), the thread
-/// rests this long before the next: an agent writing all the time costs four reads a second, not one per
-/// write (and one thread switch per write). Each read starts with cold caches,
-/// so fewer, larger reads cost less: at 1 MB/s the thread used 0.56 % of a core
-/// resting 100 ms and 0.42 % resting 250 ms. The guards still see every event,
-/// at most this much later.
+/// rests this long before the next: an agent writing all the time costs four
+/// reads a second, not one per write (and one thread switch per write). Each
+/// read starts with cold caches, so fewer, larger reads cost less: at 1 MB/s
+/// the thread used 0.56 % of a core resting 100 ms and 0.42 % resting 250 ms.
+/// The guards still see every event, at most this much later.
 pub const READ_GAP: Duration = Duration::from_millis(250);
 
 /// A read of this much or more is a flood, not a trickle: no rest after it.
