@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::tmux::Tmux;
+use common::tmux::{Tmux, room_command};
 use common::*;
 
 const SESSION: &str = concat!(
@@ -23,11 +23,7 @@ fn enter_on_a_tool_call_shows_its_input_and_whole_result() {
     ));
     project.write("session.jsonl", SESSION);
     let pidfile = project.path("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",
-        pidfile = pidfile.display(),
-        clowder = clowder_bin().display()
-    );
+    let command = room_command(&pidfile, 1, "echo CLOWDER_EXIT=$?; ");
     let tmux = Tmux::start(project.root(), &command, 120, 40);
     let screen = tmux.wait_for_all(&["▶ Bash  cat notes.txt", "↳ alpha (+2 lines)"]);
     assert!(!screen.contains("gamma-hidden"), "{screen}");

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::tmux::Tmux;
+use common::tmux::{Tmux, room_command};
 use common::*;
 
 fn first_pgid(pidfile: &Path) -> Option<i32> {
@@ -30,10 +30,10 @@ fn pause_kill_and_stop_from_the_keyboard() {
     );
     make_executable(&project.path("agent.sh"));
     let pidfile = project.path("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 10; echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; sleep 600",
-        pidfile = pidfile.display(),
-        clowder = clowder_bin().display()
+    let command = room_command(
+        &pidfile,
+        10,
+        "echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon'; ",
     );
     let tmux = Tmux::start(project.root(), &command, 120, 40);
 
@@ -98,11 +98,7 @@ fn quit_asks_and_stop_now_leaves_nothing_running() {
         "[watchdog]\nstale_timeout_mins = 10\n",
     ));
     let pidfile = project.path("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 5; echo CLOWDER_EXIT=$?; sleep 600",
-        pidfile = pidfile.display(),
-        clowder = clowder_bin().display()
-    );
+    let command = room_command(&pidfile, 5, "echo CLOWDER_EXIT=$?; ");
     let tmux = Tmux::start(project.root(), &command, 80, 24);
     tmux.wait_for("global 1");
     assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
@@ -247,11 +243,7 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
         "[watchdog]\nstale_timeout_mins = 10\n",
     ));
     let pidfile = project.path("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",
-        pidfile = pidfile.display(),
-        clowder = clowder_bin().display()
-    );
+    let command = room_command(&pidfile, 1, "echo CLOWDER_EXIT=$?; ");
     let tmux = Tmux::start(project.root(), &command, 120, 40);
     tmux.wait_for("global 1");
     assert!(wait_until(DEADLINE, || first_pgid(&pidfile).is_some()));
@@ -390,11 +382,7 @@ fn an_abandoned_request_is_marked_and_its_approval_refused() {
 fn closing_the_terminal_stops_the_loop_and_leaves_no_session_behind() {
     let project = Project::new(&fast_config(&["slow", "600"], ""));
     let pidfile = project.path("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} 10; sleep 600",
-        pidfile = pidfile.display(),
-        clowder = clowder_bin().display()
-    );
+    let command = room_command(&pidfile, 10, "");
     let tmux = Tmux::start(project.root(), &command, 120, 40);
     tmux.wait_for("global 1");
     assert!(wait_until(Duration::from_secs(30), || first_pgid(&pidfile).is_some()));

@@ -8,6 +8,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{DEADLINE, wait_until};
 
+/// The shell command of a control-room test: clowder for `iterations` sessions,
+/// the fake agent writing its PIDs to `pidfile`, then `then` (more shell, e.g.
+/// `"echo CLOWDER_EXIT=$?; "`), then a sleep that keeps the pane readable.
+pub fn room_command(pidfile: &Path, iterations: u32, then: &str) -> String {
+    format!(
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder} {iterations}; {then}sleep 600",
+        pidfile = pidfile.display(),
+        clowder = super::clowder_bin().display()
+    )
+}
+
 /// One tmux server with one session, killed on drop.
 pub struct Tmux {
     socket: String,
