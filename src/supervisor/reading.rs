@@ -69,16 +69,25 @@ struct Signals {
 }
 
 impl Signals {
+    /// The session ended (`finish` or `stop`): the thread wakes whatever it does.
     fn raise(&self, flag: &AtomicBool) {
         // Already raised: the thread has yet to see it, one wake-up is enough.
-        if flag.swap(true, Ordering::SeqCst) {
-            return;
+        if !flag.swap(true, Ordering::SeqCst) {
+            self.ring();
         }
+    }
+
+    /// Something was written: the thread wakes only if it sleeps waiting for
+    /// that; reading or resting, it finds the write at its next read.
+    fn written(&self) {
         // Sequentially consistent with the sleeper's store and load: either it
-        // sees the write flag, or this sees it listening.
-        if std::ptr::eq(flag, &self.wake) && !self.listening.load(Ordering::SeqCst) {
-            return;
+        // sees the flag, or this sees it listening.
+        if !self.wake.swap(true, Ordering::SeqCst) && self.listening.load(Ordering::SeqCst) {
+            self.ring();
         }
+    }
+
+    fn ring(&self) {
         let _held = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
         self.bell.notify_one();
     }
@@ -128,7 +137,7 @@ pub struct Waker(Arc<Signals>);
 
 impl Waker {
     pub fn wake(&self) {
-        self.0.raise(&self.0.wake);
+        self.0.written();
     }
 }
 
@@ -199,7 +208,7 @@ impl ReaderThread {
     }
 
     pub fn wake(&self) {
-        self.signals.raise(&self.signals.wake);
+        self.signals.written();
     }
 
     /// Reads the rest of the output (up to the file's size now, as
@@ -425,7 +434,7 @@ mod tests {
             let _ = tx.send(());
         });
         // A write does not end the rest; the session's end does.
-        signals.raise(&signals.wake);
+        signals.written();
         signals.raise(&signals.finish);
         assert_eq!(rx.recv_timeout(Duration::from_secs(30)), Ok(()));
     }
@@ -434,7 +443,7 @@ mod tests {
     fn a_write_during_a_rest_is_read_after_it() {
         let signals = Signals::default();
         // Not listening (reading or resting): the flag is raised, nobody woken.
-        signals.raise(&signals.wake);
+        signals.written();
         // The next sleep sees it at once instead of waiting for another write.
         assert!(signals.wait(Some(Instant::now() + Duration::from_secs(3600))));
     }
