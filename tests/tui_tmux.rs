@@ -407,3 +407,89 @@ fn closing_the_terminal_stops_the_loop_and_leaves_no_session_behind() {
     let ends = project.events_named("loop_end");
     assert_eq!(ends.len(), 1, "{:#?}", project.events());
 }
+
+/// How many of `pid`'s threads are called `name` (`/proc/PID/task/*/comm`).
+fn threads_named(pid: i32, name: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .count()
+}
+
+#[test]
+fn the_live_session_is_shown_by_its_reader_and_an_older_one_by_a_follower() {
+    let project = Project::new(
+        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nstale_timeout_mins = 10\n",
+    );
+    // The first session ends at once; the second writes a line every 0.1 s.
+    project.write(
+        "agent.sh",
+        &format!(
+            "#!/usr/bin/env bash\nif [ \"$HARNESS_GLOBAL_ITERATION\" = 1 ]; then exec {agent} normal 3; else exec {agent} slow 600; fi\n",
+            agent = fake_agent().display()
+        ),
+    );
+    make_executable(&project.path("agent.sh"));
+    let pidfile = project.path("pids.txt");
+    let command = room_command(&pidfile, 3, "echo CLOWDER_EXIT=$?; ");
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+    tmux.wait_for("global 2 · live");
+    tmux.wait_for("Step 20: working");
+    let clowder: i32 = project
+        .read(".clowder/lock")
+        .trim()
+        .parse()
+        .expect("pid in the lock");
+    // The live session is read once, by its reader: no follower reads it again.
+    assert_eq!(threads_named(clowder, "clowder-reader"), 1);
+    assert_eq!(threads_named(clowder, "output-follower"), 0);
+
+    // An older session is followed from its file.
+    tmux.keys(&["["]);
+    let screen = tmux.wait_for("global 1 · earlier session");
+    assert!(screen.contains("■ result: success"), "{screen}");
+    assert_eq!(threads_named(clowder, "output-follower"), 1);
+
+    // Back to the live one: its lines so far at once, and new ones after them.
+    tmux.keys(&["]"]);
+    let screen = tmux.wait_for("global 2 · live");
+    let last_step = |screen: &str| {
+        screen
+            .lines()
+            .filter_map(|l| {
+                l.split("Step ")
+                    .nth(1)?
+                    .split(':')
+                    .next()?
+                    .parse::<u32>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let before = last_step(&screen);
+    assert!(before >= 20, "{screen}");
+    assert!(
+        wait_until(DEADLINE, || last_step(&tmux.screen()) > before + 5),
+        "{}",
+        tmux.screen()
+    );
+    assert!(wait_until(DEADLINE, || threads_named(
+        clowder,
+        "output-follower"
+    ) == 0));
+
+    tmux.keys(&["S"]);
+    tmux.wait_for("Stop now?");
+    tmux.keys(&["y"]);
+    tmux.wait_for("stopped: user_stop");
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=");
+    assert!(screen.contains("CLOWDER_EXIT=0"), "{screen}");
+}

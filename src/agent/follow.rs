@@ -39,7 +39,8 @@ pub struct FollowUpdate {
     pub reset: bool,
 }
 
-fn skipped_line(bytes: u64) -> Rendered {
+/// The line that stands for `bytes` of output read without display lines.
+pub fn skipped_line(bytes: u64) -> Rendered {
     Rendered {
         kind: LineKind::System,
         text: format!(

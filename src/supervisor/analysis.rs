@@ -14,7 +14,10 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::agent::{AgentFormat, Detectors, OutputScan, SessionStats, StreamParser, ToolCallSig};
+use crate::agent::follow::{TAIL_WINDOW, skipped_line};
+use crate::agent::{
+    AgentFormat, Detectors, OutputScan, Rendered, SessionStats, StreamParser, ToolCallSig,
+};
 
 /// Size of one read.
 const READ_BYTES: usize = 256 * 1024;
@@ -32,6 +35,9 @@ pub struct Analysis {
     /// Tool calls not yet taken by [`SessionReader::progress`] (empty unless
     /// recording), for the guards to see one at a time.
     pub new_calls: Vec<ToolCallSig>,
+    /// Display lines not yet taken by [`SessionReader::take_shown`] (empty
+    /// unless [`SessionReader::show`] was called).
+    pub shown: Vec<Rendered>,
 }
 
 impl Analysis {
@@ -43,6 +49,7 @@ impl Analysis {
             stats: SessionStats::default(),
             promise_kept: false,
             new_calls: Vec::new(),
+            shown: Vec::new(),
         }
     }
 }
@@ -68,6 +75,17 @@ pub struct SessionReader {
     /// A read failed: the scan says nothing (as a failed one-pass scan did).
     failed: bool,
     buf: Vec<u8>,
+    /// Display lines for the screen, when somebody watches.
+    shown: Option<Shown>,
+}
+
+/// The display lines built while reading, for the control room's output pane.
+#[derive(Debug, Default)]
+struct Shown {
+    lines: Vec<Rendered>,
+    /// Bytes read without display lines since the last line shown: a reader
+    /// far behind the writer builds lines only for the last [`TAIL_WINDOW`].
+    skipped: u64,
 }
 
 impl SessionReader {
@@ -89,7 +107,34 @@ impl SessionReader {
             parser,
             failed: false,
             buf: Vec::new(),
+            shown: None,
         }
+    }
+
+    /// Build display lines of what is read from now on, for
+    /// [`SessionReader::take_shown`]: the same decoding serves the screen and
+    /// the guards. Only the lines within [`TAIL_WINDOW`] of the file's end when
+    /// read are built; a marker stands for the bytes before them.
+    pub fn show(&mut self) {
+        self.shown.get_or_insert_with(Shown::default);
+    }
+
+    /// Whether display lines are built ([`SessionReader::show`]).
+    pub fn showing(&self) -> bool {
+        self.shown.is_some()
+    }
+
+    /// The display lines built since the last call.
+    pub fn take_shown(&mut self) -> Vec<Rendered> {
+        self.shown
+            .as_mut()
+            .map(|shown| std::mem::take(&mut shown.lines))
+            .unwrap_or_default()
+    }
+
+    /// The statistics of everything read so far.
+    pub fn stats(&self) -> &SessionStats {
+        self.parser.stats()
     }
 
     /// Keep every tool call's signature for [`SessionReader::progress`].
@@ -147,8 +192,8 @@ impl SessionReader {
             if read == 0 {
                 break;
             }
-            self.parser.feed(&buf[..read]);
-            self.offset += read as u64;
+            let end = self.file_end();
+            self.feed_chunk(&buf[..read], end);
             total += read;
             if read < want {
                 // A short read of a file is its end (for now): asking again
@@ -158,6 +203,41 @@ impl SessionReader {
         }
         self.buf = buf;
         total
+    }
+
+    /// The file's size now, when display lines are built (they are only for
+    /// its last [`TAIL_WINDOW`]); unused otherwise.
+    fn file_end(&self) -> u64 {
+        match (&self.shown, &self.file) {
+            (Some(_), Some(file)) => file.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        }
+    }
+
+    /// Hands the bytes at the reader's offset to the parser; with display lines
+    /// wanted, builds them if the bytes are within [`TAIL_WINDOW`] of `end`.
+    fn feed_chunk(&mut self, chunk: &[u8], end: u64) {
+        let next = self.offset + chunk.len() as u64;
+        match &mut self.shown {
+            None => {
+                self.parser.feed(chunk);
+            }
+            Some(shown) => {
+                let near_end = next.saturating_add(TAIL_WINDOW) >= end;
+                self.parser.set_rendering(near_end);
+                let lines = self.parser.feed(chunk);
+                if !near_end {
+                    shown.skipped += chunk.len() as u64;
+                } else {
+                    if shown.skipped > 0 {
+                        shown.lines.push(skipped_line(shown.skipped));
+                        shown.skipped = 0;
+                    }
+                    shown.lines.extend(lines);
+                }
+            }
+        }
+        self.offset = next;
     }
 
     /// Reads the rest of the file (up to its size now: the analysis is of the
@@ -178,17 +258,20 @@ impl SessionReader {
         // scan saying nothing (as a failed one-pass scan did).
         let failed = match &file {
             Some(file) => {
-                let parser = &mut self.parser;
                 self.failed
-                    || read_range(file, start, end, |chunk| {
-                        parser.feed(chunk);
-                    })
-                    .is_err()
+                    || read_range(file, start, end, |chunk| self.feed_chunk(chunk, end)).is_err()
             }
             None => true,
         };
+        let last = self.parser.finish();
+        let shown = match self.shown.take() {
+            Some(mut shown) => {
+                shown.lines.extend(last);
+                shown.lines
+            }
+            None => Vec::new(),
+        };
         let mut parser = self.parser;
-        parser.finish();
         let scan = parser.take_scan().filter(|_| !failed).unwrap_or_default();
         Analysis {
             output_bytes: end,
@@ -196,6 +279,7 @@ impl SessionReader {
             promise_kept: parser.final_text_has_watched(),
             stats: parser.stats().clone(),
             new_calls: parser.take_tool_calls(),
+            shown,
         }
     }
 }
@@ -283,6 +367,85 @@ mod tests {
             analysis.output_bytes,
             std::fs::metadata(&path).unwrap().len()
         );
+    }
+
+    const TRANSCRIPT: [&str; 5] = [
+        r#"{"type":"system","subtype":"init","session_id":"s","model":"claude-sonnet-4-5","tools":[],"cwd":"/"}"#,
+        r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"ls"}}],"usage":{"input_tokens":7,"output_tokens":3}}}"#,
+        r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"t1","content":"two files"}]}}"#,
+        "plain text",
+        r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"total_cost_usd":0.5,"result":"ALL DONE","session_id":"s"}"#,
+    ];
+
+    #[test]
+    fn shown_lines_are_the_rendering_parsers_and_the_statistics_do_not_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let det = Arc::new(Detectors::new(&[], &[]).unwrap());
+        let mut file = File::create(&path).unwrap();
+        let mut showing = SessionReader::new(&path, Arc::clone(&det), AgentFormat::Auto, None);
+        showing.show();
+        let mut shown = Vec::new();
+        for line in TRANSCRIPT {
+            let (a, b) = line.split_at(line.len() / 2);
+            file.write_all(a.as_bytes()).unwrap();
+            showing.feed(1 << 20);
+            file.write_all(format!("{b}\n").as_bytes()).unwrap();
+            showing.feed(1 << 20);
+            shown.extend(showing.take_shown());
+        }
+        file.write_all(b"unfinished").unwrap();
+        let analysis = showing.finish();
+        shown.extend(analysis.shown);
+
+        let mut parser = StreamParser::new(AgentFormat::Auto);
+        let mut expected = parser.feed(&std::fs::read(&path).unwrap());
+        expected.extend(parser.finish());
+        assert_eq!(shown, expected);
+        assert!(shown.iter().any(|l| l.text.contains("ls")), "{shown:?}");
+        assert_eq!(shown.last().map(|l| l.text.as_str()), Some("unfinished"));
+
+        let silent = SessionReader::new(&path, det, AgentFormat::Auto, None).finish();
+        assert!(silent.shown.is_empty());
+        assert_eq!(analysis.stats, silent.stats);
+    }
+
+    #[test]
+    fn a_reader_far_behind_the_writer_shows_only_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let call = |i: usize| {
+            format!(
+                r#"{{"type":"assistant","message":{{"id":"m{i:06}","content":[{{"type":"tool_use","id":"t{i:06}","name":"Bash","input":{{"command":"ls"}}}}]}}}}"#
+            ) + "\n"
+        };
+        let line_len = call(0).len();
+        let count = 2 * TAIL_WINDOW as usize / line_len + 1;
+        let mut text: String = (0..count).map(call).collect();
+        text.push_str("the last line\n");
+        std::fs::write(&path, &text).unwrap();
+        let det = Arc::new(Detectors::new(&[], &[]).unwrap());
+        let mut reader = SessionReader::new(&path, det, AgentFormat::Auto, None);
+        reader.show();
+        while reader.feed(READ_BYTES) > 0 {}
+        let shown = reader.take_shown();
+        let analysis = reader.finish();
+        assert!(analysis.shown.is_empty(), "all read before the end");
+        assert!(
+            shown[0].text.contains("of earlier output not shown"),
+            "{:?}",
+            shown[0]
+        );
+        assert_eq!(shown.last().map(|l| l.text.as_str()), Some("the last line"));
+        // The window's lines, about TAIL_WINDOW of them; not the whole file.
+        let window = TAIL_WINDOW as usize / line_len;
+        assert!(
+            shown.len() > window / 2 && shown.len() < window * 2,
+            "{} lines shown of {count}",
+            shown.len()
+        );
+        assert_eq!(analysis.stats.lines, count as u64 + 1);
+        assert_eq!(analysis.stats.tool_calls, count as u64);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::analysis::{Analysis, Progress, SessionReader};
+use crate::agent::{Rendered, SessionStats};
 
 /// The reader threads' name, as `/proc/PID/task/TID/comm` shows it.
 pub const THREAD_NAME: &str = "clowder-reader";
@@ -46,6 +47,13 @@ pub enum Report {
     Grew,
     /// What the guards need changed.
     Progress(Progress),
+    /// Display lines read since the last report, and the statistics so far
+    /// (only from a reader told to [`SessionReader::show`]; the first comes
+    /// at once, even without lines, to say the session's output is shown).
+    Shown {
+        lines: Vec<Rendered>,
+        stats: Box<SessionStats>,
+    },
 }
 
 /// Where the reports go; called on the reader thread.
@@ -252,6 +260,8 @@ fn run(
     let mut grew_sent: Option<Instant> = None;
     // The file grew since the last report, which waits until `GREW_GAP` passed.
     let mut grew_owed = false;
+    let showing = reader.showing();
+    let mut announced = false;
     loop {
         let due = grew_sent.filter(|_| grew_owed).map(|at| at + GREW_GAP);
         if !signals.wait(due) {
@@ -263,7 +273,14 @@ fn run(
             return None;
         }
         if signals.finish.load(Ordering::Acquire) {
-            return Some(reader.finish());
+            let mut analysis = reader.finish();
+            if showing {
+                sink(Report::Shown {
+                    lines: std::mem::take(&mut analysis.shown),
+                    stats: Box::new(analysis.stats.clone()),
+                });
+            }
+            return Some(analysis);
         }
         // Cleared before reading: a write during the read wakes it again.
         signals.wake.store(false, Ordering::Release);
@@ -287,6 +304,14 @@ fn run(
             }
             if step < STEP_BYTES {
                 break;
+            }
+        }
+        if showing {
+            let lines = reader.take_shown();
+            if !lines.is_empty() || !announced {
+                announced = true;
+                let stats = Box::new(reader.stats().clone());
+                sink(Report::Shown { lines, stats });
             }
         }
         if grew_owed && grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
@@ -359,6 +384,39 @@ mod tests {
             analysis.output_bytes,
             std::fs::metadata(&path).unwrap().len()
         );
+    }
+
+    #[test]
+    fn a_showing_reader_announces_itself_then_sends_every_line_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.jsonl");
+        let mut file = std::fs::File::create(&path).unwrap();
+        let (tx, rx) = mpsc::channel();
+        let sink: Sink = Box::new(move |report| {
+            if let Report::Shown { lines, stats } = report {
+                let _ = tx.send((lines, stats.tool_calls));
+            }
+        });
+        let mut showing = reader(&path);
+        showing.show();
+        let thread = ReaderThread::start(showing, &path, sink, false).unwrap();
+        // Nothing written yet: the first report says the output is shown.
+        let (first, _) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(first.is_empty());
+        file.write_all(call(1).as_bytes()).unwrap();
+        thread.wake();
+        let (lines, calls) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(lines.len(), 1);
+        assert!(lines[0].text.contains("/f1"), "{lines:?}");
+        assert_eq!(calls, 1);
+        // Written and maybe never woken for: the finish sends it.
+        file.write_all(call(2).as_bytes()).unwrap();
+        let analysis = thread.finish();
+        let rest: Vec<_> = rx.try_iter().flat_map(|(lines, _)| lines).collect();
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        assert!(rest[0].text.contains("/f2"));
+        assert!(analysis.shown.is_empty(), "sent, not kept");
+        assert_eq!(analysis.stats.tool_calls, 2);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use super::core::{
 use super::hooks::ShellContext;
 use super::reading::{ReaderThread, Report};
 use super::{cgroup, hooks, leftovers, process, prompt};
+use crate::agent::follow::FollowUpdate;
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
@@ -230,6 +231,9 @@ pub struct Runtime {
     /// Tool calls the reader thread sent after the core stopped taking them (the
     /// session ended): judged with the rest of the session's analysis.
     late_calls: Vec<ToolCallSig>,
+    /// Where the live session's display lines go (the control room's output
+    /// pane), built by the session's reader from the lines it decodes anyway.
+    output_tap: Option<mpsc::UnboundedSender<FollowUpdate>>,
 }
 
 impl Runtime {
@@ -416,6 +420,7 @@ impl Runtime {
             last_look: None,
             status_growth: (0, None),
             late_calls: Vec::new(),
+            output_tap: None,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -1066,8 +1071,15 @@ impl Runtime {
         }
     }
 
+    /// Each session's display lines and statistics go to `tap`, from the
+    /// reader that reads the session anyway, while `tap` is open: the screen
+    /// needs no second reader of the same output.
+    pub fn show_output_to(&mut self, tap: mpsc::UnboundedSender<FollowUpdate>) {
+        self.output_tap = Some(tap);
+    }
+
     /// Starts the session's reader thread; its progress goes to the guards if
-    /// they watch sessions.
+    /// they watch sessions, its display lines to the output tap if open.
     fn start_reader(&mut self, global: u64, output_file: &Path) -> ReaderThread {
         let mut reader = SessionReader::new(
             output_file,
@@ -1079,11 +1091,31 @@ impl Runtime {
         if progress {
             reader.record_tool_calls();
         }
+        let tap = self.output_tap.clone().filter(|tap| !tap.is_closed());
+        if tap.is_some() {
+            reader.show();
+        }
         let tx = self.internal_tx.clone();
+        let file = output_file.to_path_buf();
+        let mut reset = true;
         let sink = Box::new(move |report| {
             let _ = tx.send(match report {
                 Report::Grew => Internal::OutputWritten,
                 Report::Progress(progress) => Internal::Progress { global, progress },
+                Report::Shown { lines, stats } => {
+                    if let Some(tap) = &tap {
+                        let file = file.clone();
+                        let update = FollowUpdate {
+                            file,
+                            lines,
+                            stats: *stats,
+                            reset,
+                        };
+                        let _ = tap.send(update);
+                        reset = false;
+                    }
+                    return;
+                }
             });
         });
         match ReaderThread::start(reader, output_file, sink, progress) {

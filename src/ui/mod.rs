@@ -12,6 +12,7 @@ mod caller;
 mod event_text;
 mod fleet;
 pub mod keymap;
+mod live_output;
 pub mod new_lane;
 pub mod view;
 
@@ -278,7 +279,7 @@ struct Screen {
 
 async fn event_loop(
     mut guard: TerminalGuard,
-    supervisor: Runtime,
+    mut supervisor: Runtime,
     mut snapshots: tokio::sync::watch::Receiver<Arc<crate::protocol::Snapshot>>,
     mut log_rx: mpsc::UnboundedReceiver<Msg>,
     files: &Files,
@@ -292,6 +293,10 @@ async fn event_loop(
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let (command_tx, command_rx) = mpsc::unbounded_channel();
+    // The live session's lines come from its reader; a follower reads the rest.
+    let (tap_tx, mut tap_rx) = mpsc::unbounded_channel::<FollowUpdate>();
+    supervisor.show_output_to(tap_tx);
+    let mut live = live_output::LiveOutput::default();
     let supervisor = supervisor.run(command_rx);
     tokio::pin!(supervisor);
     let mut state = AppState::new(snapshots.borrow_and_update().clone(), no_color);
@@ -354,7 +359,14 @@ async fn event_loop(
                 }
             }
             Some(report) = log_rx.recv() => messages.push(report),
-            Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
+            Some(update) = feed_rx.recv() => {
+                if live.wants_followed(&update) {
+                    messages.push(output_msg(update));
+                }
+            }
+            Some(update) = tap_rx.recv() => {
+                on_tapped(live.take(update), &mut follower, &mut messages);
+            }
             finished = &mut supervisor, if outcome.is_none() => {
                 messages.push(Msg::Snapshot(Arc::new(finished.snapshot.clone())));
                 let reason = finished.reason.clone();
@@ -384,10 +396,16 @@ async fn event_loop(
         while let Ok(report) = log_rx.try_recv() {
             messages.push(report);
         }
+        while let Ok(update) = tap_rx.try_recv() {
+            on_tapped(live.take(update), &mut follower, &mut messages);
+        }
         while let Ok(update) = feed_rx.try_recv() {
-            messages.push(output_msg(update));
+            if live.wants_followed(&update) {
+                messages.push(output_msg(update));
+            }
         }
         let mut log_tx_local: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
+        let mut shown = Vec::new();
         for message in messages {
             redraw.changed(message.is_from_user());
             for command in update(&mut state, message, Utc::now()) {
@@ -397,7 +415,11 @@ async fn event_loop(
                     }
                     UiCommand::Follow(file) => {
                         // The old follower stops when dropped.
-                        follower = Some(follow(file, format, feed_tx.clone()));
+                        follower = None;
+                        match live.follow(file.clone()) {
+                            Some(replay) => shown.push(replay),
+                            None => follower = Some(follow(file, format, feed_tx.clone())),
+                        }
                     }
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
@@ -410,6 +432,9 @@ async fn event_loop(
         }
         for (at, level, text) in log_tx_local {
             update(&mut state, Msg::Log { at, level, text }, Utc::now());
+        }
+        for replay in shown {
+            update(&mut state, output_msg(replay), Utc::now());
         }
         caller.look(&state);
         if state.should_quit && outcome.is_none() {
@@ -608,6 +633,22 @@ fn decide(
     let level = if decided { Level::Info } else { Level::Error };
     errors.push((Utc::now(), level, text));
     decided
+}
+
+/// Applies what [`live_output::LiveOutput::take`] decided.
+fn on_tapped(
+    tapped: live_output::Tapped,
+    follower: &mut Option<crate::agent::follow::Follower>,
+    messages: &mut Vec<Msg>,
+) {
+    match tapped {
+        live_output::Tapped::Kept => {}
+        live_output::Tapped::Forward(update) => messages.push(output_msg(update)),
+        live_output::Tapped::Switch(replay) => {
+            *follower = None;
+            messages.push(output_msg(replay));
+        }
+    }
 }
 
 fn output_msg(update: FollowUpdate) -> Msg {

@@ -356,6 +356,13 @@ impl StreamParser {
         }
     }
 
+    /// Whether [`StreamParser::feed`] builds display lines from now on (a
+    /// reader far behind the writer builds only those the screen may show).
+    /// The statistics do not change with it.
+    pub fn set_rendering(&mut self, on: bool) {
+        self.render = on;
+    }
+
     /// Classify the session from the lines as they are read (rate limits,
     /// transient and fatal errors, commit patterns), each line decoded once
     /// for this and the statistics; the result is [`StreamParser::take_scan`].
