@@ -1,9 +1,11 @@
-//! Follows a session's output file as it grows, for the control room: reads only
-//! new bytes, parses them incrementally, and keeps memory bounded however large
-//! the file gets (a file already large is read from near its end; a reader that
-//! falls far behind skips ahead rather than buffering). It runs on a thread of
-//! its own, woken by a change notification on the file (and by a slow poll in
-//! case notifications are lost), so no reading happens on the screen's thread.
+//! Follows a session's output file as it grows, for the control room: the lane
+//! on screen in a fleet, or an older session of a single loop (a single loop's
+//! live session is shown by its own reader). Reads only new bytes, parses them
+//! incrementally, and keeps memory bounded however large the file gets (a file
+//! already large is read from near its end; a reader that falls far behind skips
+//! ahead rather than buffering). It runs on a thread of its own, woken by a
+//! change notification on the file (and by a slow poll in case notifications are
+//! lost), so no reading happens on the screen's thread.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};

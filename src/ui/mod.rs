@@ -47,7 +47,8 @@ pub use fleet::{run_fleet, run_fleet_with};
 const FRAME: Duration = Duration::from_millis(33);
 /// Shortest time between two frames when only the agents' output, the counters
 /// or the lanes changed: a busy agent would otherwise cost ~30 frames a second.
-/// The output follower reads no more often than this, so new output is still
+/// The output follower reads no more often than this (the session reader,
+/// which shows the live session, less often still), so new output is still
 /// shown as soon as it is read.
 const OUTPUT_FRAME: Duration = crate::agent::follow::MIN_GAP;
 /// Finished approvals shown in the history view.
