@@ -11,20 +11,6 @@ use common::*;
 
 const THREAD_NAME: &str = "clowder-reader";
 
-/// How many of `pid`'s threads are reader threads, from `/proc/PID/task/*/comm`.
-fn reader_threads(pid: u32) -> usize {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|comm| comm.trim_end() == THREAD_NAME)
-        })
-        .count()
-}
-
 /// Counts clowder's reader threads every few milliseconds until it exits; returns
 /// the most seen at once, and its output.
 fn watch_reader_threads(mut child: Child, deadline: Duration) -> (usize, Output) {
@@ -32,7 +18,7 @@ fn watch_reader_threads(mut child: Child, deadline: Duration) -> (usize, Output)
     let start = Instant::now();
     let mut most = 0;
     while child.try_wait().expect("try_wait").is_none() && start.elapsed() < deadline {
-        most = most.max(reader_threads(pid));
+        most = most.max(threads_named(pid, THREAD_NAME));
         std::thread::sleep(Duration::from_millis(5));
     }
     (most, wait_with_deadline(child, Duration::from_secs(30)))

@@ -15,20 +15,27 @@ fn first_pgid(pidfile: &Path) -> Option<i32> {
     text.lines().next()?.split_whitespace().nth(1)?.parse().ok()
 }
 
-#[test]
-fn pause_kill_and_stop_from_the_keyboard() {
+/// A project whose agent runs `fake-agent.sh FIRST` as the run's first session
+/// and `fake-agent.sh REST` as every later one.
+fn first_then_rest(first: &str, rest: &str) -> Project {
     let project = Project::new(
         "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nstale_timeout_mins = 10\n",
     );
-    // The first session runs until killed; later ones finish in a few seconds.
     project.write(
         "agent.sh",
         &format!(
-            "#!/usr/bin/env bash\nif [ \"$HARNESS_GLOBAL_ITERATION\" = 1 ]; then exec {agent} slow 600; else exec {agent} slow 3; fi\n",
+            "#!/usr/bin/env bash\nif [ \"$HARNESS_GLOBAL_ITERATION\" = 1 ]; then exec {agent} {first}; else exec {agent} {rest}; fi\n",
             agent = fake_agent().display()
         ),
     );
     make_executable(&project.path("agent.sh"));
+    project
+}
+
+#[test]
+fn pause_kill_and_stop_from_the_keyboard() {
+    // The first session runs until killed; later ones finish in a few seconds.
+    let project = first_then_rest("slow 600", "slow 3");
     let pidfile = project.path("pids.txt");
     let command = room_command(
         &pidfile,
@@ -408,40 +415,16 @@ fn closing_the_terminal_stops_the_loop_and_leaves_no_session_behind() {
     assert_eq!(ends.len(), 1, "{:#?}", project.events());
 }
 
-/// How many of `pid`'s threads are called `name` (`/proc/PID/task/*/comm`).
-fn threads_named(pid: i32, name: &str) -> usize {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|comm| comm.trim_end() == name)
-        })
-        .count()
-}
-
 #[test]
 fn the_live_session_is_shown_by_its_reader_and_an_older_one_by_a_follower() {
-    let project = Project::new(
-        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nstale_timeout_mins = 10\n",
-    );
     // The first session ends at once; the second writes a line every 0.1 s.
-    project.write(
-        "agent.sh",
-        &format!(
-            "#!/usr/bin/env bash\nif [ \"$HARNESS_GLOBAL_ITERATION\" = 1 ]; then exec {agent} normal 3; else exec {agent} slow 600; fi\n",
-            agent = fake_agent().display()
-        ),
-    );
-    make_executable(&project.path("agent.sh"));
+    let project = first_then_rest("normal 3", "slow 600");
     let pidfile = project.path("pids.txt");
     let command = room_command(&pidfile, 3, "echo CLOWDER_EXIT=$?; ");
     let tmux = Tmux::start(project.root(), &command, 120, 40);
     tmux.wait_for("global 2 · live");
     tmux.wait_for("Step 20: working");
-    let clowder: i32 = project
+    let clowder: u32 = project
         .read(".clowder/lock")
         .trim()
         .parse()

@@ -208,6 +208,20 @@ pub fn pid_alive(pid: i32) -> bool {
 }
 
 /// Live processes (not zombies) whose process group is `pgid`, from `/proc`.
+/// How many of `pid`'s threads are called `name` (`/proc/PID/task/*/comm`).
+pub fn threads_named(pid: u32, name: &str) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == name)
+        })
+        .count()
+}
+
 pub fn live_group_members(pgid: i32) -> Vec<i32> {
     std::fs::read_dir("/proc")
         .expect("read /proc")
