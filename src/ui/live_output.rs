@@ -53,10 +53,9 @@ impl LiveOutput {
             self.file = Some(update.file.clone());
             self.lines.clear();
         }
-        let excess = (self.lines.len() + update.lines.len()).saturating_sub(MAX_OUTPUT_LINES);
-        self.lines.drain(..excess.min(self.lines.len()));
-        let skip = update.lines.len().saturating_sub(MAX_OUTPUT_LINES);
-        self.lines.extend(update.lines.iter().skip(skip).cloned());
+        self.lines.extend(update.lines.iter().cloned());
+        let excess = self.lines.len().saturating_sub(MAX_OUTPUT_LINES);
+        self.lines.drain(..excess);
         self.stats = update.stats.clone();
         if self.followed.as_ref() != Some(&update.file) {
             Tapped::Kept

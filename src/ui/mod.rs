@@ -406,7 +406,7 @@ async fn event_loop(
             }
         }
         let mut log_tx_local: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
-        let mut shown = Vec::new();
+        let mut replays = Vec::new();
         for message in messages {
             redraw.changed(message.is_from_user());
             for command in update(&mut state, message, Utc::now()) {
@@ -418,7 +418,7 @@ async fn event_loop(
                         // The old follower stops when dropped.
                         follower = None;
                         match live.follow(file.clone()) {
-                            Some(replay) => shown.push(replay),
+                            Some(replay) => replays.push(replay),
                             None => follower = Some(follow(file, format, feed_tx.clone())),
                         }
                     }
@@ -434,7 +434,7 @@ async fn event_loop(
         for (at, level, text) in log_tx_local {
             update(&mut state, Msg::Log { at, level, text }, Utc::now());
         }
-        for replay in shown {
+        for replay in replays {
             update(&mut state, output_msg(replay), Utc::now());
         }
         caller.look(&state);
