@@ -7,55 +7,6 @@ use std::path::{Component, Path};
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
-/// Programs that run a string or a file as shell code: a rule never allows them.
-const SHELLS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "oksh", "pdksh", "ash", "yash", "posh", "rbash",
-    "busybox", "fish", "csh", "tcsh", "pwsh", "eval", "source", ".", "trap",
-];
-
-/// Programs that run another program named in their arguments; a shell among
-/// those arguments (`env sh -c …`, `xargs bash -c …`) is never allowed.
-const WRAPPERS: &[&str] = &[
-    "env",
-    "exec",
-    "command",
-    "builtin",
-    "nohup",
-    "nice",
-    "ionice",
-    "timeout",
-    "time",
-    "stdbuf",
-    "setsid",
-    "sudo",
-    "doas",
-    "su",
-    "runuser",
-    "xargs",
-    "parallel",
-    "find",
-    "watch",
-    "flock",
-    "strace",
-    "ltrace",
-    "taskset",
-    "chrt",
-    "unbuffer",
-    "script",
-    "chroot",
-    "nsenter",
-    "unshare",
-    "fakeroot",
-    "systemd-run",
-];
-
-/// Substitutions nested deeper than this are not followed (the call is asked anyway).
-const MAX_DEPTH: usize = 8;
-
-/// Deeper nesting of brackets and compound commands is not handed to the parser,
-/// whose recursion would overflow the stack (the call is asked anyway).
-const MAX_NESTING: usize = 64;
-
 /// One rule as written in `[approvals] allow` or `deny`; the regexes were
 /// checked when the config loaded.
 #[derive(Debug, Clone, Copy)]
@@ -104,10 +55,43 @@ impl RuleRef<'_> {
     }
 
     /// Whether the rule covers one simple command: its prefix as whole words, its
-    /// regex searched in the words joined by single spaces.
+    /// regex searched in the words joined by spaces (a word holding a space
+    /// quoted, so word boundaries show), and every option that writes, deletes
+    /// or runs a program named by the rule.
     fn covers_command(&self, command: &Simple) -> bool {
         let literal = command.words.iter().take_while(|w| w.literal);
-        self.starts(literal.map(|w| w.text.as_str())) && self.pattern_matches(&command.text())
+        self.starts(literal.map(|w| w.text.as_str()))
+            && self.pattern_matches(&command.text())
+            && command.needs.iter().all(|power| self.names(power))
+    }
+
+    /// Whether the rule names a power: its prefix starts with the program or
+    /// holds the option as a word (`sort -o out.txt`), or its pattern holds the
+    /// program or option as a whole word (`^tee( |$)`, `-delete$`).
+    fn names(&self, power: &Power) -> bool {
+        let in_prefix = self.prefix.is_some_and(|prefix| {
+            let words = prefix_words(prefix);
+            if power.option.is_empty() {
+                words
+                    .first()
+                    .is_some_and(|w| w.rsplit('/').next() == Some(power.program))
+            } else {
+                words.iter().skip(1).any(|w| gives(w, power.option))
+            }
+        });
+        let name = if power.option.is_empty() {
+            power.program
+        } else {
+            power.option
+        };
+        let word_char = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+        let in_pattern = self.pattern.is_some_and(|pattern| {
+            pattern.match_indices(name).any(|(at, _)| {
+                !pattern[..at].ends_with(word_char)
+                    && !pattern[at + name.len()..].starts_with(word_char)
+            })
+        });
+        in_prefix || in_pattern
     }
 
     /// Whether a deny rule hits a command: any simple command, nested ones
@@ -116,7 +100,8 @@ impl RuleRef<'_> {
         let raw_hit = self.pattern_matches(raw) && self.starts(raw.split_whitespace());
         raw_hit
             || script.commands.iter().any(|command| {
-                self.pattern_matches(&command.text())
+                (self.pattern_matches(&command.text())
+                    || self.pattern_matches(&command.plain_text()))
                     && self.starts(command.words.iter().map(|w| w.text.as_str()))
             })
     }
@@ -299,12 +284,29 @@ fn allowing_rules<'r, 'a>(
         let rule = allow
             .iter()
             .find(|rule| rule.covers_command(command))
-            .ok_or_else(|| format!("no allow rule covers `{}`", command.text()))?;
+            .ok_or_else(|| uncovered(command))?;
         if !used.iter().any(|u| std::ptr::eq(*u, rule)) {
             used.push(rule);
         }
     }
     Ok(used)
+}
+
+/// Why no allow rule covers a simple command.
+fn uncovered(command: &Simple) -> String {
+    let text = command.text();
+    if command.needs.is_empty() {
+        return format!("no allow rule covers `{text}`");
+    }
+    let needs: Vec<String> = command
+        .needs
+        .iter()
+        .map(|p| format!("`{}` ({})", p.label(), p.effect()))
+        .collect();
+    format!(
+        "no allow rule covers `{text}` and names {}",
+        needs.join(" and ")
+    )
 }
 
 /// What the `A` key writes for a call, and the sentence that tells the user
@@ -402,30 +404,521 @@ fn joined((absolute, parts): &(bool, Vec<String>)) -> String {
     if *absolute { format!("/{body}") } else { body }
 }
 
+/// What a program does beyond reading its arguments, and the word that makes it
+/// do so. This is the one table the gate knows programs by; README lists it.
+struct Power {
+    program: &'static str,
+    /// The option that does it (`-delete`, `--output`, `-o`); empty: the program
+    /// does it by itself (`tee`, `bash`).
+    option: &'static str,
+    does: Does,
+}
+
+#[derive(Clone, Copy)]
+enum Does {
+    /// Runs a string or a file as shell code: no rule allows it.
+    Code,
+    /// Reads or sets a variable by a name, whose array subscript (`a[$(…)]`) is
+    /// evaluated as arithmetic, which runs code: no rule allows it.
+    Names,
+    /// Runs the command in the words after its own options; that command is
+    /// judged as a command of its own.
+    Runs(Wrap),
+    /// Runs the command from the next word to `;` or `{} +` (`find -exec`),
+    /// judged as a command of its own.
+    RunsUntilSemicolon,
+    /// Runs a program named in its value or in the settings it changes: asked
+    /// unless a rule names it.
+    RunsNamed,
+    /// Writes files: asked unless a rule names it.
+    Writes,
+    /// Deletes files: asked unless a rule names it.
+    Deletes,
+}
+
+/// How a program that runs programs reads its own words before the command.
+#[derive(Clone, Copy)]
+struct Wrap {
+    /// Options whose value is the next word.
+    valued: &'static [&'static str],
+    /// Options without a value.
+    flags: &'static [&'static str],
+    /// Words between its options and the command (`timeout`'s duration).
+    operands: usize,
+    /// It adds words read from its input to the command (`xargs`).
+    appends_input: bool,
+}
+
+const fn power(program: &'static str, option: &'static str, does: Does) -> Power {
+    Power {
+        program,
+        option,
+        does,
+    }
+}
+
+const fn code(program: &'static str) -> Power {
+    power(program, "", Does::Code)
+}
+
+const fn runs(program: &'static str, wrap: Wrap) -> Power {
+    power(program, "", Does::Runs(wrap))
+}
+
+const fn wrap(valued: &'static [&'static str], flags: &'static [&'static str]) -> Wrap {
+    Wrap {
+        valued,
+        flags,
+        operands: 0,
+        appends_input: false,
+    }
+}
+
+const fn wrap_then(valued: &'static [&'static str], flags: &'static [&'static str]) -> Wrap {
+    Wrap {
+        operands: 1,
+        ..wrap(valued, flags)
+    }
+}
+
+const PLAIN: Wrap = wrap(&[], &[]);
+
+const POWERS: &[Power] = &[
+    // Shells and the builtins that run a string or a file as code.
+    code("sh"),
+    code("bash"),
+    code("dash"),
+    code("zsh"),
+    code("ksh"),
+    code("mksh"),
+    code("oksh"),
+    code("pdksh"),
+    code("ash"),
+    code("yash"),
+    code("posh"),
+    code("rbash"),
+    code("busybox"),
+    code("fish"),
+    code("csh"),
+    code("tcsh"),
+    code("pwsh"),
+    code("eval"),
+    code("source"),
+    code("."),
+    code("trap"),
+    code("su"),
+    code("runuser"),
+    code("watch"),
+    code("parallel"),
+    code("script"),
+    power("env", "-S", Does::Code),
+    power("env", "--split-string", Does::Code),
+    power("sudo", "-s", Does::Code),
+    power("sudo", "--shell", Does::Code),
+    power("sudo", "-i", Does::Code),
+    power("sudo", "--login", Does::Code),
+    power("doas", "-s", Does::Code),
+    power("flock", "-c", Does::Code),
+    power("flock", "--command", Does::Code),
+    // Builtins that take variable names.
+    power("let", "", Does::Names),
+    power("declare", "", Does::Names),
+    power("typeset", "", Does::Names),
+    power("local", "", Does::Names),
+    power("export", "", Does::Names),
+    power("readonly", "", Does::Names),
+    power("unset", "", Does::Names),
+    power("read", "", Does::Names),
+    power("mapfile", "", Does::Names),
+    power("readarray", "", Does::Names),
+    power("getopts", "", Does::Names),
+    power("printf", "-v", Does::Names),
+    power("test", "-v", Does::Names),
+    power("[", "-v", Does::Names),
+    // Programs that run the program named by the words after their options.
+    runs(
+        "env",
+        wrap(
+            &["-u", "--unset", "-C", "--chdir"],
+            &[
+                "-i",
+                "--ignore-environment",
+                "-0",
+                "--null",
+                "-v",
+                "--debug",
+            ],
+        ),
+    ),
+    runs("exec", wrap(&["-a"], &["-c", "-l"])),
+    runs("command", wrap(&[], &["-p", "-v", "-V"])),
+    runs("builtin", PLAIN),
+    runs("nohup", PLAIN),
+    runs("nice", wrap(&["-n", "--adjustment"], &[])),
+    runs(
+        "ionice",
+        wrap(
+            &[
+                "-c",
+                "--class",
+                "-n",
+                "--classdata",
+                "-p",
+                "--pid",
+                "-P",
+                "--pgid",
+                "-u",
+                "--uid",
+            ],
+            &["-t", "--ignore"],
+        ),
+    ),
+    runs(
+        "timeout",
+        wrap_then(
+            &["-s", "--signal", "-k", "--kill-after"],
+            &["--foreground", "--preserve-status", "-v", "--verbose"],
+        ),
+    ),
+    runs(
+        "time",
+        wrap(
+            &["-f", "--format", "-o", "--output"],
+            &[
+                "-a",
+                "--append",
+                "-p",
+                "--portability",
+                "-v",
+                "--verbose",
+                "-q",
+                "--quiet",
+            ],
+        ),
+    ),
+    runs(
+        "stdbuf",
+        wrap(&["-i", "-o", "-e", "--input", "--output", "--error"], &[]),
+    ),
+    runs(
+        "setsid",
+        wrap(&[], &["-c", "--ctty", "-f", "--fork", "-w", "--wait"]),
+    ),
+    runs(
+        "sudo",
+        wrap(
+            &[
+                "-u",
+                "--user",
+                "-g",
+                "--group",
+                "-C",
+                "--close-from",
+                "-D",
+                "--chdir",
+                "-h",
+                "--host",
+                "-p",
+                "--prompt",
+                "-r",
+                "--role",
+                "-t",
+                "--type",
+                "-T",
+                "--command-timeout",
+                "-U",
+                "--other-user",
+            ],
+            &[
+                "-A",
+                "--askpass",
+                "-b",
+                "--background",
+                "-E",
+                "--preserve-env",
+                "-H",
+                "--set-home",
+                "-k",
+                "--reset-timestamp",
+                "-n",
+                "--non-interactive",
+                "-P",
+                "--preserve-groups",
+                "-S",
+                "--stdin",
+                "-s",
+                "--shell",
+                "-i",
+                "--login",
+            ],
+        ),
+    ),
+    runs("doas", wrap(&["-u", "-C"], &["-n", "-L", "-s"])),
+    runs(
+        "xargs",
+        Wrap {
+            appends_input: true,
+            ..wrap(
+                &[
+                    "-a",
+                    "--arg-file",
+                    "-d",
+                    "--delimiter",
+                    "-E",
+                    "-I",
+                    "-L",
+                    "-n",
+                    "--max-args",
+                    "-P",
+                    "--max-procs",
+                    "-s",
+                    "--max-chars",
+                    "--process-slot-var",
+                ],
+                &[
+                    "-0",
+                    "--null",
+                    "-o",
+                    "--open-tty",
+                    "-p",
+                    "--interactive",
+                    "-r",
+                    "--no-run-if-empty",
+                    "-t",
+                    "--verbose",
+                    "-x",
+                    "--exit",
+                    "-e",
+                    "--eof",
+                    "-i",
+                    "--replace",
+                    "-l",
+                    "--max-lines",
+                ],
+            )
+        },
+    ),
+    runs(
+        "flock",
+        wrap_then(
+            &["-w", "--timeout", "-E", "--conflict-exit-code"],
+            &[
+                "-s",
+                "--shared",
+                "-x",
+                "-e",
+                "--exclusive",
+                "-u",
+                "--unlock",
+                "-n",
+                "--nb",
+                "--nonblock",
+                "-o",
+                "--close",
+                "-F",
+                "--no-fork",
+                "--verbose",
+            ],
+        ),
+    ),
+    runs("strace", PLAIN),
+    runs("ltrace", PLAIN),
+    runs(
+        "taskset",
+        wrap_then(&[], &["-a", "--all-tasks", "-c", "--cpu-list"]),
+    ),
+    runs("chrt", wrap_then(&[], &[])),
+    runs("unbuffer", wrap(&[], &["-p"])),
+    runs("chroot", wrap_then(&[], &["--skip-chdir"])),
+    runs("nsenter", PLAIN),
+    runs("unshare", PLAIN),
+    runs("fakeroot", PLAIN),
+    runs("systemd-run", PLAIN),
+    power("find", "-exec", Does::RunsUntilSemicolon),
+    power("find", "-execdir", Does::RunsUntilSemicolon),
+    power("find", "-ok", Does::RunsUntilSemicolon),
+    power("find", "-okdir", Does::RunsUntilSemicolon),
+    // Options that run a program they name.
+    power("git", "-c", Does::RunsNamed),
+    power("git", "--config-env", Does::RunsNamed),
+    power("git", "--exec-path", Does::RunsNamed),
+    power("git", "-O", Does::RunsNamed),
+    power("git", "--open-files-in-pager", Does::RunsNamed),
+    power("sort", "--compress-program", Does::RunsNamed),
+    power("rsync", "-e", Does::RunsNamed),
+    power("rsync", "--rsh", Does::RunsNamed),
+    power("rsync", "--rsync-path", Does::RunsNamed),
+    power("tar", "-I", Does::RunsNamed),
+    power("tar", "--use-compress-program", Does::RunsNamed),
+    power("tar", "--to-command", Does::RunsNamed),
+    power("tar", "--checkpoint-action", Does::RunsNamed),
+    power("tar", "-F", Does::RunsNamed),
+    power("tar", "--info-script", Does::RunsNamed),
+    power("tar", "--new-volume-script", Does::RunsNamed),
+    // Options and programs that write or delete files.
+    power("find", "-delete", Does::Deletes),
+    power("find", "-fprint", Does::Writes),
+    power("find", "-fprint0", Does::Writes),
+    power("find", "-fprintf", Does::Writes),
+    power("find", "-fls", Does::Writes),
+    power("git", "--output", Does::Writes),
+    power("git", "-o", Does::Writes),
+    power("sort", "-o", Does::Writes),
+    power("sort", "--output", Does::Writes),
+    power("tee", "", Does::Writes),
+    power("sed", "-i", Does::Writes),
+    power("sed", "--in-place", Does::Writes),
+    power("time", "-o", Does::Writes),
+    power("time", "--output", Does::Writes),
+    power("strace", "-o", Does::Writes),
+    power("ltrace", "-o", Does::Writes),
+    power("curl", "-o", Does::Writes),
+    power("curl", "--output", Does::Writes),
+    power("curl", "-O", Does::Writes),
+    power("curl", "--remote-name", Does::Writes),
+    power("curl", "-D", Does::Writes),
+    power("curl", "--dump-header", Does::Writes),
+    power("curl", "-c", Does::Writes),
+    power("curl", "--cookie-jar", Does::Writes),
+    power("wget", "", Does::Writes),
+];
+
+impl Power {
+    /// `find -delete`, or `tee` for what the program does by itself.
+    fn label(&self) -> String {
+        if self.option.is_empty() {
+            self.program.to_string()
+        } else {
+            format!("{} {}", self.program, self.option)
+        }
+    }
+
+    /// What it does, for messages.
+    fn effect(&self) -> &'static str {
+        match self.does {
+            Does::Code => "runs a string or file as shell code",
+            Does::Names => "evaluates the array subscript of a variable name, which can run code",
+            Does::Runs(_) | Does::RunsUntilSemicolon => "runs a program",
+            Does::RunsNamed => "runs a program it names",
+            Does::Writes => "writes files",
+            Does::Deletes => "deletes files",
+        }
+    }
+
+    /// Whether one of `words` gives this power (the program's own words only).
+    fn given_by<'w>(&self, mut words: impl Iterator<Item = &'w str>) -> bool {
+        self.option.is_empty() || words.any(|word| gives(word, self.option))
+    }
+}
+
+/// Whether `word` gives `option`: exactly or with `=VALUE`; a long `--option`
+/// by any abbreviation (GNU and git accept unique ones); a one-letter `-o`
+/// anywhere in a bundle of short options (`-uo`, `-ofile`).
+fn gives(word: &str, option: &str) -> bool {
+    if let Some(long) = option.strip_prefix("--") {
+        return word
+            .strip_prefix("--")
+            .map(|rest| rest.split('=').next().unwrap_or(rest))
+            .is_some_and(|name| !name.is_empty() && long.starts_with(name));
+    }
+    let mut letters = option.chars().skip(1);
+    if let (Some(letter), None) = (letters.next(), letters.next()) {
+        return word.len() > 1
+            && word.starts_with('-')
+            && !word.starts_with("--")
+            && word[1..].contains(letter);
+    }
+    word == option
+        || word
+            .strip_prefix(option)
+            .is_some_and(|rest| rest.starts_with('='))
+}
+
+/// Substitutions and programs that run programs nested deeper than this are not
+/// followed (the call is asked anyway).
+const MAX_DEPTH: usize = 8;
+
+/// Deeper nesting of any construct is not handed to the parser, whose recursion
+/// could exhaust its stack (the call is asked anyway).
+const MAX_NESTING: usize = 64;
+
+/// Longer shell code is not parsed (the call is asked; deny rules still see the
+/// raw text).
+const MAX_CODE: usize = 64 * 1024;
+
+/// The stack of the thread the parser runs on. Input within the bounds above
+/// needs far less (`tests/approvals_rules.rs` runs the worst cases through
+/// `clowder gate`), whatever stack the caller's own thread has.
+const PARSE_STACK: usize = 64 * 1024 * 1024;
+
 /// A command line read by the shell parser: its simple commands (those inside
-/// substitutions too) and the constructs found that no rule can allow.
+/// substitutions, and those a program runs, too) and the constructs found that
+/// no rule can allow.
 #[derive(Debug, Default)]
 struct Script {
     commands: Vec<Simple>,
     unprovable: Vec<String>,
 }
 
-/// One simple command: the words a program is started with.
+/// One simple command: the words a program is started with, and what in them
+/// an allow rule must name (`find -delete`, `tee`).
 #[derive(Debug)]
 struct Simple {
     words: Vec<Word>,
+    needs: Vec<&'static Power>,
+}
+
+impl std::fmt::Debug for Power {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label())
+    }
 }
 
 /// A word after quote removal; `literal` is false when the shell would expand
 /// it (`$VAR`, `~`, globs, braces), and then `text` is the word as written.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Word {
     text: String,
     literal: bool,
 }
 
+impl Word {
+    /// The program's name without its folder.
+    fn base(&self) -> &str {
+        self.text.rsplit('/').next().unwrap_or_default()
+    }
+
+    /// An option, or a word whose value could be one.
+    fn option_like(&self) -> bool {
+        !self.literal || (self.text.len() > 1 && self.text.starts_with('-'))
+    }
+}
+
 impl Simple {
+    /// The words joined by spaces, a literal word holding a space, a quote or
+    /// nothing quoted so that its boundaries show (`'echo /x'` is one word).
     fn text(&self) -> String {
+        let words: Vec<String> = self
+            .words
+            .iter()
+            .map(|w| {
+                let bare = !w.text.is_empty()
+                    && !w
+                        .text
+                        .contains(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '\\'));
+                if bare || !w.literal {
+                    w.text.clone()
+                } else {
+                    shlex::try_quote(&w.text)
+                        .map_or_else(|_| format!("{:?}", w.text), |q| q.into_owned())
+                }
+            })
+            .collect();
+        words.join(" ")
+    }
+
+    /// The words joined by single spaces as they are, for deny rules.
+    fn plain_text(&self) -> String {
         let words: Vec<&str> = self.words.iter().map(|w| w.text.as_str()).collect();
         words.join(" ")
     }
@@ -439,12 +932,30 @@ impl Simple {
     }
 }
 
-/// Parses a command line; never fails: what cannot be parsed is recorded as a
-/// construct no rule can allow.
+/// Parses a command line on a thread of its own, with a stack known to hold
+/// the bounded input; never fails: what cannot be parsed, or what made the
+/// parser fail, is recorded as a construct no rule can allow.
 fn analyze(command: &str) -> Script {
-    let mut script = Script::default();
-    script.source(command, 0);
-    script
+    let text = command.to_string();
+    let parse = std::thread::Builder::new()
+        .name("shell-parse".into())
+        .stack_size(PARSE_STACK)
+        .spawn(move || {
+            let mut script = Script::default();
+            script.source(&text, 0);
+            script
+        });
+    let failed = |why: String| {
+        let mut script = Script::default();
+        script.flag(why);
+        script
+    };
+    match parse {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| failed("a command the shell parser failed on".into())),
+        Err(err) => failed(format!("a command that could not be analysed ({err})")),
+    }
 }
 
 fn parser_options() -> brush_parser::ParserOptions {
@@ -462,6 +973,10 @@ impl Script {
     fn source(&mut self, text: &str, depth: usize) {
         if depth > MAX_DEPTH {
             self.flag("substitutions nested this deep");
+            return;
+        }
+        if text.len() > MAX_CODE {
+            self.flag(format!("shell code longer than {MAX_CODE} bytes"));
             return;
         }
         if nesting(text) > MAX_NESTING {
@@ -599,11 +1114,9 @@ impl Script {
         for item in simple.suffix.iter().flat_map(|s| &s.0) {
             self.item(item, &mut words, depth);
         }
-        if words.is_empty() {
-            return;
+        if !words.is_empty() {
+            self.judge(words, depth, false);
         }
-        self.interpreters(&words, depth);
-        self.commands.push(Simple { words });
     }
 
     fn item(&mut self, item: &ast::CommandPrefixOrSuffixItem, words: &mut Vec<Word>, depth: usize) {
@@ -618,48 +1131,97 @@ impl Script {
         }
     }
 
-    /// Shells, `eval` and the like run a string as code that no rule has seen.
-    fn interpreters(&mut self, words: &[Word], depth: usize) {
-        let base = |word: &Word| word.text.rsplit('/').next().unwrap_or_default().to_string();
+    /// One command as a program starts with it: what in it no rule can allow,
+    /// what a rule must name, and the commands it runs, each judged as a
+    /// command of its own (`from_input`: words read from input are added to it).
+    fn judge(&mut self, words: Vec<Word>, depth: usize, from_input: bool) {
         let first = &words[0];
         if !first.literal {
             self.flag(format!(
                 "a command whose name is not plain text (`{}`)",
                 first.text
             ));
+            self.commands.push(Simple {
+                words,
+                needs: Vec::new(),
+            });
             return;
         }
-        let name = base(first);
-        if SHELLS.contains(&name.as_str()) {
+        let name = first.base().to_string();
+        let powers: Vec<&'static Power> = POWERS.iter().filter(|p| p.program == name).collect();
+        if powers.is_empty() {
+            self.commands.push(Simple {
+                words,
+                needs: Vec::new(),
+            });
+            return;
+        }
+        if depth > MAX_DEPTH {
+            self.flag("programs that run programs nested this deep");
+            self.commands.push(Simple {
+                words,
+                needs: Vec::new(),
+            });
+            return;
+        }
+        if from_input {
             self.flag(format!(
-                "`{name}`, which runs a string or file as shell code"
+                "`{name}` behind `xargs`: words read from its input could be options that run programs, write or delete"
             ));
-            self.code_strings(words, depth);
-        } else if WRAPPERS.contains(&name.as_str()) {
-            for (at, word) in words.iter().enumerate().skip(1) {
-                if !word.literal {
-                    self.flag(format!(
-                        "`{name}` with an argument that is not plain text (`{}`)",
-                        word.text
-                    ));
-                } else if SHELLS.contains(&base(word).as_str()) {
-                    self.flag(format!("`{name} {}`, which runs shell code", base(word)));
-                    self.code_strings(&words[at..], depth);
-                    return;
+        }
+        let (own, runs) = own_words(&powers, &words);
+        for at in own.iter().copied() {
+            if !words[at].literal {
+                self.flag(format!(
+                    "`{name}` with a word that is not plain text (`{}`): it could be an option that runs programs, writes or deletes",
+                    words[at].text
+                ));
+            }
+        }
+        let mut needs = Vec::new();
+        for power in powers {
+            if !power.given_by(own.iter().map(|&at| words[at].text.as_str())) {
+                continue;
+            }
+            match power.does {
+                Does::Code | Does::Names => {
+                    self.flag(format!("`{}`, which {}", power.label(), power.effect()));
+                    self.code_strings(&words, depth);
                 }
+                Does::RunsNamed | Does::Writes | Does::Deletes => needs.push(power),
+                Does::Runs(_) | Does::RunsUntilSemicolon => {}
+            }
+        }
+        if runs.iter().any(|run| run.starts.len() > MAX_STARTS) {
+            self.flag(format!(
+                "`{name}` with more options the gate does not know than it can follow"
+            ));
+        }
+        if runs.iter().any(|run| run.assignments) {
+            self.flag("a variable assignment before or instead of a command (`NAME=value`)");
+        }
+        let wrapped: Vec<(Vec<Word>, bool)> = runs
+            .iter()
+            .flat_map(|run| {
+                run.starts
+                    .iter()
+                    .take(MAX_STARTS)
+                    .map(|&(start, end)| (words[start..end].to_vec(), run.appends_input))
+            })
+            .collect();
+        self.commands.push(Simple { words, needs });
+        for (words, from_input) in wrapped {
+            if !words.is_empty() {
+                self.judge(words, depth + 1, from_input);
             }
         }
     }
 
-    /// Reads the code in `-c STRING` and `eval WORDS…` (from the shell's name
-    /// on), only so that deny rules see the commands it would run.
+    /// Reads the code in `-c STRING` and the words from the program's name on
+    /// as `eval` would, only so that deny rules see the commands it would run.
     fn code_strings(&mut self, words: &[Word], depth: usize) {
-        let base = |w: &Word| w.text.rsplit('/').next().unwrap_or_default().to_string();
-        if base(&words[0]) == "eval" {
-            let rest: Vec<&str> = words[1..].iter().map(|w| w.text.as_str()).collect();
-            self.source(&rest.join(" "), depth + 1);
-            return;
-        }
+        let rest: Vec<&str> = words[1..].iter().map(|w| w.text.as_str()).collect();
+        self.source(&rest.join(" "), depth + 1);
         for (at, word) in words.iter().enumerate().skip(1) {
             let option_c = word.text.starts_with('-') && word.text.contains('c');
             if option_c && let Some(code) = words.get(at + 1) {
@@ -788,14 +1350,14 @@ impl Script {
                     self.pieces(source, inner, text, literal, true, depth)
                 }
                 WordPiece::AnsiCQuotedText(_) | WordPiece::TildeExpansion(_) => *literal = false,
-                WordPiece::ParameterExpansion(_) => {
+                WordPiece::ParameterExpansion(expr) => {
                     *literal = false;
-                    let written = source
-                        .get(piece.start_index..piece.end_index)
-                        .unwrap_or(source);
-                    if written.contains(['`', '[', '(']) {
+                    if !plain_parameter(expr) {
+                        let written = source
+                            .get(piece.start_index..piece.end_index)
+                            .unwrap_or(source);
                         self.flag(format!(
-                            "a parameter expansion that can run commands (`{written}`)"
+                            "a parameter expansion other than a plain `$NAME` (`{written}`)"
                         ));
                     }
                 }
@@ -818,25 +1380,194 @@ impl Script {
     }
 }
 
-/// How deep brackets and compound commands nest, counted without regard to
-/// quoting (an overestimate only makes the call asked).
+/// `$NAME` or `${NAME}` of an ordinary variable, or a number the shell keeps
+/// (`$?`, `$$`, `$!`, `$#`): the only expansions whose value is plain data. Any
+/// other form can run code or read state a rule cannot see: transformations
+/// (`${x@P}` expands a prompt string, `$(…)` included), indirection (`${!x}`),
+/// offsets and subscripts (arithmetic, which reads variables as code), defaults
+/// (a word of their own), and `$_` (the last word of the previous command).
+fn plain_parameter(expr: &brush_parser::word::ParameterExpr) -> bool {
+    use brush_parser::word::{Parameter, ParameterExpr, SpecialParameter as S};
+    match expr {
+        ParameterExpr::Parameter {
+            parameter,
+            indirect: false,
+        } => match parameter {
+            Parameter::Named(name) => name != "_",
+            Parameter::Special(special) => matches!(
+                special,
+                S::LastExitStatus
+                    | S::ProcessId
+                    | S::LastBackgroundProcessId
+                    | S::PositionalParameterCount
+            ),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Where a program that runs programs has the command it runs: its possible
+/// first words (more than one when an option the table does not know might take
+/// a value: each is then judged), and whether it adds words from its input.
+struct Run {
+    starts: Vec<(usize, usize)>,
+    appends_input: bool,
+    assignments: bool,
+}
+
+/// The indices of the words that are the program's own (its options and
+/// operands), and the commands it runs.
+fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>) {
+    let mut runs = Vec::new();
+    let mut theirs = vec![false; words.len()];
+    for power in powers {
+        match power.does {
+            Does::Runs(wrap) => {
+                let (starts, assignments) = command_starts(wrap, words);
+                for &start in &starts {
+                    theirs[start..].iter_mut().for_each(|t| *t = true);
+                }
+                runs.push(Run {
+                    starts: starts.into_iter().map(|s| (s, words.len())).collect(),
+                    appends_input: wrap.appends_input,
+                    assignments,
+                });
+            }
+            Does::RunsUntilSemicolon => {
+                let mut spans = Vec::new();
+                let mut at = 1;
+                while at < words.len() {
+                    if words[at].text == power.option {
+                        let end = (at + 1..words.len())
+                            .find(|&i| {
+                                words[i].text == ";"
+                                    || (words[i].text == "+" && words[i - 1].text == "{}")
+                            })
+                            .unwrap_or(words.len());
+                        theirs[at + 1..end].iter_mut().for_each(|t| *t = true);
+                        spans.push((at + 1, end));
+                        at = end;
+                    }
+                    at += 1;
+                }
+                runs.push(Run {
+                    starts: spans,
+                    appends_input: false,
+                    assignments: false,
+                });
+            }
+            _ => {}
+        }
+    }
+    let own = (1..words.len()).filter(|&at| !theirs[at]).collect();
+    (own, runs)
+}
+
+/// Where the command may start after a wrapper's options, operands and
+/// `NAME=value` words; an option the table does not know may take the next
+/// word as its value, so both readings are followed.
+fn command_starts(wrap: Wrap, words: &[Word]) -> (Vec<usize>, bool) {
+    let mut starts = std::collections::BTreeSet::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut assignments = false;
+    // (index, operands still to skip, options ended)
+    let mut todo = vec![(1usize, wrap.operands, false)];
+    while let Some(state) = todo.pop() {
+        if !seen.insert(state) {
+            continue;
+        }
+        let (at, left, ended) = state;
+        let Some(word) = words.get(at) else {
+            continue;
+        };
+        let text = word.text.as_str();
+        if !ended && word.literal && text == "--" {
+            todo.push((at + 1, left, true));
+        } else if !ended && word.option_like() {
+            let attached = text.starts_with("--") && text.contains('=')
+                || wrap.valued.iter().any(|v| {
+                    v.len() == 2 && text.len() > 2 && text.starts_with(v) && !text.starts_with("--")
+                });
+            let number = text.len() > 1 && text[1..].chars().all(|c| c.is_ascii_digit());
+            if wrap.valued.contains(&text) {
+                todo.push((at + 2, left, false));
+            } else if attached || number || wrap.flags.contains(&text) {
+                todo.push((at + 1, left, false));
+            } else {
+                todo.push((at + 1, left, false));
+                todo.push((at + 2, left, false));
+            }
+        } else if left == wrap.operands && word.literal && is_assignment(text) {
+            assignments = true;
+            todo.push((at + 1, left, ended));
+        } else if left > 0 {
+            todo.push((at + 1, left - 1, true));
+        } else {
+            starts.insert(at);
+        }
+    }
+    (starts.into_iter().collect(), assignments)
+}
+
+/// More readings of where a wrapped command starts than this are not judged
+/// (the call is asked).
+const MAX_STARTS: usize = 8;
+
+/// `NAME=value`, as `env` and `sudo` read it.
+fn is_assignment(text: &str) -> bool {
+    text.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// How deep the parser could recurse, counted without regard to quoting (an
+/// overestimate only makes the call asked): brackets of every kind (`(`, `$(`,
+/// `((`, `{`, `${`, `[`, `[[`), compound commands, backquotes, and inside
+/// `[[ … ]]` every `!`, `&&` and `||` (each is one more level there).
 fn nesting(text: &str) -> usize {
     let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut tests: Vec<usize> = Vec::new();
+    let mut backquoted = false;
+    let mut escaped = false;
     for token in text.split(|c: char| c.is_whitespace() || c == ';') {
+        if token.contains("[[") {
+            tests.push(depth);
+        }
         for c in token.chars() {
             match c {
-                '(' | '{' => depth += 1,
-                ')' | '}' => depth = depth.saturating_sub(1),
+                '(' | '{' | '[' => depth += 1,
+                ')' | '}' | ']' => depth = depth.saturating_sub(1),
+                '`' if escaped => depth += 1,
+                '`' if backquoted => depth = depth.saturating_sub(1),
+                '`' => depth += 1,
+                '!' if !tests.is_empty() => depth += 1,
                 _ => {}
             }
+            if c == '`' && !escaped {
+                backquoted = !backquoted;
+            }
+            escaped = c == '\\' && !escaped;
             deepest = deepest.max(depth);
         }
+        if !tests.is_empty() {
+            depth += token.matches("&&").count() + token.matches("||").count();
+        }
         match token {
-            "if" | "while" | "until" | "for" | "case" | "select" => depth += 1,
+            "if" | "while" | "until" | "for" | "case" | "select" | "coproc" | "function" => {
+                depth += 1
+            }
             "fi" | "done" | "esac" => depth = depth.saturating_sub(1),
             _ => {}
         }
         deepest = deepest.max(depth);
+        if token.contains("]]")
+            && let Some(before) = tests.pop()
+        {
+            depth = before;
+        }
     }
     deepest
 }
