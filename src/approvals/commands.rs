@@ -162,6 +162,37 @@ fn install_signal_flag() {
     }
 }
 
+/// A crash the panic hook never sees (a stack overflow, an abort) still blocks
+/// the call: the gate exits 2 rather than die by a signal, which Claude Code
+/// would read as a hook error, and then run the call.
+fn exit_2_on_crash() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    extern "C" fn on_crash(_: libc::c_int) {
+        const MESSAGE: &[u8] = b"clowder gate: crashed, the tool call is denied\n";
+        // SAFETY: write(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
+            libc::_exit(EXIT_ERROR);
+        }
+    }
+    // On the alternate stack std gives every thread: an overflowed stack has no room.
+    let action = SigAction::new(
+        SigHandler::Handler(on_crash),
+        SaFlags::SA_ONSTACK,
+        SigSet::empty(),
+    );
+    for signal in [
+        Signal::SIGSEGV,
+        Signal::SIGBUS,
+        Signal::SIGABRT,
+        Signal::SIGILL,
+        Signal::SIGFPE,
+    ] {
+        // SAFETY: the handler calls only async-signal-safe functions.
+        let _ = unsafe { sigaction(signal, &action) };
+    }
+}
+
 fn caught_signal() -> Option<i32> {
     match SIGNAL.load(Ordering::SeqCst) {
         0 => None,
@@ -264,6 +295,7 @@ pub fn gate(mut args: GateArgs) -> i32 {
         );
         std::process::exit(EXIT_ERROR);
     }));
+    exit_2_on_crash();
     install_signal_flag();
     let config = match approvals_config() {
         Ok(config) => config,
