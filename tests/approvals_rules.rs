@@ -39,6 +39,51 @@ const ALLOW: &[RuleRef<'static>] = &[
         prefix: None,
     },
     RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("find"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("find . -name '*.tmp' -delete"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("git diff"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("git log"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("sort"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: Some("^sort -o sorted\\.txt( |$)"),
+        prefix: None,
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("tee"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("timeout"),
+    },
+    RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("xargs"),
+    },
+    RuleRef {
         tool: "Edit|Write",
         pattern: None,
         prefix: Some("/work/proj/src"),
@@ -162,6 +207,87 @@ const TABLE: &[(&str, &str)] = &[
     ("cargo test\u{ff1b}rm -rf ~", "ask"),
     ("cargo\u{200b} test", "ask"),
     ("cargo te\u{200d}st", "ask"),
+    // Parameter expansions: only a plain `$NAME` of an ordinary variable is data.
+    ("ls '$(touch PWN)'; ls ${_@P}", "ask"),
+    ("echo '$(touch PWN)'; echo ${_@P}", "ask"),
+    ("git status '$(touch PWN)'; git status ${_@P}", "ask"),
+    ("ls '$(touch PWN)'; ls ${!_}", "ask"),
+    ("ls 'a[$(touch PWN)]'; ls ${PWD:_}", "ask"),
+    ("ls 'a[$(touch PWN)]'; ls ${PWD:0:_}", "ask"),
+    ("ls '$(rm -rf victim)'; ls ${_@P}", "ask"),
+    ("echo ${HOME@E} ", "ask"),
+    ("echo \"${HOME@Q}\"", "ask"),
+    ("echo ${HOME@A}", "ask"),
+    ("echo $_", "ask"),
+    ("echo \"${_}\"", "ask"),
+    ("echo ${#HOME}", "ask"),
+    ("echo ${HOME:-/root}", "ask"),
+    ("echo ${a[0]}", "ask"),
+    ("echo $1 $@", "ask"),
+    ("echo $HOME \"${PWD}\" $USER_1", "allow"),
+    ("cargo test; echo $? $$", "allow"),
+    ("timeout 5 cargo test $HOME", "allow"),
+    ("timeout $T cargo test", "ask"),
+    ("timeout 5 $CARGO test", "ask"),
+    // Patterns see word boundaries: one quoted word is not a command and its argument.
+    ("'ls /../x/touch' PWN", "ask"),
+    ("\"ls -la\"", "ask"),
+    ("ls \"a b\"", "allow"),
+    // A program that runs programs: the command it runs is judged on its own.
+    ("find . -name '*.rs'", "allow"),
+    ("find src -exec grep -n todo '{}' +", "allow"),
+    ("find src -execdir grep -n todo '{}' ';'", "allow"),
+    ("find src -exec rm -rf '{}' +", "deny"),
+    ("find src -exec rm -r '{}' +", "ask"),
+    ("find src -exec git reset --hard ';'", "ask"),
+    (
+        "find src -exec python3 -c 'import shutil; shutil.rmtree(\"src\")' ';'",
+        "ask",
+    ),
+    ("find src -ok rm '{}' ';'", "ask"),
+    ("find src -exec sh -c 'rm -rf ~' ';'", "deny"),
+    ("find src -exec grep x '{}' + -exec id ';'", "ask"),
+    ("timeout 5 cargo test", "allow"),
+    ("timeout -s KILL 5 cargo test --lib", "allow"),
+    ("timeout 5 rm -rf ~", "deny"),
+    ("timeout 5 rm -r x", "ask"),
+    ("timeout --unknown 5 cargo test", "ask"),
+    ("timeout 5 timeout 5 cargo test", "allow"),
+    ("xargs grep -n todo", "allow"),
+    ("xargs rm -rf", "deny"),
+    ("xargs sort", "ask"),
+    ("xargs -0 -n 1 grep x", "allow"),
+    ("env FOO=1 cargo test", "ask"),
+    ("env -S 'rm -rf ~'", "ask"),
+    ("watch 'rm -rf ~'", "deny"),
+    ("nohup rm -rf ~", "deny"),
+    // Options that write or delete: asked unless a rule names them.
+    ("find ./ -delete", "ask"),
+    ("find / -delete", "ask"),
+    ("find . -name '*.tmp' -delete", "allow"),
+    ("find src -fprintf /etc/passwd x", "ask"),
+    ("find src -fprint out.txt", "ask"),
+    ("find src -fprint0 out.txt", "ask"),
+    ("find src -fls out.txt", "ask"),
+    ("git diff --output=/etc/passwd", "ask"),
+    ("git diff --outp=/etc/passwd", "ask"),
+    ("git log --output ~/.ssh/authorized_keys", "ask"),
+    ("git log -o out.txt", "ask"),
+    ("git diff --stat", "allow"),
+    ("git log --oneline -5", "allow"),
+    ("git -c core.pager=id log", "ask"),
+    ("sort -o /etc/passwd notes.txt", "ask"),
+    ("sort -uo /etc/passwd notes.txt", "ask"),
+    ("sort --output=/etc/passwd notes.txt", "ask"),
+    ("sort -o sorted.txt notes.txt", "allow"),
+    ("sort -u notes.txt", "allow"),
+    ("sort $FILE", "ask"),
+    ("echo x | tee out.txt", "allow"),
+    ("echo x | tee ~/.bashrc", "ask"),
+    ("grep -rl x src | xargs sort", "ask"),
+    // Builtins that take variable names evaluate subscripts as arithmetic.
+    ("export 'a[$(id)]'=1", "ask"),
+    ("echo x | read 'a[$(id)]'", "ask"),
     // Nothing, or nothing a shell could read.
     ("", "ask"),
     ("   ", "ask"),
@@ -182,14 +308,52 @@ fn word(verdict: &Verdict) -> &'static str {
     }
 }
 
+/// Commands too long to write out: deep nesting, and input past the parser's bounds.
+fn generated() -> Vec<(String, &'static str)> {
+    vec![
+        (format!("[[ {}-n x ]]", "! ".repeat(10_000)), "ask"),
+        (
+            format!("rm -rf ~; [[ {}-n x ]]", "! ".repeat(12_000)),
+            "deny",
+        ),
+        // A `]]` inside quotes hides the rest from the nesting count.
+        (format!("[[ ']]' && {}-n x ]]", "! ".repeat(8_150)), "ask"),
+        (
+            format!("cargo test {}id{}", "$(".repeat(70), ")".repeat(70)),
+            "ask",
+        ),
+        (
+            format!(
+                "( echo ')'; {}x{}",
+                "( echo ')'; ".repeat(1_200),
+                " )".repeat(1_201)
+            ),
+            "ask",
+        ),
+        (format!("cargo test {}", "x ".repeat(9_000)), "ask"),
+        (
+            format!("rm -rf ~; cargo test {}", "x ".repeat(9_000)),
+            "deny",
+        ),
+        (format!("{}cargo test", "timeout 5 ".repeat(20)), "ask"),
+    ]
+}
+
 #[test]
 fn every_command_in_the_table_gets_its_decision() {
     assert!(TABLE.len() >= 40);
-    let wrong: Vec<String> = TABLE
+    let generated = generated();
+    let all = TABLE
         .iter()
+        .map(|(command, expected)| (*command, *expected))
+        .chain(generated.iter().map(|(c, e)| (c.as_str(), *e)));
+    let wrong: Vec<String> = all
         .filter_map(|(command, expected)| {
             let got = verdict("Bash", serde_json::json!({ "command": command }));
-            (word(&got) != *expected).then(|| format!("{command:?}: want {expected}, got {got:?}"))
+            (word(&got) != expected).then(|| {
+                let shown: String = command.chars().take(80).collect();
+                format!("{shown:?}: want {expected}, got {got:?}")
+            })
         })
         .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -409,8 +573,8 @@ fn deep_nesting_is_asked_and_does_not_crash_the_parser() {
         format!("{}cargo test; {}", "{ ".repeat(1000), "}; ".repeat(1000)),
         format!(
             "{}cargo test; {}",
-            "if true; then ".repeat(1000),
-            "fi; ".repeat(1000)
+            "if true; then ".repeat(500),
+            "fi; ".repeat(500)
         ),
     ];
     for command in deep {
@@ -429,4 +593,121 @@ proptest::proptest! {
     fn any_command_gets_a_decision(command in "[a-z $`'\"(){};&|<>\\\n#=*?\\[\\]!~-]{0,30}") {
         let _ = verdict("Bash", serde_json::json!({ "command": command }));
     }
+}
+
+/// Each command through `clowder gate --timeout 5s`, all at once: its exit code
+/// and `allow`, `deny` (by a rule) or `ask` (queued, then timed out).
+fn gate_all(project: &Project, commands: &[String]) -> Vec<(Option<i32>, String)> {
+    let gates: Vec<Child> = commands
+        .iter()
+        .map(|command| spawn_gate(project, command, &["--timeout", "5s"]))
+        .collect();
+    gates
+        .into_iter()
+        .map(|gate| {
+            let output = wait_with_deadline(gate, DEADLINE);
+            let code = output.status.code();
+            if code != Some(0) {
+                return (code, stderr_of(&output));
+            }
+            let (decision, reason) = answer(&output);
+            let asked = decision == "deny" && reason.starts_with("timed out");
+            (code, if asked { "ask".into() } else { decision })
+        })
+        .collect()
+}
+
+#[test]
+fn an_expansion_the_rule_cannot_see_is_asked_and_nothing_runs() {
+    let project = Project::new(
+        "[approvals]\nallow = [{ tool = \"Bash\", prefix = \"ls\" }, { tool = \"Bash\", prefix = \"echo\" }, { tool = \"Bash\", prefix = \"git status\" }]\ndeny = [{ tool = \"Bash\", prefix = \"rm -rf\" }]\n",
+    );
+    std::fs::create_dir(project.path("victim")).expect("mkdir victim");
+    let commands: Vec<String> = [
+        "ls '$(touch PWN)'; ls ${_@P}",
+        "echo '$(touch PWN)'; echo ${_@P}",
+        "git status '$(touch PWN)'; git status ${_@P}",
+        "ls '$(touch PWN)'; ls ${!_}",
+        "ls 'a[$(touch PWN)]'; ls ${PWD:_}",
+        "ls 'a[$(touch PWN)]'; ls ${PWD:0:_}",
+        "ls '$(rm -rf victim)'; ls ${_@P}",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    let answers = gate_all(&project, &commands);
+    for (command, (code, decision)) in commands.iter().zip(&answers) {
+        if decision == "allow" {
+            // What Claude Code would do with the answer.
+            let _ = std::process::Command::new("bash")
+                .args(["-c", command])
+                .current_dir(project.root())
+                .output();
+        }
+        assert_eq!((*code, decision.as_str()), (Some(0), "ask"), "{command}");
+    }
+    assert!(!project.path("PWN").exists());
+    assert!(project.path("victim").exists());
+}
+
+#[test]
+fn input_that_overflowed_the_parser_gets_an_answer() {
+    let project = Project::new(
+        "[approvals]\nallow = [{ tool = \"Bash\", prefix = \"cargo test\" }]\ndeny = [{ tool = \"Bash\", prefix = \"rm -rf\" }]\n",
+    );
+    let cases = generated();
+    let commands: Vec<String> = cases.iter().map(|(c, _)| c.clone()).collect();
+    let answers = gate_all(&project, &commands);
+    for ((command, expected), (code, decision)) in cases.iter().zip(&answers) {
+        let shown: String = command.chars().take(60).collect();
+        assert_eq!((*code, decision.as_str()), (Some(0), *expected), "{shown}");
+    }
+}
+
+#[test]
+fn programs_run_by_find_and_options_that_write_are_judged_through_the_gate() {
+    let project = Project::new(
+        "[approvals]\nallow = [{ tool = \"Bash\", prefix = \"find\" }, { tool = \"Bash\", prefix = \"git diff\" }, { tool = \"Bash\", prefix = \"git log\" }, { tool = \"Bash\", pattern = \"^echo( |$)\" }]\ndeny = [{ tool = \"Bash\", prefix = \"rm -rf\" }]\n",
+    );
+    let cases = [
+        ("find . -name '*.rs'", "allow"),
+        ("find src -exec rm -rf '{}' +", "deny"),
+        ("find src -exec git reset --hard ';'", "ask"),
+        ("find ./ -delete", "ask"),
+        ("find src -fprintf /etc/passwd x", "ask"),
+        ("git diff --output=/etc/passwd", "ask"),
+        ("git log --output ~/.ssh/authorized_keys", "ask"),
+        ("'echo /../x/touch' PWN", "ask"),
+        ("echo hello", "allow"),
+    ];
+    let commands: Vec<String> = cases.iter().map(|(c, _)| c.to_string()).collect();
+    let answers = gate_all(&project, &commands);
+    for ((command, expected), (code, decision)) in cases.iter().zip(&answers) {
+        assert_eq!(
+            (*code, decision.as_str()),
+            (Some(0), *expected),
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn the_always_rule_of_a_command_that_overflowed_the_parser_is_none_on_a_small_stack() {
+    // The control room's `A` key calls this on whatever thread it runs.
+    let small = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(|| {
+            generated()
+                .into_iter()
+                .map(|(command, _)| {
+                    always_rule("Bash", Some(&serde_json::json!({ "command": command })))
+                })
+                .collect::<Vec<_>>()
+        })
+        .expect("spawn");
+    let rules = small.join().expect("no crash");
+    assert!(
+        rules.iter().all(|rule| rule.prefixes.is_empty()),
+        "{rules:?}"
+    );
 }
