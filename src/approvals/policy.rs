@@ -1138,58 +1138,64 @@ impl Script {
     /// what a rule must name, and the commands it runs, each judged as a
     /// command of its own (`from_input`: words read from input are added to it).
     fn judge(&mut self, words: Vec<Word>, depth: usize, from_input: bool) {
-        let first = &words[0];
-        if !first.literal {
+        let powers: Vec<&'static Power> = if words[0].literal {
+            let name = words[0].base();
+            POWERS.iter().filter(|p| p.program == name).collect()
+        } else {
             self.flag(format!(
                 "a command whose name is not plain text (`{}`)",
-                first.text
+                words[0].text
             ));
+            Vec::new()
+        };
+        if powers.is_empty() || depth > MAX_DEPTH {
+            if !powers.is_empty() {
+                self.flag("programs that run programs nested this deep");
+            }
             self.commands.push(Simple {
                 words,
                 needs: Vec::new(),
             });
             return;
         }
-        let name = first.base().to_string();
-        let powers: Vec<&'static Power> = POWERS.iter().filter(|p| p.program == name).collect();
-        if powers.is_empty() {
-            self.commands.push(Simple {
-                words,
-                needs: Vec::new(),
-            });
-            return;
+        let (needs, wrapped) = self.powers(&powers, &words, depth, from_input);
+        self.commands.push(Simple { words, needs });
+        for (words, from_input) in wrapped {
+            self.judge(words, depth + 1, from_input);
         }
-        if depth > MAX_DEPTH {
-            self.flag("programs that run programs nested this deep");
-            self.commands.push(Simple {
-                words,
-                needs: Vec::new(),
-            });
-            return;
-        }
+    }
+
+    /// What the table says of one program's words: flags what no rule allows,
+    /// returns what a rule must name and the commands the program runs.
+    fn powers(
+        &mut self,
+        powers: &[&'static Power],
+        words: &[Word],
+        depth: usize,
+        from_input: bool,
+    ) -> (Vec<&'static Power>, Vec<(Vec<Word>, bool)>) {
+        let name = words[0].base();
         if from_input {
             self.flag(format!(
                 "`{name}` behind `xargs`: words read from its input could be options that run programs, write or delete"
             ));
         }
-        let (own, runs) = own_words(&powers, &words);
-        for at in own.iter().copied() {
-            if !words[at].literal {
-                self.flag(format!(
-                    "`{name}` with a word that is not plain text (`{}`): it could be an option that runs programs, writes or deletes",
-                    words[at].text
-                ));
-            }
+        let (own, runs) = own_words(powers, words);
+        for word in own.iter().map(|&at| &words[at]).filter(|w| !w.literal) {
+            self.flag(format!(
+                "`{name}` with a word that is not plain text (`{}`): it could be an option that runs programs, writes or deletes",
+                word.text
+            ));
         }
         let mut needs = Vec::new();
-        for power in powers {
+        for &power in powers {
             if !power.given_by(own.iter().map(|&at| words[at].text.as_str())) {
                 continue;
             }
             match power.does {
                 Does::Code | Does::Names => {
                     self.flag(format!("`{}`, which {}", power.label(), power.effect()));
-                    self.code_strings(&words, depth);
+                    self.code_strings(words, depth);
                 }
                 Does::RunsNamed | Does::Writes | Does::Deletes => needs.push(power),
                 Does::Runs(_) | Does::RunsUntilSemicolon => {}
@@ -1203,21 +1209,17 @@ impl Script {
         if runs.iter().any(|run| run.assignments) {
             self.flag("a variable assignment before or instead of a command (`NAME=value`)");
         }
-        let wrapped: Vec<(Vec<Word>, bool)> = runs
+        let wrapped = runs
             .iter()
             .flat_map(|run| {
                 run.starts
                     .iter()
                     .take(MAX_STARTS)
+                    .filter(|(start, end)| start < end)
                     .map(|&(start, end)| (words[start..end].to_vec(), run.appends_input))
             })
             .collect();
-        self.commands.push(Simple { words, needs });
-        for (words, from_input) in wrapped {
-            if !words.is_empty() {
-                self.judge(words, depth + 1, from_input);
-            }
-        }
+        (needs, wrapped)
     }
 
     /// Reads the code in `-c STRING` and the words from the program's name on
@@ -1492,7 +1494,9 @@ fn command_starts(wrap: Wrap, words: &[Word]) -> (Vec<usize>, bool) {
                 || wrap.valued.iter().any(|v| {
                     v.len() == 2 && text.len() > 2 && text.starts_with(v) && !text.starts_with("--")
                 });
-            let number = text.len() > 1 && text[1..].chars().all(|c| c.is_ascii_digit());
+            let number = text
+                .strip_prefix('-')
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
             if wrap.valued.contains(&text) {
                 todo.push((at + 2, left, false));
             } else if attached || number || wrap.flags.contains(&text) {
