@@ -621,7 +621,7 @@ fn decide(
     };
     let result = crate::approvals::Queue::open(dir)
         .map_err(|err| crate::approvals::DecideError::Io(err.to_string()))
-        .and_then(|queue| queue.decide(id, decision));
+        .and_then(|queue| queue.deciding_as("the control room").decide(id, decision));
     let decided = result.is_ok();
     let text = match result {
         Ok(()) => format!("request {id} {what}"),
@@ -629,6 +629,9 @@ fn decide(
         Err(crate::approvals::DecideError::Abandoned(_)) => format!(
             "refused: request {id} is abandoned, the process that asked is gone (`clowder queue --prune` clears it)"
         ),
+        Err(crate::approvals::DecideError::AlreadyDecided { earlier, .. }) => {
+            format!("refused: request {id} was already {earlier}")
+        }
         Err(err) => format!("cannot decide request {id}: {err}"),
     };
     let level = if decided { Level::Info } else { Level::Error };
