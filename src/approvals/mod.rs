@@ -506,7 +506,11 @@ impl Queue {
             .open_sub("waiting")
             .map_err(|e| DecideError::Io(e.to_string()))?;
         if waiter::liveness(&waiting, id) == Liveness::Gone {
-            return Err(DecideError::Abandoned(id.to_string()));
+            // A waiter that ended with a decision is not an abandoned one.
+            return Err(match self.done_record(id) {
+                Some(_) => self.gone_error(id),
+                None => DecideError::Abandoned(id.to_string()),
+            });
         }
         let record = DecisionRecord {
             id: id.to_string(),
@@ -592,7 +596,13 @@ impl Queue {
             .map_err(|e| DecideError::Io(e.to_string()))?;
         let name = format!("{}.json", record.id);
         let still = matches!(pending.read(&name), Ok(Some(bytes)) if sha256_hex(&bytes) == record.request_hash);
-        if still || self.done_record(&record.id).and_then(|d| d.decision).as_ref() == Some(record) {
+        if still
+            || self
+                .done_record(&record.id)
+                .and_then(|d| d.decision)
+                .as_ref()
+                == Some(record)
+        {
             return Ok(());
         }
         if let Ok(decided) = self.open_sub("decided")
@@ -630,7 +640,11 @@ impl Queue {
         if !valid_id(id) {
             return None;
         }
-        let bytes = self.open_sub("done").ok()?.read(&format!("{id}.json")).ok()??;
+        let bytes = self
+            .open_sub("done")
+            .ok()?
+            .read(&format!("{id}.json"))
+            .ok()??;
         serde_json::from_slice(&bytes).ok()
     }
 

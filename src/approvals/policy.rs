@@ -176,7 +176,8 @@ impl RuleRef<'_> {
     /// the prefix read as a URL ([`url_prefix::covers`]); a pattern must match
     /// both the text as written and as a parser reads it.
     fn covers_url(&self, raw: &str, url: &url::Url) -> bool {
-        self.prefix.is_none_or(|prefix| url_prefix::covers(prefix, url))
+        self.prefix
+            .is_none_or(|prefix| url_prefix::covers(prefix, url))
             && self.pattern_matches(raw)
             && self.pattern_matches(url.as_str())
     }
@@ -188,9 +189,9 @@ impl RuleRef<'_> {
         as_written
             || url_prefix::parsed(raw).is_some_and(|url| {
                 self.pattern_matches(url.as_str())
-                    && self.prefix.is_none_or(|p| {
-                        url.as_str().starts_with(p) || url_prefix::covers(p, &url)
-                    })
+                    && self
+                        .prefix
+                        .is_none_or(|p| url.as_str().starts_with(p) || url_prefix::covers(p, &url))
             })
     }
 

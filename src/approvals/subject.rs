@@ -139,7 +139,10 @@ mod tests {
             subject.shown(),
             "/root/.bashrc  [also command=\"src/lib.rs\"]"
         );
-        let bash = of("Bash", Some(&json!({"command": "ls", "description": "list"})));
+        let bash = of(
+            "Bash",
+            Some(&json!({"command": "ls", "description": "list"})),
+        );
         assert_eq!(bash.shown(), "ls");
     }
 

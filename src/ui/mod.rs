@@ -717,4 +717,43 @@ mod tests {
         let redraw = Redraw::new();
         assert!(redraw.due());
     }
+
+    #[test]
+    fn a_decision_that_came_second_is_reported_as_refused() {
+        use crate::approvals::{Decision, Queue, Request, RequestKind};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = Queue::open(dir.path())
+            .expect("queue")
+            .with_event_log(None)
+            .deciding_as("clowder reject");
+        let submitted = queue
+            .submit(Request {
+                id: String::new(),
+                created: Utc::now(),
+                kind: RequestKind::Ask,
+                title: "Deploy?".into(),
+                tool_name: None,
+                tool_input: None,
+                session_id: None,
+                cwd: None,
+                body: None,
+                lane: None,
+                abandoned: false,
+            })
+            .expect("submit");
+        let id = submitted.request.id.clone();
+        queue
+            .decide(&id, Decision::Reject("not now".into()))
+            .expect("the first decision");
+        let mut notes = Vec::new();
+        assert!(!decide(dir.path(), &id, Decision::Approve, &mut notes));
+        let (_, level, text) = notes.last().expect("a note");
+        assert_eq!(*level, Level::Error);
+        assert!(
+            text.starts_with(&format!(
+                "refused: request {id} was already rejected by clowder reject (user "
+            )) && text.ends_with(": not now"),
+            "{text}"
+        );
+    }
 }
