@@ -357,11 +357,18 @@ const URL_ALLOW: &[RuleRef<'static>] = &[
     },
 ];
 
-const URL_DENY: &[RuleRef<'static>] = &[RuleRef {
-    tool: "WebFetch",
-    pattern: None,
-    prefix: Some("https://evil.example"),
-}];
+const URL_DENY: &[RuleRef<'static>] = &[
+    RuleRef {
+        tool: "WebFetch",
+        pattern: None,
+        prefix: Some("https://evil.example"),
+    },
+    RuleRef {
+        tool: "mcp__.*|Grep",
+        pattern: None,
+        prefix: Some("/etc"),
+    },
+];
 
 /// (tool, input, decision): each call through the decision function.
 fn table() -> Vec<(&'static str, serde_json::Value, &'static str)> {
@@ -454,6 +461,15 @@ fn table() -> Vec<(&'static str, serde_json::Value, &'static str)> {
         ("mcp__x", json!({"q": "a", "r": "b"}), "ask"),
         ("mcp__x", json!({"q": "ab"}), "ask"),
         ("mcp__y", json!({"q": "b", "z": 1}), "allow"),
+        // A deny rule still sees every field that could matter.
+        (
+            "mcp__x",
+            json!({"q": "a", "p": {"deep": ["/etc/shadow"]}}),
+            "deny",
+        ),
+        ("mcp__y", json!({"q": "b", "p": "/safe/../etc/x"}), "deny"),
+        ("Grep", json!({"pattern": "root", "path": "/etc"}), "deny"),
+        ("Grep", json!({"pattern": "/etc"}), "deny"),
     ]
 }
 

@@ -357,7 +357,8 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             .map_err(|err| format!("cannot write the answer: {err}"))?;
         return Ok(0);
     }
-    let subject = super::subject::head_and_tail(&full_subject, 200);
+    // Short enough for `clowder queue` to show whole, start and end.
+    let subject = super::subject::head_and_tail(&full_subject, 90);
     request.title = if subject.is_empty() {
         hook.tool_name.clone()
     } else {

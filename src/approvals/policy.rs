@@ -207,6 +207,9 @@ impl RuleRef<'_> {
 pub struct Call {
     tool: String,
     subject: Subject,
+    /// Other texts of the input a deny rule also hits: the fields that look like
+    /// a subject, or every string of an input whose subject is not known.
+    also: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -223,6 +226,17 @@ impl Call {
     /// the same table the queue shows it by).
     pub fn new(tool: &str, input: Option<&serde_json::Value>) -> Call {
         let found = subject::of(tool, input);
+        let also: Vec<String> = match (found.kind, input) {
+            (Kind::Json, Some(input)) => subject::texts(input)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            _ => found
+                .others
+                .iter()
+                .filter_map(|(_, value)| value.as_str().map(str::to_string))
+                .collect(),
+        };
         let subject = match found.kind {
             Kind::Shell => Subject::Shell {
                 script: analyze(&found.text),
@@ -236,6 +250,7 @@ impl Call {
         Call {
             tool: tool.to_string(),
             subject,
+            also,
         }
     }
 }
@@ -261,7 +276,7 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
         Subject::Text(text) | Subject::Json(text) => {
             rule.pattern_matches(text) && rule.prefix.is_none_or(|p| text.starts_with(p))
         }
-    });
+    } || call.also.iter().any(|text| rule.denies_path(text)));
     if let Some(rule) = denied {
         return Verdict::Deny(format!(
             "denied by the rule {} in [approvals] deny",

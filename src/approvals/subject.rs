@@ -56,8 +56,8 @@ pub struct Subject {
     pub field: Option<&'static str>,
     /// The field's text, or the whole input as compact JSON.
     pub text: String,
-    /// Every other subject-like field in the input: its name and value as JSON.
-    pub others: Vec<(&'static str, String)>,
+    /// Every other subject-like field in the input, by name.
+    pub others: Vec<(&'static str, Value)>,
 }
 
 /// The subject of `tool` called with `input`.
@@ -83,12 +83,23 @@ pub fn of(tool: &str, input: Option<&Value>) -> Subject {
     }
 }
 
-fn others(input: Option<&Value>, field: &str) -> Vec<(&'static str, String)> {
+fn others(input: Option<&Value>, field: &str) -> Vec<(&'static str, Value)> {
     SUBJECT_LIKE
         .iter()
         .filter(|key| **key != field)
-        .filter_map(|key| Some((*key, input?.get(key)?.to_string())))
+        .filter_map(|key| Some((*key, input?.get(key)?.clone())))
         .collect()
+}
+
+/// Every string in `value`, however deep: what a deny rule looks at in an
+/// input whose meaning is not known.
+pub fn texts(value: &Value) -> Vec<&str> {
+    match value {
+        Value::String(text) => vec![text.as_str()],
+        Value::Array(items) => items.iter().flat_map(texts).collect(),
+        Value::Object(map) => map.values().flat_map(texts).collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl Subject {
