@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! <dir>/pending/<id>.json   a request waiting for a human (written by its producer)
-//! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file
+//! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file;
+//!                           created once, never replaced: the first decision wins
 //! <dir>/done/<id>.json      request + decision + outcome, moved there by the producer
 //! <dir>/waiting/<id>.sock    the waiting producer's doorbell and proof of life
 //! ```
@@ -477,8 +478,9 @@ impl Queue {
     }
 
     /// Records a human's decision on pending request `id` (`decided/<id>.json`,
-    /// written atomically, bound to the request by its hash) and rings its waiter.
-    /// An abandoned request is refused: nobody would receive the decision.
+    /// created once, bound to the request by its hash) and rings its waiter. An
+    /// abandoned request is refused: nobody would receive the decision. So is a
+    /// decision that came second ([`DecideError::AlreadyDecided`]).
     pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
         let (kind, reason) = match decision {
             Decision::Approve => (DecisionKind::Approve, None),
