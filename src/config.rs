@@ -974,7 +974,7 @@ mod tests {
         let path = dir.path().join("harness.toml");
         std::fs::write(&path, "# my loop\n[session]\nmax_iterations = 3 # three\n").expect("write");
         add_allow_rule(&path, "Bash", &["cargo test --all".into()]).expect("add");
-        add_allow_rule(&path, "mcp__x.y", &["a".into()]).expect("add");
+        add_allow_rule(&path, "mcp__x.y", &[r#"{"pattern":"a"}"#.into()]).expect("add");
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with("# my loop\n[session]\nmax_iterations = 3 # three\n"),

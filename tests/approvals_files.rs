@@ -156,11 +156,12 @@ fn hostile_files_are_refused_escaped_and_never_followed() {
     .expect("write");
     let pending = project.path(&format!("{QUEUE}/pending"));
 
-    // Over 64 KiB (valid JSON otherwise).
+    // Over the size limit (valid JSON otherwise).
+    let over = clowder::approvals::safe_read::MAX_FILE_BYTES as usize + 1000;
     put_pending(
         &project,
         "big.json",
-        request("big", &"x".repeat(70_000)).to_string().as_bytes(),
+        request("big", &"x".repeat(over)).to_string().as_bytes(),
     );
     // Invalid UTF-8.
     put_pending(

@@ -125,11 +125,13 @@ fn an_approved_tool_call_is_allowed() {
     assert_eq!(decided[0]["id"], id.as_str());
     assert!(decided[0]["waited_secs"].as_f64().is_some());
 
-    // Deciding again: the request is gone.
+    // Deciding again: the request is gone, and its record says how it ended.
     let again = project.run(&["approve", &id]);
     assert_eq!(again.status.code(), Some(1));
     assert!(
-        stderr_of(&again).contains("no pending request"),
+        stderr_of(&again).contains(&format!(
+            "request `{id}` was already approved by clowder approve (user "
+        )),
         "{}",
         stderr_of(&again)
     );

@@ -509,6 +509,7 @@ fn approval_history() {
                 reason: reason.map(str::to_string),
                 decided_at: now(),
                 request_hash: "0".repeat(64),
+                decided_by: None,
             }),
             outcome: outcome.into(),
             waited_secs: 42.0,

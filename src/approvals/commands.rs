@@ -225,7 +225,7 @@ fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
             QueueError::Unsafe(msg) => {
                 eprintln!("{who}: error: unsafe approval queue: {}", escape(&msg))
             }
-            QueueError::Io(msg) => eprintln!("{who}: error: {}", escape(&msg)),
+            other => eprintln!("{who}: error: {}", escape(&other.to_string())),
         }
         EXIT_ERROR
     })
@@ -346,7 +346,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
     }
     let queue = open_for_agent(&args.dir.dir).map_err(|err| match err {
         QueueError::Unsafe(msg) => format!("unsafe approval queue: {msg}"),
-        QueueError::Io(msg) => msg,
+        other => other.to_string(),
     })?;
     let mut request = Request {
         id: String::new(),
@@ -389,13 +389,19 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             .map_err(|err| format!("cannot write the answer: {err}"))?;
         return Ok(0);
     }
-    let subject: String = full_subject.chars().take(200).collect();
+    // Short enough for `clowder queue` to show whole, start and end.
+    let subject = super::subject::head_and_tail(&full_subject, 90);
     request.title = if subject.is_empty() {
         hook.tool_name.clone()
     } else {
         format!("{}: {subject}", hook.tool_name)
     };
-    let submitted = queue.submit(request).map_err(|err| err.to_string())?;
+    let submitted = match queue.submit(request) {
+        Ok(submitted) => submitted,
+        // Shown in part, a call could be approved for what nobody saw.
+        Err(err @ QueueError::TooLarge { .. }) => return answer(false, &err.to_string()),
+        Err(err) => return Err(err.to_string()),
+    };
     let id = submitted.request.id.clone();
     let mut event = ApprovalEvent::new("approval_requested");
     event.id = Some(id.clone());
@@ -697,8 +703,8 @@ pub fn queue(args: QueueArgs) -> i32 {
             crate::fmt::duration(r.age_secs(now)),
             if r.abandoned { "abandoned" } else { "waiting" },
             escape(&clip(&tool, 10)),
-            escape(&clip(&r.subject(), 50)),
-            escape(&clip(&titled(r), 100)),
+            escape(&super::subject::head_and_tail(&r.subject(), 50)),
+            escape(&super::subject::head_and_tail(&titled(r), 100)),
         );
     }
     if requests.iter().any(|r| r.abandoned) {
@@ -718,7 +724,6 @@ fn titled(request: &crate::approvals::Request) -> String {
 }
 
 fn clip(text: &str, max: usize) -> String {
-    let text = text.lines().next().unwrap_or("");
     if text.chars().count() <= max {
         text.to_string()
     } else {
@@ -749,7 +754,7 @@ pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) ->
         Decision::Reject(_) => "clowder reject",
     };
     let queue = match open_queue(dir, who) {
-        Ok(queue) => queue,
+        Ok(queue) => queue.deciding_as(who),
         Err(code) => return code,
     };
     let verb = match decision {
@@ -769,7 +774,8 @@ pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) ->
             err @ (DecideError::UnknownId(_)
             | DecideError::BadId(_)
             | DecideError::BadRequest { .. }
-            | DecideError::Abandoned(_)),
+            | DecideError::Abandoned(_)
+            | DecideError::AlreadyDecided { .. }),
         ) => {
             eprintln!("{who}: error: {}", escape(&err.to_string()));
             1

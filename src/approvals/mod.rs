@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! <dir>/pending/<id>.json   a request waiting for a human (written by its producer)
-//! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file
+//! <dir>/decided/<id>.json   the human's decision, with the sha256 of the request file;
+//!                           created once, never replaced: the first decision wins
 //! <dir>/done/<id>.json      request + decision + outcome, moved there by the producer
 //! <dir>/waiting/<id>.sock    the waiting producer's doorbell and proof of life
 //! ```
@@ -25,13 +26,15 @@ pub mod commands;
 mod events;
 pub mod policy;
 pub mod safe_read;
+pub mod subject;
 mod sweep;
+mod url_prefix;
 mod waiter;
 
 use std::collections::HashSet;
 use std::fs::DirBuilder;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -202,25 +205,23 @@ pub enum RequestKind {
 }
 
 impl Request {
-    /// What the request is about in one line, unescaped: the command of a Bash
-    /// call, the file of an Edit or Write, else the compact tool input.
+    /// What the request is about in one line, unescaped: the field its tool
+    /// really uses (the command of a Bash call, the file of an Edit or Write),
+    /// with any other field that could be taken for it; an unknown tool's whole
+    /// input as JSON ([`subject::of`], the table the rules read too).
     pub fn subject(&self) -> String {
-        let Some(input) = &self.tool_input else {
+        if self.tool_input.is_none() {
             return String::new();
-        };
-        for key in [
-            "command",
-            "file_path",
-            "path",
-            "notebook_path",
-            "url",
-            "pattern",
-        ] {
-            if let Some(value) = input.get(key).and_then(|v| v.as_str()) {
-                return value.to_string();
-            }
         }
-        input.to_string()
+        self.subject_of().shown()
+    }
+
+    /// The subject as the rules read it.
+    pub fn subject_of(&self) -> subject::Subject {
+        subject::of(
+            self.tool_name.as_deref().unwrap_or_default(),
+            self.tool_input.as_ref(),
+        )
     }
 
     /// Seconds since the request was created.
@@ -247,6 +248,29 @@ pub struct DecisionRecord {
     pub decided_at: DateTime<Utc>,
     /// sha256 (hex) of the exact bytes of the request file decided on.
     pub request_hash: String,
+    /// Who decided (`clowder approve (user me, pid 42)`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+}
+
+impl DecisionRecord {
+    /// `approved by clowder approve (user me, pid 42) at 17:40:02 UTC`, with a
+    /// rejection's reason.
+    pub fn describe(&self) -> String {
+        let verb = match self.decision {
+            DecisionKind::Approve => "approved",
+            DecisionKind::Reject => "rejected",
+        };
+        let by = self.decided_by.as_deref().unwrap_or("someone else");
+        let mut text = format!(
+            "{verb} by {by} at {}",
+            self.decided_at.format("%Y-%m-%d %H:%M:%S UTC")
+        );
+        if let Some(reason) = self.reason.as_deref().filter(|r| !r.trim().is_empty()) {
+            text.push_str(&format!(": {reason}"));
+        }
+        text
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +326,11 @@ pub enum QueueError {
     Unsafe(String),
     #[error("{0}")]
     Io(String),
+    /// The request would not fit the queue whole, and a part is never shown.
+    #[error(
+        "the request is {bytes} bytes as a queue file, more than the approval queue holds ({limit} bytes); it is refused rather than shown to a human in part"
+    )]
+    TooLarge { bytes: u64, limit: u64 },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -316,6 +345,9 @@ pub enum DecideError {
         "request `{0}` is abandoned: the process that asked for it is gone, so nobody would receive the decision (`clowder queue --prune` moves it to done/)"
     )]
     Abandoned(String),
+    /// Another decision came first; this one was not recorded.
+    #[error("request `{id}` was already {earlier}; this decision was not recorded")]
+    AlreadyDecided { id: String, earlier: String },
     #[error("{0}")]
     Io(String),
 }
@@ -327,6 +359,8 @@ pub struct Queue {
     /// Bad files already reported by this process (a file left in place is not
     /// reported again on every rescan).
     reported: Mutex<HashSet<String>>,
+    /// Who this process's decisions are recorded as made by.
+    decider: String,
 }
 
 impl Queue {
@@ -359,7 +393,15 @@ impl Queue {
             dir: dir.to_path_buf(),
             event_log: Some(PathBuf::from(DEFAULT_EVENT_LOG)),
             reported: Mutex::new(HashSet::new()),
+            decider: decider("clowder"),
         })
+    }
+
+    /// Records this process's decisions as made by `program` (with the user and
+    /// the pid), which a later, refused decision is told.
+    pub fn deciding_as(mut self, program: &str) -> Queue {
+        self.decider = decider(program);
+        self
     }
 
     /// Sends the queue's events to `path` instead (`None`: nowhere).
@@ -436,8 +478,9 @@ impl Queue {
     }
 
     /// Records a human's decision on pending request `id` (`decided/<id>.json`,
-    /// written atomically, bound to the request by its hash) and rings its waiter.
-    /// An abandoned request is refused: nobody would receive the decision.
+    /// created once, bound to the request by its hash) and rings its waiter. An
+    /// abandoned request is refused: nobody would receive the decision. So is a
+    /// decision that came second ([`DecideError::AlreadyDecided`]).
     pub fn decide(&self, id: &str, decision: Decision) -> Result<(), DecideError> {
         let (kind, reason) = match decision {
             Decision::Approve => (DecisionKind::Approve, None),
@@ -457,38 +500,154 @@ impl Queue {
         kind: DecisionKind,
         reason: Option<String>,
     ) -> Result<(), DecideError> {
-        let (_, bytes) = self.get(id)?;
+        let (_, bytes) = match self.get(id) {
+            Err(DecideError::UnknownId(_)) => return Err(self.gone_error(id)),
+            other => other?,
+        };
         let waiting = self
             .open_sub("waiting")
             .map_err(|e| DecideError::Io(e.to_string()))?;
         if waiter::liveness(&waiting, id) == Liveness::Gone {
-            return Err(DecideError::Abandoned(id.to_string()));
+            // A waiter that ended with a decision is not an abandoned one.
+            return Err(match self.done_record(id) {
+                Some(_) => self.gone_error(id),
+                None => DecideError::Abandoned(id.to_string()),
+            });
         }
-        self.write_decision(id, kind, reason, &bytes)?;
-        waiter::ring(&waiting, id);
-        Ok(())
-    }
-
-    fn write_decision(
-        &self,
-        id: &str,
-        decision: DecisionKind,
-        reason: Option<String>,
-        request_bytes: &[u8],
-    ) -> Result<(), DecideError> {
         let record = DecisionRecord {
             id: id.to_string(),
-            decision,
+            decision: kind,
             reason,
             decided_at: Utc::now(),
-            request_hash: sha256_hex(request_bytes),
+            request_hash: sha256_hex(&bytes),
+            decided_by: Some(self.decider.clone()),
         };
+        self.write_decision(&record)?;
+        waiter::ring(&waiting, id);
+        self.confirm_taken(&record)
+    }
+
+    /// Writes `decided/<id>.json` once: created under a temporary name, then
+    /// renamed without replacing, so of two deciders at the same moment the first
+    /// wins and the second is told who did. A decision file that is not valid
+    /// for this request (garbage left behind) is moved aside first.
+    fn write_decision(&self, record: &DecisionRecord) -> Result<(), DecideError> {
+        let io = |e: QueueError| DecideError::Io(e.to_string());
         let mut json =
-            serde_json::to_vec_pretty(&record).map_err(|e| DecideError::Io(e.to_string()))?;
+            serde_json::to_vec_pretty(record).map_err(|e| DecideError::Io(e.to_string()))?;
         json.push(b'\n');
-        let path = self.sub("decided").join(format!("{id}.json"));
-        crate::store::write_atomically(&path, &json)
-            .map_err(|err| DecideError::Io(format!("cannot write {}: {err}", path.display())))
+        let root = DirHandle::open(&self.dir)
+            .map_err(|err| DecideError::Io(format!("cannot open {}: {err}", self.dir.display())))?;
+        let decided = self.open_sub("decided").map_err(io)?;
+        let name = format!("{}.json", record.id);
+        for _attempt in 0..3 {
+            let temp = format!(".tmp-decision-{}-{}", record.id, new_id());
+            write_temp_at(&root, &temp, &json)
+                .map_err(|err| DecideError::Io(format!("cannot write {temp}: {err}")))?;
+            let renamed = rename_no_replace(&root, &temp, &decided, &name);
+            let _ = nix::unistd::unlinkat(
+                root.fd(),
+                temp.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+            match renamed {
+                Ok(()) => {
+                    let _ = nix::unistd::fsync(decided.fd());
+                    return Ok(());
+                }
+                Err(nix::errno::Errno::EEXIST) => {}
+                Err(err) => {
+                    return Err(DecideError::Io(format!(
+                        "cannot write {}: {err}",
+                        self.sub("decided").join(&name).display()
+                    )));
+                }
+            }
+            match decided.read(&name).map(|b| b.map(|b| parse_decision(&b))) {
+                Ok(Some(Ok(earlier))) if earlier.request_hash == record.request_hash => {
+                    return Err(DecideError::AlreadyDecided {
+                        id: record.id.clone(),
+                        earlier: earlier.describe(),
+                    });
+                }
+                // Taken by its waiter between the rename and the read.
+                Ok(None) => return Err(self.gone_error(&record.id)),
+                Ok(Some(Ok(_))) => self.reject_file(
+                    "decided",
+                    &name,
+                    "request_hash does not match the request file",
+                    Some(&record.id),
+                ),
+                Ok(Some(Err(reason))) | Err(reason) => {
+                    self.reject_file("decided", &name, &reason, Some(&record.id))
+                }
+            }
+        }
+        Err(DecideError::Io(format!(
+            "cannot write {}: a file keeps coming back there",
+            self.sub("decided").join(&name).display()
+        )))
+    }
+
+    /// After a decision was written: if its request already left `pending/`,
+    /// the waiter ended before it could see this decision, unless the finished
+    /// record holds it. Such a decision is taken back and the caller told why.
+    fn confirm_taken(&self, record: &DecisionRecord) -> Result<(), DecideError> {
+        let pending = self
+            .open_sub("pending")
+            .map_err(|e| DecideError::Io(e.to_string()))?;
+        let name = format!("{}.json", record.id);
+        let still = matches!(pending.read(&name), Ok(Some(bytes)) if sha256_hex(&bytes) == record.request_hash);
+        if still
+            || self
+                .done_record(&record.id)
+                .and_then(|d| d.decision)
+                .as_ref()
+                == Some(record)
+        {
+            return Ok(());
+        }
+        if let Ok(decided) = self.open_sub("decided")
+            && matches!(decided.read(&name), Ok(Some(bytes)) if parse_decision(&bytes).as_ref() == Ok(record))
+        {
+            let _ = nix::unistd::unlinkat(
+                decided.fd(),
+                name.as_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        Err(self.gone_error(&record.id))
+    }
+
+    /// The error for a request no longer pending: how it ended, if its finished
+    /// record says so.
+    fn gone_error(&self, id: &str) -> DecideError {
+        match self.done_record(id) {
+            Some(DoneRecord {
+                decision: Some(decision),
+                ..
+            }) => DecideError::AlreadyDecided {
+                id: id.to_string(),
+                earlier: decision.describe(),
+            },
+            Some(done) => DecideError::AlreadyDecided {
+                id: id.to_string(),
+                earlier: format!("finished ({})", done.outcome.replace('_', " ")),
+            },
+            None => DecideError::UnknownId(id.to_string()),
+        }
+    }
+
+    fn done_record(&self, id: &str) -> Option<DoneRecord> {
+        if !valid_id(id) {
+            return None;
+        }
+        let bytes = self
+            .open_sub("done")
+            .ok()?
+            .read(&format!("{id}.json"))
+            .ok()??;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Writes a new request into `pending/` (under a temporary name in the queue
@@ -515,7 +674,12 @@ impl Queue {
             }
             let bytes = encode_within_limit(&mut request)?;
             let temp_name = format!(".tmp-{}-{}", request.id, std::process::id());
-            let file_id = self.write_temp(&temp_name, &bytes)?;
+            let file_id = write_temp_at(&root, &temp_name, &bytes).map_err(|err| {
+                QueueError::Io(format!(
+                    "cannot write {}: {err}",
+                    self.dir.join(&temp_name).display()
+                ))
+            })?;
             // Without a doorbell the wait still works, by looking more often.
             let doorbell = self
                 .open_sub("waiting")
@@ -545,28 +709,6 @@ impl Queue {
             }
         }
         Err(QueueError::Io("cannot find a free request id".into()))
-    }
-
-    /// Writes `bytes` to a new file `name` in the queue folder, synced; returns its
-    /// device and inode.
-    fn write_temp(&self, name: &str, bytes: &[u8]) -> Result<(u64, u64), QueueError> {
-        let temp_path = self.dir.join(name);
-        let written = (|| -> io::Result<(u64, u64)> {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(&temp_path)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            let meta = file.metadata()?;
-            Ok((meta.dev(), meta.ino()))
-        })();
-        written.map_err(|err| {
-            let _ = std::fs::remove_file(&temp_path);
-            QueueError::Io(format!("cannot write {}: {err}", temp_path.display()))
-        })
     }
 
     /// Waits for a decision on `submitted`, up to `timeout` (`None`: forever).
@@ -888,6 +1030,41 @@ fn new_id() -> String {
         .collect()
 }
 
+/// Writes `bytes` to a new file `name` in `dir` (never through a symbolic link),
+/// synced; returns its device and inode. A file that cannot be written whole is
+/// removed.
+fn write_temp_at(dir: &DirHandle, name: &str, bytes: &[u8]) -> io::Result<(u64, u64)> {
+    use nix::fcntl::{OFlag, openat};
+    let fd = openat(
+        dir.fd(),
+        name,
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .and_then(|()| file.metadata());
+    match written {
+        Ok(meta) => Ok((meta.dev(), meta.ino())),
+        Err(err) => {
+            let _ = nix::unistd::unlinkat(dir.fd(), name, nix::unistd::UnlinkatFlags::NoRemoveDir);
+            Err(err)
+        }
+    }
+}
+
+/// `program (user NAME, pid N)`: who a decision is recorded as made by.
+fn decider(program: &str) -> String {
+    let uid = nix::unistd::geteuid();
+    let user = nix::unistd::User::from_uid(uid)
+        .ok()
+        .flatten()
+        .map_or_else(|| uid.to_string(), |user| user.name);
+    format!("{program} (user {user}, pid {})", std::process::id())
+}
+
 /// Renames without replacing an existing file (`RENAME_NOREPLACE`; where the file
 /// system lacks it, a check then a rename).
 fn rename_no_replace(
@@ -914,55 +1091,37 @@ fn rename_no_replace(
     }
 }
 
-/// The request as file bytes, its longest texts shortened until it fits the queue's
-/// file size limit.
+/// The largest request file [`Queue::submit`] writes: half of what a reader
+/// takes, so that its finished record (the request again, indented once more)
+/// still fits.
+pub const MAX_REQUEST_BYTES: u64 = safe_read::MAX_FILE_BYTES / 2;
+
+/// The longest title kept; a longer one keeps its start, its end and its length.
+const MAX_TITLE_CHARS: usize = 1024;
+
+/// The request as file bytes. What a decision lets through (the tool call, its
+/// folder, the session) is stored whole or not at all: a request still too large
+/// once its title (and a question's body) are shortened is refused.
 fn encode_within_limit(request: &mut Request) -> Result<Vec<u8>, QueueError> {
-    let limit = safe_read::MAX_FILE_BYTES as usize;
-    let mut keep = 16 * 1024;
+    request.title = subject::head_and_tail(&request.title, MAX_TITLE_CHARS);
     loop {
         let mut bytes = serde_json::to_vec_pretty(&*request)
             .map_err(|err| QueueError::Io(format!("cannot encode the request: {err}")))?;
         bytes.push(b'\n');
-        if bytes.len() <= limit {
+        if bytes.len() as u64 <= MAX_REQUEST_BYTES {
             return Ok(bytes);
         }
-        if keep < 16 {
-            return Err(QueueError::Io(
-                "the request is too large for the queue".into(),
-            ));
+        let body_chars = request.body.as_deref().map_or(0, |b| b.chars().count());
+        if request.kind != RequestKind::Ask || body_chars < 1024 {
+            return Err(QueueError::TooLarge {
+                bytes: bytes.len() as u64,
+                limit: MAX_REQUEST_BYTES,
+            });
         }
-        request.title = shorten(&request.title, keep.min(1024));
-        request.body = request.body.as_deref().map(|b| shorten(b, keep));
-        request.cwd = request.cwd.as_deref().map(|c| shorten(c, 4096));
-        request.session_id = request.session_id.as_deref().map(|s| shorten(s, 256));
-        request.tool_name = request.tool_name.as_deref().map(|s| shorten(s, 256));
-        if let Some(input) = &mut request.tool_input {
-            shorten_json(input, keep);
-        }
-        keep /= 2;
-    }
-}
-
-fn shorten(text: &str, keep: usize) -> String {
-    if text.len() <= keep {
-        return text.to_string();
-    }
-    let mut end = keep;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes cut]", &text[..end], text.len() - end)
-}
-
-fn shorten_json(value: &mut serde_json::Value, keep: usize) {
-    match value {
-        serde_json::Value::String(s) => *s = shorten(s, keep),
-        serde_json::Value::Array(items) => {
-            items.truncate(64);
-            items.iter_mut().for_each(|v| shorten_json(v, keep));
-        }
-        serde_json::Value::Object(map) => map.values_mut().for_each(|v| shorten_json(v, keep)),
-        _ => {}
+        request.body = request
+            .body
+            .as_deref()
+            .map(|b| subject::head_and_tail(b, body_chars / 2));
     }
 }
 
@@ -999,7 +1158,7 @@ mod tests {
     }
 
     #[test]
-    fn big_requests_are_shortened_to_fit() {
+    fn a_tool_call_is_stored_whole_or_refused() {
         let mut request = Request {
             id: "x".into(),
             created: Utc::now(),
@@ -1013,8 +1172,15 @@ mod tests {
             lane: None,
             abandoned: false,
         };
+        let stored = request.tool_input.clone();
         let bytes = encode_within_limit(&mut request).expect("fits");
-        assert!(bytes.len() as u64 <= safe_read::MAX_FILE_BYTES);
+        assert!(bytes.len() as u64 <= MAX_REQUEST_BYTES);
+        assert_eq!(request.tool_input, stored, "nothing of the call is cut");
         assert_eq!(request.subject(), "a");
+        request.tool_input = Some(serde_json::json!({"command": "a".repeat(3 << 20)}));
+        assert!(matches!(
+            encode_within_limit(&mut request),
+            Err(QueueError::TooLarge { .. })
+        ));
     }
 }

@@ -7,6 +7,9 @@ use std::path::{Component, Path};
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
+use super::subject::{self, Kind};
+use super::url_prefix;
+
 /// One rule as written in `[approvals] allow` or `deny`; the regexes were
 /// checked when the config loaded.
 #[derive(Debug, Clone, Copy)]
@@ -142,8 +145,8 @@ impl RuleRef<'_> {
             || normal.is_some_and(|n| self.pattern_matches(&n) && prefix_hit(&n))
     }
 
-    /// Any other subject (a URL, a search pattern, a JSON input): the prefix must
-    /// end where the text does or at a separator (`/`, `?`, `#`, a space).
+    /// Free text (a search pattern, a query): the prefix must end where the text
+    /// does or at a separator (`/`, `?`, `#`, a space).
     fn covers_text(&self, text: &str) -> bool {
         let boundary = |c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#');
         let under = self.prefix.is_none_or(|prefix| {
@@ -153,6 +156,35 @@ impl RuleRef<'_> {
         });
         under && self.pattern_matches(text)
     }
+
+    /// A URL, already known to be one without control characters or white space:
+    /// the prefix read as a URL ([`url_prefix::covers`]); a pattern must match
+    /// both the text as written and as a parser reads it.
+    fn covers_url(&self, raw: &str, url: &url::Url) -> bool {
+        self.prefix
+            .is_none_or(|prefix| url_prefix::covers(prefix, url))
+            && self.pattern_matches(raw)
+            && self.pattern_matches(url.as_str())
+    }
+
+    /// A deny rule hits a URL as written, or as a parser reads it.
+    fn denies_url(&self, raw: &str) -> bool {
+        let as_written =
+            self.pattern_matches(raw) && self.prefix.is_none_or(|p| raw.starts_with(p));
+        as_written
+            || url_prefix::parsed(raw).is_some_and(|url| {
+                self.pattern_matches(url.as_str())
+                    && self
+                        .prefix
+                        .is_none_or(|p| url.as_str().starts_with(p) || url_prefix::covers(p, &url))
+            })
+    }
+
+    /// The whole input of a tool whose subject is not known: no field is guessed;
+    /// a prefix must be the whole input exactly, a pattern is searched in it.
+    fn covers_json(&self, json: &str) -> bool {
+        self.prefix.is_none_or(|prefix| prefix == json) && self.pattern_matches(json)
+    }
 }
 
 /// A tool call as the rules see it.
@@ -160,42 +192,50 @@ impl RuleRef<'_> {
 pub struct Call {
     tool: String,
     subject: Subject,
+    /// Other texts of the input a deny rule also hits: the fields that look like
+    /// a subject, or every string of an input whose subject is not known.
+    also: Vec<String>,
 }
 
 #[derive(Debug)]
 enum Subject {
     Shell { raw: String, script: Script },
     Path(String),
+    Url(String),
     Text(String),
+    Json(String),
 }
 
 impl Call {
-    /// Reads the subject the way the queue shows it: `command` is shell code;
-    /// `file_path`, `path`, `notebook_path` are paths; anything else is text.
+    /// Reads the subject from the field the tool really uses ([`subject::of`],
+    /// the same table the queue shows it by).
     pub fn new(tool: &str, input: Option<&serde_json::Value>) -> Call {
-        let field = |key: &str| {
-            input
-                .and_then(|i| i.get(key))
-                .and_then(|v| v.as_str())
+        let found = subject::of(tool, input);
+        let also: Vec<String> = match (found.kind, input) {
+            (Kind::Json, Some(input)) => subject::texts(input)
+                .into_iter()
                 .map(str::to_string)
+                .collect(),
+            _ => found
+                .others
+                .iter()
+                .filter_map(|(_, value)| value.as_str().map(str::to_string))
+                .collect(),
         };
-        let subject = if let Some(command) = field("command") {
-            Subject::Shell {
-                script: analyze(&command),
-                raw: command,
-            }
-        } else if let Some(path) = ["file_path", "path", "notebook_path"]
-            .iter()
-            .find_map(|key| field(key))
-        {
-            Subject::Path(path)
-        } else {
-            let text = ["url", "pattern"].iter().find_map(|key| field(key));
-            Subject::Text(text.unwrap_or_else(|| input.map(|i| i.to_string()).unwrap_or_default()))
+        let subject = match found.kind {
+            Kind::Shell => Subject::Shell {
+                script: analyze(&found.text),
+                raw: found.text,
+            },
+            Kind::Path => Subject::Path(found.text),
+            Kind::Url => Subject::Url(found.text),
+            Kind::Text => Subject::Text(found.text),
+            Kind::Json => Subject::Json(found.text),
         };
         Call {
             tool: tool.to_string(),
             subject,
+            also,
         }
     }
 }
@@ -217,10 +257,11 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
     let denied = deny.iter().find(|rule| match &call.subject {
         Subject::Shell { raw, script } => rule.denies_command(raw, script),
         Subject::Path(path) => rule.denies_path(path),
-        Subject::Text(text) => {
+        Subject::Url(raw) => rule.denies_url(raw),
+        Subject::Text(text) | Subject::Json(text) => {
             rule.pattern_matches(text) && rule.prefix.is_none_or(|p| text.starts_with(p))
         }
-    });
+    } || call.also.iter().any(|text| rule.denies_path(text)));
     if let Some(rule) = denied {
         return Verdict::Deny(format!(
             "denied by the rule {} in [approvals] deny",
@@ -237,9 +278,27 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
             .filter(|r| r.covers_path(path))
             .take(1)
             .collect(),
+        Subject::Url(raw) => {
+            if let Some(why) = url_prefix::never_allowed(raw) {
+                return Verdict::Ask(format!("no rule can allow {why}"));
+            }
+            let Some(url) = url_prefix::parsed(raw) else {
+                return Verdict::Ask("no rule can allow a URL that cannot be parsed".into());
+            };
+            allow
+                .iter()
+                .filter(|r| r.covers_url(raw, &url))
+                .take(1)
+                .collect()
+        }
         Subject::Text(text) => allow
             .iter()
             .filter(|r| r.covers_text(text))
+            .take(1)
+            .collect(),
+        Subject::Json(json) => allow
+            .iter()
+            .filter(|r| r.covers_json(json))
             .take(1)
             .collect(),
     };
@@ -360,10 +419,25 @@ pub fn always_rule(tool: &str, input: Option<&serde_json::Value>) -> AlwaysRule 
             ),
             prefixes: vec![path],
         },
-        Subject::Text(text) if text.is_empty() => once("the call has no input to match".into()),
+        Subject::Url(raw) => match url_prefix::never_allowed(&raw) {
+            Some(why) => once(format!("a rule can never allow {why}")),
+            None => AlwaysRule {
+                note: format!(
+                    "always allowed: {tool} of `{raw}` and the paths under it (same scheme, host and port; whole path segments)"
+                ),
+                prefixes: vec![raw],
+            },
+        },
+        Subject::Text(text) | Subject::Json(text) if text.is_empty() => {
+            once("the call has no input to match".into())
+        }
         Subject::Text(text) => AlwaysRule {
             note: format!("always allowed: {tool} calls starting with `{text}`"),
             prefixes: vec![text],
+        },
+        Subject::Json(json) => AlwaysRule {
+            note: format!("always allowed: {tool} with exactly the input `{json}`"),
+            prefixes: vec![json],
         },
     }
 }

@@ -10,8 +10,9 @@ use std::path::Path;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat};
 
-/// The largest request or decision file read.
-pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// The largest request or decision file read: room for a whole hook input
+/// (at most 1 MiB) as a request, and for its finished record.
+pub const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// A directory of the queue, held open so every file is looked up inside it.
 pub struct DirHandle {

@@ -8,18 +8,21 @@
 //! is then refused, which is how a request whose waiter is gone is told from a live
 //! one. A reused pid cannot revive it.
 //!
-//! Sockets are reached through `/proc/self/fd/<dir>/<name>`: the queue's own
+//! A socket is bound through `/proc/self/fd/<dir>/<name>`: the queue's own
 //! directory handle, whatever the length of the folder's path (a socket path is
-//! limited to 107 bytes).
+//! limited to 107 bytes). One that is rung or probed is first opened by itself
+//! (`O_PATH`, never through a symbolic link) and checked to be a socket of this
+//! user, then reached through `/proc/self/fd/<that fd>`: the very file checked,
+//! so a `waiting/<id>.sock` replaced by a link to a socket elsewhere is not rung.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nix::fcntl::AtFlags;
-use nix::sys::stat::{SFlag, fstatat};
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::{Mode, SFlag, fstat};
 
 use super::safe_read::DirHandle;
 
@@ -93,30 +96,61 @@ impl Drop for Doorbell {
     }
 }
 
+/// What `waiting/<id>.sock` is, opened by itself.
+enum SocketFile {
+    Missing,
+    /// Not a socket of this user: a symbolic link, another file, another
+    /// user's socket. Never rung, never probed.
+    Foreign,
+    Ours(OwnedFd),
+}
+
+fn open_socket(waiting: &DirHandle, id: &str) -> SocketFile {
+    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = match openat(waiting.fd(), socket_name(id).as_str(), flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return SocketFile::Missing,
+        Err(_) => return SocketFile::Foreign,
+    };
+    let Ok(stat) = fstat(&fd) else {
+        return SocketFile::Foreign;
+    };
+    let is_socket =
+        SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFSOCK;
+    if is_socket && stat.st_uid == nix::unistd::geteuid().as_raw() {
+        SocketFile::Ours(fd)
+    } else {
+        SocketFile::Foreign
+    }
+}
+
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
 /// Rings the bell of request `id`, if someone waits on it; never blocks.
 pub fn ring(waiting: &DirHandle, id: &str) {
+    let SocketFile::Ours(file) = open_socket(waiting, id) else {
+        return;
+    };
     let Ok(socket) = UnixDatagram::unbound() else {
         return;
     };
     if socket.set_nonblocking(true).is_ok() {
-        let _ = socket.send_to(b"!", through_proc(waiting, &socket_name(id)));
+        let _ = socket.send_to(b"!", fd_path(&file));
     }
 }
 
 /// Whether request `id`'s waiter is alive. Connecting sends nothing: the waiter
 /// does not wake.
 pub fn liveness(waiting: &DirHandle, id: &str) -> Liveness {
-    let name = socket_name(id);
-    let Ok(stat) = fstatat(waiting.fd(), name.as_str(), AtFlags::AT_SYMLINK_NOFOLLOW) else {
+    let SocketFile::Ours(file) = open_socket(waiting, id) else {
         return Liveness::Unknown;
     };
-    if SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFSOCK {
-        return Liveness::Unknown;
-    }
     let Ok(socket) = UnixDatagram::unbound() else {
         return Liveness::Unknown;
     };
-    match socket.connect(through_proc(waiting, &name)) {
+    match socket.connect(fd_path(&file)) {
         Ok(()) => Liveness::Waiting,
         Err(err) if err.raw_os_error() == Some(libc::ECONNREFUSED) => Liveness::Gone,
         Err(_) => Liveness::Unknown,
@@ -164,5 +198,20 @@ mod tests {
         assert_eq!(liveness(&handle, "dead"), Liveness::Gone);
         std::fs::write(dir.path().join("file.sock"), b"x").expect("write");
         assert_eq!(liveness(&handle, "file"), Liveness::Unknown);
+    }
+
+    #[test]
+    fn a_link_in_place_of_a_socket_is_neither_rung_nor_probed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let target = elsewhere.path().join("victim.sock");
+        let victim = UnixDatagram::bind(&target).expect("bind");
+        victim.set_nonblocking(true).expect("nonblocking");
+        std::os::unix::fs::symlink(&target, dir.path().join("abc.sock")).expect("symlink");
+        let handle = DirHandle::open(dir.path()).expect("open");
+        assert_eq!(liveness(&handle, "abc"), Liveness::Unknown);
+        ring(&handle, "abc");
+        let mut buf = [0u8; 4];
+        assert!(victim.recv(&mut buf).is_err(), "the linked socket was rung");
     }
 }

@@ -621,7 +621,7 @@ fn decide(
     };
     let result = crate::approvals::Queue::open(dir)
         .map_err(|err| crate::approvals::DecideError::Io(err.to_string()))
-        .and_then(|queue| queue.decide(id, decision));
+        .and_then(|queue| queue.deciding_as("the control room").decide(id, decision));
     let decided = result.is_ok();
     let text = match result {
         Ok(()) => format!("request {id} {what}"),
@@ -629,6 +629,9 @@ fn decide(
         Err(crate::approvals::DecideError::Abandoned(_)) => format!(
             "refused: request {id} is abandoned, the process that asked is gone (`clowder queue --prune` clears it)"
         ),
+        Err(crate::approvals::DecideError::AlreadyDecided { earlier, .. }) => {
+            format!("refused: request {id} was already {earlier}")
+        }
         Err(err) => format!("cannot decide request {id}: {err}"),
     };
     let level = if decided { Level::Info } else { Level::Error };
@@ -713,5 +716,44 @@ mod tests {
     fn the_first_frame_is_due_at_once() {
         let redraw = Redraw::new();
         assert!(redraw.due());
+    }
+
+    #[test]
+    fn a_decision_that_came_second_is_reported_as_refused() {
+        use crate::approvals::{Decision, Queue, Request, RequestKind};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = Queue::open(dir.path())
+            .expect("queue")
+            .with_event_log(None)
+            .deciding_as("clowder reject");
+        let submitted = queue
+            .submit(Request {
+                id: String::new(),
+                created: Utc::now(),
+                kind: RequestKind::Ask,
+                title: "Deploy?".into(),
+                tool_name: None,
+                tool_input: None,
+                session_id: None,
+                cwd: None,
+                body: None,
+                lane: None,
+                abandoned: false,
+            })
+            .expect("submit");
+        let id = submitted.request.id.clone();
+        queue
+            .decide(&id, Decision::Reject("not now".into()))
+            .expect("the first decision");
+        let mut notes = Vec::new();
+        assert!(!decide(dir.path(), &id, Decision::Approve, &mut notes));
+        let (_, level, text) = notes.last().expect("a note");
+        assert_eq!(*level, Level::Error);
+        assert!(
+            text.starts_with(&format!(
+                "refused: request {id} was already rejected by clowder reject (user "
+            )) && text.ends_with(": not now"),
+            "{text}"
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! The approvals pane: what waits for a human, oldest first, with how long it has
 //! waited; `a` approves the selected request, `r` rejects it with a reason. A
 //! request whose waiter is gone is marked abandoned (deciding it is refused).
-//! Texts too long for the pane end with `…` at a word's end; paths lose their
-//! middle and keep the file name.
+//! Texts too long for the pane end with `…` at a word's end (one longer than a
+//! title keeps its end and says its length); paths lose their middle and keep
+//! the file name.
 
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
@@ -14,11 +15,12 @@ use ratatui::widgets::Paragraph;
 use super::{pane_block, short_duration, title};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
+use crate::approvals::subject::{Kind, head_and_tail};
 use crate::approvals::{DoneRecord, Request, RequestKind, escape};
 use crate::ui::app::{AppState, Pane};
 
-/// The tool input keys whose value is a path (shortened in the middle).
-const PATH_KEYS: [&str; 3] = ["file_path", "path", "notebook_path"];
+/// Longer than this, a cut text shows its end and its length.
+const LONG_TEXT: usize = 200;
 
 /// `▶ Bash  rm -rf build` for a tool call, `? title` for a question, `● title` for
 /// a session; escaped, in at most `width` columns.
@@ -29,7 +31,7 @@ fn request_line(request: &Request, width: usize) -> String {
     let text = if is_path(request) {
         fit_path(&text, room)
     } else {
-        fit_words(&text, room)
+        fit_long(&text, room)
     };
     format!("{head}{text}")
 }
@@ -74,12 +76,23 @@ fn request_parts(request: &Request) -> (String, String) {
 }
 
 fn is_path(request: &Request) -> bool {
-    request.kind == RequestKind::Tool
-        && request.tool_input.as_ref().is_some_and(|input| {
-            PATH_KEYS
-                .iter()
-                .any(|key| input.get(key).is_some_and(|v| v.is_string()))
-        })
+    if request.kind != RequestKind::Tool || request.tool_input.is_none() {
+        return false;
+    }
+    let subject = request.subject_of();
+    subject.kind == Kind::Path && subject.others.is_empty()
+}
+
+/// [`fit_words`], except that a text longer than a title holds keeps its end
+/// and says its length (what follows padding is never out of sight).
+fn fit_long(text: &str, width: usize) -> String {
+    if text.width() > width && text.chars().count() > LONG_TEXT {
+        let ends = head_and_tail(text, width);
+        if ends.width() <= width {
+            return ends;
+        }
+    }
+    fit_words(text, width)
 }
 
 /// `text` in at most `width` columns: whole words and `…` (a single word too long

@@ -153,6 +153,29 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
     cell
 }
 
+/// When the request does not fit its popup (a long command runs past the
+/// bottom), a line saying how long its subject is and how it ends, so that a tail
+/// after padding is seen before it is approved.
+fn cut_subject_end(
+    request: &crate::approvals::Request,
+    lines: &[Line],
+    rect: Rect,
+) -> Option<String> {
+    let width = rect.width.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(width).max(1)).sum();
+    let subject = request.subject();
+    if rows <= rect.height.saturating_sub(2) as usize || subject.is_empty() {
+        return None;
+    }
+    let count = subject.chars().count();
+    let keep = (width * 3).saturating_sub(40).max(40);
+    let tail: String = subject.chars().skip(count.saturating_sub(keep)).collect();
+    Some(format!(
+        "length   {count} chars, cut below; it ends: …{}",
+        escape(&tail)
+    ))
+}
+
 /// `  y  kill    n / Esc  cancel`, from the keymap.
 fn confirm_keys(what: &str) -> String {
     let mut bindings = keymap::documented(Context::Confirm);
@@ -258,6 +281,9 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         if let Some(body) = &request.body {
             lines.push(Line::raw(""));
             lines.extend(body.lines().map(|l| Line::raw(escape(l))));
+        }
+        if let Some(end) = cut_subject_end(request, &lines, rect) {
+            lines.insert(6, Line::raw(end));
         }
         popup(
             frame,
