@@ -62,18 +62,20 @@ pub(super) fn fit(text: String) -> String {
 pub(super) fn is_safe_text(text: &str, allow_newline: bool) -> bool {
     let bytes = text.as_bytes();
     let newline = if allow_newline { b'\n' } else { 0xff };
-    let has_control = bytes.chunks(256).any(|block| {
-        block.iter().fold(false, |seen, &b| {
-            seen | ((b < 0x20 && b != newline) | (b == 0x7f))
-        })
-    });
-    if has_control {
-        return false;
+    let mut past_ascii = false;
+    for block in bytes.chunks(256) {
+        let (control, high) = block.iter().fold((false, false), |(control, high), &b| {
+            (
+                control | ((b < 0x20 && b != newline) | (b == 0x7f)),
+                high | (b >= 0x80),
+            )
+        });
+        if control {
+            return false;
+        }
+        past_ascii |= high;
     }
-    match bytes.iter().position(|b| !b.is_ascii()) {
-        None => true,
-        Some(at) => !text[at..].chars().any(is_invisible),
-    }
+    !past_ascii || !text.chars().any(|c| !c.is_ascii() && is_invisible(c))
 }
 
 pub(super) fn char_count(text: &str) -> usize {
