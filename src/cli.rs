@@ -456,8 +456,9 @@ fn print_status(path: &Path, json: bool) -> i32 {
             return 1;
         }
     };
+    // The file quotes the agent (a hold's reason, a limit's words).
     if json {
-        print!("{raw}");
+        print!("{}", crate::escape::json_visible(&raw));
         return 0;
     }
     let alive = status::writer_alive(snapshot.pid);
@@ -466,10 +467,8 @@ fn print_status(path: &Path, json: bool) -> i32 {
         .as_ref()
         .and_then(|file| std::fs::metadata(file).ok())
         .map(|m| m.len());
-    println!(
-        "{}",
-        status::render(&snapshot, alive, chrono::Utc::now(), size)
-    );
+    let shown = status::render(&snapshot, alive, chrono::Utc::now(), size);
+    println!("{}", crate::escape::visible_lines(&shown));
     0
 }
 

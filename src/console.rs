@@ -21,11 +21,31 @@ pub enum Verbosity {
 
 pub struct Console {
     verbosity: Verbosity,
+    /// The start of a character cut off at the end of the agent's output so
+    /// far, completed by what it writes next.
+    cut: Vec<u8>,
 }
 
 impl Console {
     pub fn new(verbosity: Verbosity) -> Console {
-        Console { verbosity }
+        Console {
+            verbosity,
+            cut: Vec::new(),
+        }
+    }
+
+    /// The whole characters of `cut` + `bytes` (a byte that is not UTF-8 as
+    /// U+FFFD), keeping a character cut at the end for next time.
+    fn whole_chars(&mut self, bytes: &[u8]) -> String {
+        self.cut.extend_from_slice(bytes);
+        let keep = match std::str::from_utf8(&self.cut) {
+            Err(err) if err.error_len().is_none() => self.cut.len() - err.valid_up_to(),
+            _ => 0,
+        };
+        let tail = self.cut.split_off(self.cut.len() - keep);
+        let text = String::from_utf8_lossy(&self.cut).into_owned();
+        self.cut = tail;
+        text
     }
 }
 
@@ -38,11 +58,13 @@ pub fn format_line(wall: DateTime<Utc>, level: Level, message: &str) -> String {
     )
 }
 
-/// Prints `line` on stdout; a closed stdout (a pipe to `head`, a terminal gone
-/// while the loop ended its sessions) is no reason to fail.
+/// Prints `line` on stdout, every invisible character in it escaped (log
+/// lines quote the agent: a limit's reason, a failure's words); a closed
+/// stdout (a pipe to `head`, a terminal gone while the loop ended its
+/// sessions) is no reason to fail.
 pub fn say(line: &str) {
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "{line}");
+    let _ = writeln!(stdout, "{}", crate::escape::visible(line));
     let _ = stdout.flush();
 }
 
@@ -51,21 +73,16 @@ impl Reporter for Console {
         if self.verbosity == Verbosity::Quiet && level != Level::Error {
             return;
         }
-        // Messages quote the agent (a limit's reason, a failure's words).
-        // A closed stdout (a pipe to `head`) must not stop the loop.
-        say(&format_line(
-            wall,
-            level,
-            &crate::agent::terminal_safe(message),
-        ));
+        say(&format_line(wall, level, message));
     }
 
     fn agent_output(&mut self, bytes: &[u8]) {
         if self.verbosity != Verbosity::Verbose {
             return;
         }
+        let text = self.whole_chars(bytes);
         let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(bytes);
+        let _ = stdout.write_all(crate::escape::visible_lines(&text).as_bytes());
         let _ = stdout.flush();
     }
 }
@@ -116,5 +133,16 @@ mod tests {
         assert!(
             format_line(wall, Level::Error, "x").starts_with("[2026-02-14T23:15:00Z] [ERROR] x")
         );
+    }
+
+    #[test]
+    fn a_character_cut_between_two_reads_is_shown_whole() {
+        let mut console = Console::new(Verbosity::Verbose);
+        let text = "é\u{202e}x";
+        let bytes = text.as_bytes();
+        assert_eq!(console.whole_chars(&bytes[..1]), "");
+        assert_eq!(console.whole_chars(&bytes[1..3]), "é");
+        assert_eq!(console.whole_chars(&bytes[3..]), "\u{202e}x");
+        assert_eq!(console.whole_chars(b"\xffok"), "\u{fffd}ok");
     }
 }

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod console;
 pub mod detach;
+pub mod escape;
 pub mod fleet;
 pub mod fmt;
 pub mod plan;

@@ -690,7 +690,7 @@ fn epoch_seconds(value: i64) -> Option<i64> {
 /// First line of agent text, cut at a `|epoch` suffix and shortened for a reason.
 fn excerpt(text: &str) -> String {
     let head = text.split(['\n', '|']).next().unwrap_or("").trim();
-    let head = super::text::terminal_safe(head);
+    let head = crate::escape::visible(head);
     let mut out: String = head.chars().take(REASON_EXCERPT_CHARS).collect();
     if out.len() < head.len() {
         out.push('…');

@@ -17,9 +17,9 @@
 //!   failures and commit patterns, judged from the event's fields (`Signals`;
 //!   free text only on lines that are not JSON objects, never on a line cut
 //!   mid-object), so nothing an agent merely quotes can fake a limit;
-//! - `text`: text safety, the one function that makes agent text harmless for a
-//!   terminal (controls, escape sequences, bidi overrides), used by the screen and
-//!   the console;
+//! - `text`: display lines for the screen: escape sequences removed (colour
+//!   kept on plain lines), a terminal's carriage returns, tabs, caps; every
+//!   other invisible character shown by [`crate::escape`];
 //! - `follow`: the control room's follower, on its own thread, woken by notify.
 //!
 //! A new agent format is one new file in `stream/` (its event type with serde,
@@ -33,8 +33,6 @@ pub mod follow;
 mod lines;
 pub mod stream;
 mod text;
-
-pub(crate) use text::terminal_safe;
 
 pub use classify::{
     Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,

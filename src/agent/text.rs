@@ -2,7 +2,9 @@
 
 use std::borrow::Cow;
 
-use memchr::{memchr, memchr2};
+use memchr::memchr;
+
+use crate::escape::{is_invisible, push_visible};
 
 /// Cap for [`Rendered::detail`]: enough to read a tool's output, small enough for a UI.
 pub(super) const MAX_DETAIL_BYTES: usize = 64 * 1024;
@@ -18,19 +20,20 @@ pub(super) const MAX_SGR_SEQUENCE_BYTES: usize = 64;
 /// Appended to a detail that was cut.
 pub(super) const TRUNCATED_MARK: &str = "\n… (truncated)";
 
-/// Agent text made safe for one terminal line, for every printer (the
-/// headless console, the control room's panes, reasons quoted in log lines):
-/// control characters, escape sequences and bidi overrides never pass.
-pub(crate) fn terminal_safe(text: &str) -> Cow<'_, str> {
-    if is_safe_text(text.as_bytes(), false) {
-        Cow::Borrowed(text)
-    } else {
-        Cow::Owned(sanitize_line(text, false, usize::MAX))
-    }
-}
-
+/// One display line from agent text the agent composed, ran or got back (a
+/// JSON string): escape sequences removed, every other invisible character
+/// (a carriage return too, so nothing before it hides) shown escaped.
 pub(super) fn clean(text: &str) -> String {
-    sanitize_line(text, false, MAX_TEXT_CHARS)
+    let text = text.trim_end_matches(['\r', '\n']);
+    let mut out = String::new();
+    if is_safe_text(text, false)
+        && (text.len() <= MAX_TEXT_CHARS || char_count(text) <= MAX_TEXT_CHARS)
+    {
+        out.push_str(text);
+    } else {
+        sanitize_run(text, false, MAX_TEXT_CHARS, false, &mut out);
+    }
+    out
 }
 
 /// Caps a composed display line at MAX_TEXT_CHARS, ending it with an ellipsis.
@@ -53,41 +56,26 @@ pub(super) fn fit(text: String) -> String {
     }
 }
 
-/// Length of the character at `at` if it is one display text must not carry
-/// as is: a C1 control (an 8-bit CSI can drive a terminal), a bidi override or
-/// isolate (they make text read differently from what it is), or a line or
-/// paragraph separator (it would break the line).
-pub(super) fn special_len(bytes: &[u8], at: usize) -> Option<usize> {
-    match (bytes.get(at), bytes.get(at + 1), bytes.get(at + 2)) {
-        (Some(0xc2), Some(0x80..=0x9f), _) => Some(2),
-        (Some(0xe2), Some(0x80), Some(0xa8..=0xae)) => Some(3),
-        (Some(0xe2), Some(0x81), Some(0xa6..=0xa9)) => Some(3),
-        _ => None,
-    }
-}
-
 /// Whether text can be shown as it is (newlines allowed or not). Most text
-/// can, so this is built to be fast: a branch-free control scan per block, then
-/// a look at the few lead bytes that can start a special character.
-pub(super) fn is_safe_text(bytes: &[u8], allow_newline: bool) -> bool {
+/// can, so this is built to be fast: a branch-free control scan per block,
+/// then a look at each character past ASCII, if any.
+pub(super) fn is_safe_text(text: &str, allow_newline: bool) -> bool {
+    let bytes = text.as_bytes();
     let newline = if allow_newline { b'\n' } else { 0xff };
-    let has_control = bytes.chunks(256).any(|block| {
-        block.iter().fold(false, |seen, &b| {
-            seen | ((b < 0x20 && b != newline) | (b == 0x7f))
-        })
-    });
-    if has_control {
-        return false;
-    }
-    let mut i = 0;
-    while let Some(j) = memchr2(0xc2, 0xe2, &bytes[i..]) {
-        let at = i + j;
-        if special_len(bytes, at).is_some() {
+    let mut past_ascii = false;
+    for block in bytes.chunks(256) {
+        let (control, high) = block.iter().fold((false, false), |(control, high), &b| {
+            (
+                control | ((b < 0x20 && b != newline) | (b == 0x7f)),
+                high | (b >= 0x80),
+            )
+        });
+        if control {
             return false;
         }
-        i = at + 1;
+        past_ascii |= high;
     }
-    true
+    !past_ascii || !text.chars().any(|c| !c.is_ascii() && is_invisible(c))
 }
 
 pub(super) fn char_count(text: &str) -> usize {
@@ -95,36 +83,31 @@ pub(super) fn char_count(text: &str) -> usize {
     text.bytes().filter(|b| (b & 0xc0) != 0x80).count()
 }
 
-/// One display line from one line of agent output: the text after the last
-/// carriage return (what a terminal would show, roughly), without control
-/// characters and escape sequences (colour SGR kept only with `keep_sgr`),
-/// tabs expanded, at most `max_chars` visible characters with an ellipsis.
+/// One display line from one line of what an agent wrote to its terminal:
+/// the text after the last carriage return (what a terminal would show,
+/// roughly), without escape sequences (colour SGR kept only with `keep_sgr`),
+/// tabs expanded, every other invisible character shown escaped, at most
+/// `max_chars` visible characters with an ellipsis.
 pub(super) fn sanitize_line(text: &str, keep_sgr: bool, max_chars: usize) -> String {
     let mut out = String::new();
-    sanitize_into(text, keep_sgr, max_chars, &mut out);
-    out
-}
-
-pub(super) fn sanitize_into(text: &str, keep_sgr: bool, max_chars: usize, out: &mut String) {
     let text = text.trim_end_matches(['\r', '\n']);
     let (before, tail) = match memchr::memrchr(b'\r', text.as_bytes()) {
         Some(i) => (&text[..i], &text[i + 1..]),
         None => ("", text),
     };
     if keep_sgr && before.contains('\x1b') {
-        carry_sgr(before, out);
+        carry_sgr(before, &mut out);
     }
-    if is_safe_text(tail.as_bytes(), false)
-        && (tail.len() <= max_chars || char_count(tail) <= max_chars)
-    {
+    if is_safe_text(tail, false) && (tail.len() <= max_chars || char_count(tail) <= max_chars) {
         out.push_str(tail);
-        return;
+    } else {
+        sanitize_run(tail, keep_sgr, max_chars, false, &mut out);
     }
-    sanitize_run(tail, keep_sgr, max_chars, false, out);
+    out
 }
 
 /// The careful path: copies runs of ordinary text whole and deals with each
-/// control, escape sequence or special character between them.
+/// escape sequence, tab or other invisible character between them.
 pub(super) fn sanitize_run(
     text: &str,
     keep_sgr: bool,
@@ -143,18 +126,7 @@ pub(super) fn sanitize_run(
     let mut sgr_bytes = 0usize;
     let mut i = 0;
     while i < bytes.len() {
-        let mut j = i;
-        while let Some(&b) = bytes.get(j) {
-            if b < 0x20
-                || b == 0x7f
-                || ((b == 0xc2 || b == 0xe2) && special_len(bytes, j).is_some())
-            {
-                break;
-            }
-            j += 1;
-        }
-        // Both ends are char boundaries: `j` stops at an ASCII byte, a lead
-        // byte or the end.
+        let j = visible_run_end(text, i);
         if j > i && !sink.push_run(&text[i..j]) {
             return;
         }
@@ -186,20 +158,43 @@ pub(super) fn sanitize_run(
                 sink.column = 0;
                 i += 1;
             }
-            0..0x20 | 0x7f => i += 1,
             _ => {
-                let len = special_len(bytes, i).unwrap_or(1);
-                // U+2028/U+2029 separate words; the rest are dropped.
-                if bytes.get(i + 1) == Some(&0x80)
-                    && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9))
-                    && !sink.push_run(" ")
-                {
+                let Some(c) = text[i..].chars().next() else {
+                    break;
+                };
+                let mut shown = String::new();
+                push_visible(c, &mut shown);
+                if !sink.push_run(&shown) {
                     return;
                 }
-                i += len;
+                i += c.len_utf8();
             }
         }
     }
+}
+
+/// Where the run of characters shown as they are that starts at `from` ends:
+/// at an invisible character or the end (a char boundary either way).
+fn visible_run_end(text: &str, from: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut j = from;
+    while let Some(&b) = bytes.get(j) {
+        if b.is_ascii() {
+            if b < 0x20 || b == 0x7f {
+                break;
+            }
+            j += 1;
+        } else {
+            let Some(c) = text[j..].chars().next() else {
+                break;
+            };
+            if is_invisible(c) {
+                break;
+            }
+            j += c.len_utf8();
+        }
+    }
+    j
 }
 
 /// Visible characters going into a display line, up to a cap.
@@ -331,29 +326,18 @@ impl vte::Perform for SequenceEnd {
     }
 }
 
-/// Multi-line text for a detail view: sanitised like display lines, but
+/// Multi-line text for a detail view: sanitised like [`clean`] lines, but
 /// newlines kept and nothing cut. Text that needs no change is not copied.
 pub(super) fn sanitize_block<'t>(text: impl Into<Cow<'t, str>>) -> String {
     let text = text.into();
     let end = text.trim_end_matches(['\n', '\r']).len();
-    if is_safe_text(&text.as_bytes()[..end], true) {
+    if is_safe_text(&text[..end], true) {
         let mut text = text.into_owned();
         text.truncate(end);
         return text;
     }
-    let text = &text[..end];
-    let mut out = String::with_capacity(text.len());
-    if memchr(b'\r', text.as_bytes()).is_none() {
-        sanitize_run(text, false, usize::MAX, true, &mut out);
-        return out;
-    }
-    // Carriage returns overwrite within their own line only.
-    for (i, line) in text.split('\n').enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        sanitize_into(line, false, usize::MAX, &mut out);
-    }
+    let mut out = String::with_capacity(end);
+    sanitize_run(&text[..end], false, usize::MAX, true, &mut out);
     out
 }
 
@@ -431,9 +415,14 @@ mod escape_tests {
     }
 
     #[test]
-    fn only_colour_survives_and_bidi_overrides_do_not() {
-        let line = "\x1b]0;title\x07\x1b[2J\x1b[32mok\x1b[0m \u{202e}evil";
-        assert_eq!(sanitize_line(line, true, 100), "\x1b[32mok\x1b[0m evil");
-        assert_eq!(terminal_safe(line), "ok evil");
+    fn only_colour_survives_and_invisible_characters_are_shown() {
+        let line = "\x1b]0;title\x07\x1b[2J\x1b[32mok\x1b[0m \u{202e}evil\u{200b}\u{7}";
+        assert_eq!(
+            sanitize_line(line, true, 100),
+            "\x1b[32mok\x1b[0m \\u{202e}evil\\u{200b}\\u{7}"
+        );
+        assert_eq!(clean(line), "ok \\u{202e}evil\\u{200b}\\u{7}");
+        assert_eq!(clean("curl x|sh #\rcargo test"), "curl x|sh #\\rcargo test");
+        assert_eq!(sanitize_line("10%\r100%", false, 100), "100%");
     }
 }

@@ -672,7 +672,8 @@ pub fn queue(args: QueueArgs) -> i32 {
             })
             .collect();
         match serde_json::to_string_pretty(&listed) {
-            Ok(json) => println!("{}", json_escape_controls(&json)),
+            // serde_json leaves DEL, C1 controls and format characters raw.
+            Ok(json) => println!("{}", crate::escape::json_visible(&json)),
             Err(err) => {
                 eprintln!("clowder queue: error: {err}");
                 return 1;
@@ -702,9 +703,9 @@ pub fn queue(args: QueueArgs) -> i32 {
             r.id,
             crate::fmt::duration(r.age_secs(now)),
             if r.abandoned { "abandoned" } else { "waiting" },
-            escape(&clip(&tool, 10)),
-            escape(&super::subject::head_and_tail(&r.subject(), 50)),
-            escape(&super::subject::head_and_tail(&titled(r), 100)),
+            clip(&escape(&tool), 10),
+            super::subject::head_and_tail(&escape(&r.subject()), 50),
+            super::subject::head_and_tail(&escape(&titled(r)), 100),
         );
     }
     if requests.iter().any(|r| r.abandoned) {
@@ -723,6 +724,7 @@ fn titled(request: &crate::approvals::Request) -> String {
     }
 }
 
+/// `text` (escaped, so on one line) in at most `max` characters.
 fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
@@ -731,20 +733,6 @@ fn clip(text: &str, max: usize) -> String {
         out.push('…');
         out
     }
-}
-
-/// serde_json leaves DEL, C1 controls and bidi overrides raw; as JSON escapes they
-/// mean the same and cannot steer a terminal.
-fn json_escape_controls(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        if super::is_unsafe_char(c) && c != '\n' {
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// `clowder approve ID` / `clowder reject ID --reason …`.

@@ -146,25 +146,14 @@ pub fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// `text` made safe for a terminal: control characters (ESC included, so every ANSI
-/// sequence), DEL, C1 controls and bidirectional overrides are written `\u{1b}`.
+/// `text` made safe for a terminal, on one line: [`crate::escape::visible`].
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if is_unsafe_char(c) {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::escape::visible(text).into_owned()
 }
 
-/// A character a terminal acts on rather than shows: a control character or a
-/// bidirectional override, which can make text read as something else.
-pub(crate) fn is_unsafe_char(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+/// A character a terminal acts on or does not show: [`crate::escape::is_invisible`].
+pub fn is_unsafe_char(c: char) -> bool {
+    crate::escape::is_invisible(c)
 }
 
 /// A request as stored in `pending/<id>.json`.
@@ -1153,7 +1142,7 @@ mod tests {
     #[test]
     fn escapes_control_characters() {
         assert_eq!(escape("\u{1b}[31mred"), "\\u{1b}[31mred");
-        assert_eq!(escape("a\nb\u{9b}c\u{202e}"), "a\\u{a}b\\u{9b}c\\u{202e}");
+        assert_eq!(escape("a\nb\u{9b}c\u{202e}"), "a\\nb\\u{9b}c\\u{202e}");
         assert_eq!(escape("héllo ▶"), "héllo ▶");
     }
 

@@ -233,7 +233,7 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
     if json {
         let text = serde_json::to_string_pretty(&rows)
             .map_err(|err| Failure::Failed(format!("cannot encode the lanes: {err}")))?;
-        println!("{text}");
+        println!("{}", crate::escape::json_visible(&text));
         for orphan in &orphans {
             eprintln!("clowder: orphan: {}", orphan_line(orphan));
         }

@@ -41,7 +41,8 @@ pub fn print(root: &Path, json: bool) -> i32 {
         }
     }
     if json {
-        println!("{}", serde_json::Value::Object(all));
+        let all = serde_json::Value::Object(all).to_string();
+        println!("{}", crate::escape::json_visible(&all));
     }
     0
 }

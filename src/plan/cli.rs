@@ -151,7 +151,7 @@ fn status(args: &StatusArgs) -> i32 {
     if args.json {
         let json = serde_json::to_string_pretty(&rows)
             .expect("plan rows serialise because every field is plain data");
-        println!("{json}");
+        println!("{}", crate::escape::json_visible(&json));
     } else if rows.is_empty() {
         println!("no plans (their state is kept in {PLANS_DIR}/)");
     } else {

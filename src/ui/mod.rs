@@ -54,21 +54,15 @@ const OUTPUT_FRAME: Duration = crate::agent::follow::MIN_GAP;
 /// Finished approvals shown in the history view.
 const HISTORY_LIMIT: usize = 200;
 
-/// Makes text safe to put on the terminal: control characters (escape sequences
-/// included) and bidirectional overrides are shown as visible escapes instead
-/// of being sent.
+/// Makes text safe to put on the terminal, on one line: tabs become spaces
+/// and every other invisible character is shown escaped
+/// ([`crate::escape::visible`]).
 pub fn sanitize(text: &str) -> String {
-    use crate::approvals::is_unsafe_char;
-    if !text.chars().any(is_unsafe_char) {
-        return text.to_string();
+    if text.contains('\t') {
+        crate::escape::visible(&text.replace('\t', "    ")).into_owned()
+    } else {
+        crate::escape::visible(text).into_owned()
     }
-    text.chars()
-        .map(|c| match c {
-            '\t' => "    ".to_string(),
-            c if is_unsafe_char(c) => c.escape_default().to_string(),
-            c => c.to_string(),
-        })
-        .collect()
 }
 
 /// Log lines and events from the supervisor, sent to the event pane instead of

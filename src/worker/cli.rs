@@ -179,7 +179,7 @@ pub fn tasks(args: TasksArgs) -> i32 {
     let rows: Vec<_> = dirs.iter().map(|dir| super::list::row(dir)).collect();
     if args.json {
         match serde_json::to_string_pretty(&rows) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => println!("{}", crate::escape::json_visible(&text)),
             Err(err) => {
                 eprintln!("clowder: error: {err}");
                 return 1;

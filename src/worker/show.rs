@@ -6,7 +6,6 @@ use serde_json::Value;
 
 use super::task::ActionRecord;
 use super::tools::ActionResult;
-use crate::agent::terminal_safe;
 
 /// Longest piece of agent text (a reason, a path, an error) put on a line.
 const MAX_PIECE_CHARS: usize = 160;
@@ -82,7 +81,7 @@ fn summary(result: &ActionResult) -> String {
 
 /// Agent text made safe for one terminal line and capped.
 pub(crate) fn piece(text: &str) -> String {
-    let safe = terminal_safe(text);
+    let safe = crate::escape::visible(text);
     let mut chars = safe.chars();
     let mut out: String = chars.by_ref().take(MAX_PIECE_CHARS).collect();
     if chars.next().is_some() {

@@ -204,13 +204,23 @@ fn double_quoted(inner: &str) -> Option<Cow<'_, str>> {
     Some(Cow::Owned(out))
 }
 
-/// First non-blank line, cleaned; " …" when more non-blank lines follow.
+/// First non-blank line of what the agent asks for (a command, a path, a
+/// query), with every invisible character in it, escape sequences and
+/// carriage returns included, shown escaped ([`crate::escape::visible`]):
+/// nothing in it may hide the rest. " …" when more non-blank lines follow.
 pub(super) fn one_line(text: &str) -> String {
-    let mut lines = text.split('\n').filter(|l| !l.trim().is_empty());
+    let blank = |l: &str| l.trim_matches([' ', '\t']).is_empty();
+    let mut lines = text.split('\n').filter(|l| !blank(l));
     let Some(first) = lines.next() else {
         return String::new();
     };
-    let mut shown = clean(first.trim());
+    // One character past the cap is enough for `fit` to end it with `…`.
+    let head: String = first
+        .trim_matches([' ', '\t'])
+        .chars()
+        .take(MAX_TEXT_CHARS + 1)
+        .collect();
+    let mut shown = fit(crate::escape::visible(&head).into_owned());
     if lines.next().is_some() {
         shown.push_str(" …");
     }

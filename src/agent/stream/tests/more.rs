@@ -110,8 +110,8 @@ fn text_mode_sanitising() {
         [
             "\x1b[1;32m✓\x1b[0m compiled ok",
             "Downloading 100%",
-            "redrawn line!",
-            "a       bcdef",
+            "redrawn line\\u{7}!",
+            "a       b\\u{0}c\\u{8}d\\u{7f}\\u{9b}e\\u{202e}f",
             "link text",
             "\x1b[31mblue",
             "crlf line",
@@ -129,7 +129,7 @@ fn json_text_never_keeps_escapes() {
     let (out, _) = run_auto(
         r#"{"type":"assistant","message":{"content":[{"type":"text","text":"\u001b[31mred\u001b[0m and \u0007bell\u001b]0;t\u0007 ok"}]}}"#,
     );
-    assert_eq!(only(&out).text, "red and bell ok");
+    assert_eq!(only(&out).text, "red and \\u{7}bell ok");
 }
 
 #[test]
