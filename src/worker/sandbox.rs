@@ -201,18 +201,23 @@ fn open_root(path: &Path, is_task_dir: bool) -> Result<Dir, String> {
         false => libc::O_DIRECTORY | libc::O_NOFOLLOW,
     };
     options.custom_flags(flags);
-    match options.open(path) {
-        Ok(file) => Ok(Dir::from_std_file(file)),
-        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => {
-            let target = std::fs::read_link(path)
-                .map(|t| format!(" to {}", t.display()))
-                .unwrap_or_default();
-            Err(format!(
-                "is a symbolic link{target}: an allowed path must be a folder itself, never followed; give the folder it leads to instead"
-            ))
-        }
-        Err(err) if err.raw_os_error() == Some(libc::ENOTDIR) => Err("not a folder".to_string()),
-        Err(err) => Err(err.to_string()),
+    let err = match options.open(path) {
+        Ok(file) => return Ok(Dir::from_std_file(file)),
+        Err(err) => err,
+    };
+    // Linux says ENOTDIR (or ELOOP) for a symbolic link under O_NOFOLLOW.
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link && !is_task_dir {
+        let target = std::fs::read_link(path)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default();
+        return Err(format!(
+            "is a symbolic link{target}: an allowed path must be a folder itself, never followed; give the folder it leads to instead"
+        ));
+    }
+    match err.raw_os_error() {
+        Some(libc::ENOTDIR) => Err("not a folder".to_string()),
+        _ => Err(err.to_string()),
     }
 }
 
