@@ -144,6 +144,16 @@ pub struct SessionFindings {
     /// Tool calls not yet reported while the session ran, in order, so that the
     /// guards see output read after the exit one call at a time as well.
     pub new_calls: Vec<ToolCallSig>,
+    /// The disk where output goes was full when the session ended: its output
+    /// may have been cut short, so it is not productive.
+    pub out_of_space: Option<OutOfSpace>,
+}
+
+/// Where space ran out, and how much was left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfSpace {
+    pub dir: PathBuf,
+    pub free_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -797,6 +807,11 @@ impl Core {
         if !matches!(self.phase, Phase::CheckingStop | Phase::Spawning) {
             return;
         }
+        self.hold_for_space(now, dir, free_bytes, out);
+    }
+
+    /// Waits, and looks again, until the disk has space for a session.
+    fn hold_for_space(&mut self, now: Now, dir: PathBuf, free_bytes: u64, out: &mut Vec<Effect>) {
         if let Some(reason) = self.pending_stop_reason() {
             self.finish(now, reason, out);
             return;
@@ -1183,11 +1198,14 @@ impl Core {
             );
         }
         let agent_error = findings.agent_error.clone();
-        let rate_limited = agent_error.is_none() && findings.rate_limit.is_some();
+        // A session cut short by a full disk is not judged by its output at all.
+        let out_of_space = agent_error.is_none() && findings.out_of_space.is_some();
+        let rate_limited = agent_error.is_none() && !out_of_space && findings.rate_limit.is_some();
         let empty = agent_error.is_none()
+            && !out_of_space
             && !rate_limited
             && findings.output_bytes < self.settings.min_output_bytes;
-        let productive = agent_error.is_none() && !rate_limited && !empty;
+        let productive = agent_error.is_none() && !out_of_space && !rate_limited && !empty;
         let will_retry_empty =
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
@@ -1239,6 +1257,8 @@ impl Core {
                 findings.committed,
                 if agent_error.is_some() {
                     " agent_error=true"
+                } else if out_of_space {
+                    " disk_full=true"
                 } else if rate_limited {
                     " rate_limited=true"
                 } else if empty {
@@ -1292,6 +1312,18 @@ impl Core {
             return;
         }
 
+        if let Some(space) = findings.out_of_space.filter(|_| out_of_space) {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "iteration={iteration} global={} the disk filled up during the session: not productive, the iteration runs again once there is space",
+                    session.global
+                ),
+            );
+            self.hold_for_space(now, space.dir, space.free_bytes, out);
+            return;
+        }
         if let Some(limit) = findings.rate_limit {
             self.on_rate_limited(now, iteration, &session, limit, out);
             return;
