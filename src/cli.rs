@@ -453,7 +453,12 @@ fn print_status(path: &Path, json: bool) -> i32 {
         Ok(read) => read,
         Err(err) => {
             eprintln!("clowder: {err}");
-            return 1;
+            // No loop ran here (1); a status file that is there but unreadable is
+            // a state file error (2), as for every configuration error.
+            return match std::fs::symlink_metadata(path) {
+                Ok(_) => 2,
+                Err(_) => 1,
+            };
         }
     };
     // The file quotes the agent (a hold's reason, a limit's words).

@@ -507,7 +507,7 @@ pub fn add_allow_rule(path: &Path, tool: &str, prefixes: &[String]) -> Result<()
     if prefixes.is_empty() {
         return Ok(());
     }
-    let text = match std::fs::read_to_string(path) {
+    let text = match crate::store::small_file::read_to_string(path) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
@@ -577,7 +577,7 @@ impl std::error::Error for ConfigError {}
 impl Config {
     /// Reads `path`. With `required == false` a missing file yields the defaults.
     pub fn load(path: &Path, required: bool) -> Result<Config, ConfigError> {
-        match std::fs::read(path) {
+        match crate::store::small_file::read(path) {
             Ok(bytes) => {
                 let text = String::from_utf8(bytes).map_err(|err| ConfigError {
                     file: path.to_path_buf(),

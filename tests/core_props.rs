@@ -209,6 +209,8 @@ proptest! {
             let effects = driver.end_session(rate_limited(Some(reset)));
             let delay = armed_delay(&effects).expect("a backoff timer");
             prop_assert!(delay <= Duration::from_millis(max_ms) + Duration::from_micros(1));
+            // Never shorter than the initial delay (unless the cap is lower still).
+            prop_assert!(delay >= Duration::from_millis(max_ms.min(2_000)), "{:?}", delay);
             prop_assert!(driver.continue_loop(&effects));
         }
     }

@@ -113,3 +113,62 @@ fn a_full_disk_holds_new_sessions_until_space_returns() {
     assert_eq!(outputs.len(), 2);
     drop(tmpfs);
 }
+
+/// An agent whose first run writes far more than the disk holds and whose later
+/// runs are normal; runs are counted in `runs` (off the full disk).
+fn flood_then_normal(project: &Project) -> PathBuf {
+    let script = project.path("agent.sh");
+    let agent = fake_agent().display().to_string();
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nn=$(cat runs 2>/dev/null || echo 0)\necho $((n + 1)) > runs\nif [ \"$n\" = 0 ]; then exec '{agent}' flood 8000000; fi\nexec '{agent}' normal\n"
+        ),
+    )
+    .expect("write agent");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    script
+}
+
+#[test]
+fn a_session_cut_short_by_a_full_disk_is_not_productive_and_runs_again() {
+    let project = Project::new("");
+    let agent = flood_then_normal(&project);
+    project.write(
+        "harness.toml",
+        &format!(
+            "[agent]\ncommand = {:?}\n\n[session]\noutput_dir = \"out\"\n\n[output]\ndisk_recheck_secs = 0.5\n\n[backoff]\ninitial_delay_secs = 0.05\n",
+            agent.display().to_string()
+        ),
+    );
+    let Some(tmpfs) = Tmpfs::mount(&project.path("out"), "4m") else {
+        cannot_run("cannot mount a tmpfs for a disk to fill (needs root)");
+        return;
+    };
+    // Half the disk; the first session fills the rest.
+    let filler = tmpfs.dir.join("filler");
+    std::fs::write(&filler, vec![0u8; 2 * 1024 * 1024]).expect("write filler");
+
+    let clowder = project.spawn(&["--headless", "1"]);
+    assert!(
+        wait_until(DEADLINE, || !project.events_named("disk_full").is_empty()),
+        "no disk_full event: {:?}",
+        project.events()
+    );
+    let first = project.events_named("session_complete");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["productive"], false, "{first:?}");
+    std::fs::remove_file(&filler).expect("free the space");
+    let output = wait_with_deadline(clowder, DEADLINE);
+    let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
+    assert_eq!(output.status.code(), Some(0), "{text}");
+    assert!(text.contains("the disk filled up during the session"), "{text}");
+    let completes = project.events_named("session_complete");
+    let iterations: Vec<_> = completes.iter().map(|e| e["iteration"].clone()).collect();
+    assert_eq!(iterations, [1, 1], "the same iteration runs again: {text}");
+    assert_eq!(completes[1]["productive"], true, "{completes:?}");
+    assert_eq!(project.status()["counters"]["productive"], 1);
+    assert_eq!(project.events_named("disk_space_restored").len(), 1);
+    drop(tmpfs);
+}

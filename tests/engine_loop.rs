@@ -453,13 +453,62 @@ fn rate_limit_result_is_error_with_api_error_status_429() {
     );
 }
 
+/// A copy of a rate-limit fixture whose reset time (1755806400 in the file) is
+/// `ahead_secs` from now, and that epoch; the copy lives as long as the path.
+fn with_reset_in(name: &str, ahead_secs: i64) -> (tempfile::TempPath, i64) {
+    use std::io::Write;
+    let epoch = Utc::now().timestamp() + ahead_secs;
+    let text = std::fs::read_to_string(fixture(&format!("ratelimit/{name}"))).expect("fixture");
+    assert!(text.contains("1755806400"), "{name} has no reset time");
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    file.write_all(text.replace("1755806400", &epoch.to_string()).as_bytes())
+        .expect("write");
+    (file.into_temp_path(), epoch)
+}
+
 #[test]
 fn rate_limit_usage_limit_reached_with_epoch_gives_the_reset_time() {
-    let event = limited_then_productive(
-        &ratelimit_fixture("result_usage_limit_reached_epoch.jsonl"),
-        None,
-    );
-    assert_eq!(resets_at_epoch(&event), 1_755_806_400, "{event}");
+    let (transcript, epoch) = with_reset_in("result_usage_limit_reached_epoch.jsonl", 3600);
+    let event = limited_then_productive(&transcript.display().to_string(), None);
+    assert_eq!(resets_at_epoch(&event), epoch, "{event}");
+}
+
+/// With the clock a day ahead of the API's, a reset "in a minute" reads as a day
+/// ago; a year ahead is as wrong. Neither is believed: the backoff starts at
+/// `initial_delay_secs` and doubles, and the skew is logged once.
+#[test]
+fn a_reset_time_in_the_past_or_a_year_ahead_is_not_trusted_and_the_backoff_grows() {
+    for ahead in [-86_400, 365 * 86_400] {
+        let (transcript, _) = with_reset_in("result_usage_limit_reached_epoch.jsonl", ahead);
+        let project = Project::new(
+            &Harness::fake(&["replay", &transcript.display().to_string()])
+                .set("backoff", "initial_delay_secs = 0.2")
+                .set("backoff", "max_delay_secs = 5")
+                .set("backoff", "max_consecutive_rate_limits = 3")
+                .build(),
+        );
+        let output = project.run(&["--headless", "1"]);
+        let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "reset {ahead}s ahead:\n{text}"
+        );
+        let limited = project.events_named("rate_limited");
+        assert_eq!(column(&limited, "consecutive"), [1, 2, 3], "{text}");
+        let expected = [0.2, 0.4, 0.8];
+        let starts = project.events_named("session_start");
+        for (i, event) in limited.iter().enumerate() {
+            let backoff = field_f64(event, "backoff_secs");
+            assert!((backoff - expected[i]).abs() < 0.0015, "{event}\n{text}");
+            assert!(event["resets_at"].is_null(), "{event}");
+            if let Some(next) = starts.get(i + 1) {
+                let waited = (ts(next) - ts(event)).num_milliseconds() as f64 / 1000.0;
+                assert!(waited + 0.005 >= expected[i], "waited {waited}s\n{text}");
+            }
+        }
+        assert_eq!(text.matches("not trusted").count(), 1, "{text}");
+    }
 }
 
 #[test]
@@ -490,9 +539,9 @@ fn rate_limit_api_error_request_rejected_429() {
 
 #[test]
 fn rate_limit_event_rejected_gives_the_reset_time() {
-    let event =
-        limited_then_productive(&ratelimit_fixture("rate_limit_event_rejected.jsonl"), None);
-    assert_eq!(resets_at_epoch(&event), 1_755_806_400, "{event}");
+    let (transcript, epoch) = with_reset_in("rate_limit_event_rejected.jsonl", 3600);
+    let event = limited_then_productive(&transcript.display().to_string(), None);
+    assert_eq!(resets_at_epoch(&event), epoch, "{event}");
 }
 
 #[test]
@@ -696,10 +745,12 @@ fn usage_limit_transcript(project: &Project, epoch: i64) -> String {
     path.display().to_string()
 }
 
+/// The reset (3 s away) is waited for rather than the first backoff (0.5 s); a
+/// reset sooner than `initial_delay_secs` would not shorten the wait.
 #[test]
 fn a_reset_sooner_than_the_cap_is_waited_for_instead_of_the_backoff() {
     let project = Project::new("");
-    let epoch = now_epoch() + 1;
+    let epoch = now_epoch() + 3;
     let transcript = usage_limit_transcript(&project, epoch);
     let agent = sequence_agent(
         &project,
@@ -708,7 +759,7 @@ fn a_reset_sooner_than_the_cap_is_waited_for_instead_of_the_backoff() {
     project.write(
         "harness.toml",
         &Harness::new(&agent, &[])
-            .set("backoff", "initial_delay_secs = 20")
+            .set("backoff", "initial_delay_secs = 0.5")
             .set("backoff", "max_delay_secs = 30")
             .build(),
     );
@@ -718,11 +769,11 @@ fn a_reset_sooner_than_the_cap_is_waited_for_instead_of_the_backoff() {
     assert_eq!(resets_at_epoch(&limited[0]), epoch, "{}", limited[0]);
     let backoff = field_f64(&limited[0], "backoff_secs");
     assert!(
-        backoff <= 2.0,
-        "waited {backoff}s for a reset 1 s away: {}",
+        (0.5..=3.0).contains(&backoff),
+        "waited {backoff}s for a reset 3 s away: {}",
         limited[0]
     );
-    // The retry came at the reset, not 20 s later.
+    // The retry came at the reset, not after the first backoff.
     let starts = project.events_named("session_start");
     assert_eq!(column(&starts, "iteration"), [1, 1]);
     let retry_at = ts(&starts[1]).timestamp_millis();

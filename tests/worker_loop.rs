@@ -484,7 +484,8 @@ fn a_corrupt_state_json_is_kept_and_reported() {
     f.new_task(&[]);
     std::fs::write(f.task("state.json"), "{\"status\": \"runn").expect("write");
     let output = f.project.run(&["worker", "task"]);
-    assert_eq!(output.status.code(), Some(1));
+    // A state file that cannot be read is a configuration error, as elsewhere.
+    assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr_of(&output).contains("state.json"),
         "{}",
@@ -571,4 +572,181 @@ fn a_second_worker_on_the_same_task_is_refused() {
     assert_eq!(f.json("state.json")["status"], "running");
     common::send_signal(first.id(), libc::SIGTERM);
     first.wait().expect("wait");
+}
+
+fn read_file(path: &str) -> Value {
+    json!({"tool": "read_file", "args": {"path": path}})
+}
+
+/// The results of iteration `n` (1-based) as (ok, security_violation, error).
+fn results(f: &Fixture, n: usize) -> Vec<(bool, bool, String)> {
+    f.actions()[n - 1]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["ok"] == true,
+                r["security_violation"] == true,
+                r["error"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn with_the_task_folder_allowed_the_workers_own_files_are_never_written() {
+    let f = Fixture::new("");
+    f.new_task(&[
+        "--allowed-path",
+        ".",
+        "--allowed-path",
+        "..",
+        "--max-iterations",
+        "2",
+    ]);
+    // A link someone left in the task folder, leading to task.json.
+    std::os::unix::fs::symlink("task.json", f.task("notes")).expect("symlink");
+    let widened = r#"{"task_id":"t","prompt":"p","constraints":{"max_iterations":9,"timeout_seconds":9,"allowed_paths":["/"]},"created_at":"2026-01-01T00:00:00Z"}"#;
+    f.answer(
+        1,
+        &answer(vec![
+            write_file("task.json", widened),
+            write_file("./state.json", r#"{"status":"running"}"#),
+            write_file("heartbeat.json", "{}"),
+            json!({"tool": "create_file", "args": {"path": "actions.jsonl", "content": "{}"}}),
+            write_file(".state.json.abc123.tmp", "{}"),
+            write_file("actions.jsonl/x", "{}"),
+            write_file("notes", widened),
+            write_file("../harness.toml", "[worker]\nllm = [\"sh\"]\n"),
+            write_file("artifacts/fine.md", "ok"),
+        ]),
+    );
+    f.answer(2, &answer(vec![read_file("/etc/hostname")]));
+    let task_json = std::fs::read(f.task("task.json")).expect("task.json");
+    let harness = f.project.read("harness.toml");
+
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let first = results(&f, 1);
+    let (last, refused) = first.split_last().expect("results");
+    assert!(last.0, "{last:?}");
+    for (ok, violation, error) in refused {
+        assert!(!ok && *violation, "{first:?}");
+        assert!(
+            error.contains("the worker's own file") || error.contains("symbolic link"),
+            "{error}"
+        );
+    }
+    assert_eq!(std::fs::read(f.task("task.json")).expect("read"), task_json);
+    assert_eq!(f.project.read("harness.toml"), harness);
+    assert!(!f.task(".state.json.abc123.tmp").exists());
+    assert_eq!(f.json("state.json")["status"], "completed");
+    assert_eq!(f.json("state.json")["allowed_paths"], json!([".", ".."]));
+    // The allowed paths did not widen for the next iteration.
+    assert!(results(&f, 2)[0].1, "{:?}", results(&f, 2));
+}
+
+#[test]
+fn allowed_paths_are_fixed_when_the_task_starts() {
+    let f = Fixture::new("");
+    f.new_task(&["--max-iterations", "3"]);
+    f.sleep(1, 60);
+    let child = f.project.spawn(&["worker", "task"]);
+    f.wait_for_llm_call(1);
+    let stop = f.project.run(&["task", "stop", "task"]);
+    assert!(stop.status.success(), "{}", stderr_of(&stop));
+    let output = common::wait_with_deadline(child, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(f.json("state.json")["allowed_paths"], json!(["artifacts"]));
+
+    // task.json widened after the start (by hand, or by anything that could write it).
+    let mut task = f.json("task.json");
+    task["constraints"]["allowed_paths"] = json!(["/"]);
+    std::fs::write(f.task("task.json"), task.to_string()).expect("write");
+    f.answer(2, &answer(vec![read_file("/etc/hostname")]));
+    let state = std::fs::read(f.task("state.json")).expect("state");
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_of(&output));
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains("task.json: key `constraints.allowed_paths`")
+            && stderr.contains("allowed paths are fixed when a task starts"),
+        "{stderr}"
+    );
+    assert!(!f.project.path("llm/pgid-2").exists(), "the LLM was called");
+    assert_eq!(std::fs::read(f.task("state.json")).expect("state"), state);
+}
+
+#[test]
+fn fifos_devices_and_hard_links_are_refused_and_never_hang_the_worker() {
+    let f = Fixture::new("");
+    f.new_task(&[
+        "--allowed-path",
+        "artifacts",
+        "--allowed-path",
+        "/dev",
+        "--max-iterations",
+        "1",
+        "--timeout-seconds",
+        "600",
+    ]);
+    nix::unistd::mkfifo(&f.task("artifacts/pipe"), nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    f.project.write("outside.txt", "keep");
+    std::fs::hard_link(
+        f.project.path("outside.txt"),
+        f.task("artifacts/linked.txt"),
+    )
+    .expect("hard link");
+    f.answer(
+        1,
+        &answer(vec![
+            read_file("artifacts/pipe"),
+            write_file("artifacts/pipe", "x"),
+            read_file("/dev/zero"),
+            write_file("/dev/null", "x"),
+            write_file("artifacts/linked.txt", "overwritten"),
+            read_file("artifacts/linked.txt"),
+        ]),
+    );
+    let child = f.project.spawn(&["worker", "task"]);
+    // A FIFO opened for reading would wait for a writer forever.
+    let output = common::wait_with_deadline(child, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let found = results(&f, 1);
+    let expected = [
+        "a FIFO",
+        "a FIFO",
+        "a device node",
+        "a device node",
+        "2 hard links",
+        "2 hard links",
+    ];
+    for ((ok, violation, error), want) in found.iter().zip(expected) {
+        assert!(!ok && *violation && error.contains(want), "{found:?}");
+    }
+    assert_eq!(found.len(), expected.len());
+    assert_eq!(f.project.read("outside.txt"), "keep");
+}
+
+#[test]
+fn an_allowed_path_that_is_a_symlink_is_refused_not_followed() {
+    let f = Fixture::new("");
+    f.new_task(&["--allowed-path", "out", "--max-iterations", "1"]);
+    std::fs::create_dir(f.project.path("elsewhere")).expect("mkdir");
+    std::fs::remove_dir(f.task("out")).expect("rmdir");
+    std::os::unix::fs::symlink(f.project.path("elsewhere"), f.task("out")).expect("symlink");
+    f.answer(1, &answer(vec![write_file("out/x.txt", "x")]));
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    let stderr = stderr_of(&output);
+    assert!(
+        stderr.contains("allowed path \"out\"") && stderr.contains("is a symbolic link"),
+        "{stderr}"
+    );
+    assert!(
+        !f.project.path("llm/counter").exists(),
+        "the LLM was called"
+    );
+    assert!(!f.project.path("elsewhere/x.txt").exists());
 }

@@ -144,7 +144,7 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
         LaneCommand::Stop(args) => {
             let name = parse_name(&args.lane.name)?;
             let mut done = lanes::set_state(root, &name, LaneState::Stopped, args.now)?;
-            let registry = registry::load(root).map_err(Failure::Failed)?;
+            let registry = registry::load(root)?;
             if let Some(lane) = registry.lane(&name).filter(|lane| lane.kind.is_task()) {
                 done.push(task_lane::request_stop(root, lane).map_err(Failure::Failed)?);
             }
@@ -217,7 +217,7 @@ fn add(root: &Path, args: AddArgs) -> Result<(), Failure> {
 }
 
 fn list(root: &Path, json: bool) -> Result<(), Failure> {
-    let registry = registry::load(root).map_err(Failure::Failed)?;
+    let registry = registry::load(root)?;
     let approvals = crate::approvals::commands::approvals_config()
         .map(|config| config.dir.0)
         .unwrap_or_else(|err| {

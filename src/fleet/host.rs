@@ -36,7 +36,7 @@ const REGISTRY_POLL: Duration = Duration::from_millis(500);
 /// Whether the fleet in `root` has lanes (then `clowder` runs them); an
 /// unreadable registry is an error, not a folder without lanes.
 pub fn has_lanes(root: &Path) -> Result<bool, String> {
-    registry::load(root).map(|registry| !registry.lanes.is_empty())
+    Ok(!registry::load(root)?.lanes.is_empty())
 }
 
 /// Each lane's config (see [`lane_config`]), for the checks made before a start.

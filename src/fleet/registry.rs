@@ -137,13 +137,46 @@ pub fn path(root: &Path) -> PathBuf {
     root.join(STATE_DIR).join(FLEET_FILE)
 }
 
+/// `fleet.json` cannot be used (truncated, a folder, a newer schema): a
+/// configuration error, exit 2. The text names the file.
+#[derive(Debug)]
+pub struct Unreadable(pub String);
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::ops::Deref for Unreadable {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Unreadable> for String {
+    fn from(err: Unreadable) -> String {
+        err.0
+    }
+}
+
+impl From<Unreadable> for super::lanes::Failure {
+    fn from(err: Unreadable) -> Self {
+        super::lanes::Failure::Usage(err.0)
+    }
+}
+
 /// Reads the registry of the fleet in `root`; no file is an empty fleet.
-pub fn load(root: &Path) -> Result<Registry, String> {
+pub fn load(root: &Path) -> Result<Registry, Unreadable> {
     let path = path(root);
-    match std::fs::read_to_string(&path) {
-        Ok(text) => parse(&path, &text),
+    match crate::store::small_file::read_to_string(&path) {
+        Ok(text) => parse(&path, &text).map_err(Unreadable),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Registry::default()),
-        Err(err) => Err(format!("{}: cannot read: {err}", path.display())),
+        Err(err) => Err(Unreadable(format!(
+            "{}: cannot read: {err}",
+            path.display()
+        ))),
     }
 }
 
@@ -210,7 +243,7 @@ pub fn ensure_state_dir(root: &Path) -> Result<PathBuf, String> {
 /// Reads the registry, lets `change` edit it, and writes it back if `change`
 /// succeeds, all under an exclusive lock so that two commands never lose each
 /// other's edits. `change` may do slow work (git) while the lock is held.
-pub fn update<T, E: From<String>>(
+pub fn update<T, E: From<String> + From<Unreadable>>(
     root: &Path,
     change: impl FnOnce(&mut Registry) -> Result<T, E>,
 ) -> Result<T, E> {

@@ -6,14 +6,14 @@ use std::path::Path;
 use super::registry;
 use crate::store::status;
 
-/// Prints each lane's state (`--json`: one object, lane name to status); 1 if
-/// the registry cannot be read.
+/// Prints each lane's state (`--json`: one object, lane name to status); 2 if
+/// the registry cannot be read, like any configuration error.
 pub fn print(root: &Path, json: bool) -> i32 {
     let registry = match registry::load(root) {
         Ok(registry) => registry,
         Err(err) => {
             eprintln!("clowder: {err}");
-            return 1;
+            return 2;
         }
     };
     let mut all = serde_json::Map::new();

@@ -144,7 +144,7 @@ fn status(args: &StatusArgs) -> i32 {
             Ok(state) => rows.push(status::row(&root, &state)),
             Err(err) => {
                 eprintln!("clowder: error: {err}");
-                return EXIT_FAILED;
+                return EXIT_USAGE;
             }
         }
     }

@@ -156,7 +156,7 @@ fn load_nested(
     parents: &[PathBuf],
     run: Option<&str>,
 ) -> Result<Plan, Vec<ConfigError>> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let text = crate::store::small_file::read_to_string(path).map_err(|err| {
         vec![ConfigError {
             file: path.to_path_buf(),
             position: None,

@@ -62,7 +62,7 @@ enum Prepared {
 fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, (i32, String)> {
     let path = PlanState::path(root, &plan.name);
     if path.exists() {
-        let state = PlanState::load(&path).map_err(|err| (EXIT_FAILED, err))?;
+        let state = PlanState::load(&path).map_err(|err| (EXIT_USAGE, err))?;
         if matches!(state.status, PlanStatus::Completed | PlanStatus::Failed) {
             println!(
                 "plan {} is {}: nothing to run (its state is {})",

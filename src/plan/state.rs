@@ -203,7 +203,7 @@ impl PlanState {
     }
 
     pub fn load(path: &Path) -> Result<PlanState, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::store::small_file::read_to_string(path)
             .map_err(|err| format!("cannot read {}: {err}", path.display()))?;
         PlanState::from_json(&text).map_err(|err| format!("{}: {err}", path.display()))
     }

@@ -34,7 +34,7 @@ fn lane_name(step: &StepState) -> Result<LaneName, String> {
 fn prompt_text(work: &Work, failure: Option<&str>) -> Result<String, String> {
     let mut text = match work {
         Work::Prompt(text) => text.clone(),
-        Work::PromptFile(path) => std::fs::read_to_string(path)
+        Work::PromptFile(path) => crate::store::small_file::read_to_string(path)
             .map_err(|err| format!("cannot read the prompt file {}: {err}", path.display()))?,
         // The driver runs a sub-plan step's plan itself (the subplan module).
         Work::Plan(path) => {

@@ -80,7 +80,7 @@ impl Counter {
     /// Reads the counter; it never goes below what `evidence` shows in use.
     pub fn load(path: &Path, evidence: Evidence) -> Loaded {
         let floor = evidence.highest();
-        let (last, warning) = match std::fs::read_to_string(path) {
+        let (last, warning) = match super::small_file::read_to_string(path) {
             Ok(text) => match text.trim().parse::<u64>() {
                 Ok(value) if value >= floor => (value, None),
                 Ok(value) => (

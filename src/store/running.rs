@@ -77,7 +77,7 @@ impl Running {
         let mut records = Vec::new();
         for entry in entries.filter_map(Result::ok) {
             let path = entry.path();
-            let parsed = std::fs::read(&path)
+            let parsed = super::small_file::read(&path)
                 .ok()
                 .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
             match parsed {

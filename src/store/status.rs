@@ -16,7 +16,7 @@ pub fn write(path: &Path, snapshot: &Snapshot) -> io::Result<()> {
 
 /// Reads the status file; the error says which file and what is wrong with it.
 pub fn read(path: &Path) -> Result<(Snapshot, String), String> {
-    let text = std::fs::read_to_string(path).map_err(|err| {
+    let text = super::small_file::read_to_string(path).map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
             format!(
                 "{}: no status file: no loop has run in this folder (or the status file is configured elsewhere)",

@@ -22,6 +22,9 @@ pub const DOUBLE_INTERRUPT_WINDOW: Duration = Duration::from_secs(3);
 /// The most a file's modification time may move the watchdog's clock back: one
 /// poll period (a larger gap means the clock or the file system is off).
 pub const MAX_WRITTEN_AGO: Duration = Duration::from_secs(1);
+/// A rate limit's reset time further ahead than this is not believed: a clock
+/// that disagrees with the API's, or a wrong date.
+pub const MAX_TRUSTED_RESET: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The settings the state machine needs, resolved from the config.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +144,16 @@ pub struct SessionFindings {
     /// Tool calls not yet reported while the session ran, in order, so that the
     /// guards see output read after the exit one call at a time as well.
     pub new_calls: Vec<ToolCallSig>,
+    /// The disk where output goes was full when the session ended: its output
+    /// may have been cut short, so it is not productive.
+    pub out_of_space: Option<OutOfSpace>,
+}
+
+/// Where space ran out, and how much was left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutOfSpace {
+    pub dir: PathBuf,
+    pub free_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -440,6 +453,8 @@ pub struct Core {
     run_budget: Option<BudgetBreach>,
     /// Since when no session could start for want of disk space.
     disk_full_since: Option<Instant>,
+    /// A reset time was not believed (in the past, or too far ahead): said once.
+    reset_skew_logged: bool,
 }
 
 impl Core {
@@ -475,6 +490,7 @@ impl Core {
             promise_kept: false,
             run_budget: None,
             disk_full_since: None,
+            reset_skew_logged: false,
         }
     }
 
@@ -791,6 +807,11 @@ impl Core {
         if !matches!(self.phase, Phase::CheckingStop | Phase::Spawning) {
             return;
         }
+        self.hold_for_space(now, dir, free_bytes, out);
+    }
+
+    /// Waits, and looks again, until the disk has space for a session.
+    fn hold_for_space(&mut self, now: Now, dir: PathBuf, free_bytes: u64, out: &mut Vec<Effect>) {
         if let Some(reason) = self.pending_stop_reason() {
             self.finish(now, reason, out);
             return;
@@ -1177,11 +1198,14 @@ impl Core {
             );
         }
         let agent_error = findings.agent_error.clone();
-        let rate_limited = agent_error.is_none() && findings.rate_limit.is_some();
+        // A session cut short by a full disk is not judged by its output at all.
+        let out_of_space = agent_error.is_none() && findings.out_of_space.is_some();
+        let rate_limited = agent_error.is_none() && !out_of_space && findings.rate_limit.is_some();
         let empty = agent_error.is_none()
+            && !out_of_space
             && !rate_limited
             && findings.output_bytes < self.settings.min_output_bytes;
-        let productive = agent_error.is_none() && !rate_limited && !empty;
+        let productive = agent_error.is_none() && !out_of_space && !rate_limited && !empty;
         let will_retry_empty =
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
@@ -1233,6 +1257,8 @@ impl Core {
                 findings.committed,
                 if agent_error.is_some() {
                     " agent_error=true"
+                } else if out_of_space {
+                    " disk_full=true"
                 } else if rate_limited {
                     " rate_limited=true"
                 } else if empty {
@@ -1286,6 +1312,18 @@ impl Core {
             return;
         }
 
+        if let Some(space) = findings.out_of_space.filter(|_| out_of_space) {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "iteration={iteration} global={} the disk filled up during the session: not productive, the iteration runs again once there is space",
+                    session.global
+                ),
+            );
+            self.hold_for_space(now, space.dir, space.free_bytes, out);
+            return;
+        }
         if let Some(limit) = findings.rate_limit {
             self.on_rate_limited(now, iteration, &session, limit, out);
             return;
@@ -1402,16 +1440,18 @@ impl Core {
         self.counters.rate_limits += 1;
         let consecutive = self.consecutive_rate_limits;
         let backoff = Core::backoff_delay(&self.settings, consecutive);
-        // A reset time the agent gave wins when it comes sooner than the cap.
-        let until_reset = limit
-            .resets_at
-            .map(|reset| (reset - now.wall).to_std().unwrap_or(Duration::ZERO));
+        let resets_at = self.trusted_reset(now, limit.resets_at, out);
+        // A reset time the agent gave wins when it comes sooner than the cap, but
+        // no wait is shorter than the initial delay.
+        let until_reset =
+            resets_at.map(|reset| (reset - now.wall).to_std().unwrap_or(Duration::ZERO));
         let delay = match until_reset {
             Some(until) if until < self.settings.max_delay => until,
             _ => backoff,
-        };
-        self.rate_limit_resets_at = limit.resets_at;
-        let reset_note = match (limit.resets_at, until_reset) {
+        }
+        .max(self.settings.initial_delay.min(self.settings.max_delay));
+        self.rate_limit_resets_at = resets_at;
+        let reset_note = match (resets_at, until_reset) {
             (Some(at), Some(until)) if until < self.settings.max_delay => {
                 format!(
                     " resets_at={} (waiting for the reset)",
@@ -1441,7 +1481,7 @@ impl Core {
             reason: limit.reason,
             consecutive,
             backoff_secs: round_secs(delay),
-            resets_at: limit.resets_at,
+            resets_at,
         }));
         if consecutive >= self.settings.max_consecutive_rate_limits {
             log(
@@ -1457,6 +1497,40 @@ impl Core {
             return;
         }
         self.wait(now, WaitKind::Backoff, delay, out);
+    }
+
+    /// The agent's reset time if it can be believed: not passed already, and not
+    /// more than [`MAX_TRUSTED_RESET`] ahead. Otherwise the exponential backoff
+    /// applies, and the skew is logged the first time.
+    fn trusted_reset(
+        &mut self,
+        now: Now,
+        resets_at: Option<DateTime<Utc>>,
+        out: &mut Vec<Effect>,
+    ) -> Option<DateTime<Utc>> {
+        let reset = resets_at?;
+        let ahead = reset - now.wall;
+        let too_far =
+            chrono::Duration::from_std(MAX_TRUSTED_RESET).unwrap_or(chrono::Duration::MAX);
+        if ahead > chrono::Duration::zero() && ahead <= too_far {
+            return Some(reset);
+        }
+        if !std::mem::replace(&mut self.reset_skew_logged, true) {
+            let skew = match ahead > chrono::Duration::zero() {
+                true => format!("{} ahead", crate::fmt::duration(ahead.num_seconds())),
+                false => format!("{} ago", crate::fmt::duration(-ahead.num_seconds())),
+            };
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "the rate limit's reset time {} is {skew} by this machine's clock (now {}): not trusted, backing off from initial_delay_secs instead (is the clock right?)",
+                    reset.format("%Y-%m-%dT%H:%M:%SZ"),
+                    now.wall.format("%Y-%m-%dT%H:%M:%SZ")
+                ),
+            );
+        }
+        None
     }
 
     fn complete_iteration(&mut self, now: Now, out: &mut Vec<Effect>) {

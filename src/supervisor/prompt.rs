@@ -49,7 +49,7 @@ pub async fn build(
     timeout: Duration,
     ctx: &ShellContext,
 ) -> Result<BuiltPrompt, String> {
-    let prompt = std::fs::read(prompt_file).map_err(|err| {
+    let prompt = crate::store::small_file::read(prompt_file).map_err(|err| {
         format!(
             "cannot read the prompt file {}: {err}",
             prompt_file.display()
@@ -121,14 +121,12 @@ pub struct Handoff {
 /// a known key of the wrong type, none of the known keys). Unknown keys are
 /// ignored: the file is the agent's, not ours.
 pub fn read_handoff(path: &Path) -> Result<Option<Handoff>, String> {
-    let file = match std::fs::File::open(path) {
+    // The agent writes this file: a FIFO there must not hang the loop.
+    let file = match crate::store::small_file::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("cannot read it: {err}")),
     };
-    if !file.metadata().map_err(|err| err.to_string())?.is_file() {
-        return Err("not a regular file".into());
-    }
     let mut bytes = Vec::new();
     file.take(MAX_HANDOFF_BYTES + 1)
         .read_to_end(&mut bytes)

@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, watch};
 use super::analysis::{Progress, SessionReader};
 use super::cgroup::KillMethod;
 use super::core::{
-    Core, Effect, GuardSettings, HookFailure, Input, Level, Now, RateLimitFinding, SessionFindings,
-    SessionGate, Settings, StopSignal,
+    Core, Effect, GuardSettings, HookFailure, Input, Level, Now, OutOfSpace, RateLimitFinding,
+    SessionFindings, SessionGate, Settings, StopSignal,
 };
 use super::hooks::ShellContext;
 use super::reading::{ReaderThread, Report};
@@ -1719,6 +1719,7 @@ impl Runtime {
             .take()
             .unwrap_or_else(|| self.start_reader(session.global, &output_file));
         let cwd = self.options.working_dir.clone();
+        let output_dir = self.output_dir.clone();
         let tx = self.internal_tx.clone();
         let head_before = session.git_head_before;
         tokio::task::spawn_blocking(move || {
@@ -1742,6 +1743,12 @@ impl Runtime {
                 promise_kept: analysis.promise_kept,
                 agent_error: scan.fatal_error,
                 new_calls: analysis.new_calls,
+                out_of_space: free_space(&output_dir)
+                    .filter(|free| *free < MIN_FREE_SPACE)
+                    .map(|free_bytes| OutOfSpace {
+                        dir: output_dir,
+                        free_bytes,
+                    }),
             };
             let _ = tx.send(Internal::Core(Box::new(Input::SessionAnalyzed(Box::new(
                 findings,

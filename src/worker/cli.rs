@@ -87,7 +87,7 @@ pub fn worker(args: WorkerArgs) -> i32 {
         eprintln!("clowder: error: {}: {problem}", path.display());
         return EXIT_USAGE;
     }
-    super::run::run(&args.task_dir, &config)
+    super::run::run(&args.task_dir, &config, &path)
 }
 
 pub fn task(args: TaskArgs) -> i32 {

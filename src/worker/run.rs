@@ -57,8 +57,9 @@ struct Worker<'a> {
     signal: Arc<AtomicUsize>,
 }
 
-/// Runs the task in `dir` until it stops; returns the exit code.
-pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
+/// Runs the task in `dir` until it stops; returns the exit code. `config_path`: the
+/// worker's config file, which its tools never write.
+pub(crate) fn run(dir: &Path, config: &WorkerConfig, config_path: &Path) -> i32 {
     let task = match task::read_task(dir) {
         Ok(task) => task,
         Err(err) => {
@@ -74,11 +75,16 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let state = match resume_state(dir) {
+    let mut state = match resume_state(dir) {
         Ok(state) => state,
         Err(code) => return code,
     };
-    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths) {
+    if let Err(message) = fix_allowed_paths(dir, &task, &mut state) {
+        eprintln!("clowder: error: {message}");
+        return EXIT_USAGE;
+    }
+    let guarded = [config_path.to_path_buf()];
+    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths, &guarded) {
         Ok(sandbox) => sandbox,
         Err(message) => return finish_without_sandbox(dir, state, message),
     };
@@ -134,6 +140,7 @@ fn fresh_state() -> State {
         termination_reason: None,
         counters: Default::default(),
         pid: None,
+        allowed_paths: None,
     }
 }
 
@@ -144,7 +151,7 @@ fn resume_state(dir: &Path) -> Result<State, i32> {
         Ok(None) => return Ok(fresh_state()),
         Err(err) => {
             eprintln!("clowder: error: {err}; left as it is, nothing was run");
-            return Err(EXIT_FAILED);
+            return Err(EXIT_USAGE);
         }
     };
     let reason = state.termination_reason.clone().unwrap_or_default();
@@ -180,6 +187,24 @@ fn resume_state(dir: &Path) -> Result<State, i32> {
             );
             Err(EXIT_FAILED)
         }
+    }
+}
+
+/// The allowed paths are fixed when the task first starts, in `state.json` (which
+/// the tools never write): a `task.json` changed since then is refused.
+fn fix_allowed_paths(dir: &Path, task: &Task, state: &mut State) -> Result<(), String> {
+    let now = &task.constraints.allowed_paths;
+    match &state.allowed_paths {
+        None => {
+            state.allowed_paths = Some(now.clone());
+            Ok(())
+        }
+        Some(fixed) if fixed == now => Ok(()),
+        Some(fixed) => Err(format!(
+            "{}: key `constraints.allowed_paths` is {now:?}, but the task started with {fixed:?} (kept in {}): allowed paths are fixed when a task starts; nothing was run (make a new task with `clowder task new` to change them)",
+            dir.join(task::TASK_FILE).display(),
+            task::STATE_FILE
+        )),
     }
 }
 

@@ -6,12 +6,24 @@
 //! path names the allowed path it is in as its first components (`artifacts/a.md`),
 //! and what follows must be plain names: the kernel-backed resolution in cap-std
 //! then refuses any symlink that would leave the allowed directory.
+//!
+//! Inside, the tools touch regular files and folders only, each with one link: a
+//! FIFO would hang the worker, a device node or a hard link reaches past the
+//! allowed paths. The worker's own files (`task.json`, `state.json`, …, and its
+//! config file) are never written, whatever the allowed paths.
 
+use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Component, Path, PathBuf};
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, FileTypeExt, Metadata, MetadataExt};
+
+use super::task;
+
+/// A tool path longer than this is refused: the kernel's own `PATH_MAX`, which a
+/// folder made one level at a time would otherwise go past.
+pub(crate) const MAX_PATH_BYTES: usize = 4096;
 
 /// Why a path cannot be used.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,9 +40,32 @@ struct Root {
     dir: Dir,
 }
 
+/// Names in one folder that the tools never write: the files themselves, and the
+/// temporary files (`.NAME.…`) they are replaced through.
+struct Guarded {
+    dev: u64,
+    ino: u64,
+    names: Vec<OsString>,
+}
+
+impl Guarded {
+    fn covers(&self, name: &OsStr) -> bool {
+        let name = name.as_encoded_bytes();
+        self.names.iter().any(|guarded| {
+            let guarded = guarded.as_encoded_bytes();
+            name == guarded
+                || name
+                    .strip_prefix(b".")
+                    .and_then(|rest| rest.strip_prefix(guarded))
+                    .is_some_and(|rest| rest.starts_with(b"."))
+        })
+    }
+}
+
 pub(crate) struct Sandbox {
     /// Longest prefix first, so that a nested allowed path wins.
     roots: Vec<Root>,
+    guarded: Vec<Guarded>,
 }
 
 /// A resolved tool path: the allowed directory and the plain relative rest
@@ -41,12 +76,18 @@ pub(crate) struct Resolved<'a> {
 }
 
 impl Sandbox {
-    /// Opens every allowed path; each must be an existing directory.
-    pub(crate) fn open(task_dir: &Path, allowed: &[String]) -> Result<Sandbox, String> {
+    /// Opens every allowed path; each must be an existing directory, and not a
+    /// symbolic link. `also_guarded`: files besides the task's own that the tools
+    /// never write (the worker's config file).
+    pub(crate) fn open(
+        task_dir: &Path,
+        allowed: &[String],
+        also_guarded: &[PathBuf],
+    ) -> Result<Sandbox, String> {
         let mut roots = Vec::new();
         for path in allowed {
             let prefix = drop_cur_dir(Path::new(path));
-            let dir = Dir::open_ambient_dir(task_dir.join(&prefix), ambient_authority()).map_err(
+            let dir = open_root(&task_dir.join(&prefix), prefix.as_os_str().is_empty()).map_err(
                 |err| {
                     format!(
                         "allowed path {path:?} (relative to {}): {err}",
@@ -57,13 +98,44 @@ impl Sandbox {
             roots.push(Root { prefix, dir });
         }
         roots.sort_by_key(|root| std::cmp::Reverse(root.prefix.components().count()));
-        Ok(Sandbox { roots })
+        let own = [
+            task::TASK_FILE,
+            task::STATE_FILE,
+            task::HEARTBEAT_FILE,
+            task::ACTIONS_FILE,
+        ];
+        let mut guarded = vec![
+            guard(task_dir, own.iter().map(OsString::from).collect())
+                .map_err(|err| format!("{}: {err}", task_dir.display()))?,
+        ];
+        for file in also_guarded {
+            let (Some(name), Some(parent)) = (file.file_name(), file.parent()) else {
+                continue;
+            };
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            // A config file that is not there cannot be written through a folder
+            // that is not there either; an existing folder is guarded.
+            if let Ok(entry) = guard(parent, vec![name.to_os_string()]) {
+                guarded.push(entry);
+            }
+        }
+        Ok(Sandbox { roots, guarded })
     }
 
     pub(crate) fn resolve(&self, path: &str) -> Result<Resolved<'_>, PathError> {
         if path.contains('\0') {
             return Err(PathError::Forbidden(format!(
                 "path {path:?} holds a NUL byte"
+            )));
+        }
+        if path.len() > MAX_PATH_BYTES {
+            return Err(PathError::Failed(format!(
+                "path of {} bytes is over the {MAX_PATH_BYTES}-byte limit",
+                path.len()
             )));
         }
         let wanted = drop_cur_dir(Path::new(path));
@@ -87,6 +159,27 @@ impl Sandbox {
         )))
     }
 
+    /// `Err(Forbidden)` when `name` in `dir` is one of the worker's own files.
+    pub(crate) fn refuse_guarded(
+        &self,
+        dir: &Dir,
+        name: &OsStr,
+        path: &str,
+    ) -> Result<(), PathError> {
+        let meta = dir.dir_metadata().map_err(|err| classify(path, err))?;
+        let hit = self
+            .guarded
+            .iter()
+            .any(|g| g.dev == meta.dev() && g.ino == meta.ino() && g.covers(name));
+        match hit {
+            true => Err(PathError::Forbidden(format!(
+                "path {path:?} is the worker's own file ({}): the tools never write it",
+                name.to_string_lossy()
+            ))),
+            false => Ok(()),
+        }
+    }
+
     pub(crate) fn prefixes(&self) -> Vec<String> {
         self.roots
             .iter()
@@ -98,12 +191,100 @@ impl Sandbox {
     }
 }
 
+/// Opens an allowed directory; one that is a symbolic link is refused rather than
+/// followed (`is_task_dir`: the task directory itself, named by the user).
+fn open_root(path: &Path, is_task_dir: bool) -> Result<Dir, String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    let flags = match is_task_dir {
+        true => libc::O_DIRECTORY,
+        false => libc::O_DIRECTORY | libc::O_NOFOLLOW,
+    };
+    options.custom_flags(flags);
+    let err = match options.open(path) {
+        Ok(file) => return Ok(Dir::from_std_file(file)),
+        Err(err) => err,
+    };
+    // Linux says ENOTDIR (or ELOOP) for a symbolic link under O_NOFOLLOW.
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link && !is_task_dir {
+        let target = std::fs::read_link(path)
+            .map(|t| format!(" to {}", t.display()))
+            .unwrap_or_default();
+        return Err(format!(
+            "is a symbolic link{target}: an allowed path must be a folder itself, never followed; give the folder it leads to instead"
+        ));
+    }
+    match err.raw_os_error() {
+        Some(libc::ENOTDIR) => Err("not a folder".to_string()),
+        _ => Err(err.to_string()),
+    }
+}
+
+fn guard(dir: &Path, names: Vec<OsString>) -> io::Result<Guarded> {
+    let meta = std::fs::metadata(dir)?;
+    Ok(Guarded {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        names,
+    })
+}
+
 fn drop_cur_dir(path: &Path) -> PathBuf {
     let kept: PathBuf = path
         .components()
         .filter(|c| !matches!(c, Component::CurDir))
         .collect();
     kept
+}
+
+/// `Ok` for a regular file with one link, the only kind the tools read or write.
+pub(crate) fn check_file(path: &str, meta: &Metadata) -> Result<(), PathError> {
+    let kind = meta.file_type();
+    let what = if kind.is_dir() {
+        return Err(PathError::Failed(format!(
+            "{path}: is a folder, not a file"
+        )));
+    } else if kind.is_file() {
+        None
+    } else if kind.is_symlink() {
+        Some("a symbolic link (the tools never write through one)")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_char_device() || kind.is_block_device() {
+        Some("a device node")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    };
+    if let Some(what) = what {
+        return Err(PathError::Forbidden(format!(
+            "path {path:?} is {what}: the tools use regular files and folders only"
+        )));
+    }
+    if meta.nlink() > 1 {
+        return Err(PathError::Forbidden(format!(
+            "path {path:?} has {} hard links: a file with more than one may be one outside the allowed paths",
+            meta.nlink()
+        )));
+    }
+    Ok(())
+}
+
+/// `Ok` when what was opened is what was looked at before (nothing swapped in
+/// between) and still a regular file with one link.
+pub(crate) fn check_opened(
+    path: &str,
+    looked_at: &Metadata,
+    opened: &Metadata,
+) -> Result<(), PathError> {
+    if looked_at.dev() != opened.dev() || looked_at.ino() != opened.ino() {
+        return Err(PathError::Forbidden(format!(
+            "path {path:?} was replaced while it was opened"
+        )));
+    }
+    check_file(path, opened)
 }
 
 /// Sorts an error from cap-std: an escape attempt (a symlink leading out) is a

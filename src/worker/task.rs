@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::tools::ActionResult;
+use crate::store::small_file;
 
 pub(crate) const TASK_FILE: &str = "task.json";
 pub(crate) const STATE_FILE: &str = "state.json";
@@ -84,6 +85,10 @@ pub(crate) struct State {
     pub counters: Counters,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// `constraints.allowed_paths` as they were when the task first started: a
+    /// `task.json` changed since is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_paths: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -133,7 +138,7 @@ fn file_error(path: &Path, message: impl std::fmt::Display) -> FileError {
 
 pub(crate) fn read_task(dir: &Path) -> Result<Task, FileError> {
     let path = dir.join(TASK_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|err| file_error(&path, err))?;
+    let text = small_file::read_to_string(&path).map_err(|err| file_error(&path, err))?;
     let mut de = serde_json::Deserializer::from_str(&text);
     serde_path_to_error::deserialize(&mut de).map_err(|err| {
         let key = err.path().to_string();
@@ -152,7 +157,7 @@ pub(crate) fn read_task(dir: &Path) -> Result<Task, FileError> {
 /// `Ok(None)` when there is no state yet (a task never started).
 pub(crate) fn read_state(dir: &Path) -> Result<Option<State>, FileError> {
     let path = dir.join(STATE_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match small_file::read_to_string(&path) {
         Ok(text) => text,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(file_error(&path, err)),
@@ -221,7 +226,7 @@ pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), F
 }
 
 pub(crate) fn read_heartbeat(dir: &Path) -> Option<Heartbeat> {
-    let text = std::fs::read_to_string(dir.join(HEARTBEAT_FILE)).ok()?;
+    let text = small_file::read_to_string(&dir.join(HEARTBEAT_FILE)).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -5,13 +5,13 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::answer::Action;
-use super::sandbox::{PathError, Sandbox, classify};
+use super::sandbox::{PathError, Resolved, Sandbox, check_file, check_opened, classify};
 
 pub(crate) const TOOL_NAMES: [&str; 5] = [
     "read_file",
@@ -130,8 +130,15 @@ fn args<T: DeserializeOwned>(action: &Action) -> Result<T, Failure> {
 fn read_file(sandbox: &Sandbox, path: &str) -> Result<String, Failure> {
     let at = sandbox.resolve(path)?;
     let fail = |err| classify(path, err);
-    let file = at.dir.open(&at.rest).map_err(fail)?;
-    let size = file.metadata().map_err(fail)?.len();
+    // Looked at before it is opened: a device is never opened, a FIFO never waited on.
+    let looked_at = at.dir.metadata(&at.rest).map_err(fail)?;
+    check_file(path, &looked_at)?;
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = at.dir.open_with(&at.rest, &options).map_err(fail)?;
+    let opened = file.metadata().map_err(fail)?;
+    check_opened(path, &looked_at, &opened)?;
+    let size = opened.len();
     let mut bytes = Vec::new();
     file.take(READ_CAP).read_to_end(&mut bytes).map_err(fail)?;
     let mut text = String::from_utf8_lossy(&bytes).into_owned();
@@ -153,33 +160,70 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
         .into());
     }
     let at = sandbox.resolve(path)?;
-    if at.rest.as_os_str().is_empty() {
+    let Some(name) = at.rest.file_name() else {
         return Err(
             PathError::Failed(format!("{path}: is an allowed directory, not a file")).into(),
         );
-    }
+    };
     let fail = |err| classify(path, err);
+    let parent = parent_dir(sandbox, &at, path)?;
+    sandbox.refuse_guarded(&parent, name, path)?;
     let mut options = OpenOptions::new();
-    options.write(true);
-    if create_new {
-        options.create_new(true);
-    } else {
-        options.create(true).truncate(true);
-    }
-    // Parent folders are made only when missing, so that an existing path is
-    // always resolved (and a symlink out refused) by the open itself.
-    let mut opened = at.dir.open_with(&at.rest, &options);
-    if let Err(err) = &opened
-        && err.kind() == std::io::ErrorKind::NotFound
-        && let Some(parent) = at.rest.parent().filter(|p| !p.as_os_str().is_empty())
-    {
-        at.dir.create_dir_all(parent).map_err(fail)?;
-        opened = at.dir.open_with(&at.rest, &options);
-    }
-    let mut file = opened.map_err(fail)?;
+    options
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    let existing = match parent.symlink_metadata(name) {
+        Ok(meta) => Some(meta),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+        Err(err) => return Err(fail(err).into()),
+    };
+    let mut file = match existing {
+        // O_EXCL: a new file, never a link followed or a file replaced.
+        None => parent
+            .open_with(name, options.create_new(true))
+            .map_err(fail)?,
+        Some(_) if create_new => parent
+            .open_with(name, options.create_new(true))
+            .map_err(fail)?,
+        Some(looked_at) => {
+            check_file(path, &looked_at)?;
+            // Emptied only once it is known to be the regular file looked at.
+            let file = parent.open_with(name, &options).map_err(fail)?;
+            check_opened(path, &looked_at, &file.metadata().map_err(fail)?)?;
+            file.set_len(0).map_err(fail)?;
+            file
+        }
+    };
     file.write_all(args.content.as_bytes()).map_err(fail)?;
     let verb = if create_new { "created" } else { "wrote" };
     Ok(format!("{verb} {path} ({} bytes)", args.content.len()))
+}
+
+/// The folder a tool path's last name is in, its missing folders made one level at
+/// a time, so that none is made under the name of one of the worker's own files.
+fn parent_dir(sandbox: &Sandbox, at: &Resolved<'_>, path: &str) -> Result<Dir, PathError> {
+    let fail = |err| classify(path, err);
+    let mut dir = at.dir.try_clone().map_err(fail)?;
+    let Some(parents) = at.rest.parent() else {
+        return Ok(dir);
+    };
+    for part in parents.components() {
+        let name = part.as_os_str();
+        dir = match dir.open_dir(name) {
+            Ok(sub) => sub,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                sandbox.refuse_guarded(&dir, name, path)?;
+                match dir.create_dir(name) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(err) => return Err(fail(err)),
+                }
+                dir.open_dir(name).map_err(fail)?
+            }
+            Err(err) => return Err(fail(err)),
+        };
+    }
+    Ok(dir)
 }
 
 fn open_dir(sandbox: &Sandbox, path: &str) -> Result<Dir, Failure> {
@@ -326,7 +370,7 @@ mod tests {
             symlink("sub", art.join("in_dir")).expect("symlink");
             symlink("sub/a.txt", art.join("in_file")).expect("symlink");
             let sandbox =
-                Sandbox::open(&r.join("task"), &["artifacts".to_string()]).expect("sandbox");
+                Sandbox::open(&r.join("task"), &["artifacts".to_string()], &[]).expect("sandbox");
             Fixture { root, sandbox }
         }
 
