@@ -55,6 +55,8 @@ fn state_of(case: &Case) -> PlanState {
             work: Work::Prompt(format!("step {i}")),
             done_when: "promise".into(),
             max_iterations: None,
+            verify_timeout: None,
+            done_when_timeout: None,
         })
         .collect();
     let plan = Plan {
@@ -64,6 +66,8 @@ fn state_of(case: &Case) -> PlanState {
         autonomy: case.autonomy,
         verify: String::new(),
         max_parallel: case.max_parallel,
+        verify_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
+        done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps,
         subplans: Vec::new(),
     };

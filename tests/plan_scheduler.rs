@@ -20,6 +20,8 @@ fn plan(autonomy: u8, max_parallel: usize, steps: &[(&str, &[&str])]) -> PlanSta
             work: Work::Prompt(format!("do {id}")),
             done_when: "promise".into(),
             max_iterations: None,
+            verify_timeout: None,
+            done_when_timeout: None,
         })
         .collect();
     let plan = Plan {
@@ -28,6 +30,8 @@ fn plan(autonomy: u8, max_parallel: usize, steps: &[(&str, &[&str])]) -> PlanSta
         base: None,
         autonomy,
         verify: "true".into(),
+        verify_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
+        done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         max_parallel,
         steps,
         subplans: Vec::new(),
