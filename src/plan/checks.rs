@@ -67,7 +67,7 @@ impl Ran {
             End::Signalled => "was killed by a signal".to_string(),
             End::TimedOut(limit) => format!(
                 "timed out after {} ({key}_timeout) and was killed",
-                crate::fmt::duration_ms(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX))
+                limit_text(*limit)
             ),
             End::Interrupted => "was stopped with the plan".to_string(),
         };
@@ -77,6 +77,17 @@ impl Ran {
             text.push_str(&self.tail);
         }
         Some(text)
+    }
+}
+
+/// A time limit as a plan file writes it: `30m`, `2h`, `90s`, `1.5s`.
+pub fn limit_text(limit: Duration) -> String {
+    let secs = limit.as_secs_f64();
+    match limit.as_secs() {
+        whole if f64::from(u32::try_from(whole).unwrap_or(u32::MAX)) != secs => format!("{secs}s"),
+        whole if whole > 0 && whole % 3600 == 0 => format!("{}h", whole / 3600),
+        whole if whole > 0 && whole % 60 == 0 => format!("{}m", whole / 60),
+        whole => format!("{whole}s"),
     }
 }
 

@@ -326,8 +326,9 @@ fn step_ended(
 }
 
 /// A step that cannot take a dependency's work does not start without it: it
-/// waits (pending, its start undone) until that dependency is merged into base,
-/// whose fixed branch then merges. A dependency in base already leaves nothing
+/// waits (pending, its start undone) until the conflict can have been fixed in
+/// base: until that dependency is merged, or, when it is already, the dependency
+/// whose tip the step's branch starts from. With both in base there is nothing
 /// to wait for: the step fails.
 fn dependency_conflict(
     now: DateTime<Utc>,
@@ -337,24 +338,30 @@ fn dependency_conflict(
     detail: &str,
     out: &mut Vec<Effect>,
 ) -> Result<(), Refused> {
-    let in_base = state
-        .step(dependency)
-        .is_some_and(|d| d.status == StepStatus::Merged);
+    let from = state.step(id).and_then(|s| s.depends_on.first().cloned());
+    let awaited = [Some(dependency.to_string()), from]
+        .into_iter()
+        .flatten()
+        .find(|d| {
+            state
+                .step(d)
+                .is_some_and(|d| d.status != StepStatus::Merged)
+        });
     let base = state.base.clone();
     let step = step_in(state, id, "hold", StepStatus::Running)?;
-    if in_base {
+    let Some(awaited) = awaited else {
         step.status = StepStatus::Failed;
         step.ended_at = Some(now);
         step.last_failure = Some(detail.to_string());
         out.push(step_event(EventKind::StepFailed, id, detail));
         block_dependents(state, id, out);
         return Ok(());
-    }
+    };
     step.status = StepStatus::Pending;
     step.attempts = step.attempts.saturating_sub(1);
     step.started_at = None;
-    step.waits_for = Some(dependency.to_string());
-    let detail = format!("waits until {dependency} is merged into {base}: {detail}");
+    let detail = format!("waits until {awaited} is merged into {base}: {detail}");
+    step.waits_for = Some(awaited);
     out.push(step_event(EventKind::StepWaiting, id, &detail));
     Ok(())
 }

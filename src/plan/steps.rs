@@ -120,7 +120,10 @@ pub fn start(
                 lanes::add(root, &name, options).map_err(|err| err.message().to_string())?;
             }
             let dir = crate::fleet::worktree_path(root, &name);
-            for branch in merge_in {
+            // Started again, it takes what its first dependency has gained too
+            // (a conflict it waited on may have been fixed on that branch).
+            let again = (known && !step.depends_on.is_empty()).then_some(from);
+            for branch in again.into_iter().chain(merge_in) {
                 if let Err(refused) = merge_dependency(&dir, branch) {
                     // Without the dependency's work the lane must not run.
                     set_lane_state(root, &name, LaneState::Stopped)?;
