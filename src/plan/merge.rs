@@ -1,7 +1,8 @@
 //! The merge queue's git side: a finished step's commit is merged into base in a
-//! scratch worktree, `verify` runs there, and base moves by fast-forward to the
-//! tested merge commit only when both pass. The user's own files are never
-//! changed, except by a fast-forward of a clean worktree that has base checked out.
+//! scratch worktree, `verify` runs there (as a plan's check, see `checks`), and
+//! base moves by fast-forward to the tested merge commit only when both pass and
+//! `verify` left that commit and its tree as they were. The user's own files are
+//! never changed, except by a fast-forward of a clean worktree that has base checked out.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
