@@ -930,9 +930,9 @@ fn a_subplans_lane_names_are_checked_with_its_steps_prefix() {
     );
 }
 
-/// A `verify` script that records its own pid and its `sleep 987`'s in `pids`,
-/// then waits for the sleep. Once `pass` exists it passes at once instead,
-/// writing to `overlap` each recorded process still alive.
+/// A `verify` script that first writes to `overlap` each process recorded in
+/// `pids` (by an earlier verify) that is still alive, then, unless `pass`
+/// exists, records its own pid and its `sleep 987`'s there and waits for the sleep.
 struct SlowVerify {
     dir: TempDir,
 }
@@ -945,12 +945,10 @@ impl SlowVerify {
         let [pids, pass, overlap] = ["pids", "pass", "overlap"].map(|f| verify.path(f));
         let script = format!(
             "#!/bin/sh\n\
-             if [ -e '{pass}' ]; then\n\
-             \x20 for p in $(cat '{pids}'); do\n\
-             \x20   if [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat; then echo $p >> '{overlap}'; fi\n\
-             \x20 done\n\
-             \x20 exit 0\n\
-             fi\n\
+             for p in $(cat '{pids}' 2>/dev/null); do\n\
+             \x20 if [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat; then echo $p >> '{overlap}'; fi\n\
+             done\n\
+             if [ -e '{pass}' ]; then exit 0; fi\n\
              echo $$ >> '{pids}'\n\
              sleep 987 &\n\
              echo $! >> '{pids}'\n\
@@ -977,8 +975,12 @@ impl SlowVerify {
         )
     }
 
-    /// The recorded pids, once the script and its sleep both wrote theirs.
+    /// The recorded pids, once `runs` verifies and their sleeps wrote theirs.
     fn started(&self) -> Vec<i32> {
+        self.started_times(1)
+    }
+
+    fn started_times(&self, runs: usize) -> Vec<i32> {
         let mut pids = Vec::new();
         let started = wait_until(DEADLINE, || {
             pids = std::fs::read_to_string(self.path("pids"))
@@ -986,7 +988,7 @@ impl SlowVerify {
                 .lines()
                 .filter_map(|l| l.trim().parse().ok())
                 .collect();
-            pids.len() >= 2
+            pids.len() >= 2 * runs
         });
         assert!(started, "the verify did not start");
         pids
@@ -1048,14 +1050,19 @@ fn a_verify_running_when_plan_run_is_stopped_by_a_signal_is_ended_and_the_exit_c
     }
 }
 
+/// SIGKILLs during verify, three times over: each restart ends the verify the
+/// killed run left before it verifies again, and none is left at the end.
 #[test]
 fn after_a_sigkill_during_verify_the_restart_ends_the_old_verify_before_it_verifies_again() {
     let verify = SlowVerify::new();
     let repo = Repo::new(&verify.plan("vk"));
-    let mut plan = repo.spawn_plan();
-    let pids = verify.started();
-    plan.kill().expect("SIGKILL the plan");
-    let _ = plan.wait();
+    let mut pids = Vec::new();
+    for kill in 1..=3 {
+        let mut plan = repo.spawn_plan();
+        pids = verify.started_times(kill);
+        plan.kill().expect("SIGKILL the plan");
+        let _ = plan.wait();
+    }
     std::fs::write(verify.path("pass"), "").expect("write pass");
     let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
     let stdout = stdout_of(&output);
@@ -1068,9 +1075,10 @@ fn after_a_sigkill_during_verify_the_restart_ends_the_old_verify_before_it_verif
     let overlap = std::fs::read_to_string(verify.path("overlap")).unwrap_or_default();
     assert_eq!(
         overlap, "",
-        "the second verify ran while the first one's processes lived"
+        "a verify ran while an earlier one's processes lived"
     );
-    assert!(all_gone(&pids), "the killed run's verify is left: {pids:?}");
+    assert!(all_gone(&pids), "a killed run's verify is left: {pids:?}");
+    assert!(repo.check_processes().is_empty(), "a check is left running");
     assert!(stdout.contains("of an earlier run"), "{stdout}");
     assert_eq!(repo.state_of("vk", "a"), "merged");
 }

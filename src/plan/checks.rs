@@ -271,3 +271,43 @@ pub fn wait_for_all() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_read_as_the_plan_file_writes_them() {
+        assert_eq!(limit_text(Duration::from_secs(1800)), "30m");
+        assert_eq!(limit_text(Duration::from_secs(7200)), "2h");
+        assert_eq!(limit_text(Duration::from_secs(90)), "90s");
+        assert_eq!(limit_text(Duration::from_millis(1500)), "1.5s");
+    }
+
+    #[test]
+    fn a_check_that_did_not_pass_says_how_and_quotes_its_last_lines() {
+        let check = Check {
+            key: "verify",
+            command: "cargo test",
+            dir: Path::new("."),
+            timeout: Duration::from_secs(60),
+            label: "verify-a",
+        };
+        let ran = |end| Ran {
+            end,
+            tail: "test x ... FAILED".into(),
+        };
+        assert_eq!(ran(End::Passed).why_not(&check), None);
+        assert_eq!(
+            ran(End::TimedOut(Duration::from_secs(60))).why_not(&check),
+            Some(
+                "verify `cargo test` timed out after 1m (verify_timeout) and was killed:\ntest x ... FAILED"
+                    .into()
+            )
+        );
+        assert_eq!(
+            ran(End::Exited(101)).why_not(&check),
+            Some("verify `cargo test` exited 101:\ntest x ... FAILED".into())
+        );
+    }
+}

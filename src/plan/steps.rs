@@ -120,17 +120,25 @@ pub fn start(
                 lanes::add(root, &name, options).map_err(|err| err.message().to_string())?;
             }
             let dir = crate::fleet::worktree_path(root, &name);
-            // Started again, it takes what its first dependency has gained too
-            // (a conflict it waited on may have been fixed on that branch).
-            let again = (known && !step.depends_on.is_empty()).then_some(from);
-            for branch in again.into_iter().chain(merge_in) {
+            // A first attempt whose lane exists waited for a dependency: it takes
+            // what its first dependency's branch has gained too (the conflict may
+            // have been fixed there). A retry builds on its branch as it is.
+            let waited = known && step.attempts <= 1;
+            let merges: Vec<&String> = match (known, waited) {
+                (false, _) => merge_in.iter().collect(),
+                (true, true) if !step.depends_on.is_empty() => {
+                    std::iter::once(from).chain(merge_in).collect()
+                }
+                (true, _) => Vec::new(),
+            };
+            for branch in merges {
                 if let Err(refused) = merge_dependency(&dir, branch) {
                     // Without the dependency's work the lane must not run.
                     set_lane_state(root, &name, LaneState::Stopped)?;
                     return Err(refused);
                 }
             }
-            if known {
+            if waited {
                 set_lane_state(root, &name, LaneState::Active)?;
             }
             Ok(())
