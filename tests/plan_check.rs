@@ -55,6 +55,7 @@ invalid_plan_cases!(
     two_prompts,
     bad_step_id,
     bad_autonomy,
+    bad_timeout,
     syntax_error,
     too_deep,
     missing_subplan,
@@ -66,6 +67,7 @@ name = "auth"
 base = "main"
 autonomy = 3
 verify = "cargo test -q"
+verify_timeout = "10m"
 max_parallel = 3
 
 [[step]]
@@ -109,11 +111,11 @@ fn a_good_plan_prints_its_steps_in_waves() {
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert_eq!(
         stdout_of(&output),
-        "plan auth (plan.toml): 4 steps, base main, autonomy 3, max_parallel 3, verify \"cargo test -q\"\n\
+        "plan auth (plan.toml): 4 steps, base main, autonomy 3, max_parallel 3, verify \"cargo test -q\" (verify_timeout 10m, done_when_timeout 30m)\n\
          1: schema\n\
          2: api, docs\n\
          3: release\n  \
-         plan release (release.toml): 1 step, base its step's branch, autonomy 3, max_parallel 2, no check\n  \
+         plan release (release.toml): 1 step, base its step's branch, autonomy 3, max_parallel 2, no check (done_when_timeout 30m)\n  \
          1: tag\n"
     );
     assert!(stderr_of(&output).is_empty(), "{output:?}");

@@ -55,6 +55,8 @@ fn state_of(case: &Case) -> PlanState {
             work: Work::Prompt(format!("step {i}")),
             done_when: "promise".into(),
             max_iterations: None,
+            verify_timeout: None,
+            done_when_timeout: None,
         })
         .collect();
     let plan = Plan {
@@ -64,6 +66,8 @@ fn state_of(case: &Case) -> PlanState {
         autonomy: case.autonomy,
         verify: String::new(),
         max_parallel: case.max_parallel,
+        verify_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
+        done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps,
         subplans: Vec::new(),
     };
@@ -83,6 +87,14 @@ fn possible(state: &PlanState) -> Vec<Input> {
         let id = s.id.clone();
         match s.status {
             StepStatus::Running => {
+                // Its lane could not take a dependency's branch when it started.
+                if let Some(dependency) = s.depends_on.first() {
+                    inputs.push(Input::DependencyConflict {
+                        id: id.clone(),
+                        dependency: dependency.clone(),
+                        detail: "conflicts in: a".into(),
+                    });
+                }
                 inputs.push(Input::StepEnded {
                     id: id.clone(),
                     outcome: Outcome::Done,
@@ -176,6 +188,17 @@ fn check(state: &PlanState, effects: &[Effect], approved: &HashSet<String>) {
                 }
                 if gated(state.autonomy, step.critical) {
                     assert!(approved.contains(id), "{id} started unapproved");
+                }
+            }
+            Effect::Merge { id, .. } => {
+                let step = state.step(id).expect("merged step exists");
+                for dep in &step.depends_on {
+                    let dep = state.step(dep).expect("dependency exists").status;
+                    assert_eq!(
+                        dep,
+                        StepStatus::Merged,
+                        "{id} is merged into base before its dependency, which is {dep}"
+                    );
                 }
             }
             Effect::AskApproval { id, .. } => {

@@ -6,6 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
 use common::{DEADLINE, stderr_of, stdout_of, wait_until, wait_with_deadline};
@@ -151,6 +152,23 @@ impl Repo {
             self.path(".clowder/approvals").display()
         );
         common::processes_with_env(&marker)
+    }
+
+    /// Live processes of this repository's plan checks (`verify`, `done_when`).
+    fn check_processes(&self) -> Vec<i32> {
+        let prefix = format!("CLOWDER_CHECK_OUTPUT={}", self.root().display());
+        std::fs::read_dir("/proc")
+            .expect("read /proc")
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| common::pid_alive(*pid))
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                    env.split(|b| *b == 0)
+                        .any(|var| var.starts_with(prefix.as_bytes()))
+                })
+            })
+            .collect()
     }
 }
 
@@ -909,5 +927,347 @@ fn a_subplans_lane_names_are_checked_with_its_steps_prefix() {
                 "\"a-long-parent-plan-name-for-a-check-sub-x\", longer than 40 characters"
             ),
         "{stderr}"
+    );
+}
+
+/// A `verify` script that first writes to `overlap` each process recorded in
+/// `pids` (by an earlier verify) that is still alive, then, unless `pass`
+/// exists, records its own pid and its `sleep 987`'s there and waits for the sleep.
+struct SlowVerify {
+    dir: TempDir,
+}
+
+impl SlowVerify {
+    fn new() -> SlowVerify {
+        let verify = SlowVerify {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        let [pids, pass, overlap] = ["pids", "pass", "overlap"].map(|f| verify.path(f));
+        let script = format!(
+            "#!/bin/sh\n\
+             for p in $(cat '{pids}' 2>/dev/null); do\n\
+             \x20 if [ -e /proc/$p ] && ! grep -q ') Z' /proc/$p/stat; then echo $p >> '{overlap}'; fi\n\
+             done\n\
+             if [ -e '{pass}' ]; then exit 0; fi\n\
+             echo $$ >> '{pids}'\n\
+             sleep 987 &\n\
+             echo $! >> '{pids}'\n\
+             wait\n",
+            pass = pass.display(),
+            pids = pids.display(),
+            overlap = overlap.display()
+        );
+        let path = verify.path("verify.sh");
+        std::fs::write(&path, script).expect("write the verify script");
+        let chmod = Command::new("chmod").arg("+x").arg(&path).status();
+        assert!(chmod.is_ok_and(|s| s.success()));
+        verify
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    fn plan(&self, name: &str) -> String {
+        format!(
+            "[plan]\nname = \"{name}\"\nverify = \"{}\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n",
+            self.path("verify.sh").display()
+        )
+    }
+
+    /// The recorded pids, once `runs` verifies and their sleeps wrote theirs.
+    fn started(&self) -> Vec<i32> {
+        self.started_times(1)
+    }
+
+    fn started_times(&self, runs: usize) -> Vec<i32> {
+        let mut pids = Vec::new();
+        let started = wait_until(DEADLINE, || {
+            pids = std::fs::read_to_string(self.path("pids"))
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.trim().parse().ok())
+                .collect();
+            pids.len() >= 2 * runs
+        });
+        assert!(started, "the verify did not start");
+        pids
+    }
+}
+
+/// Whether `pid` is alive and still the verify script or its sleep.
+fn verify_alive(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let cmdline = String::from_utf8_lossy(&cmdline);
+    common::pid_alive(pid) && (cmdline.contains("987") || cmdline.contains("verify.sh"))
+}
+
+fn all_gone(pids: &[i32]) -> bool {
+    wait_until(Duration::from_secs(20), || {
+        pids.iter().all(|&pid| !verify_alive(pid))
+    })
+}
+
+#[test]
+fn a_verify_running_when_plan_run_is_stopped_by_a_signal_is_ended_and_the_exit_code_names_it() {
+    let cases: [(&str, &[i32], i32); 4] = [
+        ("sigint", &[libc::SIGINT], 130),
+        ("twice", &[libc::SIGINT, libc::SIGINT], 130),
+        ("sigterm", &[libc::SIGTERM], 143),
+        ("sighup", &[libc::SIGHUP], 129),
+    ];
+    for (name, signals, code) in cases {
+        let verify = SlowVerify::new();
+        let repo = Repo::new(&verify.plan(name));
+        let plan = repo.spawn_plan();
+        let pids = verify.started();
+        for &signal in signals {
+            common::send_signal(plan.id(), signal);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let output = wait_with_deadline(plan, DEADLINE);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{name}: {}\n{}",
+            stdout_of(&output),
+            stderr_of(&output)
+        );
+        assert!(
+            all_gone(&pids),
+            "{name}: the verify outlived plan run: {pids:?}"
+        );
+        // Stopped, not failed: `plan run` again goes on with the merge.
+        assert_eq!(repo.state_of(name, "a"), "done", "{name}");
+        let left = repo.path(&format!(".clowder/plans/{name}/running"));
+        let records = std::fs::read_dir(&left).map_or(0, |d| d.count());
+        assert_eq!(
+            records,
+            0,
+            "{name}: running records left in {}",
+            left.display()
+        );
+    }
+}
+
+/// SIGKILLs during verify, three times over: each restart ends the verify the
+/// killed run left before it verifies again, and none is left at the end.
+#[test]
+fn after_a_sigkill_during_verify_the_restart_ends_the_old_verify_before_it_verifies_again() {
+    let verify = SlowVerify::new();
+    let repo = Repo::new(&verify.plan("vk"));
+    let mut pids = Vec::new();
+    for kill in 1..=3 {
+        let mut plan = repo.spawn_plan();
+        pids = verify.started_times(kill);
+        plan.kill().expect("SIGKILL the plan");
+        let _ = plan.wait();
+    }
+    std::fs::write(verify.path("pass"), "").expect("write pass");
+    let output = wait_with_deadline(repo.spawn_plan(), DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        stderr_of(&output)
+    );
+    let overlap = std::fs::read_to_string(verify.path("overlap")).unwrap_or_default();
+    assert_eq!(
+        overlap, "",
+        "a verify ran while an earlier one's processes lived"
+    );
+    assert!(all_gone(&pids), "a killed run's verify is left: {pids:?}");
+    assert!(repo.check_processes().is_empty(), "a check is left running");
+    assert!(stdout.contains("of an earlier run"), "{stdout}");
+    assert_eq!(repo.state_of("vk", "a"), "merged");
+}
+
+const TIMEOUTS: &str = r#"
+[plan]
+name = "to"
+verify = "echo checking; echo last words; sleep 987"
+verify_timeout = "30m"
+done_when_timeout = "30m"
+max_parallel = 2
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+verify_timeout = "2s"
+
+[[step]]
+id = "b"
+prompt = "write b.txt"
+done_when = "echo still thinking; sleep 987"
+done_when_timeout = "1s"
+"#;
+
+#[test]
+fn a_hanging_verify_or_done_when_is_killed_at_its_timeout_and_counts_as_failed() {
+    let repo = Repo::new(TIMEOUTS);
+    let plan = repo.spawn_plan();
+    let settled = wait_until(DEADLINE, || {
+        repo.state_of("to", "a") == "needs review" && repo.state_of("to", "b") == "failed"
+    });
+    assert!(settled, "{:?}", repo.step_states("to"));
+    let mut bodies = Vec::new();
+    assert!(wait_until(DEADLINE, || {
+        bodies = repo
+            .pending_requests()
+            .iter()
+            .filter_map(|r| r["body"].as_str().map(str::to_string))
+            .collect();
+        !bodies.is_empty()
+    }));
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b.contains("timed out after 2s (verify_timeout)") && b.contains("last words")),
+        "{bodies:?}"
+    );
+    let failed = repo
+        .events("to")
+        .into_iter()
+        .find(|e| e["event"] == "step_failed" && e["step"] == "b")
+        .expect("b failed");
+    let detail = failed["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("timed out after 1s (done_when_timeout)")
+            && detail.contains("still thinking"),
+        "{detail}"
+    );
+    assert!(!repo.files_at("main").contains(&"a.txt".to_string()));
+    let out = repo.clowder(&["plan", "stop", "to"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    assert!(repo.check_processes().is_empty(), "a check is left running");
+}
+
+const VERIFY_COMMITS: &str = r#"
+[plan]
+name = "vc"
+verify = "echo made > made.txt && git add made.txt && git -c user.name=V -c user.email=v@example.com commit --quiet -m 'verify commit' && echo stray > stray.txt"
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+"#;
+
+#[test]
+fn a_verify_that_commits_or_changes_the_tree_fails_and_base_never_moves_to_its_work() {
+    let repo = Repo::new(VERIFY_COMMITS);
+    let before = repo.git(&["rev-parse", "main"]);
+    let plan = repo.spawn_plan();
+    assert!(
+        wait_until(DEADLINE, || repo.state_of("vc", "a") == "needs review"),
+        "{:?}",
+        repo.step_states("vc")
+    );
+    assert_eq!(repo.git(&["rev-parse", "main"]), before, "base moved");
+    let mut bodies = Vec::new();
+    assert!(wait_until(DEADLINE, || {
+        bodies = repo
+            .pending_requests()
+            .iter()
+            .filter_map(|r| r["body"].as_str().map(str::to_string))
+            .collect();
+        !bodies.is_empty()
+    }));
+    let body = &bodies[0];
+    assert!(
+        body.contains("HEAD moved from the merge commit")
+            && body.contains("verify commit")
+            && body.contains("stray.txt"),
+        "{body}"
+    );
+    common::send_signal(plan.id(), libc::SIGTERM);
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(143), "{}", stdout_of(&output));
+    assert!(!repo.files_at("main").contains(&"made.txt".to_string()));
+}
+
+const DIAMOND_CONFLICT: &str = r#"
+[plan]
+name = "dc"
+max_parallel = 3
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+
+[[step]]
+id = "b"
+depends_on = ["a"]
+prompt = "write shared.txt from b"
+
+[[step]]
+id = "c"
+depends_on = ["a"]
+prompt = "ticks 30\nwrite shared.txt from c"
+
+[[step]]
+id = "d"
+depends_on = ["b", "c"]
+prompt = "write d.txt"
+"#;
+
+#[test]
+fn a_step_whose_dependencies_conflict_waits_and_is_merged_only_after_both() {
+    let repo = Repo::new(DIAMOND_CONFLICT);
+    let plan = repo.spawn_plan();
+    let waiting = wait_until(DEADLINE, || {
+        repo.state_of("dc", "c") == "needs review" && repo.has_event("dc", "step_waiting", "d")
+    });
+    assert!(waiting, "{:?}", repo.step_states("dc"));
+    let wait = repo
+        .events("dc")
+        .into_iter()
+        .find(|e| e["event"] == "step_waiting" && e["step"] == "d")
+        .expect("d waits");
+    let detail = wait["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("waits until c is merged into main")
+            && detail.contains("conflicts in: shared.txt")
+            && detail.contains("CONFLICT")
+            && !detail.contains("it answered no"),
+        "{detail}"
+    );
+    // d does not run without c, and base does not get d before c.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(repo.state_of("dc", "d"), "pending");
+    assert!(!repo.files_at("main").contains(&"d.txt".to_string()));
+    // A human resolves c with base, and merges it: d goes on with c's work.
+    let c = repo.path(".clowder/worktrees/dc-c");
+    let _ = isolate(
+        Command::new("git")
+            .arg("-C")
+            .arg(&c)
+            .args(["merge", "main"]),
+    )
+    .output();
+    std::fs::write(c.join("shared.txt"), "from b and c\n").expect("write");
+    git_in(&c, &["add", "shared.txt"]);
+    git_in(&c, &["commit", "--quiet", "-m", "resolve"]);
+    let out = repo.clowder(&["plan", "merge", "dc", "c"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(repo.git(&["show", "main:shared.txt"]), "from b and c");
+    assert!(repo.files_at("main").contains(&"d.txt".to_string()));
+    let merges = repo.git(&["log", "--merges", "--format=%s", "--reverse", "main"]);
+    let order: Vec<&str> = merges
+        .lines()
+        .filter(|l| l.starts_with("Merge step"))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "Merge step a of plan dc",
+            "Merge step b of plan dc",
+            "Merge step c of plan dc",
+            "Merge step d of plan dc"
+        ]
     );
 }

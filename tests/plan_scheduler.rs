@@ -20,6 +20,8 @@ fn plan(autonomy: u8, max_parallel: usize, steps: &[(&str, &[&str])]) -> PlanSta
             work: Work::Prompt(format!("do {id}")),
             done_when: "promise".into(),
             max_iterations: None,
+            verify_timeout: None,
+            done_when_timeout: None,
         })
         .collect();
     let plan = Plan {
@@ -28,6 +30,8 @@ fn plan(autonomy: u8, max_parallel: usize, steps: &[(&str, &[&str])]) -> PlanSta
         base: None,
         autonomy,
         verify: "true".into(),
+        verify_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
+        done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         max_parallel,
         steps,
         subplans: Vec::new(),
@@ -399,4 +403,82 @@ fn a_merge_that_could_not_move_base_needs_review() {
             ..
         }
     )));
+}
+
+#[test]
+fn a_step_that_cannot_take_a_dependency_waits_for_it_and_never_merges_before_it() {
+    let mut state = plan(
+        4,
+        3,
+        &[("a", &[]), ("b", &["a"]), ("c", &["a"]), ("d", &["b", "c"])],
+    );
+    go(&mut state, Input::Start);
+    go(&mut state, done("a"));
+    let merged = |id: &str| Input::MergeResult {
+        id: id.into(),
+        result: MergeOutcome::Passed,
+    };
+    go(&mut state, merged("a"));
+    go(&mut state, done("b"));
+    let effects = go(&mut state, done("c"));
+    assert_eq!(started(&effects), ["d"]);
+    // d's branch cannot take c's: d waits, its start undone.
+    let effects = go(
+        &mut state,
+        Input::DependencyConflict {
+            id: "d".into(),
+            dependency: "c".into(),
+            detail: "cannot merge clowder/auth-c, conflicts in: x.txt".into(),
+        },
+    );
+    assert!(events(&effects).contains(&(EventKind::StepWaiting, Some("d".into()))));
+    assert_eq!(status(&state, "d"), StepStatus::Pending);
+    assert_eq!(state.step("d").map(|s| s.attempts), Some(0));
+    go(&mut state, merged("b"));
+    let effects = go(
+        &mut state,
+        Input::MergeResult {
+            id: "c".into(),
+            result: MergeOutcome::Conflict {
+                files: vec!["x.txt".into()],
+            },
+        },
+    );
+    assert_eq!(status(&state, "c"), StepStatus::NeedsReview);
+    assert!(started(&effects).is_empty(), "d starts without c");
+    // c merged by hand: d starts again, from a branch that can take c's now.
+    let effects = go(&mut state, Input::MergeByHand { id: "c".into() });
+    assert_eq!(started(&effects), ["d"]);
+    let effects = go(&mut state, done("d"));
+    assert_eq!(merges(&effects), ["d"]);
+}
+
+#[test]
+fn a_done_step_is_merged_only_once_its_dependencies_are_in_base() {
+    let mut state = plan(4, 3, &[("a", &[]), ("b", &["a"]), ("c", &[])]);
+    go(&mut state, Input::Start);
+    go(&mut state, done("a"));
+    let effects = go(
+        &mut state,
+        Input::MergeResult {
+            id: "a".into(),
+            result: MergeOutcome::CheckFailed { tail: "red".into() },
+        },
+    );
+    assert!(merges(&effects).is_empty());
+    // b is done while a needs review: it waits in the queue, c goes ahead of it.
+    let effects = go(&mut state, done("b"));
+    assert!(merges(&effects).is_empty(), "b merged before a");
+    let effects = go(&mut state, done("c"));
+    assert_eq!(merges(&effects), ["c"]);
+    let effects = go(
+        &mut state,
+        Input::MergeResult {
+            id: "c".into(),
+            result: MergeOutcome::Passed,
+        },
+    );
+    assert!(merges(&effects).is_empty(), "b merged before a");
+    let effects = go(&mut state, Input::MergeByHand { id: "a".into() });
+    assert_eq!(merges(&effects), ["b"]);
 }

@@ -22,6 +22,8 @@ fn saved_plan(root: &Path) -> PlanState {
         work: Work::Prompt("Do it.".into()),
         done_when: "promise".into(),
         max_iterations: None,
+        verify_timeout: None,
+        done_when_timeout: None,
     };
     let plan = Plan {
         file: "plan.toml".into(),
@@ -30,6 +32,8 @@ fn saved_plan(root: &Path) -> PlanState {
         autonomy: 4,
         verify: String::new(),
         max_parallel: 2,
+        verify_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
+        done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps: vec![step_of("schema", &[]), step_of("api", &["schema"])],
         subplans: Vec::new(),
     };

@@ -168,10 +168,15 @@ fn print_plan(plan: &Plan, indent: &str) {
         (true, Some(base)) => base,
         (true, None) => "the current branch",
     };
+    let done_when_timeout = super::checks::limit_text(plan.done_when_timeout);
     let verify = if plan.verify.is_empty() {
-        "no check".to_string()
+        format!("no check (done_when_timeout {done_when_timeout})")
     } else {
-        format!("verify {:?}", plan.verify)
+        format!(
+            "verify {:?} (verify_timeout {}, done_when_timeout {done_when_timeout})",
+            plan.verify,
+            super::checks::limit_text(plan.verify_timeout)
+        )
     };
     println!(
         "{indent}plan {} ({}): {} step{}, base {base}, autonomy {}, max_parallel {}, {verify}",

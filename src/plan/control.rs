@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
+use super::checks::{self, Checks};
 use super::events::EventLog;
 use super::file::Work;
 use super::merge::{self, MergeJob};
@@ -206,6 +207,15 @@ fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<Strin
         .step(step)
         .and_then(|s| s.branch.clone())
         .ok_or_else(|| format!("step {step} has no branch"))?;
+    let checks = Checks::new(root, &state.name, checks::DEFAULT_GRACE);
+    // No run of the plan holds its lock: what a killed one left in the scratch
+    // worktree is ended before the merge is made there.
+    for line in checks.end_left_now() {
+        eprintln!("clowder: warning: plan {}: {line}", state.name);
+    }
+    let verify_timeout = state
+        .step(step)
+        .map_or(super::file::DEFAULT_CHECK_TIMEOUT, |s| s.verify_timeout());
     let job = MergeJob {
         root,
         plan: &state.name,
@@ -213,6 +223,8 @@ fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<Strin
         step,
         rev: &branch,
         verify: &state.verify,
+        verify_timeout,
+        checks: &checks,
     };
     match merge::merge(&job) {
         MergeOutcome::Passed => {

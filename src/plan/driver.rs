@@ -16,12 +16,13 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::mpsc;
 
+use super::checks::{self, Checks};
 use super::control;
 use super::events::EventLog;
 use super::merge::{self, MergeJob};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
-use super::steps;
+use super::steps::{self, NotStarted};
 use super::subplan;
 use crate::approvals::{Queue, Request, RequestKind};
 use crate::console::{Console, Verbosity};
@@ -84,11 +85,16 @@ pub struct Driver {
     checked: HashMap<String, u64>,
     /// The drivers of its sub-plans: a stopped plan waits for theirs to stop.
     subs: Vec<tokio::task::JoinHandle<()>>,
+    /// Its `verify` and `done_when` commands, ended with it.
+    checks: Checks,
+    /// `[watchdog] kill_grace_secs`: how long a stopped check has to end before KILL.
+    grace: Duration,
 }
 
 impl Drop for Driver {
     fn drop(&mut self) {
         self.cancel.store(true, Ordering::Relaxed);
+        self.checks.stop();
     }
 }
 
@@ -100,8 +106,11 @@ impl Driver {
         verbosity: Verbosity,
     ) -> Driver {
         let (tx, rx) = mpsc::unbounded_channel();
+        let grace = checks::DEFAULT_GRACE;
         Driver {
             log: EventLog::new(&root, &state.name),
+            checks: Checks::new(&root, &state.name, grace),
+            grace,
             root,
             state,
             queue_dir,
@@ -117,6 +126,13 @@ impl Driver {
         }
     }
 
+    /// Gives its stopped checks `grace` before KILL (`[watchdog] kill_grace_secs`).
+    pub(super) fn kill_grace(mut self, grace: Duration) -> Driver {
+        self.checks = Checks::new(&self.root, &self.state.name, grace);
+        self.grace = grace;
+        self
+    }
+
     /// Sends its log lines to `out` instead of the console.
     pub(super) fn report_to(mut self, out: Box<dyn Reporter>) -> Driver {
         self.out = Rc::new(RefCell::new(out));
@@ -124,6 +140,11 @@ impl Driver {
     }
 
     pub async fn run(mut self) {
+        // Before anything runs in the merge worktree or a step's: what a killed
+        // run of this plan left running there is ended first.
+        for line in self.checks.end_left().await {
+            self.say(Level::Warn, &format!("plan={} {line}", self.state.name));
+        }
         if self.state.status == PlanStatus::Created {
             self.apply(Input::Start);
         } else {
@@ -191,8 +212,9 @@ impl Driver {
             } else {
                 steps::start(&self.root, &self.state.name, &step, &workspace)
             };
-            if let Err(reason) = started {
-                self.apply(ended_badly(step.id, reason));
+            if let Err(refused) = started {
+                let input = self.not_started(&step.id, refused);
+                self.apply(input);
             }
         }
     }
@@ -276,19 +298,19 @@ impl Driver {
                 } else {
                     steps::start(&self.root, &plan, &step, &workspace)
                 };
-                if let Err(reason) = started {
-                    self.say(Level::Warn, &format!("plan={plan} step={id} {reason}"));
-                    return Some(ended_badly(id, reason));
+                if let Err(refused) = started {
+                    return Some(self.not_started(&id, refused));
                 }
             }
             Effect::RetryStep { id, failure, .. } => {
                 let step = self.state.step(&id)?;
                 // A step whose lane could not be made the first time tries again.
                 let workspace = scheduler::workspace(&self.state, step);
-                let retried = steps::start(&self.root, &plan, step, &workspace)
-                    .and_then(|()| steps::retry(&self.root, &plan, step, &failure));
-                if let Err(reason) = retried {
-                    return Some(ended_badly(id, reason));
+                let retried = steps::start(&self.root, &plan, step, &workspace).and_then(|()| {
+                    steps::retry(&self.root, &plan, step, &failure).map_err(NotStarted::Failed)
+                });
+                if let Err(refused) = retried {
+                    return Some(self.not_started(&id, refused));
                 }
             }
             Effect::AskApproval { id, body } => self.ask_approval(&id, body),
@@ -299,6 +321,30 @@ impl Driver {
             Effect::AskReview { id, body } => self.ask_review(&id, body),
         }
         None
+    }
+
+    /// A step whose lane did not start: one that cannot take a dependency's
+    /// branch waits for it (see the scheduler), any other has failed.
+    fn not_started(&self, id: &str, refused: NotStarted) -> Input {
+        let plan = &self.state.name;
+        if let NotStarted::Conflict { branch, detail } = &refused {
+            let depends_on = self.state.step(id).map(|s| s.depends_on.clone());
+            let dependency = self.state.steps.iter().find(|s| {
+                s.branch.as_deref() == Some(branch.as_str())
+                    && depends_on.as_ref().is_some_and(|d| d.contains(&s.id))
+            });
+            if let Some(dependency) = dependency {
+                self.say(Level::Warn, &format!("plan={plan} step={id} {detail}"));
+                return Input::DependencyConflict {
+                    id: id.to_string(),
+                    dependency: dependency.id.clone(),
+                    detail: detail.clone(),
+                };
+            }
+        }
+        let reason = refused.reason();
+        self.say(Level::Warn, &format!("plan={plan} step={id} {reason}"));
+        ended_badly(id.to_string(), reason)
     }
 
     fn submit(
@@ -383,7 +429,12 @@ impl Driver {
     fn spawn_merge(&self, id: String, rev: String, verify: String, by_hand: bool) {
         let (tx, root) = (self.tx.clone(), self.root.clone());
         let (plan, base) = (self.state.name.clone(), self.state.base.clone());
-        std::thread::spawn(move || {
+        let verify_timeout = self.state.step(&id).map_or(
+            super::file::DEFAULT_CHECK_TIMEOUT,
+            StepState::verify_timeout,
+        );
+        let checks = self.checks.clone();
+        checks::spawn(move || {
             let job = MergeJob {
                 root: &root,
                 plan: &plan,
@@ -391,6 +442,8 @@ impl Driver {
                 step: &id,
                 rev: &rev,
                 verify: &verify,
+                verify_timeout,
+                checks: &checks,
             };
             let outcome = merge::merge(&job);
             let _ = tx.send(if by_hand {
@@ -503,9 +556,9 @@ impl Driver {
         self.check_done_after_sessions(&ended);
         for step in ended {
             self.judging.insert(step.id.clone());
-            let (tx, root) = (self.tx.clone(), self.root.clone());
-            std::thread::spawn(move || {
-                let outcome = steps::judge(&root, &step);
+            let (tx, root, checks) = (self.tx.clone(), self.root.clone(), self.checks.clone());
+            checks::spawn(move || {
+                let outcome = steps::judge(&root, &checks, &step);
                 let _ = tx.send(Report::Judged {
                     id: step.id,
                     outcome,
@@ -532,8 +585,8 @@ impl Driver {
             if self.checked.insert(step.id.clone(), session) == Some(session) {
                 continue;
             }
-            let root = self.root.clone();
-            std::thread::spawn(move || steps::stop_when_done(&root, &step));
+            let (root, checks) = (self.root.clone(), self.checks.clone());
+            checks::spawn(move || steps::stop_when_done(&root, &checks, &step));
         }
     }
 
@@ -579,6 +632,7 @@ impl Driver {
             root: self.root.clone(),
             queue_dir: self.queue_dir.clone(),
             out: Rc::clone(&self.out),
+            grace: self.grace,
         };
         let (step, workspace, report) = (step.clone(), workspace.clone(), self.tx.clone());
         self.subs.retain(|sub| !sub.is_finished());
@@ -621,6 +675,7 @@ struct Nested {
     root: PathBuf,
     queue_dir: PathBuf,
     out: Rc<RefCell<Box<dyn Reporter>>>,
+    grace: Duration,
 }
 
 impl Nested {
@@ -644,6 +699,8 @@ impl Nested {
         let (tx, rx) = mpsc::unbounded_channel();
         let driver = Driver {
             log: EventLog::new(&self.root, &state.name),
+            checks: Checks::new(&self.root, &state.name, self.grace),
+            grace: self.grace,
             root: self.root,
             state,
             queue_dir: self.queue_dir,

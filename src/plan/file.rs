@@ -4,8 +4,9 @@
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
 
 use crate::config::{ConfigError, line_column, parse_located};
@@ -13,6 +14,9 @@ use crate::fleet::LaneName;
 
 /// A plan, its sub-plans and theirs: at most this many plan files deep.
 pub const MAX_DEPTH: usize = 3;
+
+/// `verify_timeout` and `done_when_timeout` when the plan file sets neither.
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// How a step's work relates to its dependency's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +47,10 @@ pub struct Plan {
     pub base: Option<String>,
     pub autonomy: u8,
     pub verify: String,
+    /// How long `verify` may run before it is killed and counts as failed.
+    pub verify_timeout: Duration,
+    /// The same for a command `done_when`.
+    pub done_when_timeout: Duration,
     pub max_parallel: usize,
     pub steps: Vec<Step>,
     /// The sub-plans named by `plan = "…"` steps, checked as deeply as allowed.
@@ -59,6 +67,10 @@ pub struct Step {
     /// `promise`, or a shell command that exits 0 in the step's worktree.
     pub done_when: String,
     pub max_iterations: Option<u64>,
+    /// The step's own `verify_timeout` (for its merge), else the plan's.
+    pub verify_timeout: Option<Duration>,
+    /// The step's own `done_when_timeout`, else the plan's.
+    pub done_when_timeout: Option<Duration>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +92,8 @@ struct RawPlan {
     verify: String,
     #[serde(default = "default_max_parallel")]
     max_parallel: Positive,
+    verify_timeout: Option<CheckTimeout>,
+    done_when_timeout: Option<CheckTimeout>,
 }
 
 #[derive(Deserialize)]
@@ -98,6 +112,26 @@ struct RawStep {
     #[serde(default = "default_done_when")]
     done_when: String,
     max_iterations: Option<Positive>,
+    verify_timeout: Option<CheckTimeout>,
+    done_when_timeout: Option<CheckTimeout>,
+}
+
+/// A check's time limit, written as `[plan] verify_timeout` is: `90s`, `30m`, `2h`.
+#[derive(Clone, Copy)]
+struct CheckTimeout(Duration);
+
+impl<'de> Deserialize<'de> for CheckTimeout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let parsed = crate::config::OptionalDuration::parse(&text)
+            .ok()
+            .and_then(|parsed| parsed.duration);
+        parsed.map(CheckTimeout).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a time limit, expected a duration such as 90s, 30m or 2h"
+            ))
+        })
+    }
 }
 
 #[derive(Clone, Copy, Deserialize)]
@@ -241,6 +275,8 @@ impl Checker<'_> {
                     work,
                     done_when: step.done_when.clone(),
                     max_iterations: step.max_iterations.map(|n| n.0),
+                    verify_timeout: step.verify_timeout.map(|t| t.0),
+                    done_when_timeout: step.done_when_timeout.map(|t| t.0),
                 });
             }
         }
@@ -252,6 +288,14 @@ impl Checker<'_> {
             base: raw.plan.base,
             autonomy: raw.plan.autonomy.0,
             verify: raw.plan.verify,
+            verify_timeout: raw
+                .plan
+                .verify_timeout
+                .map_or(DEFAULT_CHECK_TIMEOUT, |t| t.0),
+            done_when_timeout: raw
+                .plan
+                .done_when_timeout
+                .map_or(DEFAULT_CHECK_TIMEOUT, |t| t.0),
             max_parallel: usize::try_from(raw.plan.max_parallel.0).unwrap_or(usize::MAX),
             steps,
             subplans: Vec::new(),

@@ -1,17 +1,16 @@
 //! The merge queue's git side: a finished step's commit is merged into base in a
-//! scratch worktree, `verify` runs there, and base moves by fast-forward to the
-//! tested merge commit only when both pass. The user's own files are never
-//! changed, except by a fast-forward of a clean worktree that has base checked out.
+//! scratch worktree, `verify` runs there (as a plan's check, see `checks`), and
+//! base moves by fast-forward to the tested merge commit only when both pass and
+//! `verify` left that commit and its tree as they were. The user's own files are
+//! never changed, except by a fast-forward of a clean worktree that has base checked out.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use super::checks::{Check, Checks};
 use super::scheduler::MergeOutcome;
 use super::state::PLANS_DIR;
 use crate::fleet::worktree::{self, git};
-
-/// How many lines of a failed check's output the review request quotes.
-const TAIL_LINES: usize = 20;
 
 /// What a merge is about: the plan, its base branch and the step's commit.
 pub struct MergeJob<'a> {
@@ -22,6 +21,8 @@ pub struct MergeJob<'a> {
     /// A commit or branch: the step's tip when it was done.
     pub rev: &'a str,
     pub verify: &'a str,
+    pub verify_timeout: Duration,
+    pub checks: &'a Checks,
 }
 
 /// `.clowder/plans/NAME/merge`: the scratch worktree merges are made in.
@@ -66,20 +67,74 @@ fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -
             files: if files.is_empty() { vec![err] } else { files },
         };
     }
-    if !job.verify.trim().is_empty() {
-        match run_check(scratch, job.verify) {
-            Ok(()) => {}
-            Err(tail) => return MergeOutcome::CheckFailed { tail },
-        }
-    }
-    let new = match git(scratch, &["rev-parse", "HEAD"]) {
-        Ok(new) => new,
+    // What is checked is what base moves to: the merge commit made here.
+    let merged = match git(scratch, &["rev-parse", "HEAD"]) {
+        Ok(merged) => merged,
         Err(err) => return refused(err),
     };
-    match move_base(job, base_ref, old, &new) {
+    if !job.verify.trim().is_empty() {
+        let label = format!("verify-{}", job.step);
+        let check = Check {
+            key: "verify",
+            command: job.verify,
+            dir: scratch,
+            timeout: job.verify_timeout,
+            label: &label,
+        };
+        let ran = match job.checks.run(&check) {
+            Ok(ran) => ran,
+            Err(err) => return refused(err),
+        };
+        if let Some(why) = ran.why_not(&check) {
+            return MergeOutcome::CheckFailed { tail: why };
+        }
+        match changed_by(scratch, &merged) {
+            Ok(None) => {}
+            Ok(Some(changed)) => {
+                let tail = format!(
+                    "verify `{}` passed but changed the merge it checked, so base does not move to it: {changed}",
+                    job.verify
+                );
+                return MergeOutcome::CheckFailed { tail };
+            }
+            Err(err) => return refused(err),
+        }
+    }
+    match move_base(job, base_ref, old, &merged) {
         Ok(()) => MergeOutcome::Passed,
         Err(reason) => refused(reason),
     }
+}
+
+/// What a check did to the scratch worktree at `merged`: commits made, files
+/// changed or added; `None` when it left both as they were.
+fn changed_by(scratch: &Path, merged: &str) -> Result<Option<String>, String> {
+    let head = git(scratch, &["rev-parse", "HEAD"])?;
+    let status = git(scratch, &["status", "--porcelain"])?;
+    let mut changed = Vec::new();
+    if head != merged {
+        let range = format!("{merged}..{head}");
+        let commits = git(scratch, &["log", "--format=%h %s", &range]).unwrap_or_default();
+        let commits: Vec<&str> = commits.lines().collect();
+        changed.push(format!(
+            "HEAD moved from the merge commit {} to {} (its commits: {})",
+            short(merged),
+            short(&head),
+            if commits.is_empty() {
+                "none, it was moved back".to_string()
+            } else {
+                commits.join("; ")
+            }
+        ));
+    }
+    if !status.is_empty() {
+        changed.push(format!("it left changes in the tree:\n{status}"));
+    }
+    Ok((!changed.is_empty()).then(|| changed.join("; ")))
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// A merge that did not pass, said for a person.
@@ -140,28 +195,6 @@ fn remove_scratch(root: &Path, scratch: &Path) {
         let _ = std::fs::remove_dir_all(scratch);
     }
     let _ = worktree::prune(root);
-}
-
-/// Runs `verify` with `sh -c` in `dir`; `Err` holds the last lines it printed.
-fn run_check(dir: &Path, verify: &str) -> Result<(), String> {
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(format!("exec 2>&1\n{verify}"))
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| format!("cannot run sh: {err}"))?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let text = String::from_utf8_lossy(&output.stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
-    let status = match output.status.code() {
-        Some(code) => format!("exit code {code}"),
-        None => "killed by a signal".to_string(),
-    };
-    Err(format!("`{verify}` failed ({status}):\n{tail}"))
 }
 
 /// Moves base from `old` to `new` only if it is still at `old`. Where base is

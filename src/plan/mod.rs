@@ -2,6 +2,7 @@
 //! the pure scheduler ([`scheduler`]), its saved state ([`state`]), `plan status`, and
 //! `plan run`: a driver next to the fleet host that runs steps as lanes and merges them.
 
+mod checks;
 pub mod cli;
 mod control;
 mod driver;

@@ -20,13 +20,19 @@ use crate::supervisor::runtime::Reporter;
 const PLANS_EVERY: Duration = Duration::from_secs(1);
 
 /// The driver of plan `state`, for the control room's host to run.
-pub(super) fn room_driver(root: PathBuf, state: PlanState, queue_dir: PathBuf) -> RoomDriver {
+pub(super) fn room_driver(
+    root: PathBuf,
+    state: PlanState,
+    queue_dir: PathBuf,
+    grace: Duration,
+) -> RoomDriver {
     Box::new(move |to_ui, requests| {
         let log = RoomLog {
             to_ui: to_ui.clone(),
         };
-        let driver =
-            Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).report_to(Box::new(log));
+        let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal)
+            .kill_grace(grace)
+            .report_to(Box::new(log));
         Box::pin(async move {
             let mut known = None;
             tokio::select! {

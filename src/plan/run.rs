@@ -3,6 +3,8 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::driver::Driver;
 use super::file::{self, Plan};
@@ -136,12 +138,15 @@ fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32
         }
     };
     let queue_dir = root.join(&config.approvals.dir.0);
+    let grace = config.watchdog.kill_grace_secs.0;
+    let stopped_by = catch_stop_signals();
     let code = if !headless && std::io::stdout().is_terminal() {
-        let driver = super::room::room_driver(root.clone(), state, queue_dir);
+        let driver = super::room::room_driver(root.clone(), state, queue_dir, grace);
         let config_path = PathBuf::from(DEFAULT_CONFIG_FILE);
         crate::ui::run_fleet_with(root.clone(), config, config_path, Some(driver))
     } else {
-        let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal);
+        let driver =
+            Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).kill_grace(grace);
         crate::fleet::host::run_headless_with(
             root.clone(),
             config,
@@ -149,6 +154,9 @@ fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32
             Some(Box::pin(driver.run())),
         )
     };
+    // Its checks were told to stop with their drivers; none outlives `plan run`.
+    super::checks::wait_for_all();
+    let signal = i32::try_from(stopped_by.load(Ordering::Relaxed)).unwrap_or_default();
     // The driver saved every change: the file says how the plan stands.
     let state = match PlanState::load(&PlanState::path(&root, &name)) {
         Ok(state) => state,
@@ -172,7 +180,25 @@ fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32
         }
         other => {
             println!("clowder: plan {name} is {other}; `clowder plan run` again goes on with it");
-            code
+            // Stopped by a signal, as the README's exit codes say: 130, 143, 129.
+            if signal > 0 { 128 + signal } else { code }
         }
     }
+}
+
+/// Records the last of SIGINT, SIGTERM and SIGHUP received (0: none), next to
+/// the fleet's own handling of them; SIGHUP only when it is not ignored (`nohup`).
+fn catch_stop_signals() -> Arc<AtomicUsize> {
+    let received = Arc::new(AtomicUsize::new(0));
+    let mut signals = vec![libc::SIGINT, libc::SIGTERM];
+    if !crate::supervisor::process::hangup_ignored() {
+        signals.push(libc::SIGHUP);
+    }
+    for signal in signals {
+        let number = usize::try_from(signal).unwrap_or_default();
+        if let Err(err) = signal_hook::flag::register_usize(signal, Arc::clone(&received), number) {
+            eprintln!("clowder: warning: cannot catch signal {signal}: {err}");
+        }
+    }
+    received
 }

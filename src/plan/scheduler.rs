@@ -43,6 +43,13 @@ pub enum Input {
     MergeByHand {
         id: String,
     },
+    /// The starting step's branch could not take `dependency`'s: `detail` says
+    /// which files conflict, in git's words.
+    DependencyConflict {
+        id: String,
+        dependency: String,
+        detail: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +87,8 @@ pub enum EventKind {
     StepFailed,
     StepRetried,
     StepBlocked,
+    /// A step could not take a dependency's branch: it waits until that one is in base.
+    StepWaiting,
     MergePassed,
     MergeConflict,
     MergeCheckFailed,
@@ -173,6 +182,11 @@ pub fn step(
         Input::StepEnded { id, outcome } => step_ended(now, state, &id, outcome, &mut out)?,
         Input::MergeResult { id, result } => merge_result(state, &id, result, &mut out)?,
         Input::MergeByHand { id } => merge_by_hand(state, &id, &mut out)?,
+        Input::DependencyConflict {
+            id,
+            dependency,
+            detail,
+        } => dependency_conflict(now, state, &id, &dependency, &detail, &mut out)?,
     }
     schedule(now, state, &mut out);
     Ok(out)
@@ -311,6 +325,47 @@ fn step_ended(
     Ok(())
 }
 
+/// A step that cannot take a dependency's work does not start without it: it
+/// waits (pending, its start undone) until the conflict can have been fixed in
+/// base: until that dependency is merged, or, when it is already, the dependency
+/// whose tip the step's branch starts from. With both in base there is nothing
+/// to wait for: the step fails.
+fn dependency_conflict(
+    now: DateTime<Utc>,
+    state: &mut PlanState,
+    id: &str,
+    dependency: &str,
+    detail: &str,
+    out: &mut Vec<Effect>,
+) -> Result<(), Refused> {
+    let from = state.step(id).and_then(|s| s.depends_on.first().cloned());
+    let awaited = [Some(dependency.to_string()), from]
+        .into_iter()
+        .flatten()
+        .find(|d| {
+            state
+                .step(d)
+                .is_some_and(|d| d.status != StepStatus::Merged)
+        });
+    let base = state.base.clone();
+    let step = step_in(state, id, "hold", StepStatus::Running)?;
+    let Some(awaited) = awaited else {
+        step.status = StepStatus::Failed;
+        step.ended_at = Some(now);
+        step.last_failure = Some(detail.to_string());
+        out.push(step_event(EventKind::StepFailed, id, detail));
+        block_dependents(state, id, out);
+        return Ok(());
+    };
+    step.status = StepStatus::Pending;
+    step.attempts = step.attempts.saturating_sub(1);
+    step.started_at = None;
+    let detail = format!("waits until {awaited} is merged into {base}: {detail}");
+    step.waits_for = Some(awaited);
+    out.push(step_event(EventKind::StepWaiting, id, &detail));
+    Ok(())
+}
+
 fn failure_text(reason: &str, last_result: &str) -> String {
     format!(
         "The previous attempt at this step failed: {reason}.\nIts last result was:\n{last_result}"
@@ -404,12 +459,28 @@ fn schedule(now: DateTime<Utc>, state: &mut PlanState, out: &mut Vec<Effect>) {
     }
     if matches!(state.status, PlanStatus::Running | PlanStatus::Paused)
         && state.merging.is_none()
-        && let Some(id) = state.merge_queue.pop_front()
+        && let Some(next) = state
+            .merge_queue
+            .iter()
+            .position(|id| dependencies_in_base(state, id))
+        && let Some(id) = state.merge_queue.remove(next)
     {
         state.merging = Some(id.clone());
         out.push(merge_effect(state, &id));
     }
     finish_when_settled(state, out);
+}
+
+/// A step merges into base only after every one of its dependencies did: base
+/// never holds a step without the work it was built on.
+fn dependencies_in_base(state: &PlanState, id: &str) -> bool {
+    state.step(id).is_some_and(|step| {
+        step.depends_on.iter().all(|d| {
+            state
+                .step(d)
+                .is_some_and(|d| d.status == StepStatus::Merged)
+        })
+    })
 }
 
 /// At autonomy 1–2 every step waits for approval; at 3 only critical ones.
@@ -424,9 +495,16 @@ fn mark_ready(state: &mut PlanState, out: &mut Vec<Effect>) {
             .depends_on
             .iter()
             .all(|d| state.step(d).is_some_and(|s| s.status.is_done()));
-        if step.status != StepStatus::Pending || !deps_done {
+        let waits = step.waits_for.as_ref().is_some_and(|dep| {
+            state
+                .step(dep)
+                .is_none_or(|d| d.status != StepStatus::Merged)
+        });
+        if step.status != StepStatus::Pending || !deps_done || waits {
             continue;
         }
+        state.steps[index].waits_for = None;
+        let step = &state.steps[index];
         if needs_approval(state.autonomy, step.critical) {
             let body = approval_body(state, step);
             let id = step.id.clone();

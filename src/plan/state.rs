@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -99,6 +100,38 @@ pub struct StepState {
     /// The commit its branch was at when it was done: what the merge queue merges.
     #[serde(default)]
     pub tip: Option<String>,
+    /// How long `verify` may run on its merge, in seconds: its own limit, else the plan's.
+    #[serde(default = "default_timeout_secs")]
+    pub verify_timeout_secs: f64,
+    /// The same for its command `done_when`.
+    #[serde(default = "default_timeout_secs")]
+    pub done_when_timeout_secs: f64,
+    /// A dependency whose branch could not be merged into the step's when it
+    /// started: the step waits until that dependency is merged into base.
+    #[serde(default)]
+    pub waits_for: Option<String>,
+}
+
+fn default_timeout_secs() -> f64 {
+    file::DEFAULT_CHECK_TIMEOUT.as_secs_f64()
+}
+
+/// A saved limit in seconds; one edited into nonsense reads as the default.
+fn limit(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|limit| !limit.is_zero())
+        .unwrap_or(file::DEFAULT_CHECK_TIMEOUT)
+}
+
+impl StepState {
+    pub fn verify_timeout(&self) -> Duration {
+        limit(self.verify_timeout_secs)
+    }
+
+    pub fn done_when_timeout(&self) -> Duration {
+        limit(self.done_when_timeout_secs)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -141,6 +174,15 @@ impl PlanState {
                 ended_at: None,
                 last_failure: None,
                 tip: None,
+                verify_timeout_secs: step
+                    .verify_timeout
+                    .unwrap_or(plan.verify_timeout)
+                    .as_secs_f64(),
+                done_when_timeout_secs: step
+                    .done_when_timeout
+                    .unwrap_or(plan.done_when_timeout)
+                    .as_secs_f64(),
+                waits_for: None,
             })
             .collect();
         PlanState {

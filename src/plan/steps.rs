@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 
 use chrono::Utc;
 
+use super::checks::{Check, Checks, End};
 use super::file::Work;
 use super::scheduler::{Outcome, Workspace};
 use super::state::{PLANS_DIR, PlanState, StepState, StepStatus};
@@ -68,47 +69,136 @@ fn write_prompt(
     Ok(relative)
 }
 
+/// Why a step's lane was not started.
+#[derive(Debug)]
+pub enum NotStarted {
+    /// A dependency's branch could not be merged into the step's: `detail`
+    /// names the files and quotes git. The lane is kept, stopped, for later.
+    Conflict {
+        branch: String,
+        detail: String,
+    },
+    Failed(String),
+}
+
+impl From<String> for NotStarted {
+    fn from(reason: String) -> NotStarted {
+        NotStarted::Failed(reason)
+    }
+}
+
+impl NotStarted {
+    pub fn reason(self) -> String {
+        match self {
+            NotStarted::Conflict { detail, .. } => detail,
+            NotStarted::Failed(reason) => reason,
+        }
+    }
+}
+
 /// Registers the step's lane, which the running fleet then starts. Done again
-/// after a restart, it finds the lane already registered and leaves it.
+/// (a retry, or a start that waited for a dependency), it finds the lane
+/// registered, merges in what its dependencies have that it lacks, and lets it run.
 pub fn start(
     root: &Path,
     plan: &str,
     step: &StepState,
     workspace: &Workspace,
-) -> Result<(), String> {
+) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
     let prompt = write_prompt(root, plan, step, None)?;
-    if registry::load(root)?.lane(&name).is_some() {
-        return Ok(());
-    }
+    let known = registry::load(root)?.lane(&name).is_some();
     match workspace {
         Workspace::New { from, merge_in, .. } => {
-            let options = AddOptions {
-                prompt_file: Some(prompt),
-                base: Some(from.clone()),
-                max_iterations: step.max_iterations,
-                ..AddOptions::default()
-            };
-            lanes::add(root, &name, options).map_err(|err| err.message().to_string())?;
+            if !known {
+                let options = AddOptions {
+                    prompt_file: Some(prompt),
+                    base: Some(from.clone()),
+                    max_iterations: step.max_iterations,
+                    ..AddOptions::default()
+                };
+                lanes::add(root, &name, options).map_err(|err| err.message().to_string())?;
+            }
             let dir = crate::fleet::worktree_path(root, &name);
-            for branch in merge_in {
-                merge_dependency(&dir, branch)?;
+            // A first attempt whose lane exists waited for a dependency: it takes
+            // what its first dependency's branch has gained too (the conflict may
+            // have been fixed there). A retry builds on its branch as it is.
+            let waited = known && step.attempts <= 1;
+            let merges: Vec<&String> = match (known, waited) {
+                (false, _) => merge_in.iter().collect(),
+                (true, true) if !step.depends_on.is_empty() => {
+                    std::iter::once(from).chain(merge_in).collect()
+                }
+                (true, _) => Vec::new(),
+            };
+            for branch in merges {
+                if let Err(refused) = merge_dependency(&dir, branch) {
+                    // Without the dependency's work the lane must not run.
+                    set_lane_state(root, &name, LaneState::Stopped)?;
+                    return Err(refused);
+                }
+            }
+            if waited {
+                set_lane_state(root, &name, LaneState::Active)?;
             }
             Ok(())
         }
-        Workspace::Shared { worktree, .. } => add_shared(root, &name, step, worktree, prompt),
+        Workspace::Shared { .. } if known => Ok(()),
+        Workspace::Shared { worktree, .. } => {
+            add_shared(root, &name, step, worktree, prompt).map_err(NotStarted::Failed)
+        }
     }
 }
 
-/// A parallel step with several dependencies starts with all their work.
-fn merge_dependency(dir: &Path, branch: &str) -> Result<(), String> {
+fn set_lane_state(root: &Path, name: &LaneName, state: LaneState) -> Result<(), String> {
+    registry::update(root, |registry| {
+        if let Some(lane) = registry.lane_mut(name) {
+            lane.state = state;
+        }
+        Ok::<_, String>(())
+    })
+}
+
+/// A parallel step with several dependencies starts with all their work; a
+/// branch merged already merges as nothing.
+fn merge_dependency(dir: &Path, branch: &str) -> Result<(), NotStarted> {
     let message = format!("Merge {branch}");
-    worktree::git(dir, &["merge", "--no-edit", "-m", &message, branch])
-        .map(drop)
-        .map_err(|err| {
-            let _ = worktree::git(dir, &["merge", "--abort"]);
-            format!("cannot merge dependency {branch} into the step's branch: {err}")
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["merge", "--no-edit", "-m", &message, branch])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| format!("cannot run git: {err}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let files = worktree::git(dir, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+    let _ = worktree::git(dir, &["merge", "--abort"]);
+    // git tells of a conflict on stdout, of other failures on stderr.
+    let said: Vec<String> = [&output.stdout, &output.stderr]
+        .iter()
+        .flat_map(|bytes| {
+            String::from_utf8_lossy(bytes)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
         })
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    let files: Vec<&str> = files.lines().collect();
+    let conflicts = if files.is_empty() {
+        String::new()
+    } else {
+        format!(", conflicts in: {}", files.join(", "))
+    };
+    Err(NotStarted::Conflict {
+        branch: branch.to_string(),
+        detail: format!(
+            "cannot merge {branch} into the step's branch{conflicts}; `git merge {branch}` said: {}",
+            said.join(" / ")
+        ),
+    })
 }
 
 /// A sequential step's lane works in its dependency's worktree, on its branch,
@@ -170,7 +260,7 @@ pub fn lane_ended(root: &Path, step: &StepState) -> bool {
 
 /// How the step's ended lane went: done when `done_when` holds (the promise kept,
 /// or the command exits 0 in the step's worktree), failed otherwise.
-pub fn judge(root: &Path, step: &StepState) -> Outcome {
+pub fn judge(root: &Path, checks: &Checks, step: &StepState) -> Outcome {
     let name = match lane_name(step) {
         Ok(name) => name,
         Err(err) => return failed(err, String::new()),
@@ -201,7 +291,7 @@ pub fn judge(root: &Path, step: &StepState) -> Outcome {
         };
     }
     let dir = root.join(step.worktree.clone().unwrap_or_default());
-    match done_command(&dir, &step.done_when) {
+    match done_command(checks, &dir, step) {
         Ok(()) => Outcome::Done,
         Err(why) => failed(format!("{why} (the lane ended: {reason})"), last),
     }
@@ -216,12 +306,12 @@ pub fn last_session(root: &Path, step: &StepState) -> Option<u64> {
 
 /// After a session of a running step: when its command `done_when` holds already,
 /// its lane is asked to stop (its STOP file), then judged done when it ends.
-pub fn stop_when_done(root: &Path, step: &StepState) {
+pub fn stop_when_done(root: &Path, checks: &Checks, step: &StepState) {
     let Ok(name) = lane_name(step) else {
         return;
     };
     let dir = root.join(step.worktree.clone().unwrap_or_default());
-    if done_command(&dir, &step.done_when).is_ok() {
+    if done_command(checks, &dir, step).is_ok() {
         let _ = std::fs::write(lane_files_dir(root, &name).join(lanes::STOP_FILE), b"");
     }
 }
@@ -233,20 +323,22 @@ fn failed(reason: String, last_result: String) -> Outcome {
     }
 }
 
-fn done_command(dir: &Path, command: &str) -> Result<(), String> {
-    let status = Command::new("sh")
-        .arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|err| format!("cannot run done_when `{command}`: {err}"))?;
-    match status.code() {
-        Some(0) => Ok(()),
-        Some(code) => Err(format!("done_when `{command}` exited {code}")),
-        None => Err(format!("done_when `{command}` was killed by a signal")),
+/// Runs the step's command `done_when` in `dir`, as a plan's check.
+fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), String> {
+    let label = format!("done_when-{}", step.id);
+    let check = Check {
+        key: "done_when",
+        command: &step.done_when,
+        dir,
+        timeout: step.done_when_timeout(),
+        label: &label,
+    };
+    let ran = checks.run(&check)?;
+    match ran.end {
+        End::Passed => Ok(()),
+        // A command that ended by itself is named with its exit code only.
+        End::Exited(code) => Err(format!("done_when `{}` exited {code}", step.done_when)),
+        _ => Err(ran.why_not(&check).unwrap_or_default()),
     }
 }
 

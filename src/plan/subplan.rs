@@ -8,6 +8,7 @@
 
 use std::path::Path;
 
+use super::checks::{self, Checks};
 use super::file::{self, Work};
 use super::merge::{self, MergeJob};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
@@ -67,6 +68,8 @@ fn make_branch(
         worktree::git(root, &["branch", branch, from])
             .map_err(|err| format!("cannot make branch {branch} from {from}: {err}"))?;
     }
+    // No `verify` runs here: the checks are never used.
+    let checks = Checks::new(root, run, checks::DEFAULT_GRACE);
     for dependency in merge_in {
         let job = MergeJob {
             root,
@@ -75,6 +78,8 @@ fn make_branch(
             step: dependency,
             rev: dependency,
             verify: "",
+            verify_timeout: file::DEFAULT_CHECK_TIMEOUT,
+            checks: &checks,
         };
         let outcome = merge::merge(&job);
         if outcome != MergeOutcome::Passed {

@@ -165,6 +165,18 @@ pub fn setup() -> KillMethod {
     }
 }
 
+/// The tree [`setup`] made for this clowder's sessions, when it made one: other
+/// commands of this run that must be contained as sessions are get cgroups in it.
+pub fn this_run_tree() -> Option<PathBuf> {
+    if forced_group() {
+        return None;
+    }
+    let root = own_cgroup_dir()
+        .ok()?
+        .join(format!("clowder-{}", std::process::id()));
+    root.is_dir().then_some(root)
+}
+
 fn try_setup() -> Result<PathBuf, String> {
     let own = own_cgroup_dir()?;
     remove_stale_trees(&own);

@@ -33,16 +33,20 @@ const KILL_SETTLE: Duration = Duration::from_secs(10);
 /// set it to be ignored (`nohup`): then a closing terminal is not meant to
 /// stop it, and it stays ignored. Call before anything else takes SIGHUP.
 pub fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    if hangup_ignored() {
+        return None;
+    }
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+}
+
+/// Whether whoever started clowder set SIGHUP to be ignored (`nohup`).
+pub fn hangup_ignored() -> bool {
     let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: with no new action, sigaction only writes the current one into
     // `current`, which is zeroed memory of the right type.
     let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), current.as_mut_ptr()) };
     // SAFETY: zeroed is a valid `sigaction`, and a successful call filled it.
-    let ignored = read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN;
-    if ignored {
-        return None;
-    }
-    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
 /// Makes clowder the reaper of orphans from its sessions, so their zombies do not
