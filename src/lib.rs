@@ -15,6 +15,7 @@ pub mod detach;
 pub mod fleet;
 pub mod fmt;
 pub mod plan;
+pub mod proc_stat;
 pub mod protocol;
 pub mod store;
 pub mod supervisor;
