@@ -139,8 +139,13 @@ fn parse_name(name: &str) -> Result<LaneName, Failure> {
 }
 
 fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
-    // A lane add or rm that was killed midway is finished or undone first.
-    for line in lanes::settle(root)? {
+    // A lane add or rm that was killed midway is finished or undone first
+    // (the lane `lane rm` names is its own to finish).
+    let removing = match &command {
+        LaneCommand::Rm(args) => Some(parse_name(&args.lane.name)?),
+        _ => None,
+    };
+    for line in lanes::settle(root, removing.as_ref())? {
         println!("clowder: {line}");
     }
     let done = match command {

@@ -256,7 +256,7 @@ impl Host {
     async fn run(mut self) -> Vec<(LaneName, Result<Outcome, String>)> {
         process::become_subreaper();
         tokio::task::spawn_local(crate::supervisor::reaper::reap_as_orphans_die());
-        match super::lanes::settle(&self.root) {
+        match super::lanes::settle(&self.root, None) {
             Ok(done) => done.iter().for_each(|line| self.say(Level::Info, line)),
             Err(failure) => self.say(Level::Warn, failure.message()),
         }

@@ -208,13 +208,26 @@ fn undo_add(root: &Path, lane: &Lane) -> Result<Vec<String>, Failure> {
 }
 
 /// Finishes or undoes every lane change a killed command left in the registry
-/// of `root` (see [`registry::Registry::pending`]); returns what was done.
-pub fn settle(root: &Path) -> Result<Vec<String>, Failure> {
-    if registry::load(root)?.pending.is_empty() {
+/// of `root` (see [`registry::Registry::pending`]), but lane `except`'s (which
+/// the `lane rm` about to run takes on); returns what was done.
+pub fn settle(root: &Path, except: Option<&LaneName>) -> Result<Vec<String>, Failure> {
+    let others = |p: &Pending| Some(&p.lane.name) != except;
+    if !registry::load(root)?.pending.iter().any(others) {
         return Ok(Vec::new());
     }
     let mut held = registry::Held::take(root)?;
-    settle_held(root, &mut held)
+    let (mut done, mut kept) = (Vec::new(), Vec::new());
+    for pending in std::mem::take(&mut held.registry.pending) {
+        if others(&pending) {
+            held.registry.pending.push(pending);
+        } else {
+            kept.push(pending);
+        }
+    }
+    done.extend(settle_held(root, &mut held)?);
+    held.registry.pending.extend(kept);
+    held.save()?;
+    Ok(done)
 }
 
 fn settle_held(root: &Path, held: &mut registry::Held) -> Result<Vec<String>, Failure> {
