@@ -133,6 +133,7 @@ pub enum Command {
 
 /// Runs clowder with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
+    crate::console::exit_on_failed_stdout();
     let args = Args::parse();
     init_diagnostics();
     run(args)
@@ -466,7 +467,7 @@ fn print_status(path: &Path, json: bool) -> i32 {
         print!("{}", crate::escape::json_visible(&raw));
         return 0;
     }
-    let alive = status::writer_alive(snapshot.pid);
+    let alive = status::writer_alive(&snapshot);
     let size = snapshot
         .output_file
         .as_ref()

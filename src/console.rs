@@ -111,6 +111,26 @@ pub fn summary_line(reason: &ExitReason, snapshot: &Snapshot, duration_secs: i64
     )
 }
 
+/// A `println!` that fails (standard output on a full disk, or a pipe closed
+/// early) ends clowder with one line and exit 1, not a panic's backtrace and
+/// exit 101. Any other panic goes on to the hook that was there.
+pub fn exit_on_failed_stdout() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if let Some(reason) = message.strip_prefix("failed printing to stdout: ") {
+            eprintln!("clowder: error: cannot write to standard output: {reason}");
+            std::process::exit(1);
+        }
+        previous(info);
+    }));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

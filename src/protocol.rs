@@ -228,6 +228,10 @@ impl DoomLoopAction {
 pub struct Snapshot {
     pub lane: LaneId,
     pub pid: u32,
+    /// The writer's start time (clock ticks since boot): with `pid`, it names
+    /// the one process that is the loop, whatever its program file is called.
+    #[serde(default)]
+    pub pid_start_ticks: Option<u64>,
     pub state: LoopState,
     pub agent_command: String,
     /// The watchdog's limit: no output growth for this long kills the session.
@@ -290,6 +294,7 @@ impl Snapshot {
         Snapshot {
             lane: LaneId::default(),
             pid,
+            pid_start_ticks: None,
             state: LoopState::Starting,
             agent_command,
             stale_timeout_secs: 0.0,

@@ -6,6 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
+use std::time::Duration;
 
 use common::fleet::{lane_session_group, lane_status};
 use common::git::{clowder_command, git_in, init_with_one_commit};
@@ -792,4 +793,141 @@ fn the_lanes_of_a_fleet_share_one_inotify_instance_and_each_still_hears_its_stop
         assert!(common::live_group_members(group).is_empty());
     }
     assert!(repo.lane_processes().is_empty());
+}
+
+/// The fleet's children that are zombies: exited, and not yet reaped.
+fn zombie_children(pid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .expect("read /proc")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                let fields: Vec<&str> = stat
+                    .rsplit_once(')')
+                    .map_or("", |(_, rest)| rest)
+                    .split_whitespace()
+                    .collect();
+                fields.first() == Some(&"Z") && fields.get(1) == Some(&pid.to_string().as_str())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemons_a_session_leaves_are_reaped_as_they_die_not_when_it_ends() {
+    let repo = Repo::with_lanes(&["a", "b"], "[session]\nmax_iterations = 1\n");
+    // A minute-long session each, which leaves 3 daemons that end at once.
+    let mut command = repo.fleet_command(600);
+    command.env("COMMIT_AGENT_DAEMONS", "3");
+    let fleet = command.spawn().expect("spawn the fleet");
+    let pid = fleet.id();
+    for lane in ["a", "b"] {
+        let done = wait_until(DEADLINE, || {
+            (0..3).all(|k| {
+                repo.path(&format!(".clowder/worktrees/{lane}/daemon-{k}.done"))
+                    .exists()
+            })
+        });
+        assert!(done, "lane {lane}: the daemons did not run");
+    }
+    let reaped = wait_until(Duration::from_secs(10), || zombie_children(pid).is_empty());
+    let left = zombie_children(pid);
+    for lane in ["a", "b"] {
+        repo.expect(&["lane", "stop", lane, "--now"]);
+    }
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert!(reaped, "zombies while the sessions ran: {left:?}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+}
+
+#[test]
+fn a_fleet_run_under_another_program_name_is_running_and_its_lane_is_not_removed() {
+    let repo = Repo::with_lanes(&["a"], "[session]\nmax_iterations = 1\n");
+    // As a package (clowder-0.1) or a wrapper (.clowder-wrapped) names it.
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let renamed = elsewhere.path().join("clowder-0.1");
+    std::fs::copy(clowder_bin(), &renamed).expect("copy the binary");
+    let mut command = Command::new(&renamed);
+    common::git::isolate(&mut command)
+        .args(["--headless"])
+        .current_dir(repo.root())
+        .env("COMMIT_AGENT_TICKS", "600")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let fleet = command.spawn().expect("spawn the renamed fleet");
+    repo.session_group("a");
+
+    let row = repo.lanes_json().remove(0);
+    assert_eq!(row["running"], true, "{row}");
+    assert_eq!(row["state"], "session_running", "{row}");
+    let status = repo.clowder(&["--status"]);
+    assert!(
+        stdout_of(&status).contains("lane=a state=session_running"),
+        "{}",
+        stdout_of(&status)
+    );
+    let out = repo.clowder(&["lane", "rm", "a", "--force"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(
+        stderr_of(&out).contains("lane a is running"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(repo.path(".clowder/worktrees/a").is_dir());
+    assert!(!repo.git(&["branch", "--list", "clowder/a"]).is_empty());
+    assert!(repo.lanes_json().len() == 1, "still registered");
+
+    repo.expect(&["lane", "stop", "a", "--now"]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let row = repo.lanes_json().remove(0);
+    assert_eq!(row["running"], false, "{row}");
+    repo.expect(&["lane", "rm", "a", "--force"]);
+}
+
+#[test]
+fn a_stopped_then_resumed_lane_keeps_its_iterations_cost_and_budget() {
+    let repo = Repo::with_lanes(&["keep"], "");
+    repo.expect(&["lane", "add", "a", "--max-iterations", "3"]);
+    // $0.40 a session; `keep` holds the fleet open meanwhile.
+    let transcript =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agent/cost_040.jsonl");
+    let mut command = repo.fleet_command(5);
+    command.env("COMMIT_AGENT_TRANSCRIPT", transcript);
+    let fleet = command.spawn().expect("spawn the fleet");
+    assert!(repo.session_starts("a", 2), "lane a's second session");
+    repo.expect(&["lane", "stop", "a"]);
+    let stopped = wait_until(DEADLINE, || {
+        repo.status("a").is_some_and(|s| s["state"] == "stopped")
+    });
+    assert!(stopped, "lane a did not stop after its session");
+    let before = repo.status("a").expect("status");
+    let sessions_before = before["counters"]["sessions"].as_u64().expect("sessions");
+    assert!(sessions_before >= 2, "{before}");
+
+    repo.expect(&["lane", "resume", "a"]);
+    let ended = wait_until(DEADLINE, || {
+        repo.status("a")
+            .is_some_and(|s| s["state"] == "stopped" && s["exit_reason"] == "max_iterations")
+    });
+    let after = repo.status("a").expect("status");
+    repo.expect(&["lane", "stop", "keep", "--now"]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    assert!(ended, "lane a did not end at max_iterations: {after}");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let starts = repo
+        .events("a")
+        .iter()
+        .filter(|e| e["event"] == "session_start")
+        .count();
+    assert_eq!(
+        starts, 3,
+        "three iterations in all, not three after the resume"
+    );
+    assert_eq!(after["counters"]["sessions"], 3, "{after}");
+    assert_eq!(after["iteration"], 3, "{after}");
+    let cost = after["totals"]["cost_usd"].as_f64().expect("cost");
+    assert!((cost - 1.2).abs() < 1e-9, "the cost counts on: {after}");
 }

@@ -246,3 +246,48 @@ fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
         processes_in(&worktrees)
     );
 }
+
+/// `X` in a control room whose program has another name (a package's
+/// `clowder-0.1`): the lane runs, so it is refused, though its worktree is
+/// clean and its branch has nothing main lacks.
+#[test]
+fn x_on_a_running_lane_is_refused_whatever_the_program_is_called() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let root = repo.path();
+    init_with_one_commit(root);
+    std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/commit-agent.sh");
+    let config = format!(
+        "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n",
+        agent.display().to_string()
+    );
+    std::fs::write(root.join("harness.toml"), config).expect("write");
+    clowder_in(root, &["lane", "add", "alpha"]);
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let renamed = elsewhere.path().join("clowder-0.1");
+    std::fs::copy(clowder_bin(), &renamed).expect("copy the binary");
+    let command = format!(
+        "env COMMIT_AGENT_TICKS=1200 GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {}; echo CLOWDER_EXIT=$?; sleep 600",
+        renamed.display()
+    );
+    let tmux = Tmux::start(root, &command, 120, 40);
+    tmux.wait_for("Lanes 1");
+    let group = lane_session_group(root, "alpha");
+
+    tmux.keys(&["1"]);
+    tmux.wait_for("lane alpha");
+    tmux.keys(&["X"]);
+    tmux.wait_for("Remove the lane?");
+    tmux.keys(&["y"]);
+    tmux.wait_for("refused: lane rm alpha");
+    assert!(root.join(".clowder/worktrees/alpha").is_dir());
+    let lanes = std::fs::read_to_string(root.join(".clowder/fleet.json")).expect("registry");
+    assert!(lanes.contains("\"alpha\""), "{lanes}");
+    assert!(!live_group_members(group).is_empty(), "the agent runs on");
+
+    tmux.keys(&["q"]);
+    tmux.wait_for("Quit clowder?");
+    tmux.keys(&["S"]);
+    tmux.wait_for("CLOWDER_EXIT=");
+    assert!(wait_until(DEADLINE, || live_group_members(group).is_empty()));
+}

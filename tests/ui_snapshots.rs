@@ -26,6 +26,7 @@ fn snapshot() -> Snapshot {
     Snapshot {
         lane: LaneId(0),
         pid: 4242,
+        pid_start_ticks: None,
         state: LoopState::SessionRunning,
         agent_command: "claude".into(),
         stale_timeout_secs: 1200.0,

@@ -236,7 +236,7 @@ fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
 fn loop_running() -> bool {
     crate::store::status::read(Path::new("harness.status")).is_ok_and(|(snapshot, _)| {
         snapshot.state != crate::protocol::LoopState::Stopped
-            && crate::store::status::writer_alive(snapshot.pid)
+            && crate::store::status::writer_alive(&snapshot)
     })
 }
 

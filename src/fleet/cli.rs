@@ -139,6 +139,15 @@ fn parse_name(name: &str) -> Result<LaneName, Failure> {
 }
 
 fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
+    // A lane add or rm that was killed midway is finished or undone first
+    // (the lane `lane rm` names is its own to finish).
+    let removing = match &command {
+        LaneCommand::Rm(args) => Some(parse_name(&args.lane.name)?),
+        _ => None,
+    };
+    for line in lanes::settle(root, removing.as_ref())? {
+        println!("clowder: {line}");
+    }
     let done = match command {
         LaneCommand::Add(args) => return add(root, args),
         LaneCommand::Stop(args) => {
@@ -237,6 +246,9 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
         for orphan in &orphans {
             eprintln!("clowder: orphan: {}", orphan_line(orphan));
         }
+        for pending in &registry.pending {
+            eprintln!("clowder: {}", pending_line(pending));
+        }
         return Ok(());
     }
     print!("{}", table(&rows));
@@ -244,6 +256,9 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
         for problem in &row.problems {
             println!("clowder: lane {}: {problem}", row.name);
         }
+    }
+    for pending in &registry.pending {
+        println!("clowder: {}", pending_line(pending));
     }
     if unclaimed > 0 {
         println!(
@@ -254,6 +269,16 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
         println!("clowder: orphan: {}", orphan_line(orphan));
     }
     Ok(())
+}
+
+fn pending_line(pending: &registry::Pending) -> String {
+    let (name, verb) = match pending.change {
+        registry::Change::Adding => (&pending.lane.name, "add"),
+        registry::Change::Removing => (&pending.lane.name, "rm"),
+    };
+    format!(
+        "lane {name}: an interrupted `lane {verb} {name}` is half done; the next lane command or fleet start finishes or undoes it (`clowder lane rm {name}` removes what is left)"
+    )
 }
 
 fn orphan_line(orphan: &Orphan) -> String {

@@ -255,6 +255,11 @@ impl Host {
 
     async fn run(mut self) -> Vec<(LaneName, Result<Outcome, String>)> {
         process::become_subreaper();
+        tokio::task::spawn_local(crate::supervisor::reaper::reap_as_orphans_die());
+        match super::lanes::settle(&self.root, None) {
+            Ok(done) => done.iter().for_each(|line| self.say(Level::Info, line)),
+            Err(failure) => self.say(Level::Warn, failure.message()),
+        }
         let mut sigint = signal(SignalKind::interrupt()).ok();
         let mut sigterm = signal(SignalKind::terminate()).ok();
         let mut sighup = process::hangup_signal();
@@ -510,6 +515,20 @@ impl Host {
     }
 
     fn start(&mut self, lane: &Lane) {
+        // Held by `lane rm` (or the lane's own run elsewhere): not now. And
+        // once held, the lane must still be registered: an rm may just have ended.
+        let lane_lock = match super::lanes::take_lane_lock(&self.root, &lane.name) {
+            Ok(lock) => Ok(lock),
+            Err(super::lanes::Failure::Failed(err)) => Err(err),
+            Err(_) => return,
+        };
+        let still_active = registry::load(&self.root)
+            .ok()
+            .and_then(|registry| registry.lane(&lane.name).map(|l| l.state))
+            == Some(LaneState::Active);
+        if !still_active {
+            return;
+        }
         self.resumes_at_start
             .insert(lane.name.clone(), lane.resumes);
         let (signals_tx, signals_rx) = mpsc::unbounded_channel();
@@ -537,13 +556,21 @@ impl Host {
             let commands =
                 super::task_lane::take_commands(self.root.clone(), name.clone(), commands_rx);
             tokio::task::spawn_local(commands);
-            tokio::task::spawn_local(async move { ended.send((name, watch.await)) });
+            tokio::task::spawn_local(async move {
+                let outcome = watch.await;
+                drop(lane_lock);
+                ended.send((name, outcome))
+            });
             return;
         }
-        let prepared = self.prepare(lane, signals_rx);
+        let prepared = lane_lock.and_then(|lock| Ok((lock, self.prepare(lane, signals_rx)?)));
         tokio::task::spawn_local(async move {
             let outcome = match prepared {
-                Ok(runtime) => Ok(runtime.run(commands_rx).await),
+                Ok((lock, runtime)) => {
+                    let outcome = runtime.run(commands_rx).await;
+                    drop(lock);
+                    Ok(outcome)
+                }
                 Err(err) => Err(err),
             };
             let _ = ended.send((name, outcome));

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use super::registry::{self, Lane, LaneKind, LaneState, Registry};
+use super::registry::{self, Change, Lane, LaneKind, LaneState, Pending, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
-use crate::store::lock::STATE_DIR;
+use crate::store::lock::{InstanceLock, LockError, STATE_DIR};
 use crate::supervisor::runtime::QUEUED_MARK;
 
 /// Why a lane command did nothing (or stopped short).
@@ -48,6 +48,11 @@ pub struct AddOptions {
 
 /// Registers lane `name` in the fleet of `root`, with its worktree and branch
 /// (or its existing folder with `--dir`), and creates its files folder.
+///
+/// Everything that can refuse is checked before anything is created, so a
+/// refused add leaves no `.clowder` behind. A worktree lane is recorded as
+/// pending before git runs: a kill midway leaves an intent that the next lane
+/// command or fleet start finishes or undoes (see [`settle`]).
 pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Failure> {
     if let Some(prompt) = &options.prompt_file
         && !root.join(prompt).is_file()
@@ -58,50 +63,229 @@ pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Fa
             root.display()
         )));
     }
-    registry::update(root, |registry| {
-        if registry.lane(name).is_some() {
+    if registry::load(root)?.lane(name).is_some() {
+        return Err(lane_exists(name));
+    }
+    match &options.dir {
+        Some(dir) if !root.join(dir).is_dir() => {
             return Err(Failure::Usage(format!(
-                "lane {name} already exists (see `clowder lanes`)"
+                "--dir {}: no such folder",
+                dir.display()
             )));
         }
-        ignore_state_dir(root)?;
-        if let Some(dir) = &options.dir {
-            check_dir_lane(root, registry, dir)?;
+        Some(_) => {}
+        None => drop(check_worktree(root, name, options.base.as_deref())?),
+    }
+    let mut held = registry::Held::take(root)?;
+    settle_held(root, &mut held)?;
+    if held.registry.lane(name).is_some() {
+        return Err(lane_exists(name));
+    }
+    ignore_state_dir(root)?;
+    let lane = match &options.dir {
+        Some(dir) => {
+            check_dir_lane(root, &held.registry, dir)?;
+            let lane = new_lane(name, LaneKind::Dir, dir.clone(), None, &options);
+            create_files_dir(root, name)?;
+            held.registry.lanes.push(lane.clone());
+            held.save()?;
+            return Ok(lane);
         }
-        // Before the worktree, so that nothing fails between it and the registry.
-        let files = lane_files_dir(root, name);
-        std::fs::create_dir_all(&files)
-            .map_err(|err| format!("cannot create {}: {err}", files.display()))?;
-        let (kind, dir, branch, base, base_commit) = match &options.dir {
-            Some(dir) => (LaneKind::Dir, dir.clone(), None, None, None),
-            None => {
-                let (base, commit) = add_worktree(root, name, options.base.as_deref())
-                    .inspect_err(|_| {
-                        // Only if empty: an earlier lane's files are never removed.
-                        let _ = std::fs::remove_dir(&files);
-                    })?;
-                let dir = worktree_path(Path::new(""), name);
-                let branch = Some(name.branch());
-                (LaneKind::Worktree, dir, branch, Some(base), Some(commit))
+        None => {
+            // Again under the lock: another add may have taken the name meanwhile.
+            let (base, commit) = check_worktree(root, name, options.base.as_deref())?;
+            let dir = worktree_path(Path::new(""), name);
+            new_lane(
+                name,
+                LaneKind::Worktree,
+                dir,
+                Some((base, commit)),
+                &options,
+            )
+        }
+    };
+    held.registry.pending.push(Pending {
+        change: Change::Adding,
+        lane: lane.clone(),
+        force: false,
+    });
+    held.save()?;
+    let made = make_worktree(root, &lane);
+    held.registry.pending.retain(|p| &p.lane.name != name);
+    match made {
+        Ok(()) => held.registry.lanes.push(lane.clone()),
+        Err(err) => {
+            if undo_add(root, &lane).is_err() {
+                held.registry.pending.push(Pending {
+                    change: Change::Adding,
+                    lane: lane.clone(),
+                    force: false,
+                });
             }
+            held.save()?;
+            return Err(err);
+        }
+    }
+    held.save()?;
+    Ok(lane)
+}
+
+fn lane_exists(name: &LaneName) -> Failure {
+    Failure::Usage(format!("lane {name} already exists (see `clowder lanes`)"))
+}
+
+fn new_lane(
+    name: &LaneName,
+    kind: LaneKind,
+    dir: PathBuf,
+    base: Option<(String, String)>,
+    options: &AddOptions,
+) -> Lane {
+    let (base, base_commit) = base.unzip();
+    Lane {
+        name: name.clone(),
+        kind,
+        dir,
+        branch: (kind == LaneKind::Worktree).then(|| name.branch()),
+        base,
+        base_commit,
+        prompt_file: options.prompt_file.clone(),
+        max_iterations: options.max_iterations,
+        max_cost_usd: options.max_cost_usd,
+        state: LaneState::Active,
+        created: Utc::now(),
+        resumes: 0,
+    }
+}
+
+fn create_files_dir(root: &Path, name: &LaneName) -> Result<(), Failure> {
+    let files = lane_files_dir(root, name);
+    std::fs::create_dir_all(&files)
+        .map_err(|err| Failure::Failed(format!("cannot create {}: {err}", files.display())))
+}
+
+/// The lane's files folder, then its worktree on a new branch `clowder/NAME`.
+fn make_worktree(root: &Path, lane: &Lane) -> Result<(), Failure> {
+    create_files_dir(root, &lane.name)?;
+    let parent = worktrees_dir(root);
+    std::fs::create_dir_all(&parent)
+        .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    let branch = lane.branch.clone().unwrap_or_else(|| lane.name.branch());
+    let commit = lane.base_commit.as_deref().unwrap_or("HEAD");
+    worktree::add(root, &root.join(&lane.dir), &branch, commit)?;
+    Ok(())
+}
+
+/// Takes back what an unfinished `lane add` made: its worktree (nothing ever
+/// ran in it: the lane was never registered), its branch while it is still at
+/// the commit it started from, and its files folder if empty.
+fn undo_add(root: &Path, lane: &Lane) -> Result<Vec<String>, Failure> {
+    let mut done = Vec::new();
+    let path = root.join(&lane.dir);
+    if path.exists() {
+        if worktree::remove_unfinished(root, &path).is_err() {
+            std::fs::remove_dir_all(&path)
+                .map_err(|err| format!("cannot remove {}: {err}", path.display()))?;
+        }
+        done.push(format!("removed its worktree {}", lane.dir.display()));
+    }
+    worktree::prune(root)?;
+    if let (Some(branch), Some(commit)) = (&lane.branch, &lane.base_commit) {
+        let full = format!("refs/heads/{branch}");
+        match worktree::commit_of(root, &full)? {
+            Some(tip) if &tip == commit => {
+                worktree::delete_branch(root, branch, commit)?;
+                done.push(format!("deleted its branch {branch}"));
+            }
+            Some(tip) => done.push(format!(
+                "kept its branch {branch} (at {tip}, not where it started)"
+            )),
+            None => {}
+        }
+    }
+    let _ = std::fs::remove_dir(lane_files_dir(root, &lane.name));
+    Ok(done)
+}
+
+/// Finishes or undoes every lane change a killed command left in the registry
+/// of `root` (see [`registry::Registry::pending`]), but lane `except`'s (which
+/// the `lane rm` about to run takes on); returns what was done.
+pub fn settle(root: &Path, except: Option<&LaneName>) -> Result<Vec<String>, Failure> {
+    let others = |p: &Pending| Some(&p.lane.name) != except;
+    if !registry::load(root)?.pending.iter().any(others) {
+        return Ok(Vec::new());
+    }
+    let mut held = registry::Held::take(root)?;
+    let (mut done, mut kept) = (Vec::new(), Vec::new());
+    for pending in std::mem::take(&mut held.registry.pending) {
+        if others(&pending) {
+            held.registry.pending.push(pending);
+        } else {
+            kept.push(pending);
+        }
+    }
+    done.extend(settle_held(root, &mut held)?);
+    held.registry.pending.extend(kept);
+    held.save()?;
+    Ok(done)
+}
+
+fn settle_held(root: &Path, held: &mut registry::Held) -> Result<Vec<String>, Failure> {
+    let pending = std::mem::take(&mut held.registry.pending);
+    if pending.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut done = Vec::new();
+    for change in pending {
+        let name = change.lane.name.clone();
+        let settled = match change.change {
+            Change::Adding => settle_add(root, &mut held.registry, &change.lane),
+            Change::Removing => take_lane_lock(root, &name).and_then(|_lock| {
+                check_removal(root, &change.lane, change.force)?;
+                carry_out_removal(root, &change.lane, change.force)
+            }),
         };
-        let lane = Lane {
-            name: name.clone(),
-            kind,
-            dir,
-            branch,
-            base,
-            base_commit,
-            prompt_file: options.prompt_file,
-            max_iterations: options.max_iterations,
-            max_cost_usd: options.max_cost_usd,
-            state: LaneState::Active,
-            created: Utc::now(),
-            resumes: 0,
+        let verb = match change.change {
+            Change::Adding => "add",
+            Change::Removing => "rm",
         };
+        match settled {
+            Ok(lines) => done.push(format!(
+                "lane {name}: the interrupted `lane {verb}` is done: {}",
+                lines.join("; ")
+            )),
+            Err(failure) => {
+                done.push(format!(
+                    "lane {name}: the interrupted `lane {verb}` is still pending: {}",
+                    failure.message()
+                ));
+                held.registry.pending.push(change);
+            }
+        }
+    }
+    held.save()?;
+    Ok(done)
+}
+
+/// A worktree made whole (on its branch, clean) is registered, as the add
+/// asked; anything less is taken back.
+fn settle_add(root: &Path, registry: &mut Registry, lane: &Lane) -> Result<Vec<String>, Failure> {
+    let path = root.join(&lane.dir);
+    let branch = lane.branch.clone().unwrap_or_else(|| lane.name.branch());
+    let whole = path.is_dir()
+        && worktree::checked_out(&path).ok().flatten() == Some(format!("refs/heads/{branch}"))
+        && worktree::uncommitted(&path).is_ok_and(|changes| changes.is_empty());
+    if whole && registry.lane(&lane.name).is_none() {
+        create_files_dir(root, &lane.name)?;
         registry.lanes.push(lane.clone());
-        Ok(lane)
-    })
+        return Ok(vec![format!(
+            "registered, with its worktree {} on branch {branch}",
+            lane.dir.display()
+        )]);
+    }
+    let mut done = undo_add(root, lane)?;
+    done.insert(0, "taken back".to_string());
+    Ok(done)
 }
 
 /// `.clowder/.gitignore` holding `*`, so that nothing of clowder's (worktrees
@@ -138,9 +322,10 @@ fn check_dir_lane(root: &Path, registry: &Registry, dir: &Path) -> Result<(), Fa
     Ok(())
 }
 
-/// Creates the worktree on a new branch `clowder/NAME`; returns the base (a full
-/// ref name, or the commit) and the commit the branch starts at.
-fn add_worktree(
+/// Checks that a worktree lane can be made (a repository with a commit, run
+/// from its top folder, a free branch and folder); returns the base (a full ref
+/// name, or the commit) and the commit the branch would start at. Creates nothing.
+fn check_worktree(
     root: &Path,
     name: &LaneName,
     base: Option<&str>,
@@ -177,10 +362,6 @@ fn add_worktree(
             path.display()
         )));
     }
-    let parent = worktrees_dir(root);
-    std::fs::create_dir_all(&parent)
-        .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
-    worktree::add(root, &path, &branch, &commit)?;
     Ok((base, commit))
 }
 
@@ -279,30 +460,134 @@ pub fn status_path(root: &Path, name: &LaneName) -> PathBuf {
 fn running_pid(root: &Path, name: &LaneName) -> Option<u32> {
     let (snapshot, _) = crate::store::status::read(&status_path(root, name)).ok()?;
     (snapshot.state != crate::protocol::LoopState::Stopped
-        && crate::store::status::writer_alive(snapshot.pid))
+        && crate::store::status::writer_alive(&snapshot))
     .then_some(snapshot.pid)
 }
 
-/// Removes lane `name` without losing work; returns what was done.
+/// Takes lane `name`'s lock (`.clowder/lane-locks/NAME`), which the clowder
+/// that runs the lane holds while it runs: refused while it does.
+pub fn take_lane_lock(root: &Path, name: &LaneName) -> Result<InstanceLock, Failure> {
+    match InstanceLock::acquire_file(&super::lane_lock_path(root, name)) {
+        Ok(lock) => Ok(lock),
+        Err(LockError::Held { pid, path }) => Err(Failure::Refused(format!(
+            "lane {name} is running ({} holds {}): stop it first (`clowder lane stop {name}`)",
+            pid.map_or_else(
+                || "a clowder".to_string(),
+                |pid| format!("clowder PID {pid}")
+            ),
+            path.display()
+        ))),
+        Err(err @ LockError::Io { .. }) => Err(Failure::Failed(err.to_string())),
+    }
+}
+
+/// Removes lane `name` without losing work; returns what was done. Refused
+/// while the lane runs (its lock is held, or its status names a live loop).
+/// Checked first, then recorded as pending, then done: a kill midway leaves an
+/// intent that the next command finishes, and `lane rm NAME` removes whatever
+/// part of a lane an interrupted add or rm left.
 pub fn remove(root: &Path, name: &LaneName, force: bool) -> Result<Vec<String>, Failure> {
-    registry::update(root, |registry| {
-        let lane = registry.lane(name).cloned().ok_or_else(|| no_lane(name))?;
-        if let Some(pid) = running_pid(root, name) {
+    let known = registry::load(root)?;
+    if known.lane(name).is_none() && !known.pending.iter().any(|p| &p.lane.name == name) {
+        return Err(no_lane(name));
+    }
+    let _lane_lock = take_lane_lock(root, name)?;
+    let mut held = registry::Held::take(root)?;
+    let interrupted = held
+        .registry
+        .pending
+        .iter()
+        .position(|p| &p.lane.name == name)
+        .map(|i| held.registry.pending.remove(i));
+    if let Some(pending) = interrupted.as_ref().filter(|p| p.change == Change::Adding) {
+        let mut done = undo_add(root, &pending.lane)?;
+        done.insert(0, "the interrupted `lane add` is taken back".to_string());
+        held.save()?;
+        return Ok(done);
+    }
+    let lane = match interrupted {
+        Some(pending) => pending.lane,
+        None => held
+            .registry
+            .lane(name)
+            .cloned()
+            .ok_or_else(|| no_lane(name))?,
+    };
+    if let Some(pid) = running_pid(root, name) {
+        return Err(Failure::Refused(format!(
+            "lane {name} is running (PID {pid}): stop it first (`clowder lane stop {name}`)"
+        )));
+    }
+    check_removal(root, &lane, force)?;
+    held.registry.lanes.retain(|other| &other.name != name);
+    held.registry.pending.push(Pending {
+        change: Change::Removing,
+        lane: lane.clone(),
+        force,
+    });
+    held.save()?;
+    let done = carry_out_removal(root, &lane, force).map_err(|failure| {
+        Failure::Failed(format!(
+            "{}; the removal is recorded: `clowder lane rm {name}` again finishes it",
+            failure.message()
+        ))
+    })?;
+    held.registry.pending.retain(|p| &p.lane.name != name);
+    held.save()?;
+    Ok(done)
+}
+
+/// Every refusal of `lane rm`, before anything is changed.
+fn check_removal(root: &Path, lane: &Lane, force: bool) -> Result<(), Failure> {
+    if lane.kind != LaneKind::Worktree {
+        return Ok(());
+    }
+    let branch = lane.branch.clone().unwrap_or_else(|| lane.name.branch());
+    let full_branch = format!("refs/heads/{branch}");
+    let path = root.join(&lane.dir);
+    if path.exists() {
+        check_checked_out(&path, &full_branch)?;
+    }
+    if force {
+        return Ok(());
+    }
+    if path.exists() {
+        let dirty = worktree::uncommitted(&path)?;
+        if !dirty.is_empty() {
             return Err(Failure::Refused(format!(
-                "lane {name} is running (PID {pid}): stop it first (`clowder lane stop {name}`)"
+                "the worktree {} has uncommitted changes; commit or discard them, or use --force (keeps the branch and saves the changes as a git stash):\n{}",
+                lane.dir.display(),
+                listing(&dirty)
             )));
         }
-        let mut done = match lane.kind {
-            LaneKind::Worktree => remove_worktree_lane(root, &lane, force)?,
-            LaneKind::Dir | LaneKind::Task | LaneKind::WatchTask => vec![format!(
-                "lane {name} unregistered; its folder {} is left as it is",
-                lane.dir.display()
-            )],
-        };
-        done.extend(archive_lane_files(root, name)?);
-        registry.lanes.retain(|other| &other.name != name);
-        Ok(done)
-    })
+        let ignored = worktree::ignored(&path)?;
+        if !ignored.is_empty() {
+            return Err(Failure::Refused(format!(
+                "the worktree {} holds files git ignores, which removing it would delete; move them out, or use --force (moves them into .clowder/lanes-removed):\n{}",
+                lane.dir.display(),
+                listing(&ignored)
+            )));
+        }
+    }
+    if let Some(tip) = worktree::commit_of(root, &full_branch)? {
+        check_nothing_ahead(root, lane, &branch, &tip)?;
+    }
+    Ok(())
+}
+
+/// Does the removal [`check_removal`] allowed; each step finds done what an
+/// interrupted run of it did.
+fn carry_out_removal(root: &Path, lane: &Lane, force: bool) -> Result<Vec<String>, Failure> {
+    let mut done = match lane.kind {
+        LaneKind::Worktree => remove_worktree_lane(root, lane, force)?,
+        LaneKind::Dir | LaneKind::Task | LaneKind::WatchTask => vec![format!(
+            "lane {} unregistered; its folder {} is left as it is",
+            lane.name,
+            lane.dir.display()
+        )],
+    };
+    done.extend(archive_lane_files(root, &lane.name)?);
+    Ok(done)
 }
 
 fn remove_worktree_lane(root: &Path, lane: &Lane, force: bool) -> Result<Vec<String>, Failure> {
@@ -312,37 +597,23 @@ fn remove_worktree_lane(root: &Path, lane: &Lane, force: bool) -> Result<Vec<Str
     let path = root.join(&lane.dir);
     let tip = worktree::commit_of(root, &full_branch)?;
     let mut done = Vec::new();
-    let dirty = if path.exists() {
-        check_checked_out(&path, &full_branch)?;
-        worktree::uncommitted(&path)?
+    if path.exists() {
+        done.extend(keep_ignored_files(root, lane, &path)?);
+        let dirty = worktree::uncommitted(&path)?;
+        if !dirty.is_empty() {
+            let message = format!("clowder lane rm {name}: uncommitted work in {branch}");
+            let stash = worktree::stash(&path, &message)?;
+            done.push(format!(
+                "saved its uncommitted changes as stash {stash} (`git stash list`)"
+            ));
+        }
+        worktree::remove(root, &path)?;
+        done.push(format!("removed worktree {}", lane.dir.display()));
     } else {
         done.push(format!(
             "its worktree {} was already gone",
             lane.dir.display()
         ));
-        Vec::new()
-    };
-    if !dirty.is_empty() && !force {
-        return Err(Failure::Refused(format!(
-            "the worktree {} has uncommitted changes; commit or discard them, or use --force (keeps the branch and saves the changes as a git stash):\n{}",
-            lane.dir.display(),
-            listing(&dirty)
-        )));
-    }
-    if !force && let Some(tip) = &tip {
-        check_nothing_ahead(root, lane, &branch, tip)?;
-    }
-    if !dirty.is_empty() {
-        let message = format!("clowder lane rm {name}: uncommitted work in {branch}");
-        let stash = worktree::stash(&path, &message)?;
-        done.push(format!(
-            "saved its uncommitted changes as stash {stash} (`git stash list`)"
-        ));
-    }
-    if path.exists() {
-        worktree::remove(root, &path)?;
-        done.push(format!("removed worktree {}", lane.dir.display()));
-    } else {
         worktree::prune(root)?;
     }
     match (tip, force) {
@@ -356,6 +627,37 @@ fn remove_worktree_lane(root: &Path, lane: &Lane, force: bool) -> Result<Vec<Str
         (None, _) => done.push(format!("branch {branch} was already gone")),
     }
     Ok(done)
+}
+
+/// Moves the files git ignores in the worktree (a `.env`, a build folder),
+/// which neither a stash nor git keeps, into `.clowder/lanes-removed`.
+fn keep_ignored_files(root: &Path, lane: &Lane, path: &Path) -> Result<Vec<String>, Failure> {
+    let ignored = worktree::ignored(path)?;
+    if ignored.is_empty() {
+        return Ok(Vec::new());
+    }
+    let kept = Path::new(STATE_DIR).join("lanes-removed").join(format!(
+        "{}-{}-ignored",
+        lane.name,
+        Utc::now().format("%Y%m%dT%H%M%S%.3fZ")
+    ));
+    for file in &ignored {
+        let relative = file.trim_end_matches('/');
+        let from = path.join(relative);
+        let to = root.join(&kept).join(relative);
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+        }
+        std::fs::rename(&from, &to)
+            .map_err(|err| format!("cannot move {} to {}: {err}", from.display(), to.display()))?;
+    }
+    Ok(vec![format!(
+        "moved {} file(s) git ignores to {}:\n{}",
+        ignored.len(),
+        kept.display(),
+        listing(&ignored)
+    )])
 }
 
 /// A worktree on another branch, or detached, may hold commits no branch has.
@@ -384,10 +686,12 @@ fn check_nothing_ahead(root: &Path, lane: &Lane, branch: &str, tip: &str) -> Res
             short_ref(base)
         )));
     }
-    let ahead = worktree::commits_ahead(root, base, tip)?;
+    // Work merged elsewhere (a plan step's branch into the plan's base, past
+    // the dependency it started from) is not lost with this branch.
+    let ahead = worktree::commits_only_in(root, tip, branch, base)?;
     if ahead > 0 {
         return Err(Failure::Refused(format!(
-            "{branch} has {ahead} commit{} not in {}: merge {}, or use --force (removes the worktree, keeps the branch)",
+            "{branch} has {ahead} commit{} not in {} or any other branch: merge {}, or use --force (removes the worktree, keeps the branch)",
             if ahead == 1 { "" } else { "s" },
             short_ref(base),
             if ahead == 1 { "it" } else { "them" }
@@ -452,9 +756,12 @@ pub fn orphans(root: &Path, registry: &Registry) -> Vec<Orphan> {
             problem: format!("lane {} is registered but its folder is gone", lane.name),
         })
         .collect();
+    // A lane half added or removed is not an orphan: it is reported as pending.
+    let pending = registry.pending.iter().map(|p| &p.lane);
     let registered: Vec<PathBuf> = registry
         .lanes
         .iter()
+        .chain(pending)
         .map(|lane| root.join(&lane.dir))
         .collect();
     let Ok(entries) = std::fs::read_dir(worktrees_dir(root)) else {
@@ -567,7 +874,7 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
 
 fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now: DateTime<Utc>) {
     use crate::protocol::LoopState;
-    let alive = crate::store::status::writer_alive(snapshot.pid);
+    let alive = crate::store::status::writer_alive(snapshot);
     row.running = alive && snapshot.state != LoopState::Stopped;
     row.state = if row.running || snapshot.state == LoopState::Stopped {
         snapshot.state.as_str().to_string()

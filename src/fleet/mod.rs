@@ -36,3 +36,10 @@ pub fn worktree_path(root: &Path, name: &LaneName) -> PathBuf {
 pub fn lane_files_dir(root: &Path, name: &LaneName) -> PathBuf {
     root.join(STATE_DIR).join("lanes").join(name.as_str())
 }
+
+/// `.clowder/lane-locks/NAME`: held (flock) by the clowder that runs the lane,
+/// and by `lane rm` while it removes it. Never deleted, so that two processes
+/// never hold two different files of one name.
+pub fn lane_lock_path(root: &Path, name: &LaneName) -> PathBuf {
+    root.join(STATE_DIR).join("lane-locks").join(name.as_str())
+}

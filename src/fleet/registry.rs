@@ -25,6 +25,30 @@ const REGISTRY_LOCK: &str = "fleet.lock";
 pub struct Registry {
     pub schema_version: u64,
     pub lanes: Vec<Lane>,
+    /// A `lane add` or `lane rm` recorded before it touched git or the files,
+    /// and not yet done: one that was killed midway leaves it, for the next lane
+    /// command or fleet start to finish or undo. A lane in here is in no `lanes`
+    /// entry, so nothing runs it meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<Pending>,
+}
+
+/// A lane change under way (see [`Registry::pending`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pending {
+    pub change: Change,
+    pub lane: Lane,
+    /// `lane rm --force`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    Adding,
+    Removing,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +143,7 @@ impl Default for Registry {
         Registry {
             schema_version: SCHEMA_VERSION,
             lanes: Vec::new(),
+            pending: Vec::new(),
         }
     }
 }
@@ -217,7 +242,43 @@ fn parse(path: &Path, text: &str) -> Result<Registry, String> {
     if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
         return Err(bad(format!("lane {} is listed twice", pair[0])));
     }
+    let lanes = registry
+        .lanes
+        .iter()
+        .enumerate()
+        .map(|(i, lane)| (format!("lanes[{i}]"), lane));
+    let pending = registry.pending.iter().enumerate();
+    let pending = pending.map(|(i, p)| (format!("pending[{i}].lane"), &p.lane));
+    for (key, lane) in lanes.chain(pending) {
+        check_worktree_lane(lane).map_err(|what| bad(format!("at {key}.{what}")))?;
+    }
     Ok(registry)
+}
+
+/// A worktree lane works in the worktree clowder made for it, on its branch:
+/// a file edited to send it elsewhere (outside the repository, onto `main`) is
+/// refused, naming the key. (A `--dir` or task lane's folder is the one the user gave.)
+fn check_worktree_lane(lane: &Lane) -> Result<(), String> {
+    if lane.kind != LaneKind::Worktree {
+        return Ok(());
+    }
+    let folder = super::worktree_path(Path::new(""), &lane.name);
+    if lane.dir != folder {
+        return Err(format!(
+            "dir: lane {} has its own worktree, which is {}, not {}",
+            lane.name,
+            folder.display(),
+            lane.dir.display()
+        ));
+    }
+    let branch = lane.name.branch();
+    match &lane.branch {
+        Some(other) if other != &branch => Err(format!(
+            "branch: lane {} works on {branch}, not {other}",
+            lane.name
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn save(root: &Path, registry: &Registry) -> Result<(), String> {
@@ -247,11 +308,34 @@ pub fn update<T, E: From<String> + From<Unreadable>>(
     root: &Path,
     change: impl FnOnce(&mut Registry) -> Result<T, E>,
 ) -> Result<T, E> {
-    let _lock = lock(root)?;
-    let mut registry = load(root)?;
-    let result = change(&mut registry)?;
-    save(root, &registry)?;
+    let mut held = Held::take(root)?;
+    let result = change(&mut held.registry)?;
+    held.save()?;
     Ok(result)
+}
+
+/// The registry read under its lock, for a change saved in steps (an intent
+/// first, then the result): nobody else changes it until this is dropped.
+pub struct Held {
+    root: PathBuf,
+    pub registry: Registry,
+    _lock: Flock<File>,
+}
+
+impl Held {
+    /// Waits for the registry's lock, then reads it.
+    pub fn take(root: &Path) -> Result<Held, String> {
+        let lock = lock(root)?;
+        Ok(Held {
+            root: root.to_path_buf(),
+            registry: load(root)?,
+            _lock: lock,
+        })
+    }
+
+    pub fn save(&self) -> Result<(), String> {
+        save(&self.root, &self.registry)
+    }
 }
 
 fn lock(root: &Path) -> Result<Flock<File>, String> {

@@ -49,7 +49,7 @@ pub fn print(root: &Path, json: bool) -> i32 {
 
 /// One lane on one line: its state, iteration, global number, and how it ended.
 fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bool) -> String {
-    let alive = status::writer_alive(snapshot.pid);
+    let alive = status::writer_alive(snapshot);
     let state = if alive && queued {
         "queued".to_string()
     } else if alive {

@@ -124,3 +124,55 @@ pub fn stash(worktree: &Path, message: &str) -> Result<String, String> {
     )?;
     git(worktree, &["rev-parse", "--verify", "refs/stash"])
 }
+
+/// The untracked files git ignores in `worktree` (a folder once, as `dir/`),
+/// relative to it: `git worktree remove` deletes them, no stash keeps them.
+pub fn ignored(worktree: &Path) -> Result<Vec<String>, String> {
+    let text = git(
+        worktree,
+        &[
+            "ls-files",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+            "-z",
+        ],
+    )?;
+    Ok(text
+        .split('\0')
+        .filter(|line| !line.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// How many commits of `tip` are in no branch but `branch` and not in `base`:
+/// what deleting `branch` would lose.
+pub fn commits_only_in(repo: &Path, tip: &str, branch: &str, base: &str) -> Result<u64, String> {
+    let exclude = format!("--exclude={branch}");
+    let args = [
+        "rev-list",
+        "--count",
+        tip,
+        "--not",
+        base,
+        &exclude,
+        "--branches",
+        "--",
+    ];
+    let count = git(repo, &args)?;
+    count
+        .parse()
+        .map_err(|_| format!("`git {}` printed {count:?}, not a number", args.join(" ")))
+}
+
+/// `git worktree remove -f -f PATH`: for the worktree of a `lane add` that was
+/// interrupted (locked while git made it, perhaps half checked out), where
+/// nothing ever ran.
+pub fn remove_unfinished(repo: &Path, path: &Path) -> Result<(), String> {
+    git(
+        repo,
+        &["worktree", "remove", "-f", "-f", &path.to_string_lossy()],
+    )
+    .map(drop)
+}

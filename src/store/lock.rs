@@ -64,8 +64,14 @@ impl InstanceLock {
     /// Takes `working_dir/.clowder/lock` without waiting, creating `.clowder`
     /// (mode 0700) if needed, and writes this process's PID in it.
     pub fn acquire(working_dir: &Path) -> Result<InstanceLock, LockError> {
-        let dir = working_dir.join(STATE_DIR);
-        let path = dir.join(LOCK_FILE);
+        InstanceLock::acquire_file(&working_dir.join(STATE_DIR).join(LOCK_FILE))
+    }
+
+    /// Takes the lock file `path` as [`InstanceLock::acquire`] does, creating
+    /// its folder (mode 0700) if needed: a fleet's lane holds one of its own.
+    pub fn acquire_file(path: &Path) -> Result<InstanceLock, LockError> {
+        let path = path.to_path_buf();
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let io_error = |error| LockError::Io {
             path: path.clone(),
             error,
@@ -134,11 +140,10 @@ impl InstanceLock {
 
 /// Whether `pid` is a live process (a zombie holds no files any more).
 fn process_is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X')
-    })
+    i32::try_from(pid)
+        .ok()
+        .and_then(crate::proc_stat::read_proc_stat)
+        .is_some_and(|info| info.is_live())
 }
 
 #[cfg(test)]

@@ -37,22 +37,20 @@ pub fn read(path: &Path) -> Result<(Snapshot, String), String> {
     Ok((snapshot, text))
 }
 
-/// Whether the process that wrote the status is still alive and still clowder.
-pub fn writer_alive(pid: u32) -> bool {
-    let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm")) else {
+/// Whether the process that wrote the status is still alive: the live process
+/// with its pid and, when the status records it, its start time. Never its name:
+/// a packaged `clowder-0.1` or a wrapper's `.clowder-wrapped` is clowder too. A
+/// status written before start times were recorded falls back to the pid alone.
+pub fn writer_alive(snapshot: &Snapshot) -> bool {
+    let Ok(pid) = i32::try_from(snapshot.pid) else {
         return false;
     };
-    if comm.trim() != "clowder" {
-        return false;
-    }
-    // A zombie has not finished anything; treat it as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next().map(|s| s != "Z"))
-        })
-        .unwrap_or(false)
+    crate::proc_stat::read_proc_stat(pid).is_some_and(|info| {
+        info.is_live()
+            && snapshot
+                .pid_start_ticks
+                .is_none_or(|ticks| ticks == info.start_ticks)
+    })
 }
 
 /// The `--status` report.

@@ -515,6 +515,24 @@ impl Core {
         self.completed_iterations
     }
 
+    /// Goes on from an earlier run of the same lane that was stopped or killed
+    /// before its work was done (`earlier` is its last status): its iterations,
+    /// counters and totals count on, so `max_iterations` and the cost budget
+    /// are the lane's, not each run's. Before the loop starts.
+    pub fn continue_from(&mut self, earlier: &Snapshot) {
+        if self.phase != Phase::NotStarted {
+            return;
+        }
+        // The status shows the iteration under way: the one after those done.
+        self.completed_iterations = earlier.iteration.saturating_sub(1);
+        self.counters = earlier.counters.clone();
+        self.totals = earlier.totals.clone();
+        self.last_completed_iteration = earlier.last_completed_iteration;
+        self.last_completed_global = earlier.last_completed_global;
+        self.last_committed = earlier.last_committed;
+        self.last_session_stats = earlier.last_session.clone();
+    }
+
     /// The running session's process group, if a session is running.
     pub fn running_pgid(&self) -> Option<i32> {
         match &self.phase {
@@ -606,6 +624,7 @@ impl Core {
         Snapshot {
             lane: LaneId::default(),
             pid: self.pid,
+            pid_start_ticks: None,
             state: self.state(),
             agent_command: self.agent_command.clone(),
             stale_timeout_secs: self.settings.stale_timeout.as_secs_f64(),

@@ -58,24 +58,78 @@ pub fn owner_of(pid: i32) -> Option<String> {
 }
 
 /// Reaps the zombies reparented to clowder that no one owns; returns how many.
+///
+/// Never `waitpid(-1)`: that would take the exit status of a child that std or
+/// tokio waits for (a `git` the lane commands run, a session's leader). A
+/// zombie is reaped by its pid, and only when it is (1) clowder's child, (2)
+/// not registered as owned, and (3) in another process group than clowder's.
+/// Children clowder starts without registering them stay in its own group, so
+/// (3) leaves them to whoever waits for them; orphans come from sessions and
+/// hooks (their own groups) or from daemons that called `setsid` (git's
+/// detached auto-maintenance), never from clowder's group.
 pub fn reap_orphans() -> usize {
     let me = std::process::id() as i32;
+    let own_group = nix::unistd::getpgrp().as_raw();
     let map = owned();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let zombies: Vec<i32> = entries
-        .filter_map(Result::ok)
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+    let zombies: Vec<i32> = children()
+        .into_iter()
         .filter(|pid| !map.contains_key(pid))
-        .filter_map(super::process::read_proc_stat)
-        .filter(|info| info.ppid == me && info.state == 'Z')
+        .filter_map(crate::proc_stat::read_proc_stat)
+        .filter(|info| info.ppid == me && info.state == 'Z' && info.pgid != own_group)
         .map(|info| info.pid)
         .collect();
     for pid in &zombies {
         let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
     }
     zombies.len()
+}
+
+/// The pids of clowder's children, zombies included: each thread's `children`
+/// file (an orphan is given to one of the subreaper's threads), or every
+/// process in /proc where the kernel has no such file.
+fn children() -> Vec<i32> {
+    let pids = |text: &str| -> Vec<i32> {
+        text.split_whitespace()
+            .filter_map(|pid| pid.parse().ok())
+            .collect()
+    };
+    let from_tasks = std::fs::read_dir("/proc/self/task").ok().and_then(|tasks| {
+        let mut all = Vec::new();
+        for task in tasks.filter_map(Result::ok) {
+            let text = std::fs::read_to_string(task.path().join("children")).ok()?;
+            all.extend(pids(&text));
+        }
+        Some(all)
+    });
+    from_tasks.unwrap_or_else(|| {
+        std::fs::read_dir("/proc").map_or_else(
+            |_| Vec::new(),
+            |entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+                    .collect()
+            },
+        )
+    })
+}
+
+/// How long a burst of SIGCHLDs is gathered into one look.
+const REAP_COALESCE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Reaps orphans as they die, for as long as the process runs: git's detached
+/// auto-maintenance after each commit in a lane would otherwise stay a zombie
+/// until the session ends (one per commit, hundreds in a large fleet). One look
+/// per SIGCHLD, a burst of them gathered.
+pub async fn reap_as_orphans_die() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut sigchld) = signal(SignalKind::child()) else {
+        return;
+    };
+    while sigchld.recv().await.is_some() {
+        tokio::time::sleep(REAP_COALESCE).await;
+        reap_orphans();
+    }
 }
 
 #[cfg(test)]

@@ -380,12 +380,18 @@ impl Runtime {
             grace: settings.kill_grace,
             cancel,
         };
-        let core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
+        let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
+        let status_path = resolve(&config.output.status_file.0);
+        if lane.is_some()
+            && let Some(earlier) = unfinished_run(&status_path)
+        {
+            core.continue_from(&earlier);
+        }
         let snapshot = Arc::new(core.snapshot(Utc::now()));
         let (snapshots, snapshot_rx) = watch::channel(snapshot);
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let runtime = Runtime {
-            status_path: resolve(&config.output.status_file.0),
+            status_path,
             stop_file: resolve(&config.shutdown.stop_file.0),
             output_dir,
             config,
@@ -540,6 +546,7 @@ impl Runtime {
             (None, None, None)
         } else {
             process::become_subreaper();
+            tokio::spawn(super::reaper::reap_as_orphans_die());
             (
                 signal(SignalKind::interrupt()).ok(),
                 signal(SignalKind::terminate()).ok(),
@@ -630,7 +637,7 @@ impl Runtime {
         if old.state == LoopState::Stopped || old.pid == std::process::id() {
             return;
         }
-        if status::writer_alive(old.pid) {
+        if status::writer_alive(&old) {
             self.reporter.log(
                 Utc::now(),
                 Level::Warn,
@@ -1359,6 +1366,7 @@ impl Runtime {
         {
             snapshot.agent_start_ticks = session.start_ticks;
         }
+        snapshot.pid_start_ticks = Some(self.shell.own_start).filter(|ticks| *ticks > 0);
         match status::write(&self.status_path, &snapshot) {
             Ok(()) => self.status_error_reported = false,
             Err(err) => {
@@ -1887,4 +1895,16 @@ fn git_head(cwd: &Path) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
         .filter(|head| !head.is_empty())
+}
+
+/// A lane's last run, when it ended before its work was done (stopped, a
+/// signal, a budget, killed): a resumed or restarted lane goes on from it. One
+/// that ran all its iterations or kept its promise starts afresh when run again.
+fn unfinished_run(status_path: &Path) -> Option<Snapshot> {
+    let (earlier, _) = status::read(status_path).ok()?;
+    let finished = matches!(
+        earlier.exit_reason,
+        Some(ExitReason::MaxIterations | ExitReason::Completed)
+    );
+    (!finished).then_some(earlier)
 }

@@ -8,6 +8,9 @@
 # COMMIT_AGENT_TRANSCRIPT names a file it prints first (e.g. one reporting a cost);
 # COMMIT_AGENT_ASK names the clowder binary: it asks (`clowder ask`) before it commits.
 # COMMIT_AGENT_IGNORE_TERM=1 ignores SIGTERM (only SIGKILL ends it).
+# COMMIT_AGENT_DAEMONS=N leaves N daemons as git's detached auto-maintenance
+# does (own session, parent gone), which end 0.2 s later, each touching
+# daemon-K.done in the agent's folder.
 set -e
 [ "${COMMIT_AGENT_IGNORE_TERM:-0}" != 1 ] || trap '' TERM
 [ -z "$COMMIT_AGENT_TRANSCRIPT" ] || cat "$COMMIT_AGENT_TRANSCRIPT"
@@ -23,6 +26,11 @@ if [ -n "$COMMIT_AGENT_ASK" ]; then
     # From the worktree: the question must reach the fleet's one queue.
     "$COMMIT_AGENT_ASK" ask --title "may lane $lane commit?" --timeout 60s
 fi
+k=0
+while [ "$k" -lt "${COMMIT_AGENT_DAEMONS:-0}" ]; do
+    (setsid sh -c 'sleep 0.2; : > "$1"' sh "$PWD/daemon-$k.done" </dev/null >/dev/null 2>&1 &)
+    k=$((k + 1))
+done
 if [ "${COMMIT_AGENT_BACKGROUND:-0}" = 1 ]; then
     sleep 600 &
 fi
