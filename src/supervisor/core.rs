@@ -401,6 +401,8 @@ enum Phase {
 enum StopRequest {
     Signal(StopSignal),
     User,
+    /// The control room's terminal went away.
+    TerminalClosed,
 }
 
 /// The loop's whole state.
@@ -1686,6 +1688,17 @@ impl Core {
                     self.stop_if_idle(now, out);
                 }
             }
+            Command::TerminalClosed => {
+                if self.stop_request.is_none() {
+                    self.stop_request = Some(StopRequest::TerminalClosed);
+                }
+                log(
+                    out,
+                    Level::Warn,
+                    "stopping now: the control room's terminal is gone".into(),
+                );
+                self.stop_now_requested(now, out);
+            }
             Command::StopNow => {
                 if self.stop_request.is_none() {
                     self.stop_request = Some(StopRequest::User);
@@ -1931,6 +1944,7 @@ impl Core {
                 forced: self.stop_now,
             }),
             Some(StopRequest::User) => Some(ExitReason::UserStop),
+            Some(StopRequest::TerminalClosed) => Some(ExitReason::TerminalClosed),
             None => None,
         }
     }

@@ -326,7 +326,7 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
 fn stop_every_lane(state: &mut AppState, requests: &mpsc::UnboundedSender<HostRequest>) {
     if let Some(fleet) = &state.fleet {
         let mut stops = Vec::new();
-        lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
+        lanes::to_every_lane(fleet, &Command::TerminalClosed, &mut stops);
         send_all(requests, stops);
     }
     state.quit_when_finished = true;

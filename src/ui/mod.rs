@@ -454,7 +454,7 @@ fn terminal_closed(
         state.should_quit = true;
         return;
     }
-    let _ = command_tx.send(crate::protocol::Command::StopNow);
+    let _ = command_tx.send(crate::protocol::Command::TerminalClosed);
     state.quit_when_finished = true;
 }
 
