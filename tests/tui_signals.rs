@@ -263,6 +263,9 @@ fn a_room_whose_loop_has_ended_leaves_on_sigterm_sighup_and_sigint() {
         let pid = room_pid(&tmux.screen());
         send_signal(pid as u32, signal);
         let left = wait_until(GONE_WITHIN, || tmux.screen().contains("CLOWDER_EXIT="));
+        if !left {
+            send_signal(pid as u32, libc::SIGKILL);
+        }
         assert!(left, "signal {signal} ignored:\n{}", tmux.screen());
         assert!(!pid_alive(pid));
     }
