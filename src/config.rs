@@ -16,11 +16,13 @@ mod duplicate;
 mod fleet;
 pub mod preflight;
 pub mod schema;
+mod signals;
 mod ui;
 mod wait;
 mod worker;
 
 pub use fleet::FleetConfig;
+pub use signals::{SignalsConfig, Sigterm};
 pub use ui::{Notify, UiConfig};
 pub use wait::Wait;
 pub use worker::WorkerConfig;
@@ -41,6 +43,7 @@ pub struct Config {
     pub retry: RetryConfig,
     pub backoff: BackoffConfig,
     pub shutdown: ShutdownConfig,
+    pub signals: SignalsConfig,
     pub hooks: HooksConfig,
     pub prompt: PromptConfig,
     pub output: OutputConfig,

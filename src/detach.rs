@@ -9,6 +9,13 @@
 //! on headless in a session of its own with no terminal, still writing the
 //! status file and the event log. Without a detach, the parent exits with the
 //! child's exit code once it ends, so nothing changes for scripts.
+//!
+//! The parent also keeps the terminal safe from the child: it saves the
+//! terminal's settings before the control room starts and restores them (and
+//! leaves the alternate screen) if the child dies by a signal, SIGKILL included,
+//! which no handler in the child can catch. And it stops (as the shell's job)
+//! only once the child, suspended by Ctrl-Z or SIGTSTP, has given the terminal
+//! back.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -27,6 +34,9 @@ pub struct Detacher {
 
 /// What the parent waits on: a byte from the child means "detached".
 const DETACHED: u8 = b'D';
+/// The child has restored the terminal and stops now (Ctrl-Z, SIGTSTP): the
+/// parent stops too, so the shell sees its job stopped and takes the terminal.
+const SUSPENDED: u8 = b'S';
 
 static FORWARD_TERM: AtomicI32 = AtomicI32::new(0);
 
@@ -43,6 +53,8 @@ pub fn fork_waiter() -> Option<Detacher> {
     // CLOEXEC: agents and hooks must not inherit the write end, or the parent
     // would wait on them too.
     let (from_child, to_parent) = pipe2(OFlag::O_CLOEXEC).ok()?;
+    // Saved before the child can touch the terminal.
+    let terminal = SavedTerminal::save();
     // SAFETY: called before any other thread exists (see above), so the child
     // holds no lock another thread owned.
     match unsafe { fork() } {
@@ -52,14 +64,19 @@ pub fn fork_waiter() -> Option<Detacher> {
         }
         Ok(ForkResult::Parent { child }) => {
             drop(to_parent);
-            std::process::exit(wait_for_child(child, &from_child))
+            let (code, by_signal) = wait_for_child(child, &from_child);
+            if by_signal && let Some(terminal) = terminal {
+                terminal.restore();
+            }
+            std::process::exit(code)
         }
         Err(_) => None,
     }
 }
 
-/// The parent's whole life: wait for "detached" or for the child's end.
-fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
+/// The parent's whole life: wait for "detached" or for the child's end. The
+/// exit code, and whether the child died by a signal.
+fn wait_for_child(child: Pid, from_child: &OwnedFd) -> (i32, bool) {
     // The terminal sends SIGINT and SIGHUP to the child as well (same process
     // group); forwarding them would double them. SIGTERM comes from someone
     // who named this process: pass it on.
@@ -74,6 +91,9 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
         let _ = signal::sigaction(Signal::SIGINT, &ignore);
         let _ = signal::sigaction(Signal::SIGHUP, &ignore);
         let _ = signal::sigaction(Signal::SIGQUIT, &ignore);
+        // The parent stops when the child says it has (see SUSPENDED), not
+        // before the child has given the terminal back.
+        let _ = signal::sigaction(Signal::SIGTSTP, &ignore);
         let _ = signal::sigaction(Signal::SIGTERM, &forward);
     }
     let mut byte = [0u8; 1];
@@ -82,7 +102,11 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
             let _ = signal::kill(child, Signal::SIGTERM);
         }
         match nix::unistd::read(from_child, &mut byte) {
-            Ok(1) if byte[0] == DETACHED => return 0,
+            Ok(1) if byte[0] == DETACHED => return (0, false),
+            Ok(1) if byte[0] == SUSPENDED => {
+                // Continued by the shell's `fg` (SIGCONT to the whole job).
+                let _ = signal::raise(Signal::SIGSTOP);
+            }
             Ok(0) => break,
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => {}
@@ -91,20 +115,59 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> i32 {
     }
     loop {
         match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, code)) => return code,
-            Ok(WaitStatus::Signaled(_, signal, _)) => return 128 + signal as i32,
+            Ok(WaitStatus::Exited(_, code)) => return (code, false),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return (128 + signal as i32, true),
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => {
                 if FORWARD_TERM.swap(0, Ordering::SeqCst) == 1 {
                     let _ = signal::kill(child, Signal::SIGTERM);
                 }
             }
-            Err(_) => return 1,
+            Err(_) => return (1, false),
         }
     }
 }
 
+/// The terminal as it was before the control room started.
+struct SavedTerminal {
+    tty: std::fs::File,
+    settings: nix::sys::termios::Termios,
+}
+
+impl SavedTerminal {
+    fn save() -> Option<SavedTerminal> {
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .ok()?;
+        let settings = nix::sys::termios::tcgetattr(&tty).ok()?;
+        Some(SavedTerminal { tty, settings })
+    }
+
+    /// What the child's own restore would have done: the settings back, mouse
+    /// reports and bracketed paste off, the main screen, the cursor shown.
+    fn restore(mut self) {
+        use std::io::Write;
+        let _ = nix::sys::termios::tcsetattr(
+            &self.tty,
+            nix::sys::termios::SetArg::TCSANOW,
+            &self.settings,
+        );
+        let _ = self.tty.write_all(
+            b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1015l\x1b[?1006l\x1b[?2004l\x1b[?1049l\x1b[?25h",
+        );
+        let _ = self.tty.flush();
+    }
+}
+
 impl Detacher {
+    /// Tells the parent that the terminal is restored and this process stops
+    /// now, so that it stops too and the shell takes the terminal.
+    pub fn suspending(&self) {
+        let _ = nix::unistd::write(&self.to_parent, &[SUSPENDED]);
+    }
+
     /// Leaves the terminal's session (no SIGHUP when the terminal closes), points
     /// the standard streams at `/dev/null`, then lets the shell go: the parent
     /// exits 0. Call it after restoring the terminal.

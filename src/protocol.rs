@@ -27,6 +27,9 @@ pub enum Command {
     StopAfterCurrent,
     /// Kill the current session and stop the loop.
     StopNow,
+    /// The control room's terminal is gone: as [`Command::StopNow`], and the
+    /// loop's end says so (`terminal_closed`).
+    TerminalClosed,
 }
 
 /// The loop's state, as written to `harness.status`.
@@ -82,6 +85,9 @@ pub enum ExitReason {
     StopFile,
     /// A user asked from the control room.
     UserStop,
+    /// The control room's terminal went away (a closed window, an SSH drop)
+    /// while the loop ran: its session was killed, as nobody was watching.
+    TerminalClosed,
     /// SIGINT or SIGTERM.
     Signal { signal: String, forced: bool },
     /// Too many rate-limited sessions in a row.
@@ -111,6 +117,7 @@ impl ExitReason {
             ExitReason::BudgetExceeded { .. } => 4,
             ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
             ExitReason::Signal { signal, .. } if signal == "SIGHUP" => 129,
+            ExitReason::TerminalClosed => 129,
             ExitReason::Signal { .. } => 130,
         }
     }
@@ -120,6 +127,7 @@ impl ExitReason {
             ExitReason::MaxIterations => "max_iterations".into(),
             ExitReason::StopFile => "stop_file".into(),
             ExitReason::UserStop => "user_stop".into(),
+            ExitReason::TerminalClosed => "terminal_closed".into(),
             ExitReason::Signal { signal, forced } => {
                 if *forced {
                     format!("{signal} (forced)")

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::{Child, Output};
 
 use chrono::{DateTime, Utc};
+use clowder::supervisor::core;
 use common::*;
 
 /// Fast polling and a 1.2 s stale timeout.
@@ -503,6 +504,72 @@ fn sigint_twice_kills_the_session_now_and_exits_130() {
     assert!(last.contains("exit code 130"), "{last}");
     assert_eq!(h.project.status()["state"], "stopped");
     h.assert_no_agent_left(1);
+}
+
+/// The agent ignores SIGTERM, and the grace before KILL is short.
+const IGNORES_TERM_WATCHDOG: &str =
+    "[watchdog]\nstale_timeout_mins = 10\ncheck_interval_secs = 0.1\nkill_grace_secs = 1\n";
+
+/// Starts `ignore-term` headless and waits until its agent runs.
+fn agent_ignoring_term(extra: &str) -> Harness {
+    let mut h = Harness::new(&["ignore-term"], &format!("{IGNORES_TERM_WATCHDOG}{extra}"));
+    h.start(&["--headless", "5"]);
+    h.wait_for_event("session_start");
+    assert!(
+        wait_until(DEADLINE, || h.agent_pids().len() == 1),
+        "the agent never started"
+    );
+    h
+}
+
+/// Ended at once: TERM, the grace, KILL; exit 143, the stop marked forced.
+fn assert_stopped_now_by_sigterm(h: &Harness, output: &Output, waited: std::time::Duration) {
+    assert_eq!(output.status.code(), Some(143), "{}", dump(output));
+    // The grace is 1 s; a finish would wait for an agent that never ends.
+    assert!(
+        waited < std::time::Duration::from_secs(20),
+        "took {waited:?}"
+    );
+    let events = h.project.events();
+    let killed = h.project.events_named("session_killed");
+    assert_eq!(killed.len(), 1, "{events:#?}");
+    assert_eq!(killed[0]["reason"], "stop_now");
+    assert_eq!(killed[0]["needed_sigkill"], true, "{}", killed[0]);
+    let loop_end = &events[index_of(&events, "loop_end")];
+    assert_eq!(
+        loop_end["reason"]["signal"]["signal"], "SIGTERM",
+        "{loop_end}"
+    );
+    assert_eq!(loop_end["reason"]["signal"]["forced"], true, "{loop_end}");
+    assert_eq!(h.project.status()["state"], "stopped");
+    h.assert_no_agent_left(1);
+}
+
+#[test]
+fn a_second_sigterm_at_any_time_ends_the_session_now_and_exits_143() {
+    // What systemd, Docker and Kubernetes do: SIGTERM, and again before SIGKILL.
+    let mut h = agent_ignoring_term("");
+    send_signal(h.clowder_pid(), libc::SIGTERM);
+    h.wait_for_event("stop_requested");
+    // Past the window in which any second signal stops now.
+    std::thread::sleep(core::DOUBLE_INTERRUPT_WINDOW + std::time::Duration::from_millis(500));
+    assert!(
+        h.project.events_named("session_killed").is_empty(),
+        "one SIGTERM must let the session finish"
+    );
+    send_signal(h.clowder_pid(), libc::SIGTERM);
+    let sent = std::time::Instant::now();
+    let output = h.finish();
+    assert_stopped_now_by_sigterm(&h, &output, sent.elapsed());
+}
+
+#[test]
+fn sigterm_stop_now_ends_the_session_on_the_first_sigterm() {
+    let mut h = agent_ignoring_term("[signals]\nsigterm = \"stop_now\"\n");
+    send_signal(h.clowder_pid(), libc::SIGTERM);
+    let sent = std::time::Instant::now();
+    let output = h.finish();
+    assert_stopped_now_by_sigterm(&h, &output, sent.elapsed());
 }
 
 #[test]

@@ -674,7 +674,7 @@ fn command_word(command: &Command) -> &'static str {
         Command::Pause => "pause",
         Command::Resume => "resume",
         Command::KillSession => "kill",
-        Command::StopAfterCurrent | Command::StopNow => "stop",
+        Command::StopAfterCurrent | Command::StopNow | Command::TerminalClosed => "stop",
     }
 }
 

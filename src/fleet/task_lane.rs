@@ -245,8 +245,10 @@ pub(crate) async fn take_commands(
     use crate::protocol::Command;
     let request = lane_files_dir(&root, &name).join(STOP_NOW_REQUEST);
     while let Some(command) = commands.recv().await {
-        if matches!(command, Command::StopNow | Command::StopAfterCurrent)
-            && let Err(err) = std::fs::write(&request, b"")
+        if matches!(
+            command,
+            Command::StopNow | Command::TerminalClosed | Command::StopAfterCurrent
+        ) && let Err(err) = std::fs::write(&request, b"")
         {
             tracing::warn!("lane={name} cannot write {}: {err}", request.display());
         }

@@ -39,6 +39,8 @@ pub struct Settings {
     pub max_consecutive_rate_limits: u64,
     /// Between SIGTERM and SIGKILL (`[watchdog] kill_grace_secs`).
     pub kill_grace: Duration,
+    /// The first SIGTERM ends the session at once (`[signals] sigterm = "stop_now"`).
+    pub sigterm_stops_now: bool,
     /// How often free disk space is looked at again while the disk is full
     /// (`[output] disk_recheck_secs`).
     pub disk_recheck: Duration,
@@ -412,6 +414,8 @@ enum Phase {
 enum StopRequest {
     Signal(StopSignal),
     User,
+    /// The control room's terminal went away.
+    TerminalClosed,
 }
 
 /// The loop's whole state.
@@ -433,6 +437,8 @@ pub struct Core {
     hooks_interrupted: bool,
     stop_file_seen: bool,
     last_interrupt: Option<Instant>,
+    /// SIGTERMs caught so far.
+    terms_caught: u32,
     timer_epoch: u64,
     wait_until_wall: Option<DateTime<Utc>>,
     rate_limit_resets_at: Option<DateTime<Utc>>,
@@ -474,6 +480,7 @@ impl Core {
             hooks_interrupted: false,
             stop_file_seen: false,
             last_interrupt: None,
+            terms_caught: 0,
             timer_epoch: 0,
             wait_until_wall: None,
             rate_limit_resets_at: None,
@@ -1619,13 +1626,30 @@ impl Core {
             now.mono.saturating_duration_since(last) <= DOUBLE_INTERRUPT_WINDOW
         });
         self.last_interrupt = Some(now.mono);
-        if second {
+        // A service manager's second SIGTERM comes when it is about to SIGKILL,
+        // however long after the first.
+        let term_again = signal == StopSignal::Term && self.terms_caught > 0;
+        self.terms_caught += u32::from(signal == StopSignal::Term);
+        if second || term_again {
             log(
                 out,
                 Level::Warn,
                 format!("Caught {} again, killing the session now", signal.name()),
             );
             self.stop_request = Some(StopRequest::Signal(signal));
+            self.stop_now_requested(now, out);
+            return;
+        }
+        if signal == StopSignal::Term && self.settings.sigterm_stops_now {
+            log(
+                out,
+                Level::Warn,
+                "Caught SIGTERM, killing the session now ([signals] sigterm = \"stop_now\")".into(),
+            );
+            self.stop_request = Some(StopRequest::Signal(signal));
+            out.push(Effect::Emit(Event::StopRequested {
+                source: signal.name().to_string(),
+            }));
             self.stop_now_requested(now, out);
             return;
         }
@@ -1756,6 +1780,17 @@ impl Core {
                     }));
                     self.stop_if_idle(now, out);
                 }
+            }
+            Command::TerminalClosed => {
+                if self.stop_request.is_none() {
+                    self.stop_request = Some(StopRequest::TerminalClosed);
+                }
+                log(
+                    out,
+                    Level::Warn,
+                    "stopping now: the control room's terminal is gone".into(),
+                );
+                self.stop_now_requested(now, out);
             }
             Command::StopNow => {
                 if self.stop_request.is_none() {
@@ -2002,6 +2037,7 @@ impl Core {
                 forced: self.stop_now,
             }),
             Some(StopRequest::User) => Some(ExitReason::UserStop),
+            Some(StopRequest::TerminalClosed) => Some(ExitReason::TerminalClosed),
             None => None,
         }
     }

@@ -331,6 +331,7 @@ impl Runtime {
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
             kill_grace: config.watchdog.kill_grace_secs.0,
+            sigterm_stops_now: config.signals.sigterm == crate::config::Sigterm::StopNow,
             disk_recheck: config.output.disk_recheck_secs.0,
             session_gate: SessionGate {
                 autonomy: config.approvals.autonomy.0,

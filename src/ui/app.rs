@@ -400,6 +400,8 @@ pub enum Msg {
     /// The approval history, for the history view.
     History(Vec<DoneRecord>),
     Finished(ExitReason),
+    /// Text pasted: it goes into the open text prompt, and is never read as keys.
+    Paste(String),
     /// News from the fleet host (with lanes), each about its lane.
     Host(HostMsg),
     Tick,
@@ -408,7 +410,7 @@ pub enum Msg {
 impl Msg {
     /// A key or the mouse: the user acted, and waits to see it.
     pub fn is_from_user(&self) -> bool {
-        matches!(self, Msg::Key(_) | Msg::Mouse(_))
+        matches!(self, Msg::Key(_) | Msg::Mouse(_) | Msg::Paste(_))
     }
 }
 
@@ -523,6 +525,7 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
     let mut commands = Vec::new();
     match msg {
         Msg::Key(key) => on_key(state, key, now, &mut commands),
+        Msg::Paste(text) => on_paste(state, &text, now),
         Msg::Mouse(mouse) => match mouse.kind {
             MouseEventKind::ScrollUp => state.output.move_by(-3),
             MouseEventKind::ScrollDown => state.output.move_by(3),
@@ -649,6 +652,39 @@ fn on_snapshot(
         commands.push(UiCommand::Follow(file.clone()));
     }
     state.snapshot = snapshot;
+}
+
+/// A paste fills the open text prompt (a rejection's reason, the search, the
+/// new-lane dialog); with none open it is dropped, and the events pane says so.
+fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
+    let one_line = || -> String {
+        text.chars()
+            .filter_map(|c| match c {
+                '\n' | '\r' | '\t' => Some(' '),
+                c if c.is_control() => None,
+                c => Some(c),
+            })
+            .collect()
+    };
+    if let Some(dialog) = state.fleet.as_mut().and_then(|f| f.new_lane.as_mut()) {
+        dialog.paste(text);
+    } else if let Some((_, reason)) = state.reject_box.as_mut() {
+        reason.insert_str(one_line());
+    } else if let Some(query) = state.output.search_input.as_mut() {
+        query.push_str(&one_line());
+    } else {
+        let chars = text.chars().count();
+        let note = format!("ignored a paste of {chars} characters: no text prompt is open");
+        update_inner(
+            state,
+            Msg::Log {
+                at: now,
+                level: Level::Info,
+                text: note,
+            },
+            now,
+        );
+    }
 }
 
 fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mut Vec<UiCommand>) {

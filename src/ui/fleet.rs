@@ -7,15 +7,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use crossterm::event::{Event, EventStream};
-use futures_util::StreamExt;
+use crossterm::event::Event;
 use tokio::sync::mpsc;
 
 use super::app::{AppState, Msg, UiCommand, lanes, update};
 use super::caller::Caller;
+use super::suspend::Suspend;
 use super::{
-    Files, HISTORY_LIMIT, TerminalGuard, on_inbox_command, output_msg, sleep_until_opt,
-    spawn_queue_scanner, view,
+    Files, HISTORY_LIMIT, Input, Inputs, TerminalGuard, on_inbox_command, output_msg,
+    sleep_until_opt, spawn_queue_scanner, view,
 };
 use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
@@ -116,7 +116,8 @@ async fn room_loop(
     if let Some(fleet) = state.fleet.as_mut() {
         fleet.root = root;
     }
-    let mut terminal_events = EventStream::new();
+    let mut inputs = Inputs::new();
+    let mut suspend: Option<Suspend<LaneName>> = None;
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -145,6 +146,7 @@ async fn room_loop(
         // A terminal that cannot be written to is gone, as when its events end.
         if !terminal_gone && super::draw_if_due(&mut guard, &mut state, &mut redraw).is_err() {
             terminal_gone = true;
+            inputs.pause_events();
             stop_every_lane(&mut state, &requests);
         }
         if !redraw.pending() && !terminal_gone {
@@ -153,17 +155,35 @@ async fn room_loop(
         if state.should_quit || host_gone {
             break;
         }
-        let redraw_at = redraw.due_at();
+        if let Some(asked) =
+            suspend.take_if(|asked| asked.due(all_paused(&state, asked.waits_for())))
+        {
+            let paused_here = asked.stop(&mut guard, &mut inputs, None)?;
+            send_to_lanes(&requests, paused_here, &Command::Resume);
+            redraw.changed(true);
+            continue;
+        }
+        // Nothing is drawn on a terminal that is gone: a frame due is not waited for.
+        let redraw_at = redraw.due_at().filter(|_| !terminal_gone);
         let mut messages = Vec::new();
         tokio::select! {
-            event = terminal_events.next(), if !terminal_gone => match event {
-                Some(Ok(Event::Key(key))) => messages.push(Msg::Key(key)),
-                Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
-                Some(Ok(_)) => messages.push(Msg::Tick),
+            input = inputs.next() => match input {
+                Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Paste(text) => messages.push(Msg::Paste(text)),
+                Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
+                Input::Event(_) => messages.push(Msg::Tick),
                 // The terminal is gone: nobody can answer, so every lane stops.
-                Some(Err(_)) | None => {
+                Input::Closed => {
                     terminal_gone = true;
                     stop_every_lane(&mut state, &requests);
+                }
+                // The host has the signal too: it stops the lanes, then the room.
+                Input::Stop => {}
+                Input::Suspend if terminal_gone || suspend.is_some() => {}
+                Input::Suspend => {
+                    let running = lanes_to_pause(&state);
+                    send_to_lanes(&requests, running.clone(), &Command::Pause);
+                    suspend = Some(Suspend::new(running));
                 }
             },
             message = from_host.recv() => match message {
@@ -306,11 +326,58 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
 fn stop_every_lane(state: &mut AppState, requests: &mpsc::UnboundedSender<HostRequest>) {
     if let Some(fleet) = &state.fleet {
         let mut stops = Vec::new();
-        lanes::to_every_lane(fleet, &Command::StopNow, &mut stops);
+        lanes::to_every_lane(fleet, &Command::TerminalClosed, &mut stops);
         send_all(requests, stops);
     }
     state.quit_when_finished = true;
     state.should_quit = state.fleet.as_ref().is_some_and(|f| f.idle);
+}
+
+/// The lanes whose session runs unpaused: a suspend pauses them.
+fn lanes_to_pause(state: &AppState) -> Vec<LaneName> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    fleet
+        .rows
+        .iter()
+        .filter(|row| row.live())
+        .filter(|row| {
+            row.snapshot.as_ref().is_some_and(|s| {
+                s.pgid.is_some()
+                    && !s.paused
+                    && matches!(s.state, crate::protocol::LoopState::SessionRunning)
+            })
+        })
+        .map(|row| row.name.clone())
+        .collect()
+}
+
+fn all_paused(state: &AppState, lanes: &[LaneName]) -> bool {
+    let Some(fleet) = &state.fleet else {
+        return true;
+    };
+    lanes.iter().all(|lane| {
+        fleet
+            .rows
+            .iter()
+            .find(|row| &row.name == lane)
+            .and_then(|row| row.snapshot.as_ref())
+            .is_none_or(|s| s.paused || s.pgid.is_none())
+    })
+}
+
+fn send_to_lanes(
+    requests: &mpsc::UnboundedSender<HostRequest>,
+    lanes: Vec<LaneName>,
+    command: &Command,
+) {
+    for lane in lanes {
+        let _ = requests.send(HostRequest::Command {
+            lane,
+            command: command.clone(),
+        });
+    }
 }
 
 fn send_all(requests: &mpsc::UnboundedSender<HostRequest>, commands: Vec<UiCommand>) {

@@ -14,22 +14,17 @@ mod fleet;
 pub mod keymap;
 mod live_output;
 pub mod new_lane;
+mod suspend;
+mod terminal;
 pub mod view;
 
-use std::io::{self, Stdout};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event, EventStream};
-use crossterm::execute;
-use crossterm::terminal::{
-    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
-};
-use futures_util::StreamExt;
-use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
+use crossterm::event::Event;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -42,6 +37,7 @@ use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
 pub use fleet::{run_fleet, run_fleet_with};
+use terminal::{Input, Inputs, TerminalGuard};
 
 /// Shortest time between two frames after a key or a mouse event.
 const FRAME: Duration = Duration::from_millis(33);
@@ -85,52 +81,6 @@ impl Reporter for ChannelReporter {
             at: wall,
             event: Box::new(event.clone()),
         });
-    }
-}
-
-/// Raw mode, the alternate screen and mouse capture, undone on drop.
-struct TerminalGuard {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
-}
-
-fn restore_terminal() {
-    let _ = disable_raw_mode();
-    let _ = execute!(
-        io::stdout(),
-        DisableMouseCapture,
-        LeaveAlternateScreen,
-        crossterm::cursor::Show
-    );
-}
-
-impl TerminalGuard {
-    fn enter() -> io::Result<TerminalGuard> {
-        // Restore before the panic message is printed, so it is readable and the
-        // user's shell is usable.
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore_terminal();
-            previous(info);
-        }));
-        enable_raw_mode()?;
-        let mut stdout = io::stdout();
-        if let Err(err) = execute!(stdout, EnterAlternateScreen, EnableMouseCapture) {
-            restore_terminal();
-            return Err(err);
-        }
-        match Terminal::new(CrosstermBackend::new(stdout)) {
-            Ok(terminal) => Ok(TerminalGuard { terminal }),
-            Err(err) => {
-                restore_terminal();
-                Err(err)
-            }
-        }
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        restore_terminal();
     }
 }
 
@@ -297,7 +247,8 @@ async fn event_loop(
     let mut state = AppState::new(snapshots.borrow_and_update().clone(), no_color);
     state.can_detach = detach.is_some();
     let mut detaching = false;
-    let mut terminal_events = EventStream::new();
+    let mut inputs = Inputs::new();
+    let mut suspend: Option<suspend::Suspend<()>> = None;
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut follower: Option<crate::agent::follow::Follower> = None;
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -323,7 +274,8 @@ async fn event_loop(
         // A terminal that cannot be written to is gone, as when its events end.
         if !terminal_gone && draw_if_due(&mut guard, &mut state, &mut redraw).is_err() {
             terminal_gone = true;
-            stop_the_loop(&command_tx, &mut state);
+            inputs.pause_events();
+            terminal_closed(&command_tx, &mut state, outcome.is_some());
         }
         if !redraw.pending() && !terminal_gone {
             caller.signal(guard.terminal.backend_mut());
@@ -331,21 +283,40 @@ async fn event_loop(
         if state.should_quit {
             break;
         }
-        let redraw_at = redraw.due_at();
+        if let Some(asked) = suspend.take_if(|asked| asked.due(state.snapshot.paused)) {
+            let paused_here = !asked.waits_for().is_empty();
+            asked.stop(&mut guard, &mut inputs, detach.as_ref())?;
+            if paused_here {
+                let _ = command_tx.send(crate::protocol::Command::Resume);
+            }
+            redraw.changed(true);
+            continue;
+        }
+        // Nothing is drawn on a terminal that is gone: a frame due is not waited for.
+        let redraw_at = redraw.due_at().filter(|_| !terminal_gone);
 
         let mut messages = Vec::new();
         tokio::select! {
-            event = terminal_events.next(), if !terminal_gone => match event {
-                Some(Ok(Event::Key(key))) => {
-                    tracing::debug!(?key, "key");
-                    messages.push(Msg::Key(key));
-                }
-                Some(Ok(Event::Mouse(mouse))) => messages.push(Msg::Mouse(mouse)),
-                Some(Ok(_)) => messages.push(Msg::Tick),
-                // The terminal is gone: nobody can answer a dialog, so stop the loop.
-                Some(Err(_)) | None => {
+            input = inputs.next() => match input {
+                Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Paste(text) => messages.push(Msg::Paste(text)),
+                Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
+                Input::Event(_) => messages.push(Msg::Tick),
+                // Nobody can answer a dialog: stop the loop, or leave if it has ended.
+                Input::Closed => {
                     terminal_gone = true;
-                    stop_the_loop(&command_tx, &mut state);
+                    terminal_closed(&command_tx, &mut state, outcome.is_some());
+                }
+                // While the loop runs, the supervisor answers (it gets the
+                // signal too) and the room leaves when it has stopped.
+                Input::Stop => state.should_quit |= outcome.is_some(),
+                Input::Suspend if terminal_gone || suspend.is_some() => {}
+                Input::Suspend => {
+                    let pause = state.running_session() && !state.snapshot.paused;
+                    if pause {
+                        let _ = command_tx.send(crate::protocol::Command::Pause);
+                    }
+                    suspend = Some(suspend::Suspend::new(if pause { vec![()] } else { Vec::new() }));
                 }
             },
             changed = snapshots.changed(), if outcome.is_none() => {
@@ -466,12 +437,18 @@ async fn event_loop(
     }
 }
 
-/// The terminal is gone: the loop stops now, and the room leaves once it has.
-fn stop_the_loop(
+/// The terminal is gone: the loop stops now, and the room leaves once it has
+/// (at once when it already has: nobody is looking at its final state).
+fn terminal_closed(
     command_tx: &mpsc::UnboundedSender<crate::protocol::Command>,
     state: &mut AppState,
+    loop_ended: bool,
 ) {
-    let _ = command_tx.send(crate::protocol::Command::StopNow);
+    if loop_ended {
+        state.should_quit = true;
+        return;
+    }
+    let _ = command_tx.send(crate::protocol::Command::TerminalClosed);
     state.quit_when_finished = true;
 }
 

@@ -108,6 +108,23 @@ impl NewLaneDialog {
         DialogOutcome::Continue
     }
 
+    /// Pasted text goes into the focused field as typed text; a one-line field
+    /// takes it on one line.
+    pub fn paste(&mut self, text: &str) {
+        let multi_line = self.field() == Field::Prompt;
+        let text: String = text
+            .chars()
+            .filter_map(|c| match c {
+                '\n' if multi_line => Some('\n'),
+                '\n' | '\t' => Some(' '),
+                c if c.is_control() => None,
+                c => Some(c),
+            })
+            .collect();
+        self.fields[self.focus].insert_str(text);
+        self.refused = None;
+    }
+
     fn field(&self) -> Field {
         FIELDS[self.focus]
     }

@@ -61,6 +61,43 @@ impl Tmux {
         self.keys(&["-l", text]);
     }
 
+    /// Pastes `text` as a terminal does: bracketed (`paste-buffer -p`, when
+    /// the program asked for it) or as plain typed bytes.
+    pub fn paste(&self, text: &str, bracketed: bool) {
+        let set = Command::new("tmux")
+            .args(["-L", &self.socket, "set-buffer", "--", text])
+            .status()
+            .expect("tmux set-buffer");
+        assert!(set.success());
+        let mut paste = Command::new("tmux");
+        paste.args(["-L", &self.socket, "paste-buffer", "-t", SESSION]);
+        if bracketed {
+            paste.arg("-p");
+        }
+        assert!(paste.status().expect("tmux paste-buffer").success());
+    }
+
+    /// A tmux format about the pane, e.g. `#{alternate_on}`.
+    pub fn pane_format(&self, format: &str) -> String {
+        let output = Command::new("tmux")
+            .args([
+                "-L",
+                &self.socket,
+                "display-message",
+                "-p",
+                "-t",
+                SESSION,
+                format,
+            ])
+            .output()
+            .expect("tmux display-message");
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Closes the terminal: the server and its session go, as a closed window
+    /// or a dropped SSH connection do.
+    pub fn close(self) {}
+
     /// The visible screen, as text.
     pub fn screen(&self) -> String {
         let output = Command::new("tmux")

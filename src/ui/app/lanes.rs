@@ -132,9 +132,13 @@ impl LaneRow {
 fn ended_status(reason: Option<&ExitReason>) -> LaneStatus {
     match reason {
         Some(ExitReason::MaxIterations | ExitReason::Completed) => LaneStatus::Done,
-        Some(ExitReason::UserStop | ExitReason::StopFile | ExitReason::Signal { .. }) | None => {
-            LaneStatus::Stopped
-        }
+        Some(
+            ExitReason::UserStop
+            | ExitReason::TerminalClosed
+            | ExitReason::StopFile
+            | ExitReason::Signal { .. },
+        )
+        | None => LaneStatus::Stopped,
         Some(_) => LaneStatus::Failed,
     }
 }

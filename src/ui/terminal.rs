@@ -1,0 +1,287 @@
+//! The control room's terminal: the full screen entered and left (on every exit
+//! path, and around a suspend), and what reaches the room from outside — keys,
+//! pastes, the terminal's end, and the signals that concern the screen.
+
+use std::io::{self, Stdout};
+
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
+    EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers,
+};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures_util::{FutureExt, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+/// Raw mode, the alternate screen, mouse capture and bracketed paste, undone on
+/// drop.
+pub(super) struct TerminalGuard {
+    pub(super) terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+pub(super) fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let _ = execute!(
+        io::stdout(),
+        DisableBracketedPaste,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+}
+
+fn enter_screen() -> io::Result<()> {
+    enable_raw_mode()?;
+    if let Err(err) = execute!(
+        io::stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        EnableBracketedPaste
+    ) {
+        restore_terminal();
+        return Err(err);
+    }
+    Ok(())
+}
+
+impl TerminalGuard {
+    pub(super) fn enter() -> io::Result<TerminalGuard> {
+        // Restore before the panic message is printed, so it is readable and the
+        // user's shell is usable.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore_terminal();
+            previous(info);
+        }));
+        enter_screen()?;
+        match Terminal::new(CrosstermBackend::new(io::stdout())) {
+            Ok(terminal) => Ok(TerminalGuard { terminal }),
+            Err(err) => {
+                restore_terminal();
+                Err(err)
+            }
+        }
+    }
+
+    /// Gives the terminal back to the shell, stops this process until it is
+    /// continued (`fg`), then takes the screen again and repaints all of it.
+    /// `on_stop` runs with the terminal restored, just before the stop (the
+    /// waiting parent is told then, see [`crate::detach`]).
+    pub(super) fn suspend(&mut self, on_stop: impl FnOnce()) -> io::Result<()> {
+        restore_terminal();
+        on_stop();
+        // SIGSTOP, not SIGTSTP: this process handles SIGTSTP (that is how it got
+        // here), and must stop whatever its handler would do.
+        nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP).map_err(io::Error::from)?;
+        enter_screen()?;
+        self.terminal.clear()
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// What the room is told from outside the loop it shows.
+#[derive(Debug)]
+pub(super) enum Input {
+    Event(Event),
+    /// Keys that came one read at a time, as a person types them.
+    Keys(Vec<KeyEvent>),
+    /// Text pasted (bracketed, or keys that came in one burst: [`burst_text`]).
+    Paste(String),
+    /// The terminal is gone: its input ended or failed, or SIGHUP came.
+    Closed,
+    /// SIGTERM or SIGINT from someone outside.
+    Stop,
+    /// Ctrl-Z, or SIGTSTP: suspend as a full-screen program does.
+    Suspend,
+}
+
+/// The terminal's events and the room's signals. Once the terminal is gone its
+/// events are no longer read (a hung-up terminal answers every read at once).
+pub(super) struct Inputs {
+    events: Option<EventStream>,
+    /// An event read with a burst of keys, given out next.
+    held_back: Option<io::Result<Event>>,
+    terminate: Option<Signal>,
+    interrupt: Option<Signal>,
+    hangup: Option<Signal>,
+    suspend: Option<Signal>,
+}
+
+impl Inputs {
+    pub(super) fn new() -> Inputs {
+        Inputs {
+            events: Some(EventStream::new()),
+            held_back: None,
+            terminate: signal(SignalKind::terminate()).ok(),
+            interrupt: signal(SignalKind::interrupt()).ok(),
+            // Under nohup a closing terminal is not meant to stop anything.
+            hangup: crate::supervisor::process::hangup_signal(),
+            suspend: signal(SignalKind::from_raw(libc::SIGTSTP)).ok(),
+        }
+    }
+
+    /// Stops reading the terminal until [`Inputs::reopen`]: a stopped or
+    /// background process must not read it.
+    pub(super) fn pause_events(&mut self) {
+        self.events = None;
+        self.held_back = None;
+    }
+
+    pub(super) fn reopen(&mut self) {
+        self.events = Some(EventStream::new());
+    }
+
+    pub(super) async fn next(&mut self) -> Input {
+        if let Some(event) = self.held_back.take() {
+            return self.on_event(Some(event));
+        }
+        tokio::select! {
+            event = next_event(&mut self.events) => {
+                let input = self.on_event(event);
+                if matches!(input, Input::Closed) {
+                    self.events = None;
+                }
+                input
+            }
+            Some(()) = recv(&mut self.terminate) => Input::Stop,
+            Some(()) = recv(&mut self.interrupt) => Input::Stop,
+            Some(()) = recv(&mut self.hangup) => {
+                self.events = None;
+                Input::Closed
+            }
+            Some(()) = recv(&mut self.suspend) => Input::Suspend,
+        }
+    }
+
+    fn on_event(&mut self, event: Option<io::Result<Event>>) -> Input {
+        match event {
+            Some(Ok(Event::Key(key))) if is_suspend_key(&key) => Input::Suspend,
+            Some(Ok(Event::Key(key))) => {
+                let mut keys = vec![key];
+                self.take_ready_keys(&mut keys);
+                match burst_text(&keys) {
+                    Some(text) => Input::Paste(text),
+                    None => Input::Keys(keys),
+                }
+            }
+            Some(Ok(Event::Paste(text))) => Input::Paste(text),
+            Some(Ok(event)) => Input::Event(event),
+            Some(Err(_)) | None => Input::Closed,
+        }
+    }
+
+    /// The keys that arrived with the first, in the same read of the terminal.
+    fn take_ready_keys(&mut self, keys: &mut Vec<KeyEvent>) {
+        let Some(events) = self.events.as_mut() else {
+            return;
+        };
+        while let Some(Some(event)) = events.next().now_or_never() {
+            match event {
+                Ok(Event::Key(key)) => keys.push(key),
+                other => {
+                    self.held_back = Some(other);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+async fn next_event(events: &mut Option<EventStream>) -> Option<io::Result<Event>> {
+    match events {
+        Some(events) => events.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv(stream: &mut Option<Signal>) -> Option<()> {
+    match stream {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ctrl-Z: in raw mode the terminal sends it as a key, not as SIGTSTP.
+fn is_suspend_key(key: &KeyEvent) -> bool {
+    key.kind != KeyEventKind::Release
+        && key.code == KeyCode::Char('z')
+        && key.modifiers.contains(KeyModifiers::CONTROL)
+}
+
+/// Keys that came in one read are text from a paste the terminal did not
+/// bracket: a person's keys come one read each. The rule: two or more
+/// printable keys in one read are a paste, unless they are all the same key (a
+/// held key repeating, e.g. `j` to scroll). The paste's text is its printable
+/// keys, Enter as a new line; other keys in it are dropped.
+pub(super) fn burst_text(keys: &[KeyEvent]) -> Option<String> {
+    let printable: Vec<char> = keys.iter().filter_map(printable_char).collect();
+    let repeat = printable.windows(2).all(|pair| pair[0] == pair[1]);
+    if printable.len() < 2 || (repeat && printable.len() == keys.len()) {
+        return None;
+    }
+    let text = keys
+        .iter()
+        .filter_map(|key| match key.code {
+            KeyCode::Enter => Some('\n'),
+            _ => printable_char(key),
+        })
+        .collect();
+    Some(text)
+}
+
+fn printable_char(key: &KeyEvent) -> Option<char> {
+    let plain = !key
+        .modifiers
+        .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+    match key.code {
+        KeyCode::Char(c) if plain && key.kind != KeyEventKind::Release => Some(c),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(text: &str) -> Vec<KeyEvent> {
+        text.chars()
+            .map(|c| KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+            .collect()
+    }
+
+    #[test]
+    fn printable_keys_in_one_read_are_a_paste() {
+        assert_eq!(
+            burst_text(&keys("hello qS world")).as_deref(),
+            Some("hello qS world")
+        );
+        assert_eq!(burst_text(&keys("qS")).as_deref(), Some("qS"));
+    }
+
+    #[test]
+    fn one_key_or_a_held_key_is_typed() {
+        assert_eq!(burst_text(&keys("q")), None);
+        assert_eq!(burst_text(&keys("jjjj")), None);
+        let arrows = vec![
+            KeyEvent::new(KeyCode::Down, KeyModifiers::NONE),
+            KeyEvent::new(KeyCode::Down, KeyModifiers::NONE),
+        ];
+        assert_eq!(burst_text(&arrows), None);
+    }
+
+    #[test]
+    fn a_pasted_line_keeps_its_new_line() {
+        let mut pasted = keys("ab");
+        pasted.push(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert_eq!(burst_text(&pasted).as_deref(), Some("ab\n"));
+    }
+}
