@@ -184,6 +184,16 @@ fn parse(path: &Path, text: &str) -> Result<Registry, String> {
     if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
         return Err(bad(format!("lane {} is listed twice", pair[0])));
     }
+    // Both reach git's command line.
+    for lane in &registry.lanes {
+        let revisions = [("base", &lane.base), ("branch", &lane.branch)];
+        for (key, value) in revisions {
+            if let Some(value) = value {
+                super::worktree::revision(value)
+                    .map_err(|err| bad(format!("lane {}: {key}: {err}", lane.name)))?;
+            }
+        }
+    }
     Ok(registry)
 }
 

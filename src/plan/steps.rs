@@ -103,12 +103,18 @@ pub fn start(
 /// A parallel step with several dependencies starts with all their work.
 fn merge_dependency(dir: &Path, branch: &str) -> Result<(), String> {
     let message = format!("Merge {branch}");
-    worktree::git(dir, &["merge", "--no-edit", "-m", &message, branch])
-        .map(drop)
-        .map_err(|err| {
-            let _ = worktree::git(dir, &["merge", "--abort"]);
-            format!("cannot merge dependency {branch} into the step's branch: {err}")
-        })
+    let args = [
+        "merge",
+        "--no-edit",
+        "-m",
+        &message,
+        "--end-of-options",
+        branch,
+    ];
+    worktree::git(dir, &args).map(drop).map_err(|err| {
+        let _ = worktree::git(dir, &["merge", "--abort"]);
+        format!("cannot merge dependency {branch} into the step's branch: {err}")
+    })
 }
 
 /// A sequential step's lane works in its dependency's worktree, on its branch,
