@@ -319,7 +319,9 @@ fn run_command(command: Command) -> i32 {
         Command::Gate(args) => approvals::gate(args),
         Command::Init(args) => approvals::init(args),
         Command::Queue(mut args) => match resolve_queue_dir(&mut args.dir) {
-            Ok(()) => approvals::queue(args),
+            Ok(()) => approvals::queue(args, &|requests| {
+                crate::fleet::request_lane::attribute(Path::new("."), requests)
+            }),
             Err(code) => code,
         },
         Command::Approve(mut args) => match resolve_queue_dir(&mut args.dir) {

@@ -29,7 +29,8 @@ const MAX_BODY: u64 = 48 * 1024;
 
 /// The fleet's approval queue, as the agent of a lane is given it.
 pub const APPROVALS_DIR_ENV: &str = "CLOWDER_APPROVALS_DIR";
-/// The lane an agent runs in; recorded in the requests it makes.
+/// The lane an agent runs in, for the agent's own use: a request takes its lane
+/// from the rules the host gave the lane, not from this variable.
 pub const LANE_ENV: &str = "CLOWDER_LANE";
 /// The event log a lane's gate writes to (the lane's own, under `.clowder/lanes/NAME/`):
 /// without it the gate would write into its working folder, the lane's worktree.
@@ -45,12 +46,30 @@ pub struct DirArg {
     pub dir: PathBuf,
 }
 
-/// The `[approvals]` settings from `harness.toml` in the current folder (optional
-/// file). A broken config is an error: a gate must not guess its rules.
+/// The `[approvals]` settings: in a fleet lane, the rules its host gave it (see
+/// [`super::host_rules`]); elsewhere those of `harness.toml` in the current folder
+/// (optional file). A broken config is an error: a gate must not guess its rules.
 pub fn approvals_config() -> Result<crate::config::ApprovalsConfig, String> {
+    if let Some(rules) = super::host_rules::from_env()? {
+        return Ok(rules.approvals);
+    }
     crate::config::Config::load(Path::new(crate::config::DEFAULT_CONFIG_FILE), false)
         .map(|config| config.approvals)
         .map_err(|err| format!("bad configuration: {err}"))
+}
+
+/// [`approvals_config`] for the gate: an agent that says it runs in a lane
+/// (`CLOWDER_LANE`) is judged only by the rules its host gave it, never by the
+/// `harness.toml` of its worktree.
+fn gate_config() -> Result<crate::config::ApprovalsConfig, String> {
+    let in_lane = std::env::var_os(LANE_ENV).is_some_and(|lane| !lane.is_empty());
+    if in_lane && std::env::var_os(super::host_rules::RULES_ENV).is_none() {
+        return Err(format!(
+            "{LANE_ENV} is set but {} is not: a lane's gate judges only by the rules its host gives it",
+            super::host_rules::RULES_ENV
+        ));
+    }
+    approvals_config()
 }
 
 impl DirArg {
@@ -297,7 +316,7 @@ pub fn gate(mut args: GateArgs) -> i32 {
     }));
     exit_2_on_crash();
     install_signal_flag();
-    let config = match approvals_config() {
+    let config = match gate_config() {
         Ok(config) => config,
         Err(reason) => {
             eprintln!(
@@ -358,7 +377,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         session_id: hook.session_id,
         cwd: hook.cwd,
         body: None,
-        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
+        lane: super::host_rules::lane().ok().flatten(),
         abandoned: false,
     };
     // Policy first, deny before allow: a rule decides without a human, and an
@@ -533,7 +552,7 @@ pub fn ask(args: AskArgs) -> i32 {
             .ok()
             .map(|p| p.display().to_string()),
         body,
-        lane: std::env::var(LANE_ENV).ok().filter(|lane| !lane.is_empty()),
+        lane: super::host_rules::lane().ok().flatten(),
         abandoned: false,
     };
     let submitted = match queue.submit(request) {
@@ -628,13 +647,15 @@ struct Listed<'a> {
     abandoned: bool,
 }
 
-/// `clowder queue`: the pending requests.
-pub fn queue(args: QueueArgs) -> i32 {
+/// `clowder queue`: the pending requests, their lanes set by `attribute` from
+/// the fleet's records (a request's own word is not taken).
+pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
     let queue = match open_queue(&args.dir.dir, "clowder queue") {
         Ok(queue) => queue,
         Err(code) => return code,
     };
     let (mut requests, refused) = queue.scan_pending();
+    attribute(&mut requests);
     for (name, reason) in &refused {
         eprintln!(
             "clowder queue: refused pending/{}: {}",

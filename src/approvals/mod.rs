@@ -24,6 +24,7 @@
 
 pub mod commands;
 mod events;
+pub mod host_rules;
 pub mod policy;
 pub mod safe_read;
 pub mod subject;
@@ -174,7 +175,8 @@ pub struct Request {
     pub cwd: Option<String>,
     #[serde(default)]
     pub body: Option<String>,
-    /// The fleet lane that asked (`CLOWDER_LANE`), if any.
+    /// The fleet lane that asked, as the rules its host gave it name it; a
+    /// reader takes it only as the fleet's registry confirms it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lane: Option<String>,
     /// Not stored: set by listings when the process that asked is gone.

@@ -227,16 +227,28 @@ fn add(root: &Path, args: AddArgs) -> Result<(), Failure> {
 
 fn list(root: &Path, json: bool) -> Result<(), Failure> {
     let registry = registry::load(root)?;
-    let approvals = crate::approvals::commands::approvals_config()
-        .map(|config| config.dir.0)
-        .unwrap_or_else(|err| {
+    let config = crate::approvals::commands::approvals_config()
+        .inspect_err(|err| {
             eprintln!("clowder: warning: {err}; reading the approval queue in its default folder");
-            PathBuf::from(crate::approvals::DEFAULT_DIR)
-        });
+        })
+        .ok();
+    let approvals = config.as_ref().map_or_else(
+        || PathBuf::from(crate::approvals::DEFAULT_DIR),
+        |config| config.dir.0.clone(),
+    );
     let now = chrono::Utc::now();
     let (mut rows, unclaimed) = lanes::rows(root, &registry, &approvals, now);
     for (lane, row) in registry.lanes.iter().zip(rows.iter_mut()) {
         task_lane::fill_row(root, lane, row, now);
+        // The agent may have rewritten its worktree's rules: said, never used.
+        let own_folder = root.join(&lane.dir);
+        if let Some(config) = &config
+            && !lane.kind.is_task()
+            && own_folder.canonicalize().ok() != root.canonicalize().ok()
+            && let Some(note) = crate::approvals::host_rules::differs_in(&own_folder, config)
+        {
+            row.problems.push(note);
+        }
     }
     let orphans = lanes::orphans(root, &registry);
     if json {

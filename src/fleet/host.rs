@@ -19,6 +19,7 @@ use super::link::{HostMsg, HostRequest};
 use super::registry::{self, Lane, LaneKind, LaneState};
 use super::room::RoomSide;
 use crate::approvals::commands::{APPROVALS_DIR_ENV, EVENT_LOG_ENV, LANE_ENV};
+use crate::approvals::host_rules::{self, HostRules};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, say, summary_line};
 use crate::protocol::{Command, Event, ExitReason};
@@ -619,6 +620,15 @@ impl Host {
                 EVENT_LOG_ENV.into(),
                 files_dir.join(events).display().to_string(),
             ));
+        }
+        // The gate judges by the host's rules, never by the worktree's harness.toml.
+        let rules = HostRules {
+            lane: name.clone(),
+            approvals: config.approvals.clone(),
+        };
+        env.extend(host_rules::write(&files_dir, &rules)?);
+        if let Some(note) = host_rules::differs_in(&working_dir, &self.config.approvals) {
+            self.say(Level::Warn, &format!("lane={name} {note}"));
         }
         let setup = LaneSetup {
             name: name.clone(),

@@ -896,40 +896,18 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     }
 }
 
-/// Pending approval requests per lane (in registry order), claimed by the lane
-/// the request names, else by the folder the agent asked from (the request's
-/// `cwd`): the lane whose folder holds it most closely. Also returns how many no lane claims.
+/// Pending approval requests per lane (in registry order), each claimed by the
+/// lane the fleet's records say it comes from (see [`super::request_lane`]).
+/// Also returns how many no lane claims.
 fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> (Vec<u64>, usize) {
     let mut counts = vec![0; registry.lanes.len()];
     let (_, requests) = crate::approvals::list_pending_requests(&root.join(approvals_dir));
-    let dirs: Vec<Option<PathBuf>> = registry
-        .lanes
-        .iter()
-        .map(|lane| root.join(&lane.dir).canonicalize().ok())
-        .collect();
+    let folders = super::request_lane::LaneFolders::new(root, registry);
     let mut unclaimed = 0;
     for request in requests {
-        // A request that names its lane (`CLOWDER_LANE`) is that lane's.
-        if let Some(i) = request
-            .lane
-            .as_deref()
-            .and_then(|lane| registry.lanes.iter().position(|l| l.name.as_str() == lane))
-        {
-            counts[i] += 1;
-            continue;
-        }
-        let Some(cwd) = request.cwd.as_deref().map(PathBuf::from) else {
-            unclaimed += 1;
-            continue;
-        };
-        let cwd = cwd.canonicalize().unwrap_or(cwd);
-        let owner = dirs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, dir)| dir.as_ref().filter(|d| cwd.starts_with(d)).map(|d| (i, d)))
-            .max_by_key(|(_, dir)| dir.components().count());
-        match owner {
-            Some((i, _)) => counts[i] += 1,
+        let lane = folders.lane_of(request.lane.as_deref(), request.cwd.as_deref());
+        match lane.and_then(|lane| registry.lanes.iter().position(|l| &l.name == lane)) {
+            Some(i) => counts[i] += 1,
             None => unclaimed += 1,
         }
     }

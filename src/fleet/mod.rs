@@ -10,6 +10,7 @@ mod name;
 pub mod new_lane;
 pub mod plans;
 pub mod registry;
+pub mod request_lane;
 mod room;
 pub mod status;
 pub mod task_lane;

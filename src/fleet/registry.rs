@@ -252,6 +252,16 @@ fn parse(path: &Path, text: &str) -> Result<Registry, String> {
     for (key, lane) in lanes.chain(pending) {
         check_worktree_lane(lane).map_err(|what| bad(format!("at {key}.{what}")))?;
     }
+    // Both reach git's command line.
+    for lane in &registry.lanes {
+        let revisions = [("base", &lane.base), ("branch", &lane.branch)];
+        for (key, value) in revisions {
+            if let Some(value) = value {
+                super::worktree::revision(value)
+                    .map_err(|err| bad(format!("lane {}: {key}: {err}", lane.name)))?;
+            }
+        }
+    }
     Ok(registry)
 }
 

@@ -391,10 +391,18 @@ fn diff(root: &Path, name: &LaneName) -> Result<String, String> {
         .ok_or_else(|| format!("no lane named {name}"))?;
     let (base, branch) = base_and_branch(lane)
         .ok_or_else(|| format!("lane {name} has no branch of its own: nothing to compare"))?;
-    let range = format!("{base}...{branch}");
-    let args = ["diff", "--no-color", "--no-ext-diff"];
-    let stat = worktree::git(root, &[&args[..], &["--stat", &range, "--"]].concat())?;
-    let patch = worktree::git(root, &[&args[..], &[&range, "--"]].concat())?;
+    let range = format!(
+        "{}...{}",
+        worktree::revision(base)?,
+        worktree::revision(&branch)?
+    );
+    let diff = |extra: &[&str]| {
+        let options = ["diff", "--no-color", "--no-ext-diff"];
+        let args = [&options[..], extra, &["--end-of-options", &range, "--"]].concat();
+        worktree::git(root, &args)
+    };
+    let stat = diff(&["--stat"])?;
+    let patch = diff(&[])?;
     if stat.is_empty() && patch.is_empty() {
         return Ok(format!(
             "{} has nothing that {} lacks",

@@ -44,32 +44,67 @@ pub fn toplevel(dir: &Path) -> Result<PathBuf, String> {
     git(dir, &["rev-parse", "--show-toplevel"]).map(PathBuf::from)
 }
 
+/// `value` (a revision, a branch, a range taken from the user or a file) as git
+/// may be given it: never one that git would read as an option.
+pub fn revision(value: &str) -> Result<&str, String> {
+    if value.starts_with('-') || value.is_empty() {
+        return Err(format!(
+            "{value:?} is not a revision: expected a branch, tag or commit, not something that starts with '-'"
+        ));
+    }
+    Ok(value)
+}
+
 /// The commit `rev` names, if it names one.
 pub fn commit_of(dir: &Path, rev: &str) -> Result<Option<String>, String> {
-    let spec = format!("{rev}^{{commit}}");
-    answer(dir, &["rev-parse", "--verify", "--quiet", &spec])
+    let spec = format!("{}^{{commit}}", revision(rev)?);
+    answer(
+        dir,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &spec,
+        ],
+    )
 }
 
 /// The full ref name `rev` stands for (`refs/heads/main` for `main` or for HEAD on
 /// main), or None when it is a commit, a detached HEAD or an expression.
 pub fn full_ref_name(dir: &Path, rev: &str) -> Result<Option<String>, String> {
-    let name = git(dir, &["rev-parse", "--symbolic-full-name", rev])?;
-    Ok(name.starts_with("refs/").then_some(name))
+    let args = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "--symbolic-full-name",
+        "--end-of-options",
+        revision(rev)?,
+    ];
+    let name = answer(dir, &args)?;
+    Ok(name.filter(|name| name.starts_with("refs/")))
 }
 
 pub fn branch_exists(dir: &Path, branch: &str) -> Result<bool, String> {
     let name = format!("refs/heads/{branch}");
-    Ok(answer(dir, &["show-ref", "--verify", "--quiet", &name])?.is_some())
+    let args = ["show-ref", "--verify", "--quiet", "--end-of-options", &name];
+    Ok(answer(dir, &args)?.is_some())
 }
 
 /// `git worktree add -b BRANCH PATH COMMIT`.
 pub fn add(repo: &Path, path: &Path, branch: &str, commit: &str) -> Result<(), String> {
     let path = path.to_string_lossy();
-    git(
-        repo,
-        &["worktree", "add", "--quiet", "-b", branch, &path, commit],
-    )
-    .map(drop)
+    let args = [
+        "worktree",
+        "add",
+        "--quiet",
+        "-b",
+        branch,
+        "--end-of-options",
+        &path,
+        revision(commit)?,
+    ];
+    git(repo, &args).map(drop)
 }
 
 /// What `git status` lists in a worktree: changes and untracked files that are
@@ -89,8 +124,11 @@ pub fn checked_out(worktree: &Path) -> Result<Option<String>, String> {
 
 /// How many commits `branch` has that `base` lacks.
 pub fn commits_ahead(repo: &Path, base: &str, branch: &str) -> Result<u64, String> {
-    let range = format!("{base}..{branch}");
-    let count = git(repo, &["rev-list", "--count", &range, "--"])?;
+    let range = format!("{}..{}", revision(base)?, revision(branch)?);
+    let count = git(
+        repo,
+        &["rev-list", "--count", "--end-of-options", &range, "--"],
+    )?;
     count
         .parse()
         .map_err(|_| format!("`git rev-list --count {range}` printed {count:?}, not a number"))
@@ -98,7 +136,8 @@ pub fn commits_ahead(repo: &Path, base: &str, branch: &str) -> Result<u64, Strin
 
 /// `git worktree remove PATH`: git itself refuses a worktree with changes.
 pub fn remove(repo: &Path, path: &Path) -> Result<(), String> {
-    git(repo, &["worktree", "remove", &path.to_string_lossy()]).map(drop)
+    let path = path.to_string_lossy();
+    git(repo, &["worktree", "remove", "--end-of-options", &path]).map(drop)
 }
 
 /// Forgets worktrees whose folder is already gone (git's own bookkeeping only).
@@ -108,11 +147,15 @@ pub fn prune(repo: &Path) -> Result<(), String> {
 
 /// Deletes `refs/heads/BRANCH`, but only while it still points at `tip`.
 pub fn delete_branch(repo: &Path, branch: &str, tip: &str) -> Result<(), String> {
-    git(
-        repo,
-        &["update-ref", "-d", &format!("refs/heads/{branch}"), tip],
-    )
-    .map(drop)
+    let name = format!("refs/heads/{branch}");
+    let args = [
+        "update-ref",
+        "-d",
+        "--end-of-options",
+        &name,
+        revision(tip)?,
+    ];
+    git(repo, &args).map(drop)
 }
 
 /// Saves a worktree's uncommitted changes, untracked files included, as a stash

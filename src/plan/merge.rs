@@ -57,7 +57,16 @@ pub fn merge(job: &MergeJob) -> MergeOutcome {
 fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -> MergeOutcome {
     let message = format!("Merge step {} of plan {}", job.step, job.plan);
     let mut args = identity(job.root);
-    args.extend(["merge", "--no-ff", "--no-edit", "-m", &message, job.rev].map(String::from));
+    let merge = [
+        "merge",
+        "--no-ff",
+        "--no-edit",
+        "-m",
+        &message,
+        "--end-of-options",
+        job.rev,
+    ];
+    args.extend(merge.map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     if let Err(err) = git(scratch, &args) {
         let files = git(scratch, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
@@ -181,7 +190,15 @@ fn fresh_scratch(root: &Path, scratch: &Path, commit: &str) -> Result<(), String
     let path = scratch.to_string_lossy();
     git(
         root,
-        &["worktree", "add", "--quiet", "--detach", &path, commit],
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            "--end-of-options",
+            &path,
+            commit,
+        ],
     )
     .map(drop)
 }
@@ -226,7 +243,8 @@ fn move_base(job: &MergeJob, base_ref: &str, old: &str, new: &str) -> Result<(),
     if worktree::commit_of(job.root, base_ref)?.as_deref() != Some(old) {
         return Err(format!("{} moved meanwhile", job.base));
     }
-    git(&checkout, &["merge", "--ff-only", "--quiet", new]).map(drop)
+    let args = ["merge", "--ff-only", "--quiet", "--end-of-options", new];
+    git(&checkout, &args).map(drop)
 }
 
 /// The worktree that has `branch_ref` checked out, if one does.

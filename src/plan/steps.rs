@@ -166,7 +166,7 @@ fn merge_dependency(dir: &Path, branch: &str) -> Result<(), NotStarted> {
     let output = Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["merge", "--no-edit", "-m", &message, branch])
+        .args(["merge", "--no-edit", "-m", &message, "--end-of-options", branch])
         .stdin(Stdio::null())
         .output()
         .map_err(|err| format!("cannot run git: {err}"))?;

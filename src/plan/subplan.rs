@@ -65,7 +65,7 @@ fn make_branch(
     merge_in: &[String],
 ) -> Result<(), String> {
     if worktree::commit_of(root, &format!("refs/heads/{branch}"))?.is_none() {
-        worktree::git(root, &["branch", branch, from])
+        worktree::git(root, &["branch", "--end-of-options", branch, from])
             .map_err(|err| format!("cannot make branch {branch} from {from}: {err}"))?;
     }
     // No `verify` runs here: the checks are never used.

@@ -42,6 +42,7 @@ pub fn run_fleet_with(
     plan: Option<RoomDriver>,
 ) -> i32 {
     let files = Files {
+        root: root.clone(),
         approvals_dir: root.join(&config.approvals.dir.0),
         config_path: root.join(config_path),
         stop_file: root.join(&config.shutdown.stop_file.0),
@@ -126,6 +127,7 @@ async fn room_loop(
     let (hint_tx, hint_rx) = mpsc::unbounded_channel::<()>();
     let (listing_tx, mut listing_rx) = mpsc::unbounded_channel();
     let scanner = spawn_queue_scanner(
+        files.root.clone(),
         files.approvals_dir.clone(),
         hint_tx.clone(),
         hint_rx,

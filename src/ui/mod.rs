@@ -99,6 +99,7 @@ pub fn run(
     };
     let started = Instant::now();
     let files = Files {
+        root: working_dir.clone(),
         approvals_dir: working_dir.join(&config.approvals.dir.0),
         config_path: working_dir.join(config_path),
         stop_file: working_dir.join(&config.shutdown.stop_file.0),
@@ -141,6 +142,8 @@ pub fn run(
 
 /// The project's files the control room touches besides the supervisor's.
 struct Files {
+    /// The folder of the loop or fleet, whose registry says which lane asked.
+    root: PathBuf,
     approvals_dir: PathBuf,
     /// Where `A` adds allow rules.
     config_path: PathBuf,
@@ -260,6 +263,7 @@ async fn event_loop(
     // the supervisor shares.
     let (listing_tx, mut listing_rx) = mpsc::unbounded_channel();
     let scanner = spawn_queue_scanner(
+        files.root.clone(),
         approvals_dir.to_path_buf(),
         hint_tx.clone(),
         hint_rx,
@@ -524,8 +528,10 @@ fn draw_if_due(
 
 /// Lists the queue's pending requests on a blocking thread after every burst of
 /// hints (a decision, a watcher event) and at least every second, and sends
-/// each listing; one scan at a time.
+/// each listing, each request's lane taken from the records of the fleet in
+/// `root` (none outside a fleet); one scan at a time.
 fn spawn_queue_scanner(
+    root: PathBuf,
     dir: PathBuf,
     hint_tx: mpsc::UnboundedSender<()>,
     mut hints: mpsc::UnboundedReceiver<()>,
@@ -545,10 +551,12 @@ fn spawn_queue_scanner(
                 Some(()) = hints.recv() => {}
             }
             while hints.try_recv().is_ok() {}
-            let scan_dir = dir.clone();
+            let (scan_dir, root) = (dir.clone(), root.clone());
             let listing = tokio::task::spawn_blocking(move || {
                 crate::approvals::sweep_if_due(&scan_dir);
-                crate::approvals::list_pending_requests(&scan_dir)
+                let (exists, mut pending) = crate::approvals::list_pending_requests(&scan_dir);
+                crate::fleet::request_lane::attribute(&root, &mut pending);
+                (exists, pending)
             })
             .await;
             let Ok(listing) = listing else { break };

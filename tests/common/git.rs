@@ -17,6 +17,8 @@ pub fn isolate(command: &mut Command) -> &mut Command {
         .env_remove("CLOWDER_APPROVALS_DIR")
         .env_remove("CLOWDER_LANE")
         .env_remove("CLOWDER_EVENT_LOG")
+        .env_remove("CLOWDER_GATE_RULES")
+        .env_remove("CLOWDER_GATE_RULES_SHA256")
 }
 
 /// `git -C dir args…`, which must succeed; its output, trimmed.
