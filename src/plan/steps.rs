@@ -107,7 +107,7 @@ pub fn start(
 ) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
     let prompt = write_prompt(root, plan, step, None)?;
-    let known = registry::load(root)?.lane(&name).is_some();
+    let known = registry::load(root).map_err(String::from)?.lane(&name).is_some();
     match workspace {
         Workspace::New { from, merge_in, .. } => {
             if !known {
