@@ -269,7 +269,7 @@ fn approve_does_not_ring_a_socket_that_a_link_points_to() {
 #[test]
 fn of_approve_and_reject_at_the_same_moment_exactly_one_wins() {
     let project = Project::new("");
-    const PAIRS: usize = 8;
+    const PAIRS: usize = 12;
     let commands: Vec<String> = (0..PAIRS).map(|i| format!("echo pair-{i}")).collect();
     let gates: Vec<Child> = commands
         .iter()

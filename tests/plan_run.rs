@@ -1050,6 +1050,23 @@ fn a_verify_running_when_plan_run_is_stopped_by_a_signal_is_ended_and_the_exit_c
     }
 }
 
+#[test]
+fn a_done_when_running_when_plan_run_is_stopped_is_ended_with_it() {
+    let check = SlowVerify::new();
+    let plan = format!(
+        "[plan]\nname = \"dw\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\ndone_when = \"{}\"\n",
+        check.path("verify.sh").display()
+    );
+    let repo = Repo::new(&plan);
+    let plan = repo.spawn_plan();
+    let pids = check.started();
+    common::send_signal(plan.id(), libc::SIGTERM);
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(143), "{}", stdout_of(&output));
+    assert!(all_gone(&pids), "the done_when outlived plan run: {pids:?}");
+    assert!(repo.check_processes().is_empty(), "a check is left");
+}
+
 /// SIGKILLs during verify, three times over: each restart ends the verify the
 /// killed run left before it verifies again, and none is left at the end.
 #[test]

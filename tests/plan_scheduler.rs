@@ -482,3 +482,21 @@ fn a_done_step_is_merged_only_once_its_dependencies_are_in_base() {
     let effects = go(&mut state, Input::MergeByHand { id: "a".into() });
     assert_eq!(merges(&effects), ["b"]);
 }
+
+#[test]
+fn a_state_saved_before_check_limits_existed_reads_with_the_default_limits() {
+    let state = plan(4, 2, &[("a", &[])]);
+    let mut value: serde_json::Value = serde_json::from_str(&state.to_json()).expect("JSON");
+    let step = value["steps"][0].as_object_mut().expect("a step");
+    for key in ["verify_timeout_secs", "done_when_timeout_secs", "waits_for"] {
+        assert!(step.remove(key).is_some(), "{key} is saved");
+    }
+    let old = PlanState::from_json(&value.to_string()).expect("an older state reads");
+    let step = old.step("a").expect("a");
+    assert_eq!(step.verify_timeout(), std::time::Duration::from_secs(1800));
+    assert_eq!(
+        step.done_when_timeout(),
+        std::time::Duration::from_secs(1800)
+    );
+    assert_eq!(step.waits_for, None);
+}

@@ -156,6 +156,11 @@ fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32
     };
     // Its checks were told to stop with their drivers; none outlives `plan run`.
     super::checks::wait_for_all();
+    // The fleet removed its cgroup tree as it ended, while checks could still
+    // be ending in it: what is empty now goes.
+    if let Some(tree) = crate::supervisor::cgroup::this_run_tree() {
+        crate::supervisor::cgroup::remove_tree(&tree);
+    }
     let signal = i32::try_from(stopped_by.load(Ordering::Relaxed)).unwrap_or_default();
     // The driver saved every change: the file says how the plan stands.
     let state = match PlanState::load(&PlanState::path(&root, &name)) {

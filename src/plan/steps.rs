@@ -176,27 +176,28 @@ fn merge_dependency(dir: &Path, branch: &str) -> Result<(), NotStarted> {
     let files = worktree::git(dir, &["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
     let _ = worktree::git(dir, &["merge", "--abort"]);
     // git tells of a conflict on stdout, of other failures on stderr.
-    let said: Vec<String> = [&output.stdout, &output.stderr]
-        .iter()
-        .flat_map(|bytes| {
-            String::from_utf8_lossy(bytes)
-                .lines()
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-        })
-        .filter(|line| !line.trim().is_empty())
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let said: Vec<&str> = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
         .collect();
+    let said = format!("`git merge {branch}` said: {}", said.join(" / "));
     let files: Vec<&str> = files.lines().collect();
-    let conflicts = if files.is_empty() {
-        String::new()
-    } else {
-        format!(", conflicts in: {}", files.join(", "))
-    };
+    if files.is_empty() {
+        return Err(NotStarted::Failed(format!(
+            "cannot merge dependency {branch} into the step's branch: {said}"
+        )));
+    }
     Err(NotStarted::Conflict {
         branch: branch.to_string(),
         detail: format!(
-            "cannot merge {branch} into the step's branch{conflicts}; `git merge {branch}` said: {}",
-            said.join(" / ")
+            "cannot merge {branch} into the step's branch, conflicts in: {}; {said}",
+            files.join(", ")
         ),
     })
 }
