@@ -303,6 +303,13 @@ impl Held {
     pub fn save(&self) -> Result<(), String> {
         save(&self.root, &self.registry)
     }
+
+    /// Lends the lock to the git commands run while the result lives (see
+    /// [`super::worktree::LockForGit`]).
+    pub fn lend_to_git(&self) -> super::worktree::LockForGit {
+        use std::os::fd::AsRawFd;
+        super::worktree::LockForGit::lend(self._lock.as_raw_fd())
+    }
 }
 
 fn lock(root: &Path) -> Result<Flock<File>, String> {
