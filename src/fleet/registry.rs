@@ -286,7 +286,7 @@ pub fn update<T, E: From<String>>(
 pub struct Held {
     root: PathBuf,
     pub registry: Registry,
-    _lock: Flock<File>,
+    lock: Flock<File>,
 }
 
 impl Held {
@@ -296,7 +296,7 @@ impl Held {
         Ok(Held {
             root: root.to_path_buf(),
             registry: load(root)?,
-            _lock: lock,
+            lock,
         })
     }
 
@@ -308,7 +308,7 @@ impl Held {
     /// [`super::worktree::LockForGit`]).
     pub fn lend_to_git(&self) -> super::worktree::LockForGit {
         use std::os::fd::AsRawFd;
-        super::worktree::LockForGit::lend(self._lock.as_raw_fd())
+        super::worktree::LockForGit::lend(self.lock.as_raw_fd())
     }
 }
 
