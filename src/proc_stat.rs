@@ -39,9 +39,3 @@ pub fn read_proc_stat(pid: i32) -> Option<ProcInfo> {
         start_ticks,
     })
 }
-
-/// This process's start time, for the records that let a later look tell it
-/// from another process given the same pid.
-pub fn own_start_ticks() -> Option<u64> {
-    read_proc_stat(std::process::id() as i32).map(|info| info.start_ticks)
-}

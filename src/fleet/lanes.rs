@@ -82,52 +82,50 @@ pub fn add(root: &Path, name: &LaneName, options: AddOptions) -> Result<Lane, Fa
         return Err(lane_exists(name));
     }
     ignore_state_dir(root)?;
-    let lane = match &options.dir {
+    match &options.dir {
         Some(dir) => {
             check_dir_lane(root, &held.registry, dir)?;
             let lane = new_lane(name, LaneKind::Dir, dir.clone(), None, &options);
             create_files_dir(root, name)?;
             held.registry.lanes.push(lane.clone());
             held.save()?;
-            return Ok(lane);
+            Ok(lane)
         }
-        None => {
-            // Again under the lock: another add may have taken the name meanwhile.
-            let (base, commit) = check_worktree(root, name, options.base.as_deref())?;
-            let dir = worktree_path(Path::new(""), name);
-            new_lane(
-                name,
-                LaneKind::Worktree,
-                dir,
-                Some((base, commit)),
-                &options,
-            )
-        }
-    };
-    held.registry.pending.push(Pending {
+        None => add_worktree_lane(root, &mut held, name, &options),
+    }
+}
+
+/// Records the lane as pending, makes its worktree, then registers it; a
+/// failure takes back what was made.
+fn add_worktree_lane(
+    root: &Path,
+    held: &mut registry::Held,
+    name: &LaneName,
+    options: &AddOptions,
+) -> Result<Lane, Failure> {
+    // Again under the lock: another add may have taken the name meanwhile.
+    let base = check_worktree(root, name, options.base.as_deref())?;
+    let dir = worktree_path(Path::new(""), name);
+    let lane = new_lane(name, LaneKind::Worktree, dir, Some(base), options);
+    let pending = Pending {
         change: Change::Adding,
         lane: lane.clone(),
         force: false,
-    });
+    };
+    held.registry.pending.push(pending.clone());
     held.save()?;
+    let git = held.lend_to_git();
     let made = make_worktree(root, &lane);
     held.registry.pending.retain(|p| &p.lane.name != name);
     match made {
         Ok(()) => held.registry.lanes.push(lane.clone()),
-        Err(err) => {
-            if undo_add(root, &lane).is_err() {
-                held.registry.pending.push(Pending {
-                    change: Change::Adding,
-                    lane: lane.clone(),
-                    force: false,
-                });
-            }
-            held.save()?;
-            return Err(err);
-        }
+        // Left pending when even that fails: the next command tries again.
+        Err(_) if undo_add(root, &lane).is_err() => held.registry.pending.push(pending),
+        Err(_) => {}
     }
+    drop(git);
     held.save()?;
-    Ok(lane)
+    made.map(|()| lane)
 }
 
 fn lane_exists(name: &LaneName) -> Failure {
@@ -236,6 +234,7 @@ fn settle_held(root: &Path, held: &mut registry::Held) -> Result<Vec<String>, Fa
         return Ok(Vec::new());
     }
     let mut done = Vec::new();
+    let git = held.lend_to_git();
     for change in pending {
         let name = change.lane.name.clone();
         let settled = match change.change {
@@ -263,6 +262,7 @@ fn settle_held(root: &Path, held: &mut registry::Held) -> Result<Vec<String>, Fa
             }
         }
     }
+    drop(git);
     held.save()?;
     Ok(done)
 }
@@ -500,7 +500,9 @@ pub fn remove(root: &Path, name: &LaneName, force: bool) -> Result<Vec<String>, 
         .position(|p| &p.lane.name == name)
         .map(|i| held.registry.pending.remove(i));
     if let Some(pending) = interrupted.as_ref().filter(|p| p.change == Change::Adding) {
+        let git = held.lend_to_git();
         let mut done = undo_add(root, &pending.lane)?;
+        drop(git);
         done.insert(0, "the interrupted `lane add` is taken back".to_string());
         held.save()?;
         return Ok(done);
@@ -526,7 +528,10 @@ pub fn remove(root: &Path, name: &LaneName, force: bool) -> Result<Vec<String>, 
         force,
     });
     held.save()?;
-    let done = carry_out_removal(root, &lane, force).map_err(|failure| {
+    let git = held.lend_to_git();
+    let done = carry_out_removal(root, &lane, force);
+    drop(git);
+    let done = done.map_err(|failure| {
         Failure::Failed(format!(
             "{}; the removal is recorded: `clowder lane rm {name}` again finishes it",
             failure.message()

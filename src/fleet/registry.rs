@@ -329,7 +329,7 @@ pub fn update<T, E: From<String> + From<Unreadable>>(
 pub struct Held {
     root: PathBuf,
     pub registry: Registry,
-    _lock: Flock<File>,
+    lock: Flock<File>,
 }
 
 impl Held {
@@ -339,12 +339,19 @@ impl Held {
         Ok(Held {
             root: root.to_path_buf(),
             registry: load(root)?,
-            _lock: lock,
+            lock,
         })
     }
 
     pub fn save(&self) -> Result<(), String> {
         save(&self.root, &self.registry)
+    }
+
+    /// Lends the lock to the git commands run while the result lives (see
+    /// [`super::worktree::LockForGit`]).
+    pub fn lend_to_git(&self) -> super::worktree::LockForGit {
+        use std::os::fd::AsRawFd;
+        super::worktree::LockForGit::lend(self.lock.as_raw_fd())
     }
 }
 

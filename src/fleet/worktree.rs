@@ -2,8 +2,34 @@
 //! base lacks. Runs the `git` program, so the user's git and its settings decide;
 //! every error says which git command failed and what git said.
 
+use std::cell::Cell;
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+thread_local! {
+    /// The lock the git commands run on this thread inherit (see [`LockForGit`]).
+    static LOCK_FOR_GIT: Cell<Option<RawFd>> = const { Cell::new(None) };
+}
+
+/// While it lives, the git commands this thread runs inherit the flock `fd`
+/// (the registry's): a git that outlives a killed `lane add` or `lane rm` holds
+/// the lock until it is done, so the next command never works beside it.
+pub struct LockForGit(());
+
+impl LockForGit {
+    pub fn lend(fd: RawFd) -> LockForGit {
+        LOCK_FOR_GIT.with(|lock| lock.set(Some(fd)));
+        LockForGit(())
+    }
+}
+
+impl Drop for LockForGit {
+    fn drop(&mut self) {
+        LOCK_FOR_GIT.with(|lock| lock.set(None));
+    }
+}
 
 /// Runs `git -C dir ARGS` and returns its stdout, trimmed.
 pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
@@ -13,11 +39,22 @@ pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
 /// Runs `git -C dir ARGS`: Some(stdout) when it succeeds, None when it answers
 /// "no" (exit 1: no such ref, not a symbolic ref), an error when git fails.
 fn answer(dir: &Path, args: &[&str]) -> Result<Option<String>, String> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
+    let mut command = Command::new("git");
+    command.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+    if let Some(fd) = LOCK_FOR_GIT.with(Cell::get) {
+        // SAFETY: between fork and exec the child only calls fcntl(2), which is
+        // async-signal-safe, on a descriptor number; no memory is shared.
+        unsafe {
+            command.pre_exec(move || {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                }
+                Ok(())
+            });
+        }
+    }
+    let output = command
         .output()
         .map_err(|err| format!("cannot run git: {err}"))?;
     if output.status.success() {
