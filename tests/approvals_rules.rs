@@ -226,7 +226,8 @@ const TABLE: &[(&str, &str)] = &[
     ("echo $1 $@", "ask"),
     ("echo $HOME \"${PWD}\" $USER_1", "allow"),
     ("cargo test; echo $? $$", "allow"),
-    ("timeout 5 cargo test $HOME", "allow"),
+    ("timeout 5 cargo test $HOME", "ask"),
+    ("find src -exec grep x \"$X\" ';'", "ask"),
     ("timeout $T cargo test", "ask"),
     ("timeout 5 $CARGO test", "ask"),
     // Patterns see word boundaries: one quoted word is not a command and its argument.

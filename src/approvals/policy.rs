@@ -1118,7 +1118,7 @@ impl Script {
             self.item(item, &mut words, depth);
         }
         if !words.is_empty() {
-            self.judge(words, depth, false);
+            self.judge(words, depth, None);
         }
     }
 
@@ -1136,8 +1136,16 @@ impl Script {
 
     /// One command as a program starts with it: what in it no rule can allow,
     /// what a rule must name, and the commands it runs, each judged as a
-    /// command of its own (`from_input`: words read from input are added to it).
-    fn judge(&mut self, words: Vec<Word>, depth: usize, from_input: bool) {
+    /// command of its own (`behind`: the program that runs this one).
+    fn judge(&mut self, words: Vec<Word>, depth: usize, behind: Option<Behind>) {
+        if let Some(Behind { runner, .. }) = behind {
+            for word in words[1..].iter().filter(|w| !w.literal) {
+                self.flag(format!(
+                    "`{}` in a command that `{runner}` runs: its value could change what runs (a `;` ends `find -exec`, a word can become an option)",
+                    word.text
+                ));
+            }
+        }
         let powers: Vec<&'static Power> = if words[0].literal {
             let name = words[0].base();
             POWERS.iter().filter(|p| p.program == name).collect()
@@ -1158,10 +1166,10 @@ impl Script {
             });
             return;
         }
-        let (needs, wrapped) = self.powers(&powers, &words, depth, from_input);
+        let (needs, wrapped) = self.powers(&powers, &words, depth, behind);
         self.commands.push(Simple { words, needs });
-        for (words, from_input) in wrapped {
-            self.judge(words, depth + 1, from_input);
+        for (words, behind) in wrapped {
+            self.judge(words, depth + 1, Some(behind));
         }
     }
 
@@ -1172,12 +1180,16 @@ impl Script {
         powers: &[&'static Power],
         words: &[Word],
         depth: usize,
-        from_input: bool,
-    ) -> (Vec<&'static Power>, Vec<(Vec<Word>, bool)>) {
+        behind: Option<Behind>,
+    ) -> (Vec<&'static Power>, Vec<(Vec<Word>, Behind)>) {
         let name = words[0].base();
-        if from_input {
+        if let Some(Behind {
+            runner,
+            appends_input: true,
+        }) = behind
+        {
             self.flag(format!(
-                "`{name}` behind `xargs`: words read from its input could be options that run programs, write or delete"
+                "`{name}` behind `{runner}`: words read from its input could be options that run programs, write or delete"
             ));
         }
         let (own, runs) = own_words(powers, words);
@@ -1216,7 +1228,7 @@ impl Script {
                     .iter()
                     .take(MAX_STARTS)
                     .filter(|(start, end)| start < end)
-                    .map(|&(start, end)| (words[start..end].to_vec(), run.appends_input))
+                    .map(|&(start, end)| (words[start..end].to_vec(), run.behind))
             })
             .collect();
         (needs, wrapped)
@@ -1413,12 +1425,20 @@ fn plain_parameter(expr: &brush_parser::word::ParameterExpr) -> bool {
 }
 
 /// Where a program that runs programs has the command it runs: its possible
-/// first words (more than one when an option the table does not know might take
-/// a value: each is then judged), and whether it adds words from its input.
+/// first and last words (more than one reading when an option the table does
+/// not know might take a value: each is then judged).
 struct Run {
     starts: Vec<(usize, usize)>,
-    appends_input: bool,
+    behind: Behind,
     assignments: bool,
+}
+
+/// The program that runs a command, for the command's own judgement.
+#[derive(Clone, Copy)]
+struct Behind {
+    runner: &'static str,
+    /// It adds words read from its input to the command (`xargs`).
+    appends_input: bool,
 }
 
 /// The indices of the words that are the program's own (its options and
@@ -1435,7 +1455,10 @@ fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>
                 }
                 runs.push(Run {
                     starts: starts.into_iter().map(|s| (s, words.len())).collect(),
-                    appends_input: wrap.appends_input,
+                    behind: Behind {
+                        runner: power.program,
+                        appends_input: wrap.appends_input,
+                    },
                     assignments,
                 });
             }
@@ -1458,7 +1481,10 @@ fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>
                 }
                 runs.push(Run {
                     starts: spans,
-                    appends_input: false,
+                    behind: Behind {
+                        runner: power.program,
+                        appends_input: false,
+                    },
                     assignments: false,
                 });
             }
