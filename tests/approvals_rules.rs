@@ -84,6 +84,11 @@ const ALLOW: &[RuleRef<'static>] = &[
         prefix: Some("xargs"),
     },
     RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("command"),
+    },
+    RuleRef {
         tool: "Edit|Write",
         pattern: None,
         prefix: Some("/work/proj/src"),
@@ -240,6 +245,11 @@ const TABLE: &[(&str, &str)] = &[
     ("find src -execdir grep -n todo '{}' ';'", "allow"),
     ("find src -exec rm -rf '{}' +", "deny"),
     ("find src -exec rm -r '{}' +", "ask"),
+    ("find src -name '*.rs' -exec grep -c x {} +", "allow"),
+    ("xargs -I{} grep {} notes.txt", "allow"),
+    ("command -v rm", "allow"),
+    ("command rm -rf ~", "deny"),
+    ("command -p rm x", "ask"),
     ("find src -exec git reset --hard ';'", "ask"),
     (
         "find src -exec python3 -c 'import shutil; shutil.rmtree(\"src\")' ';'",

@@ -447,6 +447,8 @@ struct Wrap {
     operands: usize,
     /// It adds words read from its input to the command (`xargs`).
     appends_input: bool,
+    /// Options with which it only looks the command up (`command -v`).
+    looks_up: &'static [&'static str],
 }
 
 const fn power(program: &'static str, option: &'static str, does: Does) -> Power {
@@ -471,6 +473,7 @@ const fn wrap(valued: &'static [&'static str], flags: &'static [&'static str]) -
         flags,
         operands: 0,
         appends_input: false,
+        looks_up: &[],
     }
 }
 
@@ -551,7 +554,13 @@ const POWERS: &[Power] = &[
         ),
     ),
     runs("exec", wrap(&["-a"], &["-c", "-l"])),
-    runs("command", wrap(&[], &["-p", "-v", "-V"])),
+    runs(
+        "command",
+        Wrap {
+            looks_up: &["-v", "-V"],
+            ..wrap(&[], &["-p", "-v", "-V"])
+        },
+    ),
     runs("builtin", PLAIN),
     runs("nohup", PLAIN),
     runs("nice", wrap(&["-n", "--adjustment"], &[])),
@@ -1339,10 +1348,17 @@ impl Script {
                 literal = false;
             }
         }
-        if !literal {
+        // `{a,b}` and `{1..3}` expand, quotes or not between their parts; `{}` does not.
+        let braces = word.value.contains('{')
+            && word.value.contains('}')
+            && (word.value.contains(',') || word.value.contains(".."));
+        if !literal || braces {
             text = word.value.clone();
         }
-        Word { text, literal }
+        Word {
+            text,
+            literal: literal && !braces,
+        }
     }
 
     fn pieces(
@@ -1357,7 +1373,7 @@ impl Script {
         for piece in pieces {
             match &piece.piece {
                 WordPiece::Text(t) => {
-                    *literal &= quoted || !t.contains(['*', '?', '[', '{', '(']);
+                    *literal &= quoted || !t.contains(['*', '?', '[', '(']);
                     text.push_str(t);
                 }
                 WordPiece::SingleQuotedText(t) => text.push_str(t),
@@ -1449,7 +1465,14 @@ fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>
     for power in powers {
         match power.does {
             Does::Runs(wrap) => {
-                let (starts, assignments) = command_starts(wrap, words);
+                let (mut starts, assignments) = command_starts(wrap, words);
+                let first = starts.first().copied().unwrap_or(words.len());
+                if words[1..first]
+                    .iter()
+                    .any(|w| wrap.looks_up.contains(&w.text.as_str()))
+                {
+                    starts.clear();
+                }
                 for &start in &starts {
                     theirs[start..].iter_mut().for_each(|t| *t = true);
                 }
