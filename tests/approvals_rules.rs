@@ -722,3 +722,41 @@ fn the_always_rule_of_a_command_that_overflowed_the_parser_is_none_on_a_small_st
         "{rules:?}"
     );
 }
+
+#[test]
+fn a_in_the_control_room_on_a_command_that_overflowed_the_parser_approves_once() {
+    let project = Project::new(
+        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[watchdog]\nstale_timeout_mins = 10\n",
+    );
+    let command = format!("cargo test; [[ {}-n x ]]", "! ".repeat(12_000));
+    project.write("hook.json", &hook(&command));
+    project.write(
+        "agent.sh",
+        &format!(
+            "#!/usr/bin/env bash\n{} normal 1\n{} gate --timeout 60s < hook.json > answer.json 2>/dev/null\n",
+            fake_agent().display(),
+            clowder_bin().display()
+        ),
+    );
+    let mut permissions = std::fs::metadata(project.path("agent.sh"))
+        .expect("agent.sh")
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(project.path("agent.sh"), permissions).expect("chmod");
+    let room = format!(
+        "{} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let tmux = common::tmux::Tmux::start(project.root(), &room, 220, 50);
+    tmux.wait_for("▶ Bash  cargo test; [[ ! ! !");
+    tmux.keys(&["A"]);
+    tmux.wait_for("approved once; no rule");
+    let answered = || {
+        std::fs::read_to_string(project.path("answer.json"))
+            .is_ok_and(|answer| answer.contains("\"permissionDecision\":\"allow\""))
+    };
+    assert!(wait_until(DEADLINE, answered));
+    tmux.wait_for("stopped: max_iterations");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0");
+}
