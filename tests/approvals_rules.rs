@@ -347,6 +347,9 @@ fn generated() -> Vec<(String, &'static str)> {
             "deny",
         ),
         (format!("{}cargo test", "timeout 5 ".repeat(20)), "ask"),
+        // Each unknown option doubles the readings of where the command starts.
+        (format!("{}cargo test", "timeout -q 5 ".repeat(40)), "ask"),
+        (format!("{}cargo test", "timeout -q 5 ".repeat(7)), "ask"),
     ]
 }
 

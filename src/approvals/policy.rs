@@ -870,6 +870,8 @@ const PARSE_STACK: usize = 256 * 1024 * 1024;
 struct Script {
     commands: Vec<Simple>,
     unprovable: Vec<String>,
+    /// Commands judged because a program runs them: each can hold more.
+    wrapped_judged: usize,
 }
 
 /// One simple command: the words a program is started with, and what in them
@@ -1178,6 +1180,11 @@ impl Script {
         let (needs, wrapped) = self.powers(&powers, &words, depth, behind);
         self.commands.push(Simple { words, needs });
         for (words, behind) in wrapped {
+            if self.wrapped_judged >= MAX_WRAPPED {
+                self.flag("more commands run by other programs than the gate follows");
+                return;
+            }
+            self.wrapped_judged += 1;
             self.judge(words, depth + 1, Some(behind));
         }
     }
@@ -1232,10 +1239,10 @@ impl Script {
         }
         let wrapped = runs
             .iter()
+            .filter(|run| run.starts.len() <= MAX_STARTS)
             .flat_map(|run| {
                 run.starts
                     .iter()
-                    .take(MAX_STARTS)
                     .filter(|(start, end)| start < end)
                     .map(|&(start, end)| (words[start..end].to_vec(), run.behind))
             })
@@ -1569,6 +1576,10 @@ fn command_starts(wrap: Wrap, words: &[Word]) -> (Vec<usize>, bool) {
 /// More readings of where a wrapped command starts than this are not judged
 /// (the call is asked).
 const MAX_STARTS: usize = 8;
+
+/// Commands run by other programs are judged up to this many in one call (the
+/// call is asked past it): readings of unknown options multiply at each level.
+const MAX_WRAPPED: usize = 256;
 
 /// `NAME=value`, as `env` and `sudo` read it.
 fn is_assignment(text: &str) -> bool {
