@@ -350,6 +350,7 @@ fn generated() -> Vec<(String, &'static str)> {
         // Each unknown option doubles the readings of where the command starts.
         (format!("{}cargo test", "timeout -q 5 ".repeat(40)), "ask"),
         (format!("{}cargo test", "timeout -q 5 ".repeat(7)), "ask"),
+        (format!("{}rm -rf ~", "timeout -q 5 ".repeat(3)), "deny"),
     ]
 }
 

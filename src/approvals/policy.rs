@@ -1229,9 +1229,10 @@ impl Script {
                 Does::Runs(_) | Does::RunsUntilSemicolon => {}
             }
         }
-        if runs.iter().any(|run| run.starts.len() > MAX_STARTS) {
+        if runs.iter().any(|run| run.starts.len() > 1) {
+            // Deny rules still see the readings (the first MAX_STARTS).
             self.flag(format!(
-                "`{name}` with more options the gate does not know than it can follow"
+                "`{name}` with an option the gate does not know: which word starts the command it runs is unclear"
             ));
         }
         if runs.iter().any(|run| run.assignments) {
@@ -1239,10 +1240,10 @@ impl Script {
         }
         let wrapped = runs
             .iter()
-            .filter(|run| run.starts.len() <= MAX_STARTS)
             .flat_map(|run| {
                 run.starts
                     .iter()
+                    .take(MAX_STARTS)
                     .filter(|(start, end)| start < end)
                     .map(|&(start, end)| (words[start..end].to_vec(), run.behind))
             })
@@ -1449,7 +1450,8 @@ fn plain_parameter(expr: &brush_parser::word::ParameterExpr) -> bool {
 
 /// Where a program that runs programs has the command it runs: its possible
 /// first and last words (more than one reading when an option the table does
-/// not know might take a value: each is then judged).
+/// not know might take a value: the call is then asked, and deny rules see
+/// each reading).
 struct Run {
     starts: Vec<(usize, usize)>,
     behind: Behind,
@@ -1573,8 +1575,7 @@ fn command_starts(wrap: Wrap, words: &[Word]) -> (Vec<usize>, bool) {
     (starts.into_iter().collect(), assignments)
 }
 
-/// More readings of where a wrapped command starts than this are not judged
-/// (the call is asked).
+/// Deny rules see at most this many readings of where a wrapped command starts.
 const MAX_STARTS: usize = 8;
 
 /// Commands run by other programs are judged up to this many in one call (the
