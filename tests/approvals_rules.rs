@@ -84,6 +84,11 @@ const ALLOW: &[RuleRef<'static>] = &[
         prefix: Some("xargs"),
     },
     RuleRef {
+        tool: "Bash",
+        pattern: None,
+        prefix: Some("command"),
+    },
+    RuleRef {
         tool: "Edit|Write",
         pattern: None,
         prefix: Some("/work/proj/src"),
@@ -226,7 +231,8 @@ const TABLE: &[(&str, &str)] = &[
     ("echo $1 $@", "ask"),
     ("echo $HOME \"${PWD}\" $USER_1", "allow"),
     ("cargo test; echo $? $$", "allow"),
-    ("timeout 5 cargo test $HOME", "allow"),
+    ("timeout 5 cargo test $HOME", "ask"),
+    ("find src -exec grep x \"$X\" ';'", "ask"),
     ("timeout $T cargo test", "ask"),
     ("timeout 5 $CARGO test", "ask"),
     // Patterns see word boundaries: one quoted word is not a command and its argument.
@@ -239,6 +245,11 @@ const TABLE: &[(&str, &str)] = &[
     ("find src -execdir grep -n todo '{}' ';'", "allow"),
     ("find src -exec rm -rf '{}' +", "deny"),
     ("find src -exec rm -r '{}' +", "ask"),
+    ("find src -name '*.rs' -exec grep -c x {} +", "allow"),
+    ("xargs -I{} grep {} notes.txt", "allow"),
+    ("command -v rm", "allow"),
+    ("command rm -rf ~", "deny"),
+    ("command -p rm x", "ask"),
     ("find src -exec git reset --hard ';'", "ask"),
     (
         "find src -exec python3 -c 'import shutil; shutil.rmtree(\"src\")' ';'",
@@ -336,6 +347,10 @@ fn generated() -> Vec<(String, &'static str)> {
             "deny",
         ),
         (format!("{}cargo test", "timeout 5 ".repeat(20)), "ask"),
+        // Each unknown option doubles the readings of where the command starts.
+        (format!("{}cargo test", "timeout -q 5 ".repeat(40)), "ask"),
+        (format!("{}cargo test", "timeout -q 5 ".repeat(7)), "ask"),
+        (format!("{}rm -rf ~", "timeout -q 5 ".repeat(3)), "deny"),
     ]
 }
 
@@ -710,4 +725,42 @@ fn the_always_rule_of_a_command_that_overflowed_the_parser_is_none_on_a_small_st
         rules.iter().all(|rule| rule.prefixes.is_empty()),
         "{rules:?}"
     );
+}
+
+#[test]
+fn a_in_the_control_room_on_a_command_that_overflowed_the_parser_approves_once() {
+    let project = Project::new(
+        "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[watchdog]\nstale_timeout_mins = 10\n",
+    );
+    let command = format!("cargo test; [[ {}-n x ]]", "! ".repeat(12_000));
+    project.write("hook.json", &hook(&command));
+    project.write(
+        "agent.sh",
+        &format!(
+            "#!/usr/bin/env bash\n{} normal 1\n{} gate --timeout 60s < hook.json > answer.json 2>/dev/null\n",
+            fake_agent().display(),
+            clowder_bin().display()
+        ),
+    );
+    let mut permissions = std::fs::metadata(project.path("agent.sh"))
+        .expect("agent.sh")
+        .permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(project.path("agent.sh"), permissions).expect("chmod");
+    let room = format!(
+        "{} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let tmux = common::tmux::Tmux::start(project.root(), &room, 220, 50);
+    tmux.wait_for("▶ Bash  cargo test; [[ ! ! !");
+    tmux.keys(&["A"]);
+    tmux.wait_for("approved once; no rule");
+    let answered = || {
+        std::fs::read_to_string(project.path("answer.json"))
+            .is_ok_and(|answer| answer.contains("\"permissionDecision\":\"allow\""))
+    };
+    assert!(wait_until(DEADLINE, answered));
+    tmux.wait_for("stopped: max_iterations");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0");
 }

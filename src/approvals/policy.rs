@@ -521,6 +521,8 @@ struct Wrap {
     operands: usize,
     /// It adds words read from its input to the command (`xargs`).
     appends_input: bool,
+    /// Options with which it only looks the command up (`command -v`).
+    looks_up: &'static [&'static str],
 }
 
 const fn power(program: &'static str, option: &'static str, does: Does) -> Power {
@@ -545,6 +547,7 @@ const fn wrap(valued: &'static [&'static str], flags: &'static [&'static str]) -
         flags,
         operands: 0,
         appends_input: false,
+        looks_up: &[],
     }
 }
 
@@ -625,7 +628,13 @@ const POWERS: &[Power] = &[
         ),
     ),
     runs("exec", wrap(&["-a"], &["-c", "-l"])),
-    runs("command", wrap(&[], &["-p", "-v", "-V"])),
+    runs(
+        "command",
+        Wrap {
+            looks_up: &["-v", "-V"],
+            ..wrap(&[], &["-p", "-v", "-V"])
+        },
+    ),
     runs("builtin", PLAIN),
     runs("nohup", PLAIN),
     runs("nice", wrap(&["-n", "--adjustment"], &[])),
@@ -935,6 +944,8 @@ const PARSE_STACK: usize = 256 * 1024 * 1024;
 struct Script {
     commands: Vec<Simple>,
     unprovable: Vec<String>,
+    /// Commands judged because a program runs them: each can hold more.
+    wrapped_judged: usize,
 }
 
 /// One simple command: the words a program is started with, and what in them
@@ -1192,7 +1203,7 @@ impl Script {
             self.item(item, &mut words, depth);
         }
         if !words.is_empty() {
-            self.judge(words, depth, false);
+            self.judge(words, depth, None);
         }
     }
 
@@ -1210,8 +1221,16 @@ impl Script {
 
     /// One command as a program starts with it: what in it no rule can allow,
     /// what a rule must name, and the commands it runs, each judged as a
-    /// command of its own (`from_input`: words read from input are added to it).
-    fn judge(&mut self, words: Vec<Word>, depth: usize, from_input: bool) {
+    /// command of its own (`behind`: the program that runs this one).
+    fn judge(&mut self, words: Vec<Word>, depth: usize, behind: Option<Behind>) {
+        if let Some(Behind { runner, .. }) = behind {
+            for word in words[1..].iter().filter(|w| !w.literal) {
+                self.flag(format!(
+                    "`{}` in a command that `{runner}` runs: its value could change what runs (a `;` ends `find -exec`, a word can become an option)",
+                    word.text
+                ));
+            }
+        }
         let powers: Vec<&'static Power> = if words[0].literal {
             let name = words[0].base();
             POWERS.iter().filter(|p| p.program == name).collect()
@@ -1232,10 +1251,15 @@ impl Script {
             });
             return;
         }
-        let (needs, wrapped) = self.powers(&powers, &words, depth, from_input);
+        let (needs, wrapped) = self.powers(&powers, &words, depth, behind);
         self.commands.push(Simple { words, needs });
-        for (words, from_input) in wrapped {
-            self.judge(words, depth + 1, from_input);
+        for (words, behind) in wrapped {
+            if self.wrapped_judged >= MAX_WRAPPED {
+                self.flag("more commands run by other programs than the gate follows");
+                return;
+            }
+            self.wrapped_judged += 1;
+            self.judge(words, depth + 1, Some(behind));
         }
     }
 
@@ -1246,12 +1270,16 @@ impl Script {
         powers: &[&'static Power],
         words: &[Word],
         depth: usize,
-        from_input: bool,
-    ) -> (Vec<&'static Power>, Vec<(Vec<Word>, bool)>) {
+        behind: Option<Behind>,
+    ) -> (Vec<&'static Power>, Vec<(Vec<Word>, Behind)>) {
         let name = words[0].base();
-        if from_input {
+        if let Some(Behind {
+            runner,
+            appends_input: true,
+        }) = behind
+        {
             self.flag(format!(
-                "`{name}` behind `xargs`: words read from its input could be options that run programs, write or delete"
+                "`{name}` behind `{runner}`: words read from its input could be options that run programs, write or delete"
             ));
         }
         let (own, runs) = own_words(powers, words);
@@ -1275,9 +1303,10 @@ impl Script {
                 Does::Runs(_) | Does::RunsUntilSemicolon => {}
             }
         }
-        if runs.iter().any(|run| run.starts.len() > MAX_STARTS) {
+        if runs.iter().any(|run| run.starts.len() > 1) {
+            // Deny rules still see the readings (the first MAX_STARTS).
             self.flag(format!(
-                "`{name}` with more options the gate does not know than it can follow"
+                "`{name}` with an option the gate does not know: which word starts the command it runs is unclear"
             ));
         }
         if runs.iter().any(|run| run.assignments) {
@@ -1290,7 +1319,7 @@ impl Script {
                     .iter()
                     .take(MAX_STARTS)
                     .filter(|(start, end)| start < end)
-                    .map(|&(start, end)| (words[start..end].to_vec(), run.appends_input))
+                    .map(|&(start, end)| (words[start..end].to_vec(), run.behind))
             })
             .collect();
         (needs, wrapped)
@@ -1401,10 +1430,17 @@ impl Script {
                 literal = false;
             }
         }
-        if !literal {
+        // `{a,b}` and `{1..3}` expand, quotes or not between their parts; `{}` does not.
+        let braces = word.value.contains('{')
+            && word.value.contains('}')
+            && (word.value.contains(',') || word.value.contains(".."));
+        if !literal || braces {
             text = word.value.clone();
         }
-        Word { text, literal }
+        Word {
+            text,
+            literal: literal && !braces,
+        }
     }
 
     fn pieces(
@@ -1419,7 +1455,7 @@ impl Script {
         for piece in pieces {
             match &piece.piece {
                 WordPiece::Text(t) => {
-                    *literal &= quoted || !t.contains(['*', '?', '[', '{', '(']);
+                    *literal &= quoted || !t.contains(['*', '?', '[', '(']);
                     text.push_str(t);
                 }
                 WordPiece::SingleQuotedText(t) => text.push_str(t),
@@ -1487,12 +1523,21 @@ fn plain_parameter(expr: &brush_parser::word::ParameterExpr) -> bool {
 }
 
 /// Where a program that runs programs has the command it runs: its possible
-/// first words (more than one when an option the table does not know might take
-/// a value: each is then judged), and whether it adds words from its input.
+/// first and last words (more than one reading when an option the table does
+/// not know might take a value: the call is then asked, and deny rules see
+/// each reading).
 struct Run {
     starts: Vec<(usize, usize)>,
-    appends_input: bool,
+    behind: Behind,
     assignments: bool,
+}
+
+/// The program that runs a command, for the command's own judgement.
+#[derive(Clone, Copy)]
+struct Behind {
+    runner: &'static str,
+    /// It adds words read from its input to the command (`xargs`).
+    appends_input: bool,
 }
 
 /// The indices of the words that are the program's own (its options and
@@ -1503,13 +1548,23 @@ fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>
     for power in powers {
         match power.does {
             Does::Runs(wrap) => {
-                let (starts, assignments) = command_starts(wrap, words);
+                let (mut starts, assignments) = command_starts(wrap, words);
+                let first = starts.first().copied().unwrap_or(words.len());
+                if words[1..first]
+                    .iter()
+                    .any(|w| wrap.looks_up.contains(&w.text.as_str()))
+                {
+                    starts.clear();
+                }
                 for &start in &starts {
                     theirs[start..].iter_mut().for_each(|t| *t = true);
                 }
                 runs.push(Run {
                     starts: starts.into_iter().map(|s| (s, words.len())).collect(),
-                    appends_input: wrap.appends_input,
+                    behind: Behind {
+                        runner: power.program,
+                        appends_input: wrap.appends_input,
+                    },
                     assignments,
                 });
             }
@@ -1532,7 +1587,10 @@ fn own_words(powers: &[&'static Power], words: &[Word]) -> (Vec<usize>, Vec<Run>
                 }
                 runs.push(Run {
                     starts: spans,
-                    appends_input: false,
+                    behind: Behind {
+                        runner: power.program,
+                        appends_input: false,
+                    },
                     assignments: false,
                 });
             }
@@ -1591,9 +1649,12 @@ fn command_starts(wrap: Wrap, words: &[Word]) -> (Vec<usize>, bool) {
     (starts.into_iter().collect(), assignments)
 }
 
-/// More readings of where a wrapped command starts than this are not judged
-/// (the call is asked).
+/// Deny rules see at most this many readings of where a wrapped command starts.
 const MAX_STARTS: usize = 8;
+
+/// Commands run by other programs are judged up to this many in one call (the
+/// call is asked past it): readings of unknown options multiply at each level.
+const MAX_WRAPPED: usize = 256;
 
 /// `NAME=value`, as `env` and `sudo` read it.
 fn is_assignment(text: &str) -> bool {
