@@ -50,6 +50,7 @@ run "$waiters waiting asks: idle CPU and decision latency" \
   python3 "$benches/waiters.py" "$waiters" "$([ -n "${QUICK:-}" ] && echo 5 || echo 20)"
 run "stream-json parse throughput against jq" bash "$benches/parse.sh"
 run "a fleet of lanes, headless" bash "$benches/fleet.sh"
+run "plan check on a long chain" bash "$benches/plan_check.sh"
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
 # (agent, sleep, tee, tmux) whose working folder is one of the benchmarks' temp folders.

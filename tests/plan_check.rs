@@ -137,3 +137,66 @@ fn every_problem_of_a_file_is_reported_in_one_run() {
          clowder: error: plan.toml:10:6: key `step[1].id`: duplicate step id \"a\" (first at line 5), expected each id once\n"
     );
 }
+
+/// A chain of `steps` steps written last first (`s{n-1}` depends on `s{n-2}` …),
+/// so that a walk along the dependencies from the first step goes the whole way
+/// down; `s0` depends on `bottom` when given.
+fn reversed_chain(steps: usize, bottom: Option<&str>) -> String {
+    let mut text = String::from("[plan]\nname = \"chain\"\nbase = \"main\"\n");
+    for i in (0..steps).rev() {
+        let dep = match (i, bottom) {
+            (0, Some(bottom)) => format!("depends_on = [\"{bottom}\"]\n"),
+            (0, None) => String::new(),
+            (i, _) => format!("depends_on = [\"s{}\"]\n", i - 1),
+        };
+        text.push_str(&format!(
+            "\n[[step]]\nid = \"s{i}\"\n{dep}prompt = \"Step {i}.\"\n"
+        ));
+    }
+    text
+}
+
+/// `clowder plan check plan.toml` in `dir`, its output going to a file (waves
+/// of a long plan fill a pipe nobody reads until the end): stdout, the rest.
+fn plan_check_to_file(dir: &Path) -> (String, Output) {
+    let printed = dir.join("printed.txt");
+    let child = Command::new(clowder_bin())
+        .args(["plan", "check", "plan.toml"])
+        .current_dir(dir)
+        .stdout(std::fs::File::create(&printed).expect("create"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn clowder");
+    let output = wait_with_deadline(child, DEADLINE);
+    (std::fs::read_to_string(printed).expect("read"), output)
+}
+
+/// 50,000 steps took minutes when each step's line was counted from the start
+/// of the file and each wave was a pass over every step; the walk that finds
+/// cycles went as deep as the chain on the thread's stack.
+#[test]
+fn a_chain_of_fifty_thousand_steps_is_checked_in_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("plan.toml"), reversed_chain(50_000, None)).expect("write");
+    let (stdout, output) = plan_check_to_file(dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout.lines().count(), 50_001);
+    assert!(
+        stdout.ends_with("\n50000: s49999\n"),
+        "{}",
+        &stdout[stdout.len() - 100..]
+    );
+
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        reversed_chain(50_000, Some("s1")),
+    )
+    .expect("write");
+    let (_, output) = plan_check_to_file(dir.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        stderr_of(&output).contains("dependency cycle: s1 → s0 → s1\n"),
+        "{}",
+        stderr_of(&output)
+    );
+}

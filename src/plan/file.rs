@@ -202,6 +202,7 @@ fn load_nested(
     let mut check = Checker {
         file: path,
         text: &text,
+        line_starts: line_starts(&text),
         errors: Vec::new(),
         subplan_refs: Vec::new(),
         run: run.map(str::to_string),
@@ -220,6 +221,9 @@ fn load_nested(
 struct Checker<'a> {
     file: &'a Path,
     text: &'a str,
+    /// Where each line of `text` starts, so that placing an error is a search,
+    /// not a count over the text (a plan with thousands of errors stays linear).
+    line_starts: Vec<usize>,
     errors: Vec<ConfigError>,
     /// Each `plan = "…"`: the step's id, the resolved path, where it stands.
     subplan_refs: Vec<(usize, String, PathBuf, Range<usize>)>,
@@ -231,10 +235,18 @@ impl Checker<'_> {
     fn error(&mut self, span: Range<usize>, key: Option<String>, message: String) {
         self.errors.push(ConfigError {
             file: self.file.to_path_buf(),
-            position: Some(line_column(self.text, span.start)),
+            position: Some(self.line_column(span.start)),
             key,
             message,
         });
+    }
+
+    /// [`line_column`] by the lines' starts: the same line and column.
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        let line = self.line_starts.partition_point(|&start| start <= offset);
+        let start = self.line_starts[line.saturating_sub(1)];
+        let (_, column) = line_column(&self.text[start..], offset - start);
+        (line, column)
     }
 
     fn relative(&self, path: &Path) -> PathBuf {
@@ -247,18 +259,20 @@ impl Checker<'_> {
             let message = err.replacen("invalid lane name", "invalid plan name", 1);
             self.error(raw.plan.name.span(), Some("plan.name".into()), message);
         }
+        // Where each id first stands, as an offset: its line is counted only for
+        // a duplicate (counting it for every step made the check quadratic).
         let mut first_at: HashMap<String, usize> = HashMap::new();
         let mut steps = Vec::new();
         for (index, step) in raw.step.iter().enumerate() {
             let id = step.id.get_ref();
-            let (line, _) = line_column(self.text, step.id.span().start);
-            if let Some(first) = first_at.get(id) {
+            if let Some(&first) = first_at.get(id) {
+                let (line, _) = self.line_column(first);
                 let message = format!(
-                    "duplicate step id {id:?} (first at line {first}), expected each id once"
+                    "duplicate step id {id:?} (first at line {line}), expected each id once"
                 );
                 self.error(step.id.span(), Some(format!("step[{index}].id")), message);
             } else {
-                first_at.insert(id.clone(), line);
+                first_at.insert(id.clone(), step.id.span().start);
             }
             let run = self.run.clone().unwrap_or_else(|| name.clone());
             self.step_id(&run, index, &step.id);
@@ -371,6 +385,11 @@ impl Checker<'_> {
 
     fn dependencies(&mut self, steps: &[RawStep]) {
         let ids: HashSet<&str> = steps.iter().map(|s| s.id.get_ref().as_str()).collect();
+        let subplans: HashSet<&str> = steps
+            .iter()
+            .filter(|s| s.plan.is_some())
+            .map(|s| s.id.get_ref().as_str())
+            .collect();
         let mut all_known = true;
         for (index, step) in steps.iter().enumerate() {
             for dep in &step.depends_on {
@@ -390,14 +409,12 @@ impl Checker<'_> {
             }
             if step.collaboration == Collaboration::Sequential
                 && let Some(dep) = step.depends_on.first()
-                && let Some(sub) = steps
-                    .iter()
-                    .find(|s| s.id.get_ref() == dep.get_ref() && s.plan.is_some())
+                && subplans.contains(dep.get_ref().as_str())
             {
                 let message = format!(
                     "step {:?} is sequential, but its dependency {:?} is a sub-plan, which has no worktree to go on in: expected collaboration = \"parallel\"",
                     step.id.get_ref(),
-                    sub.id.get_ref()
+                    dep.get_ref()
                 );
                 self.error(
                     step.id.span(),
@@ -487,74 +504,109 @@ fn find_cycle(steps: &[RawStep]) -> Option<Vec<usize>> {
         .enumerate()
         .map(|(i, s)| (s.id.get_ref().as_str(), i))
         .collect();
-    let deps = |i: usize| -> Vec<usize> {
-        steps[i]
-            .depends_on
-            .iter()
-            .filter_map(|d| index.get(d.get_ref().as_str()).copied())
-            .collect()
-    };
+    let deps: Vec<Vec<usize>> = steps
+        .iter()
+        .map(|step| {
+            step.depends_on
+                .iter()
+                .filter_map(|d| index.get(d.get_ref().as_str()).copied())
+                .collect()
+        })
+        .collect();
     // 0: unvisited, 1: on the current path, 2: finished.
     let mut color = vec![0u8; steps.len()];
     for start in 0..steps.len() {
-        let mut path = Vec::new();
-        if let Some(cycle) = visit(start, &deps, &mut color, &mut path) {
+        if color[start] == 0
+            && let Some(cycle) = cycle_from(start, &deps, &mut color)
+        {
             return Some(cycle);
         }
     }
     None
 }
 
-fn visit(
-    node: usize,
-    deps: &dyn Fn(usize) -> Vec<usize>,
-    color: &mut [u8],
-    path: &mut Vec<usize>,
-) -> Option<Vec<usize>> {
-    match color[node] {
-        2 => return None,
-        1 => {
-            let from = path.iter().position(|&n| n == node)?;
-            return Some(path[from..].to_vec());
+/// A depth-first walk from `start` along the dependencies, on a stack of its own
+/// (a chain of many thousand steps would overflow the thread's): the first
+/// cycle found, as the path around it.
+fn cycle_from(start: usize, deps: &[Vec<usize>], color: &mut [u8]) -> Option<Vec<usize>> {
+    // Each node on the path, with how many of its dependencies were walked.
+    let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+    color[start] = 1;
+    while let Some((node, walked)) = path.last_mut() {
+        let Some(&next) = deps[*node].get(*walked) else {
+            color[*node] = 2;
+            path.pop();
+            continue;
+        };
+        *walked += 1;
+        match color[next] {
+            0 => {
+                color[next] = 1;
+                path.push((next, 0));
+            }
+            1 => {
+                let from = path.iter().position(|&(n, _)| n == next)?;
+                return Some(path[from..].iter().map(|&(n, _)| n).collect());
+            }
+            _ => {}
         }
-        _ => {}
     }
-    color[node] = 1;
-    path.push(node);
-    for next in deps(node) {
-        if let Some(cycle) = visit(next, deps, color, path) {
-            return Some(cycle);
-        }
-    }
-    path.pop();
-    color[node] = 2;
     None
 }
 
-/// The steps in waves: each wave's steps depend only on earlier waves' steps.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0)
+        .chain(memchr::memchr_iter(b'\n', text.as_bytes()).map(|at| at + 1))
+        .collect()
+}
+
+/// The steps in waves: each wave's steps depend only on earlier waves' steps,
+/// a step's wave being one after its latest dependency's. Steps are taken in
+/// dependency order (Kahn's), so the whole is linear in steps and dependencies;
+/// a step that depends on an unknown step or on a cycle (a plan that was not
+/// checked) is in no wave.
 pub fn waves(plan: &Plan) -> Vec<Vec<&str>> {
-    let mut wave_of: HashMap<&str, usize> = HashMap::new();
+    let index: HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let mut waiting_for: Vec<usize> = plan.steps.iter().map(|s| s.depends_on.len()).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); plan.steps.len()];
+    for (i, step) in plan.steps.iter().enumerate() {
+        for dep in &step.depends_on {
+            if let Some(&d) = index.get(dep.as_str()) {
+                dependents[d].push(i);
+            }
+        }
+    }
+    let mut wave_of: Vec<Option<usize>> = vec![None; plan.steps.len()];
+    let mut ready: Vec<usize> = (0..plan.steps.len())
+        .filter(|&i| waiting_for[i] == 0)
+        .collect();
+    for &i in &ready {
+        wave_of[i] = Some(0);
+    }
+    while let Some(i) = ready.pop() {
+        let wave = wave_of[i].unwrap_or(0);
+        for &next in &dependents[i] {
+            wave_of[next] = Some(wave_of[next].map_or(wave + 1, |w| w.max(wave + 1)));
+            waiting_for[next] -= 1;
+            if waiting_for[next] == 0 {
+                ready.push(next);
+            }
+        }
+    }
     let mut waves: Vec<Vec<&str>> = Vec::new();
-    while wave_of.len() < plan.steps.len() {
-        let current = waves.len();
-        let next: Vec<&str> = plan
-            .steps
-            .iter()
-            .filter(|s| !wave_of.contains_key(s.id.as_str()))
-            .filter(|s| {
-                s.depends_on
-                    .iter()
-                    .all(|d| wave_of.get(d.as_str()).is_some_and(|&w| w < current))
-            })
-            .map(|s| s.id.as_str())
-            .collect();
-        if next.is_empty() {
-            break; // Only on a plan that was not checked: a cycle.
+    for (i, step) in plan.steps.iter().enumerate() {
+        // A step still waiting for a dependency was never ready: it is in no wave.
+        if let (0, Some(wave)) = (waiting_for[i], wave_of[i]) {
+            if waves.len() <= wave {
+                waves.resize_with(wave + 1, Vec::new);
+            }
+            waves[wave].push(step.id.as_str());
         }
-        for id in &next {
-            wave_of.insert(id, current);
-        }
-        waves.push(next);
     }
     waves
 }
