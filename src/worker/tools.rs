@@ -636,8 +636,52 @@ mod tests {
         })
     }
 
+    fn own_file_path() -> impl Strategy<Value = String> {
+        let own = prop_oneof![
+            Just("task.json"),
+            Just("state.json"),
+            Just("heartbeat.json"),
+            Just("actions.jsonl"),
+            Just(".state.json.abc123.tmp"),
+            Just(".task.json.x"),
+        ];
+        let lead = prop_oneof![
+            Just(""),
+            Just("./"),
+            Just("artifacts/../"),
+            Just("artifacts/in_dir/../../"),
+        ];
+        let tail = prop_oneof![Just(""), Just("/x"), Just("/a/b")];
+        (lead, own, tail).prop_map(|(lead, own, tail)| format!("{lead}{own}{tail}"))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// With the task folder itself allowed, the worker's own files are never
+        /// written, nor a folder made under their names.
+        #[test]
+        fn the_workers_own_files_are_never_written(
+            calls in prop::collection::vec((any::<bool>(), own_file_path()), 1..8)
+        ) {
+            let f = Fixture::new();
+            let task = f.root.path().join("task");
+            std::fs::write(task.join("state.json"), "{}").expect("write");
+            let sandbox = Sandbox::open(&task, &[".".to_string()], &[]).expect("sandbox");
+            for (create, path) in calls {
+                let tool = if create { "create_file" } else { "write_file" };
+                let Value::Object(args) = serde_json::json!({"path": path, "content": "w"}) else {
+                    unreachable!("an object literal")
+                };
+                let result = execute(&sandbox, &Action { tool: tool.into(), args });
+                prop_assert!(!result.ok, "{tool} {path}: {result:?}");
+            }
+            prop_assert_eq!(std::fs::read_to_string(task.join("task.json")).expect("read"), "{}");
+            prop_assert_eq!(std::fs::read_to_string(task.join("state.json")).expect("read"), "{}");
+            for name in ["heartbeat.json", "actions.jsonl", ".state.json.abc123.tmp", ".task.json.x"] {
+                prop_assert!(!task.join(name).exists(), "{} was made", name);
+            }
+        }
 
         /// Whatever paths the tools get, nothing outside `artifacts/` changes, and
         /// whatever is written lands inside it.
