@@ -16,6 +16,8 @@ pub(crate) const STATE_FILE: &str = "state.json";
 pub(crate) const HEARTBEAT_FILE: &str = "heartbeat.json";
 pub(crate) const ACTIONS_FILE: &str = "actions.jsonl";
 pub(crate) const ARTIFACTS_DIR: &str = "artifacts";
+/// The worker's files in a task directory, which its tools never write.
+pub(crate) const OWN_FILES: [&str; 4] = [TASK_FILE, STATE_FILE, HEARTBEAT_FILE, ACTIONS_FILE];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -667,7 +667,8 @@ mod tests {
             let f = Fixture::new();
             let task = f.root.path().join("task");
             std::fs::write(task.join("state.json"), "{}").expect("write");
-            let sandbox = Sandbox::open(&task, &[".".to_string()], &[]).expect("sandbox");
+            let own: Vec<PathBuf> = super::super::task::OWN_FILES.iter().map(|f| task.join(f)).collect();
+            let sandbox = Sandbox::open(&task, &[".".to_string()], &own).expect("sandbox");
             for (create, path) in calls {
                 let tool = if create { "create_file" } else { "write_file" };
                 let Value::Object(args) = serde_json::json!({"path": path, "content": "w"}) else {
