@@ -178,14 +178,7 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
         Err(err) => return Err(fail(err).into()),
     };
     let mut file = match existing {
-        // O_EXCL: a new file, never a link followed or a file replaced.
-        None => parent
-            .open_with(name, options.create_new(true))
-            .map_err(fail)?,
-        Some(_) if create_new => parent
-            .open_with(name, options.create_new(true))
-            .map_err(fail)?,
-        Some(looked_at) => {
+        Some(looked_at) if !create_new => {
             check_file(path, &looked_at)?;
             // Emptied only once it is known to be the regular file looked at.
             let file = parent.open_with(name, &options).map_err(fail)?;
@@ -193,6 +186,10 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
             file.set_len(0).map_err(fail)?;
             file
         }
+        // O_EXCL: a new file, never a link followed nor a file replaced.
+        _ => parent
+            .open_with(name, options.create_new(true))
+            .map_err(fail)?,
     };
     file.write_all(args.content.as_bytes()).map_err(fail)?;
     let verb = if create_new { "created" } else { "wrote" };
