@@ -163,7 +163,10 @@ fn a_session_cut_short_by_a_full_disk_is_not_productive_and_runs_again() {
     let output = wait_with_deadline(clowder, DEADLINE);
     let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
     assert_eq!(output.status.code(), Some(0), "{text}");
-    assert!(text.contains("the disk filled up during the session"), "{text}");
+    assert!(
+        text.contains("the disk filled up during the session"),
+        "{text}"
+    );
     let completes = project.events_named("session_complete");
     let iterations: Vec<_> = completes.iter().map(|e| e["iteration"].clone()).collect();
     assert_eq!(iterations, [1, 1], "the same iteration runs again: {text}");

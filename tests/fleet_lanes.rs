@@ -579,7 +579,8 @@ fn a_corrupt_or_newer_registry_is_refused_and_left_alone() {
             &["lane", "stop", "x"],
             &["lane", "rm", "x"],
         ] {
-            let out = repo.expect(args, 1);
+            // A state file that cannot be read is a configuration error: exit 2.
+            let out = repo.expect(args, 2);
             assert!(out.contains(expected), "{args:?} on {text}: {out}");
             assert!(out.contains(".clowder/fleet.json"), "{out}");
         }

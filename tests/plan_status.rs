@@ -112,7 +112,8 @@ fn status_refuses_a_missing_plan_and_a_state_of_another_version() {
     )
     .expect("write state");
     let output = plan_status(dir.path(), &["auth"]);
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    // A state file that cannot be read is a configuration error: exit 2.
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(
         stderr_of(&output).contains("schema_version 7 is not one this clowder reads"),
         "{output:?}"

@@ -750,3 +750,37 @@ fn an_allowed_path_that_is_a_symlink_is_refused_not_followed() {
     );
     assert!(!f.project.path("elsewhere/x.txt").exists());
 }
+
+#[test]
+fn a_fifo_in_place_of_a_task_file_never_hangs_the_worker_or_the_listing() {
+    let f = Fixture::new("");
+    f.new_task(&["--max-iterations", "1"]);
+    f.answer(1, &answer(vec![write_file("artifacts/a.txt", "a")]));
+    let fifo =
+        |path: PathBuf| nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    fifo(f.task("actions.jsonl"));
+    let listed = f.project.run(&["tasks", "task"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", stderr_of(&listed));
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout_of(&output));
+    assert!(
+        stderr_of(&output).contains("actions.jsonl: a FIFO, not a regular file"),
+        "{}",
+        stderr_of(&output)
+    );
+
+    let f = Fixture::new("");
+    f.new_task(&["--max-iterations", "1"]);
+    fifo(f.task("state.json"));
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout_of(&output));
+    assert!(
+        stderr_of(&output).contains("state.json: a FIFO, not a regular file"),
+        "{}",
+        stderr_of(&output)
+    );
+    assert!(
+        !f.project.path("llm/counter").exists(),
+        "the LLM was called"
+    );
+}

@@ -587,7 +587,7 @@ fn placeholder() -> Snapshot {
 /// The records of actions.jsonl from byte `offset`, whole lines only, reading
 /// at most `cap` bytes; returns them and where the next read starts.
 fn read_records(dir: &Path, offset: u64, cap: u64) -> (Vec<ActionRecord>, u64) {
-    let Ok(mut file) = File::open(dir.join(task::ACTIONS_FILE)) else {
+    let Ok(mut file) = crate::store::small_file::open(&dir.join(task::ACTIONS_FILE)) else {
         return (Vec::new(), offset);
     };
     if file.seek(SeekFrom::Start(offset)).is_err() {

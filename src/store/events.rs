@@ -72,7 +72,8 @@ const MAX_LINE: usize = 64 * 1024;
 /// The log is streamed: memory stays bounded whatever its size. Lines that are
 /// not events (torn by a crash, a full disk, edited by hand) are skipped.
 pub fn highest_session_global(path: &Path) -> io::Result<u64> {
-    let file = match File::open(path) {
+    // A regular file only: a FIFO would wait forever, `/dev/zero` never end.
+    let file = match super::small_file::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(err) => return Err(err),

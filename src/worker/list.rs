@@ -85,7 +85,8 @@ fn status_of(state: Result<Option<task::State>, task::FileError>) -> (String, u6
 }
 
 fn last_record(dir: &Path) -> Option<ActionRecord> {
-    let mut file = std::fs::File::open(dir.join(task::ACTIONS_FILE)).ok()?;
+    // A regular file only: a FIFO there must not hang `clowder tasks`.
+    let mut file = crate::store::small_file::open(&dir.join(task::ACTIONS_FILE)).ok()?;
     let len = file.metadata().ok()?.len();
     file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))
         .ok()?;

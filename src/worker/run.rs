@@ -83,8 +83,9 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig, config_path: &Path) -> i32 
         eprintln!("clowder: error: {message}");
         return EXIT_USAGE;
     }
-    let guarded = [config_path.to_path_buf()];
-    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths, &guarded) {
+    let mut never_written: Vec<PathBuf> = task::OWN_FILES.iter().map(|f| dir.join(f)).collect();
+    never_written.push(config_path.to_path_buf());
+    let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths, &never_written) {
         Ok(sandbox) => sandbox,
         Err(message) => return finish_without_sandbox(dir, state, message),
     };

@@ -19,8 +19,6 @@ use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::{Dir, FileTypeExt, Metadata, MetadataExt};
 
-use super::task;
-
 /// A tool path longer than this is refused: the kernel's own `PATH_MAX`, which a
 /// folder made one level at a time would otherwise go past.
 pub(crate) const MAX_PATH_BYTES: usize = 4096;
@@ -40,25 +38,23 @@ struct Root {
     dir: Dir,
 }
 
-/// Names in one folder that the tools never write: the files themselves, and the
-/// temporary files (`.NAME.…`) they are replaced through.
+/// A name in one folder (known by its device and inode) that the tools never
+/// write: the file itself, and the temporary files (`.NAME.…`) it is replaced through.
 struct Guarded {
     dev: u64,
     ino: u64,
-    names: Vec<OsString>,
+    name: OsString,
 }
 
 impl Guarded {
     fn covers(&self, name: &OsStr) -> bool {
         let name = name.as_encoded_bytes();
-        self.names.iter().any(|guarded| {
-            let guarded = guarded.as_encoded_bytes();
-            name == guarded
-                || name
-                    .strip_prefix(b".")
-                    .and_then(|rest| rest.strip_prefix(guarded))
-                    .is_some_and(|rest| rest.starts_with(b"."))
-        })
+        let guarded = self.name.as_encoded_bytes();
+        name == guarded
+            || name
+                .strip_prefix(b".")
+                .and_then(|rest| rest.strip_prefix(guarded))
+                .is_some_and(|rest| rest.starts_with(b"."))
     }
 }
 
@@ -77,12 +73,12 @@ pub(crate) struct Resolved<'a> {
 
 impl Sandbox {
     /// Opens every allowed path; each must be an existing directory, and not a
-    /// symbolic link. `also_guarded`: files besides the task's own that the tools
-    /// never write (the worker's config file).
+    /// symbolic link. `never_written`: the files the tools never write, whatever
+    /// the allowed paths (the worker's own).
     pub(crate) fn open(
         task_dir: &Path,
         allowed: &[String],
-        also_guarded: &[PathBuf],
+        never_written: &[PathBuf],
     ) -> Result<Sandbox, String> {
         let mut roots = Vec::new();
         for path in allowed {
@@ -98,17 +94,8 @@ impl Sandbox {
             roots.push(Root { prefix, dir });
         }
         roots.sort_by_key(|root| std::cmp::Reverse(root.prefix.components().count()));
-        let own = [
-            task::TASK_FILE,
-            task::STATE_FILE,
-            task::HEARTBEAT_FILE,
-            task::ACTIONS_FILE,
-        ];
-        let mut guarded = vec![
-            guard(task_dir, own.iter().map(OsString::from).collect())
-                .map_err(|err| format!("{}: {err}", task_dir.display()))?,
-        ];
-        for file in also_guarded {
+        let mut guarded = Vec::new();
+        for file in never_written {
             let (Some(name), Some(parent)) = (file.file_name(), file.parent()) else {
                 continue;
             };
@@ -117,9 +104,9 @@ impl Sandbox {
             } else {
                 parent
             };
-            // A config file that is not there cannot be written through a folder
-            // that is not there either; an existing folder is guarded.
-            if let Ok(entry) = guard(parent, vec![name.to_os_string()]) {
+            // A file whose folder is not there cannot be written through it; an
+            // existing folder is guarded.
+            if let Ok(entry) = guard(parent, name) {
                 guarded.push(entry);
             }
         }
@@ -221,12 +208,12 @@ fn open_root(path: &Path, is_task_dir: bool) -> Result<Dir, String> {
     }
 }
 
-fn guard(dir: &Path, names: Vec<OsString>) -> io::Result<Guarded> {
+fn guard(dir: &Path, name: &OsStr) -> io::Result<Guarded> {
     let meta = std::fs::metadata(dir)?;
     Ok(Guarded {
         dev: meta.dev(),
         ino: meta.ino(),
-        names,
+        name: name.to_os_string(),
     })
 }
 

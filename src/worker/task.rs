@@ -3,6 +3,7 @@
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -16,6 +17,8 @@ pub(crate) const STATE_FILE: &str = "state.json";
 pub(crate) const HEARTBEAT_FILE: &str = "heartbeat.json";
 pub(crate) const ACTIONS_FILE: &str = "actions.jsonl";
 pub(crate) const ARTIFACTS_DIR: &str = "artifacts";
+/// The worker's files in a task directory, which its tools never write.
+pub(crate) const OWN_FILES: [&str; 4] = [TASK_FILE, STATE_FILE, HEARTBEAT_FILE, ACTIONS_FILE];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -264,11 +267,23 @@ pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), Fil
     let path = dir.join(ACTIONS_FILE);
     let mut line = serde_json::to_vec(record).map_err(|err| file_error(&path, err))?;
     line.push(b'\n');
+    // Non-blocking: a FIFO put in its place must not hang the worker.
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
+        .custom_flags(libc::O_NONBLOCK)
         .open(&path)
-        .map_err(|err| file_error(&path, err))?;
+        .map_err(|err| match err.raw_os_error() {
+            Some(libc::ENXIO) => file_error(&path, "a FIFO, not a regular file"),
+            _ => file_error(&path, err),
+        })?;
+    if !file
+        .metadata()
+        .map_err(|err| file_error(&path, err))?
+        .is_file()
+    {
+        return Err(file_error(&path, "not a regular file"));
+    }
     file.write_all(&line)
         .and_then(|()| file.sync_data())
         .map_err(|err| file_error(&path, err))
@@ -277,7 +292,7 @@ pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), Fil
 /// The last `keep` records of `actions.jsonl` (unreadable lines skipped), read in one
 /// pass that holds at most `keep` records.
 pub(crate) fn recent_actions(dir: &Path, keep: usize) -> Vec<ActionRecord> {
-    let Ok(file) = std::fs::File::open(dir.join(ACTIONS_FILE)) else {
+    let Ok(file) = small_file::open(&dir.join(ACTIONS_FILE)) else {
         return Vec::new();
     };
     let mut recent = std::collections::VecDeque::with_capacity(keep + 1);

@@ -178,14 +178,7 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
         Err(err) => return Err(fail(err).into()),
     };
     let mut file = match existing {
-        // O_EXCL: a new file, never a link followed or a file replaced.
-        None => parent
-            .open_with(name, options.create_new(true))
-            .map_err(fail)?,
-        Some(_) if create_new => parent
-            .open_with(name, options.create_new(true))
-            .map_err(fail)?,
-        Some(looked_at) => {
+        Some(looked_at) if !create_new => {
             check_file(path, &looked_at)?;
             // Emptied only once it is known to be the regular file looked at.
             let file = parent.open_with(name, &options).map_err(fail)?;
@@ -193,6 +186,10 @@ fn write(sandbox: &Sandbox, args: &WriteArgs, create_new: bool) -> Result<String
             file.set_len(0).map_err(fail)?;
             file
         }
+        // O_EXCL: a new file, never a link followed nor a file replaced.
+        _ => parent
+            .open_with(name, options.create_new(true))
+            .map_err(fail)?,
     };
     file.write_all(args.content.as_bytes()).map_err(fail)?;
     let verb = if create_new { "created" } else { "wrote" };
@@ -636,8 +633,53 @@ mod tests {
         })
     }
 
+    fn own_file_path() -> impl Strategy<Value = String> {
+        let own = prop_oneof![
+            Just("task.json"),
+            Just("state.json"),
+            Just("heartbeat.json"),
+            Just("actions.jsonl"),
+            Just(".state.json.abc123.tmp"),
+            Just(".task.json.x"),
+        ];
+        let lead = prop_oneof![
+            Just(""),
+            Just("./"),
+            Just("artifacts/../"),
+            Just("artifacts/in_dir/../../"),
+        ];
+        let tail = prop_oneof![Just(""), Just("/x"), Just("/a/b")];
+        (lead, own, tail).prop_map(|(lead, own, tail)| format!("{lead}{own}{tail}"))
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// With the task folder itself allowed, the worker's own files are never
+        /// written, nor a folder made under their names.
+        #[test]
+        fn the_workers_own_files_are_never_written(
+            calls in prop::collection::vec((any::<bool>(), own_file_path()), 1..8)
+        ) {
+            let f = Fixture::new();
+            let task = f.root.path().join("task");
+            std::fs::write(task.join("state.json"), "{}").expect("write");
+            let own: Vec<PathBuf> = super::super::task::OWN_FILES.iter().map(|f| task.join(f)).collect();
+            let sandbox = Sandbox::open(&task, &[".".to_string()], &own).expect("sandbox");
+            for (create, path) in calls {
+                let tool = if create { "create_file" } else { "write_file" };
+                let Value::Object(args) = serde_json::json!({"path": path, "content": "w"}) else {
+                    unreachable!("an object literal")
+                };
+                let result = execute(&sandbox, &Action { tool: tool.into(), args });
+                prop_assert!(!result.ok, "{tool} {path}: {result:?}");
+            }
+            prop_assert_eq!(std::fs::read_to_string(task.join("task.json")).expect("read"), "{}");
+            prop_assert_eq!(std::fs::read_to_string(task.join("state.json")).expect("read"), "{}");
+            for name in ["heartbeat.json", "actions.jsonl", ".state.json.abc123.tmp", ".task.json.x"] {
+                prop_assert!(!task.join(name).exists(), "{} was made", name);
+            }
+        }
 
         /// Whatever paths the tools get, nothing outside `artifacts/` changes, and
         /// whatever is written lands inside it.
