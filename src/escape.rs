@@ -40,10 +40,11 @@ pub fn is_invisible(c: char) -> bool {
 }
 
 /// Default-ignorable code points (Unicode's DerivedCoreProperties) that are
-/// not format characters, in order: fillers, free variation selectors and reserved
-/// ignorables, which a terminal draws as nothing. Variation selectors 15 and
-/// 16 (U+FE0E, U+FE0F) are left out: they pick the text or emoji look of the
-/// character before them, which is visible, and agents write `⚠️` often.
+/// not format characters, in order: fillers, free variation selectors and
+/// reserved ignorables, which a terminal draws as nothing. Variation
+/// selectors 15 and 16 (U+FE0E, U+FE0F) are left out: they pick the text or
+/// emoji look of the character before them, which is visible, and agents
+/// write `⚠️` often.
 const INVISIBLE_OTHERS: &[std::ops::RangeInclusive<char>] = &[
     '\u{034f}'..='\u{034f}',   // combining grapheme joiner
     '\u{115f}'..='\u{1160}',   // Hangul choseong and jungseong fillers
