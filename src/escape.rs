@@ -8,6 +8,7 @@
 //! ASCII, so escaping twice changes nothing.
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use unicode_general_category::{GeneralCategory, get_general_category};
 
@@ -21,23 +22,29 @@ pub fn is_invisible(c: char) -> bool {
     match c {
         ' '..='~' => false,
         '\0'..='\u{1f}' | '\u{7f}' => true,
-        _ => {
-            matches!(
-                get_general_category(c),
-                GeneralCategory::Control
-                    | GeneralCategory::Format
-                    | GeneralCategory::LineSeparator
-                    | GeneralCategory::ParagraphSeparator
-            ) || INVISIBLE_OTHERS.iter().any(|range| range.contains(&c))
-        }
+        _ => match get_general_category(c) {
+            GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator => true,
+            // The categories of INVISIBLE_OTHERS, which is in order.
+            GeneralCategory::NonspacingMark
+            | GeneralCategory::OtherLetter
+            | GeneralCategory::Unassigned => INVISIBLE_OTHERS
+                .iter()
+                .take_while(|range| *range.start() <= c)
+                .any(|range| c <= *range.end()),
+            _ => false,
+        },
     }
 }
 
 /// Default-ignorable code points (Unicode's DerivedCoreProperties) that are
-/// not format characters: fillers, free variation selectors and reserved
-/// ignorables, which a terminal draws as nothing. Variation selectors 15 and
-/// 16 (U+FE0E, U+FE0F) are left out: they pick the text or emoji look of the
-/// character before them, which is visible, and agents write `⚠️` often.
+/// not format characters, in order: fillers, free variation selectors and
+/// reserved ignorables, which a terminal draws as nothing. Variation
+/// selectors 15 and 16 (U+FE0E, U+FE0F) are left out: they pick the text or
+/// emoji look of the character before them, which is visible, and agents
+/// write `⚠️` often.
 const INVISIBLE_OTHERS: &[std::ops::RangeInclusive<char>] = &[
     '\u{034f}'..='\u{034f}',   // combining grapheme joiner
     '\u{115f}'..='\u{1160}',   // Hangul choseong and jungseong fillers
@@ -50,6 +57,25 @@ const INVISIBLE_OTHERS: &[std::ops::RangeInclusive<char>] = &[
     '\u{fff0}'..='\u{fff8}',   // reserved
     '\u{e0000}'..='\u{e0fff}', // tags, variation selectors 17 to 256, reserved
 ];
+
+/// Whether a character whose UTF-8 form starts with `byte` can be invisible:
+/// most text past ASCII (accented letters, CJK) cannot, and is passed over by
+/// scanners without decoding. Worked out once from [`is_invisible`].
+pub fn may_start_invisible(byte: u8) -> bool {
+    static LEADS: OnceLock<[bool; 256]> = OnceLock::new();
+    let leads = LEADS.get_or_init(|| {
+        let mut leads = [false; 256];
+        let mut utf8 = [0u8; 4];
+        for c in (0..=0x10ffff)
+            .filter_map(char::from_u32)
+            .filter(|c| is_invisible(*c))
+        {
+            leads[usize::from(c.encode_utf8(&mut utf8).as_bytes()[0])] = true;
+        }
+        leads
+    });
+    leads[usize::from(byte)]
+}
 
 /// Appends the visible form of `c`: `\t`, `\n`, `\r` or `\u{…}`; any other
 /// character as it is.
@@ -181,6 +207,28 @@ mod tests {
             assert!(is_invisible(c), "{:?}", c);
             assert!(visible(&c.to_string()).starts_with("\\"), "{c:?}");
         }
+    }
+
+    #[test]
+    fn a_scanner_skips_only_bytes_that_start_no_invisible_character() {
+        let mut utf8 = [0u8; 4];
+        for c in (0..=0x10ffff)
+            .filter_map(char::from_u32)
+            .filter(|c| is_invisible(*c))
+        {
+            assert!(
+                may_start_invisible(c.encode_utf8(&mut utf8).as_bytes()[0]),
+                "{c:?}"
+            );
+        }
+        for c in ['a', 'é', '日', 'ж'] {
+            assert!(
+                !may_start_invisible(c.encode_utf8(&mut utf8).as_bytes()[0]),
+                "{c:?}"
+            );
+        }
+        // Continuation bytes start nothing.
+        assert!((0x80..=0xbf).all(|b| !may_start_invisible(b)));
     }
 
     #[test]

@@ -190,7 +190,7 @@ fn queue_shows_every_invisible_character_escaped_and_json_keeps_it_exact() {
 
 #[test]
 fn the_control_room_shows_a_hidden_command_in_every_pane() {
-    let project = Project::new(&fast_config(&["replay", "hostile.jsonl"], ""));
+    let project = Project::new(&fast_config(&["drip", "hostile.jsonl"], ""));
     project.write("hostile.jsonl", &hostile_transcript("done", false));
     let command = format!(
         "{clowder} 1; echo CLOWDER_EXIT=$?; sleep 600",

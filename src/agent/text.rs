@@ -4,7 +4,7 @@ use std::borrow::Cow;
 
 use memchr::memchr;
 
-use crate::escape::{is_invisible, push_visible};
+use crate::escape::{is_invisible, may_start_invisible, push_visible};
 
 /// Cap for [`Rendered::detail`]: enough to read a tool's output, small enough for a UI.
 pub(super) const MAX_DETAIL_BYTES: usize = 64 * 1024;
@@ -75,7 +75,13 @@ pub(super) fn is_safe_text(text: &str, allow_newline: bool) -> bool {
         }
         past_ascii |= high;
     }
-    !past_ascii || !text.chars().any(|c| !c.is_ascii() && is_invisible(c))
+    !past_ascii
+        || !bytes.iter().enumerate().any(|(at, &b)| {
+            // A byte that can start one is a lead byte: `at` is a char boundary.
+            b >= 0x80
+                && may_start_invisible(b)
+                && text[at..].chars().next().is_some_and(is_invisible)
+        })
 }
 
 pub(super) fn char_count(text: &str) -> usize {
@@ -183,6 +189,9 @@ fn visible_run_end(text: &str, from: usize) -> usize {
             if b < 0x20 || b == 0x7f {
                 break;
             }
+            j += 1;
+        } else if !may_start_invisible(b) {
+            // The rest of the character, if any, starts nothing either.
             j += 1;
         } else {
             let Some(c) = text[j..].chars().next() else {
