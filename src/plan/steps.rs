@@ -107,7 +107,10 @@ pub fn start(
 ) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
     let prompt = write_prompt(root, plan, step, None)?;
-    let known = registry::load(root).map_err(String::from)?.lane(&name).is_some();
+    let known = registry::load(root)
+        .map_err(String::from)?
+        .lane(&name)
+        .is_some();
     match workspace {
         Workspace::New { from, merge_in, .. } => {
             if !known {
@@ -166,7 +169,14 @@ fn merge_dependency(dir: &Path, branch: &str) -> Result<(), NotStarted> {
     let output = Command::new("git")
         .arg("-C")
         .arg(dir)
-        .args(["merge", "--no-edit", "-m", &message, "--end-of-options", branch])
+        .args([
+            "merge",
+            "--no-edit",
+            "-m",
+            &message,
+            "--end-of-options",
+            branch,
+        ])
         .stdin(Stdio::null())
         .output()
         .map_err(|err| format!("cannot run git: {err}"))?;
