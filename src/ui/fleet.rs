@@ -169,6 +169,7 @@ async fn room_loop(
         tokio::select! {
             input = inputs.next() => match input {
                 Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
                 Input::Paste(text) => messages.push(Msg::Paste(text)),
                 Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
                 Input::Event(_) => messages.push(Msg::Tick),

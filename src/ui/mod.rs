@@ -15,7 +15,7 @@ pub mod keymap;
 mod live_output;
 pub mod new_lane;
 mod suspend;
-mod terminal;
+pub(crate) mod terminal;
 pub mod view;
 
 use std::io;
@@ -305,6 +305,7 @@ async fn event_loop(
         tokio::select! {
             input = inputs.next() => match input {
                 Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
                 Input::Paste(text) => messages.push(Msg::Paste(text)),
                 Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
                 Input::Event(_) => messages.push(Msg::Tick),
