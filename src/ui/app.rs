@@ -403,9 +403,11 @@ pub enum Msg {
     /// Text pasted: it goes into the open text prompt, and is never read as keys.
     Paste(String),
     /// Keys that came in one read, as from a paste the terminal did not
-    /// bracket: printable ones are typed into an open text prompt and
-    /// otherwise dropped, so that no letter in a paste acts (`q`, `S`, `K`…);
-    /// the others (Enter, Esc, arrows) act as keys.
+    /// bracket. With a text prompt open they are typed into it. Otherwise,
+    /// with three printable keys or more, the printable ones are dropped (no
+    /// letter of a paste acts: `q`, `S`, `K`…); with two, they act, but a
+    /// question one of them asks is not answered by the other. Enter, Esc and
+    /// arrows act.
     Burst(Vec<KeyEvent>),
     /// News from the fleet host (with lanes), each about its lane.
     Host(HostMsg),
@@ -692,19 +694,36 @@ fn on_burst(
     now: DateTime<Utc>,
     commands: &mut Vec<UiCommand>,
 ) {
+    let printable = keys
+        .iter()
+        .filter(|key| crate::ui::terminal::printable_char(key).is_some())
+        .count();
+    // Two keys at once may be a person's over a slow link; more are a paste.
+    let paste = printable >= 3;
     let mut dropped = 0;
     for key in keys {
         let prompt_open =
             state.typing() || state.fleet.as_ref().is_some_and(|f| f.new_lane.is_some());
-        if !prompt_open && crate::ui::terminal::printable_char(&key).is_some() {
+        let letter = crate::ui::terminal::printable_char(&key).is_some();
+        if prompt_open {
+            on_key(state, key, now, commands);
+        } else if letter && (paste || asking(state)) {
             dropped += 1;
         } else {
+            // Once a question is up, the rest of the letters are dropped
+            // above: a question is never answered by a key that came with
+            // the one that asked it (`qS`, `Ky` pasted).
             on_key(state, key, now, commands);
         }
     }
     if dropped > 0 {
         ignored_paste(state, dropped, now);
     }
+}
+
+/// A question is on screen (quit, kill, stop now, remove a lane, merge a step).
+fn asking(state: &AppState) -> bool {
+    state.dialog.is_some() || state.plan.confirm.is_some()
 }
 
 fn ignored_paste(state: &mut AppState, chars: usize, now: DateTime<Utc>) {
@@ -1229,3 +1248,5 @@ pub mod plan;
 mod detail_tests;
 #[cfg(test)]
 mod pairing_tests;
+#[cfg(test)]
+mod paste_tests;
