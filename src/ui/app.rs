@@ -404,10 +404,10 @@ pub enum Msg {
     Paste(String),
     /// Keys that came in one read, as from a paste the terminal did not
     /// bracket. With a text prompt open they are typed into it. Otherwise,
-    /// with three printable keys or more, the printable ones are dropped (no
-    /// letter of a paste acts: `q`, `S`, `K`…); with two, they act, but a
-    /// question one of them asks is not answered by the other. Enter, Esc and
-    /// arrows act.
+    /// with three different printable characters or more, the printable keys
+    /// are dropped (no letter of a paste acts: `q`, `S`, `K`…); with fewer,
+    /// they act, but a question one of them asks is not answered by a later
+    /// one. Enter, Esc and arrows act.
     Burst(Vec<KeyEvent>),
     /// News from the fleet host (with lanes), each about its lane.
     Host(HostMsg),
@@ -694,12 +694,15 @@ fn on_burst(
     now: DateTime<Utc>,
     commands: &mut Vec<UiCommand>,
 ) {
-    let printable = keys
+    let mut printable: Vec<char> = keys
         .iter()
-        .filter(|key| crate::ui::terminal::printable_char(key).is_some())
-        .count();
-    // Two keys at once may be a person's over a slow link; more are a paste.
-    let paste = printable >= 3;
+        .filter_map(crate::ui::terminal::printable_char)
+        .collect();
+    printable.sort_unstable();
+    printable.dedup();
+    // A few keys at once may be a person's over a slow link, or a script's
+    // (`j j M`); text has more different characters.
+    let paste = printable.len() >= 3;
     let mut dropped = 0;
     for key in keys {
         let prompt_open =

@@ -54,3 +54,11 @@ fn a_paste_fills_the_open_search_prompt() {
     update(&mut state, burst("yz"), Utc::now());
     assert_eq!(state.output.search_input.as_deref(), Some("qS xyz"));
 }
+
+#[test]
+fn a_few_keys_at_once_still_act() {
+    // Two keys that came together, as over a slow link: zoom, then the help.
+    let mut state = room();
+    update(&mut state, burst("z?"), Utc::now());
+    assert!(state.zoom && state.help);
+}
