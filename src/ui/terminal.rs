@@ -216,9 +216,9 @@ async fn recv(stream: &mut Option<Signal>) -> Option<()> {
 
 /// Ctrl-Z: in raw mode the terminal sends it as a key, not as SIGTSTP.
 fn is_suspend_key(key: &KeyEvent) -> bool {
+    use crate::ui::keymap::{Action, Context, lookup};
     key.kind != KeyEventKind::Release
-        && key.code == KeyCode::Char('z')
-        && key.modifiers.contains(KeyModifiers::CONTROL)
+        && lookup(Context::Main, key).is_some_and(|binding| binding.action == Action::Suspend)
 }
 
 /// Whether keys that came in one read are a paste the terminal did not
