@@ -48,6 +48,9 @@ pub fn run_fleet_with(
     };
     let format = config.agent.format;
     let caller = Caller::new(&config.ui, &root);
+    // Before the host's thread: the shell then waits for a parent that
+    // restores the terminal if this process is killed (see `detach`).
+    let parent = crate::detach::fork_waiter();
     let room_root = root.clone();
     let (to_ui, from_host) = mpsc::unbounded_channel();
     let (requests, requests_rx) = mpsc::unbounded_channel();
@@ -74,6 +77,7 @@ pub fn run_fleet_with(
                     format,
                     files: &files,
                     caller,
+                    parent,
                 };
                 room_loop(guard, from_host, requests, room)
                     .await
@@ -97,6 +101,8 @@ struct Room<'a> {
     format: crate::agent::stream::AgentFormat,
     files: &'a Files,
     caller: Caller,
+    /// The waiting parent, told when the room suspends.
+    parent: Option<crate::detach::Detacher>,
 }
 
 async fn room_loop(
@@ -110,6 +116,7 @@ async fn room_loop(
         format,
         files,
         mut caller,
+        parent,
     } = room;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut state = AppState::for_fleet(no_color);
@@ -158,7 +165,7 @@ async fn room_loop(
         if let Some(asked) =
             suspend.take_if(|asked| asked.due(all_paused(&state, asked.waits_for())))
         {
-            let paused_here = asked.stop(&mut guard, &mut inputs, None)?;
+            let paused_here = asked.stop(&mut guard, &mut inputs, parent.as_ref())?;
             send_to_lanes(&requests, paused_here, &Command::Resume);
             redraw.changed(true);
             continue;
