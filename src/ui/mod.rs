@@ -247,6 +247,7 @@ async fn event_loop(
     // The live session's lines come from its reader; a follower reads the rest.
     let (tap_tx, mut tap_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     supervisor.show_output_to(tap_tx);
+    supervisor.leave_hangup_to_the_room();
     let mut live = live_output::LiveOutput::default();
     let supervisor = supervisor.run(command_rx);
     tokio::pin!(supervisor);
