@@ -165,8 +165,15 @@ async fn room_loop(
         if let Some(asked) =
             suspend.take_if(|asked| asked.due(all_paused(&state, asked.waits_for())))
         {
-            let paused_here = asked.stop(&mut guard, &mut inputs, parent.as_ref())?;
-            send_to_lanes(&requests, paused_here, &Command::Resume);
+            match asked.stop(&mut guard, &mut inputs, parent.as_ref()) {
+                Ok(paused_here) => send_to_lanes(&requests, paused_here, &Command::Resume),
+                // The screen cannot be taken again: as if the terminal had gone.
+                Err(_) => {
+                    terminal_gone = true;
+                    inputs.pause_events();
+                    stop_every_lane(&mut state, &requests);
+                }
+            }
             redraw.changed(true);
             continue;
         }

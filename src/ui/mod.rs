@@ -290,11 +290,21 @@ async fn event_loop(
         if state.should_quit {
             break;
         }
-        if let Some(asked) = suspend.take_if(|asked| asked.due(state.snapshot.paused)) {
-            let paused_here = !asked.waits_for().is_empty();
-            asked.stop(&mut guard, &mut inputs, detach.as_ref())?;
-            if paused_here {
-                let _ = command_tx.send(crate::protocol::Command::Resume);
+        let paused =
+            |asked: &suspend::Suspend<()>| asked.waits_for().is_empty() || state.snapshot.paused;
+        if let Some(asked) = suspend.take_if(|asked| asked.due(paused(asked))) {
+            match asked.stop(&mut guard, &mut inputs, detach.as_ref()) {
+                Ok(paused_here) => {
+                    if !paused_here.is_empty() {
+                        let _ = command_tx.send(crate::protocol::Command::Resume);
+                    }
+                }
+                // The screen cannot be taken again: as if the terminal had gone.
+                Err(_) => {
+                    terminal_gone = true;
+                    inputs.pause_events();
+                    terminal_closed(&command_tx, &mut state, outcome.is_some());
+                }
             }
             redraw.changed(true);
             continue;
