@@ -50,6 +50,10 @@ extern "C" fn note_sigterm(_: libc::c_int) {
 ///
 /// Call it while the process has a single thread: before any runtime starts.
 pub fn fork_waiter() -> Option<Detacher> {
+    if !single_threaded() {
+        // A fork would leave the child with locks other threads held.
+        return None;
+    }
     // CLOEXEC: agents and hooks must not inherit the write end, or the parent
     // would wait on them too.
     let (from_child, to_parent) = pipe2(OFlag::O_CLOEXEC).ok()?;
@@ -72,6 +76,10 @@ pub fn fork_waiter() -> Option<Detacher> {
         }
         Err(_) => None,
     }
+}
+
+fn single_threaded() -> bool {
+    std::fs::read_dir("/proc/self/task").is_ok_and(|tasks| tasks.count() == 1)
 }
 
 /// The parent's whole life: wait for "detached" or for the child's end. The

@@ -30,6 +30,9 @@ fn enter_on_a_tool_call_shows_its_input_and_whole_result() {
 
     // Search selects the call; Enter expands it.
     tmux.keys(&["/"]);
+    // Typed only once the prompt is open: keys that came with `/` in one read
+    // would be a paste, which no text prompt took.
+    tmux.wait_for("Enter search");
     tmux.type_text("notes.txt");
     tmux.keys(&["Enter"]);
     tmux.keys(&["Enter"]);

@@ -234,6 +234,8 @@ pub struct Runtime {
     /// Where the live session's display lines go (the control room's output
     /// pane), built by the session's reader from the lines it decodes anyway.
     output_tap: Option<mpsc::UnboundedSender<FollowUpdate>>,
+    /// SIGHUP is the control room's to take: for it, the terminal is gone.
+    hangup_to_the_room: bool,
 }
 
 impl Runtime {
@@ -428,6 +430,7 @@ impl Runtime {
             status_growth: (0, None),
             late_calls: Vec::new(),
             output_tap: None,
+            hangup_to_the_room: false,
         };
         Ok((runtime, snapshot_rx))
     }
@@ -551,7 +554,9 @@ impl Runtime {
             (
                 signal(SignalKind::interrupt()).ok(),
                 signal(SignalKind::terminate()).ok(),
-                process::hangup_signal(),
+                (!self.hangup_to_the_room)
+                    .then(process::hangup_signal)
+                    .flatten(),
             )
         };
         // Before anything rewrites the status file of the run that may have left it.
@@ -1084,6 +1089,12 @@ impl Runtime {
     /// needs no second reader of the same output.
     pub fn show_output_to(&mut self, tap: mpsc::UnboundedSender<FollowUpdate>) {
         self.output_tap = Some(tap);
+    }
+
+    /// Leaves SIGHUP to the control room, which ends the loop with
+    /// [`Command::TerminalClosed`] when its terminal hangs up.
+    pub fn leave_hangup_to_the_room(&mut self) {
+        self.hangup_to_the_room = true;
     }
 
     /// Starts the session's reader thread; its progress goes to the guards if

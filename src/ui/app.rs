@@ -402,6 +402,13 @@ pub enum Msg {
     Finished(ExitReason),
     /// Text pasted: it goes into the open text prompt, and is never read as keys.
     Paste(String),
+    /// Keys that came in one read, as from a paste the terminal did not
+    /// bracket. With a text prompt open they are typed into it. Otherwise,
+    /// with three different printable characters or more, the printable keys
+    /// are dropped (no letter of a paste acts: `q`, `S`, `K`…); with fewer,
+    /// they act, but a question one of them asks is not answered by a later
+    /// one. Enter, Esc and arrows act.
+    Burst(Vec<KeyEvent>),
     /// News from the fleet host (with lanes), each about its lane.
     Host(HostMsg),
     Tick,
@@ -410,7 +417,10 @@ pub enum Msg {
 impl Msg {
     /// A key or the mouse: the user acted, and waits to see it.
     pub fn is_from_user(&self) -> bool {
-        matches!(self, Msg::Key(_) | Msg::Mouse(_) | Msg::Paste(_))
+        matches!(
+            self,
+            Msg::Key(_) | Msg::Mouse(_) | Msg::Paste(_) | Msg::Burst(_)
+        )
     }
 }
 
@@ -526,6 +536,7 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
     match msg {
         Msg::Key(key) => on_key(state, key, now, &mut commands),
         Msg::Paste(text) => on_paste(state, &text, now),
+        Msg::Burst(keys) => on_burst(state, keys, now, &mut commands),
         Msg::Mouse(mouse) => match mouse.kind {
             MouseEventKind::ScrollUp => state.output.move_by(-3),
             MouseEventKind::ScrollDown => state.output.move_by(3),
@@ -673,18 +684,62 @@ fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
     } else if let Some(query) = state.output.search_input.as_mut() {
         query.push_str(&one_line());
     } else {
-        let chars = text.chars().count();
-        let note = format!("ignored a paste of {chars} characters: no text prompt is open");
-        update_inner(
-            state,
-            Msg::Log {
-                at: now,
-                level: Level::Info,
-                text: note,
-            },
-            now,
-        );
+        ignored_paste(state, text.chars().count(), now);
     }
+}
+
+fn on_burst(
+    state: &mut AppState,
+    keys: Vec<KeyEvent>,
+    now: DateTime<Utc>,
+    commands: &mut Vec<UiCommand>,
+) {
+    let mut printable: Vec<char> = keys
+        .iter()
+        .filter_map(crate::ui::terminal::printable_char)
+        .collect();
+    printable.sort_unstable();
+    printable.dedup();
+    // A few keys at once may be a person's over a slow link, or a script's
+    // (`j j M`); text has more different characters.
+    let paste = printable.len() >= 3;
+    let mut dropped = 0;
+    for key in keys {
+        let prompt_open =
+            state.typing() || state.fleet.as_ref().is_some_and(|f| f.new_lane.is_some());
+        let letter = crate::ui::terminal::printable_char(&key).is_some();
+        if prompt_open {
+            on_key(state, key, now, commands);
+        } else if letter && (paste || asking(state)) {
+            dropped += 1;
+        } else {
+            // Once a question is up, the rest of the letters are dropped
+            // above: a question is never answered by a key that came with
+            // the one that asked it (`qS`, `Ky` pasted).
+            on_key(state, key, now, commands);
+        }
+    }
+    if dropped > 0 {
+        ignored_paste(state, dropped, now);
+    }
+}
+
+/// A question is on screen (quit, kill, stop now, remove a lane, merge a step).
+fn asking(state: &AppState) -> bool {
+    state.dialog.is_some() || state.plan.confirm.is_some()
+}
+
+fn ignored_paste(state: &mut AppState, chars: usize, now: DateTime<Utc>) {
+    let note = format!("ignored a paste of {chars} characters: no text prompt is open");
+    update_inner(
+        state,
+        Msg::Log {
+            at: now,
+            level: Level::Info,
+            text: note,
+        },
+        now,
+    );
 }
 
 fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mut Vec<UiCommand>) {
@@ -1196,3 +1251,5 @@ pub mod plan;
 mod detail_tests;
 #[cfg(test)]
 mod pairing_tests;
+#[cfg(test)]
+mod paste_tests;

@@ -49,6 +49,9 @@ pub fn run_fleet_with(
     };
     let format = config.agent.format;
     let caller = Caller::new(&config.ui, &root);
+    // Before the host's thread: the shell then waits for a parent that
+    // restores the terminal if this process is killed (see `detach`).
+    let parent = crate::detach::fork_waiter();
     let room_root = root.clone();
     let (to_ui, from_host) = mpsc::unbounded_channel();
     let (requests, requests_rx) = mpsc::unbounded_channel();
@@ -75,6 +78,7 @@ pub fn run_fleet_with(
                     format,
                     files: &files,
                     caller,
+                    parent,
                 };
                 room_loop(guard, from_host, requests, room)
                     .await
@@ -98,6 +102,8 @@ struct Room<'a> {
     format: crate::agent::stream::AgentFormat,
     files: &'a Files,
     caller: Caller,
+    /// The waiting parent, told when the room suspends.
+    parent: Option<crate::detach::Detacher>,
 }
 
 async fn room_loop(
@@ -111,6 +117,7 @@ async fn room_loop(
         format,
         files,
         mut caller,
+        parent,
     } = room;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut state = AppState::for_fleet(no_color);
@@ -160,8 +167,15 @@ async fn room_loop(
         if let Some(asked) =
             suspend.take_if(|asked| asked.due(all_paused(&state, asked.waits_for())))
         {
-            let paused_here = asked.stop(&mut guard, &mut inputs, None)?;
-            send_to_lanes(&requests, paused_here, &Command::Resume);
+            match asked.stop(&mut guard, &mut inputs, parent.as_ref()) {
+                Ok(paused_here) => send_to_lanes(&requests, paused_here, &Command::Resume),
+                // The screen cannot be taken again: as if the terminal had gone.
+                Err(_) => {
+                    terminal_gone = true;
+                    inputs.pause_events();
+                    stop_every_lane(&mut state, &requests);
+                }
+            }
             redraw.changed(true);
             continue;
         }
@@ -171,6 +185,7 @@ async fn room_loop(
         tokio::select! {
             input = inputs.next() => match input {
                 Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
                 Input::Paste(text) => messages.push(Msg::Paste(text)),
                 Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
                 Input::Event(_) => messages.push(Msg::Tick),

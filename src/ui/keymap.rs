@@ -85,6 +85,10 @@ pub enum Action {
     Merge,
     /// `n`: the new-lane dialog (with lanes).
     NewLane,
+    /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
+    /// ([`crate::ui::terminal`]), before any prompt or dialog, as the shell's
+    /// job control would take it.
+    Suspend,
 }
 
 /// One key: a code, and whether Ctrl is held.
@@ -107,6 +111,11 @@ const fn code(code: KeyCode) -> Key {
 
 const CTRL_C: Key = Key {
     code: KeyCode::Char('c'),
+    ctrl: true,
+};
+
+const CTRL_Z: Key = Key {
+    code: KeyCode::Char('z'),
     ctrl: true,
 };
 
@@ -194,6 +203,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::Esc)], "", C::Main, A::Unzoom, "", None),
     bind(&[k('q'), CTRL_C], "q, Ctrl-C", C::Main, A::Quit, "quit: asks whether to stop the loop", Some(("q", "quit"))),
     bind(&[k('?')], "?", C::Main, A::Help, "this help", Some(("?", "help"))),
+    bind(&[CTRL_Z], "Ctrl-Z", C::Main, A::Suspend, "suspend to the shell (the session is paused); `fg` comes back", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Detail, A::Down, "scroll", None),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Detail, A::Up, "", None),
     bind(&[code(KeyCode::PageDown)], "PgUp PgDn", C::Detail, A::PageDown, "scroll a page", None),

@@ -15,7 +15,7 @@ pub mod keymap;
 mod live_output;
 pub mod new_lane;
 mod suspend;
-mod terminal;
+pub(crate) mod terminal;
 pub mod view;
 
 use std::io;
@@ -244,6 +244,7 @@ async fn event_loop(
     // The live session's lines come from its reader; a follower reads the rest.
     let (tap_tx, mut tap_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     supervisor.show_output_to(tap_tx);
+    supervisor.leave_hangup_to_the_room();
     let mut live = live_output::LiveOutput::default();
     let supervisor = supervisor.run(command_rx);
     tokio::pin!(supervisor);
@@ -287,11 +288,21 @@ async fn event_loop(
         if state.should_quit {
             break;
         }
-        if let Some(asked) = suspend.take_if(|asked| asked.due(state.snapshot.paused)) {
-            let paused_here = !asked.waits_for().is_empty();
-            asked.stop(&mut guard, &mut inputs, detach.as_ref())?;
-            if paused_here {
-                let _ = command_tx.send(crate::protocol::Command::Resume);
+        let paused =
+            |asked: &suspend::Suspend<()>| asked.waits_for().is_empty() || state.snapshot.paused;
+        if let Some(asked) = suspend.take_if(|asked| asked.due(paused(asked))) {
+            match asked.stop(&mut guard, &mut inputs, detach.as_ref()) {
+                Ok(paused_here) => {
+                    if !paused_here.is_empty() {
+                        let _ = command_tx.send(crate::protocol::Command::Resume);
+                    }
+                }
+                // The screen cannot be taken again: as if the terminal had gone.
+                Err(_) => {
+                    terminal_gone = true;
+                    inputs.pause_events();
+                    terminal_closed(&command_tx, &mut state, outcome.is_some());
+                }
             }
             redraw.changed(true);
             continue;
@@ -303,6 +314,7 @@ async fn event_loop(
         tokio::select! {
             input = inputs.next() => match input {
                 Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
                 Input::Paste(text) => messages.push(Msg::Paste(text)),
                 Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
                 Input::Event(_) => messages.push(Msg::Tick),

@@ -94,7 +94,10 @@ pub(super) enum Input {
     Event(Event),
     /// Keys that came one read at a time, as a person types them.
     Keys(Vec<KeyEvent>),
-    /// Text pasted (bracketed, or keys that came in one burst: [`burst_text`]).
+    /// Keys that came in one read: a paste the terminal did not bracket
+    /// ([`is_burst`]).
+    Burst(Vec<KeyEvent>),
+    /// Text pasted, bracketed by the terminal.
     Paste(String),
     /// The terminal is gone: its input ended or failed, or SIGHUP came.
     Closed,
@@ -168,9 +171,10 @@ impl Inputs {
             Some(Ok(Event::Key(key))) => {
                 let mut keys = vec![key];
                 self.take_ready_keys(&mut keys);
-                match burst_text(&keys) {
-                    Some(text) => Input::Paste(text),
-                    None => Input::Keys(keys),
+                if is_burst(&keys) {
+                    Input::Burst(keys)
+                } else {
+                    Input::Keys(keys)
                 }
             }
             Some(Ok(Event::Paste(text))) => Input::Paste(text),
@@ -212,33 +216,24 @@ async fn recv(stream: &mut Option<Signal>) -> Option<()> {
 
 /// Ctrl-Z: in raw mode the terminal sends it as a key, not as SIGTSTP.
 fn is_suspend_key(key: &KeyEvent) -> bool {
+    use crate::ui::keymap::{Action, Context, lookup};
     key.kind != KeyEventKind::Release
-        && key.code == KeyCode::Char('z')
-        && key.modifiers.contains(KeyModifiers::CONTROL)
+        && lookup(Context::Main, key).is_some_and(|binding| binding.action == Action::Suspend)
 }
 
-/// Keys that came in one read are text from a paste the terminal did not
+/// Whether keys that came in one read are a paste the terminal did not
 /// bracket: a person's keys come one read each. The rule: two or more
 /// printable keys in one read are a paste, unless they are all the same key (a
-/// held key repeating, e.g. `j` to scroll). The paste's text is its printable
-/// keys, Enter as a new line; other keys in it are dropped.
-pub(super) fn burst_text(keys: &[KeyEvent]) -> Option<String> {
+/// held key repeating, e.g. `j` to scroll). What the room does with it:
+/// [`crate::ui::app::Msg::Burst`].
+pub(super) fn is_burst(keys: &[KeyEvent]) -> bool {
     let printable: Vec<char> = keys.iter().filter_map(printable_char).collect();
     let repeat = printable.windows(2).all(|pair| pair[0] == pair[1]);
-    if printable.len() < 2 || (repeat && printable.len() == keys.len()) {
-        return None;
-    }
-    let text = keys
-        .iter()
-        .filter_map(|key| match key.code {
-            KeyCode::Enter => Some('\n'),
-            _ => printable_char(key),
-        })
-        .collect();
-    Some(text)
+    printable.len() >= 2 && !(repeat && printable.len() == keys.len())
 }
 
-fn printable_char(key: &KeyEvent) -> Option<char> {
+/// The character a key types, if it types one (no Ctrl, no Alt).
+pub fn printable_char(key: &KeyEvent) -> Option<char> {
     let plain = !key
         .modifiers
         .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
@@ -260,28 +255,21 @@ mod tests {
 
     #[test]
     fn printable_keys_in_one_read_are_a_paste() {
-        assert_eq!(
-            burst_text(&keys("hello qS world")).as_deref(),
-            Some("hello qS world")
-        );
-        assert_eq!(burst_text(&keys("qS")).as_deref(), Some("qS"));
+        assert!(is_burst(&keys("hello qS world")));
+        assert!(is_burst(&keys("qS")));
+        let mut line = keys("jj");
+        line.push(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        assert!(is_burst(&line));
     }
 
     #[test]
     fn one_key_or_a_held_key_is_typed() {
-        assert_eq!(burst_text(&keys("q")), None);
-        assert_eq!(burst_text(&keys("jjjj")), None);
+        assert!(!is_burst(&keys("q")));
+        assert!(!is_burst(&keys("jjjj")));
         let arrows = vec![
             KeyEvent::new(KeyCode::Down, KeyModifiers::NONE),
             KeyEvent::new(KeyCode::Down, KeyModifiers::NONE),
         ];
-        assert_eq!(burst_text(&arrows), None);
-    }
-
-    #[test]
-    fn a_pasted_line_keeps_its_new_line() {
-        let mut pasted = keys("ab");
-        pasted.push(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
-        assert_eq!(burst_text(&pasted).as_deref(), Some("ab\n"));
+        assert!(!is_burst(&arrows));
     }
 }
