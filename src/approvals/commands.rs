@@ -839,7 +839,7 @@ pub fn init(args: InitArgs) -> i32 {
 /// Adds the hook to the settings file, keeping everything else. `Ok(false)`: it
 /// was already there.
 fn merge_hook(path: &Path) -> Result<bool, String> {
-    let mut settings = match std::fs::read_to_string(path) {
+    let mut settings = match crate::store::small_file::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => serde_json::json!({}),
         Ok(text) => serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
             format!(

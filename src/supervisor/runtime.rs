@@ -1631,7 +1631,8 @@ impl Runtime {
             tool_input: None,
             session_id: None,
             cwd: Some(self.options.working_dir.display().to_string()),
-            body: Some(prompt.chars().take(16 * 1024).collect()),
+            // Whole: the human approves the session this prompt starts.
+            body: Some(prompt),
             lane: self.lane.as_ref().map(|lane| lane.name.clone()),
             abandoned: false,
         };

@@ -128,7 +128,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         String::new()
     };
     let room = width.saturating_sub(fixed + fmt::width(&own));
-    let command = fmt::fit(&fmt::shorten_paths(&snap.agent_command, room), room);
+    let shown = crate::escape::visible(&snap.agent_command);
+    let command = fmt::fit(&fmt::shorten_paths(&shown, room), room);
     let second = Line::from(vec![
         Span::styled(" agent ", Style::default().fg(Color::DarkGray)),
         Span::raw(command),
