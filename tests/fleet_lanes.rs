@@ -768,7 +768,8 @@ fn a_worktree_lane_edited_to_work_elsewhere_is_refused_naming_the_key() {
         assert_ne!(text, original);
         repo.write(".clowder/fleet.json", &text);
         for args in [&["lanes"][..], &["lane", "rm", "auth", "--force"]] {
-            let out = repo.expect(args, 1);
+            // A state file that cannot be used is a configuration error.
+            let out = repo.expect(args, 2);
             assert!(out.contains(".clowder/fleet.json: "), "{out}");
             assert!(out.contains(expected), "{args:?}: {out}");
         }
