@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use crossterm::event::Event;
 use tokio::sync::mpsc;
 
 use super::app::{AppState, Msg, UiCommand, lanes, update};
@@ -183,25 +182,19 @@ async fn room_loop(
         let redraw_at = redraw.due_at().filter(|_| !terminal_gone);
         let mut messages = Vec::new();
         tokio::select! {
-            input = inputs.next() => match input {
-                Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
-                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
-                Input::Paste(text) => messages.push(Msg::Paste(text)),
-                Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
-                Input::Event(_) => messages.push(Msg::Tick),
+            input = inputs.next() => match super::to_messages(input, &mut messages) {
                 // The terminal is gone: nobody can answer, so every lane stops.
-                Input::Closed => {
+                Some(Input::Closed) => {
                     terminal_gone = true;
                     stop_every_lane(&mut state, &requests);
                 }
-                // The host has the signal too: it stops the lanes, then the room.
-                Input::Stop => {}
-                Input::Suspend if terminal_gone || suspend.is_some() => {}
-                Input::Suspend => {
+                Some(Input::Suspend) if !terminal_gone && suspend.is_none() => {
                     let running = lanes_to_pause(&state);
                     send_to_lanes(&requests, running.clone(), &Command::Pause);
                     suspend = Some(Suspend::new(running));
                 }
+                // A stop: the host has the signal too, and stops the lanes, then the room.
+                Some(_) | None => {}
             },
             message = from_host.recv() => match message {
                 Some(message) => messages.push(Msg::Host(message)),

@@ -312,28 +312,24 @@ async fn event_loop(
 
         let mut messages = Vec::new();
         tokio::select! {
-            input = inputs.next() => match input {
-                Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
-                Input::Burst(keys) => messages.push(Msg::Burst(keys)),
-                Input::Paste(text) => messages.push(Msg::Paste(text)),
-                Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
-                Input::Event(_) => messages.push(Msg::Tick),
+            input = inputs.next() => match to_messages(input, &mut messages) {
                 // Nobody can answer a dialog: stop the loop, or leave if it has ended.
-                Input::Closed => {
+                Some(Input::Closed) => {
                     terminal_gone = true;
                     terminal_closed(&command_tx, &mut state, outcome.is_some());
                 }
                 // While the loop runs, the supervisor answers (it gets the
                 // signal too) and the room leaves when it has stopped.
-                Input::Stop => state.should_quit |= outcome.is_some(),
-                Input::Suspend if terminal_gone || suspend.is_some() => {}
-                Input::Suspend => {
+                Some(Input::Stop) => state.should_quit |= outcome.is_some(),
+                Some(Input::Suspend) if terminal_gone || suspend.is_some() => {}
+                Some(Input::Suspend) => {
                     let pause = state.running_session() && !state.snapshot.paused;
                     if pause {
                         let _ = command_tx.send(crate::protocol::Command::Pause);
                     }
                     suspend = Some(suspend::Suspend::new(if pause { vec![()] } else { Vec::new() }));
                 }
+                Some(_) | None => {}
             },
             changed = snapshots.changed(), if outcome.is_none() => {
                 if changed.is_ok() {
@@ -451,6 +447,21 @@ async fn event_loop(
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),
     }
+}
+
+/// Adds what a terminal input carries for the app to `messages`; what the
+/// room must act on itself (the terminal closed, a stop, a suspend) is given back.
+/// One mapping for the single-loop and the fleet rooms.
+fn to_messages(input: Input, messages: &mut Vec<Msg>) -> Option<Input> {
+    match input {
+        Input::Keys(keys) => messages.extend(keys.into_iter().map(Msg::Key)),
+        Input::Burst(keys) => messages.push(Msg::Burst(keys)),
+        Input::Paste(text) => messages.push(Msg::Paste(text)),
+        Input::Event(Event::Mouse(mouse)) => messages.push(Msg::Mouse(mouse)),
+        Input::Event(_) => messages.push(Msg::Tick),
+        other => return Some(other),
+    }
+    None
 }
 
 /// The terminal is gone: the loop stops now, and the room leaves once it has
