@@ -9,11 +9,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::git::{clowder_in, init_with_one_commit};
-use common::tmux::{Tmux, room_command};
+use common::tmux::{Tmux, fleet_room_command, room_command};
 use common::*;
 
 /// A closed room and everything it ran are gone within this.
 const GONE_WITHIN: Duration = Duration::from_secs(5);
+
+/// After the room: its exit code, then whether the terminal is back in
+/// canonical mode with echo (`icanon`, `echo`; raw mode shows `-icanon`).
+const THEN_PRINT_TERMINAL_MODES: &str =
+    "echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon\\|-\\?echo'; ";
 
 /// A session that runs until it is ended.
 fn long_sessions() -> Project {
@@ -211,11 +216,7 @@ fn closing_the_terminal_of_the_fleet_leaves_nothing() {
     let dir = fleet_repo();
     let root = dir.path();
     let pidfile = root.join("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={} {}; echo CLOWDER_EXIT=$?; sleep 600",
-        pidfile.display(),
-        clowder_bin().display()
-    );
+    let command = fleet_room_command(&pidfile, "echo CLOWDER_EXIT=$?; ");
     let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for_all(&["Lanes", "running"]);
     first_group(&pidfile);
@@ -282,11 +283,7 @@ fn a_room_whose_loop_has_ended_leaves_on_sigterm_sighup_and_sigint() {
 fn a_sigkilled_room_leaves_a_usable_terminal() {
     let project = long_sessions();
     let pidfile = project.path("pids.txt");
-    let command = room_command(
-        &pidfile,
-        3,
-        "echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon\\|-\\?echo'; ",
-    );
+    let command = room_command(&pidfile, 3, THEN_PRINT_TERMINAL_MODES);
     let tmux = Tmux::start(project.root(), &command, 120, 40);
     let screen = tmux.wait_for("global 1");
     assert_eq!(tmux.pane_format("#{alternate_on}"), "1", "{screen}");
@@ -308,11 +305,7 @@ fn a_sigkilled_fleet_room_leaves_a_usable_terminal_and_no_lane_running() {
     let dir = fleet_repo();
     let root = dir.path();
     let pidfile = root.join("pids.txt");
-    let command = format!(
-        "FAKE_AGENT_PIDFILE={} {}; echo CLOWDER_EXIT=$?; stty -a | tr ' ;' '\\n\\n' | grep -x -- '-\\?icanon\\|-\\?echo'; sleep 600",
-        pidfile.display(),
-        clowder_bin().display()
-    );
+    let command = fleet_room_command(&pidfile, THEN_PRINT_TERMINAL_MODES);
     let tmux = Tmux::start(root, &command, 120, 40);
     tmux.wait_for_all(&["Lanes", "running"]);
     let pgid = first_group(&pidfile);

@@ -12,8 +12,17 @@ use super::{DEADLINE, wait_until};
 /// the fake agent writing its PIDs to `pidfile`, then `then` (more shell, e.g.
 /// `"echo CLOWDER_EXIT=$?; "`), then a sleep that keeps the pane readable.
 pub fn room_command(pidfile: &Path, iterations: u32, then: &str) -> String {
+    clowder_then(pidfile, &format!(" {iterations}"), then)
+}
+
+/// [`room_command`] for the fleet's room: `clowder` in a folder with lanes.
+pub fn fleet_room_command(pidfile: &Path, then: &str) -> String {
+    clowder_then(pidfile, "", then)
+}
+
+fn clowder_then(pidfile: &Path, args: &str, then: &str) -> String {
     format!(
-        "FAKE_AGENT_PIDFILE={pidfile} {clowder} {iterations}; {then}sleep 600",
+        "FAKE_AGENT_PIDFILE={pidfile} {clowder}{args}; {then}sleep 600",
         pidfile = pidfile.display(),
         clowder = super::clowder_bin().display()
     )
