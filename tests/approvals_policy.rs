@@ -38,22 +38,6 @@ fn gate(
     wait_with_deadline(child, DEADLINE)
 }
 
-fn decision(output: &std::process::Output) -> (String, String) {
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout_of(output)));
-    let out = &answer["hookSpecificOutput"];
-    (
-        out["permissionDecision"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        out["permissionDecisionReason"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-    )
-}
-
 const RULES: &str = r#"
 [approvals]
 allow = [{ tool = "Bash", prefix = "cargo test" }, { tool = "Read" }, { tool = "Bash", pattern = "^git (status|diff)" }]
@@ -100,7 +84,7 @@ fn rules_decide_without_a_human_deny_first() {
         let output = gate(&project, tool, input.clone(), &[]);
         assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
         assert_eq!(
-            decision(&output),
+            gate_answer(&output),
             (expected.to_string(), reason.to_string()),
             "{tool} {input}"
         );
@@ -121,7 +105,7 @@ fn a_call_no_rule_covers_is_asked_and_times_out_as_a_denial() {
         &["--timeout", "1s"],
     );
     assert_eq!(output.status.code(), Some(0));
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = gate_answer(&output);
     assert_eq!(decision, "deny");
     assert!(reason.starts_with("timed out after 1s"), "{reason}");
 }
@@ -135,7 +119,7 @@ fn the_configured_timeout_applies_when_no_flag_is_given() {
         serde_json::json!({"command": "make deploy"}),
         &[],
     );
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = gate_answer(&output);
     assert_eq!(decision, "deny");
     assert!(reason.starts_with("timed out after 1s"), "{reason}");
 }
@@ -161,7 +145,7 @@ fn the_queue_folder_comes_from_the_config() {
         serde_json::json!({"command": "make"}),
         &[],
     );
-    assert_eq!(decision(&output).0, "deny");
+    assert_eq!(gate_answer(&output).0, "deny");
     assert!(project.path("queue/done").is_dir());
     assert!(!project.path(".clowder/approvals").exists());
 }
@@ -191,7 +175,7 @@ fn the_gate_denies_at_its_timeout_even_when_the_loop_dies_mid_wait() {
     let _ = clowder.wait();
     let output = wait_with_deadline(gate, DEADLINE);
     assert_eq!(output.status.code(), Some(0));
-    let (decision, reason) = decision(&output);
+    let (decision, reason) = gate_answer(&output);
     assert_eq!(decision, "deny");
     assert!(reason.starts_with("timed out after 2s"), "{reason}");
     assert!(gate_started.elapsed() >= std::time::Duration::from_secs(2));

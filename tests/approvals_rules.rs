@@ -7,7 +7,7 @@
 mod common;
 
 use std::io::Write;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 
 use clowder::approvals::policy::{Call, RuleRef, Verdict, always_rule, decide};
 use common::*;
@@ -503,14 +503,6 @@ fn spawn_gate(project: &Project, command: &str, extra: &[&str]) -> Child {
     child
 }
 
-fn answer(output: &Output) -> (String, String) {
-    let value: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout_of(output)));
-    let out = &value["hookSpecificOutput"];
-    let text = |key: &str| out[key].as_str().unwrap_or_default().to_string();
-    (text("permissionDecision"), text("permissionDecisionReason"))
-}
-
 fn pending(project: &Project) -> Vec<serde_json::Value> {
     let output = project.run(&["queue", "--json"]);
     serde_json::from_slice(&output.stdout).expect("queue --json")
@@ -539,7 +531,7 @@ fn the_gate_asks_a_human_for_each_reported_command() {
         let output = wait_with_deadline(gate, DEADLINE);
         assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
         assert_eq!(
-            answer(&output),
+            gate_answer(&output),
             ("allow".into(), "approved in clowder".into()),
             "{command:?}"
         );
@@ -551,8 +543,8 @@ fn the_gate_asks_a_human_for_each_reported_command() {
     }
     // The rule itself still lets the plain command through without anyone.
     let output = wait_with_deadline(spawn_gate(&project, "cargo test --lib", &[]), DEADLINE);
-    assert_eq!(answer(&output).0, "allow");
-    assert!(answer(&output).1.starts_with("allowed by the rule"));
+    assert_eq!(gate_answer(&output).0, "allow");
+    assert!(gate_answer(&output).1.starts_with("allowed by the rule"));
 }
 
 #[test]
@@ -563,7 +555,7 @@ fn the_gate_times_out_an_unprovable_call_and_denies_inside_substitutions() {
     for command in [REPORTED[0], REPORTED[2], REPORTED[5]] {
         let output = wait_with_deadline(spawn_gate(&project, command, &[]), DEADLINE);
         assert_eq!(
-            answer(&output),
+            gate_answer(&output),
             (
                 "deny".into(),
                 "denied by the rule tool `Bash` starting with \"rm -rf\" in [approvals] deny"
@@ -576,7 +568,7 @@ fn the_gate_times_out_an_unprovable_call_and_denies_inside_substitutions() {
         spawn_gate(&project, "cargo test `id`", &["--timeout", "1s"]),
         DEADLINE,
     );
-    let (decision, reason) = answer(&output);
+    let (decision, reason) = gate_answer(&output);
     assert_eq!(decision, "deny");
     assert!(reason.starts_with("timed out after 1s"), "{reason}");
 }
@@ -625,7 +617,7 @@ fn gate_all(project: &Project, commands: &[String]) -> Vec<(Option<i32>, String)
             if code != Some(0) {
                 return (code, stderr_of(&output));
             }
-            let (decision, reason) = answer(&output);
+            let (decision, reason) = gate_answer(&output);
             let asked = decision == "deny" && reason.starts_with("timed out");
             (code, if asked { "ask".into() } else { decision })
         })

@@ -11,7 +11,7 @@ mod common;
 
 use std::io::Write;
 use std::os::unix::net::UnixDatagram;
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use clowder::approvals::policy::{Call, RuleRef, Verdict, always_rule, decide};
@@ -57,7 +57,7 @@ fn judged(project: &Project, tool: &str, input: serde_json::Value) -> (String, S
         DEADLINE,
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    let (decision, reason) = answer(&output);
+    let (decision, reason) = gate_answer(&output);
     let asked = stderr_of(&output)
         .lines()
         .find_map(|l| l.strip_prefix("clowder gate: asking a human: "))
@@ -66,22 +66,6 @@ fn judged(project: &Project, tool: &str, input: serde_json::Value) -> (String, S
         Some(why) if decision == "deny" => ("ask".into(), why),
         _ => (decision, reason),
     }
-}
-
-fn answer(output: &Output) -> (String, String) {
-    let answer: serde_json::Value = serde_json::from_str(stdout_of(output).trim())
-        .unwrap_or_else(|e| panic!("gate stdout is not JSON ({e}): {}", stdout_of(output)));
-    let out = &answer["hookSpecificOutput"];
-    (
-        out["permissionDecision"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        out["permissionDecisionReason"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-    )
 }
 
 fn queue_json(project: &Project) -> Vec<serde_json::Value> {
@@ -159,7 +143,7 @@ fn a_decoy_field_neither_decides_nor_hides_the_real_one() {
     let id = listed["id"].as_str().expect("id").to_string();
     let reject = project.run(&["reject", &id, "--reason", "no"]);
     assert_eq!(reject.status.code(), Some(0), "{}", stderr_of(&reject));
-    assert_eq!(answer(&wait_with_deadline(gate, DEADLINE)).0, "deny");
+    assert_eq!(gate_answer(&wait_with_deadline(gate, DEADLINE)).0, "deny");
 }
 
 #[test]
@@ -210,7 +194,7 @@ fn a_long_command_is_stored_whole_and_shown_with_its_length_and_end() {
     let id = listed["id"].as_str().expect("id").to_string();
     let approve = project.run(&["approve", &id]);
     assert_eq!(approve.status.code(), Some(0), "{}", stderr_of(&approve));
-    assert_eq!(answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
+    assert_eq!(gate_answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
     let done: serde_json::Value =
         serde_json::from_str(&project.read(&format!("{QUEUE}/done/{id}.json"))).expect("json");
     assert_eq!(done["request"]["tool_input"]["command"], command.as_str());
@@ -227,7 +211,7 @@ fn a_call_too_large_to_store_whole_is_denied_and_says_why() {
     });
     let output = wait_with_deadline(spawn_gate(&project, &["gate"], "Write", &input), DEADLINE);
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    let (decision, reason) = answer(&output);
+    let (decision, reason) = gate_answer(&output);
     assert_eq!(decision, "deny");
     assert!(
         reason.contains("more than the approval queue holds")
@@ -257,7 +241,7 @@ fn approve_does_not_ring_a_socket_that_a_link_points_to() {
     let approve = project.run(&["approve", &id]);
     assert_eq!(approve.status.code(), Some(0), "{}", stderr_of(&approve));
     // The decision still reaches the gate, by its rescan.
-    assert_eq!(answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
+    assert_eq!(gate_answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
     victim.set_nonblocking(true).expect("nonblocking");
     let mut buf = [0u8; 16];
     assert!(
@@ -321,7 +305,7 @@ fn of_approve_and_reject_at_the_same_moment_exactly_one_wins() {
             told.contains(&format!("was already {verb} by clowder")),
             "{id}: {told}"
         );
-        let (decision, reason) = answer(&wait_with_deadline(gate, DEADLINE));
+        let (decision, reason) = gate_answer(&wait_with_deadline(gate, DEADLINE));
         assert_eq!(decision, winner, "{id}: the gate got the losing decision");
         if winner == "deny" {
             assert_eq!(reason, "raced");
@@ -538,7 +522,7 @@ fn a_decision_after_the_request_finished_is_told_how_it_ended() {
         .to_string();
     let approve = project.run(&["approve", &id]);
     assert_eq!(approve.status.code(), Some(0), "{}", stderr_of(&approve));
-    assert_eq!(answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
+    assert_eq!(gate_answer(&wait_with_deadline(gate, DEADLINE)).0, "allow");
     std::thread::sleep(Duration::from_millis(50));
     let late = project.run(&["reject", &id, "--reason", "too late"]);
     assert_eq!(late.status.code(), Some(1), "{}", stderr_of(&late));

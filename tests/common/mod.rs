@@ -275,6 +275,16 @@ pub fn stderr_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `clowder gate`'s answer: its decision and its reason (empty where a field
+/// is missing). Panics when stdout is not the hook's JSON.
+pub fn gate_answer(output: &Output) -> (String, String) {
+    let answer: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("gate stdout is not JSON ({e}): {}", stdout_of(output)));
+    let out = &answer["hookSpecificOutput"];
+    let text = |key: &str| out[key].as_str().unwrap_or_default().to_string();
+    (text("permissionDecision"), text("permissionDecisionReason"))
+}
+
 /// Sends `signal` (e.g. libc::SIGINT) to `pid`.
 pub fn send_signal(pid: u32, signal: i32) {
     // SAFETY: kill(2) with a pid and a signal number touches no memory.
