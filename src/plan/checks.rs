@@ -5,7 +5,6 @@
 //! and KILL when the plan stops. A restarted plan ends what a killed one left
 //! before it runs anything. Each check's output is kept in `.clowder/plans/NAME/checks/`.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -228,14 +227,7 @@ impl Checks {
 
 /// The last lines of a check's output file.
 fn tail_of(path: &Path) -> String {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return String::new();
-    };
-    let length = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(length.saturating_sub(TAIL_BYTES)));
-    let mut bytes = Vec::new();
-    let _ = file.read_to_end(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes);
+    let text = crate::store::small_file::tail(path, TAIL_BYTES).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n")
 }

@@ -356,16 +356,10 @@ fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), Str
 /// The last session's final result (a stream-json `result` line's text), else
 /// its last lines.
 fn last_result(files_dir: &Path, file: &Path) -> String {
-    use std::io::{Read, Seek, SeekFrom};
     let path = files_dir.join(file);
-    let Ok(mut handle) = std::fs::File::open(&path) else {
+    let Ok(text) = crate::store::small_file::tail(&path, LAST_OUTPUT_BYTES) else {
         return String::new();
     };
-    let length = handle.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = handle.seek(SeekFrom::Start(length.saturating_sub(LAST_OUTPUT_BYTES)));
-    let mut bytes = Vec::new();
-    let _ = handle.read_to_end(&mut bytes);
-    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let result = lines.iter().rev().find_map(|line| {
         let value: serde_json::Value = serde_json::from_str(line).ok()?;

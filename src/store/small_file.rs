@@ -5,7 +5,7 @@
 //! missing file is still `NotFound`, which callers take as "no file yet".
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -69,6 +69,18 @@ pub fn read_to_string(path: &Path) -> io::Result<String> {
             ),
         )
     })
+}
+
+/// The last `max` bytes of the regular file at `path`, as text (invalid UTF-8
+/// replaced, a first line cut mid-way kept): the end of a log or an output file,
+/// however large it has grown.
+pub fn tail(path: &Path, max: u64) -> io::Result<String> {
+    let mut file = open(path)?;
+    let length = file.metadata()?.len();
+    file.seek(SeekFrom::Start(length.saturating_sub(max)))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 fn too_large() -> io::Error {

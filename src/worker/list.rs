@@ -1,6 +1,5 @@
 //! `clowder tasks`: each task's status, iteration, heartbeat age and last action.
 
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use chrono::Utc;
@@ -86,13 +85,7 @@ fn status_of(state: Result<Option<task::State>, task::FileError>) -> (String, u6
 
 fn last_record(dir: &Path) -> Option<ActionRecord> {
     // A regular file only: a FIFO there must not hang `clowder tasks`.
-    let mut file = crate::store::small_file::open(&dir.join(task::ACTIONS_FILE)).ok()?;
-    let len = file.metadata().ok()?.len();
-    file.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))
-        .ok()?;
-    let mut tail = Vec::new();
-    file.read_to_end(&mut tail).ok()?;
-    let text = String::from_utf8_lossy(&tail);
+    let text = crate::store::small_file::tail(&dir.join(task::ACTIONS_FILE), TAIL_BYTES).ok()?;
     let line = text.lines().rev().find(|line| !line.trim().is_empty())?;
     serde_json::from_str(line).ok()
 }
