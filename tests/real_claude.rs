@@ -1,6 +1,6 @@
 //! Claude Code itself, each pinned version, run by the `clowder` binary against a
-//! local Anthropic Messages server: counters, errors, the watchdog and the gate as
-//! the real program exercises them.
+//! local Anthropic Messages server: the counters it keeps from the real stream, the
+//! room's rendering of it, and the approval gate through the real hook protocol.
 
 mod common;
 mod model_server;
@@ -8,34 +8,272 @@ mod real_agents;
 
 use common::*;
 use model_server::{Reply, ToolCall, anthropic};
-use real_agents::{CLAUDE_VERSIONS, Cli};
+use real_agents::Cli;
 use serde_json::Value;
 
-fn run_with(cli: Cli, server: &model_server::ModelServer, project: &Project, args: &[&str]) -> std::process::Output {
-    let mut command = project.command(args);
-    for (key, value) in cli.environment(project, server) {
-        command.env(key, value);
-    }
-    let child = command.spawn().expect("spawn clowder");
-    wait_with_deadline(child, std::time::Duration::from_secs(180))
+/// The final `result` line of an output file, wherever its `type` key sits.
+fn result_line(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("read output file");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "result")
+        .last()
+        .unwrap_or_else(|| panic!("no result line in {}:\n{text}", path.display()))
 }
 
-#[test]
-fn explore() {
-    for version in CLAUDE_VERSIONS {
+fn tool_uses(path: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(path).expect("read output file");
+    let mut ids = std::collections::BTreeSet::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if v["type"] != "assistant" {
+            continue;
+        }
+        for block in v["message"]["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_use" {
+                ids.insert(block["id"].as_str().unwrap_or_default().to_string());
+            }
+        }
+    }
+    ids.len() as u64
+}
+
+/// Input tokens as the result line counts them over every model it used.
+fn model_usage_sum(result: &Value, key: &str) -> u64 {
+    result["modelUsage"]
+        .as_object()
+        .map(|models| models.values().map(|m| m[key].as_u64().unwrap_or(0)).sum())
+        .unwrap_or(0)
+}
+
+fn three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop(
+    version: &'static str,
+) {
+    {
         let cli = Cli::Claude(version);
-        if !cli.installed() { return; }
+        if !cli.installed() {
+            return;
+        }
         let server = anthropic::start();
         server.script([
-            Reply::Tools("Running it.".into(), vec![ToolCall::shell("echo hello-from-bash")]),
-            Reply::Text("Done. TASK_COMPLETE".into()),
+            Reply::Tools("Looking.".into(), vec![ToolCall::shell("echo one")]),
+            Reply::Text("Step one is done.".into()),
+            Reply::Tools(
+                "Two at once.".into(),
+                vec![ToolCall::shell("echo two"), ToolCall::shell("echo three")],
+            ),
+            Reply::Text("Step two is done.".into()),
+            Reply::Text("Everything passes. TASK_COMPLETE".into()),
         ]);
-        let project = Project::new(&format!("{}\n[completion]\npromise = \"TASK_COMPLETE\"\n", cli.agent_table()));
-        let output = run_with(cli, &server, &project, &["--headless", "3"]);
-        eprintln!("== {version}\nstdout:\n{}\nstderr:\n{}", stdout_of(&output), stderr_of(&output));
-        for f in project.output_files() { eprintln!("{}", std::fs::read_to_string(f).unwrap()); }
-        for r in server.requests() { eprintln!("REQ {} scripted={} {}", r.path, r.scripted, r.body.to_string().chars().take(300).collect::<String>()); }
-        eprintln!("results {:?}", anthropic::tool_results(&server));
-        let _: Value = project.status();
+        let project = Project::new(&real_agents::config(
+            cli,
+            "[completion]\npromise = \"TASK_COMPLETE\"\n",
+        ));
+        let output = real_agents::run(cli, &server, &project, &["--headless", "5"]);
+        let stdout = stdout_of(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{version}\n{stdout}\n{}",
+            stderr_of(&output)
+        );
+        assert!(
+            stdout.contains("clowder: stopped (completed)"),
+            "{version}: {stdout}"
+        );
+        let files = project.output_files();
+        assert_eq!(files.len(), 3, "{version}: {files:?}");
+        let completes = project.events_named("session_complete");
+        assert_eq!(completes.len(), 3, "{version}");
+        let (mut cost, mut turns, mut calls, mut input, mut output_tokens) = (0.0, 0, 0, 0, 0);
+        for (file, event) in files.iter().zip(&completes) {
+            let result = result_line(file);
+            let context = format!(
+                "{version} {}:\nresult {result}\nevent {event}",
+                file.display()
+            );
+            let result_cost = result["total_cost_usd"].as_f64().expect("cost");
+            assert!(
+                (event["cost_usd"].as_f64().unwrap_or(-1.0) - result_cost).abs() < 1e-9,
+                "{context}"
+            );
+            assert_eq!(event["turns"], result["num_turns"], "{context}");
+            assert_eq!(
+                event["tool_calls"].as_u64(),
+                Some(tool_uses(file)),
+                "{context}"
+            );
+            assert_eq!(event["result"], "success", "{context}");
+            assert_eq!(event["rate_limited"], false, "{context}");
+            let want_input = model_usage_sum(&result, "inputTokens");
+            let want_output = model_usage_sum(&result, "outputTokens");
+            assert_eq!(
+                event["input_tokens"].as_u64(),
+                Some(want_input),
+                "{context}"
+            );
+            assert_eq!(
+                event["output_tokens"].as_u64(),
+                Some(want_output),
+                "{context}"
+            );
+            cost += result_cost;
+            turns += result["num_turns"].as_u64().unwrap_or(0);
+            calls += tool_uses(file);
+            input += want_input;
+            output_tokens += want_output;
+        }
+        let status = project.status();
+        let totals = &status["totals"];
+        assert!(
+            (totals["cost_usd"].as_f64().unwrap_or(-1.0) - cost).abs() < 1e-9,
+            "{version}: {totals}"
+        );
+        assert_eq!(totals["turns"].as_u64(), Some(turns), "{version}: {totals}");
+        assert_eq!(
+            totals["tool_calls"].as_u64(),
+            Some(calls),
+            "{version}: {totals}"
+        );
+        assert_eq!(
+            totals["input_tokens"].as_u64(),
+            Some(input),
+            "{version}: {totals}"
+        );
+        assert_eq!(
+            totals["output_tokens"].as_u64(),
+            Some(output_tokens),
+            "{version}: {totals}"
+        );
+        let last = result_line(&files[2]);
+        let summary = &status["last_session"];
+        assert_eq!(summary["result_subtype"], "success", "{version}: {summary}");
+        assert_eq!(
+            summary["agent_session_id"], last["session_id"],
+            "{version}: {summary}"
+        );
+        assert_eq!(summary["turns"], last["num_turns"], "{version}: {summary}");
+        // Every command's output reached the model.
+        let results = anthropic::tool_results(&server);
+        for word in ["one", "two", "three"] {
+            assert!(
+                results.iter().any(|r| r.output.starts_with(word)),
+                "{version}: {results:?}"
+            );
+        }
     }
 }
+
+/// The lines of the session pane, without the frame and the side panes.
+fn output_pane(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.strip_prefix('┃'))
+        .map(|l| {
+            l.split('┃')
+                .next()
+                .unwrap_or_default()
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
+
+/// The line right after the call that `call` starts, skipping the task notices
+/// that Claude Code 2.1 writes between a sub-agent's call and its result.
+fn line_after(pane: &[String], call: &str) -> String {
+    let at = pane
+        .iter()
+        .position(|l| l.starts_with(call))
+        .unwrap_or_else(|| panic!("no {call:?} in the pane:\n{}", pane.join("\n")));
+    pane[at + 1..]
+        .iter()
+        .find(|l| !l.starts_with('◆'))
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn parallel_calls_a_subagent_and_long_text_are_shown_in_order(version: &'static str) {
+    let cli = Cli::Claude(version);
+    if !cli.installed() {
+        return;
+    }
+    let server = anthropic::start();
+    let long: String = (1..=60)
+        .map(|i| format!("Line {i} of the long report. "))
+        .collect();
+    server.script([
+        Reply::Tools(
+            "Checking both.".into(),
+            vec![
+                ToolCall::shell("echo alpha-out"),
+                ToolCall::shell("echo beta-out"),
+            ],
+        ),
+        Reply::Tools(
+            "Asking a helper.".into(),
+            vec![ToolCall::subagent("Count files", "Count the files")],
+        ),
+        // The sub-agent's own request comes while the main conversation waits.
+        Reply::Text("The helper found gamma-report.".into()),
+        Reply::Text(format!("{long}END-OF-REPORT")),
+    ]);
+    let project = Project::new(&real_agents::config(cli, ""));
+    let command = real_agents::room_command(cli, &server, &project, &["1"], "");
+    let tmux = common::tmux::Tmux::start(project.root(), &command, 120, 40);
+    let screen = tmux.wait_for_all(&["■ result: success · 4 turns", "stopped"]);
+    let pane = output_pane(&screen);
+    let context = format!("{version}:\n{screen}");
+    assert_eq!(
+        line_after(&pane, "▶ Bash  echo alpha-out"),
+        "  ↳ alpha-out",
+        "{context}"
+    );
+    assert_eq!(
+        line_after(&pane, "▶ Bash  echo beta-out"),
+        "  ↳ beta-out",
+        "{context}"
+    );
+    let agent = if version.starts_with("2.0") {
+        "▶ Task  Count files"
+    } else {
+        "▶ Agent  Count files"
+    };
+    assert!(line_after(&pane, agent).starts_with("  ↳ "), "{context}");
+    assert!(screen.contains("gamma-report"), "{context}");
+    assert!(
+        pane.iter()
+            .any(|l| l.starts_with("Line 1 of the long report. Line 2")),
+        "{context}"
+    );
+    assert!(screen.contains("tool calls  3 · 0 failed"), "{context}");
+    // The whole text reached the agent's output, as the model sent it.
+    let file = &project.output_files()[0];
+    let result = result_line(file);
+    assert!(
+        result["result"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("Line 60 of the long report. END-OF-REPORT"),
+        "{result}"
+    );
+}
+
+/// One test per pinned version, so that they run side by side and fail apart.
+macro_rules! each_version {
+    ($($scenario:ident),* $(,)?) => {
+        mod claude_2_1 {
+            $(#[test] fn $scenario() { super::$scenario("2.1.332") })*
+        }
+        mod claude_2_0 {
+            $(#[test] fn $scenario() { super::$scenario("2.0.77") })*
+        }
+    };
+}
+
+each_version!(
+    three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop,
+    parallel_calls_a_subagent_and_long_text_are_shown_in_order,
+);

@@ -5,12 +5,14 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::Uri;
 use axum::http::Response;
+use axum::http::Uri;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{Failure, ModelServer, Reply, SHELL, Shared, ToolCall, ToolResult, pieces, sse};
+use super::{
+    Failure, ModelServer, Reply, SHELL, SUBAGENT, Shared, ToolCall, ToolResult, pieces, sse,
+};
 
 /// Starts a server; point `ANTHROPIC_BASE_URL` at [`ModelServer::base_url`].
 pub fn start() -> ModelServer {
@@ -37,14 +39,17 @@ async fn messages(
         Reply::Text("OK.".into())
     };
     let streaming = request["stream"].as_bool() == Some(true);
-    let model = request["model"].as_str().unwrap_or("claude-sonnet-4-5").to_string();
+    let model = request["model"]
+        .as_str()
+        .unwrap_or("claude-sonnet-4-5")
+        .to_string();
     match reply {
         Reply::Fail(failure) | Reply::FailAlways(failure) => sse::failure(&failure),
         Reply::Hang => sse::silence().await,
         Reply::Stall if streaming => sse::stream(stalled_events(&model, &shared), true),
         Reply::Stall => sse::silence().await,
-        Reply::Text(text) => answer(&shared, &model, &text, &[], streaming),
-        Reply::Tools(text, calls) => answer(&shared, &model, &text, &calls, streaming),
+        Reply::Text(text) => answer(&shared, &request, &text, &[], streaming),
+        Reply::Tools(text, calls) => answer(&shared, &request, &text, &calls, streaming),
     }
 }
 
@@ -64,22 +69,27 @@ fn is_main_conversation(request: &Value) -> bool {
 
 fn answer(
     shared: &Shared,
-    model: &str,
+    request: &Value,
     text: &str,
     calls: &[ToolCall],
     streaming: bool,
 ) -> Response<Body> {
+    let model = request["model"].as_str().unwrap_or("claude-sonnet-4-5");
     let mut blocks = Vec::new();
     if !text.is_empty() {
         blocks.push(json!({ "type": "text", "text": text }));
     }
     for call in calls {
-        let (name, input) = claude_tool(call);
+        let (name, input) = claude_tool(request, call);
         blocks.push(json!({
             "type": "tool_use", "id": shared.next_id("toolu"), "name": name, "input": input
         }));
     }
-    let stop_reason = if calls.is_empty() { "end_turn" } else { "tool_use" };
+    let stop_reason = if calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
     let usage = usage(shared);
     let id = shared.next_id("msg");
     if !streaming {
@@ -100,11 +110,23 @@ fn answer(
             "usage": { "output_tokens": usage["output_tokens"] }
         }),
     ));
-    events.push(sse::event("message_stop", &json!({ "type": "message_stop" })));
+    events.push(sse::event(
+        "message_stop",
+        &json!({ "type": "message_stop" }),
+    ));
     sse::stream(events, false)
 }
 
-fn claude_tool(call: &ToolCall) -> (String, Value) {
+fn claude_tool(request: &Value, call: &ToolCall) -> (String, Value) {
+    if call.name == SUBAGENT {
+        let offers_agent = request["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["name"] == "Agent");
+        let name = if offers_agent { "Agent" } else { "Task" };
+        return (name.into(), call.input.clone());
+    }
     if call.name == SHELL {
         let command = call.input["command"].clone();
         return (
@@ -256,7 +278,10 @@ pub fn tool_results(server: &ModelServer) -> Vec<ToolResult> {
                 if block["type"] != "tool_result" {
                     continue;
                 }
-                let call_id = block["tool_use_id"].as_str().unwrap_or_default().to_string();
+                let call_id = block["tool_use_id"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 if seen.iter().any(|r: &ToolResult| r.call_id == call_id) {
                     continue;
                 }

@@ -35,10 +35,27 @@ impl ToolCall {
     pub fn shell(command: &str) -> ToolCall {
         ToolCall::new(SHELL, serde_json::json!({ "command": command }))
     }
+
+    /// A sub-agent given `prompt`, run in the foreground so its answer comes back
+    /// as the call's result.
+    pub fn subagent(description: &str, prompt: &str) -> ToolCall {
+        ToolCall::new(
+            SUBAGENT,
+            serde_json::json!({
+                "description": description,
+                "prompt": prompt,
+                "subagent_type": "general-purpose",
+                "run_in_background": false
+            }),
+        )
+    }
 }
 
 /// Marks a [`ToolCall::shell`]: each server turns it into its agent's shell tool.
 pub const SHELL: &str = "<shell>";
+
+/// Marks a [`ToolCall::subagent`]: Claude Code's `Agent` tool, `Task` before 2.1.
+pub const SUBAGENT: &str = "<subagent>";
 
 /// An HTTP failure, with the headers the real APIs send beside it.
 #[derive(Clone, Debug)]
@@ -97,7 +114,9 @@ pub struct Shared(Arc<Mutex<State>>);
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A handler that panicked mid-test must not hide the record from the test.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The next reply for a request of the main conversation. Once the script is
@@ -144,7 +163,9 @@ impl ModelServer {
     fn start(router: impl FnOnce(Shared) -> axum::Router) -> ModelServer {
         let shared = Shared::default();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        listener.set_nonblocking(true).expect("nonblocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("nonblocking listener");
         let addr = listener.local_addr().expect("local addr");
         let app = router(shared.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -191,7 +212,12 @@ impl ModelServer {
     }
 
     pub fn scripted_requests(&self) -> usize {
-        self.shared.lock().requests.iter().filter(|r| r.scripted).count()
+        self.shared
+            .lock()
+            .requests
+            .iter()
+            .filter(|r| r.scripted)
+            .count()
     }
 
     pub fn replies_left(&self) -> usize {

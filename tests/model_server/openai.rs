@@ -5,8 +5,8 @@
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::Uri;
 use axum::http::Response;
+use axum::http::Uri;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
@@ -211,7 +211,12 @@ pub fn rate_limited(retry_after_secs: u64) -> Failure {
 }
 
 pub fn server_error() -> Failure {
-    error(500, "server_error", "The server had an error processing your request.", &[])
+    error(
+        500,
+        "server_error",
+        "The server had an error processing your request.",
+        &[],
+    )
 }
 
 pub fn unauthorized() -> Failure {

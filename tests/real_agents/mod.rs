@@ -28,10 +28,7 @@ impl Cli {
     fn program(self) -> Vec<PathBuf> {
         let m = modules();
         match self {
-            Cli::Claude("2.0.77") => vec![
-                PathBuf::from("node"),
-                m.join("claude-code-2.0/cli.js"),
-            ],
+            Cli::Claude("2.0.77") => vec![PathBuf::from("node"), m.join("claude-code-2.0/cli.js")],
             Cli::Claude(_) => vec![m.join("@anthropic-ai/claude-code-linux-x64/claude")],
             Cli::Codex("0.101.0") => vec![m.join("codex-0.101/bin/codex.js")],
             Cli::Codex(_) => vec![m.join("codex-current/bin/codex.js")],
@@ -60,7 +57,11 @@ impl Cli {
         let wanted = format!("\"version\": \"{}\"", self.version());
         let found = std::fs::read_to_string(self.package_json())
             .is_ok_and(|text| text.contains(&wanted))
-            && self.program().iter().skip_while(|p| p.is_relative()).all(|p| p.exists());
+            && self
+                .program()
+                .iter()
+                .skip_while(|p| p.is_relative())
+                .all(|p| p.exists());
         if !found {
             cannot_run(&format!(
                 "{self:?} is not installed: run `npm ci` in tests/agents/real"
@@ -73,7 +74,10 @@ impl Cli {
     pub fn agent_table(self) -> String {
         let program = self.program();
         let command = program[0].display().to_string();
-        let mut args: Vec<String> = program[1..].iter().map(|p| p.display().to_string()).collect();
+        let mut args: Vec<String> = program[1..]
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
         match self {
             Cli::Claude(_) => args.extend(
                 [
@@ -100,7 +104,10 @@ impl Cli {
             ),
         }
         let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
-        format!("[agent]\ncommand = {command:?}\nargs = [{}]\n", args.join(", "))
+        format!(
+            "[agent]\ncommand = {command:?}\nargs = [{}]\n",
+            args.join(", ")
+        )
     }
 
     /// Points the agent at `server` and keeps it off the network and out of the
@@ -163,9 +170,52 @@ pub fn clowder(
 }
 
 /// Runs `clowder` to its end; generous, since only a broken run takes long.
-pub fn run(cli: Cli, server: &ModelServer, project: &Project, args: &[&str]) -> std::process::Output {
+pub fn run(
+    cli: Cli,
+    server: &ModelServer,
+    project: &Project,
+    args: &[&str],
+) -> std::process::Output {
     let child = clowder(cli, server, project, args)
         .spawn()
         .expect("spawn clowder");
     crate::common::wait_with_deadline(child, std::time::Duration::from_secs(180))
+}
+
+/// A `harness.toml` running `cli` with short pauses between sessions, plus `extra`
+/// (whole tables that the base does not have: `[completion]`, `[watchdog]`, …).
+pub fn config(cli: Cli, extra: &str) -> String {
+    format!(
+        "{}\n[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.5\n\n[retry]\nretry_delay_secs = 0.05\n\n{extra}\n",
+        cli.agent_table()
+    )
+}
+
+/// The shell command of a control-room test: `clowder ARGS` with the agent's
+/// environment, then `then` (e.g. `"echo CLOWDER_EXIT=$?; "`), then a sleep that
+/// keeps the pane readable.
+pub fn room_command(
+    cli: Cli,
+    server: &ModelServer,
+    project: &Project,
+    args: &[&str],
+    then: &str,
+) -> String {
+    let quote = |s: &str| {
+        shlex::try_quote(s)
+            .map(|q| q.into_owned())
+            .unwrap_or_default()
+    };
+    let env: Vec<String> = cli
+        .environment(project, server)
+        .iter()
+        .map(|(k, v)| format!("{k}={}", quote(v)))
+        .collect();
+    let args: Vec<String> = args.iter().map(|a| quote(a)).collect();
+    format!(
+        "env {} {} {}; {then}sleep 600",
+        env.join(" "),
+        quote(&crate::common::clowder_bin().display().to_string()),
+        args.join(" ")
+    )
 }
