@@ -261,6 +261,168 @@ fn parallel_calls_a_subagent_and_long_text_are_shown_in_order(version: &'static 
     );
 }
 
+/// `PATH` with the `clowder` under test first, as the hook's `clowder gate` finds it.
+fn path_with_clowder() -> String {
+    let dir = clowder_bin()
+        .parent()
+        .expect("bin dir")
+        .display()
+        .to_string();
+    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// The ids of the pending requests, from `clowder queue --json`.
+fn pending(project: &Project) -> Vec<Value> {
+    let output = project.run(&["queue", "--json"]);
+    serde_json::from_slice::<Value>(&output.stdout)
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn wait_for_one_pending(project: &Project, context: &str) -> Value {
+    let mut found = Vec::new();
+    let arrived = wait_until(std::time::Duration::from_secs(120), || {
+        found = pending(project);
+        !found.is_empty()
+    });
+    assert!(arrived, "{context}: nothing was queued");
+    assert_eq!(found.len(), 1, "{context}: {found:?}");
+    found.remove(0)
+}
+
+/// A project whose hook is `clowder gate` (written by `clowder init`) and whose
+/// rules allow `echo allowed…`; the model asks for that, then for a chain.
+fn gated_project(cli: Cli, server: &model_server::ModelServer, chained: &str) -> Project {
+    server.script([
+        Reply::Tools("First.".into(), vec![ToolCall::shell("echo allowed-one")]),
+        Reply::Tools("Second.".into(), vec![ToolCall::shell(chained)]),
+        Reply::Text("Finished.".into()),
+    ]);
+    let project = Project::new(&real_agents::config(
+        cli,
+        "[approvals]\nallow = [{ tool = \"Bash\", prefix = \"echo allowed-one\" }]\n",
+    ));
+    let init = project.run(&["init", "--claude-hook", "--write"]);
+    assert!(init.status.success(), "{}", stderr_of(&init));
+    project
+}
+
+fn the_gate_holds_a_chain_until_approved_or_rejected_headless(version: &'static str) {
+    let cli = Cli::Claude(version);
+    if !cli.installed() {
+        return;
+    }
+    // Approved: the real agent runs the chain.
+    let server = anthropic::start();
+    let project = gated_project(cli, &server, "echo allowed-one && echo chained-two");
+    let child = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
+        .env("PATH", path_with_clowder())
+        .spawn()
+        .expect("spawn clowder");
+    let request = wait_for_one_pending(&project, version);
+    let results = anthropic::tool_results(&server);
+    assert!(
+        results.iter().any(|r| r.output.starts_with("allowed-one")),
+        "{version}: the allowed call did not run unasked: {results:?}"
+    );
+    assert!(
+        request.to_string().contains("chained-two"),
+        "{version}: {request}"
+    );
+    let id = request["id"].as_str().expect("id").to_string();
+    assert!(project.run(&["approve", &id]).status.success());
+    let output = wait_with_deadline(child, std::time::Duration::from_secs(120));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{version}: {}",
+        stdout_of(&output)
+    );
+    let results = anthropic::tool_results(&server);
+    let chained = results.last().expect("a result");
+    assert_eq!(
+        chained.output.lines().collect::<Vec<_>>()[..2],
+        ["allowed-one", "chained-two"],
+        "{version}: {results:?}"
+    );
+
+    // Rejected: the agent gets the reason as the call's result.
+    let server = anthropic::start();
+    let project = gated_project(cli, &server, "echo allowed-one; touch rejected-marker");
+    let child = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
+        .env("PATH", path_with_clowder())
+        .spawn()
+        .expect("spawn clowder");
+    let request = wait_for_one_pending(&project, version);
+    let id = request["id"].as_str().expect("id").to_string();
+    let reject = project.run(&["reject", &id, "--reason", "not on a Friday"]);
+    assert!(reject.status.success(), "{}", stderr_of(&reject));
+    let output = wait_with_deadline(child, std::time::Duration::from_secs(120));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{version}: {}",
+        stdout_of(&output)
+    );
+    let results = anthropic::tool_results(&server);
+    let refused = results.last().expect("a result");
+    assert!(
+        refused.output.contains("not on a Friday"),
+        "{version}: {results:?}"
+    );
+    assert!(
+        !project.path("rejected-marker").exists(),
+        "{version}: the rejected call ran"
+    );
+}
+
+fn the_gate_holds_a_chain_until_a_or_r_in_the_room(version: &'static str) {
+    let cli = Cli::Claude(version);
+    if !cli.installed() {
+        return;
+    }
+    let room = |chained: &str| {
+        let server = anthropic::start();
+        let project = gated_project(cli, &server, chained);
+        let command = real_agents::room_command(cli, &server, &project, &["1"], "").replacen(
+            "env ",
+            &format!("env PATH={} ", path_with_clowder()),
+            1,
+        );
+        let tmux = common::tmux::Tmux::start(project.root(), &command, 120, 40);
+        (server, project, tmux)
+    };
+
+    let (server, _project, tmux) = room("echo allowed-one && echo chained-two");
+    tmux.wait_for("Approvals (1 waiting)");
+    tmux.keys(&["a"]);
+    let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
+    let results = anthropic::tool_results(&server);
+    let last = results.last().map(|r| r.output.clone()).unwrap_or_default();
+    assert!(
+        last.starts_with("allowed-one\nchained-two"),
+        "{version}: {results:?}\n{screen}"
+    );
+
+    let (server, project, tmux) = room("echo allowed-one; touch rejected-marker");
+    tmux.wait_for("Approvals (1 waiting)");
+    tmux.keys(&["r"]);
+    tmux.type_text("not on a Friday");
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
+    let results = anthropic::tool_results(&server);
+    let last = results.last().map(|r| r.output.clone()).unwrap_or_default();
+    assert!(
+        last.contains("not on a Friday"),
+        "{version}: {results:?}\n{screen}"
+    );
+    assert!(
+        !project.path("rejected-marker").exists(),
+        "{version}: the rejected call ran"
+    );
+}
+
 /// One test per pinned version, so that they run side by side and fail apart.
 macro_rules! each_version {
     ($($scenario:ident),* $(,)?) => {
@@ -276,4 +438,6 @@ macro_rules! each_version {
 each_version!(
     three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop,
     parallel_calls_a_subagent_and_long_text_are_shown_in_order,
+    the_gate_holds_a_chain_until_approved_or_rejected_headless,
+    the_gate_holds_a_chain_until_a_or_r_in_the_room,
 );
