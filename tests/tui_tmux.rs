@@ -439,9 +439,11 @@ fn the_live_session_is_shown_by_its_reader_and_an_older_one_by_a_follower() {
     assert!(screen.contains("■ result: success"), "{screen}");
     assert_eq!(threads_named(clowder, "output-follower"), 1);
 
-    // Back to the live one: its lines so far at once, and new ones after them.
+    // Back to the live one: its lines so far, and new ones after them. The pane is
+    // refilled from the file in batches, so a screen taken right after the key may
+    // show only its first lines: wait for the refill, then for growth.
     tmux.keys(&["]"]);
-    let screen = tmux.wait_for("global 2 · live");
+    tmux.wait_for("global 2 · live");
     let last_step = |screen: &str| {
         screen
             .lines()
@@ -456,8 +458,15 @@ fn the_live_session_is_shown_by_its_reader_and_an_older_one_by_a_follower() {
             .max()
             .unwrap_or(0)
     };
-    let before = last_step(&screen);
-    assert!(before >= 20, "{screen}");
+    let mut before = 0;
+    assert!(
+        wait_until(DEADLINE, || {
+            before = last_step(&tmux.screen());
+            before >= 20
+        }),
+        "{}",
+        tmux.screen()
+    );
     assert!(
         wait_until(DEADLINE, || last_step(&tmux.screen()) > before + 5),
         "{}",
