@@ -150,12 +150,16 @@ pub struct AskArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("agent").required(true).args(["claude_hook", "codex_hook"])))]
 pub struct InitArgs {
     /// Print the Claude Code hook that sends Bash, Edit and Write calls through `clowder gate`
-    #[arg(long = "claude-hook", required = true)]
+    #[arg(long = "claude-hook")]
     pub claude_hook: bool,
-    /// Merge the hook into .claude/settings.json instead of printing it
-    #[arg(long = "write", requires = "claude_hook")]
+    /// Print the Codex hook (0.124 and later) that sends Bash and apply_patch calls through `clowder gate`
+    #[arg(long = "codex-hook")]
+    pub codex_hook: bool,
+    /// Merge the hook into .claude/settings.json (or .codex/config.toml) instead of printing it
+    #[arg(long = "write")]
     pub write: bool,
 }
 
@@ -385,7 +389,8 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
     let full_subject = request.subject();
     let allow: Vec<_> = config.allow.iter().map(|r| r.policy()).collect();
     let deny: Vec<_> = config.deny.iter().map(|r| r.policy()).collect();
-    let call = super::policy::Call::new(&hook.tool_name, request.tool_input.as_ref());
+    let call = super::policy::Call::new(&hook.tool_name, request.tool_input.as_ref())
+        .in_dir(request.cwd.as_deref());
     let decided_by_rule = match super::policy::decide(&call, &allow, &deny) {
         super::policy::Verdict::Allow(reason) => Some((true, reason)),
         super::policy::Verdict::Deny(reason) => Some((false, reason)),
@@ -807,8 +812,19 @@ pub fn claude_hook_entry() -> serde_json::Value {
     })
 }
 
-/// `clowder init --claude-hook [--write]`.
+/// Why Codex may not run the hook, and what to do: said by `init --codex-hook`.
+const CODEX_TRUST_NOTE: &str = "\
+# Codex runs a hook only once it is trusted (and reads .codex/config.toml only in a trusted project).
+# An unattended loop has nobody to review it: put --dangerously-bypass-hook-trust on the
+# `codex exec` line (agent.args in harness.toml). Or trust it once beforehand: run `codex` here,
+# open /hooks and trust the entry; that trust is saved by the entry's hash, so a changed entry
+# (a clowder at another path) must be trusted again. Codex before 0.124 has no hooks: ungated.";
+
+/// `clowder init --claude-hook|--codex-hook [--write]`.
 pub fn init(args: InitArgs) -> i32 {
+    if args.codex_hook {
+        return init_codex(args.write);
+    }
     if !args.write {
         println!("{CLAUDE_HOOK_SNIPPET}");
         return 0;
@@ -827,6 +843,51 @@ pub fn init(args: InitArgs) -> i32 {
                 "clowder: {} already runs `clowder gate`; nothing changed",
                 path.display()
             );
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            EXIT_ERROR
+        }
+    }
+}
+
+/// `clowder init --codex-hook [--write]`: prints the entry (valid TOML, the
+/// note in comments), or merges it into the project's `.codex/config.toml`.
+fn init_codex(write: bool) -> i32 {
+    use super::codex_hook;
+    let command = match codex_hook::gate_command() {
+        Ok(command) => command,
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            return EXIT_ERROR;
+        }
+    };
+    if !write {
+        println!(
+            "# {}: the `clowder gate` PreToolUse hook",
+            codex_hook::CONFIG
+        );
+        print!("{}", codex_hook::snippet(&command));
+        println!("{CODEX_TRUST_NOTE}");
+        return 0;
+    }
+    let path = Path::new(codex_hook::CONFIG);
+    match codex_hook::merge(path, &command) {
+        Ok(added) => {
+            if added {
+                println!(
+                    "clowder: added the `clowder gate` PreToolUse hook ({}) to {}",
+                    escape(&command),
+                    path.display()
+                );
+            } else {
+                println!(
+                    "clowder: {} already runs `clowder gate`; nothing changed",
+                    path.display()
+                );
+            }
+            println!("{CODEX_TRUST_NOTE}");
             0
         }
         Err(err) => {
