@@ -241,6 +241,9 @@ pub fn run(args: Args) -> i32 {
     if args.dry_run {
         return 0;
     }
+    if let Some(why) = crate::approvals::codex_hook::ungated(&config.agent, &cwd) {
+        eprintln!("clowder: warning: ungated: {why}");
+    }
 
     // One loop per folder; held until this function returns (or the process dies).
     let mut lock = match crate::store::lock::InstanceLock::acquire(&cwd) {

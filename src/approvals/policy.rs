@@ -1859,3 +1859,75 @@ fn unescape(sequence: &str, quoted: bool) -> String {
         _ => rest.to_string(),
     }
 }
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule<'a>(tool: &'a str, prefix: &'a str) -> RuleRef<'a> {
+        RuleRef {
+            tool,
+            pattern: None,
+            prefix: Some(prefix),
+        }
+    }
+
+    fn verdict(patch: &str, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
+        let call = Call::new("apply_patch", Some(&json!({ "command": patch }))).in_dir(Some("/p"));
+        decide(&call, allow, deny)
+    }
+
+    const TWO: &str =
+        "*** Begin Patch\n*** Add File: src/new.rs\n+x\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch";
+
+    #[test]
+    fn every_file_must_be_covered_for_an_allow() {
+        let src = rule("Write", "src");
+        let docs = rule("Edit", "/p/docs");
+        assert!(matches!(verdict(TWO, &[src, docs], &[]), Verdict::Allow(_)));
+        match verdict(TWO, &[src], &[]) {
+            Verdict::Ask(why) => assert!(why.contains("docs/a.md"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // A Bash rule is not a path rule.
+        assert!(matches!(
+            verdict(TWO, &[rule("Bash", "src"), docs], &[]),
+            Verdict::Ask(_)
+        ));
+    }
+
+    #[test]
+    fn any_denied_file_denies_and_climbing_out_is_judged_where_it_lands() {
+        let all = rule("apply_patch", "/p");
+        let deny = rule("Write", "/etc");
+        match verdict(TWO, &[all], &[rule("Edit", "docs")]) {
+            Verdict::Deny(why) => assert!(why.contains("update `docs/a.md`"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let out = "*** Begin Patch\n*** Delete File: src/../../etc/passwd\n*** End Patch";
+        assert!(matches!(verdict(out, &[all], &[deny]), Verdict::Deny(_)));
+        assert!(matches!(verdict(out, &[all], &[]), Verdict::Ask(_)));
+    }
+
+    #[test]
+    fn an_unreadable_patch_is_asked_whatever_the_rules() {
+        let everything = RuleRef {
+            tool: ".*",
+            pattern: None,
+            prefix: None,
+        };
+        match verdict("rm -rf /", &[everything], &[]) {
+            Verdict::Ask(why) => assert!(why.contains("cannot be read"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn always_lists_each_file() {
+        let rule = always_rule("apply_patch", Some(&json!({ "command": TWO })));
+        assert_eq!(rule.prefixes, vec!["src/new.rs", "docs/a.md"]);
+        let none = always_rule("apply_patch", Some(&json!({ "command": "x" })));
+        assert!(none.prefixes.is_empty());
+    }
+}
