@@ -1878,8 +1878,7 @@ mod patch_tests {
         decide(&call, allow, deny)
     }
 
-    const TWO: &str =
-        "*** Begin Patch\n*** Add File: src/new.rs\n+x\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch";
+    const TWO: &str = "*** Begin Patch\n*** Add File: src/new.rs\n+x\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch";
 
     #[test]
     fn every_file_must_be_covered_for_an_allow() {

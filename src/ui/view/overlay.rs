@@ -145,7 +145,10 @@ fn help_lines(width: usize) -> Vec<Line<'static>> {
 
 /// A request's input: as JSON; a Codex patch as the files it touches, then the
 /// patch itself line by line (and any other field as JSON).
-fn input_lines(request: &crate::approvals::Request, input: &serde_json::Value) -> Vec<Line<'static>> {
+fn input_lines(
+    request: &crate::approvals::Request,
+    input: &serde_json::Value,
+) -> Vec<Line<'static>> {
     let subject = request.subject_of();
     let mut rest = input.clone();
     let patch = match (subject.kind, rest.as_object_mut()) {
@@ -158,9 +161,11 @@ fn input_lines(request: &crate::approvals::Request, input: &serde_json::Value) -
     };
     let mut lines = Vec::new();
     match crate::approvals::patch::touched(&patch) {
-        Ok(files) => lines.extend(files.iter().map(|file| {
-            Line::raw(format!("{:<9}{}", file.op.word(), escape(&file.path)))
-        })),
+        Ok(files) => lines.extend(
+            files
+                .iter()
+                .map(|file| Line::raw(format!("{:<9}{}", file.op.word(), escape(&file.path)))),
+        ),
         Err(why) => lines.push(Line::styled(
             format!("unreadable patch: {}", escape(&why)),
             Style::default().fg(Color::Red),
