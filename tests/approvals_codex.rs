@@ -262,18 +262,24 @@ fn write_refuses_a_malformed_config_naming_file_and_line_and_leaves_it() {
     assert_eq!(project.read(".codex/config.toml"), not_a_table);
 }
 
-/// A project whose agent is a program named `codex` (the fake agent), with an
-/// empty Codex home so that no user-wide hook counts.
-fn codex_project() -> (Project, tempfile::TempDir) {
+/// A project whose agent is a program named `codex` (the fake agent) given
+/// `args` after its mode, with an empty Codex home so that no user-wide hook or
+/// trust counts.
+fn codex_project(args: &[&str]) -> (Project, tempfile::TempDir) {
     let project = Project::new("");
-    let codex = project.path("codex");
-    std::os::unix::fs::symlink(fake_agent(), &codex).expect("symlink");
-    let config = fast_config(&["normal"], "").replace(
+    std::os::unix::fs::symlink(fake_agent(), project.path("codex")).expect("symlink");
+    set_codex_args(&project, args);
+    (project, tempfile::tempdir().expect("codex home"))
+}
+
+fn set_codex_args(project: &Project, args: &[&str]) {
+    let mut all = vec!["normal", "2"];
+    all.extend_from_slice(args);
+    let config = fast_config(&all, "").replace(
         &format!("{:?}", fake_agent().display().to_string()),
-        &format!("{:?}", codex.display().to_string()),
+        &format!("{:?}", project.path("codex").display().to_string()),
     );
     project.write("harness.toml", &config);
-    (project, tempfile::tempdir().expect("codex home"))
 }
 
 fn run_in(project: &Project, home: &tempfile::TempDir, args: &[&str]) -> Output {
@@ -285,65 +291,61 @@ fn run_in(project: &Project, home: &tempfile::TempDir, args: &[&str]) -> Output 
     wait_with_deadline(child, DEADLINE)
 }
 
-#[test]
-fn a_codex_loop_without_the_gate_hook_is_said_to_be_ungated() {
-    let (project, home) = codex_project();
-    let output = run_in(&project, &home, &["--headless", "1"]);
+/// Runs one session; returns why the loop said it was ungated (`None`: it did
+/// not), checking that the start warning, the status file and `--status` agree.
+fn ungated(project: &Project, home: &tempfile::TempDir) -> Option<String> {
+    let output = run_in(project, home, &["--headless", "1"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    assert!(
-        stderr_of(&output).contains("warning: ungated"),
-        "{}",
-        stderr_of(&output)
+    let why = project.status()["ungated"].as_str().map(str::to_string);
+    let warned = stderr_of(&output).contains("warning: ungated");
+    assert_eq!(warned, why.is_some(), "{}", stderr_of(&output));
+    let status = stdout_of(&run_in(project, home, &["--status"]));
+    assert_eq!(
+        status.contains("Approvals: UNGATED"),
+        why.is_some(),
+        "{status}"
     );
-    let why = project.status()["ungated"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    why
+}
+
+#[test]
+fn a_codex_loop_is_ungated_until_codex_would_run_the_gate() {
+    let (project, home) = codex_project(&[]);
+    let why = ungated(&project, &home).expect("no hook: ungated");
     assert!(why.contains("clowder init --codex-hook --write"), "{why}");
-    let status = run_in(&project, &home, &["--status"]);
-    assert!(
-        stdout_of(&status).contains("Approvals: UNGATED"),
-        "{}",
-        stdout_of(&status)
-    );
 
     let init = run_in(&project, &home, &["init", "--codex-hook", "--write"]);
     assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
-    let output = run_in(&project, &home, &["--headless", "1"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    assert!(
-        !stderr_of(&output).contains("ungated"),
-        "{}",
-        stderr_of(&output)
-    );
-    assert!(project.status().get("ungated").is_none());
-    let status = run_in(&project, &home, &["--status"]);
-    assert!(
-        !stdout_of(&status).contains("UNGATED"),
-        "{}",
-        stdout_of(&status)
-    );
+    let why = ungated(&project, &home).expect("untrusted project: ungated");
+    assert!(why.contains("does not trust"), "{why}");
+
+    let root = std::fs::canonicalize(project.root()).expect("canonical root");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
+            root.display().to_string()
+        ),
+    )
+    .expect("write Codex config");
+    let why = ungated(&project, &home).expect("untrusted hook: ungated");
+    assert!(why.contains("--dangerously-bypass-hook-trust"), "{why}");
+
+    set_codex_args(&project, &["--dangerously-bypass-hook-trust"]);
+    assert_eq!(ungated(&project, &home), None);
 }
 
 #[test]
 fn a_gate_hook_in_the_user_s_codex_home_counts_and_other_agents_are_not_judged() {
-    let (project, home) = codex_project();
+    let (project, home) = codex_project(&["--dangerously-bypass-hook-trust"]);
     std::fs::write(
         home.path().join("hooks.json"),
         r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"/opt/bin/clowder gate"}]}]}}"#,
     )
     .expect("write hooks.json");
-    let output = run_in(&project, &home, &["--headless", "1"]);
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    assert!(project.status().get("ungated").is_none());
+    assert_eq!(ungated(&project, &home), None);
 
     // Claude Code's gate is its own hook file: a non-Codex agent is never judged here.
     let claude = Project::new(&fast_config(&["normal"], ""));
-    let output = run_in(
-        &claude,
-        &tempfile::tempdir().expect("home"),
-        &["--headless", "1"],
-    );
-    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
-    assert!(claude.status().get("ungated").is_none());
+    assert_eq!(ungated(&claude, &tempfile::tempdir().expect("home")), None);
 }

@@ -814,11 +814,13 @@ pub fn claude_hook_entry() -> serde_json::Value {
 
 /// Why Codex may not run the hook, and what to do: said by `init --codex-hook`.
 const CODEX_TRUST_NOTE: &str = "\
-# Codex runs a hook only once it is trusted (and reads .codex/config.toml only in a trusted project).
-# An unattended loop has nobody to review it: put --dangerously-bypass-hook-trust on the
-# `codex exec` line (agent.args in harness.toml). Or trust it once beforehand: run `codex` here,
-# open /hooks and trust the entry; that trust is saved by the entry's hash, so a changed entry
-# (a clowder at another path) must be trusted again. Codex before 0.124 has no hooks: ungated.";
+# Codex runs this hook only when two things are trusted, and skips it in silence otherwise:
+#  - the project: Codex ignores .codex/config.toml in a folder it does not trust; trust it
+#    once with `codex exec --trust` (or trust_level = \"trusted\" under [projects] in ~/.codex/config.toml);
+#  - the hook: an unattended loop has nobody to review it, so put --dangerously-bypass-hook-trust
+#    on the `codex exec` line ([agent] args in harness.toml); or trust it once in `codex` (/hooks).
+#    That trust is saved by the entry's hash: a changed entry (clowder at another path) needs it again.
+# Codex before 0.124 has no hooks: its calls are not gated.";
 
 /// `clowder init --claude-hook|--codex-hook [--write]`.
 pub fn init(args: InitArgs) -> i32 {
