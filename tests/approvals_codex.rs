@@ -349,3 +349,27 @@ fn a_gate_hook_in_the_user_s_codex_home_counts_and_other_agents_are_not_judged()
     let claude = Project::new(&fast_config(&["normal"], ""));
     assert_eq!(ungated(&claude, &tempfile::tempdir().expect("home")), None);
 }
+
+#[test]
+fn a_codex_version_without_hooks_is_ungated_whatever_is_configured() {
+    let (project, home) = codex_project(&["--dangerously-bypass-hook-trust"]);
+    let codex = project.path("codex");
+    std::fs::remove_file(&codex).expect("remove the symlink");
+    std::fs::write(
+        &codex,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex-cli 0.101.0'; exit 0; fi\nexec {:?} \"$@\"\n",
+            fake_agent().display().to_string()
+        ),
+    )
+    .expect("write codex");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(
+        home.path().join("hooks.json"),
+        r#"{"hooks":{"PreToolUse":[{"hooks":[{"type":"command","command":"clowder gate"}]}]}}"#,
+    )
+    .expect("write hooks.json");
+    let why = ungated(&project, &home).expect("0.101: ungated");
+    assert!(why.contains("Codex 0.101.0 runs no hooks"), "{why}");
+}

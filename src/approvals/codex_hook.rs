@@ -267,6 +267,50 @@ fn hook_trust_saved(user: Option<&toml_edit::DocumentMut>) -> bool {
     })
 }
 
+/// The first Codex release that runs PreToolUse hooks.
+const FIRST_WITH_HOOKS: (u64, u64) = (0, 124);
+
+/// The version `program --version` reports (`codex-cli 0.101.0`), when it is
+/// one without hooks. Anything else (no answer within a few seconds, another
+/// text) says nothing.
+fn version_without_hooks(program: &str, project: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(program)
+        .arg("--version")
+        .current_dir(project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut text = String::new();
+    child
+        .stdout
+        .take()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let version = text.trim().strip_prefix("codex-cli ")?.trim();
+    let mut parts = version.split('.').map(|p| p.parse::<u64>().ok());
+    let (major, minor) = (parts.next()??, parts.next()??);
+    ((major, minor) < FIRST_WITH_HOOKS).then(|| version.to_string())
+}
+
 /// Why a loop whose agent is `agent` runs in `project` without the approval
 /// gate, when it does: the agent is Codex and no `clowder gate` hook is
 /// registered for it, or Codex would not run it (an untrusted project ignores
@@ -275,6 +319,11 @@ pub fn ungated(agent: &crate::config::AgentConfig, project: &Path) -> Option<Str
     let program = Path::new(agent.command.0.as_str()).file_name()?;
     if program != "codex" {
         return None;
+    }
+    if let Some(version) = version_without_hooks(&agent.command.0, project) {
+        return Some(format!(
+            "Codex {version} runs no hooks (they came in 0.124): its tool calls are not gated"
+        ));
     }
     let home = codex_home();
     let in_user = home.as_deref().is_some_and(folder_registers);
