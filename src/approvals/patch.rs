@@ -38,6 +38,7 @@ pub struct Touched {
 const BEGIN: &str = "*** Begin Patch";
 const END: &str = "*** End Patch";
 const END_OF_FILE: &str = "*** End of File";
+const HEREDOC: &[&str] = &["<<EOF", "<<'EOF'", "<<\"EOF\""];
 const HEADERS: &[(&str, Op)] = &[
     ("*** Add File:", Op::Add),
     ("*** Update File:", Op::Update),
@@ -61,9 +62,14 @@ pub fn touched(patch: &str) -> Result<Vec<Touched>, String> {
     let lines: Vec<&str> = patch.lines().collect();
     let first = lines.iter().position(|l| !l.trim().is_empty());
     let last = lines.iter().rposition(|l| !l.trim().is_empty());
-    let (Some(first), Some(last)) = (first, last) else {
+    let (Some(mut first), Some(mut last)) = (first, last) else {
         return Err("the patch is empty".into());
     };
+    // Codex also applies a patch wrapped as a here-document (`<<'EOF'` … `EOF`).
+    if last > first + 1 && HEREDOC.contains(&lines[first].trim()) && lines[last].trim() == "EOF" {
+        first += 1;
+        last -= 1;
+    }
     if lines[first].trim() != BEGIN {
         return Err(format!("it does not start with `{BEGIN}`"));
     }
@@ -207,6 +213,14 @@ mod tests {
         let patch =
             "  *** Begin Patch\r\n   *** Update File:   /etc/passwd  \r\n@@\n-a\n+b\n*** End Patch";
         assert_eq!(ops(patch), vec![(Op::Update, "/etc/passwd".into())]);
+    }
+
+    #[test]
+    fn a_here_document_around_the_patch_is_read_through() {
+        let wrapped = format!("<<'EOF'\n{FULL}EOF\n");
+        assert_eq!(touched(&wrapped), touched(FULL));
+        assert!(touched("<<'EOF'\nEOF").is_err());
+        assert!(touched(&format!("<<'EOF'\n{FULL}")).is_err());
     }
 
     #[test]
