@@ -114,7 +114,7 @@ fn a_patch_no_rule_covers_waits_showing_its_files_and_a_rejection_reaches_codex(
     assert_eq!(listed[0]["tool_input"]["command"], moved.as_str());
     let table = project.run(&["queue"]);
     assert!(
-        stdout_of(&table).contains("update src/a.rs → lib/a.rs"),
+        stdout_of(&table).contains("apply_patch update src/a.rs → lib/a.rs"),
         "{}",
         stdout_of(&table)
     );

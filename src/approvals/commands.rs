@@ -715,7 +715,7 @@ pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
         return 0;
     }
     println!(
-        "{:<12} {:>7}  {:<9}  {:<10} {:<50}  TITLE",
+        "{:<12} {:>7}  {:<9}  {:<11} {:<50}  TITLE",
         "ID", "AGE", "STATE", "TOOL", "WHAT"
     );
     for r in &requests {
@@ -725,11 +725,11 @@ pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
             RequestKind::Tool => r.tool_name.clone().unwrap_or_default(),
         };
         println!(
-            "{:<12} {:>7}  {:<9}  {:<10} {:<50}  {}",
+            "{:<12} {:>7}  {:<9}  {:<11} {:<50}  {}",
             r.id,
             crate::fmt::duration(r.age_secs(now)),
             if r.abandoned { "abandoned" } else { "waiting" },
-            clip(&escape(&tool), 10),
+            clip(&escape(&tool), 11),
             super::subject::head_and_tail(&escape(&r.subject()), 50),
             super::subject::head_and_tail(&escape(&titled(r)), 100),
         );
