@@ -100,7 +100,7 @@ pub enum Command {
     Reject(approvals::RejectArgs),
     /// Ask a human a yes/no question: exit 0 approved, 1 rejected, 3 timed out
     Ask(approvals::AskArgs),
-    /// Set up a project: `--claude-hook` prints (or with --write merges) the hook registration
+    /// Set up a project: `--claude-hook` or `--codex-hook` prints (or with --write merges) the hook registration
     Init(approvals::InitArgs),
     /// Pause the session of the loop running in this folder (SIGSTOP to its process group)
     Pause,
@@ -240,6 +240,9 @@ pub fn run(args: Args) -> i32 {
     }
     if args.dry_run {
         return 0;
+    }
+    if let Some(why) = crate::approvals::codex_hook::ungated(&config.agent, &cwd) {
+        eprintln!("clowder: warning: ungated: {why}");
     }
 
     // One loop per folder; held until this function returns (or the process dies).

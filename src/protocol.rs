@@ -294,6 +294,10 @@ pub struct Snapshot {
     /// `[guard] max_tool_calls_per_session`, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tool_calls_per_session: Option<u64>,
+    /// Why the agent's tool calls do not reach the approval gate, when they
+    /// cannot (a Codex agent with no `clowder gate` hook).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ungated: Option<String>,
 }
 
 impl Snapshot {
@@ -337,6 +341,7 @@ impl Snapshot {
             max_runtime_secs: None,
             max_cost_per_session_usd: None,
             max_tool_calls_per_session: None,
+            ungated: None,
         }
     }
 }

@@ -83,6 +83,7 @@ fn snapshot() -> Snapshot {
         max_runtime_secs: None,
         max_cost_per_session_usd: None,
         max_tool_calls_per_session: None,
+        ungated: None,
     }
 }
 
@@ -837,4 +838,35 @@ fn a_session_read_to_its_end_without_a_result_shows_unknown_turns() {
         let screen = render(&state, 120, 40, now());
         assert!(screen.contains(shown), "{shown}: {screen}");
     }
+}
+
+/// A Codex agent without the gate hook is marked UNGATED in the header; a Codex
+/// patch waits in the inbox by the files it touches, and its popup lists them
+/// before the patch itself.
+#[test]
+fn codex_patch_request_and_ungated_header() {
+    let mut snap = snapshot();
+    snap.agent_command = "codex".into();
+    snap.ungated = Some("Codex has no `clowder gate` PreToolUse hook".into());
+    let mut state = state_with(snap);
+    let patch = "*** Begin Patch\n*** Update File: src/a.rs\n*** Move to: lib/a.rs\n@@ fn main()\n-    old();\n+    new();\n*** Delete File: notes.txt\n*** End Patch\n";
+    update(
+        &mut state,
+        Msg::Approvals {
+            dir_exists: true,
+            pending: vec![request(
+                "req-9",
+                2,
+                "apply_patch",
+                serde_json::json!({ "command": patch }),
+            )],
+        },
+        now(),
+    );
+    insta::assert_snapshot!("codex_patch_in_the_inbox", render(&state, 120, 40, now()));
+    for _ in 0..3 {
+        update(&mut state, key(KeyCode::Tab), now());
+    }
+    update(&mut state, key(KeyCode::Enter), now());
+    insta::assert_snapshot!("codex_patch_popup", render(&state, 120, 40, now()));
 }

@@ -150,12 +150,16 @@ pub struct AskArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("agent").required(true).args(["claude_hook", "codex_hook"])))]
 pub struct InitArgs {
     /// Print the Claude Code hook that sends Bash, Edit and Write calls through `clowder gate`
-    #[arg(long = "claude-hook", required = true)]
+    #[arg(long = "claude-hook")]
     pub claude_hook: bool,
-    /// Merge the hook into .claude/settings.json instead of printing it
-    #[arg(long = "write", requires = "claude_hook")]
+    /// Print the Codex hook (0.124 and later) that sends Bash and apply_patch calls through `clowder gate`
+    #[arg(long = "codex-hook")]
+    pub codex_hook: bool,
+    /// Merge the hook into .claude/settings.json (or .codex/config.toml) instead of printing it
+    #[arg(long = "write")]
     pub write: bool,
 }
 
@@ -385,7 +389,8 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
     let full_subject = request.subject();
     let allow: Vec<_> = config.allow.iter().map(|r| r.policy()).collect();
     let deny: Vec<_> = config.deny.iter().map(|r| r.policy()).collect();
-    let call = super::policy::Call::new(&hook.tool_name, request.tool_input.as_ref());
+    let call = super::policy::Call::new(&hook.tool_name, request.tool_input.as_ref())
+        .in_dir(request.cwd.as_deref());
     let decided_by_rule = match super::policy::decide(&call, &allow, &deny) {
         super::policy::Verdict::Allow(reason) => Some((true, reason)),
         super::policy::Verdict::Deny(reason) => Some((false, reason)),
@@ -710,7 +715,7 @@ pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
         return 0;
     }
     println!(
-        "{:<12} {:>7}  {:<9}  {:<10} {:<50}  TITLE",
+        "{:<12} {:>7}  {:<9}  {:<11} {:<50}  TITLE",
         "ID", "AGE", "STATE", "TOOL", "WHAT"
     );
     for r in &requests {
@@ -720,11 +725,11 @@ pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
             RequestKind::Tool => r.tool_name.clone().unwrap_or_default(),
         };
         println!(
-            "{:<12} {:>7}  {:<9}  {:<10} {:<50}  {}",
+            "{:<12} {:>7}  {:<9}  {:<11} {:<50}  {}",
             r.id,
             crate::fmt::duration(r.age_secs(now)),
             if r.abandoned { "abandoned" } else { "waiting" },
-            clip(&escape(&tool), 10),
+            clip(&escape(&tool), 11),
             super::subject::head_and_tail(&escape(&r.subject()), 50),
             super::subject::head_and_tail(&escape(&titled(r)), 100),
         );
@@ -807,8 +812,21 @@ pub fn claude_hook_entry() -> serde_json::Value {
     })
 }
 
-/// `clowder init --claude-hook [--write]`.
+/// Why Codex may not run the hook, and what to do: said by `init --codex-hook`.
+const CODEX_TRUST_NOTE: &str = "\
+# Codex runs this hook only when two things are trusted, and skips it in silence otherwise:
+#  - the project: Codex ignores .codex/config.toml in a folder it does not trust; trust it
+#    once with `codex exec --trust` (or trust_level = \"trusted\" under [projects] in ~/.codex/config.toml);
+#  - the hook: an unattended loop has nobody to review it, so put --dangerously-bypass-hook-trust
+#    on the `codex exec` line ([agent] args in harness.toml); or trust it once in `codex` (/hooks).
+#    That trust is saved by the entry's hash: a changed entry (clowder at another path) needs it again.
+# Codex before 0.124 has no hooks: its calls are not gated.";
+
+/// `clowder init --claude-hook|--codex-hook [--write]`.
 pub fn init(args: InitArgs) -> i32 {
+    if args.codex_hook {
+        return init_codex(args.write);
+    }
     if !args.write {
         println!("{CLAUDE_HOOK_SNIPPET}");
         return 0;
@@ -827,6 +845,51 @@ pub fn init(args: InitArgs) -> i32 {
                 "clowder: {} already runs `clowder gate`; nothing changed",
                 path.display()
             );
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            EXIT_ERROR
+        }
+    }
+}
+
+/// `clowder init --codex-hook [--write]`: prints the entry (valid TOML, the
+/// note in comments), or merges it into the project's `.codex/config.toml`.
+fn init_codex(write: bool) -> i32 {
+    use super::codex_hook;
+    let command = match codex_hook::gate_command() {
+        Ok(command) => command,
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            return EXIT_ERROR;
+        }
+    };
+    if !write {
+        println!(
+            "# {}: the `clowder gate` PreToolUse hook",
+            codex_hook::CONFIG
+        );
+        print!("{}", codex_hook::snippet(&command));
+        println!("{CODEX_TRUST_NOTE}");
+        return 0;
+    }
+    let path = Path::new(codex_hook::CONFIG);
+    match codex_hook::merge(path, &command) {
+        Ok(added) => {
+            if added {
+                println!(
+                    "clowder: added the `clowder gate` PreToolUse hook ({}) to {}",
+                    escape(&command),
+                    path.display()
+                );
+            } else {
+                println!(
+                    "clowder: {} already runs `clowder gate`; nothing changed",
+                    path.display()
+                );
+            }
+            println!("{CODEX_TRUST_NOTE}");
             0
         }
         Err(err) => {

@@ -22,9 +22,11 @@
 //! A bad file is logged (`approval_rejected_file`) and moved aside into `done/`.
 //! Text taken from the files goes through [`escape`] before reaching a terminal.
 
+pub mod codex_hook;
 pub mod commands;
 mod events;
 pub mod host_rules;
+pub mod patch;
 pub mod policy;
 pub mod safe_read;
 pub mod subject;

@@ -7,6 +7,7 @@ use std::path::{Component, Path};
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
+use super::patch;
 use super::subject::{self, Kind};
 use super::url_prefix;
 
@@ -195,15 +196,23 @@ pub struct Call {
     /// Other texts of the input a deny rule also hits: the fields that look like
     /// a subject, or every string of an input whose subject is not known.
     also: Vec<String>,
+    /// The folder the agent works in, when its hook said: a patch's relative
+    /// paths are judged as written and as resolved against it.
+    cwd: Option<String>,
 }
 
 #[derive(Debug)]
 enum Subject {
-    Shell { raw: String, script: Script },
+    Shell {
+        raw: String,
+        script: Script,
+    },
     Path(String),
     Url(String),
     Text(String),
     Json(String),
+    /// A Codex patch, judged file by file.
+    Patch(String),
 }
 
 impl Call {
@@ -231,12 +240,20 @@ impl Call {
             Kind::Url => Subject::Url(found.text),
             Kind::Text => Subject::Text(found.text),
             Kind::Json => Subject::Json(found.text),
+            Kind::Patch => Subject::Patch(found.text),
         };
         Call {
             tool: tool.to_string(),
             subject,
             also,
+            cwd: None,
         }
+    }
+
+    /// The call made in `cwd` (the hook input's `cwd`).
+    pub fn in_dir(mut self, cwd: Option<&str>) -> Call {
+        self.cwd = cwd.map(str::to_string);
+        self
     }
 }
 
@@ -253,6 +270,9 @@ pub enum Verdict {
 /// allowed only when every simple command in it is covered by an allow rule and
 /// nothing in it is a construct no rule can prove harmless.
 pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
+    if let Subject::Patch(patch) = &call.subject {
+        return decide_patch(call, patch, allow, deny);
+    }
     let (allow, deny) = (for_tool(allow, &call.tool), for_tool(deny, &call.tool));
     let denied = deny.iter().find(|rule| match &call.subject {
         Subject::Shell { raw, script } => rule.denies_command(raw, script),
@@ -261,6 +281,8 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
         Subject::Text(text) | Subject::Json(text) => {
             rule.pattern_matches(text) && rule.prefix.is_none_or(|p| text.starts_with(p))
         }
+        // Judged by `decide_patch`, above.
+        Subject::Patch(_) => false,
     } || call.also.iter().any(|text| rule.denies_path(text)));
     if let Some(rule) = denied {
         return Verdict::Deny(format!(
@@ -301,8 +323,14 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
             .filter(|r| r.covers_json(json))
             .take(1)
             .collect(),
+        Subject::Patch(_) => Vec::new(),
     };
-    match used.as_slice() {
+    allowed(&used)
+}
+
+/// The verdict of the allow rules that cover a call (none: a human decides).
+fn allowed(used: &[&RuleRef]) -> Verdict {
+    match used {
         [] => Verdict::Ask("no allow rule covers it".into()),
         [rule] => Verdict::Allow(format!(
             "allowed by the rule {} in [approvals] allow",
@@ -317,6 +345,87 @@ pub fn decide(call: &Call, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
                 .join("; ")
         )),
     }
+}
+
+/// The tools whose path rules judge the files of a Codex patch: its own name,
+/// and the two Claude Code tools Codex itself matches `apply_patch` hooks by.
+const PATCH_TOOLS: &[&str] = &["apply_patch", "Write", "Edit"];
+
+/// A patch, file by file: any file a deny rule hits denies it; it is allowed
+/// only when an allow rule covers every file it adds, changes, moves or
+/// deletes. A patch that cannot be read is never allowed.
+fn decide_patch(call: &Call, patch: &str, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
+    let (allow, deny) = (patch_rules(allow), patch_rules(deny));
+    let denied = |rule: &RuleRef, what: &str| {
+        Verdict::Deny(format!(
+            "denied by the rule {} in [approvals] deny ({what})",
+            rule.describe()
+        ))
+    };
+    if let Some((rule, text)) = deny
+        .iter()
+        .find_map(|r| call.also.iter().find(|t| r.denies_path(t)).map(|t| (r, t)))
+    {
+        return denied(rule, &format!("the input also names `{text}`"));
+    }
+    let files = match patch::touched(patch) {
+        Ok(files) => files,
+        Err(why) => {
+            return Verdict::Ask(format!(
+                "no rule can allow a patch that cannot be read: {why}"
+            ));
+        }
+    };
+    let forms: Vec<Vec<String>> = files
+        .iter()
+        .map(|file| path_forms(&file.path, call.cwd.as_deref()))
+        .collect();
+    for (file, forms) in files.iter().zip(&forms) {
+        if let Some(rule) = deny.iter().find(|r| forms.iter().any(|f| r.denies_path(f))) {
+            return denied(
+                rule,
+                &format!("the patch would {} `{}`", file.op.word(), file.path),
+            );
+        }
+    }
+    let mut used: Vec<&RuleRef> = Vec::new();
+    for (file, forms) in files.iter().zip(&forms) {
+        let Some(rule) = allow
+            .iter()
+            .find(|r| forms.iter().any(|f| r.covers_path(f)))
+        else {
+            return Verdict::Ask(format!(
+                "no allow rule covers `{}` (the patch would {} it)",
+                file.path,
+                file.op.word()
+            ));
+        };
+        if !used.iter().any(|u| std::ptr::eq(*u, rule)) {
+            used.push(rule);
+        }
+    }
+    allowed(&used)
+}
+
+fn patch_rules<'a>(rules: &[RuleRef<'a>]) -> Vec<RuleRef<'a>> {
+    rules
+        .iter()
+        .filter(|r| PATCH_TOOLS.iter().any(|tool| r.tool_matches(tool)))
+        .copied()
+        .collect()
+}
+
+/// A patch path as written and, when relative, resolved against the folder the
+/// agent works in (Codex applies it there).
+fn path_forms(path: &str, cwd: Option<&str>) -> Vec<String> {
+    let mut forms = vec![path.to_string()];
+    if let Some(cwd) = cwd
+        && !Path::new(path).is_absolute()
+        && Path::new(cwd).is_absolute()
+    {
+        forms.push(format!("{}/{path}", cwd.trim_end_matches('/')));
+    }
+    forms
 }
 
 fn for_tool<'a>(rules: &[RuleRef<'a>], tool: &str) -> Vec<RuleRef<'a>> {
@@ -439,7 +548,32 @@ pub fn always_rule(tool: &str, input: Option<&serde_json::Value>) -> AlwaysRule 
             note: format!("always allowed: {tool} with exactly the input `{json}`"),
             prefixes: vec![json],
         },
+        Subject::Patch(patch) => match patch::touched(&patch) {
+            Err(why) => once(format!("the patch cannot be read: {why}")),
+            Ok(files) => {
+                let mut prefixes: Vec<String> = Vec::new();
+                for file in files {
+                    if !prefixes.contains(&file.path) {
+                        prefixes.push(file.path);
+                    }
+                }
+                let listed: Vec<String> = prefixes.iter().map(|p| format!("`{p}`")).collect();
+                AlwaysRule {
+                    note: format!(
+                        "always allowed: {tool} on {} and anything under them (whole path components; `..` cannot climb out)",
+                        listed.join(", ")
+                    ),
+                    prefixes,
+                }
+            }
+        },
     }
+}
+
+/// The words of a command line as a shell reads them (quotes removed); plain
+/// white space splits one that is not a single plain command.
+pub fn shell_words(text: &str) -> Vec<String> {
+    prefix_words(text)
 }
 
 /// The words of a Bash rule's prefix, read like a command (so quotes work).
@@ -1723,5 +1857,76 @@ fn unescape(sequence: &str, quoted: bool) -> String {
         "$" | "`" | "\"" | "\\" => rest.to_string(),
         _ if quoted => sequence.to_string(),
         _ => rest.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod patch_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule<'a>(tool: &'a str, prefix: &'a str) -> RuleRef<'a> {
+        RuleRef {
+            tool,
+            pattern: None,
+            prefix: Some(prefix),
+        }
+    }
+
+    fn verdict(patch: &str, allow: &[RuleRef], deny: &[RuleRef]) -> Verdict {
+        let call = Call::new("apply_patch", Some(&json!({ "command": patch }))).in_dir(Some("/p"));
+        decide(&call, allow, deny)
+    }
+
+    const TWO: &str = "*** Begin Patch\n*** Add File: src/new.rs\n+x\n*** Update File: docs/a.md\n@@\n-a\n+b\n*** End Patch";
+
+    #[test]
+    fn every_file_must_be_covered_for_an_allow() {
+        let src = rule("Write", "src");
+        let docs = rule("Edit", "/p/docs");
+        assert!(matches!(verdict(TWO, &[src, docs], &[]), Verdict::Allow(_)));
+        match verdict(TWO, &[src], &[]) {
+            Verdict::Ask(why) => assert!(why.contains("docs/a.md"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // A Bash rule is not a path rule.
+        assert!(matches!(
+            verdict(TWO, &[rule("Bash", "src"), docs], &[]),
+            Verdict::Ask(_)
+        ));
+    }
+
+    #[test]
+    fn any_denied_file_denies_and_climbing_out_is_judged_where_it_lands() {
+        let all = rule("apply_patch", "/p");
+        let deny = rule("Write", "/etc");
+        match verdict(TWO, &[all], &[rule("Edit", "docs")]) {
+            Verdict::Deny(why) => assert!(why.contains("update `docs/a.md`"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let out = "*** Begin Patch\n*** Delete File: src/../../etc/passwd\n*** End Patch";
+        assert!(matches!(verdict(out, &[all], &[deny]), Verdict::Deny(_)));
+        assert!(matches!(verdict(out, &[all], &[]), Verdict::Ask(_)));
+    }
+
+    #[test]
+    fn an_unreadable_patch_is_asked_whatever_the_rules() {
+        let everything = RuleRef {
+            tool: ".*",
+            pattern: None,
+            prefix: None,
+        };
+        match verdict("rm -rf /", &[everything], &[]) {
+            Verdict::Ask(why) => assert!(why.contains("cannot be read"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn always_lists_each_file() {
+        let rule = always_rule("apply_patch", Some(&json!({ "command": TWO })));
+        assert_eq!(rule.prefixes, vec!["src/new.rs", "docs/a.md"]);
+        let none = always_rule("apply_patch", Some(&json!({ "command": "x" })));
+        assert!(none.prefixes.is_empty());
     }
 }

@@ -15,14 +15,19 @@ pub enum Kind {
     Url,
     /// Free text: a search pattern or query.
     Text,
+    /// A Codex `apply_patch` patch: each file it touches is a path.
+    Patch,
     /// The whole input as JSON: a tool this table does not know (an MCP tool),
     /// or a known tool whose field is missing or not text. No field is guessed.
     Json,
 }
 
-/// The field each known tool acts on, from Claude Code's tool input schemas.
+/// The field each known tool acts on, from Claude Code's tool input schemas and
+/// the hook input of Codex (which names its shell `Bash` too, and sends an
+/// `apply_patch` call's patch as `command`).
 const FIELDS: &[(&str, &str, Kind)] = &[
     ("Bash", "command", Kind::Shell),
+    ("apply_patch", "command", Kind::Patch),
     ("Write", "file_path", Kind::Path),
     ("Edit", "file_path", Kind::Path),
     ("MultiEdit", "file_path", Kind::Path),
@@ -106,15 +111,19 @@ impl Subject {
     /// The subject in one line for people, unescaped: the text, then every other
     /// field that could be taken for it (`/root/.bashrc  [also command="x"]`).
     pub fn shown(&self) -> String {
+        let text = match self.kind {
+            Kind::Patch => super::patch::summary(&self.text),
+            _ => self.text.clone(),
+        };
         if self.others.is_empty() {
-            return self.text.clone();
+            return text;
         }
         let also: Vec<String> = self
             .others
             .iter()
             .map(|(key, value)| format!("{key}={value}"))
             .collect();
-        format!("{}  [also {}]", self.text, also.join(", "))
+        format!("{text}  [also {}]", also.join(", "))
     }
 }
 
@@ -155,6 +164,21 @@ mod tests {
             Some(&json!({"command": "ls", "description": "list"})),
         );
         assert_eq!(bash.shown(), "ls");
+    }
+
+    #[test]
+    fn a_codex_patch_is_shown_by_the_files_it_touches() {
+        let patch = "*** Begin Patch\n*** Update File: src/a.rs\n@@\n-x\n+y\n*** Delete File: b.txt\n*** End Patch";
+        let subject = of("apply_patch", Some(&json!({"command": patch})));
+        assert_eq!(subject.kind, Kind::Patch);
+        assert_eq!(subject.text, patch);
+        assert_eq!(subject.shown(), "update src/a.rs, delete b.txt");
+        let bad = of("apply_patch", Some(&json!({"command": "rm -rf /"})));
+        assert!(
+            bad.shown().starts_with("unreadable patch ("),
+            "{}",
+            bad.shown()
+        );
     }
 
     #[test]

@@ -96,6 +96,9 @@ pub fn render(
         snapshot.iteration, snapshot.max_iterations
     ));
     lines.push(format!("State: {}", snapshot.state.as_str()));
+    if let Some(why) = &snapshot.ungated {
+        lines.push(format!("Approvals: UNGATED — {why}"));
+    }
     let size = current_size
         .unwrap_or(snapshot.output_bytes)
         .max(snapshot.output_bytes);

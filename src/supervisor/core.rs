@@ -461,6 +461,8 @@ pub struct Core {
     disk_full_since: Option<Instant>,
     /// A reset time was not believed (in the past, or too far ahead): said once.
     reset_skew_logged: bool,
+    /// Why the agent's calls bypass the approval gate, when they do.
+    ungated: Option<String>,
 }
 
 impl Core {
@@ -498,6 +500,7 @@ impl Core {
             run_budget: None,
             disk_full_since: None,
             reset_skew_logged: false,
+            ungated: None,
         }
     }
 
@@ -676,7 +679,13 @@ impl Core {
                 .filter(|limit| *limit > 0.0),
             max_tool_calls_per_session: Some(self.settings.guard.max_tool_calls_per_session)
                 .filter(|limit| *limit > 0),
+            ungated: self.ungated.clone(),
         }
+    }
+
+    /// Says, in every snapshot, that the agent runs without the approval gate.
+    pub fn set_ungated(&mut self, why: Option<String>) {
+        self.ungated = why;
     }
 
     /// The backoff before the next session after `consecutive` rate-limited sessions

@@ -384,6 +384,7 @@ impl Runtime {
             cancel,
         };
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
+        core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
         let status_path = resolve(&config.output.status_file.0);
         if lane.is_some()
             && let Some(earlier) = unfinished_run(&status_path)

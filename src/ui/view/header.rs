@@ -1,4 +1,5 @@
-//! The header: loop state, iteration, uptime, agent, PID/PGID, paused, STOP pending.
+//! The header: loop state, iteration, uptime, agent (UNGATED when its calls
+//! bypass the approval gate), PID/PGID, paused, STOP pending.
 
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
@@ -121,7 +122,13 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         _ => "no session process".to_string(),
     };
     let own = format!("   clowder PID {}", snap.pid);
-    let fixed = " agent ".len() + 3 + fmt::width(&process);
+    // An agent whose calls never reach the gate says so before anything else.
+    let ungated = if snap.ungated.is_some() {
+        "UNGATED "
+    } else {
+        ""
+    };
+    let fixed = " agent ".len() + ungated.len() + 3 + fmt::width(&process);
     let own = if fixed + fmt::width(&own) + 12 <= width {
         own
     } else {
@@ -132,6 +139,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     let command = fmt::fit(&fmt::shorten_paths(&shown, room), room);
     let second = Line::from(vec![
         Span::styled(" agent ", Style::default().fg(Color::DarkGray)),
+        Span::styled(
+            ungated,
+            Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+        ),
         Span::raw(command),
         Span::styled("   ", Style::default()),
         Span::styled(process, Style::default().fg(Color::DarkGray)),

@@ -143,6 +143,44 @@ fn help_lines(width: usize) -> Vec<Line<'static>> {
     lines
 }
 
+/// A request's input: as JSON; a Codex patch as the files it touches, then the
+/// patch itself line by line (and any other field as JSON).
+fn input_lines(
+    request: &crate::approvals::Request,
+    input: &serde_json::Value,
+) -> Vec<Line<'static>> {
+    let subject = request.subject_of();
+    let mut rest = input.clone();
+    let patch = match (subject.kind, rest.as_object_mut()) {
+        (crate::approvals::subject::Kind::Patch, Some(fields)) => fields.remove("command"),
+        _ => None,
+    };
+    let Some(serde_json::Value::String(patch)) = patch else {
+        let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
+        return pretty.lines().map(|l| Line::raw(escape(l))).collect();
+    };
+    let mut lines = Vec::new();
+    match crate::approvals::patch::touched(&patch) {
+        Ok(files) => lines.extend(
+            files
+                .iter()
+                .map(|file| Line::raw(format!("{:<9}{}", file.op.word(), escape(&file.path)))),
+        ),
+        Err(why) => lines.push(Line::styled(
+            format!("unreadable patch: {}", escape(&why)),
+            Style::default().fg(Color::Red),
+        )),
+    }
+    lines.push(Line::raw(""));
+    lines.extend(patch.lines().map(|l| Line::raw(escape(l))));
+    if rest.as_object().is_some_and(|fields| !fields.is_empty()) {
+        lines.push(Line::raw(""));
+        let pretty = serde_json::to_string_pretty(&rest).unwrap_or_default();
+        lines.extend(pretty.lines().map(|l| Line::raw(escape(l))));
+    }
+    lines
+}
+
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let [row] = Layout::vertical([Constraint::Length(height.min(area.height))])
         .flex(Flex::Center)
@@ -275,8 +313,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             Line::raw(""),
         ];
         if let Some(input) = &request.tool_input {
-            let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
-            lines.extend(pretty.lines().map(|l| Line::raw(escape(l))));
+            lines.extend(input_lines(request, input));
         }
         if let Some(body) = &request.body {
             lines.push(Line::raw(""));
