@@ -72,12 +72,14 @@ fn dump(project: &Project, server: &ModelServer, output: &Output) -> String {
         let body = std::fs::read_to_string(&file).unwrap_or_default();
         text.push_str(&format!("{}:\n{body}\n", file.display()));
     }
-    text.push_str(&format!("status: {}\n", project.read("harness.status")));
+    let status = std::fs::read_to_string(project.path("harness.status")).unwrap_or_default();
+    text.push_str(&format!("status: {status}\n"));
     text.push_str(&format!("model requests: {}\n", server.requests().len()));
     text
 }
 
-/// clowder's last words on stdout, which name why the loop stopped.
+/// clowder's last words on stdout: `clowder: stopped (REASON) after …`, then
+/// the run's counters.
 fn exit_line(output: &Output) -> String {
     stdout_of(output)
         .lines()
@@ -87,13 +89,23 @@ fn exit_line(output: &Output) -> String {
         .to_string()
 }
 
+/// The REASON of [`exit_line`].
+fn exit_reason(line: &str) -> &str {
+    let reason = line.split_once(" (").map_or("", |(_, rest)| rest);
+    reason
+        .rsplit_once(") after ")
+        .map_or(reason, |(reason, _)| reason)
+}
+
 fn counter(status: &Value, name: &str) -> u64 {
     // A counter that a version of the status file does not have yet is zero.
     status["counters"][name].as_u64().unwrap_or(0)
 }
 
 fn now_epoch() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     since.as_secs() as i64
 }
 
@@ -111,7 +123,12 @@ fn rate_limit_429(version: &'static str) {
 
     assert_eq!(output.status.code(), Some(3), "{dump}");
     let last = exit_line(&output);
-    assert!(last.contains("rate_limited (2 in a row)"), "{last}\n{dump}");
+    assert_eq!(
+        exit_reason(&last),
+        "rate_limited (2 in a row)",
+        "{last}\n{dump}"
+    );
+    assert!(last.contains(" 2 rate limits"), "{last}\n{dump}");
     let limits = project.events_named("rate_limited");
     assert_eq!(limits.len(), 2, "{dump}");
     // The reset time is the limit's when the agent's stream carries it; with an
@@ -123,9 +140,9 @@ fn rate_limit_429(version: &'static str) {
         .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(&reset.to_string())));
     for (n, event) in limits.iter().enumerate() {
         assert_eq!(event["consecutive"], n as u64 + 1, "{event}\n{dump}");
-        let resets_at = event["resets_at"].as_str().map(|at| {
-            chrono::DateTime::parse_from_rfc3339(at).map_or(0, |at| at.timestamp())
-        });
+        let resets_at = event["resets_at"]
+            .as_str()
+            .map(|at| chrono::DateTime::parse_from_rfc3339(at).map_or(0, |at| at.timestamp()));
         let expected = carried.then_some(reset);
         assert_eq!(resets_at, expected, "{event}\n{dump}");
     }
@@ -160,8 +177,10 @@ fn transient(version: &'static str, failure: Failure) {
     }
     let server = anthropic::start();
     server.script([Reply::FailAlways(failure)]);
-    // `max_consecutive_errors` is the key the issue names; a clowder without it
-    // rejects the table, exit 2.
+    // NOT YET on this branch: `max_consecutive_errors` (issue 21) is unknown
+    // here, so clowder rejects the table (exit 2) and the first assertion fails.
+    // Without the key, the next ones fail instead: both versions' 500 and 529
+    // end the loop as `rate_limited (1 in a row)`, exit 3.
     let tables = format!(
         "[backoff]\n{FAST_BACKOFF}max_consecutive_rate_limits = 1\nmax_consecutive_errors = 2\n"
     );
@@ -173,7 +192,8 @@ fn transient(version: &'static str, failure: Failure) {
         "the loop gives up after two errors, it is not done and not misconfigured\n{dump}"
     );
     let last = exit_line(&output);
-    assert!(!last.to_lowercase().contains("rate"), "{last}\n{dump}");
+    assert!(!exit_reason(&last).contains("rate"), "{last}\n{dump}");
+    assert!(last.contains(" 0 rate limits"), "{last}\n{dump}");
     assert!(project.events_named("rate_limited").is_empty(), "{dump}");
     assert!(project.events_named("agent_error").is_empty(), "{dump}");
     assert_eq!(project.events_named("transient_error").len(), 2, "{dump}");
@@ -206,19 +226,28 @@ fn unauthorized_401(version: &'static str) {
     assert_eq!(project.events_named("session_start").len(), 1, "{dump}");
     let errors = project.events_named("agent_error");
     assert_eq!(errors.len(), 1, "{dump}");
-    let reason = errors[0]["reason"].as_str().unwrap_or_default().to_lowercase();
+    let reason = errors[0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_lowercase();
     assert!(
         reason.contains("api key") || reason.contains("authentication"),
         "{reason}\n{dump}"
     );
     let last = exit_line(&output);
-    assert!(last.contains("error"), "{last}\n{dump}");
-    assert!(!last.to_lowercase().contains("rate"), "{last}\n{dump}");
+    let reason = exit_reason(&last);
+    assert!(reason.starts_with("error: "), "{last}\n{dump}");
+    assert!(reason.contains("authenticate"), "{last}\n{dump}");
+    assert!(last.contains(" 0 rate limits"), "{last}\n{dump}");
     assert!(project.events_named("rate_limited").is_empty(), "{dump}");
     assert!(project.events_named("transient_error").is_empty(), "{dump}");
     let ends = project.events_named("loop_end");
     assert_eq!(ends.len(), 1, "{dump}");
-    assert!(ends[0]["reason"]["fatal"].is_object(), "{}\n{dump}", ends[0]);
+    assert!(
+        ends[0]["reason"]["fatal"].is_object(),
+        "{}\n{dump}",
+        ends[0]
+    );
     let status = project.status();
     assert_eq!(counter(&status, "rate_limits"), 0, "{dump}");
     assert_eq!(counter(&status, "transient_errors"), 0, "{dump}");
@@ -285,7 +314,9 @@ fn watchdog_kills_everything(version: &'static str, silence: Reply) {
     let pgid = start["pgid"].as_i64().unwrap_or_default() as i32;
     assert!(pid > 0 && pgid > 0, "{start}");
     let gone = wait_until(Duration::from_secs(10), || {
-        processes_with_env(&mark).is_empty() && !pid_alive(pid) && live_group_members(pgid).is_empty()
+        processes_with_env(&mark).is_empty()
+            && !pid_alive(pid)
+            && live_group_members(pgid).is_empty()
     });
     assert!(
         gone,
