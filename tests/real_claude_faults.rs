@@ -74,7 +74,13 @@ fn dump(project: &Project, server: &ModelServer, output: &Output) -> String {
     }
     let status = std::fs::read_to_string(project.path("harness.status")).unwrap_or_default();
     text.push_str(&format!("status: {status}\n"));
-    text.push_str(&format!("model requests: {}\n", server.requests().len()));
+    for request in server.requests() {
+        let stream = request.body["stream"].as_bool().unwrap_or(false);
+        let (path, scripted) = (&request.path, request.scripted);
+        text.push_str(&format!(
+            "request {path} scripted={scripted} stream={stream}\n"
+        ));
+    }
     text
 }
 
@@ -100,6 +106,12 @@ fn exit_reason(line: &str) -> &str {
 fn counter(status: &Value, name: &str) -> u64 {
     // A counter that a version of the status file does not have yet is zero.
     status["counters"][name].as_u64().unwrap_or(0)
+}
+
+/// An RFC 3339 time as epoch seconds; 0 for one that does not parse.
+fn epoch_of(time: &Value) -> Option<i64> {
+    let parse = |at: &str| chrono::DateTime::parse_from_rfc3339(at).map_or(0, |at| at.timestamp());
+    time.as_str().map(parse)
 }
 
 fn now_epoch() -> i64 {
@@ -140,11 +152,8 @@ fn rate_limit_429(version: &'static str) {
         .any(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains(&reset.to_string())));
     for (n, event) in limits.iter().enumerate() {
         assert_eq!(event["consecutive"], n as u64 + 1, "{event}\n{dump}");
-        let resets_at = event["resets_at"]
-            .as_str()
-            .map(|at| chrono::DateTime::parse_from_rfc3339(at).map_or(0, |at| at.timestamp()));
         let expected = carried.then_some(reset);
-        assert_eq!(resets_at, expected, "{event}\n{dump}");
+        assert_eq!(epoch_of(&event["resets_at"]), expected, "{event}\n{dump}");
     }
     for session in project.events_named("session_complete") {
         assert_eq!(session["rate_limited"], true, "{session}\n{dump}");
@@ -157,6 +166,8 @@ fn rate_limit_429(version: &'static str) {
     assert_eq!(counter(&status, "transient_errors"), 0, "{dump}");
     assert_eq!(counter(&status, "productive"), 0, "{dump}");
     assert_eq!(status["consecutive_rate_limits"], 2, "{dump}");
+    let resets_at = epoch_of(&status["rate_limit_resets_at"]);
+    assert_eq!(resets_at, carried.then_some(reset), "{dump}");
 }
 
 fn overloaded_529(version: &'static str) {
@@ -308,6 +319,11 @@ fn watchdog_kills_everything(version: &'static str, silence: Reply) {
     assert_eq!(sessions[0]["exit_code"], 124, "{dump}");
     assert_eq!(sessions[0]["killed"], "watchdog", "{dump}");
     assert_eq!(counter(&project.status(), "watchdog_kills"), 1, "{dump}");
+    // Claude Code starts the Bash tool's commands in a process group of their
+    // own: clowder finds what outlived the session by its cgroup or its parentage.
+    for leaked in project.events_named("leaked_pid") {
+        assert_eq!(leaked["killed"], true, "{leaked}\n{dump}");
+    }
 
     let start = &project.events_named("session_start")[0];
     let pid = start["pid"].as_i64().unwrap_or_default() as i32;
