@@ -8,6 +8,7 @@ mod model_server;
 mod real_agents;
 
 use std::process::Output;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
@@ -288,7 +289,14 @@ fn watchdog_kills_everything(version: &'static str, silence: Reply) {
     if !cli.installed() {
         return;
     }
-    let mark = format!("CLOWDER_FAULT_MARK={}-{}", std::process::id(), now_epoch());
+    // Unique among the tests running side by side in this process, and beyond.
+    static RUNS: AtomicU64 = AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, Ordering::Relaxed);
+    let mark = format!(
+        "CLOWDER_FAULT_MARK={}-{}-{run}",
+        std::process::id(),
+        now_epoch()
+    );
     let server = anthropic::start();
     let command = format!("{mark} nohup sleep 1000 >/dev/null 2>&1 &\necho started");
     server.script([
