@@ -199,12 +199,13 @@ fn transient(version: &'static str, failure: Failure) {
     let (project, output) = run_claude(cli, &server, &tables, "3");
     let dump = dump(&project, &server, &output);
 
-    assert!(
-        !matches!(output.status.code(), Some(0 | 2)),
-        "the loop gives up after two errors, it is not done and not misconfigured\n{dump}"
-    );
+    assert_eq!(output.status.code(), Some(5), "{dump}");
     let last = exit_line(&output);
-    assert!(!exit_reason(&last).contains("rate"), "{last}\n{dump}");
+    assert_eq!(
+        exit_reason(&last),
+        "transient_errors (2 in a row)",
+        "{last}\n{dump}"
+    );
     assert!(last.contains(" 0 rate limits"), "{last}\n{dump}");
     assert!(project.events_named("rate_limited").is_empty(), "{dump}");
     assert!(project.events_named("agent_error").is_empty(), "{dump}");
@@ -213,6 +214,7 @@ fn transient(version: &'static str, failure: Failure) {
     assert_eq!(sessions.len(), 2, "{dump}");
     for session in sessions {
         assert_eq!(session["rate_limited"], false, "{session}\n{dump}");
+        assert_eq!(session["transient_error"], true, "{session}\n{dump}");
         assert_eq!(session["productive"], false, "{session}\n{dump}");
     }
     let status = project.status();
