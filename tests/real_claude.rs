@@ -15,9 +15,9 @@ use serde_json::Value;
 fn result_line(path: &std::path::Path) -> Value {
     let text = std::fs::read_to_string(path).expect("read output file");
     text.lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "result")
-        .last()
+        .find(|v| v["type"] == "result")
         .unwrap_or_else(|| panic!("no result line in {}:\n{text}", path.display()))
 }
 
