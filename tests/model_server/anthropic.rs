@@ -35,6 +35,9 @@ async fn messages(
     shared.record(uri.path(), &request, scripted);
     let reply = if scripted {
         shared.next_reply()
+    } else if let Some(failure) = shared.failing() {
+        // An API that refuses everything refuses the side requests too.
+        Reply::Fail(failure)
     } else {
         Reply::Text("OK.".into())
     };

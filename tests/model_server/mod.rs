@@ -136,6 +136,11 @@ impl Shared {
         }
     }
 
+    /// The failure every request gets, once the script has reached a `FailAlways`.
+    fn failing(&self) -> Option<Failure> {
+        self.lock().sticky.clone()
+    }
+
     fn record(&self, path: &str, body: &Value, scripted: bool) {
         self.lock().requests.push(Recorded {
             path: path.to_string(),
