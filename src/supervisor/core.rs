@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 
 use crate::agent::ToolCallSig;
 use crate::protocol::{
-    Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason, HookKind,
+    AgentRetrying, Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason, HookKind,
     KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
 };
 
@@ -37,6 +37,8 @@ pub struct Settings {
     pub initial_delay: Duration,
     pub max_delay: Duration,
     pub max_consecutive_rate_limits: u64,
+    /// Sessions in a row ending in a transient server error before giving up.
+    pub max_consecutive_errors: u64,
     /// Between SIGTERM and SIGKILL (`[watchdog] kill_grace_secs`).
     pub kill_grace: Duration,
     /// The first SIGTERM ends the session at once (`[signals] sigterm = "stop_now"`).
@@ -137,6 +139,8 @@ pub struct SessionFindings {
     pub committed: bool,
     /// Set when the agent was rate-limited, with its own words.
     pub rate_limit: Option<RateLimitFinding>,
+    /// Set when the session ended in a transient server error: its reason.
+    pub transient_error: Option<String>,
     /// What the agent reported about the session (turns, tools, tokens, cost, result).
     pub stats: SessionSummary,
     /// The agent's final message held the completion promise.
@@ -355,6 +359,8 @@ struct Session {
     budget: Option<BudgetBreach>,
     /// The cost the session reported so far.
     cost_so_far: Option<f64>,
+    /// The agent retries a failed request on its own, as its last lines say.
+    retrying: Option<AgentRetrying>,
 }
 
 impl Session {
@@ -384,6 +390,7 @@ impl Session {
 enum WaitKind {
     Retry,
     Backoff,
+    ErrorBackoff,
     BetweenIterations,
     DiskFull,
 }
@@ -430,6 +437,7 @@ pub struct Core {
     completed_iterations: u64,
     empty_retries_this_iteration: u32,
     consecutive_rate_limits: u64,
+    consecutive_errors: u64,
     counters: Counters,
     stop_request: Option<StopRequest>,
     stop_now: bool,
@@ -474,6 +482,7 @@ impl Core {
             completed_iterations: 0,
             empty_retries_this_iteration: 0,
             consecutive_rate_limits: 0,
+            consecutive_errors: 0,
             counters: Counters::default(),
             stop_request: None,
             stop_now: false,
@@ -605,6 +614,7 @@ impl Core {
             Phase::Waiting { kind, .. } => match kind {
                 WaitKind::Retry => LoopState::Retrying,
                 WaitKind::Backoff => LoopState::RateLimitedBackoff,
+                WaitKind::ErrorBackoff => LoopState::ErrorBackoff,
                 WaitKind::BetweenIterations => LoopState::Idle,
                 WaitKind::DiskFull => LoopState::DiskFull,
             },
@@ -652,6 +662,10 @@ impl Core {
             last_committed: self.last_committed,
             last_exit_code: self.last_exit_code,
             consecutive_rate_limits: self.consecutive_rate_limits,
+            consecutive_errors: self.consecutive_errors,
+            agent_retrying: session
+                .filter(|_| matches!(self.phase, Phase::Running(_)))
+                .and_then(|s| s.retrying.clone()),
             pgid: session.map(|s| s.pgid),
             agent_pid: session.map(|s| s.pid),
             // Known to the runtime, which spawned the agent; it fills this in.
@@ -964,6 +978,7 @@ impl Core {
             doom_gate: false,
             budget: None,
             cost_so_far: None,
+            retrying: None,
         });
         out.push(Effect::WriteStatus);
         if self.stop_now {
@@ -1227,11 +1242,16 @@ impl Core {
         // A session cut short by a full disk is not judged by its output at all.
         let out_of_space = agent_error.is_none() && findings.out_of_space.is_some();
         let rate_limited = agent_error.is_none() && !out_of_space && findings.rate_limit.is_some();
-        let empty = agent_error.is_none()
+        let transient_error = agent_error.is_none()
             && !out_of_space
             && !rate_limited
+            && findings.transient_error.is_some();
+        let stopped = rate_limited || transient_error;
+        let empty = agent_error.is_none()
+            && !out_of_space
+            && !stopped
             && findings.output_bytes < self.settings.min_output_bytes;
-        let productive = agent_error.is_none() && !out_of_space && !rate_limited && !empty;
+        let productive = agent_error.is_none() && !out_of_space && !stopped && !empty;
         let will_retry_empty =
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
@@ -1287,6 +1307,8 @@ impl Core {
                     " disk_full=true"
                 } else if rate_limited {
                     " rate_limited=true"
+                } else if transient_error {
+                    " transient_error=true"
                 } else if empty {
                     " empty=true"
                 } else {
@@ -1303,6 +1325,7 @@ impl Core {
             committed: findings.committed,
             retries: self.empty_retries_this_iteration,
             rate_limited,
+            transient_error,
             productive,
             cost_usd: stats.cost_usd,
             turns: stats.turns,
@@ -1351,11 +1374,17 @@ impl Core {
             return;
         }
         if let Some(limit) = findings.rate_limit {
+            self.consecutive_errors = 0;
             self.on_rate_limited(now, iteration, &session, limit, out);
             return;
         }
         self.consecutive_rate_limits = 0;
         self.rate_limit_resets_at = None;
+        if let Some(reason) = findings.transient_error.filter(|_| transient_error) {
+            self.on_transient_error(now, iteration, &session, reason, out);
+            return;
+        }
+        self.consecutive_errors = 0;
 
         if empty {
             if will_retry_empty {
@@ -1523,6 +1552,53 @@ impl Core {
             return;
         }
         self.wait(now, WaitKind::Backoff, delay, out);
+    }
+
+    /// A transient server error: backed off like a rate limit, with its own
+    /// count and limit, and never reported as a rate limit.
+    fn on_transient_error(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        session: &Session,
+        reason: String,
+        out: &mut Vec<Effect>,
+    ) {
+        self.consecutive_errors += 1;
+        self.counters.transient_errors += 1;
+        let consecutive = self.consecutive_errors;
+        let delay = Core::backoff_delay(&self.settings, consecutive);
+        let limit = self.settings.max_consecutive_errors;
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={} status=error_backoff consecutive={consecutive}/{limit} backoff={:.1}s reason=\"{reason}\"",
+                session.global,
+                delay.as_secs_f64(),
+            ),
+        );
+        out.push(Effect::Emit(Event::TransientError {
+            iteration,
+            global: session.global,
+            reason,
+            consecutive,
+            backoff_secs: round_secs(delay),
+        }));
+        if consecutive >= limit {
+            log(
+                out,
+                Level::Error,
+                format!("{consecutive} sessions in a row ended in a transient server error, giving up"),
+            );
+            self.finish(now, ExitReason::TransientErrors { consecutive }, out);
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        self.wait(now, WaitKind::ErrorBackoff, delay, out);
     }
 
     /// The agent's reset time if it can be believed: not passed already, and not

@@ -332,6 +332,7 @@ impl Runtime {
             initial_delay: config.backoff.initial_delay_secs.0,
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
+            max_consecutive_errors: config.backoff.max_consecutive_errors.0,
             kill_grace: config.watchdog.kill_grace_secs.0,
             sigterm_stops_now: config.signals.sigterm == crate::config::Sigterm::StopNow,
             disk_recheck: config.output.disk_recheck_secs.0,
@@ -1762,6 +1763,7 @@ impl Runtime {
                 }),
                 stats: summary(&analysis.stats),
                 promise_kept: analysis.promise_kept,
+                transient_error: scan.transient_error.map(|found| found.reason),
                 agent_error: scan.fatal_error,
                 new_calls: analysis.new_calls,
                 out_of_space: free_space(&output_dir)

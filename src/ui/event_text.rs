@@ -15,6 +15,7 @@ const STATUSES_WITH_AN_EVENT: &[&str] = &[
     "session_complete",
     "retrying",
     "rate_limited_backoff",
+    "error_backoff",
     "paused",
     "resumed",
     "doom_loop",
@@ -59,6 +60,7 @@ pub fn level(event: &Event) -> Level {
             Level::Error
         }
         Event::RateLimited { .. }
+        | Event::TransientError { .. }
         | Event::WatchdogStale { .. }
         | Event::WatchdogKill { .. }
         | Event::SessionKilled { .. }
@@ -181,6 +183,11 @@ fn summary(event: &Event) -> String {
             }
             text
         }
+        Event::TransientError {
+            global,
+            backoff_secs,
+            ..
+        } => format!("#{global} server error, next in {}", secs(*backoff_secs)),
         Event::HookFailed {
             kind,
             exit_code,
@@ -282,6 +289,7 @@ fn session_complete(event: &Event) -> Vec<String> {
         duration_secs,
         committed,
         rate_limited,
+        transient_error,
         productive,
         cost_usd,
         ..
@@ -293,6 +301,8 @@ fn session_complete(event: &Event) -> Vec<String> {
         ", committed"
     } else if *rate_limited {
         ", rate limited"
+    } else if *transient_error {
+        ", server error"
     } else if !productive {
         ", not productive"
     } else {
