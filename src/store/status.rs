@@ -95,7 +95,14 @@ pub fn render(
         "Current iteration: {}/{} (global: {global})",
         snapshot.iteration, snapshot.max_iterations
     ));
-    lines.push(format!("State: {}", snapshot.state.as_str()));
+    match &snapshot.agent_retrying {
+        Some(retrying) if running => lines.push(format!(
+            "State: {} — {}",
+            snapshot.state.as_str(),
+            retrying.describe()
+        )),
+        _ => lines.push(format!("State: {}", snapshot.state.as_str())),
+    }
     let size = current_size
         .unwrap_or(snapshot.output_bytes)
         .max(snapshot.output_bytes);

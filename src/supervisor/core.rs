@@ -229,6 +229,12 @@ pub enum Input {
         cost_usd: Option<f64>,
         new_calls: Vec<ToolCallSig>,
     },
+    /// The running agent started or stopped retrying a failed request on its
+    /// own: shown in the status and on screen, not a stale session.
+    AgentRetrying {
+        global: u64,
+        retrying: Option<AgentRetrying>,
+    },
     /// A human's answer to [`Effect::RequestDoomLoopApproval`].
     DoomLoopApproval {
         global: u64,
@@ -742,6 +748,15 @@ impl Core {
                 self.on_output_size(now, bytes, written_ago)
             }
             Input::Activity { written_ago } => self.on_activity(now, written_ago),
+            Input::AgentRetrying { global, retrying } => {
+                if let Phase::Running(session) = &mut self.phase
+                    && session.global == global
+                    && session.retrying != retrying
+                {
+                    session.retrying = retrying;
+                    out.push(Effect::WriteStatus);
+                }
+            }
             Input::SessionProgress {
                 global,
                 tool_calls,
@@ -1095,11 +1110,17 @@ impl Core {
             return;
         }
         let global = session.global;
+        // Waiting out a limit inside the agent is no hang, but it holds the
+        // loop as long: the session ends, and is judged by its last lines.
+        let why = match &session.retrying {
+            Some(retrying) => format!("{}, killing the session", retrying.describe()),
+            None => "no output, killing the session".to_owned(),
+        };
         log(
             out,
             Level::Warn,
             format!(
-                "iteration={iteration} global={global} status=watchdog_kill idle={:.1}s limit={:.1}s: no output, killing the session",
+                "iteration={iteration} global={global} status=watchdog_kill idle={:.1}s limit={:.1}s: {why}",
                 idle.as_secs_f64(),
                 stale.as_secs_f64()
             ),
