@@ -22,6 +22,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         initial_delay: Duration::from_millis(initial_ms),
         max_delay: Duration::from_millis(max_ms),
         max_consecutive_rate_limits: max_consecutive,
+        max_consecutive_errors: max_consecutive,
         kill_grace: Duration::from_secs(5),
         sigterm_stops_now: false,
         disk_recheck: Duration::from_secs(5),

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 
 use crate::agent::ToolCallSig;
 use crate::protocol::{
-    AgentRetrying, Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason, HookKind,
-    KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
+    AgentRetrying, Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason,
+    HookKind, KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
 };
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
@@ -1610,7 +1610,9 @@ impl Core {
             log(
                 out,
                 Level::Error,
-                format!("{consecutive} sessions in a row ended in a transient server error, giving up"),
+                format!(
+                    "{consecutive} sessions in a row ended in a transient server error, giving up"
+                ),
             );
             self.finish(now, ExitReason::TransientErrors { consecutive }, out);
             return;

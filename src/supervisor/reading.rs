@@ -16,8 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::analysis::{Analysis, Progress, SessionReader};
-use crate::protocol::AgentRetrying;
 use crate::agent::{Rendered, SessionStats};
+use crate::protocol::AgentRetrying;
 
 /// The reader threads' name, as `/proc/PID/task/TID/comm` shows it.
 pub const THREAD_NAME: &str = "clowder-reader";

@@ -30,7 +30,9 @@ use crate::agent::follow::FollowUpdate;
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
-use crate::protocol::{AgentRetrying, Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
+use crate::protocol::{
+    AgentRetrying, Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot,
+};
 use crate::store::control;
 use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;

@@ -119,7 +119,10 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
                         "{} in a row · {} total",
                         snap.consecutive_errors, c.transient_errors
                     ),
-                    format!("{} now · {} total", snap.consecutive_errors, c.transient_errors),
+                    format!(
+                        "{} now · {} total",
+                        snap.consecutive_errors, c.transient_errors
+                    ),
                 ],
                 warn_if(snap.consecutive_errors > 0, Color::Yellow),
             ),

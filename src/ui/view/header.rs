@@ -20,7 +20,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     } else {
         match snap.state {
             LoopState::SessionRunning => match &snap.agent_retrying {
-                Some(retrying) => (format!("● running · {}", retrying.describe()), Color::Yellow),
+                Some(retrying) => (
+                    format!("● running · {}", retrying.describe()),
+                    Color::Yellow,
+                ),
                 None => ("● running".to_string(), Color::Green),
             },
             LoopState::WatchdogKill => ("✖ watchdog kill".to_string(), Color::Red),
