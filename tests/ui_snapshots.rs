@@ -289,6 +289,32 @@ fn rate_limit_backoff_countdown() {
     insta::assert_snapshot!(render(&state, 120, 40, now()));
 }
 
+/// The agent waiting out a 429 on its own is said in the header; a server
+/// error's wait and counter never read as a rate limit.
+#[test]
+fn an_agent_retrying_and_a_server_error_are_told_apart_from_rate_limits() {
+    let mut snap = snapshot();
+    snap.agent_retrying = Some(clowder::protocol::AgentRetrying {
+        rate_limit: true,
+        message: "Reconnecting... 1/5 (429 Too Many Requests)".into(),
+    });
+    let screen = render(&state_with(snap), 120, 40, now());
+    assert!(screen.contains("rate limited (the agent is retrying)"), "{screen}");
+
+    let mut snap = snapshot();
+    snap.state = LoopState::ErrorBackoff;
+    snap.pgid = None;
+    snap.agent_pid = None;
+    snap.consecutive_errors = 2;
+    snap.counters.rate_limits = 0;
+    snap.counters.transient_errors = 3;
+    snap.next_session_at = Some(now() + Duration::seconds(8));
+    let screen = render(&state_with(snap), 120, 40, now());
+    assert!(screen.contains("server error, waiting"), "{screen}");
+    assert!(screen.contains("2 in a row · 3 total"), "{screen}");
+    assert!(!screen.contains("rate-limited"), "{screen}");
+}
+
 fn request(id: &str, minutes_ago: i64, tool: &str, input: serde_json::Value) -> Request {
     Request {
         id: id.into(),
