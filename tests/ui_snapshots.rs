@@ -299,7 +299,10 @@ fn an_agent_retrying_and_a_server_error_are_told_apart_from_rate_limits() {
         message: "Reconnecting... 1/5 (429 Too Many Requests)".into(),
     });
     let screen = render(&state_with(snap), 120, 40, now());
-    assert!(screen.contains("rate limited (the agent is retrying)"), "{screen}");
+    assert!(
+        screen.contains("rate limited (the agent is retrying)"),
+        "{screen}"
+    );
 
     let mut snap = snapshot();
     snap.state = LoopState::ErrorBackoff;
