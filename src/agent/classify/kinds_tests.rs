@@ -127,3 +127,11 @@ fn plain_text_server_errors_are_transient() {
     assert_eq!(out.rate_limit, None);
     assert!(out.transient_error.is_some());
 }
+
+#[test]
+fn codex_401_after_its_own_retries_stops_the_loop() {
+    let out = scan(&real("codex_0.169_401.jsonl"));
+    let message = out.fatal_error.expect("fatal");
+    assert!(message.contains("cannot authenticate"), "{message}");
+    assert!(message.contains("401 Unauthorized"), "{message}");
+}
