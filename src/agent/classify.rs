@@ -54,8 +54,10 @@ const DEFAULT_TEXT_PATTERNS: &[&str] = &[
 ];
 
 /// Built-in free-text signs of a transient server error (an overloaded or
-/// failing API, a dropped connection), for lines that are not JSON objects.
-const DEFAULT_TEXT_TRANSIENT: &str = r"overloaded_error|overloaded|api error:?\s*5[0-9]{2}(?-u:\b)|(?:status|error|code|http/[0-9.]+)\W{0,3}5(?:00|02|03|04|29)(?-u:\b)|internal server error|service unavailable|bad gateway|gateway time-?out|connection (?:error|refused|reset)|econnreset|econnrefused|socket hang up";
+/// failing API, a dropped connection), for lines that are not JSON objects:
+/// the CLIs' own wordings only, as an agent's final words may well discuss an
+/// "internal server error" it fixed.
+const DEFAULT_TEXT_TRANSIENT: &str = r"overloaded_error|api error:?\s*(?:5[0-9]{2}(?-u:\b)|overloaded|connection error)|http/[0-9.]+\W{0,3}5(?:00|02|03|04|29)(?-u:\b)|experiencing high demand";
 
 /// A retry the agent makes on its own: Codex's `Reconnecting... 2/5 (…)`.
 const RECONNECTING: &str = r"(?-u)^\W{0,3}(?:error:\s*)?reconnecting\.\.\.";

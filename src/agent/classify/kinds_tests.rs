@@ -135,3 +135,11 @@ fn codex_401_after_its_own_retries_stops_the_loop() {
     assert!(message.contains("cannot authenticate"), "{message}");
     assert!(message.contains("401 Unauthorized"), "{message}");
 }
+
+#[test]
+fn an_agent_talking_about_server_errors_is_not_one() {
+    let out = scan(b"aider v0.80\nFixed the internal server error: the overloaded handler returned status 500.\n");
+    assert_eq!((out.rate_limit, out.transient_error), (None, None));
+    let out = scan(b"ERROR: We\xe2\x80\x99re currently experiencing high demand, which may cause temporary errors.\n");
+    assert!(out.transient_error.is_some(), "{out:?}");
+}
