@@ -251,6 +251,7 @@ fn short_label(label: &'static str) -> &'static str {
     match label {
         "productive" => "done",
         "rate limits" => "limits",
+        "server errors" => "5xx",
         "last exit" => "exit",
         "retry in" => "retry",
         "disk check" => "disk",
