@@ -553,6 +553,9 @@ pub enum Event {
         global: u64,
         idle_secs: f64,
         output_bytes: u64,
+        /// The agent was retrying a failed request on its own, not hanging.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_retrying: Option<AgentRetrying>,
     },
     WatchdogKill {
         iteration: u64,

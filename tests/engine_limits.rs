@@ -121,6 +121,8 @@ fn codex_waiting_out_a_429_is_shown_then_counted_as_a_rate_limit() {
         ctx.contains("rate limited (the agent is retrying), killing"),
         "{ctx}"
     );
+    let stale = &project.events_named("watchdog_stale")[0];
+    assert_eq!(stale["agent_retrying"]["rate_limit"], true, "{stale}");
 }
 
 #[test]

@@ -1130,6 +1130,7 @@ impl Core {
             global,
             idle_secs: round_secs(idle),
             output_bytes: session.output_bytes,
+            agent_retrying: session.retrying.clone(),
         }));
         self.kill_session(KillReason::Watchdog, out);
     }

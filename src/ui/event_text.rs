@@ -115,6 +115,14 @@ pub fn summaries(event: &Event) -> Vec<String> {
         }
         Event::SessionComplete { .. } => session_complete(event),
         Event::LoopStart { .. } => vec![summary(event), "loop started".to_string()],
+        Event::WatchdogStale {
+            global,
+            agent_retrying: Some(retrying),
+            ..
+        } => vec![
+            format!("#{global} {}, killing", retrying.describe()),
+            format!("#{global} agent retrying, killing"),
+        ],
         Event::WatchdogStale { global, .. } => {
             vec![summary(event), format!("#{global} no output, killing")]
         }
@@ -148,6 +156,11 @@ fn summary(event: &Event) -> String {
         Event::SessionAbandoned { pgid, killed, .. } => {
             format!("earlier run's session (group {pgid}): {killed} killed")
         }
+        Event::WatchdogStale {
+            global,
+            agent_retrying: Some(retrying),
+            ..
+        } => format!("#{global} {}, killing", retrying.describe()),
         Event::WatchdogStale {
             global, idle_secs, ..
         } => format!("#{global} no output for {}, killing", secs(*idle_secs)),
