@@ -243,7 +243,10 @@ pub fn scan_output_file(path: &Path, detectors: &Detectors) -> io::Result<Output
 /// A session counts as rate-limited when the last `result` line reports a 429 or
 /// a usage-limit text, a `rate_limit_event` is `rejected`, an assistant line
 /// carries `"error":"rate_limit"`, a Codex `turn.failed`/`error` message names a
-/// limit, or a line that is not a JSON object matches a text pattern. Lines are
+/// limit, the agent's last lines are its own retry after a 429, or a line that
+/// is not a JSON object matches a text pattern outside a path, within the last
+/// [`TEXT_VERDICT_TAIL_LINES`] lines, and no `result` or Codex turn ending was
+/// read. Server-side failures found the same ways are transient errors. Lines are
 /// cut at 1 MiB; the kept start of an over-long line is matched against commit
 /// patterns, and against text patterns unless it starts like a JSON object
 /// (then it is an event with a huge payload, not agent chatter).
@@ -549,6 +552,24 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         self.lines_after_text = 0;
     }
 
+    /// Claude Code retries a request on its own (`api_retry`, its `error`
+    /// `rate_limit` for a 429, else a server error).
+    fn on_api_retry(&mut self, error: &str, number: u64) {
+        let kind = if error.contains("rate_limit") {
+            StopKind::RateLimit
+        } else {
+            StopKind::Transient
+        };
+        self.retrying = Some(Candidate {
+            line: number,
+            kind,
+            limit: RateLimit {
+                reason: format!("the agent was retrying: {}", excerpt(error)),
+                resets_at_epoch: None,
+            },
+        });
+    }
+
     /// The agent retries a request on its own; what it met decides the kind.
     fn on_reconnect(&mut self, message: &str, number: u64) {
         self.saw_reconnect = true;
@@ -650,22 +671,9 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                 self.retrying = None;
             }
             Some("system") if scalar(event.subtype).str() == Some("api_retry") => {
-                let ErrorField::Text(error) = &event.error else {
-                    return;
-                };
-                let kind = if error.contains("rate_limit") {
-                    StopKind::RateLimit
-                } else {
-                    StopKind::Transient
-                };
-                self.retrying = Some(Candidate {
-                    line: number,
-                    kind,
-                    limit: RateLimit {
-                        reason: format!("the agent was retrying: {}", excerpt(error)),
-                        resets_at_epoch: None,
-                    },
-                });
+                if let ErrorField::Text(error) = &event.error {
+                    self.on_api_retry(error, number);
+                }
             }
             Some("turn.failed") => {
                 self.verdict_seen = true;
