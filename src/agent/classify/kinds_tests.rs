@@ -143,3 +143,16 @@ fn an_agent_talking_about_server_errors_is_not_one() {
     let out = scan(b"ERROR: We\xe2\x80\x99re currently experiencing high demand, which may cause temporary errors.\n");
     assert!(out.transient_error.is_some(), "{out:?}");
 }
+
+#[test]
+fn claude_killed_while_retrying_a_500_is_a_transient_error() {
+    let bytes = real("claude_2.1.332_500_retrying.jsonl");
+    let det = Arc::new(Detectors::new(&[], &[]).expect("detectors"));
+    let mut scanner = Scanner::new(det);
+    scanner.feed(&bytes);
+    let retrying = scanner.retrying().expect("retrying");
+    assert_eq!(retrying.kind, StopKind::Transient);
+    let out = scan(&bytes);
+    assert_eq!(out.rate_limit, None);
+    assert!(out.transient_error.is_some(), "{out:?}");
+}
