@@ -469,7 +469,10 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             // stream-json event with a huge payload (a tool result, a base64
             // image); free-text matching its prefix would read quoted content
             // as a rate limit, which is exactly what must never happen.
-            if !looks_like_object {
+            if looks_like_object {
+                // Work (a huge tool result) after a retry: it succeeded.
+                self.retrying = None;
+            } else {
                 self.check_text(line, number);
             }
             return None;
