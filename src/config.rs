@@ -150,6 +150,9 @@ pub struct BackoffConfig {
     pub initial_delay_secs: Seconds,
     pub max_delay_secs: Seconds,
     pub max_consecutive_rate_limits: PositiveCount,
+    /// Sessions in a row that may end in a transient server error (5xx,
+    /// overloaded, a dropped connection) before the loop gives up.
+    pub max_consecutive_errors: PositiveCount,
 }
 
 impl Default for BackoffConfig {
@@ -158,6 +161,7 @@ impl Default for BackoffConfig {
             initial_delay_secs: Seconds(Duration::from_secs(2)),
             max_delay_secs: Seconds(Duration::from_secs(600)),
             max_consecutive_rate_limits: PositiveCount(5),
+            max_consecutive_errors: PositiveCount(10),
         }
     }
 }

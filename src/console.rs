@@ -93,8 +93,12 @@ pub fn summary_line(reason: &ExitReason, snapshot: &Snapshot, duration_secs: i64
     let completed = snapshot
         .last_completed_iteration
         .map_or(0, |_| c.productive);
+    let errors = match c.transient_errors {
+        0 => String::new(),
+        n => format!(", {n} server errors"),
+    };
     format!(
-        "clowder: stopped ({}) after {} — {} productive of {} max, {} sessions, {} empty retries, {} rate limits, {} watchdog kills, {} commits; last exit {}; exit code {}",
+        "clowder: stopped ({}) after {} — {} productive of {} max, {} sessions, {} empty retries, {} rate limits{errors}, {} watchdog kills, {} commits; last exit {}; exit code {}",
         reason.label(),
         crate::fmt::duration(duration_secs),
         completed,

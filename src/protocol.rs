@@ -43,6 +43,8 @@ pub enum LoopState {
     Retrying,
     PostHooks,
     RateLimitedBackoff,
+    /// Waiting after a transient server error (`[backoff] max_consecutive_errors`).
+    ErrorBackoff,
     Idle,
     ShuttingDown,
     Stopped,
@@ -65,6 +67,7 @@ impl LoopState {
             LoopState::Retrying => "retrying",
             LoopState::PostHooks => "post_hooks",
             LoopState::RateLimitedBackoff => "rate_limited_backoff",
+            LoopState::ErrorBackoff => "error_backoff",
             LoopState::Idle => "idle",
             LoopState::ShuttingDown => "shutting_down",
             LoopState::Stopped => "stopped",
@@ -92,6 +95,8 @@ pub enum ExitReason {
     Signal { signal: String, forced: bool },
     /// Too many rate-limited sessions in a row.
     RateLimited { consecutive: u64 },
+    /// Too many sessions in a row ended in a transient server error.
+    TransientErrors { consecutive: u64 },
     /// Something that retrying cannot fix, e.g. the agent command does not exist.
     Fatal { message: String },
     /// The agent's final message held the completion promise: the task is done.
@@ -114,6 +119,7 @@ impl ExitReason {
             | ExitReason::Completed => 0,
             ExitReason::Fatal { .. } => 1,
             ExitReason::RateLimited { .. } => 3,
+            ExitReason::TransientErrors { .. } => 5,
             ExitReason::BudgetExceeded { .. } => 4,
             ExitReason::Signal { signal, .. } if signal == "SIGTERM" => 143,
             ExitReason::Signal { signal, .. } if signal == "SIGHUP" => 129,
@@ -137,6 +143,9 @@ impl ExitReason {
             }
             ExitReason::RateLimited { consecutive } => {
                 format!("rate_limited ({consecutive} in a row)")
+            }
+            ExitReason::TransientErrors { consecutive } => {
+                format!("transient_errors ({consecutive} in a row)")
             }
             ExitReason::Fatal { message } => format!("error: {message}"),
             ExitReason::Completed => "completed".into(),
@@ -262,6 +271,12 @@ pub struct Snapshot {
     pub last_committed: Option<bool>,
     pub last_exit_code: Option<i32>,
     pub consecutive_rate_limits: u64,
+    /// Sessions in a row that ended in a transient server error.
+    #[serde(default)]
+    pub consecutive_errors: u64,
+    /// The running agent is retrying a failed request on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_retrying: Option<AgentRetrying>,
     pub pgid: Option<i32>,
     pub agent_pid: Option<i32>,
     /// The agent's start time (clock ticks since boot, `/proc/PID/stat` field 22):
@@ -327,6 +342,8 @@ impl Snapshot {
             last_committed: None,
             last_exit_code: None,
             consecutive_rate_limits: 0,
+            consecutive_errors: 0,
+            agent_retrying: None,
             pgid: None,
             agent_pid: None,
             agent_start_ticks: None,
@@ -439,6 +456,27 @@ impl BudgetBreach {
     }
 }
 
+/// The agent retries a failed request on its own while its session runs
+/// (Codex's `Reconnecting... 2/5`, Claude Code's `api_retry`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRetrying {
+    /// A rate limit (429); otherwise a transient server error.
+    pub rate_limit: bool,
+    /// The agent's words, shortened.
+    pub message: String,
+}
+
+impl AgentRetrying {
+    /// What the status and the screen say.
+    pub fn describe(&self) -> &'static str {
+        if self.rate_limit {
+            "rate limited (the agent is retrying)"
+        } else {
+            "server error (the agent is retrying)"
+        }
+    }
+}
+
 /// Totals for the whole run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
@@ -447,6 +485,10 @@ pub struct Counters {
     pub empty_retries: u64,
     pub empty_iterations: u64,
     pub rate_limits: u64,
+    /// Sessions that ended in a transient server error (5xx, overloaded,
+    /// a dropped connection): never counted as rate limits.
+    #[serde(default)]
+    pub transient_errors: u64,
     pub watchdog_kills: u64,
     pub user_kills: u64,
     pub hook_failures: u64,
@@ -516,6 +558,9 @@ pub enum Event {
         global: u64,
         idle_secs: f64,
         output_bytes: u64,
+        /// The agent was retrying a failed request on its own, not hanging.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_retrying: Option<AgentRetrying>,
     },
     WatchdogKill {
         iteration: u64,
@@ -548,6 +593,14 @@ pub enum Event {
         backoff_secs: f64,
         resets_at: Option<DateTime<Utc>>,
     },
+    /// The session ended in a transient server error: backed off and retried.
+    TransientError {
+        iteration: u64,
+        global: u64,
+        reason: String,
+        consecutive: u64,
+        backoff_secs: f64,
+    },
     HookFailed {
         kind: HookKind,
         command: String,
@@ -568,6 +621,9 @@ pub enum Event {
         committed: bool,
         retries: u32,
         rate_limited: bool,
+        /// The session ended in a transient server error.
+        #[serde(default)]
+        transient_error: bool,
         productive: bool,
         #[serde(default)]
         cost_usd: Option<f64>,
@@ -692,6 +748,7 @@ impl Event {
             Event::LingeringKilled { .. } => "lingering_killed",
             Event::EmptyRetry { .. } => "empty_retry",
             Event::RateLimited { .. } => "rate_limited",
+            Event::TransientError { .. } => "transient_error",
             Event::HookFailed { .. } => "hook_failed",
             Event::IterationSkipped { .. } => "iteration_skipped",
             Event::SessionComplete { .. } => "session_complete",

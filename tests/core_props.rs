@@ -22,6 +22,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         initial_delay: Duration::from_millis(initial_ms),
         max_delay: Duration::from_millis(max_ms),
         max_consecutive_rate_limits: max_consecutive,
+        max_consecutive_errors: max_consecutive,
         kill_grace: Duration::from_secs(5),
         sigterm_stops_now: false,
         disk_recheck: Duration::from_secs(5),
@@ -807,5 +808,67 @@ fn a_max_runtime_is_due_from_the_loop_start_even_between_sessions() {
     assert_eq!(
         driver.core.next_tick_due(),
         Some(driver.base + Duration::from_secs(60))
+    );
+}
+
+/// Rate limits and transient server errors back off alike but are counted
+/// apart: neither's run resets the other's total, each kind has its own limit
+/// and exit reason, and a transient error never shows as a rate limit.
+#[test]
+fn transient_errors_are_counted_apart_from_rate_limits() {
+    let transient = || SessionFindings {
+        output_bytes: 5_000,
+        transient_error: Some("transient API error (500)".into()),
+        ..SessionFindings::default()
+    };
+    let mut driver = Driver::new(settings(1_000, 600_000, 3));
+    let mut delays = Vec::new();
+    for error in [true, true, false, true, true] {
+        driver.start_session();
+        let effects = driver.end_session(if error {
+            transient()
+        } else {
+            rate_limited(None)
+        });
+        let state = driver.core.state();
+        assert_eq!(
+            state,
+            if error {
+                LoopState::ErrorBackoff
+            } else {
+                LoopState::RateLimitedBackoff
+            }
+        );
+        delays.push(armed_delay(&effects).expect("timer"));
+        let said_rate_limited = effects.iter().any(|e| {
+            matches!(
+                e,
+                Effect::Emit(clowder::protocol::Event::RateLimited { .. })
+            )
+        });
+        assert_eq!(said_rate_limited, !error, "{effects:?}");
+        assert!(driver.continue_loop(&effects));
+    }
+    let snapshot = driver.core.snapshot(driver.now().wall);
+    assert_eq!(snapshot.counters.rate_limits, 1);
+    assert_eq!(snapshot.counters.transient_errors, 4);
+    assert_eq!(snapshot.consecutive_errors, 2);
+    assert_eq!(snapshot.counters.productive, 0);
+    // The rate limit in between started the errors' count again.
+    let secs = |s| Duration::from_secs(s);
+    assert_eq!(delays, [secs(1), secs(2), secs(1), secs(1), secs(2)]);
+    // The third in a row ends the loop, as transient errors.
+    driver.start_session();
+    let effects = driver.end_session(transient());
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            Effect::Exit(ExitReason::TransientErrors { consecutive: 3 })
+        )),
+        "{effects:?}"
+    );
+    assert_eq!(
+        ExitReason::TransientErrors { consecutive: 3 }.exit_code(),
+        5
     );
 }

@@ -365,15 +365,18 @@ fn a_529_overloaded_session_is_backed_off_then_the_loop_goes_on() {
     );
     let output = run_expect(&project, &["--headless", "1"], 0);
     let ctx = context(&output);
-    let limited = project.events_named("rate_limited");
-    assert_eq!(limited.len(), 1, "{ctx}");
-    assert_eq!(limited[0]["reason"], "transient API error (529)", "{ctx}");
-    assert_eq!(limited[0]["consecutive"], 1, "{ctx}");
+    // A transient error, never a rate limit.
+    assert!(project.events_named("rate_limited").is_empty(), "{ctx}");
+    let errors = project.events_named("transient_error");
+    assert_eq!(errors.len(), 1, "{ctx}");
+    assert_eq!(errors[0]["reason"], "transient API error (529)", "{ctx}");
+    assert_eq!(errors[0]["consecutive"], 1, "{ctx}");
     assert!(project.events_named("agent_error").is_empty(), "{ctx}");
 
     let completes = project.events_named("session_complete");
     assert_eq!(completes.len(), 2, "{ctx}");
-    assert_eq!(completes[0]["rate_limited"], true, "{ctx}");
+    assert_eq!(completes[0]["rate_limited"], false, "{ctx}");
+    assert_eq!(completes[0]["transient_error"], true, "{ctx}");
     assert_eq!(completes[0]["result"], "error", "{ctx}");
     assert_eq!(completes[1]["productive"], true, "{ctx}");
     assert_eq!(

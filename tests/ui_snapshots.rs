@@ -47,6 +47,8 @@ fn snapshot() -> Snapshot {
         last_committed: Some(true),
         last_exit_code: Some(0),
         consecutive_rate_limits: 0,
+        consecutive_errors: 0,
+        agent_retrying: None,
         pgid: Some(5151),
         agent_pid: Some(5151),
         agent_start_ticks: None,
@@ -58,6 +60,7 @@ fn snapshot() -> Snapshot {
             empty_retries: 1,
             empty_iterations: 0,
             rate_limits: 1,
+            transient_errors: 0,
             watchdog_kills: 0,
             user_kills: 0,
             hook_failures: 0,
@@ -190,6 +193,7 @@ fn state_with(snapshot: Snapshot) -> AppState {
                 committed: true,
                 retries: 0,
                 rate_limited: false,
+                transient_error: false,
                 productive: true,
                 cost_usd: Some(0.12),
                 turns: Some(9),
@@ -284,6 +288,35 @@ fn rate_limit_backoff_countdown() {
     snap.rate_limit_resets_at = Some(now() + Duration::seconds(95));
     let state = state_with(snap);
     insta::assert_snapshot!(render(&state, 120, 40, now()));
+}
+
+/// The agent waiting out a 429 on its own is said in the header; a server
+/// error's wait and counter never read as a rate limit.
+#[test]
+fn an_agent_retrying_and_a_server_error_are_told_apart_from_rate_limits() {
+    let mut snap = snapshot();
+    snap.agent_retrying = Some(clowder::protocol::AgentRetrying {
+        rate_limit: true,
+        message: "Reconnecting... 1/5 (429 Too Many Requests)".into(),
+    });
+    let screen = render(&state_with(snap), 120, 40, now());
+    assert!(
+        screen.contains("rate limited (the agent is retrying)"),
+        "{screen}"
+    );
+
+    let mut snap = snapshot();
+    snap.state = LoopState::ErrorBackoff;
+    snap.pgid = None;
+    snap.agent_pid = None;
+    snap.consecutive_errors = 2;
+    snap.counters.rate_limits = 0;
+    snap.counters.transient_errors = 3;
+    snap.next_session_at = Some(now() + Duration::seconds(8));
+    let screen = render(&state_with(snap), 120, 40, now());
+    assert!(screen.contains("server error, waiting"), "{screen}");
+    assert!(screen.contains("2 in a row · 3 total"), "{screen}");
+    assert!(!screen.contains("rate-limited"), "{screen}");
 }
 
 fn request(id: &str, minutes_ago: i64, tool: &str, input: serde_json::Value) -> Request {

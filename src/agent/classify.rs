@@ -49,10 +49,23 @@ const DEFAULT_TEXT_PATTERNS: &[&str] = &[
     r"quota exceeded",
     r"exceeded your current quota",
     r"resource.?exhausted",
-    r"overloaded_error",
     r"hit your (?:\S+ )?limit",
     r"limit reached\s*[∙·•–-]\s*resets",
 ];
+
+/// Built-in free-text signs of a transient server error (an overloaded or
+/// failing API, a dropped connection), for lines that are not JSON objects:
+/// the CLIs' own wordings only, as an agent's final words may well discuss an
+/// "internal server error" it fixed.
+const DEFAULT_TEXT_TRANSIENT: &str = r"overloaded_error|api error:?\s*(?:5[0-9]{2}(?-u:\b)|overloaded|connection error)|http/[0-9.]+\W{0,3}5(?:00|02|03|04|29)(?-u:\b)|experiencing high demand";
+
+/// A retry the agent makes on its own: Codex's `Reconnecting... 2/5 (…)`.
+const RECONNECTING: &str = r"(?-u)^\W{0,3}(?:error:\s*)?reconnecting\.\.\.";
+
+/// A free-text match followed by more than this many lines of output is
+/// something the agent got past: only the end of a session decides. Blank and
+/// indented lines (a stack trace's frames) do not count.
+pub const TEXT_VERDICT_TAIL_LINES: u64 = 10;
 
 /// The usage-limit texts Claude Code has put in a `result` line, loosened so that
 /// wording changes between versions still match.
@@ -69,8 +82,11 @@ const AUTH_ERROR_FORMS: &str = r"invalid api key|invalid x-api-key|incorrect api
 const BILLING_FORMS: &str = r"credit balance|billing|insufficient credit|payment";
 
 /// A failed result's text that names a transient server-side failure.
-const TRANSIENT_FORMS: &str =
-    r"api error:?\s*5[0-9]{2}(?-u:\b)|overloaded_error|overloaded|internal server error|api_error";
+const TRANSIENT_FORMS: &str = r"api error:?\s*5[0-9]{2}(?-u:\b)|overloaded_error|overloaded|internal server error|api_error|connection error|econnreset|econnrefused|socket hang up";
+
+/// What in a Codex `turn.failed` / `error` message means the server failed for
+/// now (Codex's words for a 500 are "We're currently experiencing high demand").
+const CODEX_TRANSIENT_FORMS: &str = r"high demand|temporar(?:y|ily) (?:error|unavailable)|(?-u:\b)5(?:00|02|03|04|29)(?-u:\b)|internal server error|service unavailable|bad gateway|gateway time-?out|overloaded|stream disconnected|connection (?:error|refused|reset|closed)|error sending request";
 
 /// Claude's `…limit reached|1755806400`: the epoch after the pipe is the reset time.
 const EPOCH_AFTER_PIPE: &str = r"(?-u)\|\s*([0-9]{10})(?:[^0-9]|$)";
@@ -83,6 +99,9 @@ const CODEX_TRY_AGAIN_AT: &str = r"(?i)try again at ([a-z]{3})[a-z]*\.? ([0-9]{1
 pub struct Detectors {
     /// Built-in and user free-text patterns, for non-JSON lines only.
     text_rate_limit: Regex,
+    text_transient: Regex,
+    reconnecting: Regex,
+    codex_transient_forms: Regex,
     /// User commit patterns, for every raw line; `None` when there are none.
     commit: Option<Regex>,
     usage_limit_forms: Regex,
@@ -136,6 +155,9 @@ impl Detectors {
 
         Ok(Self {
             text_rate_limit,
+            text_transient: builtin(DEFAULT_TEXT_TRANSIENT, true)?,
+            reconnecting: builtin(RECONNECTING, true)?,
+            codex_transient_forms: builtin(CODEX_TRANSIENT_FORMS, true)?,
             commit,
             usage_limit_forms: builtin(USAGE_LIMIT_FORMS, true)?,
             codex_limit_forms: builtin(CODEX_LIMIT_FORMS, true)?,
@@ -171,10 +193,32 @@ pub struct RateLimit {
     pub resets_at_epoch: Option<i64>,
 }
 
+/// Whether a session stopped on the account's limit or on a passing failure
+/// of the API (an overload, a 5xx, a dropped connection): both are waited
+/// out, but each has its own counter and limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    RateLimit,
+    Transient,
+}
+
+/// The agent is retrying a failed request on its own (Codex's
+/// `Reconnecting... n/5`, Claude Code's `api_retry`), as its last lines say.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retrying {
+    pub kind: StopKind,
+    /// The agent's words, shortened.
+    pub message: String,
+}
+
 /// What one pass over a session's output found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OutputScan {
+    /// The session ended on a rate limit. At most one of this and
+    /// `transient_error` is set: whichever the end of the session showed.
     pub rate_limit: Option<RateLimit>,
+    /// The session ended on a transient server error (its reason; no reset time).
+    pub transient_error: Option<RateLimit>,
     /// The agent cannot work at all (it cannot authenticate, or its account
     /// cannot pay): the whole message for the user, advice included. Read from
     /// the stream's structure only, never from tool results.
@@ -199,7 +243,10 @@ pub fn scan_output_file(path: &Path, detectors: &Detectors) -> io::Result<Output
 /// A session counts as rate-limited when the last `result` line reports a 429 or
 /// a usage-limit text, a `rate_limit_event` is `rejected`, an assistant line
 /// carries `"error":"rate_limit"`, a Codex `turn.failed`/`error` message names a
-/// limit, or a line that is not a JSON object matches a text pattern. Lines are
+/// limit, the agent's last lines are its own retry after a 429, or a line that
+/// is not a JSON object matches a text pattern outside a path, within the last
+/// [`TEXT_VERDICT_TAIL_LINES`] lines, and no `result` or Codex turn ending was
+/// read. Server-side failures found the same ways are transient errors. Lines are
 /// cut at 1 MiB; the kept start of an over-long line is matched against commit
 /// patterns, and against text patterns unless it starts like a JSON object
 /// (then it is an event with a huge payload, not agent chatter).
@@ -272,6 +319,7 @@ impl std::fmt::Debug for OutputScanner {
 #[derive(Debug)]
 struct Candidate {
     line: u64,
+    kind: StopKind,
     limit: RateLimit,
 }
 
@@ -303,6 +351,19 @@ pub(super) struct Scanner<D: Deref<Target = Detectors>> {
     /// A fatal error from anything but `result` lines (the first one found).
     fatal: Option<String>,
     overage_events: u64,
+    /// The last free-text signal: it counts only near the end, and only
+    /// without a structured verdict.
+    text_best: Option<Candidate>,
+    /// Lines that count ([`TEXT_VERDICT_TAIL_LINES`]) since `text_best`.
+    lines_after_text: u64,
+    /// A `result` line, `turn.completed` or `turn.failed` was read: the
+    /// structure decides, free text does not.
+    verdict_seen: bool,
+    /// The agent's own retry, while no other output followed it.
+    retrying: Option<Candidate>,
+    /// Codex retried a request in this session (a later failure of the turn
+    /// is then one the server caused).
+    saw_reconnect: bool,
 }
 
 impl<D: Deref<Target = Detectors>> std::fmt::Debug for Scanner<D> {
@@ -326,7 +387,20 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             last_result_fatal: None,
             fatal: None,
             overage_events: 0,
+            text_best: None,
+            lines_after_text: 0,
+            verdict_seen: false,
+            retrying: None,
+            saw_reconnect: false,
         }
+    }
+
+    /// The agent's own retry, if its last lines are one.
+    pub(super) fn retrying(&self) -> Option<Retrying> {
+        self.retrying.as_ref().map(|c| Retrying {
+            kind: c.kind,
+            message: c.limit.reason.clone(),
+        })
     }
 
     fn feed(&mut self, chunk: &[u8]) {
@@ -338,14 +412,23 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     pub(super) fn finish(mut self) -> OutputScan {
         let mut lines = std::mem::take(&mut self.pending);
         lines.finish(|line, cut| self.process_line(line, cut));
-        let best = match (self.best, self.last_result) {
-            (best, None) => best,
-            (None, result) => result,
-            (Some(other), Some(result)) if result.line > other.line => Some(prefer(other, result)),
-            (Some(other), Some(result)) => Some(prefer(result, other)),
+        let text = self
+            .text_best
+            .filter(|_| !self.verdict_seen && self.lines_after_text <= TEXT_VERDICT_TAIL_LINES);
+        let mut candidates: Vec<Candidate> = [self.best, self.last_result, self.retrying, text]
+            .into_iter()
+            .flatten()
+            .collect();
+        candidates.sort_by_key(|c| c.line);
+        let best = candidates.into_iter().reduce(prefer);
+        let (rate_limit, transient_error) = match best {
+            Some(c) if c.kind == StopKind::Transient => (None, Some(c.limit)),
+            Some(c) => (Some(c.limit), None),
+            None => (None, None),
         };
         OutputScan {
-            rate_limit: best.map(|c| c.limit),
+            rate_limit,
+            transient_error,
             // The result's words say more than an assistant line's error code.
             fatal_error: self.last_result_fatal.or(self.fatal),
             commit_pattern_seen: self.commit_pattern_seen,
@@ -378,12 +461,18 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         }
 
         let looks_like_object = line.trim_ascii_start().first() == Some(&b'{');
+        if self.text_best.is_some() && line.first().is_some_and(|b| !b.is_ascii_whitespace()) {
+            self.lines_after_text += 1;
+        }
         if truncated {
             // An over-long line that starts like an object is almost surely a
             // stream-json event with a huge payload (a tool result, a base64
             // image); free-text matching its prefix would read quoted content
             // as a rate limit, which is exactly what must never happen.
-            if !looks_like_object {
+            if looks_like_object {
+                // Work (a huge tool result) after a retry: it succeeded.
+                self.retrying = None;
+            } else {
                 self.check_text(line, number);
             }
             return None;
@@ -394,6 +483,8 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         }
         if !may_signal_rate_limit(line.trim_ascii_start()) && line.trim_ascii_end().ends_with(b"}")
         {
+            // Work after a retry: the retry succeeded.
+            self.retrying = None;
             // Most lines (assistant text, tool calls and results) cannot carry a
             // rate-limit signal; skipping their parse is what keeps the scan near
             // the speed of reading the file.
@@ -424,33 +515,92 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
     }
 
     fn signal(&mut self, line: u64, limit: RateLimit) {
-        let new = Candidate { line, limit };
+        self.signal_kind(line, StopKind::RateLimit, limit);
+    }
+
+    fn signal_kind(&mut self, line: u64, kind: StopKind, limit: RateLimit) {
+        let new = Candidate { line, kind, limit };
         self.best = Some(match self.best.take() {
             Some(old) => prefer(old, new),
             None => new,
         });
     }
 
-    /// Rule for lines that are not JSON objects: free-text patterns.
+    /// Rule for lines that are not JSON objects: free-text patterns, and the
+    /// agent's own retries. A match inside a path is not the agent's word.
     fn check_text(&mut self, line: &[u8], number: u64) {
-        let Some(found) = self.det.text_rate_limit.find(line) else {
-            return;
+        if self.det.reconnecting.is_match(line) {
+            let text = String::from_utf8_lossy(line);
+            self.on_reconnect(&text, number);
+        } else if !line.trim_ascii().is_empty() {
+            self.retrying = None;
+        }
+        let (kind, found) = match outside_paths(&self.det.text_rate_limit, line) {
+            Some(found) => (StopKind::RateLimit, found),
+            None => match outside_paths(&self.det.text_transient, line) {
+                Some(found) => (StopKind::Transient, found),
+                None => return,
+            },
         };
         let matched = excerpt(&String::from_utf8_lossy(found.as_bytes()));
         let limit = RateLimit {
             reason: format!("pattern `{matched}` in line {number}"),
             resets_at_epoch: self.epoch_after_pipe(line),
         };
-        self.signal(number, limit);
+        self.text_best = Some(Candidate {
+            line: number,
+            kind,
+            limit,
+        });
+        self.lines_after_text = 0;
+    }
+
+    /// Claude Code retries a request on its own (`api_retry`, its `error`
+    /// `rate_limit` for a 429, else a server error).
+    fn on_api_retry(&mut self, error: &str, number: u64) {
+        let kind = if error.contains("rate_limit") {
+            StopKind::RateLimit
+        } else {
+            StopKind::Transient
+        };
+        self.retrying = Some(Candidate {
+            line: number,
+            kind,
+            limit: RateLimit {
+                reason: format!("the agent was retrying: {}", excerpt(error)),
+                resets_at_epoch: None,
+            },
+        });
+    }
+
+    /// The agent retries a request on its own; what it met decides the kind.
+    fn on_reconnect(&mut self, message: &str, number: u64) {
+        self.saw_reconnect = true;
+        let kind = if self.det.codex_limit_forms.is_match(message.as_bytes()) {
+            StopKind::RateLimit
+        } else {
+            StopKind::Transient
+        };
+        self.retrying = Some(Candidate {
+            line: number,
+            kind,
+            limit: RateLimit {
+                reason: format!("the agent was retrying: {}", excerpt(message)),
+                resets_at_epoch: None,
+            },
+        });
     }
 
     /// Rules for JSON objects, decided by the top-level `type` only.
     fn check_event(&mut self, event: &Signals<'_>, number: u64) {
         match event.kind.str() {
             Some("result") => {
+                self.verdict_seen = true;
+                self.retrying = None;
                 self.last_result_fatal = self.result_fatal(event);
-                self.last_result = self.result_limit(event).map(|limit| Candidate {
+                self.last_result = self.result_limit(event).map(|(kind, limit)| Candidate {
                     line: number,
+                    kind,
                     limit,
                 });
                 // The agent went on and finished: whatever limit it met
@@ -503,7 +653,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                             reason: "transient API error (server_error)".to_owned(),
                             resets_at_epoch: None,
                         };
-                        self.signal(number, limit);
+                        self.signal_kind(number, StopKind::Transient, limit);
                     }
                     "authentication_failed" if self.fatal.is_none() => {
                         self.fatal = Some(fatal_message(
@@ -517,7 +667,19 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                     _ => {}
                 }
             }
+            Some("turn.completed") => {
+                // The turn finished: what the agent met on the way did not stop it.
+                self.verdict_seen = true;
+                self.best = None;
+                self.retrying = None;
+            }
+            Some("system") if scalar(event.subtype).str() == Some("api_retry") => {
+                if let ErrorField::Text(error) = &event.error {
+                    self.on_api_retry(error, number);
+                }
+            }
             Some("turn.failed") => {
+                self.verdict_seen = true;
                 if let ErrorField::Object {
                     message: Some(message),
                 } = &event.error
@@ -559,22 +721,29 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         Some(fatal_message(billing, &excerpt(text)))
     }
 
-    fn result_limit(&self, event: &Signals<'_>) -> Option<RateLimit> {
+    fn result_limit(&self, event: &Signals<'_>) -> Option<(StopKind, RateLimit)> {
         let failed = result_failed(event);
         let result = scalar(event.result);
         let text = result.str().unwrap_or("");
         let status = scalar(event.api_error_status).i64();
         if failed && status == Some(429) {
-            return Some(RateLimit {
-                reason: "result api_error_status 429".to_owned(),
-                resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
-            });
+            return Some((
+                StopKind::RateLimit,
+                RateLimit {
+                    reason: "result api_error_status 429".to_owned(),
+                    resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+                },
+            ));
         }
-        if failed && let Some(status @ 500..=599) = status {
-            return Some(RateLimit {
-                reason: format!("transient API error ({status})"),
+        let transient = |reason: String| {
+            let limit = RateLimit {
+                reason,
                 resets_at_epoch: None,
-            });
+            };
+            Some((StopKind::Transient, limit))
+        };
+        if failed && let Some(status @ 500..=599) = status {
+            return transient(format!("transient API error ({status})"));
         }
         if failed
             && status.is_none()
@@ -582,10 +751,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             && (found.start() <= 60 || text.len() <= 300)
         {
             let what = String::from_utf8_lossy(found.as_bytes()).to_ascii_lowercase();
-            return Some(RateLimit {
-                reason: format!("transient API error ({})", what.trim()),
-                resets_at_epoch: None,
-            });
+            return transient(format!("transient API error ({})", what.trim()));
         }
         let found = self.det.usage_limit_forms.find(text.as_bytes())?;
         // A successful result is the agent's own final message and may well talk
@@ -595,20 +761,20 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         if !failed && (found.start() > 24 || text.len() > 300) {
             return None;
         }
-        Some(RateLimit {
-            reason: format!("usage limit text: {}", excerpt(text)),
-            resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
-        })
+        Some((
+            StopKind::RateLimit,
+            RateLimit {
+                reason: format!("usage limit text: {}", excerpt(text)),
+                resets_at_epoch: self.epoch_after_pipe(text.as_bytes()),
+            },
+        ))
     }
 
     fn check_codex_message(&mut self, kind: &str, message: &str, number: u64) {
-        // `Reconnecting... 2/5 (…429…)` is Codex retrying inside the session;
-        // only a final failure means the session itself was stopped.
-        if message
-            .trim_start()
-            .get(..12)
-            .is_some_and(|s| s.eq_ignore_ascii_case("reconnecting"))
-        {
+        // `Reconnecting... 2/5 (…429…)` is Codex retrying inside the session:
+        // it stops the session only if nothing follows it.
+        if self.det.reconnecting.is_match(message.as_bytes()) {
+            self.on_reconnect(message, number);
             return;
         }
         if self.fatal.is_none() && self.det.auth_error_forms.is_match(message.as_bytes()) {
@@ -617,6 +783,15 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
             return;
         }
         if !self.det.codex_limit_forms.is_match(message.as_bytes()) {
+            let server = self.det.codex_transient_forms.is_match(message.as_bytes());
+            // A turn that failed after Codex's own retries failed on the server.
+            if server || (self.saw_reconnect && kind == "turn.failed") {
+                let limit = RateLimit {
+                    reason: format!("transient API error (codex {kind}: {})", excerpt(message)),
+                    resets_at_epoch: None,
+                };
+                self.signal_kind(number, StopKind::Transient, limit);
+            }
             return;
         }
         let resets = self
@@ -678,6 +853,26 @@ fn fatal_message(billing: bool, detail: &str) -> String {
     }
 }
 
+/// The first match of `pattern` in `line` that is not part of a path (a
+/// folder named `…-ratelimit` is no rate limit): the word around the match,
+/// up to spaces and quotes, holds no `/`.
+fn outside_paths<'l>(pattern: &Regex, line: &'l [u8]) -> Option<regex::bytes::Match<'l>> {
+    let bound = |b: &u8| b.is_ascii_whitespace() || b"\"'`()[]{},;<>=".contains(b);
+    pattern.find_iter(line).find(|found| {
+        let start = line[..found.start()]
+            .iter()
+            .rposition(bound)
+            .map_or(0, |i| i + 1);
+        let end = line[found.end()..]
+            .iter()
+            .position(bound)
+            .map_or(line.len(), |i| found.end() + i);
+        let before = &line[start..found.start()];
+        let after = &line[found.end()..end];
+        !before.contains(&b'/') && !after.contains(&b'/')
+    })
+}
+
 /// Reset times are documented in seconds; a millisecond value is accepted too.
 fn epoch_seconds(value: i64) -> Option<i64> {
     match value {
@@ -734,11 +929,12 @@ fn may_signal_rate_limit(line: &[u8]) -> bool {
     // reach from the many threads a session's reading moves between.
     static ERROR_KEY: LazyLock<memmem::Finder<'static>> =
         LazyLock::new(|| memmem::Finder::new(b"\"error\""));
-    static OTHER_TOKENS: LazyLock<[memmem::Finder<'static>; 3]> = LazyLock::new(|| {
+    static OTHER_TOKENS: LazyLock<[memmem::Finder<'static>; 4]> = LazyLock::new(|| {
         [
             memmem::Finder::new(b"\"result\""),
             memmem::Finder::new(b"rate_limit_event"),
             memmem::Finder::new(b"turn.failed"),
+            memmem::Finder::new(b"turn.completed"),
         ]
     });
     // Claude Code writes `type` first. Its `user` lines (tool results: most
@@ -759,3 +955,6 @@ mod tests;
 
 #[cfg(test)]
 mod transcript_tests;
+
+#[cfg(test)]
+mod kinds_tests;

@@ -35,7 +35,7 @@ pub mod stream;
 mod text;
 
 pub use classify::{
-    Detectors, OutputScan, OutputScanner, RateLimit, scan_output, scan_output_file,
-    scan_output_with,
+    Detectors, OutputScan, OutputScanner, RateLimit, Retrying, StopKind, scan_output,
+    scan_output_file, scan_output_with,
 };
 pub use stream::{AgentFormat, LineKind, Rendered, SessionStats, StreamParser, ToolCallSig};

@@ -474,6 +474,7 @@ impl Watcher {
                         global: 0,
                         idle_secs: age.as_secs_f64().round(),
                         output_bytes: self.snapshot.output_bytes,
+                        agent_retrying: None,
                     });
                 }
             }

@@ -95,7 +95,14 @@ pub fn render(
         "Current iteration: {}/{} (global: {global})",
         snapshot.iteration, snapshot.max_iterations
     ));
-    lines.push(format!("State: {}", snapshot.state.as_str()));
+    match &snapshot.agent_retrying {
+        Some(retrying) if running => lines.push(format!(
+            "State: {} — {}",
+            snapshot.state.as_str(),
+            retrying.describe()
+        )),
+        _ => lines.push(format!("State: {}", snapshot.state.as_str())),
+    }
     if let Some(why) = &snapshot.ungated {
         lines.push(format!("Approvals: UNGATED — {why}"));
     }
@@ -108,7 +115,9 @@ pub fn render(
         let recent = snapshot
             .last_output_growth
             .is_some_and(|at| (now - at).num_seconds() < 10);
-        if size > snapshot.output_bytes || recent {
+        if let Some(retrying) = &snapshot.agent_retrying {
+            format!(" ({})", retrying.describe())
+        } else if size > snapshot.output_bytes || recent {
             " (growing)".to_string()
         } else {
             let idle = snapshot
@@ -161,6 +170,12 @@ pub fn render(
         c.watchdog_kills,
         c.hook_failures
     ));
+    if c.transient_errors > 0 {
+        lines.push(format!(
+            "Server errors: {} ({} in a row; transient, not rate limits)",
+            c.transient_errors, snapshot.consecutive_errors
+        ));
+    }
     if c.overages > 0 {
         lines.push(format!(
             "Overage: {} (rate limits passed by paying for overage)",

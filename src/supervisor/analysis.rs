@@ -132,6 +132,17 @@ impl SessionReader {
             .unwrap_or_default()
     }
 
+    /// The agent's own retry of a failed request, if its last lines read so
+    /// far are one.
+    pub fn agent_retrying(&self) -> Option<crate::protocol::AgentRetrying> {
+        self.parser
+            .agent_retrying()
+            .map(|found| crate::protocol::AgentRetrying {
+                rate_limit: found.kind == crate::agent::StopKind::RateLimit,
+                message: found.message,
+            })
+    }
+
     /// The statistics of everything read so far.
     pub fn stats(&self) -> &SessionStats {
         self.parser.stats()

@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 
 use crate::agent::ToolCallSig;
 use crate::protocol::{
-    Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason, HookKind,
-    KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
+    AgentRetrying, Budget, BudgetBreach, Command, Counters, DoomLoopAction, Event, ExitReason,
+    HookKind, KillReason, LaneId, LoopState, SessionSummary, Snapshot, Totals,
 };
 
 /// The second SIGINT within this window kills the session instead of waiting for it.
@@ -37,6 +37,8 @@ pub struct Settings {
     pub initial_delay: Duration,
     pub max_delay: Duration,
     pub max_consecutive_rate_limits: u64,
+    /// Sessions in a row ending in a transient server error before giving up.
+    pub max_consecutive_errors: u64,
     /// Between SIGTERM and SIGKILL (`[watchdog] kill_grace_secs`).
     pub kill_grace: Duration,
     /// The first SIGTERM ends the session at once (`[signals] sigterm = "stop_now"`).
@@ -137,6 +139,8 @@ pub struct SessionFindings {
     pub committed: bool,
     /// Set when the agent was rate-limited, with its own words.
     pub rate_limit: Option<RateLimitFinding>,
+    /// Set when the session ended in a transient server error: its reason.
+    pub transient_error: Option<String>,
     /// What the agent reported about the session (turns, tools, tokens, cost, result).
     pub stats: SessionSummary,
     /// The agent's final message held the completion promise.
@@ -224,6 +228,12 @@ pub enum Input {
         tool_calls: u64,
         cost_usd: Option<f64>,
         new_calls: Vec<ToolCallSig>,
+    },
+    /// The running agent started or stopped retrying a failed request on its
+    /// own: shown in the status and on screen, not a stale session.
+    AgentRetrying {
+        global: u64,
+        retrying: Option<AgentRetrying>,
     },
     /// A human's answer to [`Effect::RequestDoomLoopApproval`].
     DoomLoopApproval {
@@ -355,6 +365,8 @@ struct Session {
     budget: Option<BudgetBreach>,
     /// The cost the session reported so far.
     cost_so_far: Option<f64>,
+    /// The agent retries a failed request on its own, as its last lines say.
+    retrying: Option<AgentRetrying>,
 }
 
 impl Session {
@@ -384,6 +396,7 @@ impl Session {
 enum WaitKind {
     Retry,
     Backoff,
+    ErrorBackoff,
     BetweenIterations,
     DiskFull,
 }
@@ -430,6 +443,7 @@ pub struct Core {
     completed_iterations: u64,
     empty_retries_this_iteration: u32,
     consecutive_rate_limits: u64,
+    consecutive_errors: u64,
     counters: Counters,
     stop_request: Option<StopRequest>,
     stop_now: bool,
@@ -476,6 +490,7 @@ impl Core {
             completed_iterations: 0,
             empty_retries_this_iteration: 0,
             consecutive_rate_limits: 0,
+            consecutive_errors: 0,
             counters: Counters::default(),
             stop_request: None,
             stop_now: false,
@@ -608,6 +623,7 @@ impl Core {
             Phase::Waiting { kind, .. } => match kind {
                 WaitKind::Retry => LoopState::Retrying,
                 WaitKind::Backoff => LoopState::RateLimitedBackoff,
+                WaitKind::ErrorBackoff => LoopState::ErrorBackoff,
                 WaitKind::BetweenIterations => LoopState::Idle,
                 WaitKind::DiskFull => LoopState::DiskFull,
             },
@@ -655,6 +671,10 @@ impl Core {
             last_committed: self.last_committed,
             last_exit_code: self.last_exit_code,
             consecutive_rate_limits: self.consecutive_rate_limits,
+            consecutive_errors: self.consecutive_errors,
+            agent_retrying: session
+                .filter(|_| matches!(self.phase, Phase::Running(_)))
+                .and_then(|s| s.retrying.clone()),
             pgid: session.map(|s| s.pgid),
             agent_pid: session.map(|s| s.pid),
             // Known to the runtime, which spawned the agent; it fills this in.
@@ -737,6 +757,15 @@ impl Core {
                 self.on_output_size(now, bytes, written_ago)
             }
             Input::Activity { written_ago } => self.on_activity(now, written_ago),
+            Input::AgentRetrying { global, retrying } => {
+                if let Phase::Running(session) = &mut self.phase
+                    && session.global == global
+                    && session.retrying != retrying
+                {
+                    session.retrying = retrying;
+                    out.push(Effect::WriteStatus);
+                }
+            }
             Input::SessionProgress {
                 global,
                 tool_calls,
@@ -973,6 +1002,7 @@ impl Core {
             doom_gate: false,
             budget: None,
             cost_so_far: None,
+            retrying: None,
         });
         out.push(Effect::WriteStatus);
         if self.stop_now {
@@ -1089,11 +1119,17 @@ impl Core {
             return;
         }
         let global = session.global;
+        // Waiting out a limit inside the agent is no hang, but it holds the
+        // loop as long: the session ends, and is judged by its last lines.
+        let why = match &session.retrying {
+            Some(retrying) => format!("{}, killing the session", retrying.describe()),
+            None => "no output, killing the session".to_owned(),
+        };
         log(
             out,
             Level::Warn,
             format!(
-                "iteration={iteration} global={global} status=watchdog_kill idle={:.1}s limit={:.1}s: no output, killing the session",
+                "iteration={iteration} global={global} status=watchdog_kill idle={:.1}s limit={:.1}s: {why}",
                 idle.as_secs_f64(),
                 stale.as_secs_f64()
             ),
@@ -1103,6 +1139,7 @@ impl Core {
             global,
             idle_secs: round_secs(idle),
             output_bytes: session.output_bytes,
+            agent_retrying: session.retrying.clone(),
         }));
         self.kill_session(KillReason::Watchdog, out);
     }
@@ -1236,11 +1273,16 @@ impl Core {
         // A session cut short by a full disk is not judged by its output at all.
         let out_of_space = agent_error.is_none() && findings.out_of_space.is_some();
         let rate_limited = agent_error.is_none() && !out_of_space && findings.rate_limit.is_some();
-        let empty = agent_error.is_none()
+        let transient_error = agent_error.is_none()
             && !out_of_space
             && !rate_limited
+            && findings.transient_error.is_some();
+        let stopped = rate_limited || transient_error;
+        let empty = agent_error.is_none()
+            && !out_of_space
+            && !stopped
             && findings.output_bytes < self.settings.min_output_bytes;
-        let productive = agent_error.is_none() && !out_of_space && !rate_limited && !empty;
+        let productive = agent_error.is_none() && !out_of_space && !stopped && !empty;
         let will_retry_empty =
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
@@ -1296,6 +1338,8 @@ impl Core {
                     " disk_full=true"
                 } else if rate_limited {
                     " rate_limited=true"
+                } else if transient_error {
+                    " transient_error=true"
                 } else if empty {
                     " empty=true"
                 } else {
@@ -1312,6 +1356,7 @@ impl Core {
             committed: findings.committed,
             retries: self.empty_retries_this_iteration,
             rate_limited,
+            transient_error,
             productive,
             cost_usd: stats.cost_usd,
             turns: stats.turns,
@@ -1360,11 +1405,17 @@ impl Core {
             return;
         }
         if let Some(limit) = findings.rate_limit {
+            self.consecutive_errors = 0;
             self.on_rate_limited(now, iteration, &session, limit, out);
             return;
         }
         self.consecutive_rate_limits = 0;
         self.rate_limit_resets_at = None;
+        if let Some(reason) = findings.transient_error.filter(|_| transient_error) {
+            self.on_transient_error(now, iteration, &session, reason, out);
+            return;
+        }
+        self.consecutive_errors = 0;
 
         if empty {
             if will_retry_empty {
@@ -1532,6 +1583,55 @@ impl Core {
             return;
         }
         self.wait(now, WaitKind::Backoff, delay, out);
+    }
+
+    /// A transient server error: backed off like a rate limit, with its own
+    /// count and limit, and never reported as a rate limit.
+    fn on_transient_error(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        session: &Session,
+        reason: String,
+        out: &mut Vec<Effect>,
+    ) {
+        self.consecutive_errors += 1;
+        self.counters.transient_errors += 1;
+        let consecutive = self.consecutive_errors;
+        let delay = Core::backoff_delay(&self.settings, consecutive);
+        let limit = self.settings.max_consecutive_errors;
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={} status=error_backoff consecutive={consecutive}/{limit} backoff={:.1}s reason=\"{reason}\"",
+                session.global,
+                delay.as_secs_f64(),
+            ),
+        );
+        out.push(Effect::Emit(Event::TransientError {
+            iteration,
+            global: session.global,
+            reason,
+            consecutive,
+            backoff_secs: round_secs(delay),
+        }));
+        if consecutive >= limit {
+            log(
+                out,
+                Level::Error,
+                format!(
+                    "{consecutive} sessions in a row ended in a transient server error, giving up"
+                ),
+            );
+            self.finish(now, ExitReason::TransientErrors { consecutive }, out);
+            return;
+        }
+        if let Some(reason) = self.pending_stop_reason() {
+            self.finish(now, reason, out);
+            return;
+        }
+        self.wait(now, WaitKind::ErrorBackoff, delay, out);
     }
 
     /// The agent's reset time if it can be believed: not passed already, and not

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::analysis::{Analysis, Progress, SessionReader};
 use crate::agent::{Rendered, SessionStats};
+use crate::protocol::AgentRetrying;
 
 /// The reader threads' name, as `/proc/PID/task/TID/comm` shows it.
 pub const THREAD_NAME: &str = "clowder-reader";
@@ -47,6 +48,8 @@ pub enum Report {
     Grew,
     /// What the guards need changed.
     Progress(Progress),
+    /// The agent started or stopped retrying a failed request on its own.
+    Retrying(Option<AgentRetrying>),
     /// Display lines read since the last report, and the statistics so far
     /// (only from a reader told to [`SessionReader::show`]; the first comes
     /// at once, even without lines, to say the session's output is shown).
@@ -262,6 +265,7 @@ fn run(
     let mut grew_owed = false;
     let showing = reader.showing();
     let mut announced = false;
+    let mut retrying = None;
     loop {
         let due = grew_sent.filter(|_| grew_owed).map(|at| at + GREW_GAP);
         if !signals.wait(due) {
@@ -305,6 +309,11 @@ fn run(
             if step < STEP_BYTES {
                 break;
             }
+        }
+        let now_retrying = reader.agent_retrying();
+        if now_retrying != retrying {
+            retrying = now_retrying;
+            sink(Report::Retrying(retrying.clone()));
         }
         if showing {
             let lines = reader.take_shown();

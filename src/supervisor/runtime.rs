@@ -30,7 +30,9 @@ use crate::agent::follow::FollowUpdate;
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
 use crate::approvals::{Outcome as ApprovalOutcome, Queue, Request, RequestKind};
 use crate::config::{Config, pattern_strings};
-use crate::protocol::{Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot};
+use crate::protocol::{
+    AgentRetrying, Command, Event, ExitReason, HookKind, LoopState, SessionSummary, Snapshot,
+};
 use crate::store::control;
 use crate::store::counter::{self, Counter, create_output_file};
 use crate::store::events::EventLog;
@@ -143,6 +145,11 @@ enum Internal {
     Progress {
         global: u64,
         progress: Progress,
+    },
+    /// The agent started or stopped retrying a failed request on its own.
+    Retrying {
+        global: u64,
+        retrying: Option<AgentRetrying>,
     },
     /// STOP, a request or the activity file changed: look at them all.
     Look,
@@ -332,6 +339,7 @@ impl Runtime {
             initial_delay: config.backoff.initial_delay_secs.0,
             max_delay: config.backoff.max_delay_secs.0,
             max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
+            max_consecutive_errors: config.backoff.max_consecutive_errors.0,
             kill_grace: config.watchdog.kill_grace_secs.0,
             sigterm_stops_now: config.signals.sigterm == crate::config::Sigterm::StopNow,
             disk_recheck: config.output.disk_recheck_secs.0,
@@ -878,6 +886,9 @@ impl Runtime {
             // Taken by the loop itself, which may queue more than one input.
             Internal::OutputWritten | Internal::Look => None,
             Internal::Progress { global, progress } => self.on_progress(global, progress),
+            Internal::Retrying { global, retrying } => {
+                Some(Input::AgentRetrying { global, retrying })
+            }
             Internal::Core(mut input) => {
                 // The session's slot is given back once its end is recorded.
                 if let Input::SessionAnalyzed(findings) = input.as_mut() {
@@ -1122,6 +1133,7 @@ impl Runtime {
             let _ = tx.send(match report {
                 Report::Grew => Internal::OutputWritten,
                 Report::Progress(progress) => Internal::Progress { global, progress },
+                Report::Retrying(retrying) => Internal::Retrying { global, retrying },
                 Report::Shown { lines, stats } => {
                     if let Some(tap) = &tap {
                         let file = file.clone();
@@ -1763,6 +1775,7 @@ impl Runtime {
                 }),
                 stats: summary(&analysis.stats),
                 promise_kept: analysis.promise_kept,
+                transient_error: scan.transient_error.map(|found| found.reason),
                 agent_error: scan.fatal_error,
                 new_calls: analysis.new_calls,
                 out_of_space: free_space(&output_dir)

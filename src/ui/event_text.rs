@@ -15,6 +15,7 @@ const STATUSES_WITH_AN_EVENT: &[&str] = &[
     "session_complete",
     "retrying",
     "rate_limited_backoff",
+    "error_backoff",
     "paused",
     "resumed",
     "doom_loop",
@@ -59,6 +60,7 @@ pub fn level(event: &Event) -> Level {
             Level::Error
         }
         Event::RateLimited { .. }
+        | Event::TransientError { .. }
         | Event::WatchdogStale { .. }
         | Event::WatchdogKill { .. }
         | Event::SessionKilled { .. }
@@ -113,6 +115,14 @@ pub fn summaries(event: &Event) -> Vec<String> {
         }
         Event::SessionComplete { .. } => session_complete(event),
         Event::LoopStart { .. } => vec![summary(event), "loop started".to_string()],
+        Event::WatchdogStale {
+            global,
+            agent_retrying: Some(retrying),
+            ..
+        } => vec![
+            format!("#{global} {}, killing", retrying.describe()),
+            format!("#{global} agent retrying, killing"),
+        ],
         Event::WatchdogStale { global, .. } => {
             vec![summary(event), format!("#{global} no output, killing")]
         }
@@ -146,6 +156,11 @@ fn summary(event: &Event) -> String {
         Event::SessionAbandoned { pgid, killed, .. } => {
             format!("earlier run's session (group {pgid}): {killed} killed")
         }
+        Event::WatchdogStale {
+            global,
+            agent_retrying: Some(retrying),
+            ..
+        } => format!("#{global} {}, killing", retrying.describe()),
         Event::WatchdogStale {
             global, idle_secs, ..
         } => format!("#{global} no output for {}, killing", secs(*idle_secs)),
@@ -181,6 +196,11 @@ fn summary(event: &Event) -> String {
             }
             text
         }
+        Event::TransientError {
+            global,
+            backoff_secs,
+            ..
+        } => format!("#{global} server error, next in {}", secs(*backoff_secs)),
         Event::HookFailed {
             kind,
             exit_code,
@@ -282,6 +302,7 @@ fn session_complete(event: &Event) -> Vec<String> {
         duration_secs,
         committed,
         rate_limited,
+        transient_error,
         productive,
         cost_usd,
         ..
@@ -293,6 +314,8 @@ fn session_complete(event: &Event) -> Vec<String> {
         ", committed"
     } else if *rate_limited {
         ", rate limited"
+    } else if *transient_error {
+        ", server error"
     } else if !productive {
         ", not productive"
     } else {

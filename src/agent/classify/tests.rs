@@ -31,6 +31,17 @@ fn limit(input: &str) -> RateLimit {
 fn assert_not_limited(input: &str) {
     let out = scan(input);
     assert_eq!(out.rate_limit, None, "input: {input}");
+    assert_eq!(out.transient_error, None, "input: {input}");
+}
+
+/// The transient error found, which must not read as a rate limit.
+fn transient(input: &str) -> RateLimit {
+    let out = scan(input);
+    assert_eq!(out.rate_limit, None, "input: {input}");
+    match out.transient_error {
+        Some(found) => found,
+        None => panic!("expected a transient error in {input:?}, got {out:?}"),
+    }
 }
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -252,13 +263,13 @@ fn codex_try_again_at_gives_local_reset_time() {
 
 #[test]
 fn codex_reconnecting_and_other_failures_are_not_limits() {
-    assert_not_limited(r#"{"type":"error","message":"Reconnecting... 1/5"}"#);
-    assert_not_limited(
-        r#"{"type":"error","message":"Reconnecting... 2/5 (unexpected status 429 Too Many Requests)"}"#,
-    );
-    assert_not_limited(
-        r#"{"type":"turn.failed","error":{"message":"stream disconnected before completion"}}"#,
-    );
+    // A retry that work followed succeeded.
+    let work = r#"{"type":"item.started","item":{"id":"i","type":"command_execution","command":"ls","status":"in_progress"}}"#;
+    assert_not_limited(&format!(
+        "{}\n{work}\n",
+        r#"{"type":"error","message":"Reconnecting... 2/5 (unexpected status 429 Too Many Requests)"}"#
+    ));
+    assert_not_limited(r#"{"type":"turn.failed","error":{"message":"context window exceeded"}}"#);
     // An error *item* is the model's tool trouble, not the session's.
     assert_not_limited(
         r#"{"type":"item.completed","item":{"id":"i","type":"error","message":"rate limit 429"}}"#,
@@ -280,10 +291,6 @@ fn text_lines_default_patterns() {
         ("request failed with status 429", "status 429"),
         ("too many requests, slow down", "too many requests"),
         ("quota exceeded for project", "quota exceeded"),
-        (
-            "anthropic.APIStatusError: {'type': 'overloaded_error'}",
-            "overloaded_error",
-        ),
         (
             "You exceeded your current quota, please check your plan",
             "exceeded your current quota",
@@ -386,11 +393,17 @@ fn assistant_text_and_tool_use_never_trigger() {
 #[test]
 fn system_lines_never_trigger() {
     assert_not_limited(&format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{}\n{}\n",
         r#"{"type":"system","subtype":"init","cwd":"/src/rate-limit-429","tools":["mcp__ratelimit__check"],"model":"m","error":"rate_limit"}"#,
         r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":2000,"error_status":429,"error":"rate_limit","message":"rate limit exceeded"}"#,
         r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":4000,"error_status":529,"error":"overloaded_error"}"#,
+        r#"{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"Back."}]}}"#,
     ));
+    // Ended while Claude Code retried on its own: it was stopped there.
+    let out = scan(
+        r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":4000,"error_status":529,"error":"overloaded_error"}"#,
+    );
+    assert!(out.transient_error.is_some() && out.rate_limit.is_none());
 }
 
 // ---- several signals ----
@@ -421,7 +434,8 @@ fn without_reset_times_the_last_signal_wins() {
         r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"API Error: Rate limit reached"}"#,
         "later on stderr: rate limited",
     );
-    assert_eq!(limit(&input).reason, "pattern `rate limited` in line 2");
+    // The stream's verdict wins over text.
+    assert_eq!(limit(&input).reason, "result api_error_status 429");
 }
 
 #[test]
@@ -487,8 +501,15 @@ fn scan_output_file_reads_a_file() {
     let out = scan_output_file(file.path(), detectors()).unwrap();
     assert_eq!(out.lines, 4);
     assert_eq!(out.json_lines, 3);
+    // The successful result decides, not a text line after it.
+    assert_eq!(out.rate_limit, None);
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(b"aider v0.80\nClaude AI usage limit reached|1755806400")
+        .unwrap();
+    file.flush().unwrap();
+    let out = scan_output_file(file.path(), detectors()).unwrap();
     let l = out.rate_limit.unwrap();
-    assert_eq!(l.reason, "pattern `usage limit` in line 4");
+    assert_eq!(l.reason, "pattern `usage limit` in line 2");
     assert_eq!(l.resets_at_epoch, Some(1_755_806_400));
 }
 
@@ -814,6 +835,7 @@ fn auth_words_in_quoted_content_are_never_fatal() {
 
 #[test]
 fn result_5xx_is_a_transient_backoff() {
+    let limit = transient;
     let l = limit(
         r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":529,"result":"API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}"}"#,
     );
@@ -839,7 +861,7 @@ fn result_5xx_is_a_transient_backoff() {
 
 #[test]
 fn assistant_server_error_is_a_transient_backoff() {
-    let l = limit(
+    let l = transient(
         r#"{"type":"assistant","message":{"content":[{"type":"text","text":"API Error: 500"}]},"error":"server_error"}"#,
     );
     assert_eq!(l.reason, "transient API error (server_error)");

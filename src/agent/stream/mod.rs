@@ -370,6 +370,12 @@ impl StreamParser {
         self.classifier = Some(Scanner::new(detectors));
     }
 
+    /// The agent's own retry of a failed request, if its last lines are one
+    /// (`None` unless [`StreamParser::classify_with`] was called).
+    pub fn agent_retrying(&self) -> Option<crate::agent::Retrying> {
+        self.classifier.as_ref().and_then(Scanner::retrying)
+    }
+
     /// The classification of everything fed, after [`StreamParser::finish`];
     /// `None` unless [`StreamParser::classify_with`] was called.
     pub fn take_scan(&mut self) -> Option<OutputScan> {

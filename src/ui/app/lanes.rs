@@ -166,9 +166,11 @@ pub fn status_of(row: &LaneRow) -> LaneStatus {
         LoopState::Stopped => ended_status(snapshot.exit_reason.as_ref()),
         _ if snapshot.paused || row.requested == LaneState::Paused => LaneStatus::Paused,
         _ if row.queued => LaneStatus::Queued,
-        LoopState::RateLimitedBackoff | LoopState::Retrying => LaneStatus::Backoff {
-            until: snapshot.rate_limit_resets_at.or(snapshot.next_session_at),
-        },
+        LoopState::RateLimitedBackoff | LoopState::ErrorBackoff | LoopState::Retrying => {
+            LaneStatus::Backoff {
+                until: snapshot.rate_limit_resets_at.or(snapshot.next_session_at),
+            }
+        }
         _ => LaneStatus::Running,
     }
 }

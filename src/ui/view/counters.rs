@@ -108,6 +108,26 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
             Color::Reset,
         ),
     ];
+    // Only once there is one, like overage below; never in the rate-limit row.
+    if c.transient_errors > 0 {
+        rows.insert(
+            3,
+            row(
+                "server errors",
+                vec![
+                    format!(
+                        "{} in a row · {} total",
+                        snap.consecutive_errors, c.transient_errors
+                    ),
+                    format!(
+                        "{} now · {} total",
+                        snap.consecutive_errors, c.transient_errors
+                    ),
+                ],
+                warn_if(snap.consecutive_errors > 0, Color::Yellow),
+            ),
+        );
+    }
     // Only once there is one: most runs never pay for overage.
     if c.overages > 0 {
         rows.insert(
@@ -127,7 +147,7 @@ fn loop_rows(state: &AppState, now: DateTime<Utc>) -> Vec<Row> {
     {
         let secs = (at - now).num_seconds().max(0);
         let what = match snap.state {
-            LoopState::RateLimitedBackoff => "backoff",
+            LoopState::RateLimitedBackoff | LoopState::ErrorBackoff => "backoff",
             LoopState::Retrying => "retry in",
             LoopState::DiskFull => "disk check",
             _ => "next in",
@@ -231,6 +251,7 @@ fn short_label(label: &'static str) -> &'static str {
     match label {
         "productive" => "done",
         "rate limits" => "limits",
+        "server errors" => "5xx",
         "last exit" => "exit",
         "retry in" => "retry",
         "disk check" => "disk",

@@ -20,9 +20,16 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         ("‖ PAUSED".to_string(), Color::Yellow)
     } else {
         match snap.state {
-            LoopState::SessionRunning => ("● running".to_string(), Color::Green),
+            LoopState::SessionRunning => match &snap.agent_retrying {
+                Some(retrying) => (
+                    format!("● running · {}", retrying.describe()),
+                    Color::Yellow,
+                ),
+                None => ("● running".to_string(), Color::Green),
+            },
             LoopState::WatchdogKill => ("✖ watchdog kill".to_string(), Color::Red),
             LoopState::RateLimitedBackoff => ("◔ rate-limited".to_string(), Color::Yellow),
+            LoopState::ErrorBackoff => ("◔ server error, waiting".to_string(), Color::Yellow),
             LoopState::Retrying => ("↻ retrying".to_string(), Color::Yellow),
             LoopState::DiskFull => (
                 "✖ DISK FULL: no new session until space returns".to_string(),
