@@ -193,6 +193,7 @@ for_each_version!(
     server_error,
     unauthorized,
     hang_is_killed_with_its_children,
+    stall_is_killed_with_its_children,
     gate,
 );
 
@@ -353,17 +354,35 @@ fn rate_limit_past_the_stale_limit(cli: Cli) {
         Reply::Fail(openai::rate_limited(3600)),
         Reply::Text("Done.".into()),
     ]);
-    let project = Project::new(&config(cli, QUICK_WATCHDOG));
-    let output = real_agents::run(cli, &server, &project, &["--headless", "1"]);
+    // Six seconds of silence before the kill: time to read the status meanwhile.
+    let watchdog = QUICK_WATCHDOG.replace("0.05", "0.1");
+    let project = Project::new(&config(cli, &watchdog));
+    let clowder = Running(Some(
+        real_agents::clowder(cli, &server, &project, &["--headless", "1"])
+            .spawn()
+            .expect("spawn clowder"),
+    ));
+    let mut said_retrying = false;
+    wait_until(Duration::from_secs(60), || {
+        let status = stdout_of(&project.run(&["--status"])).to_lowercase();
+        said_retrying = status.contains("rate limited (the agent is retrying)");
+        said_retrying || !session_completes(&project).is_empty()
+    });
+    let output = clowder.finish();
     let all = everything(&project, &output);
     let ends = session_completes(&project);
+    let mut checks = Checks::default();
     if retries_rate_limits(cli) {
         let first = std::fs::read_to_string(&session_files(&project)[0]).unwrap_or_default();
         assert!(first.contains("Reconnecting... 1/5"), "{all}");
         assert_eq!(counter(&project, "watchdog_kills"), 1, "{all}");
+        checks.eq(
+            "--status said \"rate limited (the agent is retrying)\" during the wait",
+            &said_retrying.into(),
+            true,
+        );
     }
     assert!(!ends.is_empty(), "{all}");
-    let mut checks = Checks::default();
     checks.eq("first session productive", &ends[0]["productive"], false);
     checks.eq("first session rate_limited", &ends[0]["rate_limited"], true);
     checks.eq(
@@ -453,17 +472,27 @@ fn unauthorized(cli: Cli) {
     assert!(first.contains("401 Unauthorized"), "{all}");
 }
 
-/// Scenario 4: the model accepts a request and never answers. The watchdog kills
-/// Codex and everything it started, a `sleep` an earlier command left running in
-/// the background included: nothing of the run is left in `/proc`.
+/// Scenario 4: the model accepts a request and never answers, or stalls in the
+/// middle of its stream. The watchdog kills Codex and everything it started, a
+/// `sleep` an earlier command left running in the background included: nothing
+/// of the run is left in `/proc`.
 fn hang_is_killed_with_its_children(cli: Cli) {
+    killed_when_silent(cli, Reply::Hang);
+}
+
+fn stall_is_killed_with_its_children(cli: Cli) {
+    killed_when_silent(cli, Reply::Stall);
+}
+
+fn killed_when_silent(cli: Cli, silence: Reply) {
     if !cli.installed() {
         return;
     }
     let mark = format!(
-        "CLOWDER_REAL_CODEX_{}_{}",
+        "CLOWDER_REAL_CODEX_{}_{}_{}",
         std::process::id(),
-        cli.version().replace('.', "_")
+        cli.version().replace('.', "_"),
+        matches!(silence, Reply::Hang)
     );
     let child_entry = format!("{mark}=child");
     let run_entry = format!("{mark}=run");
@@ -475,7 +504,7 @@ fn hang_is_killed_with_its_children(cli: Cli) {
                 "{child_entry} sleep 1000 >/dev/null 2>&1 & echo started"
             ))],
         ),
-        Reply::Hang,
+        silence,
     ]);
     let project = Project::new(&config(cli, QUICK_WATCHDOG));
     let clowder = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
