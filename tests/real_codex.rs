@@ -195,6 +195,7 @@ for_each_version!(
     hang_is_killed_with_its_children,
     stall_is_killed_with_its_children,
     gate,
+    gate_in_the_room,
 );
 
 /// Scenario 1 and the normal run of 6: three sessions, each running a shell
@@ -475,7 +476,9 @@ fn unauthorized(cli: Cli) {
 /// Scenario 4: the model accepts a request and never answers, or stalls in the
 /// middle of its stream. The watchdog kills Codex and everything it started, a
 /// `sleep` an earlier command left running in the background included: nothing
-/// of the run is left in `/proc`.
+/// of the run is left in `/proc`. The `sleep` runs under `nohup`, as a server
+/// an agent starts would: 0.169 runs a command on a terminal, whose hangup ends
+/// a plain `&` child as soon as its command returns.
 fn hang_is_killed_with_its_children(cli: Cli) {
     killed_when_silent(cli, Reply::Hang);
 }
@@ -501,7 +504,7 @@ fn killed_when_silent(cli: Cli, silence: Reply) {
         Reply::Tools(
             "Starting a server.".into(),
             vec![ToolCall::shell(&format!(
-                "{child_entry} sleep 1000 >/dev/null 2>&1 & echo started"
+                "nohup env {child_entry} sleep 1000 >/dev/null 2>&1 & echo started"
             ))],
         ),
         silence,
@@ -704,4 +707,81 @@ fn gate(cli: Cli) {
         "the reason never reached the model: {results:?}\n{all}"
     );
     assert_eq!(output.status.code(), Some(0), "{all}");
+}
+
+/// Scenario 7 in the control room: the chained command shows in the Approvals
+/// pane, `a` lets Codex run it, `r` with a reason makes Codex get the reason.
+fn gate_in_the_room(cli: Cli) {
+    if !has_hooks(cli) || !cli.installed() {
+        // Without hooks nothing is asked: `gate` shows that it runs ungated.
+        return;
+    }
+    let server = openai::start();
+    server.script([
+        Reply::Tools("First.".into(), vec![ToolCall::shell("echo allowed-one")]),
+        Reply::Tools(
+            "Second.".into(),
+            vec![ToolCall::shell("echo chained && touch approved-marker")],
+        ),
+        Reply::Tools(
+            "Third.".into(),
+            vec![ToolCall::shell("echo again && touch rejected-marker")],
+        ),
+        Reply::Text("Done.".into()),
+    ]);
+    let project = Project::new(&format!(
+        "{}\n{BACKOFF}\n[approvals]\ntimeout = \"90s\"\nallow = [{{ tool = \"Bash\", prefix = \"echo\" }}]\n",
+        gated_agent_table(cli)
+    ));
+    write_codex_hook(&project);
+    let env: Vec<String> = cli
+        .environment(&project, &server)
+        .iter()
+        .map(|(key, value)| format!("{key}='{value}'"))
+        .collect();
+    trust_project(&project);
+    let command = format!(
+        "env {} {} 1; echo CLOWDER_EXIT=$?; sleep 600",
+        env.join(" "),
+        clowder_bin().display()
+    );
+    let tmux = tmux::Tmux::start(project.root(), &command, 140, 40);
+
+    tmux.wait_for("▶ Bash  echo chained");
+    assert!(
+        !project.path("approved-marker").exists(),
+        "ran before approval"
+    );
+    tmux.keys(&["a"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || project
+            .path("approved-marker")
+            .exists()),
+        "approved, it never ran; screen:\n{}",
+        tmux.screen()
+    );
+
+    tmux.wait_for("▶ Bash  echo again");
+    tmux.keys(&["r"]);
+    tmux.wait_for("Reject");
+    tmux.keys(&["-l", "not from the room"]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("stopped: max_iterations");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0");
+    assert!(
+        !project.path("rejected-marker").exists(),
+        "rejected, it ran"
+    );
+    let results = openai::tool_results(&server);
+    assert!(
+        results
+            .iter()
+            .any(|r| r.output.contains("not from the room")),
+        "the reason never reached the model: {results:?}"
+    );
+    assert!(
+        results.iter().any(|r| r.output.contains("allowed-one")),
+        "{results:?}"
+    );
 }
