@@ -476,9 +476,10 @@ fn unauthorized(cli: Cli) {
 /// Scenario 4: the model accepts a request and never answers, or stalls in the
 /// middle of its stream. The watchdog kills Codex and everything it started, a
 /// `sleep` an earlier command left running in the background included: nothing
-/// of the run is left in `/proc`. The `sleep` runs under `nohup`, as a server
-/// an agent starts would: 0.169 runs a command on a terminal, whose hangup ends
-/// a plain `&` child as soon as its command returns.
+/// of the run is left in `/proc`. The `sleep` leaves its process group
+/// (`setsid`): both versions kill a command's group when the command returns,
+/// so a plain `&` or `nohup` child never outlives its command, and only one
+/// that left the group is still there for the watchdog to find.
 fn hang_is_killed_with_its_children(cli: Cli) {
     killed_when_silent(cli, Reply::Hang);
 }
@@ -504,7 +505,7 @@ fn killed_when_silent(cli: Cli, silence: Reply) {
         Reply::Tools(
             "Starting a server.".into(),
             vec![ToolCall::shell(&format!(
-                "nohup env {child_entry} sleep 1000 >/dev/null 2>&1 & echo started"
+                "setsid env {child_entry} sleep 1000 >/dev/null 2>&1 & echo started"
             ))],
         ),
         silence,
