@@ -196,6 +196,7 @@ for_each_version!(
     stall_is_killed_with_its_children,
     gate,
     gate_in_the_room,
+    a_home_named_ratelimit_is_no_rate_limit,
 );
 
 /// Scenario 1 and the normal run of 6: three sessions, each running a shell
@@ -785,4 +786,47 @@ fn gate_in_the_room(cli: Cli) {
         results.iter().any(|r| r.output.contains("allowed-one")),
         "{results:?}"
     );
+}
+
+/// Codex prints its home folder in a plain-text `WARNING:` line (under /tmp it
+/// refuses to make helper binaries there). A folder named `…-ratelimit` is a
+/// path, not the agent saying it is rate-limited: a normal session stays
+/// productive, and no rate limit is counted.
+fn a_home_named_ratelimit_is_no_rate_limit(cli: Cli) {
+    if !cli.installed() {
+        return;
+    }
+    let server = openai::start();
+    server.script([
+        Reply::Tools("Checking.".into(), vec![ToolCall::shell("echo fine")]),
+        Reply::Text("All good.".into()),
+    ]);
+    let project = Project::new(&config(cli, ""));
+    let mut command = real_agents::clowder(cli, &server, &project, &["--headless", "1"]);
+    let home = project.path("home/codex-ratelimit");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::copy(
+        project.path("home/.codex/config.toml"),
+        home.join("config.toml"),
+    )
+    .expect("copy Codex config");
+    command.env("CODEX_HOME", &home);
+    let output = wait_with_deadline(command.spawn().expect("spawn"), Duration::from_secs(120));
+    let all = everything(&project, &output);
+    let first = std::fs::read_to_string(&session_files(&project)[0]).unwrap_or_default();
+    assert!(
+        first.contains("codex-ratelimit"),
+        "Codex printed its home: {all}"
+    );
+    let ends = session_completes(&project);
+    let mut checks = Checks::default();
+    checks.eq("sessions", &ends.len().into(), 1);
+    checks.eq("rate_limited", &ends[0]["rate_limited"], false);
+    checks.eq("productive", &ends[0]["productive"], true);
+    checks.eq(
+        "counters.rate_limits",
+        &counter(&project, "rate_limits").into(),
+        0,
+    );
+    checks.done(&all);
 }
