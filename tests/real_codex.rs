@@ -128,28 +128,6 @@ fn counter(project: &Project, name: &str) -> u64 {
     project.status()["counters"][name].as_u64().unwrap_or(0)
 }
 
-/// Whatever the loop counts transient server errors under: a counter and an event
-/// of their own, named for errors, never `rate_limits` or `agent_error`.
-fn transient_errors(project: &Project) -> (u64, usize) {
-    let status = project.status();
-    let counted = status["counters"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(name, _)| name.contains("error") || name.contains("transient"))
-        .filter_map(|(_, value)| value.as_u64())
-        .sum();
-    let events = project
-        .events()
-        .iter()
-        .filter(|e| {
-            let name = e["event"].as_str().unwrap_or_default();
-            (name.contains("error") || name.contains("transient")) && name != "agent_error"
-        })
-        .count();
-    (counted, events)
-}
-
 /// Expectations checked all together, so that a failure lists every one that
 /// does not hold, not just the first.
 #[derive(Default)]
@@ -440,9 +418,15 @@ fn server_error(cli: Cli) {
     let mut checks = Checks::default();
     checks.eq("first session result", &ends[0]["result"], "error");
     checks.eq("first session productive", &ends[0]["productive"], false);
-    let (counted, events) = transient_errors(&project);
-    checks.eq("transient-error counter", &counted.into(), 1);
-    checks.eq("transient-error events", &events.into(), 1);
+    checks.eq(
+        "first session transient_error",
+        &ends[0]["transient_error"],
+        true,
+    );
+    let counted = counter(&project, "transient_errors");
+    checks.eq("counters.transient_errors", &counted.into(), 1);
+    let events = project.events_named("transient_error").len();
+    checks.eq("transient_error events", &events.into(), 1);
     checks.eq(
         "sessions (a second one after the backoff)",
         &ends.len().into(),
