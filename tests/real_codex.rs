@@ -545,9 +545,24 @@ impl Drop for Running {
 }
 
 /// `[agent]` for a gated Codex: hooks run only once trusted, so an unattended loop
-/// passes `--dangerously-bypass-hook-trust`.
-fn gated_agent_table(cli: Cli) -> String {
+/// passes `--dangerously-bypass-hook-trust`. The program is reached through a
+/// link named `codex` in the project, since clowder judges whether an agent is
+/// gated only for a command of that name.
+fn gated_agent_table(cli: Cli, project: &Project) -> String {
     let table = cli.agent_table();
+    let program = table
+        .lines()
+        .find_map(|l| l.strip_prefix("command = "))
+        .and_then(|quoted| serde_json::from_str::<String>(quoted).ok())
+        .expect("agent_table names a command");
+    let link = project.path("bin/codex");
+    std::fs::create_dir_all(project.path("bin")).expect("mkdir bin");
+    std::os::unix::fs::symlink(&program, &link).expect("link codex");
+    let table = table.replacen(
+        &format!("command = {program:?}"),
+        &format!("command = {:?}", link.display().to_string()),
+        1,
+    );
     if has_hooks(cli) {
         table.replacen(
             "\"exec\", ",
@@ -557,6 +572,19 @@ fn gated_agent_table(cli: Cli) -> String {
     } else {
         table
     }
+}
+
+/// A project whose Codex asks `clowder gate` before its commands (when it has
+/// hooks), with `echo` allowed by a rule.
+fn gated_project(cli: Cli) -> Project {
+    let project = Project::new("");
+    let harness = format!(
+        "{}\n{BACKOFF}\n[approvals]\ntimeout = \"90s\"\nallow = [{{ tool = \"Bash\", prefix = \"echo\" }}]\n",
+        gated_agent_table(cli, &project)
+    );
+    project.write("harness.toml", &harness);
+    write_codex_hook(&project);
+    project
 }
 
 /// The `[[hooks.PreToolUse]]` entry that `clowder init --codex-hook --write` makes.
@@ -625,11 +653,7 @@ fn gate(cli: Cli) {
         ),
         Reply::Text("Done.".into()),
     ]);
-    let project = Project::new(&format!(
-        "{}\n{BACKOFF}\n[approvals]\ntimeout = \"90s\"\nallow = [{{ tool = \"Bash\", prefix = \"echo\" }}]\n",
-        gated_agent_table(cli)
-    ));
-    write_codex_hook(&project);
+    let project = gated_project(cli);
     let mut command = real_agents::clowder(cli, &server, &project, &["--headless", "1"]);
     trust_project(&project);
     let clowder = Running(Some(command.spawn().expect("spawn clowder")));
@@ -641,6 +665,14 @@ fn gate(cli: Cli) {
         assert!(project.path("rejected-marker").exists(), "ungated: {all}");
         assert!(queue(&project).is_empty(), "nothing was asked: {all}");
         assert_eq!(openai::tool_results(&server).len(), 3, "{all}");
+        let mut checks = Checks::default();
+        let status = stdout_of(&project.run(&["--status"]));
+        checks.eq(
+            "--status says UNGATED",
+            &status.contains("UNGATED").into(),
+            true,
+        );
+        checks.done(&all);
         return;
     }
 
@@ -693,6 +725,11 @@ fn gate(cli: Cli) {
         "the reason never reached the model: {results:?}\n{all}"
     );
     assert_eq!(output.status.code(), Some(0), "{all}");
+    let status = stdout_of(&project.run(&["--status"]));
+    assert!(
+        !status.contains("UNGATED"),
+        "gated, yet said ungated: {status}"
+    );
 }
 
 /// Scenario 7 in the control room: the chained command shows in the Approvals
@@ -715,11 +752,7 @@ fn gate_in_the_room(cli: Cli) {
         ),
         Reply::Text("Done.".into()),
     ]);
-    let project = Project::new(&format!(
-        "{}\n{BACKOFF}\n[approvals]\ntimeout = \"90s\"\nallow = [{{ tool = \"Bash\", prefix = \"echo\" }}]\n",
-        gated_agent_table(cli)
-    ));
-    write_codex_hook(&project);
+    let project = gated_project(cli);
     let env: Vec<String> = cli
         .environment(&project, &server)
         .iter()
