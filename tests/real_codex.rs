@@ -13,6 +13,15 @@
 //!   demand…)` five times (about 6 s of backoff), then `turn.failed`, exit 1.
 //! - 401: both retry five times too (`Reconnecting... n/5 (unexpected status 401
 //!   Unauthorized…)`), then `turn.failed`, exit 1.
+//! - With Codex's default `request_max_retries` (4) a 500 is also retried inside
+//!   each attempt: 30 requests and about 25 s before the turn fails; a 429 is not
+//!   (0.101 still gives up at once).
+//! - Both kill a command's process group when `exec_command` returns: a `&` or
+//!   `nohup` child does not outlive its command; a `setsid` one does.
+//! - A command the PreToolUse hook denies (0.169) leaves no item in the JSON
+//!   stream, only a plain-text `ERROR codex_core::tools::router: error=Command
+//!   blocked by PreToolUse hook: REASON. Command: …` line; the model gets
+//!   `Command blocked by PreToolUse hook: REASON. Command: …`.
 
 mod common;
 mod model_server;
