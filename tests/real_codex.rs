@@ -554,24 +554,9 @@ impl Drop for Running {
 }
 
 /// `[agent]` for a gated Codex: hooks run only once trusted, so an unattended loop
-/// passes `--dangerously-bypass-hook-trust`. The program is reached through a
-/// link named `codex` in the project, since clowder judges whether an agent is
-/// gated only for a command of that name.
-fn gated_agent_table(cli: Cli, project: &Project) -> String {
+/// passes `--dangerously-bypass-hook-trust`.
+fn gated_agent_table(cli: Cli) -> String {
     let table = cli.agent_table();
-    let program = table
-        .lines()
-        .find_map(|l| l.strip_prefix("command = "))
-        .and_then(|quoted| serde_json::from_str::<String>(quoted).ok())
-        .expect("agent_table names a command");
-    let link = project.path("bin/codex");
-    std::fs::create_dir_all(project.path("bin")).expect("mkdir bin");
-    std::os::unix::fs::symlink(&program, &link).expect("link codex");
-    let table = table.replacen(
-        &format!("command = {program:?}"),
-        &format!("command = {:?}", link.display().to_string()),
-        1,
-    );
     if has_hooks(cli) {
         table.replacen(
             "\"exec\", ",
@@ -589,23 +574,17 @@ fn gated_project(cli: Cli) -> Project {
     let project = Project::new("");
     let harness = format!(
         "{}\n{BACKOFF}\n[approvals]\ntimeout = \"90s\"\nallow = [{{ tool = \"Bash\", prefix = \"echo\" }}]\n",
-        gated_agent_table(cli, &project)
+        gated_agent_table(cli)
     );
     project.write("harness.toml", &harness);
     write_codex_hook(&project);
     project
 }
 
-/// The `[[hooks.PreToolUse]]` entry that `clowder init --codex-hook --write` makes.
+/// The hook as a user registers it: `clowder init --codex-hook --write`.
 fn write_codex_hook(project: &Project) {
-    std::fs::create_dir_all(project.path(".codex")).expect("mkdir .codex");
-    project.write(
-        ".codex/config.toml",
-        &format!(
-            "[[hooks.PreToolUse]]\nmatcher = \"Bash|apply_patch\"\n\n[[hooks.PreToolUse.hooks]]\ntype = \"command\"\ncommand = \"{} gate\"\ntimeout = 600\n",
-            clowder_bin().display()
-        ),
-    );
+    let init = project.run(&["init", "--codex-hook", "--write"]);
+    assert!(init.status.success(), "{}", stderr_of(&init));
 }
 
 /// Codex reads a project's `.codex/config.toml` only in a trusted project; the

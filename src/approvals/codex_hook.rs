@@ -317,7 +317,8 @@ fn version_without_hooks(program: &str, project: &Path) -> Option<String> {
 /// its `.codex/config.toml`; an untrusted hook is skipped without a word).
 pub fn ungated(agent: &crate::config::AgentConfig, project: &Path) -> Option<String> {
     let program = Path::new(agent.command.0.as_str()).file_name()?;
-    if program != "codex" {
+    // `codex` on PATH, or the npm package's launcher run by its own path.
+    if program != "codex" && program != "codex.js" {
         return None;
     }
     if let Some(version) = version_without_hooks(&agent.command.0, project) {
