@@ -48,11 +48,9 @@ fn model_usage_sum(result: &Value, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop(
-    version: &'static str,
-) {
+fn three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop(cli: Cli) {
     {
-        let cli = Cli::Claude(version);
+        let version = cli.version();
         if !cli.installed() {
             return;
         }
@@ -195,8 +193,8 @@ fn line_after(pane: &[String], call: &str) -> String {
         .unwrap_or_default()
 }
 
-fn parallel_calls_a_subagent_and_long_text_are_shown_in_order(version: &'static str) {
-    let cli = Cli::Claude(version);
+fn parallel_calls_a_subagent_and_long_text_are_shown_in_order(cli: Cli) {
+    let version = cli.version();
     if !cli.installed() {
         return;
     }
@@ -308,8 +306,8 @@ fn gated_project(cli: Cli, server: &model_server::ModelServer, chained: &str) ->
     project
 }
 
-fn the_gate_holds_a_chain_until_approved_or_rejected_headless(version: &'static str) {
-    let cli = Cli::Claude(version);
+fn the_gate_holds_a_chain_until_approved_or_rejected_headless(cli: Cli) {
+    let version = cli.version();
     if !cli.installed() {
         return;
     }
@@ -377,8 +375,8 @@ fn the_gate_holds_a_chain_until_approved_or_rejected_headless(version: &'static 
     );
 }
 
-fn the_gate_holds_a_chain_until_a_or_r_in_the_room(version: &'static str) {
-    let cli = Cli::Claude(version);
+fn the_gate_holds_a_chain_until_a_or_r_in_the_room(cli: Cli) {
+    let version = cli.version();
     if !cli.installed() {
         return;
     }
@@ -423,19 +421,8 @@ fn the_gate_holds_a_chain_until_a_or_r_in_the_room(version: &'static str) {
     );
 }
 
-/// One test per pinned version, so that they run side by side and fail apart.
-macro_rules! each_version {
-    ($($scenario:ident),* $(,)?) => {
-        mod claude_2_1 {
-            $(#[test] fn $scenario() { super::$scenario("2.1.332") })*
-        }
-        mod claude_2_0 {
-            $(#[test] fn $scenario() { super::$scenario("2.0.77") })*
-        }
-    };
-}
-
-each_version!(
+real_agents::per_version!(
+    Claude, CLAUDE_VERSIONS:
     three_sessions_count_what_the_real_result_lines_say_and_the_promise_stops_the_loop,
     parallel_calls_a_subagent_and_long_text_are_shown_in_order,
     the_gate_holds_a_chain_until_approved_or_rejected_headless,

@@ -22,24 +22,8 @@ const RUN_DEADLINE: Duration = Duration::from_secs(180);
 /// Fast backoff, so that a loop of failing sessions takes seconds.
 const FAST_BACKOFF: &str = "initial_delay_secs = 0.05\nmax_delay_secs = 0.5\n";
 
-/// One test per pinned version of each scenario, so that they run side by side
-/// and a failure names its version.
-macro_rules! each_version {
-    ($($scenario:ident),* $(,)?) => {$(
-        mod $scenario {
-            #[test]
-            fn current() {
-                super::$scenario(super::CLAUDE_VERSIONS[0]);
-            }
-            #[test]
-            fn v2_0_77() {
-                super::$scenario(super::CLAUDE_VERSIONS[1]);
-            }
-        }
-    )*};
-}
-
-each_version!(
+real_agents::per_version!(
+    Claude, CLAUDE_VERSIONS:
     rate_limit_429,
     overloaded_529,
     server_error_500,
@@ -122,8 +106,7 @@ fn now_epoch() -> i64 {
     since.as_secs() as i64
 }
 
-fn rate_limit_429(version: &'static str) {
-    let cli = Cli::Claude(version);
+fn rate_limit_429(cli: Cli) {
     if !cli.installed() {
         return;
     }
@@ -171,19 +154,18 @@ fn rate_limit_429(version: &'static str) {
     assert_eq!(resets_at, carried.then_some(reset), "{dump}");
 }
 
-fn overloaded_529(version: &'static str) {
-    transient(version, anthropic::overloaded());
+fn overloaded_529(cli: Cli) {
+    transient(cli, anthropic::overloaded());
 }
 
-fn server_error_500(version: &'static str) {
-    transient(version, anthropic::server_error());
+fn server_error_500(cli: Cli) {
+    transient(cli, anthropic::server_error());
 }
 
 /// A server-side failure is a transient error: its own event, counter and limit
 /// (`[backoff] max_consecutive_errors`), never a rate limit. One rate limit
 /// would stop this loop at once, so a 5xx read as a rate limit shows.
-fn transient(version: &'static str, failure: Failure) {
-    let cli = Cli::Claude(version);
+fn transient(cli: Cli, failure: Failure) {
     if !cli.installed() {
         return;
     }
@@ -225,8 +207,7 @@ fn transient(version: &'static str, failure: Failure) {
 
 /// A rejected key is the one failure that retrying cannot fix: the loop stops
 /// after the first session, with exit 1 and the reason.
-fn unauthorized_401(version: &'static str) {
-    let cli = Cli::Claude(version);
+fn unauthorized_401(cli: Cli) {
     if !cli.installed() {
         return;
     }
@@ -267,14 +248,14 @@ fn unauthorized_401(version: &'static str) {
     assert_eq!(counter(&status, "transient_errors"), 0, "{dump}");
 }
 
-fn hang_after_a_tool_call(version: &'static str) {
-    watchdog_kills_everything(version, Reply::Hang);
+fn hang_after_a_tool_call(cli: Cli) {
+    watchdog_kills_everything(cli, Reply::Hang);
 }
 
 /// A stream that stops mid-answer. A version that gives up on the stream and asks
 /// again meets a model that never answers.
-fn stall_mid_stream(version: &'static str) {
-    watchdog_kills_everything(version, Reply::Stall);
+fn stall_mid_stream(cli: Cli) {
+    watchdog_kills_everything(cli, Reply::Stall);
 }
 
 /// A short watchdog; Claude Code's own timeouts (`API_TIMEOUT_MS`, ten minutes,
@@ -286,8 +267,7 @@ const FAST_WATCHDOG: &str =
 /// The model asks for a Bash call that leaves a `sleep` running in the background,
 /// then goes silent. The watchdog kills the session, and the Bash tool's child
 /// with it: nothing carrying the marker is left in `/proc`.
-fn watchdog_kills_everything(version: &'static str, silence: Reply) {
-    let cli = Cli::Claude(version);
+fn watchdog_kills_everything(cli: Cli, silence: Reply) {
     if !cli.installed() {
         return;
     }

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use common::*;
 use model_server::{Reply, ToolCall, openai};
-use real_agents::{CODEX_VERSIONS, Cli};
+use real_agents::Cli;
 use serde_json::Value;
 
 /// Fast pauses between sessions; a long stale limit unless a test sets its own.
@@ -161,19 +161,8 @@ impl Checks {
     }
 }
 
-/// Each test runs once per pinned version: `current::NAME` and `older::NAME`.
-macro_rules! for_each_version {
-    ($($name:ident),* $(,)?) => {
-        mod current {
-            $( #[test] fn $name() { super::$name(super::Cli::Codex(super::CODEX_VERSIONS[0])) } )*
-        }
-        mod older {
-            $( #[test] fn $name() { super::$name(super::Cli::Codex(super::CODEX_VERSIONS[1])) } )*
-        }
-    };
-}
-
-for_each_version!(
+real_agents::per_version!(
+    Codex, CODEX_VERSIONS:
     three_sessions,
     rate_limit_waited_out,
     rate_limit_past_the_stale_limit,

@@ -219,3 +219,21 @@ pub fn room_command(
         args.join(" ")
     )
 }
+
+/// One test per pinned version of each scenario, side by side, each failing
+/// under its own name: `current::NAME` and `older::NAME` call `NAME(cli)`.
+macro_rules! per_version {
+    ($program:ident, $versions:ident: $($name:ident),* $(,)?) => {
+        mod current {
+            $( #[test] fn $name() {
+                super::$name(crate::real_agents::Cli::$program(crate::real_agents::$versions[0]))
+            } )*
+        }
+        mod older {
+            $( #[test] fn $name() {
+                super::$name(crate::real_agents::Cli::$program(crate::real_agents::$versions[1]))
+            } )*
+        }
+    };
+}
+pub(crate) use per_version;
