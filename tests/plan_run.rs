@@ -467,6 +467,25 @@ fn a_plan_with_a_cycle_is_refused_naming_it() {
 }
 
 #[test]
+fn a_step_done_by_a_promise_the_harness_lacks_is_refused_before_anything_starts() {
+    let repo =
+        Repo::new("[plan]\nname = \"np\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n");
+    let config =
+        common::plan_agent_config().replace("[completion]\npromise = \"TASK_COMPLETE\"\n", "");
+    std::fs::write(repo.path("harness.toml"), config).expect("write");
+    let out = repo.clowder(&["plan", "run", "plan.toml", "--headless"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("key `step[0].done_when`: step \"a\" cannot succeed")
+            && stderr.contains("nothing was run"),
+        "{stderr}"
+    );
+    assert!(!repo.path(".clowder/plans/np.json").exists());
+    assert!(!repo.path(".clowder/lanes").exists());
+}
+
+#[test]
 fn at_autonomy_two_a_step_waits_in_the_inbox_and_a_rejection_holds_the_plan() {
     let repo = Repo::new(
         "[plan]\nname = \"ask\"\nautonomy = 2\n\n[[step]]\nid = \"one\"\nprompt = \"write one.txt\"\n\n[[step]]\nid = \"two\"\ndepends_on = [\"one\"]\nprompt = \"write two.txt\"\n",

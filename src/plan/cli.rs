@@ -108,8 +108,24 @@ fn control(name: &str, request: Request) -> i32 {
     }
 }
 
+/// The harness `plan run` in this folder would use: its `harness.toml`, or the defaults.
+fn harness_config() -> Result<crate::config::Config, crate::config::ConfigError> {
+    let path = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    crate::config::Config::load(path, false)
+}
+
 fn check(args: &CheckArgs) -> i32 {
-    match file::load(&args.file) {
+    let config = match harness_config() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    let harness = file::Harness {
+        promise: config.completion.promise(),
+    };
+    match file::load_for(&args.file, harness) {
         Ok(plan) => {
             print_plan(&plan, "");
             0

@@ -19,7 +19,18 @@ const EXIT_FAILED: i32 = 1;
 
 /// `headless`: print log lines even in a terminal (else the control room shows the plan).
 pub fn run(plan_file: &Path, headless: bool) -> i32 {
-    let plan = match file::load(plan_file) {
+    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    let harness = file::Harness {
+        promise: config.completion.promise(),
+    };
+    let plan = match file::load_for(plan_file, harness) {
         Ok(plan) => plan,
         Err(errors) => {
             for err in errors {
@@ -34,14 +45,6 @@ pub fn run(plan_file: &Path, headless: bool) -> i32 {
         Err(err) => {
             eprintln!("clowder: error: cannot read the current folder: {err}");
             return EXIT_FAILED;
-        }
-    };
-    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("clowder: error: {err}");
-            eprintln!("clowder: nothing was run");
-            return EXIT_USAGE;
         }
     };
     match prepare(&root, &plan) {
