@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::control::Request;
 use super::file::{self, Plan};
-use super::state::{PLANS_DIR, PlanState};
+use super::state::{PLANS_DIR, PlanState, PlanStatus};
 use super::status;
 
 /// Bad input: the plan file is refused.
@@ -174,7 +174,11 @@ fn status(args: &StatusArgs) -> i32 {
         let tables: Vec<String> = rows.iter().map(status::table).collect();
         print!("{}", tables.join("\n"));
     }
-    0
+    // Scripts learn from the exit code alone that a plan shown has failed.
+    let failed = rows
+        .iter()
+        .any(|row| row.status == PlanStatus::Failed.to_string());
+    if failed { EXIT_FAILED } else { 0 }
 }
 
 fn print_plan(plan: &Plan, indent: &str) {

@@ -110,6 +110,10 @@ pub struct StepState {
     /// started: the step waits until that dependency is merged into base.
     #[serde(default)]
     pub waits_for: Option<String>,
+    /// Why it is failed (what ended its last attempt) or blocked (which failed
+    /// dependency), while it is.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 fn default_timeout_secs() -> f64 {
@@ -183,6 +187,7 @@ impl PlanState {
                     .unwrap_or(plan.done_when_timeout)
                     .as_secs_f64(),
                 waits_for: None,
+                reason: None,
             })
             .collect();
         PlanState {
