@@ -69,25 +69,6 @@ impl Repo {
             .filter(|e| e["event"] == event)
             .collect()
     }
-
-    /// The prompts the agent was given in lane `lane`, in session order.
-    fn prompts_of(&self, lane: &str) -> Vec<String> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(self.prompts.path())
-            .expect("read the prompts")
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{lane}-")))
-            })
-            .collect();
-        files.sort_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
-        files
-            .iter()
-            .map(|p| std::fs::read_to_string(p).expect("read a prompt"))
-            .collect()
-    }
 }
 
 const FAILING: &str = r#"
@@ -123,4 +104,102 @@ fn a_failed_step_says_why_in_its_event_and_in_plan_status() {
     assert_eq!(rows[0]["steps"][0]["reason"], failed[0]["detail"]);
     assert_eq!(rows[0]["steps"][1]["state"], "blocked");
     assert_eq!(rows[0]["steps"][1]["reason"], "depends on failed step a");
+}
+
+/// A plan whose step `a` fails until the file `ok` exists in `dir`.
+fn failing_until(dir: &Path) -> String {
+    format!(
+        "[plan]\nname = \"rt\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\\nfail-unless {}\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"write b.txt\"\n\n[[step]]\nid = \"c\"\nprompt = \"write c.txt\"\n",
+        dir.join("ok").display()
+    )
+}
+
+/// A failed plan could only be retried by deleting its state by hand, and the
+/// retry then went on on the failed branch.
+#[test]
+fn plan_retry_starts_failed_and_blocked_steps_again_from_fresh_branches() {
+    let flag = tempfile::tempdir().expect("tempdir");
+    let repo = Repo::new(&failing_until(flag.path()));
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let old_tip = repo.git(&["rev-parse", "clowder/rt-a"]);
+
+    // Nothing else is touched by a refused retry.
+    let merged = repo.clowder(&["plan", "retry", "rt", "c"]);
+    assert_eq!(merged.status.code(), Some(1));
+    assert!(
+        stderr_of(&merged).contains("cannot retry step c of plan rt: it is merged"),
+        "{}",
+        stderr_of(&merged)
+    );
+    let alone = repo.clowder(&["plan", "retry", "rt", "b"]);
+    assert_eq!(alone.status.code(), Some(1));
+    assert!(
+        stderr_of(&alone).contains("without its dependency a, which stays failed"),
+        "{}",
+        stderr_of(&alone)
+    );
+    assert_eq!(repo.git(&["rev-parse", "clowder/rt-a"]), old_tip);
+
+    std::fs::write(flag.path().join("ok"), "").expect("write");
+    let out = repo.clowder(&["plan", "retry", "rt", "--headless"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(
+        stdout.contains(
+            "clowder: step a: its last attempt's branch is kept as clowder/rt-a.failed-1"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("clowder: plan rt completed"), "{stdout}");
+    // The failed attempt's commit is kept; the new branch started from base.
+    assert_eq!(repo.git(&["rev-parse", "clowder/rt-a.failed-1"]), old_tip);
+    let files = repo.git(&["ls-tree", "--name-only", "main"]);
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        assert!(files.lines().any(|f| f == file), "{file} in {files}");
+    }
+    // The new attempt was told what ended the last one.
+    // The fresh lane counts its sessions from 1 again: its first session's prompt
+    // replaced the failed lane's first, which told of no earlier attempt.
+    let last = std::fs::read_to_string(repo.prompts.path().join("rt-a-1.txt")).expect("read");
+    assert!(
+        last.contains(
+            "The previous attempt at this step failed: no completion promise in its only session; the lane ended: max_iterations."
+        ) && last.contains("I could not do it: the tests are red"),
+        "{last}"
+    );
+    let (code, rows) = repo.status_json("rt");
+    assert_eq!(code, Some(0));
+    assert_eq!(rows[0]["status"], "completed");
+
+    let done = repo.clowder(&["plan", "retry", "rt"]);
+    assert_eq!(done.status.code(), Some(1));
+    assert!(
+        stderr_of(&done).contains("cannot retry plan rt: it is completed, nothing to retry"),
+        "{}",
+        stderr_of(&done)
+    );
+}
+
+#[test]
+fn plan_retry_refuses_a_plan_that_is_running_here() {
+    let repo = Repo::new(FAILING);
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .open(repo.path(".clowder/plans/fx/driver.lock"))
+        .expect("open the driver lock");
+    let held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .expect("lock it as a running plan does");
+    let refused = repo.clowder(&["plan", "retry", "fx"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr_of(&refused).contains("cannot retry plan fx: it is running here"),
+        "{}",
+        stderr_of(&refused)
+    );
+    drop(held);
+    let (_, rows) = repo.status_json("fx");
+    assert_eq!(rows[0]["status"], "failed");
 }

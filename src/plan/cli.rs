@@ -30,6 +30,21 @@ pub enum PlanCommand {
     Stop(NameArgs),
     /// Merge a step under review into base by hand, once its branch is fixed
     Merge(MergeArgs),
+    /// Start a failed plan's failed or blocked steps (or those named) again, on fresh branches
+    Retry(RetryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The plan's name ([plan] name)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The steps to start again (default: every failed or blocked step)
+    #[arg(value_name = "STEP")]
+    pub steps: Vec<String>,
+    /// Print log lines instead of the control room
+    #[arg(long = "headless")]
+    pub headless: bool,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +100,7 @@ pub fn run(command: PlanCommand) -> i32 {
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),
         PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
+        PlanCommand::Retry(args) => super::run::retry(&args.name, &args.steps, args.headless),
     }
 }
 

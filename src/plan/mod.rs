@@ -9,6 +9,7 @@ mod driver;
 mod events;
 pub mod file;
 mod merge;
+mod retry;
 mod room;
 mod run;
 pub mod scheduler;

@@ -106,7 +106,8 @@ pub fn start(
     workspace: &Workspace,
 ) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
-    let prompt = write_prompt(root, plan, step, None)?;
+    // A step started again by `plan retry` is told what ended its last attempt.
+    let prompt = write_prompt(root, plan, step, step.last_failure.as_deref())?;
     let known = registry::load(root)
         .map_err(String::from)?
         .lane(&name)

@@ -6,6 +6,7 @@
 #   fail             end without the completion promise
 #   fail-first       fail, unless the prompt tells of a previous failed attempt
 #   exit CODE        end with that exit code (after its result line)
+#   fail-unless FILE fail while FILE does not exist
 # It ends with a stream-json result that says TASK_COMPLETE unless it failed.
 # PLAN_AGENT_LOG=DIR: the prompt of each session is saved as DIR/LANE-GLOBAL.txt.
 set -e
@@ -36,6 +37,10 @@ printf '%s\n' "$prompt" | while read -r verb arg rest; do
 done
 has() { printf '%s\n' "$prompt" | grep -q "$@"; }
 if has -x fail || { has -x fail-first && ! has "previous attempt"; }; then
+    fail=1
+fi
+needed=$(printf '%s\n' "$prompt" | sed -n 's/^fail-unless \(.*\)$/\1/p' | head -n 1)
+if [ -n "$needed" ] && [ ! -e "$needed" ]; then
     fail=1
 fi
 code=$(printf '%s\n' "$prompt" | sed -n 's/^exit \([0-9][0-9]*\)$/\1/p' | head -n 1)
