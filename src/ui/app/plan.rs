@@ -185,9 +185,29 @@ pub(super) fn on_key(state: &mut AppState, key: &KeyEvent) -> Option<Vec<UiComma
         Action::Close => state.plan.shown = false,
         Action::Expand => return Some(show_lane(state)),
         Action::Merge => ask_merge(state),
+        Action::RetryPlan => return Some(retry(state)),
         _ => return None,
     }
     Some(Vec::new())
+}
+
+/// `R`: the selected step's plan, when it has failed, starts its failed or
+/// blocked steps again (its branches kept: nothing is asked).
+fn retry(state: &mut AppState) -> Vec<UiCommand> {
+    let Some((plan, _)) = state.plan.selected_step() else {
+        state.plan.note = Some("no plan to retry".into());
+        return Vec::new();
+    };
+    let name = plan.name.clone();
+    if plan.status != "failed" {
+        state.plan.note = Some(format!(
+            "plan {name} is {}: R retries a failed plan",
+            plan.status
+        ));
+        return Vec::new();
+    }
+    state.plan.note = Some(format!("retrying plan {name}…"));
+    vec![UiCommand::Host(HostRequest::RetryPlan { plan: name })]
 }
 
 /// Enter: the step's lane in the Lanes pane, its output where the view was.
