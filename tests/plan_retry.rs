@@ -203,3 +203,90 @@ fn plan_retry_refuses_a_plan_that_is_running_here() {
     let (_, rows) = repo.status_json("fx");
     assert_eq!(rows[0]["status"], "failed");
 }
+
+const TO_CLEAN: &str = r#"
+[plan]
+name = "cl"
+
+[[step]]
+id = "a"
+prompt = "write a.txt"
+
+[[step]]
+id = "b"
+depends_on = ["a"]
+collaboration = "sequential"
+prompt = "write b.txt"
+
+[[step]]
+id = "c"
+depends_on = ["a"]
+prompt = "write c.txt"
+"#;
+
+/// After a completed plan its worktrees and branches stayed behind.
+#[test]
+fn a_completed_plan_removes_its_merged_steps_worktrees_and_branches() {
+    let repo = Repo::new(TO_CLEAN);
+    let out = repo.run_plan();
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    let cleanup = repo.events("cl", "plan_cleanup");
+    assert_eq!(cleanup.len(), 1, "{stdout}");
+    assert_eq!(
+        cleanup[0]["detail"],
+        "removed cl-b (lane; it worked in its dependency's worktree), cl-c (worktree and branch clowder/cl-c), cl-a (worktree and branch clowder/cl-a)"
+    );
+    assert!(
+        stdout.contains("plan=cl event=plan_cleanup removed cl-b"),
+        "{stdout}"
+    );
+    assert_eq!(
+        repo.git(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/clowder"
+        ]),
+        ""
+    );
+    assert!(!repo.path(".clowder/worktrees/cl-a").exists());
+    assert!(!repo.path(".clowder/worktrees/cl-c").exists());
+    let lanes = repo.clowder(&["lanes", "--json"]);
+    assert!(!stdout_of(&lanes).contains("cl-"), "{}", stdout_of(&lanes));
+    let files = repo.git(&["ls-tree", "--name-only", "main"]);
+    for file in ["a.txt", "b.txt", "c.txt"] {
+        assert!(files.lines().any(|f| f == file), "{file} in {files}");
+    }
+}
+
+/// Only what git shows in base goes: a branch with a commit base lacks stays,
+/// named; `cleanup = false` keeps everything.
+#[test]
+fn the_clean_up_keeps_what_base_lacks_and_cleanup_false_keeps_all() {
+    // Each merge's check commits to x's branch after x was done and merged.
+    let plan = "[plan]\nname = \"kp\"\nverify = \"git -C ../../../worktrees/kp-x commit --quiet --allow-empty -m late; true\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n\n[[step]]\nid = \"y\"\ndepends_on = [\"x\"]\nprompt = \"write y.txt\"\n";
+    let repo = Repo::new(plan);
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    let cleanup = repo.events("kp", "plan_cleanup");
+    assert_eq!(
+        cleanup[0]["detail"],
+        "removed kp-y (worktree and branch clowder/kp-y); kept x: its branch clowder/kp-x has commits main lacks"
+    );
+    assert!(repo.path(".clowder/worktrees/kp-x").exists());
+    assert_eq!(
+        repo.git(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/clowder"
+        ]),
+        "clowder/kp-x"
+    );
+
+    let repo = Repo::new(&TO_CLEAN.replace("name = \"cl\"", "name = \"cl\"\ncleanup = false"));
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(repo.events("cl", "plan_cleanup").is_empty());
+    assert!(repo.path(".clowder/worktrees/cl-a").exists());
+    assert!(repo.path(".clowder/worktrees/cl-c").exists());
+}

@@ -36,6 +36,7 @@ fn saved_plan(root: &Path) -> PlanState {
         done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps: vec![step_of("schema", &[]), step_of("api", &["schema"])],
         subplans: Vec::new(),
+        cleanup: true,
     };
     let mut state = PlanState::new(&plan, "main");
     let now = DateTime::from_timestamp(1_800_000_000, 0).expect("valid");

@@ -55,6 +55,8 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The sub-plans named by `plan = "…"` steps, checked as deeply as allowed.
     pub subplans: Vec<Plan>,
+    /// Completed, the plan removes its merged steps' worktrees and branches.
+    pub cleanup: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +96,12 @@ struct RawPlan {
     max_parallel: Positive,
     verify_timeout: Option<CheckTimeout>,
     done_when_timeout: Option<CheckTimeout>,
+    #[serde(default = "yes")]
+    cleanup: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize)]
@@ -181,6 +189,7 @@ const PLAN_KEYS: &[&str] = &[
     "max_parallel",
     "verify_timeout",
     "done_when_timeout",
+    "cleanup",
 ];
 const STEP_KEYS: &[&str] = &[
     "id",
@@ -360,6 +369,7 @@ impl Checker<'_> {
             max_parallel: usize::try_from(raw.plan.max_parallel.0).unwrap_or(usize::MAX),
             steps,
             subplans: Vec::new(),
+            cleanup: raw.plan.cleanup,
         }
     }
 

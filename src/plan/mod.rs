@@ -3,6 +3,7 @@
 //! `plan run`: a driver next to the fleet host that runs steps as lanes and merges them.
 
 mod checks;
+mod cleanup;
 pub mod cli;
 mod control;
 mod driver;

@@ -93,6 +93,8 @@ pub enum EventKind {
     MergeConflict,
     MergeCheckFailed,
     PlanDone,
+    /// A completed plan removed its merged steps' worktrees and branches (`[plan] cleanup`).
+    PlanCleanup,
 }
 
 /// Where a starting step works.

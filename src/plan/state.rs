@@ -153,6 +153,13 @@ pub struct PlanState {
     pub merge_queue: VecDeque<String>,
     /// The step whose merge is under way (one at a time).
     pub merging: Option<String>,
+    /// `[plan] cleanup`: completed, it removes its merged steps' worktrees and branches.
+    #[serde(default = "yes")]
+    pub cleanup: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl PlanState {
@@ -201,6 +208,7 @@ impl PlanState {
             steps,
             merge_queue: VecDeque::new(),
             merging: None,
+            cleanup: plan.cleanup,
         }
     }
 
