@@ -374,10 +374,12 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     assert!(repo.lane_processes().is_empty());
 }
 
+// Its branches are looked at once it is completed: no clean-up.
 const DIAMOND: &str = r#"
 [plan]
 name = "kill"
 max_parallel = 3
+cleanup = false
 
 [[step]]
 id = "a"
@@ -699,9 +701,11 @@ fn after_a_sigkill_a_step_waiting_for_approval_is_asked_again_once() {
     assert!(repo.pending_requests().is_empty());
 }
 
+// Its step's branch is looked at once it is completed: no clean-up.
 const WITH_A_SUBPLAN: &str = r#"
 [plan]
 name = "par"
+cleanup = false
 
 [[step]]
 id = "a"

@@ -12,11 +12,13 @@ use common::git::{git_in, init_with_one_commit};
 use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, pid_alive, plan_agent_config, wait_until};
 
-/// x and y write the same file (y's merge conflicts); z waits for x.
+/// x and y write the same file (y's merge conflicts); z waits for x. Its
+/// lanes are shown once it is completed: no clean-up.
 const PLAN: &str = r#"
 [plan]
 name = "tp"
 max_parallel = 3
+cleanup = false
 
 [[step]]
 id = "x"
@@ -149,6 +151,9 @@ fn r_in_the_plan_view_retries_a_failed_plan_in_the_room() {
     tmux.wait_for_all(&["◆ a", "◆ └─ b", "plan rp · completed"]);
     assert_eq!(git_in(root, &["show", "main:b.txt"]), "rp-b");
     assert!(!git_in(root, &["rev-parse", "clowder/rp-a.failed-1"]).is_empty());
+    // Completed, the plan removed its merged steps' lanes.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("step a is merged: its lane was removed");
     tmux.keys(&["R"]);
     tmux.wait_for("plan rp is completed: R retries a failed plan");
     tmux.keys(&["q"]);

@@ -215,7 +215,7 @@ fn show_lane(state: &mut AppState) -> Vec<UiCommand> {
     let Some((_, step)) = state.plan.selected_step() else {
         return Vec::new();
     };
-    let (id, lane) = (step.id.clone(), step.lane.clone());
+    let (id, lane, step) = (step.id.clone(), step.lane.clone(), step.clone());
     let registered = LaneName::parse(&lane).ok().filter(|name| {
         state
             .fleet
@@ -223,7 +223,13 @@ fn show_lane(state: &mut AppState) -> Vec<UiCommand> {
             .is_some_and(|f| f.rows.iter().any(|r| &r.name == name))
     });
     let Some(name) = registered else {
-        state.plan.note = Some(format!("step {id} has no lane yet"));
+        // A completed plan's clean-up removes its merged steps' lanes.
+        let why = if step.state == "merged" {
+            format!("step {id} is merged: its lane was removed")
+        } else {
+            format!("step {id} has no lane yet")
+        };
+        state.plan.note = Some(why);
         return Vec::new();
     };
     state.plan.shown = false;
