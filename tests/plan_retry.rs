@@ -290,3 +290,56 @@ fn the_clean_up_keeps_what_base_lacks_and_cleanup_false_keeps_all() {
     assert!(repo.path(".clowder/worktrees/cl-a").exists());
     assert!(repo.path(".clowder/worktrees/cl-c").exists());
 }
+
+/// A sub-plan step is retried through its sub-plan: the sub-plan's failed step
+/// starts again, the step keeps its branch, and the completed plan cleans up
+/// both plans' lanes and branches.
+#[test]
+fn plan_retry_of_a_subplan_step_retries_its_failed_steps_and_cleans_up_both() {
+    let flag = tempfile::tempdir().expect("tempdir");
+    let plan = "[plan]\nname = \"ps\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n\n[[step]]\nid = \"sub\"\ndepends_on = [\"a\"]\nplan = \"sub.toml\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"sub\"]\nprompt = \"write b.txt\"\n";
+    let repo = Repo::new(plan);
+    let sub = format!(
+        "[plan]\nname = \"inner\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n\n[[step]]\nid = \"y\"\ndepends_on = [\"x\"]\nprompt = \"write y.txt\\nfail-unless {}\"\n",
+        flag.path().join("ok").display()
+    );
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let (_, rows) = repo.status_json("ps-sub");
+    assert_eq!(rows[0]["steps"][1]["state"], "failed");
+
+    std::fs::write(flag.path().join("ok"), "").expect("write");
+    let out = repo.clowder(&["plan", "retry", "ps", "--headless"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(
+        stdout.contains("clowder: step sub: its sub-plan ps-sub runs again"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "clowder: step y: its last attempt's branch is kept as clowder/ps-sub-y.failed-1"
+        ),
+        "{stdout}"
+    );
+    let files = repo.git(&["ls-tree", "--name-only", "main"]);
+    for file in ["a.txt", "x.txt", "y.txt", "b.txt"] {
+        assert!(files.lines().any(|f| f == file), "{file} in {files}");
+    }
+    assert_eq!(
+        repo.git(&[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/clowder"
+        ]),
+        "clowder/ps-sub-y.failed-1"
+    );
+    assert!(
+        repo.events("ps", "plan_cleanup")[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("sub (branch clowder/ps-sub)") && !d.contains("kept")),
+        "{:?}",
+        repo.events("ps", "plan_cleanup")
+    );
+}
