@@ -60,7 +60,12 @@ invalid_plan_cases!(
     too_deep,
     missing_subplan,
     invalid_subplan,
+    unknown_keys_hide_nothing,
+    unknown_key_and_bad_value,
 );
+
+/// The harness.toml the good plans are checked against: their steps' promise can be kept.
+const PROMISE_HARNESS: &str = "[completion]\npromise = \"TASK_COMPLETE\"\n";
 
 const GOOD_PLAN: &str = r#"[plan]
 name = "auth"
@@ -102,6 +107,7 @@ fn a_good_plan_prints_its_steps_in_waves() {
         std::fs::write(dir.path().join(file), "Do it.\n").expect("write prompt");
     }
     std::fs::write(dir.path().join("plan.toml"), GOOD_PLAN).expect("write plan");
+    std::fs::write(dir.path().join("harness.toml"), PROMISE_HARNESS).expect("write harness");
     std::fs::write(
         dir.path().join("release.toml"),
         "[plan]\nname = \"release\"\n\n[[step]]\nid = \"tag\"\nprompt = \"Tag it.\"\n",
@@ -124,6 +130,7 @@ fn a_good_plan_prints_its_steps_in_waves() {
 #[test]
 fn every_problem_of_a_file_is_reported_in_one_run() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("harness.toml"), PROMISE_HARNESS).expect("write harness");
     std::fs::write(
         dir.path().join("plan.toml"),
         "[plan]\nname = \"p\"\n\n[[step]]\nid = \"a\"\ndepends_on = [\"x\"]\nprompt = \"A.\"\n\n[[step]]\nid = \"a\"\nprompt = \"B.\"\n",
@@ -177,6 +184,7 @@ fn plan_check_to_file(dir: &Path) -> (String, Output) {
 #[test]
 fn a_chain_of_fifty_thousand_steps_is_checked_in_time() {
     let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("harness.toml"), PROMISE_HARNESS).expect("write harness");
     std::fs::write(dir.path().join("plan.toml"), reversed_chain(50_000, None)).expect("write");
     let (stdout, output) = plan_check_to_file(dir.path());
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
@@ -199,4 +207,27 @@ fn a_chain_of_fifty_thousand_steps_is_checked_in_time() {
         "{}",
         stderr_of(&output)
     );
+}
+
+/// Without `[completion] promise`, a step done by the promise ran all its
+/// sessions and failed, and `plan check` said nothing.
+#[test]
+fn a_step_done_by_a_promise_the_harness_lacks_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("plan.toml"),
+        "[plan]\nname = \"p\"\n\n[[step]]\nid = \"a\"\nprompt = \"A.\"\n\n[[step]]\nid = \"b\"\nprompt = \"B.\"\ndone_when = \"promise\"\n\n[[step]]\nid = \"c\"\nprompt = \"C.\"\ndone_when = \"test -f c.txt\"\n",
+    )
+    .expect("write plan");
+    let output = plan_check(dir.path(), "plan.toml");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(
+        stderr_of(&output),
+        "clowder: error: plan.toml:5:6: key `step[0].done_when`: step \"a\" cannot succeed: its done_when (\"promise\" by default) needs the completion promise, and harness.toml sets no `[completion] promise`; expected `[completion] promise = \"…\"` there, or a command that exits 0 when the step is done\n\
+         clowder: error: plan.toml:11:13: key `step[1].done_when`: step \"b\" cannot succeed: its done_when = \"promise\" needs the completion promise, and harness.toml sets no `[completion] promise`; expected `[completion] promise = \"…\"` there, or a command that exits 0 when the step is done\n"
+    );
+
+    std::fs::write(dir.path().join("harness.toml"), PROMISE_HARNESS).expect("write harness");
+    let output = plan_check(dir.path(), "plan.toml");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
 }

@@ -70,6 +70,7 @@ fn state_of(case: &Case) -> PlanState {
         done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps,
         subplans: Vec::new(),
+        cleanup: true,
     };
     PlanState::new(&plan, "main")
 }

@@ -64,7 +64,8 @@ impl Repo {
     /// Step id → state, from `clowder plan status NAME --json`.
     fn step_states(&self, plan: &str) -> Vec<(String, String)> {
         let out = self.clowder(&["plan", "status", plan, "--json"]);
-        if !out.status.success() {
+        // 1: the plan failed, or is not there yet (nothing printed).
+        if !matches!(out.status.code(), Some(0 | 1)) || stdout_of(&out).is_empty() {
             return Vec::new();
         }
         let rows: Value = serde_json::from_str(&stdout_of(&out)).expect("status JSON");
@@ -246,8 +247,9 @@ fn a_step_that_fails_twice_blocks_its_dependents_and_the_others_are_merged() {
     let retried = repo.prompts_of("dia-c");
     assert_eq!(retried.len(), 2, "{retried:?}");
     assert!(
-        retried[1].contains("failed: the lane ended: max_iterations")
-            && retried[1].contains("I could not do it: the tests are red"),
+        retried[1].contains(
+            "failed: no completion promise in its only session; the lane ended: max_iterations"
+        ) && retried[1].contains("I could not do it: the tests are red"),
         "{}",
         retried[1]
     );
@@ -372,10 +374,12 @@ fn a_conflict_and_a_failed_check_need_review_and_leave_base_untouched_until_merg
     assert!(repo.lane_processes().is_empty());
 }
 
+// Its branches are looked at once it is completed: no clean-up.
 const DIAMOND: &str = r#"
 [plan]
 name = "kill"
 max_parallel = 3
+cleanup = false
 
 [[step]]
 id = "a"
@@ -464,6 +468,25 @@ fn a_plan_with_a_cycle_is_refused_naming_it() {
     assert!(stderr.contains("a → b → a"), "{stderr}");
     assert!(stderr.contains("nothing was run"), "{stderr}");
     assert!(!repo.path(".clowder/plans/loop.json").exists());
+}
+
+#[test]
+fn a_step_done_by_a_promise_the_harness_lacks_is_refused_before_anything_starts() {
+    let repo =
+        Repo::new("[plan]\nname = \"np\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\"\n");
+    let config =
+        common::plan_agent_config().replace("[completion]\npromise = \"TASK_COMPLETE\"\n", "");
+    std::fs::write(repo.path("harness.toml"), config).expect("write");
+    let out = repo.clowder(&["plan", "run", "plan.toml", "--headless"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = stderr_of(&out);
+    assert!(
+        stderr.contains("key `step[0].done_when`: step \"a\" cannot succeed")
+            && stderr.contains("nothing was run"),
+        "{stderr}"
+    );
+    assert!(!repo.path(".clowder/plans/np.json").exists());
+    assert!(!repo.path(".clowder/lanes").exists());
 }
 
 #[test]
@@ -678,9 +701,11 @@ fn after_a_sigkill_a_step_waiting_for_approval_is_asked_again_once() {
     assert!(repo.pending_requests().is_empty());
 }
 
+// Its step's branch is looked at once it is completed: no clean-up.
 const WITH_A_SUBPLAN: &str = r#"
 [plan]
 name = "par"
+cleanup = false
 
 [[step]]
 id = "a"

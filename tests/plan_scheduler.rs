@@ -35,6 +35,7 @@ fn plan(autonomy: u8, max_parallel: usize, steps: &[(&str, &[&str])]) -> PlanSta
         max_parallel,
         steps,
         subplans: Vec::new(),
+        cleanup: true,
     };
     PlanState::new(&plan, "main")
 }

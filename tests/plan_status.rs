@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 
 use chrono::DateTime;
 use clowder::plan::file::{Collaboration, Plan, Step, Work};
-use clowder::plan::scheduler::{Input, step};
+use clowder::plan::scheduler::{Input, Outcome, step};
 use clowder::plan::state::PlanState;
 use common::*;
 
@@ -36,6 +36,7 @@ fn saved_plan(root: &Path) -> PlanState {
         done_when_timeout: clowder::plan::file::DEFAULT_CHECK_TIMEOUT,
         steps: vec![step_of("schema", &[]), step_of("api", &["schema"])],
         subplans: Vec::new(),
+        cleanup: true,
     };
     let mut state = PlanState::new(&plan, "main");
     let now = DateTime::from_timestamp(1_800_000_000, 0).expect("valid");
@@ -119,4 +120,51 @@ fn status_refuses_a_missing_plan_and_a_state_of_another_version() {
         "{output:?}"
     );
     assert!(stdout_of(&output).is_empty(), "{output:?}");
+}
+
+/// A failed plan exited 0 from `plan status`, and nothing said why a step failed
+/// or what blocked another.
+#[test]
+fn a_failed_plan_exits_1_and_says_why_each_step_failed_or_is_blocked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state = saved_plan(dir.path());
+    let now = DateTime::from_timestamp(1_800_000_100, 0).expect("valid");
+    // The first failure is retried; the second fails the step.
+    for _ in 0..2 {
+        let failed = Outcome::Failed {
+            reason: "exit 1 in each of 2 sessions; the lane ended: max_iterations".into(),
+            last_result: "the tests are red".into(),
+        };
+        let input = Input::StepEnded {
+            id: "schema".into(),
+            outcome: failed,
+        };
+        step(now, &mut state, input).expect("ends");
+    }
+    state.save(dir.path()).expect("saved");
+
+    let output = plan_status(dir.path(), &[]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(
+        stdout_of(&output),
+        "plan auth: failed (base main)\n\
+         STEP    STATE    LANE         BRANCH               ITER  COST\n\
+         schema  failed   auth-schema  clowder/auth-schema  -     -\n\
+         api     blocked  auth-api     -                    -     -\n\
+         schema failed: exit 1 in each of 2 sessions; the lane ended: max_iterations\n\
+         api blocked: depends on failed step schema\n"
+    );
+
+    let output = plan_status(dir.path(), &["auth", "--json"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout_of(&output)).expect("JSON");
+    assert_eq!(rows[0]["status"], "failed");
+    assert_eq!(
+        rows[0]["steps"][0]["reason"],
+        "exit 1 in each of 2 sessions; the lane ended: max_iterations"
+    );
+    assert_eq!(
+        rows[0]["steps"][1]["reason"],
+        "depends on failed step schema"
+    );
 }

@@ -154,7 +154,8 @@ fn a_plan_state_that_cannot_be_read_exits_2_and_names_it() {
         let dir = repo();
         std::fs::write(
             dir.path().join("plan.toml"),
-            "[plan]\nname = \"demo\"\nbase = \"main\"\n\n[[step]]\nid = \"a\"\nprompt = \"do a\"\n",
+            // A command done_when: this harness.toml has no completion promise.
+            "[plan]\nname = \"demo\"\nbase = \"main\"\n\n[[step]]\nid = \"a\"\nprompt = \"do a\"\ndone_when = \"true\"\n",
         )
         .expect("write plan.toml");
         std::fs::create_dir_all(dir.path().join(".clowder/plans")).expect("mkdir");

@@ -12,11 +12,13 @@ use common::git::{git_in, init_with_one_commit};
 use common::tmux::Tmux;
 use common::{DEADLINE, clowder_bin, pid_alive, plan_agent_config, wait_until};
 
-/// x and y write the same file (y's merge conflicts); z waits for x.
+/// x and y write the same file (y's merge conflicts); z waits for x. Its
+/// lanes are shown once it is completed: no clean-up.
 const PLAN: &str = r#"
 [plan]
 name = "tp"
 max_parallel = 3
+cleanup = false
 
 [[step]]
 id = "x"
@@ -117,6 +119,45 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
     tmux.keys(&["q"]);
     let screen = tmux.wait_for("CLOWDER_EXIT=0");
     assert!(screen.contains("clowder: plan tp completed"), "{screen}");
+    assert!(
+        wait_until(DEADLINE, || processes_of(root).is_empty()),
+        "left running: {:?}",
+        processes_of(root)
+    );
+}
+
+/// `R` on a failed plan's step: its failed and blocked steps start again, on
+/// fresh branches, in the same control room; on a running plan it says why not.
+#[test]
+fn r_in_the_plan_view_retries_a_failed_plan_in_the_room() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    init_with_one_commit(root);
+    let flag = root.join(".git/ok");
+    let plan = format!(
+        "[plan]\nname = \"rp\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\\nfail-unless {}\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"write b.txt\"\n",
+        flag.display()
+    );
+    std::fs::write(root.join("harness.toml"), plan_agent_config()).expect("write");
+    std::fs::write(root.join("plan.toml"), plan).expect("write");
+    let command = format!(
+        "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {} plan run plan.toml; echo CLOWDER_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let tmux = Tmux::start(root, &command, 120, 40);
+    tmux.wait_for_all(&["plan rp · failed", "✗ a", "⊘ └─ b"]);
+    std::fs::write(&flag, "").expect("write");
+    tmux.keys(&["R"]);
+    tmux.wait_for_all(&["◆ a", "◆ └─ b", "plan rp · completed"]);
+    assert_eq!(git_in(root, &["show", "main:b.txt"]), "rp-b");
+    assert!(!git_in(root, &["rev-parse", "clowder/rp-a.failed-1"]).is_empty());
+    // Completed, the plan removed its merged steps' lanes.
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("step a is merged: its lane was removed");
+    tmux.keys(&["R"]);
+    tmux.wait_for("plan rp is completed: R retries a failed plan");
+    tmux.keys(&["q"]);
+    tmux.wait_for("CLOWDER_EXIT=0");
     assert!(
         wait_until(DEADLINE, || processes_of(root).is_empty()),
         "left running: {:?}",

@@ -436,7 +436,7 @@ impl Host {
                     room.remove(&self.root, lane);
                 }
             }
-            Some(request @ HostRequest::MergeStep { .. }) => {
+            Some(request @ (HostRequest::MergeStep { .. } | HostRequest::RetryPlan { .. })) => {
                 if let Some(room) = &self.room {
                     room.to_plan(request);
                 }

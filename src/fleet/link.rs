@@ -85,6 +85,8 @@ pub enum HostRequest {
     Remove(LaneName),
     /// `M`: merge a step that needs review by hand (`clowder plan merge`).
     MergeStep { plan: String, step: String },
+    /// `R`: start the failed plan's failed or blocked steps again (`clowder plan retry`).
+    RetryPlan { plan: String },
     /// The new-lane dialog's lane, added as `lane add` does.
     AddLane(NewLaneRequest),
     /// `"status": "stopped"` into a task lane's state.json (a graceful stop).

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::control::Request;
 use super::file::{self, Plan};
-use super::state::{PLANS_DIR, PlanState};
+use super::state::{PLANS_DIR, PlanState, PlanStatus};
 use super::status;
 
 /// Bad input: the plan file is refused.
@@ -30,6 +30,21 @@ pub enum PlanCommand {
     Stop(NameArgs),
     /// Merge a step under review into base by hand, once its branch is fixed
     Merge(MergeArgs),
+    /// Start a failed plan's failed or blocked steps (or those named) again, on fresh branches
+    Retry(RetryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The plan's name ([plan] name)
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// The steps to start again (default: every failed or blocked step)
+    #[arg(value_name = "STEP")]
+    pub steps: Vec<String>,
+    /// Print log lines instead of the control room
+    #[arg(long = "headless")]
+    pub headless: bool,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +100,7 @@ pub fn run(command: PlanCommand) -> i32 {
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),
         PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
+        PlanCommand::Retry(args) => super::run::retry(&args.name, &args.steps, args.headless),
     }
 }
 
@@ -108,8 +124,24 @@ fn control(name: &str, request: Request) -> i32 {
     }
 }
 
+/// The harness `plan run` in this folder would use: its `harness.toml`, or the defaults.
+fn harness_config() -> Result<crate::config::Config, crate::config::ConfigError> {
+    let path = std::path::Path::new(crate::config::DEFAULT_CONFIG_FILE);
+    crate::config::Config::load(path, false)
+}
+
 fn check(args: &CheckArgs) -> i32 {
-    match file::load(&args.file) {
+    let config = match harness_config() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    let harness = file::Harness {
+        promise: config.completion.promise(),
+    };
+    match file::load_for(&args.file, harness) {
         Ok(plan) => {
             print_plan(&plan, "");
             0
@@ -158,7 +190,11 @@ fn status(args: &StatusArgs) -> i32 {
         let tables: Vec<String> = rows.iter().map(status::table).collect();
         print!("{}", tables.join("\n"));
     }
-    0
+    // Scripts learn from the exit code alone that a plan shown has failed.
+    let failed = rows
+        .iter()
+        .any(|row| row.status == PlanStatus::Failed.to_string());
+    if failed { EXIT_FAILED } else { 0 }
 }
 
 fn print_plan(plan: &Plan, indent: &str) {

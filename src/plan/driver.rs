@@ -17,6 +17,7 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use super::checks::{self, Checks};
+use super::cleanup;
 use super::control;
 use super::events::EventLog;
 use super::merge::{self, MergeJob};
@@ -175,6 +176,9 @@ impl Driver {
         for sub in std::mem::take(&mut self.subs) {
             let _ = sub.await;
         }
+        if self.state.status == PlanStatus::Completed && self.state.cleanup {
+            self.clean_up().await;
+        }
         self.cancel.store(true, Ordering::Relaxed);
         let waiters = std::mem::take(&mut self.waiters);
         let _ = tokio::task::spawn_blocking(move || {
@@ -183,6 +187,21 @@ impl Driver {
             }
         })
         .await;
+    }
+
+    /// The completed plan's merged steps' worktrees and branches go (git runs
+    /// off the fleet's thread); what was removed and what was kept is said.
+    async fn clean_up(&mut self) {
+        let (root, state) = (self.root.clone(), self.state.clone());
+        let cleaned = tokio::task::spawn_blocking(move || cleanup::clean(&root, &state)).await;
+        let detail = match cleaned {
+            Ok(cleaned) => cleaned.summary(),
+            Err(err) => format!("the clean-up failed: {err}"),
+        };
+        let line = self
+            .log
+            .append(scheduler::EventKind::PlanCleanup, None, &detail);
+        self.say(Level::Info, &line);
     }
 
     /// A step saved as running whose lane was never registered (clowder was

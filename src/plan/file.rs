@@ -55,6 +55,8 @@ pub struct Plan {
     pub steps: Vec<Step>,
     /// The sub-plans named by `plan = "…"` steps, checked as deeply as allowed.
     pub subplans: Vec<Plan>,
+    /// Completed, the plan removes its merged steps' worktrees and branches.
+    pub cleanup: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -73,8 +75,9 @@ pub struct Step {
     pub done_when_timeout: Option<Duration>,
 }
 
+// Unknown keys are found by [`unknown_keys`], all of them, rather than by serde,
+// which stops at the first and hides every other problem of the file.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawFile {
     plan: RawPlan,
     #[serde(default)]
@@ -82,7 +85,6 @@ struct RawFile {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawPlan {
     name: Spanned<String>,
     base: Option<String>,
@@ -94,10 +96,15 @@ struct RawPlan {
     max_parallel: Positive,
     verify_timeout: Option<CheckTimeout>,
     done_when_timeout: Option<CheckTimeout>,
+    #[serde(default = "yes")]
+    cleanup: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawStep {
     id: Spanned<String>,
     #[serde(default)]
@@ -109,8 +116,7 @@ struct RawStep {
     prompt: Option<String>,
     prompt_file: Option<Spanned<PathBuf>>,
     plan: Option<Spanned<PathBuf>>,
-    #[serde(default = "default_done_when")]
-    done_when: String,
+    done_when: Option<Spanned<String>>,
     max_iterations: Option<Positive>,
     verify_timeout: Option<CheckTimeout>,
     done_when_timeout: Option<CheckTimeout>,
@@ -174,14 +180,50 @@ fn default_max_parallel() -> Positive {
     Positive(2)
 }
 
-fn default_done_when() -> String {
-    "promise".into()
+/// The keys of `[plan]`, of a `[[step]]` and of the file, as serde would list them.
+const PLAN_KEYS: &[&str] = &[
+    "name",
+    "base",
+    "autonomy",
+    "verify",
+    "max_parallel",
+    "verify_timeout",
+    "done_when_timeout",
+    "cleanup",
+];
+const STEP_KEYS: &[&str] = &[
+    "id",
+    "depends_on",
+    "collaboration",
+    "critical",
+    "prompt",
+    "prompt_file",
+    "plan",
+    "done_when",
+    "max_iterations",
+    "verify_timeout",
+    "done_when_timeout",
+];
+const FILE_KEYS: &[&str] = &["plan", "step"];
+
+/// What a plan's steps may count on in the harness they run in.
+#[derive(Debug, Clone, Copy)]
+pub struct Harness<'a> {
+    /// `[completion] promise`, when set: without it `done_when = "promise"` never holds.
+    pub promise: Option<&'a str>,
 }
 
 /// Reads and checks `path` and its sub-plans. `Err` holds every problem found, in
-/// file order (a file that does not parse stops at its first problem).
+/// file order (a file that does not parse stops at its first problem, besides
+/// its unknown keys).
 pub fn load(path: &Path) -> Result<Plan, Vec<ConfigError>> {
-    load_nested(path, &[], None)
+    load_nested(path, &[], None, None)
+}
+
+/// [`load`], and every step must be able to succeed in `harness`: `plan check`
+/// and `plan run` refuse a `done_when = "promise"` that no promise can keep.
+pub fn load_for(path: &Path, harness: Harness) -> Result<Plan, Vec<ConfigError>> {
+    load_nested(path, &[], None, Some(harness))
 }
 
 /// `run`: the name a sub-plan runs under (its step's lane), which its lanes start with.
@@ -189,6 +231,7 @@ fn load_nested(
     path: &Path,
     parents: &[PathBuf],
     run: Option<&str>,
+    harness: Option<Harness>,
 ) -> Result<Plan, Vec<ConfigError>> {
     let text = crate::store::small_file::read_to_string(path).map_err(|err| {
         vec![ConfigError {
@@ -198,19 +241,26 @@ fn load_nested(
             message: format!("cannot read the plan file: {err}"),
         }]
     })?;
-    let raw: RawFile = parse_located(&text, path).map_err(|err| vec![err])?;
+    let unknown = unknown_keys(&text, path);
+    let raw: RawFile = parse_located(&text, path).map_err(|err| {
+        let mut errors = unknown.clone();
+        errors.push(err);
+        errors.sort_by_key(|err| err.position);
+        errors
+    })?;
     let mut check = Checker {
         file: path,
         text: &text,
         line_starts: line_starts(&text),
-        errors: Vec::new(),
+        errors: unknown,
         subplan_refs: Vec::new(),
         run: run.map(str::to_string),
+        harness,
     };
     let plan = check.plan(raw);
     let mut chain = parents.to_vec();
     chain.push(path.to_path_buf());
-    let subplans = check.subplans(&chain, &plan.name);
+    let subplans = check.subplans(&chain, &plan.name, harness);
     if check.errors.is_empty() {
         Ok(Plan { subplans, ..plan })
     } else {
@@ -229,6 +279,8 @@ struct Checker<'a> {
     subplan_refs: Vec<(usize, String, PathBuf, Range<usize>)>,
     /// The name the plan runs under when it is a sub-plan.
     run: Option<String>,
+    /// The harness its steps will run in, when it is known.
+    harness: Option<Harness<'a>>,
 }
 
 impl Checker<'_> {
@@ -276,6 +328,7 @@ impl Checker<'_> {
             }
             let run = self.run.clone().unwrap_or_else(|| name.clone());
             self.step_id(&run, index, &step.id);
+            self.done_when(index, step);
             if let Some(work) = self.work(index, step) {
                 steps.push(Step {
                     id: id.clone(),
@@ -287,7 +340,10 @@ impl Checker<'_> {
                     collaboration: step.collaboration,
                     critical: step.critical,
                     work,
-                    done_when: step.done_when.clone(),
+                    done_when: step
+                        .done_when
+                        .as_ref()
+                        .map_or_else(|| PROMISE.to_string(), |d| d.get_ref().clone()),
                     max_iterations: step.max_iterations.map(|n| n.0),
                     verify_timeout: step.verify_timeout.map(|t| t.0),
                     done_when_timeout: step.done_when_timeout.map(|t| t.0),
@@ -313,6 +369,7 @@ impl Checker<'_> {
             max_parallel: usize::try_from(raw.plan.max_parallel.0).unwrap_or(usize::MAX),
             steps,
             subplans: Vec::new(),
+            cleanup: raw.plan.cleanup,
         }
     }
 
@@ -330,6 +387,34 @@ impl Checker<'_> {
             );
             self.error(id.span(), key, message);
         }
+    }
+
+    /// A step done by the promise needs one: without `[completion] promise` its
+    /// lane runs every session it may and fails.
+    fn done_when(&mut self, index: usize, step: &RawStep) {
+        let by_promise = step
+            .done_when
+            .as_ref()
+            .is_none_or(|d| d.get_ref().trim() == PROMISE);
+        let no_promise = self.harness.is_some_and(|h| h.promise.is_none());
+        if !(no_promise && by_promise) {
+            return;
+        }
+        let span = step
+            .done_when
+            .as_ref()
+            .map_or_else(|| step.id.span(), Spanned::span);
+        let written = if step.done_when.is_some() {
+            "done_when = \"promise\""
+        } else {
+            "done_when (\"promise\" by default)"
+        };
+        let message = format!(
+            "step {:?} cannot succeed: its {written} needs the completion promise, and {} sets no `[completion] promise`; expected `[completion] promise = \"…\"` there, or a command that exits 0 when the step is done",
+            step.id.get_ref(),
+            crate::config::DEFAULT_CONFIG_FILE
+        );
+        self.error(span, Some(format!("step[{index}].done_when")), message);
     }
 
     fn work(&mut self, index: usize, step: &RawStep) -> Option<Work> {
@@ -452,7 +537,12 @@ impl Checker<'_> {
         }
     }
 
-    fn subplans(&mut self, chain: &[PathBuf], plan_name: &str) -> Vec<Plan> {
+    fn subplans(
+        &mut self,
+        chain: &[PathBuf],
+        plan_name: &str,
+        harness: Option<Harness>,
+    ) -> Vec<Plan> {
         if !self.errors.is_empty() {
             return Vec::new();
         }
@@ -482,12 +572,62 @@ impl Checker<'_> {
                 continue;
             }
             let run = lane_name(self.run.as_deref().unwrap_or(plan_name), &id);
-            match load_nested(path, chain, Some(&run)) {
+            match load_nested(path, chain, Some(&run), harness) {
                 Ok(sub) => found.push(sub),
                 Err(errors) => self.errors.extend(errors),
             }
         }
         found
+    }
+}
+
+/// `done_when`'s word for the completion promise (its default).
+pub const PROMISE: &str = "promise";
+
+/// Every key of the file that is not one of a plan's, each located, in file
+/// order. A file that does not parse has none here: its syntax error is told.
+fn unknown_keys(text: &str, file: &Path) -> Vec<ConfigError> {
+    use toml::de::{DeTable, DeValue};
+    let Ok(table) = DeTable::parse(text) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut unknown = |table: &DeTable, prefix: &str, allowed: &[&str]| {
+        for key in table.keys() {
+            let name = key.get_ref().as_ref();
+            if !allowed.contains(&name) {
+                found.push(ConfigError {
+                    file: file.to_path_buf(),
+                    position: Some(line_column(text, key.span().start)),
+                    key: Some(format!("{prefix}{name}")),
+                    message: format!("unknown field `{name}`, expected {}", one_of(allowed)),
+                });
+            }
+        }
+    };
+    let top = table.get_ref();
+    unknown(top, "", FILE_KEYS);
+    if let Some(DeValue::Table(plan)) = top.get("plan").map(|v| v.get_ref()) {
+        unknown(plan, "plan.", PLAN_KEYS);
+    }
+    if let Some(DeValue::Array(steps)) = top.get("step").map(|v| v.get_ref()) {
+        for (index, step) in steps.iter().enumerate() {
+            if let DeValue::Table(step) = step.get_ref() {
+                unknown(step, &format!("step[{index}]."), STEP_KEYS);
+            }
+        }
+    }
+    found.sort_by_key(|err| err.position);
+    found
+}
+
+/// serde's words for the keys expected: `` `a` or `b` ``, `` one of `a`, `b`, `c` ``.
+fn one_of(keys: &[&str]) -> String {
+    let quoted: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+    match quoted.as_slice() {
+        [one] => one.clone(),
+        [a, b] => format!("{a} or {b}"),
+        _ => format!("one of {}", quoted.join(", ")),
     }
 }
 

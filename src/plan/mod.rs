@@ -3,12 +3,14 @@
 //! `plan run`: a driver next to the fleet host that runs steps as lanes and merges them.
 
 mod checks;
+mod cleanup;
 pub mod cli;
 mod control;
 mod driver;
 mod events;
 pub mod file;
 mod merge;
+mod retry;
 mod room;
 mod run;
 pub mod scheduler;

@@ -19,28 +19,47 @@ use crate::supervisor::runtime::Reporter;
 /// How often the plans' state files are read again.
 const PLANS_EVERY: Duration = Duration::from_secs(1);
 
-/// The driver of plan `state`, for the control room's host to run.
+/// The driver of plan `state`, for the control room's host to run. Once the
+/// plan has ended, the view still merges, and `R` starts a failed plan again
+/// with a new driver.
 pub(super) fn room_driver(
     root: PathBuf,
     state: PlanState,
     queue_dir: PathBuf,
     grace: Duration,
 ) -> RoomDriver {
-    Box::new(move |to_ui, requests| {
-        let log = RoomLog {
-            to_ui: to_ui.clone(),
-        };
-        let driver = Driver::new(root.clone(), state, queue_dir, Verbosity::Normal)
-            .kill_grace(grace)
-            .report_to(Box::new(log));
+    Box::new(move |to_ui, mut requests| {
         Box::pin(async move {
             let mut known = None;
-            tokio::select! {
-                () = driver.run() => {}
-                () = serve(&root, &to_ui, requests, &mut known) => {}
+            let mut state = state;
+            loop {
+                let name = state.name.clone();
+                let log = RoomLog {
+                    to_ui: to_ui.clone(),
+                };
+                let driver = Driver::new(root.clone(), state, queue_dir.clone(), Verbosity::Normal)
+                    .kill_grace(grace)
+                    .report_to(Box::new(log));
+                tokio::select! {
+                    () = driver.run() => {}
+                    () = serve(&root, &to_ui, &mut requests, &mut known, None) => {}
+                }
+                // How the plans stand now that the driver is done.
+                send_plans(&root, &to_ui, &mut known).await;
+                let mut retried = None;
+                serve(
+                    &root,
+                    &to_ui,
+                    &mut requests,
+                    &mut known,
+                    Some((&name, &mut retried)),
+                )
+                .await;
+                match retried {
+                    Some(next) => state = next,
+                    None => return,
+                }
             }
-            // How the plans stand now that the driver is done.
-            send_plans(&root, &to_ui, &mut known).await;
         })
     })
 }
@@ -58,11 +77,14 @@ impl Reporter for RoomLog {
 }
 
 /// Sends the plans when they change, and carries out the Plan view's merges.
+/// `ended`: the plan `NAME` has ended, and a retry of it, once made, ends the
+/// serving with its new state; else (the plan runs) a retry is refused.
 async fn serve(
     root: &Path,
     to_ui: &mpsc::UnboundedSender<HostMsg>,
-    mut requests: mpsc::UnboundedReceiver<HostRequest>,
+    requests: &mut mpsc::UnboundedReceiver<HostRequest>,
     known: &mut Option<Vec<PlanSummary>>,
+    mut ended: Option<(&str, &mut Option<PlanState>)>,
 ) {
     let mut ticker = tokio::time::interval(PLANS_EVERY);
     let mut open = true;
@@ -71,9 +93,62 @@ async fn serve(
             _ = ticker.tick() => send_plans(root, to_ui, known).await,
             request = requests.recv(), if open => match request {
                 Some(HostRequest::MergeStep { plan, step }) => merge(root, to_ui, plan, step),
+                Some(HostRequest::RetryPlan { plan }) => match ended.as_mut() {
+                    Some((name, retried)) => {
+                        if let Some(state) = retry(root, to_ui, name, &plan).await {
+                            **retried = Some(state);
+                            return;
+                        }
+                    }
+                    None => {
+                        let text = format!("cannot retry plan {plan}: it is running");
+                        let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text });
+                    }
+                },
                 Some(_) => {}
                 None => open = false,
             },
+        }
+    }
+}
+
+/// `plan retry` of the room's plan `name` (`asked`: the plan whose row was
+/// selected, one of its sub-plans perhaps); the plan's new state when it was reset.
+async fn retry(
+    root: &Path,
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    name: &str,
+    asked: &str,
+) -> Option<PlanState> {
+    let say = |level, text: String| {
+        let _ = to_ui.send(HostMsg::Log { level, text });
+    };
+    if asked != name && !asked.starts_with(&format!("{name}-")) {
+        say(
+            Level::Warn,
+            format!("cannot retry plan {asked}: this room runs plan {name}"),
+        );
+        return None;
+    }
+    let (root, name) = (root.to_path_buf(), name.to_string());
+    let reset = tokio::task::spawn_blocking(move || {
+        let mut state = PlanState::load(&PlanState::path(&root, &name))?;
+        let said = super::retry::reset(&root, &mut state, &[])?;
+        Ok::<_, String>((state, said))
+    })
+    .await
+    .unwrap_or_else(|err| Err(format!("the retry failed: {err}")));
+    match reset {
+        Ok((state, said)) => {
+            for line in said {
+                say(Level::Info, format!("plan={} {line}", state.name));
+            }
+            say(Level::Info, format!("plan {} runs again", state.name));
+            Some(state)
+        }
+        Err(err) => {
+            say(Level::Warn, err);
+            None
         }
     }
 }

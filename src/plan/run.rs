@@ -19,7 +19,18 @@ const EXIT_FAILED: i32 = 1;
 
 /// `headless`: print log lines even in a terminal (else the control room shows the plan).
 pub fn run(plan_file: &Path, headless: bool) -> i32 {
-    let plan = match file::load(plan_file) {
+    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            eprintln!("clowder: nothing was run");
+            return EXIT_USAGE;
+        }
+    };
+    let harness = file::Harness {
+        promise: config.completion.promise(),
+    };
+    let plan = match file::load_for(plan_file, harness) {
         Ok(plan) => plan,
         Err(errors) => {
             for err in errors {
@@ -34,14 +45,6 @@ pub fn run(plan_file: &Path, headless: bool) -> i32 {
         Err(err) => {
             eprintln!("clowder: error: cannot read the current folder: {err}");
             return EXIT_FAILED;
-        }
-    };
-    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
-        Ok(config) => config,
-        Err(err) => {
-            eprintln!("clowder: error: {err}");
-            eprintln!("clowder: nothing was run");
-            return EXIT_USAGE;
         }
     };
     match prepare(&root, &plan) {
@@ -114,7 +117,7 @@ fn current_branch(root: &Path) -> Result<String, String> {
     }
 }
 
-fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32 {
+pub(super) fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32 {
     let name = state.name.clone();
     let _driver_lock = match super::control::lock(&root, &name) {
         Ok(Some(lock)) => lock,
@@ -206,4 +209,54 @@ fn catch_stop_signals() -> Arc<AtomicUsize> {
         }
     }
     received
+}
+
+/// `plan retry NAME [STEP…]`: the plan's failed or blocked steps (or those named)
+/// start again on fresh branches, and the plan runs again as `plan run` runs it.
+pub fn retry(name: &str, ids: &[String], headless: bool) -> i32 {
+    let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_USAGE;
+        }
+    };
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    let state = match reset_saved(&root, name, ids) {
+        Ok(state) => state,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    drive(root, config, state, headless)
+}
+
+/// The saved plan `name` reset for a retry, under its driver lock (released
+/// before the plan runs, which takes it again).
+fn reset_saved(root: &Path, name: &str, ids: &[String]) -> Result<PlanState, String> {
+    let path = PlanState::path(root, name);
+    if !path.is_file() {
+        return Err(format!(
+            "no plan {name:?}: {} does not exist",
+            path.display()
+        ));
+    }
+    let Some(_lock) = super::control::lock(root, name)? else {
+        return Err(format!(
+            "cannot retry plan {name}: it is running here (`R` in its Plan view retries it there once it has failed)"
+        ));
+    };
+    let mut state = PlanState::load(&path)?;
+    for line in super::retry::reset(root, &mut state, ids)? {
+        println!("clowder: {line}");
+    }
+    println!("clowder: plan {name} runs again");
+    Ok(state)
 }

@@ -93,6 +93,8 @@ pub enum EventKind {
     MergeConflict,
     MergeCheckFailed,
     PlanDone,
+    /// A completed plan removed its merged steps' worktrees and branches (`[plan] cleanup`).
+    PlanCleanup,
 }
 
 /// Where a starting step works.
@@ -233,7 +235,8 @@ fn stop(now: DateTime<Utc>, state: &mut PlanState, out: &mut Vec<Effect>) -> Res
         if step.status == StepStatus::Running {
             step.status = StepStatus::Failed;
             step.ended_at = Some(now);
-            step.last_failure = Some("stopped with the plan".into());
+            step.last_failure = Some(failure_text("stopped with the plan", ""));
+            step.reason = Some("stopped with the plan".into());
         }
     }
     out.push(event(
@@ -316,9 +319,14 @@ fn step_ended(
             // A retry waits for a slot like any start, ahead of new steps.
             step.status = StepStatus::Ready;
         }
-        Outcome::Failed { reason, .. } => {
+        Outcome::Failed {
+            reason,
+            last_result,
+        } => {
             step.status = StepStatus::Failed;
+            step.last_failure = Some(failure_text(&reason, &last_result));
             out.push(step_event(EventKind::StepFailed, id, &reason));
+            step.reason = Some(reason);
             block_dependents(state, id, out);
         }
     }
@@ -352,7 +360,8 @@ fn dependency_conflict(
     let Some(awaited) = awaited else {
         step.status = StepStatus::Failed;
         step.ended_at = Some(now);
-        step.last_failure = Some(detail.to_string());
+        step.last_failure = Some(failure_text(detail, ""));
+        step.reason = Some(detail.to_string());
         out.push(step_event(EventKind::StepFailed, id, detail));
         block_dependents(state, id, out);
         return Ok(());
@@ -367,9 +376,11 @@ fn dependency_conflict(
 }
 
 fn failure_text(reason: &str, last_result: &str) -> String {
-    format!(
-        "The previous attempt at this step failed: {reason}.\nIts last result was:\n{last_result}"
-    )
+    let mut text = format!("The previous attempt at this step failed: {reason}.");
+    if !last_result.is_empty() {
+        text.push_str(&format!("\nIts last result was:\n{last_result}"));
+    }
+    text
 }
 
 /// Every step depending on `failed`, directly or not, is blocked for good.
@@ -391,6 +402,7 @@ fn block_dependents(state: &mut PlanState, failed: &str, out: &mut Vec<Effect>) 
                 step.status = StepStatus::Blocked;
                 let detail = format!("depends on failed step {failed}");
                 out.push(step_event(EventKind::StepBlocked, &step.id, &detail));
+                step.reason = Some(detail);
             }
         }
     }

@@ -110,6 +110,10 @@ pub struct StepState {
     /// started: the step waits until that dependency is merged into base.
     #[serde(default)]
     pub waits_for: Option<String>,
+    /// Why it is failed (what ended its last attempt) or blocked (which failed
+    /// dependency), while it is.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 fn default_timeout_secs() -> f64 {
@@ -149,6 +153,13 @@ pub struct PlanState {
     pub merge_queue: VecDeque<String>,
     /// The step whose merge is under way (one at a time).
     pub merging: Option<String>,
+    /// `[plan] cleanup`: completed, it removes its merged steps' worktrees and branches.
+    #[serde(default = "yes")]
+    pub cleanup: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl PlanState {
@@ -183,6 +194,7 @@ impl PlanState {
                     .unwrap_or(plan.done_when_timeout)
                     .as_secs_f64(),
                 waits_for: None,
+                reason: None,
             })
             .collect();
         PlanState {
@@ -196,6 +208,7 @@ impl PlanState {
             steps,
             merge_queue: VecDeque::new(),
             merging: None,
+            cleanup: plan.cleanup,
         }
     }
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::state::{PLANS_DIR, PlanState};
+use super::state::{PLANS_DIR, PlanState, StepState, StepStatus};
 use crate::fleet::LaneName;
 
 #[derive(Debug, Serialize)]
@@ -25,6 +25,8 @@ pub struct StepRow {
     pub iteration: Option<u64>,
     pub max_iterations: Option<u64>,
     pub cost_usd: Option<f64>,
+    /// Why a failed step failed, or which failed dependency blocks a blocked one.
+    pub reason: Option<String>,
 }
 
 /// The plans to show: `name`'s, or every `.json` in `.clowder/plans/`, by name.
@@ -71,6 +73,7 @@ pub fn row(root: &Path, state: &PlanState) -> PlanRow {
                 iteration: snapshot.as_ref().map(|s| s.iteration),
                 max_iterations: snapshot.as_ref().map(|s| s.max_iterations),
                 cost_usd: snapshot.as_ref().map(|s| s.totals.cost_usd),
+                reason: reason(state, step),
             }
         })
         .collect();
@@ -79,6 +82,27 @@ pub fn row(root: &Path, state: &PlanState) -> PlanRow {
         status: state.status.to_string(),
         base: state.base.clone(),
         steps,
+    }
+}
+
+/// Why the step is failed or blocked; `None` in any other state. A state saved
+/// before reasons were kept still names a blocked step's failed dependency.
+fn reason(state: &PlanState, step: &StepState) -> Option<String> {
+    match step.status {
+        StepStatus::Failed => Some(
+            step.reason
+                .clone()
+                .unwrap_or_else(|| "the reason was not recorded".into()),
+        ),
+        StepStatus::Blocked => step.reason.clone().or_else(|| {
+            let failed = step.depends_on.iter().find(|d| {
+                state
+                    .step(d)
+                    .is_some_and(|d| matches!(d.status, StepStatus::Failed | StepStatus::Blocked))
+            })?;
+            Some(format!("depends on failed step {failed}"))
+        }),
+        _ => None,
     }
 }
 
@@ -109,5 +133,11 @@ pub fn table(plan: &PlanRow) -> String {
     }
     let mut text = format!("plan {}: {} (base {})\n", plan.name, plan.status, plan.base);
     text.push_str(&crate::fmt::columns(&lines));
+    for step in &plan.steps {
+        if let Some(reason) = &step.reason {
+            let first = reason.lines().next().unwrap_or_default();
+            text.push_str(&format!("{} {}: {first}\n", step.id, step.state));
+        }
+    }
     text
 }

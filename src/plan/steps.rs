@@ -106,7 +106,8 @@ pub fn start(
     workspace: &Workspace,
 ) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
-    let prompt = write_prompt(root, plan, step, None)?;
+    // A step started again by `plan retry` is told what ended its last attempt.
+    let prompt = write_prompt(root, plan, step, step.last_failure.as_deref())?;
     let known = registry::load(root)
         .map_err(String::from)?
         .lane(&name)
@@ -294,18 +295,74 @@ pub fn judge(root: &Path, checks: &Checks, step: &StepState) -> Outcome {
     let completed = snapshot
         .as_ref()
         .is_some_and(|s| s.exit_reason == Some(ExitReason::Completed));
-    if step.done_when.trim() == "promise" {
-        return if completed {
-            Outcome::Done
-        } else {
-            failed(format!("the lane ended: {reason}"), last)
+    if step.done_when.trim() == super::file::PROMISE {
+        if completed {
+            return Outcome::Done;
+        }
+        let exits = session_exits(&lane_files_dir(root, &name), step.started_at);
+        let reason = match sessions_text(&exits) {
+            Some(sessions) => format!("{sessions}; the lane ended: {reason}"),
+            None => format!("the lane ended: {reason}"),
         };
+        return failed(reason, last);
     }
     let dir = root.join(step.worktree.clone().unwrap_or_default());
     match done_command(checks, &dir, step) {
         Ok(()) => Outcome::Done,
-        Err(why) => failed(format!("{why} (the lane ended: {reason})"), last),
+        Err((why, tail)) => {
+            let mut last = last;
+            if !tail.is_empty() {
+                last = format!(
+                    "{last}\n\nThe last lines of done_when `{}`:\n{tail}",
+                    step.done_when
+                );
+            }
+            failed(
+                format!("{why} (the lane ended: {reason})"),
+                last.trim_start().to_string(),
+            )
+        }
     }
+}
+
+/// How much of the end of a lane's event log is read for its sessions' exit codes.
+const EVENT_LOG_BYTES: u64 = 256 * 1024;
+
+/// The exit codes of the lane's sessions that ended since `since` (this attempt's),
+/// from its event log.
+fn session_exits(files_dir: &Path, since: Option<chrono::DateTime<Utc>>) -> Vec<i64> {
+    let path = files_dir.join(crate::approvals::DEFAULT_EVENT_LOG);
+    let text = crate::store::small_file::tail(&path, EVENT_LOG_BYTES).unwrap_or_default();
+    text.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["event"] == "session_complete")
+        .filter(|event| {
+            let at = event["ts"]
+                .as_str()
+                .and_then(|ts| ts.parse::<chrono::DateTime<Utc>>().ok());
+            since.is_none_or(|since| at.is_some_and(|at| at >= since))
+        })
+        .filter_map(|event| event["exit_code"].as_i64())
+        .collect()
+}
+
+/// How a lane's sessions ended, in a few words: `exit 1 in each of 2 sessions`.
+pub(crate) fn sessions_text(exits: &[i64]) -> Option<String> {
+    let first = *exits.first()?;
+    let n = exits.len();
+    let text = if exits.iter().any(|&code| code != first) {
+        let codes: Vec<String> = exits.iter().map(ToString::to_string).collect();
+        format!("exit codes {} in {n} sessions", codes.join(", "))
+    } else if first == 0 && n == 1 {
+        "no completion promise in its only session".to_string()
+    } else if first == 0 {
+        format!("no completion promise in {n} sessions")
+    } else if n == 1 {
+        format!("exit {first} in its only session")
+    } else {
+        format!("exit {first} in each of {n} sessions")
+    };
+    Some(text)
 }
 
 /// The global number of the lane's last finished session, from its status file.
@@ -334,8 +391,9 @@ fn failed(reason: String, last_result: String) -> Outcome {
     }
 }
 
-/// Runs the step's command `done_when` in `dir`, as a plan's check.
-fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), String> {
+/// Runs the step's command `done_when` in `dir`, as a plan's check; not passed,
+/// why, and the last lines it printed.
+fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), (String, String)> {
     let label = format!("done_when-{}", step.id);
     let check = Check {
         key: "done_when",
@@ -344,12 +402,15 @@ fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), Str
         timeout: step.done_when_timeout(),
         label: &label,
     };
-    let ran = checks.run(&check)?;
+    let ran = checks.run(&check).map_err(|err| (err, String::new()))?;
     match ran.end {
         End::Passed => Ok(()),
         // A command that ended by itself is named with its exit code only.
-        End::Exited(code) => Err(format!("done_when `{}` exited {code}", step.done_when)),
-        _ => Err(ran.why_not(&check).unwrap_or_default()),
+        End::Exited(code) => Err((
+            format!("done_when `{}` exited {code}", step.done_when),
+            ran.tail,
+        )),
+        _ => Err((ran.why_not(&check).unwrap_or_default(), String::new())),
     }
 }
 

@@ -83,6 +83,8 @@ pub enum Action {
     PlanView,
     /// `M`: merge the selected plan step that needs review (asks first).
     Merge,
+    /// `R`: start a failed plan's failed or blocked steps again (`clowder plan retry`).
+    RetryPlan,
     /// `n`: the new-lane dialog (with lanes).
     NewLane,
     /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
@@ -193,6 +195,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('k'), code(KeyCode::Up)], "", C::Plan, A::Up, "", None),
     bind(&[code(KeyCode::Enter)], "Enter", C::Plan, A::Expand, "show the step's lane (selected in the Lanes pane)", None),
     bind(&[k('M')], "M", C::Plan, A::Merge, "merge the selected step that needs review into base, as `clowder plan merge` (asks first)", None),
+    bind(&[k('R')], "R", C::Plan, A::RetryPlan, "start the failed plan's failed or blocked steps again, on fresh branches, as `clowder plan retry`", None),
     bind(&[code(KeyCode::Esc), k('P')], "Esc / P", C::Plan, A::Close, "close the Plan view", None),
     bind(&[k('n')], "n", C::Main, A::NewLane, "new lane (with lanes): a name, a prompt file or typed prompt, a base", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),

@@ -5,6 +5,8 @@
 #   write FILE TEXT  write TEXT (default: the lane's name) to FILE and commit it
 #   fail             end without the completion promise
 #   fail-first       fail, unless the prompt tells of a previous failed attempt
+#   exit CODE        end with that exit code (after its result line)
+#   fail-unless FILE fail while FILE does not exist
 # It ends with a stream-json result that says TASK_COMPLETE unless it failed.
 # PLAN_AGENT_LOG=DIR: the prompt of each session is saved as DIR/LANE-GLOBAL.txt.
 set -e
@@ -37,8 +39,14 @@ has() { printf '%s\n' "$prompt" | grep -q "$@"; }
 if has -x fail || { has -x fail-first && ! has "previous attempt"; }; then
     fail=1
 fi
+needed=$(printf '%s\n' "$prompt" | sed -n 's/^fail-unless \(.*\)$/\1/p' | head -n 1)
+if [ -n "$needed" ] && [ ! -e "$needed" ]; then
+    fail=1
+fi
+code=$(printf '%s\n' "$prompt" | sed -n 's/^exit \([0-9][0-9]*\)$/\1/p' | head -n 1)
 if [ "$fail" = 1 ]; then
     echo '{"type":"result","subtype":"success","is_error":false,"result":"I could not do it: the tests are red","session_id":"plan-agent"}'
 else
     echo '{"type":"result","subtype":"success","is_error":false,"result":"All done. TASK_COMPLETE","session_id":"plan-agent"}'
 fi
+exit "${code:-0}"

@@ -185,9 +185,29 @@ pub(super) fn on_key(state: &mut AppState, key: &KeyEvent) -> Option<Vec<UiComma
         Action::Close => state.plan.shown = false,
         Action::Expand => return Some(show_lane(state)),
         Action::Merge => ask_merge(state),
+        Action::RetryPlan => return Some(retry(state)),
         _ => return None,
     }
     Some(Vec::new())
+}
+
+/// `R`: the selected step's plan, when it has failed, starts its failed or
+/// blocked steps again (its branches kept: nothing is asked).
+fn retry(state: &mut AppState) -> Vec<UiCommand> {
+    let Some((plan, _)) = state.plan.selected_step() else {
+        state.plan.note = Some("no plan to retry".into());
+        return Vec::new();
+    };
+    let name = plan.name.clone();
+    if plan.status != "failed" {
+        state.plan.note = Some(format!(
+            "plan {name} is {}: R retries a failed plan",
+            plan.status
+        ));
+        return Vec::new();
+    }
+    state.plan.note = Some(format!("retrying plan {name}…"));
+    vec![UiCommand::Host(HostRequest::RetryPlan { plan: name })]
 }
 
 /// Enter: the step's lane in the Lanes pane, its output where the view was.
@@ -195,7 +215,7 @@ fn show_lane(state: &mut AppState) -> Vec<UiCommand> {
     let Some((_, step)) = state.plan.selected_step() else {
         return Vec::new();
     };
-    let (id, lane) = (step.id.clone(), step.lane.clone());
+    let (id, lane, step) = (step.id.clone(), step.lane.clone(), step.clone());
     let registered = LaneName::parse(&lane).ok().filter(|name| {
         state
             .fleet
@@ -203,7 +223,13 @@ fn show_lane(state: &mut AppState) -> Vec<UiCommand> {
             .is_some_and(|f| f.rows.iter().any(|r| &r.name == name))
     });
     let Some(name) = registered else {
-        state.plan.note = Some(format!("step {id} has no lane yet"));
+        // A completed plan's clean-up removes its merged steps' lanes.
+        let why = if step.state == "merged" {
+            format!("step {id} is merged: its lane was removed")
+        } else {
+            format!("step {id} has no lane yet")
+        };
+        state.plan.note = Some(why);
         return Vec::new();
     };
     state.plan.shown = false;
