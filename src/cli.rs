@@ -134,9 +134,38 @@ pub enum Command {
 /// Runs clowder with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
     crate::console::exit_on_failed_stdout();
-    let args = Args::parse();
+    let args = parse_args(std::env::args_os().collect());
     init_diagnostics();
     run(args)
+}
+
+/// Parses the command line; a mistyped subcommand gets clap's suggestion
+/// rather than the positional number's "invalid value".
+fn parse_args(argv: Vec<std::ffi::OsString>) -> Args {
+    use clap::{CommandFactory, FromArgMatches};
+    let err = match Args::command().try_get_matches_from(&argv) {
+        Ok(matches) => match Args::from_arg_matches(&matches) {
+            Ok(args) => return args,
+            Err(err) => err,
+        },
+        Err(err) => err,
+    };
+    if err.kind() == clap::error::ErrorKind::ValueValidation {
+        // The same command without a positional slot: clap then reads the word
+        // as a subcommand and suggests the nearest one, when one is near.
+        let usage = Args::command().render_usage().to_string();
+        let without_number = Args::command()
+            .mut_arg("max_iterations", |arg| arg.long("max-iterations").hide(true))
+            .override_usage(usage.trim_start_matches("Usage: ").to_string());
+        if let Err(as_subcommand) = without_number.try_get_matches_from(&argv)
+            && as_subcommand
+                .get(clap::error::ContextKind::SuggestedSubcommand)
+                .is_some()
+        {
+            as_subcommand.exit();
+        }
+    }
+    err.exit()
 }
 
 /// clowder's own diagnostics go to the file named by `CLOWDER_LOG`, never to the
