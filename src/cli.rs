@@ -155,7 +155,9 @@ fn parse_args(argv: Vec<std::ffi::OsString>) -> Args {
         // as a subcommand and suggests the nearest one, when one is near.
         let usage = Args::command().render_usage().to_string();
         let without_number = Args::command()
-            .mut_arg("max_iterations", |arg| arg.long("max-iterations").hide(true))
+            .mut_arg("max_iterations", |arg| {
+                arg.long("max-iterations").hide(true)
+            })
             .override_usage(usage.trim_start_matches("Usage: ").to_string());
         if let Err(as_subcommand) = without_number.try_get_matches_from(&argv)
             && as_subcommand
@@ -554,6 +556,8 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
         return 1;
     };
     let started = Instant::now();
+    let _notices = (verbosity != Verbosity::Quiet)
+        .then(|| crate::fleet::waiting_notice::start(&cwd, cwd.join(&config.approvals.dir.0)));
     let options = RuntimeOptions {
         working_dir: cwd,
         verbose: verbosity == Verbosity::Verbose,

@@ -66,7 +66,10 @@ fn a_mistyped_subcommand_is_suggested_and_a_number_is_still_a_count() {
     let output = project.run(&["lnaes"]);
     let stderr = stderr_of(&output);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("unrecognized subcommand 'lnaes'"), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized subcommand 'lnaes'"),
+        "{stderr}"
+    );
     assert!(stderr.contains("'lanes'"), "{stderr}");
     assert!(!stderr.contains("MAX_ITERATIONS'"), "{stderr}");
 
