@@ -226,11 +226,7 @@ pub fn run(args: Args) -> i32 {
         return crate::fleet::status::print(&cwd, args.json);
     }
     if args.status {
-        // A broken config must not hide the status of a loop that is running.
-        let status_file = Config::load(&config_path, required)
-            .map(|c| c.output.status_file.0)
-            .unwrap_or_else(|_| PathBuf::from("harness.status"));
-        return print_status(&cwd.join(status_file), args.json);
+        return print_status(&status_path(&cwd, &config_path, required), args.json);
     }
 
     let mut config = match Config::load(&config_path, required) {
@@ -282,6 +278,7 @@ pub fn run(args: Args) -> i32 {
             return EXIT_USAGE;
         }
     };
+    crate::store::status_pointer::record(&cwd, &config.output.status_file.0);
     let headless = args.headless || !std::io::stdout().is_terminal();
     if !headless {
         let format = config.agent.format;
@@ -301,6 +298,19 @@ pub fn run(args: Args) -> i32 {
         Verbosity::Normal
     };
     run_headless(config, cwd, verbosity)
+}
+
+/// The status file `--status` reads: that of the config named with `-c`; else
+/// that of the loop last started here (with `-c` or not); else harness.toml's.
+fn status_path(cwd: &Path, config_path: &Path, required: bool) -> PathBuf {
+    if !required && let Some(recorded) = crate::store::status_pointer::recorded(cwd) {
+        return recorded;
+    }
+    // A broken config must not hide the status of a loop that is running.
+    let status_file = Config::load(config_path, required)
+        .map(|c| c.output.status_file.0)
+        .unwrap_or_else(|_| PathBuf::from("harness.status"));
+    cwd.join(status_file)
 }
 
 /// Leaves a request for the loop running in this folder, which takes it within
