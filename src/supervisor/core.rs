@@ -1236,6 +1236,9 @@ impl Core {
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
         self.last_exit_code = Some(exit_code);
+        if exit_code != 0 {
+            self.counters.failed_exits += 1;
+        }
         self.last_session_wall = Some(session.started_wall);
         self.last_session = Some((
             session.global,
