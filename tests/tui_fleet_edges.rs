@@ -51,3 +51,18 @@ fn a_lane_whose_agent_fails_every_session_shows_as_failed_with_its_exit_code() {
     assert!(!screen.contains("✓ done"), "{screen}");
     assert!(screen.contains("last exit   1"), "{screen}");
 }
+
+#[test]
+fn the_header_says_no_lanes_once_the_last_lane_is_removed() {
+    let repo = fleet(&["only"], &["normal"], 1);
+    let tmux = room(repo.path(), 120, 40);
+    tmux.wait_for("✓ done");
+    tmux.keys(&["X"]);
+    tmux.wait_for("Remove the lane?");
+    tmux.keys(&["y"]);
+    let screen = tmux.wait_for("no lanes (n adds one)");
+    let header: Vec<&str> = screen.lines().take(2).collect();
+    let header = header.join("\n");
+    assert!(!header.contains("PID 0"), "{screen}");
+    assert!(!header.contains(" up "), "{screen}");
+}
