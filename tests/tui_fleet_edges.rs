@@ -66,3 +66,49 @@ fn the_header_says_no_lanes_once_the_last_lane_is_removed() {
     assert!(!header.contains("PID 0"), "{screen}");
     assert!(!header.contains(" up "), "{screen}");
 }
+
+/// The rows of the box whose title is `title`, from its top border to its bottom one.
+fn dialog_rows<'a>(screen: &'a str, title: &str) -> Vec<&'a str> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let top = lines
+        .iter()
+        .position(|l| l.contains(title))
+        .unwrap_or_else(|| panic!("no {title:?} box:\n{screen}"));
+    let left = lines[top].find('╔').expect("a double-lined box");
+    let bottom = (top + 1..lines.len())
+        .find(|&i| lines[i].get(left..).is_some_and(|l| l.starts_with('╚')))
+        .unwrap_or_else(|| panic!("the {title:?} box has no bottom:\n{screen}"));
+    lines[top..=bottom].to_vec()
+}
+
+#[test]
+fn the_kill_question_shows_the_keys_that_answer_it_at_every_size() {
+    for (width, height) in [(80, 24), (120, 40)] {
+        let repo = fleet(&["busy"], &["hang"], 1);
+        let tmux = room(repo.path(), width, height);
+        tmux.wait_for("● running");
+        tmux.keys(&["K"]);
+        let screen = tmux.wait_for("Kill the session?");
+        let rows = dialog_rows(&screen, "Kill the session?");
+        assert!(
+            rows.iter()
+                .any(|r| r.contains("y  kill") && r.contains("n / Esc  cancel")),
+            "{width}x{height}: the keys are not inside the box:\n{screen}"
+        );
+        // Esc alone: with the next key in the same read it would be Alt+key.
+        tmux.keys(&["Escape"]);
+        assert!(
+            common::wait_until(common::DEADLINE, || !tmux
+                .screen()
+                .contains("Kill the session?")),
+            "Esc did not close the question"
+        );
+        tmux.keys(&["X"]);
+        let screen = tmux.wait_for("Remove the lane?");
+        let rows = dialog_rows(&screen, "Remove the lane?");
+        assert!(
+            rows.iter().any(|r| r.contains("y  remove")),
+            "{width}x{height}: the keys are not inside the box:\n{screen}"
+        );
+    }
+}
