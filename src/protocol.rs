@@ -498,7 +498,7 @@ pub struct Counters {
     /// Rate limits passed by paying for overage (no backoff).
     #[serde(default)]
     pub overages: u64,
-    /// Sessions whose agent exited non-zero (killed ones included).
+    /// Sessions whose agent exited non-zero, but for those a person killed.
     #[serde(default)]
     pub failed_exits: u64,
 }
