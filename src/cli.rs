@@ -134,9 +134,40 @@ pub enum Command {
 /// Runs clowder with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
     crate::console::exit_on_failed_stdout();
-    let args = Args::parse();
+    let args = parse_args(std::env::args_os().collect());
     init_diagnostics();
     run(args)
+}
+
+/// Parses the command line; a mistyped subcommand gets clap's suggestion
+/// rather than the positional number's "invalid value".
+fn parse_args(argv: Vec<std::ffi::OsString>) -> Args {
+    use clap::{CommandFactory, FromArgMatches};
+    let err = match Args::command().try_get_matches_from(&argv) {
+        Ok(matches) => match Args::from_arg_matches(&matches) {
+            Ok(args) => return args,
+            Err(err) => err,
+        },
+        Err(err) => err,
+    };
+    if err.kind() == clap::error::ErrorKind::ValueValidation {
+        // The same command without a positional slot: clap then reads the word
+        // as a subcommand and suggests the nearest one, when one is near.
+        let usage = Args::command().render_usage().to_string();
+        let without_number = Args::command()
+            .mut_arg("max_iterations", |arg| {
+                arg.long("max-iterations").hide(true)
+            })
+            .override_usage(usage.trim_start_matches("Usage: ").to_string());
+        if let Err(as_subcommand) = without_number.try_get_matches_from(&argv)
+            && as_subcommand
+                .get(clap::error::ContextKind::SuggestedSubcommand)
+                .is_some()
+        {
+            as_subcommand.exit();
+        }
+    }
+    err.exit()
 }
 
 /// clowder's own diagnostics go to the file named by `CLOWDER_LOG`, never to the
@@ -195,11 +226,7 @@ pub fn run(args: Args) -> i32 {
         return crate::fleet::status::print(&cwd, args.json);
     }
     if args.status {
-        // A broken config must not hide the status of a loop that is running.
-        let status_file = Config::load(&config_path, required)
-            .map(|c| c.output.status_file.0)
-            .unwrap_or_else(|_| PathBuf::from("harness.status"));
-        return print_status(&cwd.join(status_file), args.json);
+        return print_status(&status_path(&cwd, &config_path, required), args.json);
     }
 
     let mut config = match Config::load(&config_path, required) {
@@ -254,6 +281,7 @@ pub fn run(args: Args) -> i32 {
             return EXIT_USAGE;
         }
     };
+    crate::store::status_pointer::record(&cwd, &config.output.status_file.0);
     let headless = args.headless || !std::io::stdout().is_terminal();
     if !headless {
         let format = config.agent.format;
@@ -273,6 +301,19 @@ pub fn run(args: Args) -> i32 {
         Verbosity::Normal
     };
     run_headless(config, cwd, verbosity)
+}
+
+/// The status file `--status` reads: that of the config named with `-c`; else
+/// that of the loop last started here (with `-c` or not); else harness.toml's.
+fn status_path(cwd: &Path, config_path: &Path, required: bool) -> PathBuf {
+    if !required && let Some(recorded) = crate::store::status_pointer::recorded(cwd) {
+        return recorded;
+    }
+    // A broken config must not hide the status of a loop that is running.
+    let status_file = Config::load(config_path, required)
+        .map(|c| c.output.status_file.0)
+        .unwrap_or_else(|_| PathBuf::from("harness.status"));
+    cwd.join(status_file)
 }
 
 /// Leaves a request for the loop running in this folder, which takes it within
@@ -528,6 +569,8 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
         return 1;
     };
     let started = Instant::now();
+    let _notices = (verbosity != Verbosity::Quiet)
+        .then(|| crate::fleet::waiting_notice::start(&cwd, cwd.join(&config.approvals.dir.0)));
     let options = RuntimeOptions {
         working_dir: cwd,
         verbose: verbosity == Verbosity::Verbose,

@@ -7,6 +7,15 @@ use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 /// The ellipsis that marks text left out.
 pub const ELLIPSIS: char = '…';
 
+/// A dollar amount as JSON for a reader, to a millionth of a dollar: sums of
+/// per-session costs are not exact in binary (`0.1 + 0.2` is `0.30000000000000004`).
+pub fn usd_json<S: serde::Serializer>(usd: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    match usd {
+        Some(usd) => serializer.serialize_f64((usd * 1e6).round() / 1e6),
+        None => serializer.serialize_none(),
+    }
+}
+
 /// `1d 2h 3m`, `1h 2m`, `3m 7s`, `42s`; negative counts as zero.
 pub fn duration(secs: i64) -> String {
     let secs = secs.max(0);

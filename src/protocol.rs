@@ -315,7 +315,56 @@ pub struct Snapshot {
     pub ungated: Option<String>,
 }
 
+/// How a loop that has stopped ended, in the one word every listing uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Its sessions ran out or its task was completed.
+    Done,
+    /// An error ended it, or its agent exited non-zero in every session.
+    Failed,
+    /// A person, a STOP file or a signal stopped it.
+    Stopped,
+}
+
+impl Ending {
+    /// How the loop that stopped for `reason` ended, its last status being `snapshot`.
+    pub fn of(reason: Option<&ExitReason>, snapshot: Option<&Snapshot>) -> Ending {
+        match reason {
+            Some(ExitReason::MaxIterations)
+                if snapshot.is_some_and(Snapshot::failed_every_session) =>
+            {
+                Ending::Failed
+            }
+            Some(ExitReason::MaxIterations | ExitReason::Completed) => Ending::Done,
+            Some(
+                ExitReason::UserStop
+                | ExitReason::TerminalClosed
+                | ExitReason::StopFile
+                | ExitReason::Signal { .. },
+            )
+            | None => Ending::Stopped,
+            Some(_) => Ending::Failed,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::Done => "done",
+            Ending::Failed => "failed",
+            Ending::Stopped => "stopped",
+        }
+    }
+}
+
 impl Snapshot {
+    /// Its agent exited non-zero in every session so far (at least one).
+    pub fn failed_every_session(&self) -> bool {
+        let c = &self.counters;
+        c.sessions > 0
+            && c.failed_exits >= c.sessions
+            && self.last_exit_code.is_some_and(|e| e != 0)
+    }
+
     /// A loop that is starting and has seen nothing yet, as of `at`.
     pub fn starting(pid: u32, agent_command: String, at: DateTime<Utc>) -> Snapshot {
         Snapshot {
@@ -496,6 +545,9 @@ pub struct Counters {
     /// Rate limits passed by paying for overage (no backoff).
     #[serde(default)]
     pub overages: u64,
+    /// Sessions whose agent exited non-zero, but for those a person killed.
+    #[serde(default)]
+    pub failed_exits: u64,
 }
 
 /// Which set of hooks.

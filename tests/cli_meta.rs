@@ -61,6 +61,30 @@ fn an_unknown_shell_is_a_usage_error() {
 }
 
 #[test]
+fn a_mistyped_subcommand_is_suggested_and_a_number_is_still_a_count() {
+    let project = Project::new(&fast_config(&["success"], ""));
+    let output = project.run(&["lnaes"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized subcommand 'lnaes'"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("'lanes'"), "{stderr}");
+    assert!(!stderr.contains("MAX_ITERATIONS'"), "{stderr}");
+
+    // Far from every subcommand: the word is a bad count, as before.
+    let output = project.run(&["3x"]);
+    let stderr = stderr_of(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid value '3x'"), "{stderr}");
+
+    let output = project.run(&["2", "--dry-run"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(stdout_of(&output).contains("max_iterations = 2"));
+}
+
+#[test]
 fn the_man_page_is_roff_about_clowder() {
     let page = clowder_stdout(&["man"]);
     assert!(page.contains(".TH clowder 1"), "{page}");

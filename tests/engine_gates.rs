@@ -120,3 +120,39 @@ fn autonomy_4_never_asks() {
     assert!(project.events_named("session_gate").is_empty());
     assert_eq!(project.events_named("session_start").len(), 2);
 }
+
+#[test]
+fn headless_says_once_per_request_that_it_waits_and_how_to_answer_it() {
+    let project = Project::new(&fast_config(&["normal"], "[approvals]\nautonomy = 1\n"));
+    let clowder = project.spawn(&["--headless", "2"]);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let request = wait_for_session_request(&project);
+        let id = request["id"].as_str().expect("id").to_string();
+        // Several polls of the queue pass while the request waits.
+        std::thread::sleep(std::time::Duration::from_millis(1600));
+        assert_eq!(project.run(&["approve", &id]).status.code(), Some(0));
+        assert!(wait_until(DEADLINE, || session_requests(&project)
+            .iter()
+            .all(|r| r["id"] != id.as_str())));
+        ids.push(id);
+    }
+    let output = wait_with_deadline(clowder, DEADLINE);
+    let stdout = stdout_of(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let notices: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("approval waiting:"))
+        .collect();
+    assert_eq!(notices.len(), 2, "{stdout}");
+    for (notice, id) in notices.iter().zip(&ids) {
+        assert!(notice.contains("[WARN]"), "{notice}");
+        assert!(notice.contains("start session"), "{notice}");
+        assert!(
+            notice.contains(&format!(
+                "(id {id}) — clowder approve {id} / clowder reject {id} --reason"
+            )),
+            "{notice}"
+        );
+    }
+}

@@ -1257,3 +1257,32 @@ fn prepend_commands_output_comes_before_the_prompt() {
         output.chars().take(80).collect::<String>()
     );
 }
+
+#[test]
+fn status_finds_a_loop_started_with_another_config() {
+    let project = Project::new("");
+    std::fs::create_dir(project.path("conf")).expect("mkdir conf");
+    project.write(
+        "conf/h.toml",
+        &fast_config(&["hang"], "[output]\nstatus_file = \"conf/loop.status\"\n"),
+    );
+    let clowder = project.spawn(&["-c", "conf/h.toml", "--headless", "1"]);
+    let running = |args: &[&str]| {
+        let output = project.run(args);
+        output.status.code() == Some(0) && stdout_of(&output).contains("session_running")
+    };
+    assert!(
+        wait_until(DEADLINE, || running(&["-c", "conf/h.toml", "--status"])),
+        "`-c conf/h.toml --status` never showed the running session"
+    );
+    let plain = project.run(&["--status"]);
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr_of(&plain));
+    assert!(stdout_of(&plain).contains("session_running"));
+    // Twice: stop now, killing the hanging session (the second once the first was taken).
+    send_signal(clowder.id(), libc::SIGINT);
+    assert!(wait_until(DEADLINE, || project
+        .read("conf/loop.status")
+        .contains("\"stop_pending\": true")));
+    send_signal(clowder.id(), libc::SIGINT);
+    wait_with_deadline(clowder, DEADLINE);
+}

@@ -290,7 +290,7 @@ fn lanes_shows_state_iteration_cost_and_commits_ahead() {
     let cells: Vec<&str> = auth.split_whitespace().collect();
     assert_eq!(
         cells,
-        ["auth", "stopped", "3/10", "17", "-", "$0.4321", "2", "0"],
+        ["auth", "done", "3/10", "17", "-", "$0.4321", "2", "0"],
         "{table}"
     );
     let docs = table
@@ -303,7 +303,8 @@ fn lanes_shows_state_iteration_cost_and_commits_ahead() {
     assert_eq!(rows.len(), 2);
     let auth = &rows[0];
     assert_eq!(auth["name"], "auth");
-    assert_eq!(auth["state"], "stopped");
+    assert_eq!(auth["state"], "done");
+    assert_eq!(auth["last_exit_code"], 0);
     assert_eq!(auth["iteration"], 3);
     assert_eq!(auth["global_iteration"], 17);
     assert_eq!(auth["cost_usd"], 0.4321);
@@ -336,6 +337,38 @@ fn lanes_shows_state_iteration_cost_and_commits_ahead() {
     ] {
         assert!(keys.iter().any(|k| *k == key), "{key} missing: {keys:?}");
     }
+}
+
+#[test]
+fn lanes_tell_done_from_failed_and_stopped_and_round_the_cost() {
+    let repo = Repo::new();
+    for lane in ["done", "failed", "stopped"] {
+        repo.expect(&["lane", "add", lane], 0);
+    }
+    // Two sessions of 0.1 and 0.2 dollars: a sum that is not exact in binary.
+    let done = STOPPED_STATUS.replace("\"cost_usd\":0.4321", "\"cost_usd\":0.30000000000000004");
+    let failed = done
+        .replace("\"last_exit_code\":0", "\"last_exit_code\":1")
+        .replace("\"commits\":2}", "\"commits\":2,\"failed_exits\":3}");
+    let stopped = done.replace(
+        "\"exit_reason\":\"max_iterations\"",
+        "\"exit_reason\":\"user_stop\"",
+    );
+    assert_ne!(stopped, done);
+    repo.write(".clowder/lanes/done/harness.status", &done);
+    repo.write(".clowder/lanes/failed/harness.status", &failed);
+    repo.write(".clowder/lanes/stopped/harness.status", &stopped);
+
+    let rows = repo.lanes_json();
+    let states: Vec<&str> = rows
+        .iter()
+        .map(|r| r["state"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(states, ["done", "failed", "stopped"]);
+    assert_eq!(rows[1]["last_exit_code"], 1);
+    let text = repo.expect(&["lanes", "--json"], 0);
+    assert!(text.contains("\"cost_usd\": 0.3,"), "{text}");
+    assert!(!text.contains("0.30000000000000004"), "{text}");
 }
 
 #[test]

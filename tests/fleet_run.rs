@@ -931,3 +931,40 @@ fn a_stopped_then_resumed_lane_keeps_its_iterations_cost_and_budget() {
     let cost = after["totals"]["cost_usd"].as_f64().expect("cost");
     assert!((cost - 1.2).abs() < 1e-9, "the cost counts on: {after}");
 }
+
+#[test]
+fn a_headless_fleet_says_which_lane_waits_for_approval_and_how_to_answer() {
+    let repo = Repo::with_lanes(
+        &["a"],
+        "[session]\nmax_iterations = 1\n\n[approvals]\nautonomy = 1\n",
+    );
+    let fleet = repo.spawn_fleet(1);
+    let mut id = String::new();
+    assert!(
+        wait_until(DEADLINE, || {
+            let queue = repo.clowder(&["queue", "--json"]);
+            let listed: Value = serde_json::from_slice(&queue.stdout).unwrap_or_default();
+            id = listed[0]["id"].as_str().unwrap_or_default().to_string();
+            !id.is_empty()
+        }),
+        "no request appeared"
+    );
+    // Several polls of the queue pass while the request waits.
+    std::thread::sleep(Duration::from_millis(1600));
+    repo.expect(&["approve", &id]);
+    let output = wait_with_deadline(fleet, DEADLINE);
+    let stdout = stdout_of(&output);
+    let notices: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("approval waiting:"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{stdout}");
+    assert!(
+        notices[0].contains("lane a: approval waiting: start session 1/1"),
+        "{stdout}"
+    );
+    assert!(
+        notices[0].contains(&format!("clowder approve {id} /")),
+        "{stdout}"
+    );
+}

@@ -66,6 +66,7 @@ fn snapshot() -> Snapshot {
             hook_failures: 0,
             commits: 2,
             overages: 0,
+            failed_exits: 0,
         },
         exit_reason: None,
         held_reason: None,

@@ -103,6 +103,9 @@ fn run(
     };
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();
+    // Headless (no room): a waiting request is said on the console.
+    let _notices = (room.is_none() && verbosity != Verbosity::Quiet)
+        .then(|| super::waiting_notice::start(&root, root.join(&config.approvals.dir.0)));
     let mut host = Host::new(root, config, verbosity);
     host.room = room;
     host.driver = driver;

@@ -807,7 +807,10 @@ pub struct LaneRow {
     pub max_iterations: Option<u64>,
     pub global_iteration: Option<u64>,
     pub idle_secs: Option<i64>,
+    #[serde(serialize_with = "crate::fmt::usd_json")]
     pub cost_usd: Option<f64>,
+    /// How the agent's last session exited, once one has.
+    pub last_exit_code: Option<i32>,
     pub commits_ahead: Option<u64>,
     pub pending_approvals: u64,
     /// What could not be read (the status file, git), if anything.
@@ -848,6 +851,7 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
         global_iteration: None,
         idle_secs: None,
         cost_usd: None,
+        last_exit_code: None,
         commits_ahead: None,
         pending_approvals,
         problems: Vec::new(),
@@ -881,8 +885,12 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     use crate::protocol::LoopState;
     let alive = crate::store::status::writer_alive(snapshot);
     row.running = alive && snapshot.state != LoopState::Stopped;
-    row.state = if row.running || snapshot.state == LoopState::Stopped {
+    row.state = if row.running {
         snapshot.state.as_str().to_string()
+    } else if snapshot.state == LoopState::Stopped {
+        crate::protocol::Ending::of(snapshot.exit_reason.as_ref(), Some(snapshot))
+            .as_str()
+            .to_string()
     } else {
         format!("gone ({})", snapshot.state.as_str())
     };
@@ -893,6 +901,7 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     row.max_iterations = Some(snapshot.max_iterations);
     row.global_iteration = snapshot.global_iteration;
     row.cost_usd = Some(snapshot.totals.cost_usd);
+    row.last_exit_code = snapshot.last_exit_code;
     if row.running && snapshot.state == LoopState::SessionRunning {
         // The watchdog's clock stands still while the session is paused.
         let end = snapshot.paused_at.unwrap_or(now);

@@ -9,6 +9,7 @@ pub mod lock;
 pub mod running;
 pub mod small_file;
 pub mod status;
+pub mod status_pointer;
 
 use std::fs::File;
 use std::io::{self, Write};

@@ -1287,6 +1287,11 @@ impl Core {
             empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
 
         self.last_exit_code = Some(exit_code);
+        // A session a person killed did not fail on its own.
+        let killed_by_you = matches!(session.kill, Some(KillReason::User | KillReason::StopNow));
+        if exit_code != 0 && !killed_by_you {
+            self.counters.failed_exits += 1;
+        }
         self.last_session_wall = Some(session.started_wall);
         self.last_session = Some((
             session.global,

@@ -129,17 +129,11 @@ impl LaneRow {
 }
 
 /// How a loop that ended is worded.
-fn ended_status(reason: Option<&ExitReason>) -> LaneStatus {
-    match reason {
-        Some(ExitReason::MaxIterations | ExitReason::Completed) => LaneStatus::Done,
-        Some(
-            ExitReason::UserStop
-            | ExitReason::TerminalClosed
-            | ExitReason::StopFile
-            | ExitReason::Signal { .. },
-        )
-        | None => LaneStatus::Stopped,
-        Some(_) => LaneStatus::Failed,
+fn ended_status(reason: Option<&ExitReason>, snapshot: Option<&Snapshot>) -> LaneStatus {
+    match crate::protocol::Ending::of(reason, snapshot) {
+        crate::protocol::Ending::Done => LaneStatus::Done,
+        crate::protocol::Ending::Failed => LaneStatus::Failed,
+        crate::protocol::Ending::Stopped => LaneStatus::Stopped,
     }
 }
 
@@ -149,7 +143,7 @@ pub fn status_of(row: &LaneRow) -> LaneStatus {
         return LaneStatus::WaitingForYou;
     }
     match &row.ended {
-        Some(Ok(reason)) => return ended_status(Some(reason)),
+        Some(Ok(reason)) => return ended_status(Some(reason), row.snapshot.as_deref()),
         Some(Err(_)) => return LaneStatus::Failed,
         None => {}
     }
@@ -163,7 +157,7 @@ pub fn status_of(row: &LaneRow) -> LaneStatus {
     match snapshot.state {
         LoopState::Held | LoopState::DiskFull => LaneStatus::Held,
         LoopState::AwaitingApproval => LaneStatus::WaitingForYou,
-        LoopState::Stopped => ended_status(snapshot.exit_reason.as_ref()),
+        LoopState::Stopped => ended_status(snapshot.exit_reason.as_ref(), Some(snapshot)),
         _ if snapshot.paused || row.requested == LaneState::Paused => LaneStatus::Paused,
         _ if row.queued => LaneStatus::Queued,
         LoopState::RateLimitedBackoff | LoopState::ErrorBackoff | LoopState::Retrying => {

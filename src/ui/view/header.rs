@@ -9,13 +9,26 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::fmt;
-use crate::protocol::LoopState;
+use crate::protocol::{Ending, ExitReason, LoopState, Snapshot};
 use crate::ui::app::AppState;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
+    // With lanes, the header is the shown lane's; with none shown there is no
+    // loop to describe (the placeholder's PID and start time mean nothing).
+    if let Some(fleet) = &state.fleet
+        && fleet.selected.is_none()
+    {
+        let what = if fleet.rows.is_empty() {
+            "no lanes (n adds one)"
+        } else {
+            "no lane selected"
+        };
+        draw_without_lane(frame, area, what);
+        return;
+    }
     let snap = &state.snapshot;
     let (label, color) = if let Some(reason) = &state.finished {
-        (format!("■ stopped: {}", reason.label()), Color::Gray)
+        finished_label(reason, snap)
     } else if snap.paused {
         ("‖ PAUSED".to_string(), Color::Yellow)
     } else {
@@ -156,4 +169,41 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         Span::styled(own, Style::default().fg(Color::DarkGray)),
     ]);
     frame.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
+}
+
+/// A loop that ended: why, and for an agent that failed every session, how.
+fn finished_label(reason: &ExitReason, snap: &Snapshot) -> (String, Color) {
+    if Ending::of(Some(reason), Some(snap)) == Ending::Failed && snap.failed_every_session() {
+        let code = snap.last_exit_code.unwrap_or_default();
+        let sessions = snap.counters.sessions;
+        let each = if sessions == 1 {
+            "in its one session".to_string()
+        } else {
+            format!("non-zero in each of {sessions} sessions")
+        };
+        return (format!("✗ failed: exit {code}, {each}"), Color::Red);
+    }
+    (format!("■ stopped: {}", reason.label()), Color::Gray)
+}
+
+fn draw_without_lane(frame: &mut Frame, area: Rect, what: &str) {
+    let width = (area.width as usize).saturating_sub(1);
+    let badge = " clowder ";
+    let line = Line::from(vec![
+        Span::styled(
+            badge,
+            Style::default()
+                .fg(Color::Black)
+                .bg(Color::Cyan)
+                .add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(" "),
+        Span::styled(
+            fmt::fit(what, width.saturating_sub(badge.len() + 1)),
+            Style::default()
+                .fg(Color::Gray)
+                .add_modifier(Modifier::BOLD),
+        ),
+    ]);
+    frame.render_widget(Paragraph::new(vec![line]), area);
 }

@@ -96,8 +96,14 @@ fn row_line(
 
 /// A row's columns after its name: what a lane's news can change on screen.
 pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
-    let word = format!("{} {}", row.status.glyph(), row.status.word());
     let snapshot = row.snapshot.as_deref();
+    let mut word = format!("{} {}", row.status.glyph(), row.status.word());
+    // A failed lane says how its agent last ended, when it ran at all.
+    if row.status == LaneStatus::Failed
+        && let Some(code) = snapshot.and_then(|s| s.last_exit_code).filter(|c| *c != 0)
+    {
+        word.push_str(&format!(" (exit {code})"));
+    }
     let iteration = snapshot.map_or_else(
         || "-".to_string(),
         |s| match s.max_iterations {

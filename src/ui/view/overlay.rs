@@ -385,7 +385,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         );
     }
     if let Some(dialog) = state.dialog {
-        let (title, lines, color) = match dialog {
+        let (title, lines, keys, color) = match dialog {
             Dialog::Quit => {
                 let question = if state.fleet.is_some() {
                     "Lanes are still running. Stop every lane?"
@@ -399,25 +399,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                     }
                     lines.push(Line::raw(format!("  {}  {}", binding.label, binding.help)));
                 }
-                ("Quit clowder?", lines, Color::Yellow)
+                ("Quit clowder?", lines, None, Color::Yellow)
             }
             Dialog::KillSession => (
                 "Kill the session?",
                 vec![
                     Line::raw("TERM to its process group, KILL after the grace period."),
                     Line::raw("The loop goes on with the next session."),
-                    Line::raw(""),
-                    Line::raw(confirm_keys("kill")),
                 ],
+                Some(confirm_keys("kill")),
                 Color::Red,
             ),
             Dialog::StopNow => (
                 "Stop now?",
-                vec![
-                    Line::raw("Kill the session and stop the loop."),
-                    Line::raw(""),
-                    Line::raw(confirm_keys("stop now")),
-                ],
+                vec![Line::raw("Kill the session and stop the loop.")],
+                Some(confirm_keys("stop now")),
                 Color::Red,
             ),
             Dialog::RemoveLane => {
@@ -432,15 +428,50 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                         Line::raw(format!("Remove lane {lane}: its worktree, and its branch")),
                         Line::raw("if its base has every commit. Refused when work"),
                         Line::raw("would be lost (see the events pane)."),
-                        Line::raw(""),
-                        Line::raw(confirm_keys("remove")),
                     ],
+                    Some(confirm_keys("remove")),
                     Color::Red,
                 )
             }
         };
-        let rect = centered(area, 56, lines.len() as u16 + 2);
-        popup(frame, rect, title, lines, color);
+        dialog_box(frame, area, title, lines, keys, color);
+    }
+}
+
+/// A question in a box as tall as its wrapped text, with the keys that answer
+/// it on its last line: kept there when the terminal is too small for the text.
+fn dialog_box(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    mut lines: Vec<Line<'static>>,
+    keys: Option<String>,
+    color: Color,
+) {
+    let longest = lines.iter().map(Line::width).max().unwrap_or(0);
+    let width = (longest + 2).clamp(56, u16::MAX as usize) as u16;
+    let width = width.min(area.width);
+    let inner = width.saturating_sub(2).max(1) as usize;
+    if keys.is_some() {
+        lines.push(Line::raw(""));
+    }
+    let rows: usize = lines.iter().map(|l| l.width().div_ceil(inner).max(1)).sum();
+    let keys_rows = usize::from(keys.is_some());
+    let height = (rows + keys_rows + 2).min(u16::MAX as usize) as u16;
+    let rect = centered(area, width, height);
+    popup(frame, rect, title, lines, color);
+    if let Some(keys) = keys
+        && rect.height > 2
+    {
+        let row = Rect {
+            x: rect.x + 1,
+            y: rect.y + rect.height - 2,
+            width: rect.width.saturating_sub(2),
+            height: 1,
+        };
+        let keys = fmt::fit(&keys, row.width as usize);
+        frame.render_widget(Clear, row);
+        frame.render_widget(Paragraph::new(Line::raw(keys)), row);
     }
 }
 

@@ -118,6 +118,14 @@ fn the_status_is_the_loops_own_state() {
     row.pending = 0;
     row.ended = Some(Ok(ExitReason::MaxIterations));
     assert_eq!(status_of(&row), LaneStatus::Done);
+    // Its agent exited non-zero in every session: the sessions ran out, but it failed.
+    let mut failing = placeholder("a", Some(2));
+    failing.counters.sessions = 2;
+    failing.counters.failed_exits = 2;
+    failing.last_exit_code = Some(1);
+    let kept = row.snapshot.replace(Arc::new(failing));
+    assert_eq!(status_of(&row), LaneStatus::Failed);
+    row.snapshot = kept;
     row.ended = Some(Ok(ExitReason::UserStop));
     assert_eq!(status_of(&row), LaneStatus::Stopped);
     row.ended = Some(Err("the lane's folder is missing".into()));
