@@ -195,20 +195,83 @@ pub struct StreamParser {
 
 #[derive(Debug, Default)]
 struct ClaudeState {
-    /// Last usage seen per assistant message id: Claude Code splits one API
-    /// message over several lines that all repeat the same usage.
-    usage_by_message: HashMap<String, Usage>,
-    /// Sum of `usage_by_message`, kept current so no event re-sums the map.
+    /// Last usage seen per assistant message id, and the invocation the
+    /// message belongs to: Claude Code splits one API message over several
+    /// lines that all repeat the same usage.
+    usage_by_message: HashMap<String, (usize, Usage)>,
+    /// Sum of every invocation's messages, kept current so no event re-sums
+    /// the map.
     summed: Usage,
-    /// The largest usage a result line reported: the main model's only.
-    result_usage: Option<Usage>,
+    /// One entry per `session_id` met in the file: a resumed session or a
+    /// wrapper running `claude` several times writes several invocations to
+    /// one output file. Within one the largest report counts; different ones
+    /// add up.
+    parts: Vec<Invocation>,
+    /// Index in `parts` of the invocation being read.
+    current: usize,
+    /// tool_use ids already shown and counted.
+    seen_tool_uses: HashSet<String>,
+}
+
+/// What one `session_id` reported.
+#[derive(Debug, Default)]
+struct Invocation {
+    id: String,
+    /// The model its init line named.
+    main: Option<String>,
+    /// Assistant messages read.
+    messages: u64,
     /// Usage per model, from the assistant messages (subagents included).
     by_model: BTreeMap<String, Usage>,
+    /// The largest usage a result line reported: the main model's only.
+    result_usage: Option<Usage>,
     /// Usage per model as the result's `modelUsage` reported it.
     result_by_model: BTreeMap<String, Usage>,
     result_turns: Option<u64>,
-    /// tool_use ids already shown and counted.
-    seen_tool_uses: HashSet<String>,
+    cost: Option<f64>,
+    duration_ms: Option<u64>,
+    /// A result line was read.
+    ended: bool,
+}
+
+impl Invocation {
+    /// Per model: what a result reported (it is exact), else what the
+    /// messages added up to. A result's plain `usage` is the main model's only.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, Usage> {
+        let mut all = self.by_model.clone();
+        for (model, usage) in &self.result_by_model {
+            all.insert(model.clone(), *usage);
+        }
+        let main = self.main.as_deref().or(main).map(model_key);
+        if let (Some(usage), Some(main)) = (self.result_usage, main)
+            && !self.result_by_model.contains_key(main)
+        {
+            all.insert(main.to_owned(), usage);
+        }
+        all
+    }
+
+    /// The invocation's tokens, every model's: subagents' tokens stay counted
+    /// when the result (the main model's) arrives.
+    fn total_usage(&self, main: Option<&str>) -> Usage {
+        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
+        match self.main.as_deref().or(main) {
+            Some(_) if reported => self
+                .tokens_by_model(main)
+                .into_values()
+                .fold(Usage::default(), Usage::plus),
+            _ => self.result_usage.unwrap_or_else(|| {
+                self.by_model
+                    .values()
+                    .copied()
+                    .fold(Usage::default(), Usage::plus)
+            }),
+        }
+    }
+
+    fn turns(&self) -> u64 {
+        self.result_turns.unwrap_or(self.messages)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,36 +289,87 @@ struct Usage {
     cache_write: u64,
 }
 
+/// A model id without its bracketed variant: `claude-opus-4-6[1m]` (the 1M
+/// context window, as the init line and `modelUsage` name it) and
+/// `claude-opus-4-6` (as the messages name it) are one model.
+pub(crate) fn model_key(name: &str) -> &str {
+    match name
+        .strip_suffix(']')
+        .and_then(|n| n.rfind('[').map(|at| &n[..at]))
+    {
+        Some(base) if !base.is_empty() => base,
+        _ => name,
+    }
+}
+
 impl ClaudeState {
-    /// Per model: what a result reported (it is exact), else what the
-    /// messages added up to. A result's plain `usage` is the main model's only.
-    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
-        let mut all = self.by_model.clone();
-        for (model, usage) in &self.result_by_model {
-            all.insert(model.clone(), *usage);
+    /// The invocation of `session_id` (a line without one belongs to the
+    /// current invocation), made current.
+    fn enter(&mut self, session_id: Option<&str>) -> &mut Invocation {
+        if self.parts.is_empty() {
+            self.parts.push(Invocation::default());
         }
-        if let (Some(usage), Some(main)) = (self.result_usage, main)
-            && !self.result_by_model.contains_key(main)
+        if let Some(id) = session_id.filter(|id| !id.is_empty())
+            && self.parts[self.current].id != id
         {
-            all.insert(main.to_owned(), usage);
+            if self.parts[self.current].id.is_empty() {
+                id.clone_into(&mut self.parts[self.current].id);
+            } else if let Some(at) = self.parts.iter().position(|p| p.id == id) {
+                self.current = at;
+            } else {
+                self.parts.push(Invocation {
+                    id: id.to_owned(),
+                    ..Invocation::default()
+                });
+                self.current = self.parts.len() - 1;
+            }
+        }
+        &mut self.parts[self.current]
+    }
+
+    fn part(&mut self) -> &mut Invocation {
+        self.enter(None)
+    }
+
+    /// Per model, summed over the invocations.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
+        let mut all: BTreeMap<String, Usage> = BTreeMap::new();
+        for part in &self.parts {
+            for (model, usage) in part.tokens_by_model(main) {
+                let sum = all.entry(model).or_default();
+                *sum = sum.plus(usage);
+            }
         }
         all.into_iter()
             .map(|(model, usage)| (model, ModelTokens::from(usage)))
             .collect()
     }
 
-    /// The session's tokens, every model's: subagents' tokens stay counted
-    /// when the result (the main model's) arrives.
+    /// The file's tokens: each invocation's, added.
     fn total_usage(&self, main: Option<&str>) -> Usage {
-        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
-        match main {
-            Some(_) if reported => self
-                .tokens_by_model(main)
-                .into_values()
-                .map(Usage::from)
-                .fold(Usage::default(), Usage::plus),
-            _ => self.result_usage.unwrap_or(self.summed),
-        }
+        self.parts
+            .iter()
+            .map(|part| part.total_usage(main))
+            .fold(Usage::default(), Usage::plus)
+    }
+
+    fn turns(&self) -> u64 {
+        self.parts.iter().map(Invocation::turns).sum()
+    }
+
+    /// Sum of the invocations' costs; unknown when none reported one.
+    fn cost(&self) -> Option<f64> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.cost)
+            .fold(None, |sum, c| Some(sum.unwrap_or(0.0) + c))
+    }
+
+    fn duration_ms(&self) -> Option<u64> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.duration_ms)
+            .fold(None, |sum, d| Some(sum.unwrap_or(0u64).saturating_add(d)))
     }
 }
 

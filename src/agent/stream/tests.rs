@@ -835,6 +835,7 @@ fn non_json_lines_in_a_json_stream_are_plain() {
 }
 
 mod decoder_choice;
+mod fidelity;
 mod lazy;
 mod more;
 mod one_pass;
