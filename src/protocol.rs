@@ -384,8 +384,9 @@ impl SessionSummary {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Totals {
-    /// Sum of the costs the agent reported (sessions without one add nothing).
-    pub cost_usd: f64,
+    /// Sum of the costs the agent reported (sessions without one add nothing);
+    /// unknown (`null`) until a session reports one: Codex reports none.
+    pub cost_usd: Option<f64>,
     pub turns: u64,
     pub tool_calls: u64,
     pub input_tokens: u64,
@@ -393,11 +394,16 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// The cost reported so far, what budgets are judged against (an
+    /// unknown cost is none).
+    pub fn known_cost(&self) -> f64 {
+        self.cost_usd.unwrap_or(0.0)
+    }
+
     pub fn add(&mut self, session: &SessionSummary) {
-        self.cost_usd += session
-            .cost_usd
-            .filter(|c| c.is_finite() && *c > 0.0)
-            .unwrap_or(0.0);
+        if let Some(cost) = session.cost_usd.filter(|c| c.is_finite()) {
+            self.cost_usd = Some(self.known_cost() + cost.max(0.0));
+        }
         // The run's totals are sums of what is known.
         let known = |n: Option<u64>| n.unwrap_or(0);
         self.turns = self.turns.saturating_add(known(session.turns));

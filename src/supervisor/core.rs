@@ -561,7 +561,7 @@ impl Core {
             Phase::Waiting { .. } | Phase::AwaitingApproval | Phase::Held { .. }
         );
         let limit = self.settings.guard.max_cost_usd;
-        let cost_reached = limit > 0.0 && self.totals.cost_usd >= limit;
+        let cost_reached = limit > 0.0 && self.totals.known_cost() >= limit;
         if (self.run_budget.is_some() && between_sessions)
             || (self.run_budget.is_none() && cost_reached && !self.session_running())
         {
@@ -1196,7 +1196,7 @@ impl Core {
             findings.new_calls.clone(),
             findings.stats.tool_calls,
             findings.stats.cost_usd,
-            self.totals.cost_usd,
+            self.totals.known_cost(),
         );
         if session.kill.is_none() {
             for (call, repeats) in dooms {
@@ -1840,7 +1840,7 @@ impl Core {
     ) {
         let guard = self.settings.guard;
         let iteration = self.iteration();
-        let run_cost = self.totals.cost_usd;
+        let run_cost = self.totals.known_cost();
         let Phase::Running(session) = &mut self.phase else {
             return;
         };
@@ -1984,13 +1984,13 @@ impl Core {
     /// `max_cost_usd` against the run's total so far.
     fn check_run_cost(&mut self, global: Option<u64>, out: &mut Vec<Effect>) {
         let limit = self.settings.guard.max_cost_usd;
-        if limit <= 0.0 || self.run_budget.is_some() || self.totals.cost_usd < limit {
+        if limit <= 0.0 || self.run_budget.is_some() || self.totals.known_cost() < limit {
             return;
         }
         let breach = BudgetBreach {
             budget: Budget::MaxCostUsd,
             limit,
-            value: self.totals.cost_usd,
+            value: self.totals.known_cost(),
         };
         self.run_budget = Some(breach);
         record_breach(self.iteration(), global, breach, "stopping the run", out);

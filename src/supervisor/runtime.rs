@@ -576,7 +576,7 @@ impl Runtime {
                 if let Some(lane) = &self.lane
                     && let Some(budget) = &lane.budget
                 {
-                    lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
+                    lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
                 }
                 self.publish(snapshot);
             }

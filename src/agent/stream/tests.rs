@@ -437,7 +437,7 @@ fn tool_use_summaries_and_details() {
     );
     assert_eq!(
         only(&out).detail.as_deref(),
-        Some("{\n  \"command\": \"ls -la\",\n  \"timeout\": 5000\n}")
+        Some("command: ls -la\ntimeout: 5000")
     );
 }
 

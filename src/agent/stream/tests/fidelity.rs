@@ -102,3 +102,102 @@ fn a_later_invocation_without_its_result_leaves_the_figures_unknown() {
     assert_eq!(stats.input_tokens, 15 + 21);
     assert_eq!(stats.cost_usd, Some(0.15));
 }
+
+#[test]
+fn a_completed_codex_run_reads_success_and_its_cost_stays_unknown() {
+    for name in ["codex_0169_run.jsonl", "codex_0101_run.jsonl"] {
+        let (_, parser) = run(AgentFormat::Auto, &transcript(name));
+        let stats = parser.stats();
+        assert_eq!(stats.result_subtype.as_deref(), Some("success"), "{name}");
+        assert_eq!(stats.result_is_error, Some(false), "{name}");
+        assert_eq!(stats.cost_usd, None, "{name}");
+        assert!(stats.ended, "{name}");
+        assert_eq!(stats.turns, 1, "{name}");
+        assert_eq!(
+            (
+                stats.input_tokens,
+                stats.cache_read_tokens,
+                stats.output_tokens
+            ),
+            (12040, 9984, 230),
+            "{name}"
+        );
+    }
+    // 0.169 reports the cache writes; 0.101 has no such field.
+    let (_, current) = run(AgentFormat::Auto, &transcript("codex_0169_run.jsonl"));
+    assert_eq!(current.stats().cache_write_tokens, 512);
+    let (_, older) = run(AgentFormat::Auto, &transcript("codex_0101_run.jsonl"));
+    assert_eq!(older.stats().cache_write_tokens, 0);
+}
+
+#[test]
+fn a_codex_run_ending_in_a_failed_turn_reads_error() {
+    let (_, parser) = run_auto(
+        "{\"type\":\"thread.started\",\"thread_id\":\"t\"}\n\
+         {\"type\":\"turn.started\"}\n\
+         {\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":10,\"output_tokens\":2}}\n\
+         {\"type\":\"turn.started\"}\n\
+         {\"type\":\"turn.failed\",\"error\":{\"message\":\"stream disconnected\"}}\n",
+    );
+    let stats = parser.stats();
+    assert_eq!(stats.result_subtype.as_deref(), Some("error"));
+    assert_eq!(stats.result_is_error, Some(true));
+    assert_eq!(stats.result_text.as_deref(), Some("stream disconnected"));
+    assert_eq!(stats.cost_usd, None);
+}
+
+#[test]
+fn codex_warnings_are_notices_and_commands_read_as_the_shell_runs_them() {
+    let (out, _) = run(AgentFormat::Auto, &transcript("codex_0169_run.jsonl"));
+    let notices: Vec<&Rendered> = out
+        .iter()
+        .filter(|l| l.text.contains("Model metadata") || l.text.contains("Skill descriptions"))
+        .collect();
+    assert_eq!(notices.len(), 2, "{:?}", texts(&out));
+    for notice in notices {
+        assert!(!notice.is_error, "{notice:?}");
+        assert_eq!(notice.kind, LineKind::System);
+        assert!(!notice.text.contains('✗'), "{}", notice.text);
+        assert!(notice.text.starts_with("⚠ "), "{}", notice.text);
+    }
+    let calls: Vec<&str> = out
+        .iter()
+        .filter(|l| l.kind == LineKind::ToolCall)
+        .map(|l| l.text.as_str())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            r#"▶ exec  grep -rn "TODO" src | wc -l && echo `date +%F` $HOME"#,
+            "▶ exec  cargo test --quiet",
+        ]
+    );
+}
+
+#[test]
+fn a_codex_command_given_as_an_argument_list_reads_as_its_script() {
+    let (out, _) = run_auto(
+        r#"{"type":"item.started","item":{"id":"i1","type":"command_execution","command":["/bin/zsh","-lc","echo \"$HOME\""],"status":"in_progress"}}"#,
+    );
+    assert_eq!(texts(&out), [r#"▶ exec  echo "$HOME""#]);
+}
+
+#[test]
+fn a_one_line_tool_input_expands_as_text() {
+    let (out, _) = run_auto(
+        r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"grep -n \"TODO\" src/main.rs","description":"Find the TODOs","timeout":5000}}]}}"#,
+    );
+    let call = only(&out);
+    assert_eq!(
+        call.detail.as_deref(),
+        Some("command: grep -n \"TODO\" src/main.rs\ndescription: Find the TODOs\ntimeout: 5000")
+    );
+    // An input with nested values stays JSON.
+    let (out, _) = run_auto(
+        r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"x","input":{"a":{"b":1}}}]}}"#,
+    );
+    assert_eq!(
+        only(&out).detail.as_deref(),
+        Some("{\n  \"a\": {\n    \"b\": 1\n  }\n}")
+    );
+}

@@ -53,7 +53,7 @@ fn codex_items_without_duplicates() {
             "▶ patch  src/a.rs (+2 more)",
             "  ✗ patch failed",
             "▶ web_search  rust memchr",
-            "✗ command timed out",
+            "⚠ command timed out",
             "All done.",
             "",
             "See `src/a.rs`.",
@@ -280,14 +280,16 @@ fn helpers() {
     assert_eq!(group(1_234_567), "1,234,567");
     assert_eq!(unwrap_shell("bash -lc ls"), "ls");
     assert_eq!(unwrap_shell("bash -lc 'cat test.js'"), "cat test.js");
+    // As the shell runs it: quoting undone, `$` and backticks kept.
+    assert_eq!(unwrap_shell("bash -lc 'echo '\\''x'\\'''"), "echo 'x'");
+    assert_eq!(unwrap_shell("/bin/bash -lc \"echo $HOME\""), "echo $HOME");
     assert_eq!(
-        unwrap_shell("bash -lc 'echo '\\''x'\\'''"),
-        "'echo '\\''x'\\'''"
+        unwrap_shell(r#"/bin/zsh -lc "grep -n \"TODO\" src && echo `date` \$HOME""#),
+        r#"grep -n "TODO" src && echo `date` $HOME"#
     );
-    assert_eq!(
-        unwrap_shell("/bin/bash -lc \"echo $HOME\""),
-        "\"echo $HOME\""
-    );
+    // Not a shell's script, or not shell words: as written.
+    assert_eq!(unwrap_shell("bash -x -c ls"), "bash -x -c ls");
+    assert_eq!(unwrap_shell("bash -lc \"unclosed"), "bash -lc \"unclosed");
     assert_eq!(unwrap_shell("python3 x.py"), "python3 x.py");
     assert_eq!(first_line("\n\n  a  \nb\n"), ("a", 3));
 }
