@@ -366,6 +366,9 @@ pub struct SessionSummary {
     pub duration_ms: Option<u64>,
     /// Rate-limit events the agent passed by paying for overage.
     pub overage_events: u64,
+    /// The output was JSON of no format clowder reads: nothing was counted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unrecognised_format: bool,
 }
 
 impl SessionSummary {
@@ -607,6 +610,12 @@ pub enum Event {
         global: u64,
         count: u64,
     },
+    /// The agent's output holds JSON lines of no format clowder reads (said
+    /// once a run): its sessions' turns, tokens and cost are not counted.
+    UnrecognisedOutputFormat {
+        iteration: u64,
+        global: u64,
+    },
     /// The same tool call `repeats` times in a row.
     DoomLoop {
         iteration: u64,
@@ -705,6 +714,7 @@ impl Event {
             Event::LoopResumed => "loop_resumed",
             Event::BudgetExceeded { .. } => "budget_exceeded",
             Event::Overage { .. } => "overage",
+            Event::UnrecognisedOutputFormat { .. } => "unrecognised_output_format",
             Event::DoomLoop { .. } => "doom_loop",
             Event::DoomLoopGate { .. } => "doom_loop_gate",
             Event::HandoffInvalid { .. } => "handoff_invalid",

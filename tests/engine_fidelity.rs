@@ -61,3 +61,46 @@ fn invocations_of_different_session_ids_add_up_in_one_output_file() {
     let totals = &project.status()["totals"];
     assert_eq!(totals["turns"], 4, "{totals}");
 }
+
+#[test]
+fn a_codex_run_reads_success_and_its_cost_is_unknown_not_zero() {
+    let project = replay("codex_0169_run.jsonl", "");
+    let context = run_ok(&project, &["--headless", "2"]);
+    let completes = project.events_named("session_complete");
+    assert_eq!(completes.len(), 2, "{context}");
+    for event in &completes {
+        assert_eq!(event["result"], "success", "{event}");
+        assert!(event["cost_usd"].is_null(), "{event}");
+        assert_eq!(event["turns"], 1, "{event}");
+    }
+    let status = project.status();
+    assert!(status["totals"]["cost_usd"].is_null(), "{status}");
+    assert_eq!(status["totals"]["turns"], 2, "{status}");
+    assert_eq!(status["last_session"]["result_subtype"], "success");
+    let report = stdout_of(&project.run(&["--status"]));
+    assert!(
+        report
+            .lines()
+            .any(|l| l == "Cost: unknown total, last session cost unknown · 1 turn · 2 tool calls"),
+        "{report}"
+    );
+}
+
+#[test]
+fn an_unrecognised_output_format_is_said_once_in_the_events() {
+    let project = replay("codex_legacy_0_40.jsonl", "");
+    let context = run_ok(&project, &["--headless", "2"]);
+    let said = project.events_named("unrecognised_output_format");
+    assert_eq!(said.len(), 1, "{said:?}\n{context}");
+    assert_eq!(said[0]["global"], 1, "{}", said[0]);
+    assert!(
+        context.contains("status=unrecognised_output_format"),
+        "{context}"
+    );
+    let completes = project.events_named("session_complete");
+    assert_eq!(completes.len(), 2, "{context}");
+    for event in &completes {
+        assert!(event["turns"].is_null(), "{event}");
+        assert!(event["input_tokens"].is_null(), "{event}");
+    }
+}

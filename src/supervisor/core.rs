@@ -452,6 +452,8 @@ pub struct Core {
     /// The last session's numbers, kept for the status file after it ends.
     last_session: Option<(u64, PathBuf, u64)>,
     last_session_stats: Option<SessionSummary>,
+    /// The agent's output format was said to be unrecognised (said once a run).
+    format_unrecognised_said: bool,
     totals: Totals,
     /// The last productive session kept the completion promise: end after its hooks.
     promise_kept: bool,
@@ -493,6 +495,7 @@ impl Core {
             last_wall: None,
             last_session: None,
             last_session_stats: None,
+            format_unrecognised_said: false,
             totals: Totals::default(),
             promise_kept: false,
             run_budget: None,
@@ -1261,6 +1264,10 @@ impl Core {
                 global: session.global,
                 count: overages,
             }));
+        }
+        if findings.stats.unrecognised_format && !self.format_unrecognised_said {
+            self.format_unrecognised_said = true;
+            say_format_unrecognised(iteration, session.global, out);
         }
         let mut stats = findings.stats.clone();
         stats.global = session.global;
@@ -2234,4 +2241,20 @@ fn log(out: &mut Vec<Effect>, level: Level, message: String) {
 /// Seconds with millisecond precision, for the record.
 fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// The agent writes JSON lines of no format clowder reads (Codex before 0.44):
+/// its sessions are not counted, and the log and the event log say so.
+fn say_format_unrecognised(iteration: u64, global: u64, out: &mut Vec<Effect>) {
+    log(
+        out,
+        Level::Warn,
+        format!(
+            "iteration={iteration} global={global} status=unrecognised_output_format: the agent's output is in a format clowder does not recognise; turns, tokens and cost are not counted"
+        ),
+    );
+    out.push(Effect::Emit(Event::UnrecognisedOutputFormat {
+        iteration,
+        global,
+    }));
 }

@@ -1838,6 +1838,7 @@ fn summary(stats: &SessionStats) -> SessionSummary {
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
         overage_events: stats.overage_events,
+        unrecognised_format: stats.unrecognised_format,
     }
 }
 

@@ -49,6 +49,14 @@ const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
 /// Non-empty lines after which a stream with no JSON object is taken for text.
 const AUTO_DETECT_LINES: u32 = 20;
 
+/// JSON object lines, none of a known format, after which the stream is said
+/// to be in a format clowder does not recognise (Codex before 0.44 wrote
+/// `{"id":…,"msg":{…}}` lines); a shorter stream is judged at its end.
+const UNRECOGNISED_FORMAT_LINES: u64 = 5;
+
+/// What the screen says, once, of a stream it cannot read.
+pub const UNRECOGNISED_FORMAT_NOTICE: &str = "⚠ clowder does not recognise this agent's output format: turns, tokens and cost are not counted";
+
 /// Display lines produced from one text block; a pasted log of thousands of
 /// lines would otherwise flood the output pane.
 const MAX_LINES_PER_BLOCK: usize = 1000;
@@ -144,6 +152,9 @@ pub struct SessionStats {
     /// The stream's ending was read (Claude's `result`, Codex's `turn.completed`):
     /// without it, turns and tokens are unknown.
     pub ended: bool,
+    /// The stream holds JSON objects but no event of a format clowder reads:
+    /// nothing in it is counted (see [`UNRECOGNISED_FORMAT_NOTICE`]).
+    pub unrecognised_format: bool,
 }
 
 /// One model's tokens in a session.
@@ -177,6 +188,9 @@ pub struct StreamParser {
     auto_saw_object: bool,
     /// The line being handled was cut at MAX_PENDING_BYTES (details say so).
     line_cut: bool,
+    /// JSON object lines of a known event type, and of none.
+    known_objects: u64,
+    unknown_objects: u64,
     stats: SessionStats,
     claude: ClaudeState,
     codex: CodexState,
@@ -449,6 +463,8 @@ impl StreamParser {
             auto_lines: 0,
             auto_saw_object: false,
             line_cut: false,
+            known_objects: 0,
+            unknown_objects: 0,
             stats: SessionStats::default(),
             claude: ClaudeState::default(),
             codex: CodexState::default(),
@@ -553,7 +569,31 @@ impl StreamParser {
         let mut lines = std::mem::take(&mut self.pending);
         lines.finish(|line, cut| self.process_line(line, cut, &mut out));
         self.pending = lines;
+        if self.unknown_objects > 0 {
+            self.judge_format(true, &mut out);
+        }
         out
+    }
+
+    /// Counts one JSON object line as of a known event type or not, and says
+    /// once when a stream has shown none of a known one (`at_end`: nothing
+    /// more will come).
+    fn note_object(&mut self, known: bool, out: &mut Vec<Rendered>) {
+        if known {
+            self.known_objects += 1;
+        } else {
+            self.unknown_objects += 1;
+            self.judge_format(false, out);
+        }
+    }
+
+    fn judge_format(&mut self, at_end: bool, out: &mut Vec<Rendered>) {
+        let enough = at_end || self.unknown_objects >= UNRECOGNISED_FORMAT_LINES;
+        if self.stats.unrecognised_format || self.known_objects > 0 || !enough {
+            return;
+        }
+        self.stats.unrecognised_format = true;
+        out.push(line(LineKind::Error, UNRECOGNISED_FORMAT_NOTICE.to_owned()).with_error(true));
     }
 
     pub fn stats(&self) -> &SessionStats {
@@ -693,7 +733,12 @@ impl StreamParser {
     ) -> serde_json::Result<Signals<'t>> {
         let decoder = DECODERS.iter().find(|d| d.format == self.format);
         if let Some(decoder) = decoder {
-            return (decoder.decode)(self, object, out);
+            let event = (decoder.decode)(self, object, out);
+            if let Ok(event) = &event {
+                let known = event.kind.str().is_some_and(decoder.owns);
+                self.note_object(known, out);
+            }
+            return event;
         }
         // `Auto`: the event's `type` tells the format.
         let event = serde_json::from_str::<Signals<'t>>(object)?;
@@ -708,6 +753,7 @@ impl StreamParser {
             // Its classification fields are those just read.
             let _ = (decoder.decode)(self, object, out);
         }
+        self.note_object(owner.is_some(), out);
         Ok(event)
     }
 

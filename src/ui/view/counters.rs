@@ -234,8 +234,9 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
 /// Whether the session's turns and tokens are known: a finished stream
 /// without its ending (Claude's `result`, Codex's `turn.completed`) leaves
 /// them unknown, whatever partial sums it held; a running one shows them so far.
+/// A format clowder does not read leaves them unknown throughout.
 fn counts_known(state: &AppState, stats: &crate::agent::stream::SessionStats) -> bool {
-    stats.ended || stats.lines == 0 || state.running_session()
+    !stats.unrecognised_format && (stats.ended || stats.lines == 0 || state.running_session())
 }
 
 /// A label in at most seven cells.

@@ -201,3 +201,32 @@ fn a_one_line_tool_input_expands_as_text() {
         Some("{\n  \"a\": {\n    \"b\": 1\n  }\n}")
     );
 }
+
+#[test]
+fn an_unrecognised_format_is_said_once_and_counts_nothing() {
+    let bytes = transcript("codex_legacy_0_40.jsonl");
+    for format in [AgentFormat::Auto, AgentFormat::CodexJson] {
+        let (out, parser) = run(format, &bytes);
+        let notices: Vec<&Rendered> = out
+            .iter()
+            .filter(|l| l.text == UNRECOGNISED_FORMAT_NOTICE)
+            .collect();
+        assert_eq!(notices.len(), 1, "{format:?}: {:?}", texts(&out));
+        assert!(parser.stats().unrecognised_format, "{format:?}");
+        assert!(!parser.stats().ended, "{format:?}");
+    }
+    // Said as soon as enough lines show it, before the end.
+    let mut parser = StreamParser::new(AgentFormat::Auto);
+    let mut early = parser.feed(&bytes);
+    assert!(early.iter().any(|l| l.text == UNRECOGNISED_FORMAT_NOTICE));
+    early = parser.finish();
+    assert!(early.is_empty(), "{:?}", texts(&early));
+    // A known stream with an odd line or two is not.
+    for name in ["codex_0169_run.jsonl", "claude_1m_context.jsonl"] {
+        let mut input = b"{\"id\":\"0\",\"msg\":{\"type\":\"x\"}}\n".to_vec();
+        input.extend(transcript(name));
+        let (out, parser) = run(AgentFormat::Auto, &input);
+        assert!(!parser.stats().unrecognised_format, "{name}");
+        assert!(!out.iter().any(|l| l.text == UNRECOGNISED_FORMAT_NOTICE));
+    }
+}
