@@ -104,3 +104,82 @@ fn an_unrecognised_output_format_is_said_once_in_the_events() {
         assert!(event["input_tokens"].is_null(), "{event}");
     }
 }
+
+/// An agent script named `name` in the project that replays `transcript`.
+fn named_agent(project: &Project, name: &str, transcript: &str) -> String {
+    let path = project.path(name);
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh\nexec '{}' replay '{}'\n",
+            fake_agent_script().display(),
+            transcript_fixture(transcript)
+        ),
+    )
+    .expect("write the agent");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path.display().to_string()
+}
+
+fn agent_config(command: &str, extra: &str) -> String {
+    format!(
+        "[agent]\ncommand = {command:?}\nargs = []\n\n[backoff]\ninitial_delay_secs = 0.05\n\n{extra}\n"
+    )
+}
+
+#[test]
+fn a_codex_loop_writes_codex_files_and_everything_finds_them() {
+    let project = Project::new("");
+    let agent = named_agent(&project, "codex", "codex_0169_run.jsonl");
+    project.write("harness.toml", &agent_config(&agent, ""));
+    let context = run_ok(&project, &["--headless", "2"]);
+    for global in [1, 2] {
+        let name = format!("codex-iteration-{global}.jsonl");
+        assert!(project.path(&name).is_file(), "no {name}\n{context}");
+    }
+    assert!(!project.path("claude-iteration-1.jsonl").exists());
+    let status = project.status();
+    let output = status["output_file"].as_str().unwrap_or_default();
+    assert!(output.ends_with("codex-iteration-2.jsonl"), "{status}");
+    let starts = project.events_named("session_start");
+    assert!(
+        starts[0]["output_file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("codex-iteration-1.jsonl")),
+        "{starts:?}"
+    );
+    // Without the counter and the event log, a second run goes on from the
+    // codex files it finds.
+    std::fs::remove_file(project.path(".iteration_counter")).expect("remove the counter");
+    std::fs::remove_file(project.path("harness-events.jsonl")).expect("remove the events");
+    run_ok(&project, &["--headless", "1"]);
+    assert!(project.path("codex-iteration-3.jsonl").is_file());
+    let report = stdout_of(&project.run(&["--status"]));
+    assert!(
+        report.contains("Current iteration: 1/1 (global: 3)"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_output_prefix_key_overrides_the_agents_name() {
+    let project = Project::new("");
+    let agent = named_agent(&project, "codex", "codex_0169_run.jsonl");
+    project.write(
+        "harness.toml",
+        &agent_config(&agent, "[session]\noutput_prefix = \"run\"\n"),
+    );
+    run_ok(&project, &["--headless", "1"]);
+    assert!(project.path("run-1.jsonl").is_file());
+    assert!(!project.path("codex-iteration-1.jsonl").exists());
+}
+
+#[test]
+fn the_claude_agent_keeps_the_shell_loops_file_names() {
+    let project = Project::new("");
+    let agent = named_agent(&project, "claude", "claude_1m_context.jsonl");
+    project.write("harness.toml", &agent_config(&agent, ""));
+    run_ok(&project, &["--headless", "1"]);
+    assert!(project.path("claude-iteration-1.jsonl").is_file());
+}

@@ -292,7 +292,7 @@ impl Runtime {
             }
             None => None,
         };
-        let prefix = &config.session.output_prefix.0;
+        let prefix = &config.session.output_prefix(&config.agent);
         let counter_path = resolve(&config.session.counter_file.0);
         // Under the instance lock nobody else writes these files: a temp file next
         // to one is a write that a killed run never finished.
@@ -976,7 +976,7 @@ impl Runtime {
     }
 
     fn spawn_session(&mut self, prompt_text: &str) -> Input {
-        let prefix = self.config.session.output_prefix.0.clone();
+        let prefix = self.config.session.output_prefix(&self.config.agent);
         let (global, output_file, file) =
             match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
                 Ok(created) => created,
