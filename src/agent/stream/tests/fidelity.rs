@@ -230,3 +230,48 @@ fn an_unrecognised_format_is_said_once_and_counts_nothing() {
         assert!(!out.iter().any(|l| l.text == UNRECOGNISED_FORMAT_NOTICE));
     }
 }
+
+#[test]
+fn real_claude_code_2_1_332_output_counts_the_1m_model_once() {
+    let (out, parser) = run(
+        AgentFormat::Auto,
+        &transcript("claude_2.1.332_opus_1m.jsonl"),
+    );
+    let stats = parser.stats();
+    assert_eq!(
+        stats.tokens_by_model.len(),
+        1,
+        "{:?}",
+        stats.tokens_by_model
+    );
+    assert_eq!(
+        (
+            stats.input_tokens,
+            stats.output_tokens,
+            stats.cache_read_tokens,
+            stats.cache_write_tokens
+        ),
+        (7, 3, 100, 20)
+    );
+    assert_eq!(stats.turns, 1);
+    assert_eq!(stats.cost_usd, Some(0.000285));
+    assert_eq!(stats.result_subtype.as_deref(), Some("success"));
+    assert!(stats.ended);
+    let result = out.iter().find(|l| l.kind == LineKind::Result).unwrap();
+    assert!(!result.is_error, "{result:?}");
+
+    let (out, parser) = run(
+        AgentFormat::Auto,
+        &transcript("claude_2.1.332_api_error_400.jsonl"),
+    );
+    let stats = parser.stats();
+    assert_eq!(stats.result_is_error, Some(true));
+    assert!(stats.ended);
+    let result = out.iter().find(|l| l.kind == LineKind::Result).unwrap();
+    assert!(result.is_error, "{result:?}");
+    assert!(
+        result.text.starts_with("■ result: error (400)"),
+        "{}",
+        result.text
+    );
+}
