@@ -233,6 +233,18 @@ fn an_unrecognised_format_is_said_once_and_counts_nothing() {
 
 #[test]
 fn real_claude_code_2_1_332_output_counts_the_1m_model_once() {
+    let (_, older) = run(
+        AgentFormat::Auto,
+        &transcript("claude_2.0.77_opus_1m.jsonl"),
+    );
+    let stats = older.stats();
+    assert_eq!(
+        stats.tokens_by_model.len(),
+        1,
+        "{:?}",
+        stats.tokens_by_model
+    );
+    assert_eq!((stats.input_tokens, stats.cache_read_tokens), (7, 100));
     let (out, parser) = run(
         AgentFormat::Auto,
         &transcript("claude_2.1.332_opus_1m.jsonl"),
@@ -274,4 +286,34 @@ fn real_claude_code_2_1_332_output_counts_the_1m_model_once() {
         "{}",
         result.text
     );
+}
+
+#[test]
+fn real_codex_runs_read_success_with_their_commands_as_the_shell_runs_them() {
+    for (name, cache_write) in [
+        ("codex_0.169_real_run.jsonl", 0),
+        ("codex_0.101_real_run.jsonl", 0),
+    ] {
+        let (out, parser) = run(AgentFormat::Auto, &transcript(name));
+        let stats = parser.stats();
+        assert_eq!(stats.result_subtype.as_deref(), Some("success"), "{name}");
+        assert_eq!(stats.cost_usd, None, "{name}");
+        assert_eq!(
+            (
+                stats.input_tokens,
+                stats.cache_read_tokens,
+                stats.output_tokens
+            ),
+            (2000, 400, 100),
+            "{name}"
+        );
+        assert_eq!(stats.cache_write_tokens, cache_write, "{name}");
+        let calls: Vec<&str> = out
+            .iter()
+            .filter(|l| l.kind == LineKind::ToolCall)
+            .map(|l| l.text.as_str())
+            .collect();
+        assert_eq!(calls, [r#"▶ exec  echo "$HOME" `date +%Y`"#], "{name}");
+        assert!(!out.iter().any(|l| l.is_error), "{name}: {:?}", texts(&out));
+    }
 }
