@@ -188,9 +188,11 @@ pub struct StreamParser {
     auto_saw_object: bool,
     /// The line being handled was cut at MAX_PENDING_BYTES (details say so).
     line_cut: bool,
-    /// JSON object lines of a known event type, and of none.
+    /// JSON object lines of a known event type, and of none; lines of text
+    /// in a stream not (yet) known to be text.
     known_objects: u64,
     unknown_objects: u64,
+    text_lines: u64,
     stats: SessionStats,
     claude: ClaudeState,
     codex: CodexState,
@@ -465,6 +467,7 @@ impl StreamParser {
             line_cut: false,
             known_objects: 0,
             unknown_objects: 0,
+            text_lines: 0,
             stats: SessionStats::default(),
             claude: ClaudeState::default(),
             codex: CodexState::default(),
@@ -588,7 +591,9 @@ impl StreamParser {
     }
 
     fn judge_format(&mut self, at_end: bool, out: &mut Vec<Rendered>) {
-        let enough = at_end || self.unknown_objects >= UNRECOGNISED_FORMAT_LINES;
+        // A text agent that prints the odd JSON line writes text.
+        let enough = (at_end || self.unknown_objects >= UNRECOGNISED_FORMAT_LINES)
+            && self.unknown_objects >= self.text_lines;
         if self.stats.unrecognised_format || self.known_objects > 0 || !enough {
             return;
         }
@@ -690,6 +695,7 @@ impl StreamParser {
     /// more sign that the whole stream is text.
     fn plain_line(&mut self, line: &str, out: &mut Vec<Rendered>) {
         out.push(plain(line));
+        self.text_lines += 1;
         if self.format == AgentFormat::Auto
             && self.auto_lines >= AUTO_DETECT_LINES
             && !self.auto_saw_object
