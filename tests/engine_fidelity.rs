@@ -163,6 +163,19 @@ fn a_codex_loop_writes_codex_files_and_everything_finds_them() {
 }
 
 #[test]
+fn the_dry_run_names_the_output_files() {
+    let project = Project::new("");
+    let agent = named_agent(&project, "codex", "codex_0169_run.jsonl");
+    project.write("harness.toml", &agent_config(&agent, ""));
+    let dry = stdout_of(&project.run(&["--dry-run"]));
+    assert!(
+        dry.lines()
+            .any(|l| l == "# output files: ./codex-iteration-N.jsonl"),
+        "{dry}"
+    );
+}
+
+#[test]
 fn the_output_prefix_key_overrides_the_agents_name() {
     let project = Project::new("");
     let agent = named_agent(&project, "codex", "codex_0169_run.jsonl");
