@@ -190,7 +190,7 @@ impl fmt::Display for Detail {
 /// command's quotes as `\"` and line breaks as `\n`. `None` when a member is
 /// an object or a list.
 pub(super) fn readable_input(input: &RawValue) -> Option<String> {
-    let members = Obj::of(Some(input))?;
+    let members = Obj::of(Some(input)).filter(|m| !m.members().is_empty())?;
     let mut values = Vec::with_capacity(members.members().len());
     for (key, raw) in members.members() {
         let value = match scalar(Some(*raw)) {

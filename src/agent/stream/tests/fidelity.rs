@@ -192,7 +192,11 @@ fn a_one_line_tool_input_expands_as_text() {
         call.detail.as_deref(),
         Some("command: grep -n \"TODO\" src/main.rs\ndescription: Find the TODOs\ntimeout: 5000")
     );
-    // An input with nested values stays JSON.
+    // An empty input, and one with nested values, stay JSON.
+    let (out, _) = run_auto(
+        r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"ExitPlanMode","input":{}}]}}"#,
+    );
+    assert_eq!(only(&out).detail.as_deref(), Some("{}"));
     let (out, _) = run_auto(
         r#"{"type":"assistant","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"x","input":{"a":{"b":1}}}]}}"#,
     );
