@@ -349,6 +349,14 @@ impl ClaudeState {
 
     /// Per model, summed over the invocations.
     fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
+        // Nearly every file holds one invocation: nothing to add up.
+        if let [only] = self.parts.as_slice() {
+            return only
+                .tokens_by_model(main)
+                .into_iter()
+                .map(|(model, usage)| (model, ModelTokens::from(usage)))
+                .collect();
+        }
         let mut all: BTreeMap<String, Usage> = BTreeMap::new();
         for part in &self.parts {
             for (model, usage) in part.tokens_by_model(main) {
