@@ -46,7 +46,7 @@ measure() { # name, label, command...
   local name=$1 label=$2; shift 2
   local best_wall="" best_cpu="" wall user sys cpu
   for _ in $(seq 1 "$rounds"); do
-    rm -f "$work"/claude-iteration-*.jsonl "$work/direct.out" "$work/loop.log" "$work/.iteration_counter"
+    rm -f "$work"/agent-iteration-*.jsonl "$work/direct.out" "$work/loop.log" "$work/.iteration_counter"
     /usr/bin/time -f '%e %U %S' -o "$work/time" "$@" > /dev/null
     read -r wall user sys < "$work/time"
     cpu=$(awk "BEGIN{print $user + $sys}")

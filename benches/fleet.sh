@@ -58,7 +58,7 @@ make_fleet() {
   mkdir -p "$dir"
   git -C "$dir" init -q -b main
   printf 'go\n' > "$dir/PROMPT.md"
-  printf '[agent]\ncommand = "%s"\nargs = []\n[watchdog]\nstale_timeout_mins = 600\n[fleet]\nmax_parallel = %d\n' \
+  printf '[session]\noutput_prefix = "claude-iteration"\n[agent]\ncommand = "%s"\nargs = []\n[watchdog]\nstale_timeout_mins = 600\n[fleet]\nmax_parallel = %d\n' \
     "$agent" $((count + 10)) > "$dir/harness.toml"
   git -C "$dir" add -A
   git -C "$dir" -c user.name=bench -c user.email=bench@example.com commit -qm init

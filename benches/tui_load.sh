@@ -46,7 +46,7 @@ run_case() { # mode, ui|headless
   local mode=$1 ui=$2 dir="$work/$1-$2"
   mkdir -p "$dir"
   printf 'go\n' > "$dir/PROMPT.md"
-  printf '[agent]\ncommand = "%s"\nargs = []\n[watchdog]\nstale_timeout_mins = 60\n' "$work/$mode.sh" > "$dir/harness.toml"
+  printf '[session]\noutput_prefix = "claude-iteration"\n[agent]\ncommand = "%s"\nargs = []\n[watchdog]\nstale_timeout_mins = 60\n' "$work/$mode.sh" > "$dir/harness.toml"
   if [ "$ui" = ui ]; then
     tmux -L "$socket" -f /dev/null new-session -d -x 120 -y 40 -c "$dir" "'$clowder' 1; sleep 600"
   else

@@ -481,6 +481,11 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
     println!("# config: {source}");
     println!("# prompt file in force: {}", config.prompt_path().display());
     println!("# agent: {agent}");
+    println!(
+        "# output files: {}/{}-N.jsonl",
+        config.session.output_dir.0.display(),
+        config.session.output_prefix(&config.agent)
+    );
     println!("# kill method: {}", crate::supervisor::cgroup::describe());
     match toml::to_string_pretty(config) {
         Ok(text) => {

@@ -62,8 +62,46 @@ pub struct SessionConfig {
     pub max_iterations: PositiveCount,
     pub prompt_file: NonEmptyPath,
     pub output_dir: NonEmptyPath,
-    pub output_prefix: FileStem,
+    /// Output files are `{output_dir}/{output_prefix}-{global}.jsonl`; unset,
+    /// the prefix is named after the agent (see [`SessionConfig::output_prefix`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_prefix: Option<FileStem>,
     pub counter_file: NonEmptyPath,
+}
+
+impl SessionConfig {
+    /// The output files' prefix: `session.output_prefix`, else
+    /// `{agent}-iteration` after the agent command's file name (a script's
+    /// extension dropped), so `claude` keeps the `claude-iteration-N.jsonl`
+    /// of the shell loops and `codex` writes `codex-iteration-N.jsonl`.
+    pub fn output_prefix(&self, agent: &AgentConfig) -> String {
+        match &self.output_prefix {
+            Some(prefix) => prefix.0.clone(),
+            None => format!("{}-iteration", agent_name(&agent.command.0)),
+        }
+    }
+}
+
+/// An agent command's name for file names: its last path component without
+/// an extension of letters (`fake-agent.sh` → `fake-agent`, `codex-0.101`
+/// stays), `agent` when nothing is left.
+fn agent_name(command: &str) -> String {
+    let base = command.rsplit('/').next().unwrap_or(command).trim();
+    let stem = match base.rsplit_once('.') {
+        Some((stem, ext))
+            if !stem.is_empty()
+                && !ext.is_empty()
+                && ext.chars().all(|c| c.is_ascii_alphabetic()) =>
+        {
+            stem
+        }
+        _ => base,
+    };
+    if stem.is_empty() || stem.contains('\0') {
+        "agent".to_owned()
+    } else {
+        stem.to_owned()
+    }
 }
 
 impl Default for SessionConfig {
@@ -72,7 +110,7 @@ impl Default for SessionConfig {
             max_iterations: PositiveCount(25),
             prompt_file: NonEmptyPath::from("PROMPT.md"),
             output_dir: NonEmptyPath::from("."),
-            output_prefix: FileStem("claude-iteration".into()),
+            output_prefix: None,
             counter_file: NonEmptyPath::from(".iteration_counter"),
         }
     }
@@ -963,6 +1001,33 @@ pub fn pattern_strings(patterns: &[Pattern]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_files_are_named_after_the_agent_unless_a_prefix_is_set() {
+        let prefix = |command: &str, set: Option<&str>| {
+            let session = SessionConfig {
+                output_prefix: set.map(|p| FileStem(p.into())),
+                ..SessionConfig::default()
+            };
+            let agent = AgentConfig {
+                command: NonEmptyString(command.into()),
+                ..AgentConfig::default()
+            };
+            session.output_prefix(&agent)
+        };
+        assert_eq!(prefix("claude", None), "claude-iteration");
+        assert_eq!(prefix("/usr/local/bin/claude", None), "claude-iteration");
+        assert_eq!(prefix("codex", None), "codex-iteration");
+        assert_eq!(prefix("./agents/run-codex.sh", None), "run-codex-iteration");
+        assert_eq!(prefix("codex-0.101", None), "codex-0.101-iteration");
+        assert_eq!(prefix("codex", Some("runs")), "runs");
+        // A config that leaves the key out reads as unset.
+        let config: Config = toml::from_str("[agent]\ncommand = \"codex\"\n").expect("config");
+        assert_eq!(
+            config.session.output_prefix(&config.agent),
+            "codex-iteration"
+        );
+    }
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("harness.toml"))

@@ -437,6 +437,9 @@ pub struct SessionSummary {
     pub duration_ms: Option<u64>,
     /// Rate-limit events the agent passed by paying for overage.
     pub overage_events: u64,
+    /// The output was JSON of no format clowder reads: nothing was counted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unrecognised_format: bool,
 }
 
 impl SessionSummary {
@@ -455,8 +458,9 @@ impl SessionSummary {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Totals {
-    /// Sum of the costs the agent reported (sessions without one add nothing).
-    pub cost_usd: f64,
+    /// Sum of the costs the agent reported (sessions without one add nothing);
+    /// unknown (`null`) until a session reports one: Codex reports none.
+    pub cost_usd: Option<f64>,
     pub turns: u64,
     pub tool_calls: u64,
     pub input_tokens: u64,
@@ -464,11 +468,16 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// The cost reported so far, what budgets are judged against (an
+    /// unknown cost is none).
+    pub fn known_cost(&self) -> f64 {
+        self.cost_usd.unwrap_or(0.0)
+    }
+
     pub fn add(&mut self, session: &SessionSummary) {
-        self.cost_usd += session
-            .cost_usd
-            .filter(|c| c.is_finite() && *c > 0.0)
-            .unwrap_or(0.0);
+        if let Some(cost) = session.cost_usd.filter(|c| c.is_finite()) {
+            self.cost_usd = Some(self.known_cost() + cost.max(0.0));
+        }
         // The run's totals are sums of what is known.
         let known = |n: Option<u64>| n.unwrap_or(0);
         self.turns = self.turns.saturating_add(known(session.turns));
@@ -714,6 +723,12 @@ pub enum Event {
         global: u64,
         count: u64,
     },
+    /// The agent's output holds JSON lines of no format clowder reads (said
+    /// once a run): its sessions' turns, tokens and cost are not counted.
+    UnrecognisedOutputFormat {
+        iteration: u64,
+        global: u64,
+    },
     /// The same tool call `repeats` times in a row.
     DoomLoop {
         iteration: u64,
@@ -813,6 +828,7 @@ impl Event {
             Event::LoopResumed => "loop_resumed",
             Event::BudgetExceeded { .. } => "budget_exceeded",
             Event::Overage { .. } => "overage",
+            Event::UnrecognisedOutputFormat { .. } => "unrecognised_output_format",
             Event::DoomLoop { .. } => "doom_loop",
             Event::DoomLoopGate { .. } => "doom_loop_gate",
             Event::HandoffInvalid { .. } => "handoff_invalid",

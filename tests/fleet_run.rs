@@ -87,7 +87,7 @@ impl Repo {
 
     fn output_bytes(&self, lane: &str, global: u64) -> u64 {
         let path = self.path(&format!(
-            ".clowder/lanes/{lane}/claude-iteration-{global}.jsonl"
+            ".clowder/lanes/{lane}/commit-agent-iteration-{global}.jsonl"
         ));
         std::fs::metadata(path).map_or(0, |m| m.len())
     }
@@ -184,7 +184,7 @@ fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
         ] {
             assert!(files.join(name).is_file(), "{lane}: no {name}");
         }
-        assert!(files.join("claude-iteration-1.jsonl").is_file());
+        assert!(files.join("commit-agent-iteration-1.jsonl").is_file());
         let worktree = repo.path(&format!(".clowder/worktrees/{lane}"));
         assert_eq!(
             git_in(&worktree, &["status", "--porcelain", "--ignored"]),
@@ -192,7 +192,7 @@ fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
         );
         // The agent was told its lane and the fleet's one approval queue.
         let output =
-            std::fs::read_to_string(files.join("claude-iteration-1.jsonl")).expect("output");
+            std::fs::read_to_string(files.join("commit-agent-iteration-1.jsonl")).expect("output");
         let queue = repo.path(".clowder/approvals");
         assert!(
             output.contains(&format!(

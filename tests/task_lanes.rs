@@ -116,7 +116,8 @@ impl Fleet {
             .iter()
             .filter(|path| {
                 let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-                name.starts_with("claude-iteration-") || name == "task-actions.log"
+                // A task lane's agent is clowder's worker: `clowder-iteration-N.jsonl`.
+                name.starts_with("clowder-iteration-") || name == "task-actions.log"
             })
             .map(|path| std::fs::read_to_string(path).unwrap_or_default())
             .collect()

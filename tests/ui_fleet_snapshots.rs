@@ -40,7 +40,7 @@ fn snapshot(lane: &str, state: LoopState, iteration: u64, cost: f64) -> Snapshot
     snapshot.iteration = iteration;
     snapshot.global_iteration = Some(iteration);
     snapshot.loop_start = t0();
-    snapshot.totals.cost_usd = cost;
+    snapshot.totals.cost_usd = Some(cost);
     if state == LoopState::SessionRunning {
         snapshot.pgid = Some(5151);
         snapshot.agent_pid = Some(5151);

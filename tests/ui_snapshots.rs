@@ -77,7 +77,7 @@ fn snapshot() -> Snapshot {
         }),
         // The supervisor's sums of the sessions before this one.
         totals: Totals {
-            cost_usd: 0.30,
+            cost_usd: Some(0.30),
             turns: 38,
             tool_calls: 40,
             input_tokens: 90_000,
@@ -606,7 +606,7 @@ fn run_totals_are_the_supervisors() {
     snap.global_iteration = Some(43);
     snap.output_file = Some(PathBuf::from("/work/claude-iteration-43.jsonl"));
     snap.last_completed_global = Some(42);
-    snap.totals.cost_usd = 0.34;
+    snap.totals.cost_usd = Some(0.34);
     snap.totals.turns = 42;
     update(&mut state, Msg::Snapshot(Arc::new(snap)), now());
     let screen = render(&state, 120, 40, now());
@@ -855,10 +855,15 @@ fn a_session_read_to_its_end_without_a_result_shows_unknown_turns() {
     let stats = |ended| SessionStats {
         turns: 2,
         lines: 3,
+        input_tokens: 120,
+        output_tokens: 7,
         ended,
         ..SessionStats::default()
     };
-    for (ended, shown) in [(false, "? turns"), (true, "2 turns")] {
+    for (ended, shown, tokens) in [
+        (false, "? turns", "? in · ? out"),
+        (true, "2 turns", "120 in · 7 out"),
+    ] {
         update(
             &mut state,
             Msg::Output {
@@ -871,6 +876,8 @@ fn a_session_read_to_its_end_without_a_result_shows_unknown_turns() {
         );
         let screen = render(&state, 120, 40, now());
         assert!(screen.contains(shown), "{shown}: {screen}");
+        // Partial sums are not shown as the session's tokens.
+        assert!(screen.contains(tokens), "{tokens}: {screen}");
     }
 }
 
@@ -903,4 +910,33 @@ fn codex_patch_request_and_ungated_header() {
     }
     update(&mut state, key(KeyCode::Enter), now());
     insta::assert_snapshot!("codex_patch_popup", render(&state, 120, 40, now()));
+}
+
+#[test]
+fn a_run_whose_agent_reports_no_cost_shows_it_unknown() {
+    let mut snap = snapshot();
+    snap.state = LoopState::Stopped;
+    snap.pgid = None;
+    snap.totals.cost_usd = None;
+    snap.totals.turns = 3;
+    let mut state = state_with(snap);
+    let file = state.viewing.file.clone().expect("following the session");
+    update(
+        &mut state,
+        Msg::Output {
+            file,
+            lines: Vec::new(),
+            stats: Box::new(SessionStats {
+                turns: 1,
+                lines: 5,
+                ended: true,
+                ..SessionStats::default()
+            }),
+            reset: true,
+        },
+        now(),
+    );
+    let screen = render(&state, 120, 40, now());
+    assert!(screen.contains("$? · 3 turns"), "{screen}");
+    assert!(!screen.contains("$0.0000 · 3 turns"), "{screen}");
 }

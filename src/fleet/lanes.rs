@@ -900,7 +900,7 @@ fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now
     row.iteration = Some(snapshot.iteration);
     row.max_iterations = Some(snapshot.max_iterations);
     row.global_iteration = snapshot.global_iteration;
-    row.cost_usd = Some(snapshot.totals.cost_usd);
+    row.cost_usd = snapshot.totals.cost_usd;
     row.last_exit_code = snapshot.last_exit_code;
     if row.running && snapshot.state == LoopState::SessionRunning {
         // The watchdog's clock stands still while the session is paused.

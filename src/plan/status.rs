@@ -72,7 +72,7 @@ pub fn row(root: &Path, state: &PlanState) -> PlanRow {
                 branch: step.branch.clone(),
                 iteration: snapshot.as_ref().map(|s| s.iteration),
                 max_iterations: snapshot.as_ref().map(|s| s.max_iterations),
-                cost_usd: snapshot.as_ref().map(|s| s.totals.cost_usd),
+                cost_usd: snapshot.as_ref().and_then(|s| s.totals.cost_usd),
                 reason: reason(state, step),
             }
         })

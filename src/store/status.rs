@@ -204,11 +204,11 @@ fn cost_line(snapshot: &Snapshot) -> Option<String> {
     if let Some(result) = last.result().filter(|r| r != "success") {
         parts.push(format!("result {result}"));
     }
-    Some(format!(
-        "Cost: ${:.4} total, {}",
-        snapshot.totals.cost_usd,
-        parts.join(" · ")
-    ))
+    let total = snapshot
+        .totals
+        .cost_usd
+        .map_or_else(|| "unknown".to_string(), |c| format!("${c:.4}"));
+    Some(format!("Cost: {total} total, {}", parts.join(" · ")))
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {
@@ -227,7 +227,7 @@ mod tests {
             "an older status file still reads"
         );
         assert_eq!(cost_line(&snapshot), None);
-        snapshot.totals.cost_usd = 0.1234;
+        snapshot.totals.cost_usd = Some(0.1234);
         snapshot.last_session = Some(crate::protocol::SessionSummary {
             cost_usd: Some(0.0412),
             turns: Some(6),

@@ -466,6 +466,8 @@ pub struct Core {
     /// The last session's numbers, kept for the status file after it ends.
     last_session: Option<(u64, PathBuf, u64)>,
     last_session_stats: Option<SessionSummary>,
+    /// The agent's output format was said to be unrecognised (said once a run).
+    format_unrecognised_said: bool,
     totals: Totals,
     /// The last productive session kept the completion promise: end after its hooks.
     promise_kept: bool,
@@ -510,6 +512,7 @@ impl Core {
             last_wall: None,
             last_session: None,
             last_session_stats: None,
+            format_unrecognised_said: false,
             totals: Totals::default(),
             promise_kept: false,
             run_budget: None,
@@ -579,7 +582,7 @@ impl Core {
             Phase::Waiting { .. } | Phase::AwaitingApproval | Phase::Held { .. }
         );
         let limit = self.settings.guard.max_cost_usd;
-        let cost_reached = limit > 0.0 && self.totals.cost_usd >= limit;
+        let cost_reached = limit > 0.0 && self.totals.known_cost() >= limit;
         if (self.run_budget.is_some() && between_sessions)
             || (self.run_budget.is_none() && cost_reached && !self.session_running())
         {
@@ -1242,7 +1245,7 @@ impl Core {
             findings.new_calls.clone(),
             findings.stats.tool_calls,
             findings.stats.cost_usd,
-            self.totals.cost_usd,
+            self.totals.known_cost(),
         );
         if session.kill.is_none() {
             for (call, repeats) in dooms {
@@ -1317,6 +1320,10 @@ impl Core {
                 global: session.global,
                 count: overages,
             }));
+        }
+        if findings.stats.unrecognised_format && !self.format_unrecognised_said {
+            self.format_unrecognised_said = true;
+            say_format_unrecognised(iteration, session.global, out);
         }
         let mut stats = findings.stats.clone();
         stats.global = session.global;
@@ -1954,7 +1961,7 @@ impl Core {
     ) {
         let guard = self.settings.guard;
         let iteration = self.iteration();
-        let run_cost = self.totals.cost_usd;
+        let run_cost = self.totals.known_cost();
         let Phase::Running(session) = &mut self.phase else {
             return;
         };
@@ -2098,13 +2105,13 @@ impl Core {
     /// `max_cost_usd` against the run's total so far.
     fn check_run_cost(&mut self, global: Option<u64>, out: &mut Vec<Effect>) {
         let limit = self.settings.guard.max_cost_usd;
-        if limit <= 0.0 || self.run_budget.is_some() || self.totals.cost_usd < limit {
+        if limit <= 0.0 || self.run_budget.is_some() || self.totals.known_cost() < limit {
             return;
         }
         let breach = BudgetBreach {
             budget: Budget::MaxCostUsd,
             limit,
-            value: self.totals.cost_usd,
+            value: self.totals.known_cost(),
         };
         self.run_budget = Some(breach);
         record_breach(self.iteration(), global, breach, "stopping the run", out);
@@ -2348,4 +2355,20 @@ fn log(out: &mut Vec<Effect>, level: Level, message: String) {
 /// Seconds with millisecond precision, for the record.
 fn round_secs(duration: Duration) -> f64 {
     (duration.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// The agent writes JSON lines of no format clowder reads (Codex before 0.44):
+/// its sessions are not counted, and the log and the event log say so.
+fn say_format_unrecognised(iteration: u64, global: u64, out: &mut Vec<Effect>) {
+    log(
+        out,
+        Level::Warn,
+        format!(
+            "iteration={iteration} global={global} status=unrecognised_output_format: the agent's output is in a format clowder does not recognise; turns, tokens and cost are not counted"
+        ),
+    );
+    out.push(Effect::Emit(Event::UnrecognisedOutputFormat {
+        iteration,
+        global,
+    }));
 }

@@ -299,7 +299,7 @@ impl Runtime {
             }
             None => None,
         };
-        let prefix = &config.session.output_prefix.0;
+        let prefix = &config.session.output_prefix(&config.agent);
         let counter_path = resolve(&config.session.counter_file.0);
         // Under the instance lock nobody else writes these files: a temp file next
         // to one is a write that a killed run never finished.
@@ -585,7 +585,7 @@ impl Runtime {
                 if let Some(lane) = &self.lane
                     && let Some(budget) = &lane.budget
                 {
-                    lock_budget(budget).report(&lane.name, snapshot.totals.cost_usd);
+                    lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
                 }
                 self.publish(snapshot);
             }
@@ -988,7 +988,7 @@ impl Runtime {
     }
 
     fn spawn_session(&mut self, prompt_text: &str) -> Input {
-        let prefix = self.config.session.output_prefix.0.clone();
+        let prefix = self.config.session.output_prefix(&self.config.agent);
         let (global, output_file, file) =
             match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
                 Ok(created) => created,
@@ -1852,6 +1852,7 @@ fn summary(stats: &SessionStats) -> SessionSummary {
         agent_session_id: stats.agent_session_id.clone(),
         duration_ms: stats.duration_ms,
         overage_events: stats.overage_events,
+        unrecognised_format: stats.unrecognised_format,
     }
 }
 

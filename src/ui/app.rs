@@ -308,8 +308,9 @@ pub struct Usage {
 }
 
 /// The run's cost and turns: the supervisor's totals of finished sessions, plus
-/// the running session's so far (the supervisor adds it when it ends).
-pub fn run_totals(state: &AppState) -> (f64, u64) {
+/// the running session's so far (the supervisor adds it when it ends). The
+/// cost is unknown until some session reports one.
+pub fn run_totals(state: &AppState) -> (Option<f64>, u64) {
     let snap = &state.snapshot;
     let totals = &snap.totals;
     let running = state.running_session()
@@ -318,11 +319,10 @@ pub fn run_totals(state: &AppState) -> (f64, u64) {
         && snap.last_completed_global != snap.global_iteration;
     match state.usage.session.as_ref().filter(|_| running) {
         Some(live) => (
-            totals.cost_usd
-                + live
-                    .cost_usd
-                    .filter(|c| c.is_finite() && *c > 0.0)
-                    .unwrap_or(0.0),
+            match live.cost_usd.filter(|c| c.is_finite()) {
+                Some(cost) => Some(totals.known_cost() + cost.max(0.0)),
+                None => totals.cost_usd,
+            },
             totals.turns.saturating_add(live.turns),
         ),
         None => (totals.cost_usd, totals.turns),

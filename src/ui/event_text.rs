@@ -239,6 +239,9 @@ fn summary(event: &Event) -> String {
         Event::Overage { global, count, .. } => {
             format!("#{global} past a rate limit on overage ×{count}")
         }
+        Event::UnrecognisedOutputFormat { global, .. } => {
+            format!("#{global} output format not recognised: nothing counted")
+        }
         Event::DoomLoopGate {
             global, approved, ..
         } => format!(

@@ -21,7 +21,15 @@ pub fn clowder_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_clowder"))
 }
 
+/// The fake agent, through its link `tests/agents/claude`: it plays Claude
+/// Code, so its output files have claude's name (`claude-iteration-N.jsonl`).
 pub fn fake_agent() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/claude")
+}
+
+/// The fake agent under its own name (`fake-agent.sh`): output files are
+/// named after it, `fake-agent-iteration-N.jsonl`.
+pub fn fake_agent_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fake-agent.sh")
 }
 
@@ -141,7 +149,9 @@ impl Project {
             .filter(|p| {
                 p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("claude-iteration-") && n.ends_with(".jsonl"))
+                    // Named after the agent: `claude-iteration-N.jsonl`,
+                    // `agent-iteration-N.jsonl` for a test's `agent.sh`…
+                    .is_some_and(|n| n.contains("-iteration-") && n.ends_with(".jsonl"))
             })
             .collect();
         files.sort();

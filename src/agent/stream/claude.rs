@@ -163,6 +163,7 @@ impl StreamParser {
         {
             self.stats.agent_session_id = Some(clean(id));
         }
+        self.claude.enter(session.text());
         let first = out.len();
         let before = self.usage_fingerprint();
         let kind = event.kind.str();
@@ -193,20 +194,24 @@ impl StreamParser {
         let total = self.claude.total_usage(main);
         self.stats.tokens_by_model = self.claude.tokens_by_model(main);
         self.set_tokens(total);
-        self.stats.turns = self
-            .claude
-            .result_turns
-            .unwrap_or(self.claude.usage_by_message.len() as u64);
+        self.stats.turns = self.claude.turns();
+        self.stats.cost_usd = self.claude.cost();
+        self.stats.duration_ms = self.claude.duration_ms();
+        // A later invocation without its result yet leaves the file's
+        // figures partial.
+        let current = self.claude.current;
+        self.stats.ended = self.claude.parts.get(current).is_some_and(|p| p.ended);
     }
 
     /// What the token and turn totals are made of, outside a result: the
     /// messages seen, their summed usage (which moves whenever one model's
     /// does) and whether the main model is known.
-    fn usage_fingerprint(&self) -> (usize, Usage, bool) {
+    fn usage_fingerprint(&self) -> (usize, Usage, bool, usize) {
         (
             self.claude.usage_by_message.len(),
             self.claude.summed,
             self.stats.model.is_some(),
+            self.claude.parts.len(),
         )
     }
 
@@ -308,7 +313,13 @@ impl StreamParser {
             let model = clean(&model);
             text.push_str(" · model ");
             text.push_str(&model);
-            self.stats.model = Some(model);
+            let part = self.claude.part();
+            if part.main.is_none() {
+                part.main = Some(model.clone());
+            }
+            if self.stats.model.is_none() {
+                self.stats.model = Some(model);
+            }
         }
         if let Some(tools) = event.get("tools").filter(|t| t.get().starts_with('[')) {
             let count = decode::items(Some(tools)).len() as u64;
@@ -441,28 +452,35 @@ impl StreamParser {
             return;
         };
         let usage = claude_usage(message.usage);
+        let main = self.stats.model.as_deref();
         let claude = &mut self.claude;
+        claude.part();
+        let current = claude.current;
         if !claude.usage_by_message.contains_key(id) {
             claude
                 .usage_by_message
-                .insert(id.to_owned(), Usage::default());
+                .insert(id.to_owned(), (current, Usage::default()));
+            claude.parts[current].messages += 1;
         }
         let Some(usage) = usage else {
             return;
         };
+        let Some((part, entry)) = claude.usage_by_message.get_mut(id) else {
+            return;
+        };
+        let Some(part) = claude.parts.get_mut(*part) else {
+            return;
+        };
         // Every line of a busy stream comes here: the model's name is made
         // safe (a new string) only the first time it is seen.
-        let model = message.model.text().or(self.stats.model.as_deref());
-        let known = model.filter(|name| claude.by_model.contains_key(*name));
+        let model = message.model.text().or(main).map(model_key);
+        let known = model.filter(|name| part.by_model.contains_key(*name));
         let name = match known {
             Some(name) => name.to_owned(),
             None => model.map(clean).unwrap_or_default(),
         };
-        let Some(entry) = claude.usage_by_message.get_mut(id) else {
-            return;
-        };
         entry.replace_in(&mut claude.summed, usage);
-        let by_model = claude.by_model.entry(name).or_default();
+        let by_model = part.by_model.entry(name).or_default();
         entry.replace_in(by_model, usage);
         *entry = usage;
     }
@@ -617,34 +635,37 @@ impl StreamParser {
         if let Some(id) = session.text() {
             self.stats.agent_session_id = Some(clean(id));
         }
-        self.stats.ended = true;
         let failed =
             is_error == Some(true) || subtype.as_deref().is_some_and(|s| s.starts_with("error"));
-        // Each result reports the session so far; a later one (Claude Code
+        // Each result reports its invocation so far; a later one (Claude Code
         // 2.1 may add an empty `error_during_execution` after a success)
         // never takes back what an earlier one reported.
         let did_nothing = failed && turns == Some(0);
         let first_result =
             self.stats.result_subtype.is_none() && self.stats.result_is_error.is_none();
+        let part = self.claude.part();
+        part.ended = true;
         if let Some(models) = Obj::of(event.model_usage) {
             for (name, usage) in models.members() {
                 let Some(usage) = model_usage(usage) else {
                     continue;
                 };
-                let kept = self.claude.result_by_model.entry(clean(name)).or_default();
+                let kept = part
+                    .result_by_model
+                    .entry(clean(model_key(name)))
+                    .or_default();
                 *kept = kept.max(usage);
             }
         }
         if let Some(usage) = claude_usage(event.usage) {
-            self.claude.result_usage =
-                Some(self.claude.result_usage.unwrap_or_default().max(usage));
+            part.result_usage = Some(part.result_usage.unwrap_or_default().max(usage));
         }
-        self.claude.result_turns = self.claude.result_turns.max(turns);
-        self.stats.cost_usd = match (self.stats.cost_usd, cost) {
+        part.result_turns = part.result_turns.max(turns);
+        part.cost = match (part.cost, cost) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        self.stats.duration_ms = self.stats.duration_ms.max(duration);
+        part.duration_ms = part.duration_ms.max(duration);
         if first_result || !did_nothing {
             self.stats.result_subtype = subtype.clone();
             self.stats.result_is_error = is_error;

@@ -127,6 +127,10 @@ impl StreamParser {
             Some("turn.completed") => {
                 self.stats.turns += 1;
                 self.stats.ended = true;
+                // The run's verdict is its last turn's.
+                self.stats.result_subtype = Some("success".to_owned());
+                self.stats.result_is_error = Some(false);
+                self.stats.result_text = None;
                 let usage = Obj::of(event.usage).unwrap_or_default();
                 let field = |key: &str| usage.scalar(key).u64();
                 let (input, cached, output) = (
@@ -135,6 +139,9 @@ impl StreamParser {
                     field("output_tokens"),
                 );
                 let stats = &mut self.stats;
+                // Codex 0.101 has no `cache_write_input_tokens`.
+                let written = field("cache_write_input_tokens").unwrap_or(0);
+                stats.cache_write_tokens = stats.cache_write_tokens.saturating_add(written);
                 stats.input_tokens = stats.input_tokens.saturating_add(input.unwrap_or(0));
                 stats.cache_read_tokens =
                     stats.cache_read_tokens.saturating_add(cached.unwrap_or(0));
@@ -156,6 +163,12 @@ impl StreamParser {
                     ErrorField::Object { message } => message.clone().unwrap_or_default(),
                     _ => Cow::Borrowed(""),
                 };
+                // The failed turn's tokens are not reported: the ending that
+                // makes turns and tokens known is `turn.completed` alone.
+                self.stats.result_subtype = Some("error".to_owned());
+                self.stats.result_is_error = Some(true);
+                self.stats.result_text = (!message.is_empty())
+                    .then(|| cap_bytes(sanitize_block(message.as_ref()), MAX_STATS_TEXT_BYTES));
                 out.push(self.error_line("turn failed", &message));
             }
             Some("error") => {
@@ -193,6 +206,19 @@ impl StreamParser {
         line(LineKind::Error, fit(text))
             .with_detail(detail)
             .with_error(true)
+    }
+
+    fn notice_line(&self, message: &str) -> Rendered {
+        let first = one_line(message);
+        let text = if first.is_empty() {
+            "⚠ notice".to_owned()
+        } else {
+            format!("⚠ {first}")
+        };
+        let detail = self
+            .detail(message, true)
+            .filter(|_| message.trim() != first);
+        line(LineKind::System, fit(text)).with_detail(detail)
     }
 
     fn codex_item(&mut self, item: &Item<'_>, completed: bool, out: &mut Vec<Rendered>) {
@@ -324,8 +350,12 @@ impl StreamParser {
                 );
             }
             "error" if completed => {
+                // Codex reports its warnings as `error` items ("Model metadata
+                // for `x` not found", "Skill descriptions were shortened"):
+                // the turn goes on. Failures end it (`turn.failed`, a
+                // top-level `error`).
                 let message = item.message.str().unwrap_or_default();
-                out.push(self.error_line("", message));
+                out.push(self.notice_line(message));
             }
             _ => {}
         }
@@ -333,9 +363,9 @@ impl StreamParser {
 
     fn codex_call(&mut self, item: &Item<'_>, kind: &str, id: Option<String>) -> Rendered {
         if kind == "command_execution" {
-            let command = scalar(item.command).cow().unwrap_or_default();
+            let command = command_text(item.command);
             self.count_tool("exec");
-            let summary = one_line(&unwrap_shell(&command));
+            let summary = one_line(&command_summary(item.command, &command));
             self.log_tool_call("exec", &summary, item.command);
             return line(LineKind::ToolCall, call_text("exec", &summary))
                 .with_detail(self.detail(command, true))
@@ -409,6 +439,36 @@ fn mcp_result(result: &RawValue, body: &mut Collected) {
             }
         }
     }
+}
+
+/// A command as written: a string, or an argument list joined as shell words.
+fn command_text(command: Option<&RawValue>) -> Cow<'_, str> {
+    if let Some(text) = scalar(command).cow() {
+        return text;
+    }
+    let words = argv(command);
+    match shlex::try_join(words.iter().map(String::as_str)) {
+        Ok(joined) => Cow::Owned(joined),
+        Err(_) => Cow::Owned(words.join(" ")),
+    }
+}
+
+/// What a command's line shows: the script a login shell is given, as the
+/// shell runs it, else the command.
+fn command_summary<'a>(command: Option<&RawValue>, text: &'a str) -> Cow<'a, str> {
+    let words = argv(command);
+    match shell_script(&words) {
+        Some(script) => Cow::Owned(script.to_owned()),
+        None => unwrap_shell(text),
+    }
+}
+
+/// An argument list's strings (empty for anything else).
+fn argv(command: Option<&RawValue>) -> Vec<String> {
+    decode::items(command)
+        .into_iter()
+        .filter_map(|word| scalar(Some(word)).cow().map(Cow::into_owned))
+        .collect()
 }
 
 /// `Reconnecting... 2/5 (…)`: Codex retrying a dropped stream by itself.

@@ -39,8 +39,8 @@ enum Source {
     Text(String),
     /// A value shown as indented JSON.
     Json(Box<RawValue>),
-    /// A tool's input: `key: value` lines when it holds text of several
-    /// lines (see [`readable_input`]), else indented JSON.
+    /// A tool's input: `key: value` lines when its members are plain (see
+    /// [`readable_input`]), else indented JSON.
     Input(Box<RawValue>),
     /// A tool's output, gathered from its value.
     Output(Box<RawValue>, Gather),
@@ -185,11 +185,12 @@ impl fmt::Display for Detail {
     }
 }
 
-/// A tool input of plain members, one of them text of several lines (an
-/// agent's prompt, a file's content), as `key: value` lines with that text
-/// as written: JSON would show its line breaks as `\n`. `None` otherwise.
+/// A tool input of plain members as `key: value` lines, each text as written
+/// (a command, an agent's prompt, a file's content): JSON would show a
+/// command's quotes as `\"` and line breaks as `\n`. `None` when a member is
+/// an object or a list.
 pub(super) fn readable_input(input: &RawValue) -> Option<String> {
-    let members = Obj::of(Some(input))?;
+    let members = Obj::of(Some(input)).filter(|m| !m.members().is_empty())?;
     let mut values = Vec::with_capacity(members.members().len());
     for (key, raw) in members.members() {
         let value = match scalar(Some(*raw)) {
@@ -199,9 +200,6 @@ pub(super) fn readable_input(input: &RawValue) -> Option<String> {
             _ => Cow::Borrowed(raw.get().trim()),
         };
         values.push((key, value));
-    }
-    if !values.iter().any(|(_, v)| v.contains('\n')) {
-        return None;
     }
     let mut out = String::new();
     for (key, value) in values {

@@ -49,6 +49,14 @@ const MAX_STATS_TEXT_BYTES: usize = 4 * 1024;
 /// Non-empty lines after which a stream with no JSON object is taken for text.
 const AUTO_DETECT_LINES: u32 = 20;
 
+/// JSON object lines, none of a known format, after which the stream is said
+/// to be in a format clowder does not recognise (Codex before 0.44 wrote
+/// `{"id":…,"msg":{…}}` lines); a shorter stream is judged at its end.
+const UNRECOGNISED_FORMAT_LINES: u64 = 5;
+
+/// What the screen says, once, of a stream it cannot read.
+pub const UNRECOGNISED_FORMAT_NOTICE: &str = "⚠ clowder does not recognise this agent's output format: turns, tokens and cost are not counted";
+
 /// Display lines produced from one text block; a pasted log of thousands of
 /// lines would otherwise flood the output pane.
 const MAX_LINES_PER_BLOCK: usize = 1000;
@@ -144,6 +152,9 @@ pub struct SessionStats {
     /// The stream's ending was read (Claude's `result`, Codex's `turn.completed`):
     /// without it, turns and tokens are unknown.
     pub ended: bool,
+    /// The stream holds JSON objects but no event of a format clowder reads:
+    /// nothing in it is counted (see [`UNRECOGNISED_FORMAT_NOTICE`]).
+    pub unrecognised_format: bool,
 }
 
 /// One model's tokens in a session.
@@ -177,6 +188,11 @@ pub struct StreamParser {
     auto_saw_object: bool,
     /// The line being handled was cut at MAX_PENDING_BYTES (details say so).
     line_cut: bool,
+    /// JSON object lines of a known event type, and of none; lines of text
+    /// in a stream not (yet) known to be text.
+    known_objects: u64,
+    unknown_objects: u64,
+    text_lines: u64,
     stats: SessionStats,
     claude: ClaudeState,
     codex: CodexState,
@@ -195,20 +211,83 @@ pub struct StreamParser {
 
 #[derive(Debug, Default)]
 struct ClaudeState {
-    /// Last usage seen per assistant message id: Claude Code splits one API
-    /// message over several lines that all repeat the same usage.
-    usage_by_message: HashMap<String, Usage>,
-    /// Sum of `usage_by_message`, kept current so no event re-sums the map.
+    /// Last usage seen per assistant message id, and the invocation the
+    /// message belongs to: Claude Code splits one API message over several
+    /// lines that all repeat the same usage.
+    usage_by_message: HashMap<String, (usize, Usage)>,
+    /// Sum of every invocation's messages, kept current so no event re-sums
+    /// the map.
     summed: Usage,
-    /// The largest usage a result line reported: the main model's only.
-    result_usage: Option<Usage>,
+    /// One entry per `session_id` met in the file: a resumed session or a
+    /// wrapper running `claude` several times writes several invocations to
+    /// one output file. Within one the largest report counts; different ones
+    /// add up.
+    parts: Vec<Invocation>,
+    /// Index in `parts` of the invocation being read.
+    current: usize,
+    /// tool_use ids already shown and counted.
+    seen_tool_uses: HashSet<String>,
+}
+
+/// What one `session_id` reported.
+#[derive(Debug, Default)]
+struct Invocation {
+    id: String,
+    /// The model its init line named.
+    main: Option<String>,
+    /// Assistant messages read.
+    messages: u64,
     /// Usage per model, from the assistant messages (subagents included).
     by_model: BTreeMap<String, Usage>,
+    /// The largest usage a result line reported: the main model's only.
+    result_usage: Option<Usage>,
     /// Usage per model as the result's `modelUsage` reported it.
     result_by_model: BTreeMap<String, Usage>,
     result_turns: Option<u64>,
-    /// tool_use ids already shown and counted.
-    seen_tool_uses: HashSet<String>,
+    cost: Option<f64>,
+    duration_ms: Option<u64>,
+    /// A result line was read.
+    ended: bool,
+}
+
+impl Invocation {
+    /// Per model: what a result reported (it is exact), else what the
+    /// messages added up to. A result's plain `usage` is the main model's only.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, Usage> {
+        let mut all = self.by_model.clone();
+        for (model, usage) in &self.result_by_model {
+            all.insert(model.clone(), *usage);
+        }
+        let main = self.main.as_deref().or(main).map(model_key);
+        if let (Some(usage), Some(main)) = (self.result_usage, main)
+            && !self.result_by_model.contains_key(main)
+        {
+            all.insert(main.to_owned(), usage);
+        }
+        all
+    }
+
+    /// The invocation's tokens, every model's: subagents' tokens stay counted
+    /// when the result (the main model's) arrives.
+    fn total_usage(&self, main: Option<&str>) -> Usage {
+        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
+        match self.main.as_deref().or(main) {
+            Some(_) if reported => self
+                .tokens_by_model(main)
+                .into_values()
+                .fold(Usage::default(), Usage::plus),
+            _ => self.result_usage.unwrap_or_else(|| {
+                self.by_model
+                    .values()
+                    .copied()
+                    .fold(Usage::default(), Usage::plus)
+            }),
+        }
+    }
+
+    fn turns(&self) -> u64 {
+        self.result_turns.unwrap_or(self.messages)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,36 +305,95 @@ struct Usage {
     cache_write: u64,
 }
 
+/// A model id without its bracketed variant: `claude-opus-4-6[1m]` (the 1M
+/// context window, as the init line and `modelUsage` name it) and
+/// `claude-opus-4-6` (as the messages name it) are one model.
+pub(crate) fn model_key(name: &str) -> &str {
+    match name
+        .strip_suffix(']')
+        .and_then(|n| n.rfind('[').map(|at| &n[..at]))
+    {
+        Some(base) if !base.is_empty() => base,
+        _ => name,
+    }
+}
+
 impl ClaudeState {
-    /// Per model: what a result reported (it is exact), else what the
-    /// messages added up to. A result's plain `usage` is the main model's only.
-    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
-        let mut all = self.by_model.clone();
-        for (model, usage) in &self.result_by_model {
-            all.insert(model.clone(), *usage);
+    /// The invocation of `session_id` (a line without one belongs to the
+    /// current invocation), made current.
+    fn enter(&mut self, session_id: Option<&str>) -> &mut Invocation {
+        if self.parts.is_empty() {
+            self.parts.push(Invocation::default());
         }
-        if let (Some(usage), Some(main)) = (self.result_usage, main)
-            && !self.result_by_model.contains_key(main)
+        if let Some(id) = session_id.filter(|id| !id.is_empty())
+            && self.parts[self.current].id != id
         {
-            all.insert(main.to_owned(), usage);
+            if self.parts[self.current].id.is_empty() {
+                id.clone_into(&mut self.parts[self.current].id);
+            } else if let Some(at) = self.parts.iter().position(|p| p.id == id) {
+                self.current = at;
+            } else {
+                self.parts.push(Invocation {
+                    id: id.to_owned(),
+                    ..Invocation::default()
+                });
+                self.current = self.parts.len() - 1;
+            }
+        }
+        &mut self.parts[self.current]
+    }
+
+    fn part(&mut self) -> &mut Invocation {
+        self.enter(None)
+    }
+
+    /// Per model, summed over the invocations.
+    fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
+        // Nearly every file holds one invocation: nothing to add up.
+        if let [only] = self.parts.as_slice() {
+            return only
+                .tokens_by_model(main)
+                .into_iter()
+                .map(|(model, usage)| (model, ModelTokens::from(usage)))
+                .collect();
+        }
+        let mut all: BTreeMap<String, Usage> = BTreeMap::new();
+        for part in &self.parts {
+            for (model, usage) in part.tokens_by_model(main) {
+                let sum = all.entry(model).or_default();
+                *sum = sum.plus(usage);
+            }
         }
         all.into_iter()
             .map(|(model, usage)| (model, ModelTokens::from(usage)))
             .collect()
     }
 
-    /// The session's tokens, every model's: subagents' tokens stay counted
-    /// when the result (the main model's) arrives.
+    /// The file's tokens: each invocation's, added.
     fn total_usage(&self, main: Option<&str>) -> Usage {
-        let reported = self.result_usage.is_some() || !self.result_by_model.is_empty();
-        match main {
-            Some(_) if reported => self
-                .tokens_by_model(main)
-                .into_values()
-                .map(Usage::from)
-                .fold(Usage::default(), Usage::plus),
-            _ => self.result_usage.unwrap_or(self.summed),
-        }
+        self.parts
+            .iter()
+            .map(|part| part.total_usage(main))
+            .fold(Usage::default(), Usage::plus)
+    }
+
+    fn turns(&self) -> u64 {
+        self.parts.iter().map(Invocation::turns).sum()
+    }
+
+    /// Sum of the invocations' costs; unknown when none reported one.
+    fn cost(&self) -> Option<f64> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.cost)
+            .fold(None, |sum, c| Some(sum.unwrap_or(0.0) + c))
+    }
+
+    fn duration_ms(&self) -> Option<u64> {
+        self.parts
+            .iter()
+            .filter_map(|p| p.duration_ms)
+            .fold(None, |sum, d| Some(sum.unwrap_or(0u64).saturating_add(d)))
     }
 }
 
@@ -335,6 +473,9 @@ impl StreamParser {
             auto_lines: 0,
             auto_saw_object: false,
             line_cut: false,
+            known_objects: 0,
+            unknown_objects: 0,
+            text_lines: 0,
             stats: SessionStats::default(),
             claude: ClaudeState::default(),
             codex: CodexState::default(),
@@ -445,7 +586,33 @@ impl StreamParser {
         let mut lines = std::mem::take(&mut self.pending);
         lines.finish(|line, cut| self.process_line(line, cut, &mut out));
         self.pending = lines;
+        if self.unknown_objects > 0 {
+            self.judge_format(true, &mut out);
+        }
         out
+    }
+
+    /// Counts one JSON object line as of a known event type or not, and says
+    /// once when a stream has shown none of a known one (`at_end`: nothing
+    /// more will come).
+    fn note_object(&mut self, known: bool, out: &mut Vec<Rendered>) {
+        if known {
+            self.known_objects += 1;
+        } else {
+            self.unknown_objects += 1;
+            self.judge_format(false, out);
+        }
+    }
+
+    fn judge_format(&mut self, at_end: bool, out: &mut Vec<Rendered>) {
+        // A text agent that prints the odd JSON line writes text.
+        let enough = (at_end || self.unknown_objects >= UNRECOGNISED_FORMAT_LINES)
+            && self.unknown_objects >= self.text_lines;
+        if self.stats.unrecognised_format || self.known_objects > 0 || !enough {
+            return;
+        }
+        self.stats.unrecognised_format = true;
+        out.push(line(LineKind::Error, UNRECOGNISED_FORMAT_NOTICE.to_owned()).with_error(true));
     }
 
     pub fn stats(&self) -> &SessionStats {
@@ -542,6 +709,7 @@ impl StreamParser {
     /// more sign that the whole stream is text.
     fn plain_line(&mut self, line: &str, out: &mut Vec<Rendered>) {
         out.push(plain(line));
+        self.text_lines += 1;
         if self.format == AgentFormat::Auto
             && self.auto_lines >= AUTO_DETECT_LINES
             && !self.auto_saw_object
@@ -585,7 +753,12 @@ impl StreamParser {
     ) -> serde_json::Result<Signals<'t>> {
         let decoder = DECODERS.iter().find(|d| d.format == self.format);
         if let Some(decoder) = decoder {
-            return (decoder.decode)(self, object, out);
+            let event = (decoder.decode)(self, object, out);
+            if let Ok(event) = &event {
+                let known = event.kind.str().is_some_and(decoder.owns);
+                self.note_object(known, out);
+            }
+            return event;
         }
         // `Auto`: the event's `type` tells the format.
         let event = serde_json::from_str::<Signals<'t>>(object)?;
@@ -600,6 +773,7 @@ impl StreamParser {
             // Its classification fields are those just read.
             let _ = (decoder.decode)(self, object, out);
         }
+        self.note_object(owner.is_some(), out);
         Ok(event)
     }
 

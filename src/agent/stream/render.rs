@@ -146,62 +146,30 @@ pub(super) fn compact_summary(input: &RawValue) -> String {
 }
 
 /// `bash -lc 'cmd'` → `cmd`: Codex wraps every command in a login shell, which
-/// says nothing on a one-line display.
+/// says nothing on a one-line display. The script is shown as the shell runs
+/// it, its quoting undone by a shell-words reader (a `"…"` script holding `$`
+/// or a backtick keeps them, and loses its `\"`). Anything else, or a command
+/// that does not split as shell words, is shown as written.
 pub(super) fn unwrap_shell(command: &str) -> Cow<'_, str> {
-    const SHELLS: &[&str] = &[
-        "bash -lc ",
-        "/bin/bash -lc ",
-        "/usr/bin/bash -lc ",
-        "bash -c ",
-        "/bin/bash -c ",
-        "zsh -lc ",
-        "/bin/zsh -lc ",
-        "sh -c ",
-        "/bin/sh -c ",
-    ];
     let command = command.trim();
-    let Some(rest) = SHELLS.iter().find_map(|s| command.strip_prefix(s)) else {
+    let Some(words) = shlex::split(command) else {
         return Cow::Borrowed(command);
     };
-    let rest = rest.trim();
-    if let Some(inner) = rest.strip_prefix('\'').and_then(|r| r.strip_suffix('\''))
-        && !inner.contains('\'')
-    {
-        return Cow::Borrowed(inner);
+    match shell_script(&words) {
+        Some(script) => Cow::Owned(script.to_owned()),
+        None => Cow::Borrowed(command),
     }
-    if let Some(inner) = rest.strip_prefix('"').and_then(|r| r.strip_suffix('"'))
-        && !inner.contains(['$', '`'])
-        && let Some(unquoted) = double_quoted(inner)
-    {
-        return unquoted;
-    }
-    Cow::Borrowed(rest)
 }
 
-/// The word inside shell double quotes without `$` or backticks: `\"` and
-/// `\\` stand for themselves, any other backslash is literal; `None` when an
-/// unescaped quote shows the text is more than one word.
-fn double_quoted(inner: &str) -> Option<Cow<'_, str>> {
-    if !inner.contains(['"', '\\']) {
-        return Some(Cow::Borrowed(inner));
-    }
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return None,
-            '\\' => match chars.next() {
-                Some(next @ ('"' | '\\')) => out.push(next),
-                Some(next) => {
-                    out.push('\\');
-                    out.push(next);
-                }
-                None => return None,
-            },
-            c => out.push(c),
-        }
-    }
-    Some(Cow::Owned(out))
+/// The script of `[shell, -c|-lc, script]` when `shell` is a POSIX shell.
+pub(super) fn shell_script(words: &[String]) -> Option<&str> {
+    const SHELLS: &[&str] = &["bash", "zsh", "sh", "dash"];
+    const FLAGS: &[&str] = &["-c", "-lc", "-cl"];
+    let [shell, flag, script] = words else {
+        return None;
+    };
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    (SHELLS.contains(&name) && FLAGS.contains(&flag.as_str())).then_some(script.as_str())
 }
 
 /// First non-blank line of what the agent asks for (a command, a path, a

@@ -437,7 +437,7 @@ fn tool_use_summaries_and_details() {
     );
     assert_eq!(
         only(&out).detail.as_deref(),
-        Some("{\n  \"command\": \"ls -la\",\n  \"timeout\": 5000\n}")
+        Some("command: ls -la\ntimeout: 5000")
     );
 }
 
@@ -835,6 +835,7 @@ fn non_json_lines_in_a_json_stream_are_plain() {
 }
 
 mod decoder_choice;
+mod fidelity;
 mod lazy;
 mod more;
 mod one_pass;

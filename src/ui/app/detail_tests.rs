@@ -37,7 +37,7 @@ fn expanding_a_call_builds_its_input_and_result() {
     assert_eq!(heading, "▶ Bash  cat notes.txt");
     assert_eq!(
         detail,
-        "{\n  \"command\": \"cat notes.txt\",\n  \"timeout\": 5\n}\n\n── result ──\nalpha\nbeta\ngamma-hidden"
+        "command: cat notes.txt\ntimeout: 5\n\n── result ──\nalpha\nbeta\ngamma-hidden"
     );
     assert_eq!(built(&view), [true, true]);
 }

@@ -177,8 +177,7 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
                 || ("-".to_string(), "-".to_string()),
                 |c| (format!("${c:.4}"), format!("${c:.2}")),
             );
-            // A finished stream without its ending: the turns are unknown.
-            let turns = if stats.ended || stats.lines == 0 || state.running_session() {
+            let turns = if counts_known(state, stats) {
                 stats.turns.to_string()
             } else {
                 "?".to_string()
@@ -200,20 +199,25 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
         None => rows.push(row("session", vec!["-".to_string()], Color::DarkGray)),
     }
     let (run_cost, run_turns) = run_totals(state);
+    // An agent that reports no cost (Codex) leaves it unknown, not $0.
+    let (long, short) = run_cost.map_or_else(
+        || ("$?".to_string(), "$?".to_string()),
+        |c| (format!("${c:.4}"), format!("${c:.2}")),
+    );
     let mut values = Vec::new();
     if let Some(limit) = snap.max_cost_usd {
-        values.push(format!("${run_cost:.4} of ${limit:.2} · {run_turns} turns"));
-        values.push(format!("${run_cost:.2} of ${limit:.2} · {run_turns} turns"));
-        values.push(format!("${run_cost:.2}/{limit:.2} · {run_turns} turns"));
-        values.push(format!("${run_cost:.2} of ${limit:.2}"));
+        values.push(format!("{long} of ${limit:.2} · {run_turns} turns"));
+        values.push(format!("{short} of ${limit:.2} · {run_turns} turns"));
+        values.push(format!("{short}/{limit:.2} · {run_turns} turns"));
+        values.push(format!("{short} of ${limit:.2}"));
     } else {
-        values.push(format!("${run_cost:.4} · {run_turns} turns"));
-        values.push(format!("${run_cost:.2} · {run_turns} turns"));
+        values.push(format!("{long} · {run_turns} turns"));
+        values.push(format!("{short} · {run_turns} turns"));
     }
     rows.push(row(
         "run",
         values,
-        budget_color(run_cost, snap.max_cost_usd, Color::Cyan),
+        budget_color(run_cost.unwrap_or(0.0), snap.max_cost_usd, Color::Cyan),
     ));
     if let Some(stats) = session {
         rows.push(row(
@@ -230,8 +234,7 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
                 None => Color::Cyan,
             },
         ));
-        rows.push(row(
-            "tokens",
+        let tokens = if counts_known(state, stats) {
             vec![
                 format!("{} in · {} out", stats.input_tokens, stats.output_tokens),
                 format!(
@@ -239,11 +242,21 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
                     fmt::count(stats.input_tokens),
                     fmt::count(stats.output_tokens)
                 ),
-            ],
-            Color::Cyan,
-        ));
+            ]
+        } else {
+            vec!["? in · ? out".to_string()]
+        };
+        rows.push(row("tokens", tokens, Color::Cyan));
     }
     rows
+}
+
+/// Whether the session's turns and tokens are known: a finished stream
+/// without its ending (Claude's `result`, Codex's `turn.completed`) leaves
+/// them unknown, whatever partial sums it held; a running one shows them so far.
+/// A format clowder does not read leaves them unknown throughout.
+fn counts_known(state: &AppState, stats: &crate::agent::stream::SessionStats) -> bool {
+    !stats.unrecognised_format && (stats.ended || stats.lines == 0 || state.running_session())
 }
 
 /// A label in at most seven cells.

@@ -111,7 +111,11 @@ pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
             max => format!("{}/{max}", s.iteration),
         },
     );
-    let cost = snapshot.map_or_else(|| "-".to_string(), |s| format!("${:.2}", s.totals.cost_usd));
+    let cost = match snapshot.map(|s| s.totals.cost_usd) {
+        None => "-".to_string(),
+        Some(None) => "?".to_string(),
+        Some(Some(cost)) => format!("${cost:.2}"),
+    };
     let ahead = row
         .ahead
         .map_or_else(|| "-".to_string(), |n| format!("+{n}"));

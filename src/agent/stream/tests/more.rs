@@ -53,7 +53,7 @@ fn codex_items_without_duplicates() {
             "▶ patch  src/a.rs (+2 more)",
             "  ✗ patch failed",
             "▶ web_search  rust memchr",
-            "✗ command timed out",
+            "⚠ command timed out",
             "All done.",
             "",
             "See `src/a.rs`.",
@@ -185,18 +185,25 @@ fn auto_falls_back_to_text_after_twenty_lines() {
     assert_eq!(parser.format(), AgentFormat::ClaudeStreamJson);
     assert_eq!(kinds(&out), [LineKind::Plain, LineKind::System]);
 
-    // An object of neither format neither resolves nor is shown.
+    // An object of neither format neither resolves nor is shown: the
+    // stream is said to be in a format clowder does not read.
     let (out, parser) = run_auto("{\"level\":\"info\",\"msg\":\"hi\"}\n");
     assert_eq!(parser.format(), AgentFormat::Auto);
-    assert!(out.is_empty());
+    assert_eq!(texts(&out), [UNRECOGNISED_FORMAT_NOTICE]);
+    assert!(parser.stats().unrecognised_format);
     assert_eq!(parser.stats().json_lines, 1);
+    // Among more lines of text, it is a text agent's odd line.
+    let (out, parser) = run_auto("starting\n{\"level\":\"info\"}\ndone\n");
+    assert!(!parser.stats().unrecognised_format);
+    assert_eq!(texts(&out), ["starting", "done"]);
 }
 
 #[test]
 fn explicit_format_is_kept() {
+    // Read as Codex, Claude's events are of no format clowder reads.
     let (out, parser) = run(AgentFormat::CodexJson, &fixture(CLAUDE_FIXTURE));
     assert_eq!(parser.format(), AgentFormat::CodexJson);
-    assert!(out.is_empty());
+    assert_eq!(texts(&out), [UNRECOGNISED_FORMAT_NOTICE]);
     let (out, _) = run(AgentFormat::Text, &fixture(CODEX_FIXTURES[0]));
     assert_eq!(out.len(), 7);
     assert!(out.iter().all(|l| l.kind == LineKind::Plain));
@@ -280,14 +287,16 @@ fn helpers() {
     assert_eq!(group(1_234_567), "1,234,567");
     assert_eq!(unwrap_shell("bash -lc ls"), "ls");
     assert_eq!(unwrap_shell("bash -lc 'cat test.js'"), "cat test.js");
+    // As the shell runs it: quoting undone, `$` and backticks kept.
+    assert_eq!(unwrap_shell("bash -lc 'echo '\\''x'\\'''"), "echo 'x'");
+    assert_eq!(unwrap_shell("/bin/bash -lc \"echo $HOME\""), "echo $HOME");
     assert_eq!(
-        unwrap_shell("bash -lc 'echo '\\''x'\\'''"),
-        "'echo '\\''x'\\'''"
+        unwrap_shell(r#"/bin/zsh -lc "grep -n \"TODO\" src && echo `date` \$HOME""#),
+        r#"grep -n "TODO" src && echo `date` $HOME"#
     );
-    assert_eq!(
-        unwrap_shell("/bin/bash -lc \"echo $HOME\""),
-        "\"echo $HOME\""
-    );
+    // Not a shell's script, or not shell words: as written.
+    assert_eq!(unwrap_shell("bash -x -c ls"), "bash -x -c ls");
+    assert_eq!(unwrap_shell("bash -lc \"unclosed"), "bash -lc \"unclosed");
     assert_eq!(unwrap_shell("python3 x.py"), "python3 x.py");
     assert_eq!(first_line("\n\n  a  \nb\n"), ("a", 3));
 }
