@@ -834,7 +834,7 @@ fn a_sequential_subplan_step_is_refused_by_plan_check() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = stderr_of(&out);
     assert!(
-        stderr.contains("plan.toml:10:6")
+        stderr.contains("plan.toml:11:6")
             && stderr.contains("step[1].collaboration")
             && stderr.contains("is a sub-plan: it runs on a branch of its own"),
         "{stderr}"
@@ -848,7 +848,7 @@ fn a_sequential_subplan_step_is_refused_by_plan_check() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = stderr_of(&out);
     assert!(
-        stderr.contains("plan.toml:20:6")
+        stderr.contains("plan.toml:21:6")
             && stderr.contains("its dependency \"sub\" is a sub-plan"),
         "{stderr}"
     );
