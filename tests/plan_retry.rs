@@ -4,72 +4,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
-use common::git::{clowder_command, git_in, init_with_one_commit};
-use common::{DEADLINE, stderr_of, stdout_of, wait_with_deadline};
-use serde_json::Value;
-use tempfile::TempDir;
-
-struct Repo {
-    dir: TempDir,
-    /// Where the agent saves each session's prompt.
-    prompts: TempDir,
-}
-
-impl Repo {
-    /// A repository on `main` with one commit, the plan agent's harness.toml and
-    /// `plan` as plan.toml.
-    fn new(plan: &str) -> Repo {
-        let repo = Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-            prompts: tempfile::tempdir().expect("tempdir"),
-        };
-        init_with_one_commit(repo.root());
-        std::fs::write(repo.path("harness.toml"), common::plan_agent_config()).expect("write");
-        std::fs::write(repo.path("plan.toml"), plan).expect("write");
-        repo
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        git_in(self.root(), args)
-    }
-
-    fn clowder(&self, args: &[&str]) -> Output {
-        let mut command = clowder_command(self.root(), args);
-        command.env("PLAN_AGENT_LOG", self.prompts.path());
-        wait_with_deadline(command.spawn().expect("spawn"), DEADLINE)
-    }
-
-    fn run_plan(&self) -> Output {
-        self.clowder(&["plan", "run", "plan.toml", "--headless"])
-    }
-
-    fn status_json(&self, plan: &str) -> (Option<i32>, Value) {
-        let out = self.clowder(&["plan", "status", plan, "--json"]);
-        let rows = serde_json::from_str(&stdout_of(&out)).expect("status JSON");
-        (out.status.code(), rows)
-    }
-
-    fn events(&self, plan: &str, event: &str) -> Vec<Value> {
-        let path = self.path(&format!(".clowder/plans/{plan}-events.jsonl"));
-        std::fs::read_to_string(path)
-            .unwrap_or_default()
-            .lines()
-            .map(|line| serde_json::from_str::<Value>(line).expect("an event is JSON"))
-            .filter(|e| e["event"] == event)
-            .collect()
-    }
-}
+use common::plan::PlanRepo as Repo;
+use common::{stderr_of, stdout_of};
 
 const FAILING: &str = r#"
 [plan]
@@ -93,7 +31,7 @@ fn a_failed_step_says_why_in_its_event_and_in_plan_status() {
     let repo = Repo::new(FAILING);
     let out = repo.run_plan();
     assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
-    let failed = repo.events("fx", "step_failed");
+    let failed = repo.events_named("fx", "step_failed");
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(
         failed[0]["detail"],
@@ -231,7 +169,7 @@ fn a_completed_plan_removes_its_merged_steps_worktrees_and_branches() {
     let out = repo.run_plan();
     let stdout = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
-    let cleanup = repo.events("cl", "plan_cleanup");
+    let cleanup = repo.events_named("cl", "plan_cleanup");
     assert_eq!(cleanup.len(), 1, "{stdout}");
     assert_eq!(
         cleanup[0]["detail"],
@@ -268,7 +206,7 @@ fn the_clean_up_keeps_what_base_lacks_and_cleanup_false_keeps_all() {
     let repo = Repo::new(plan);
     let out = repo.run_plan();
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
-    let cleanup = repo.events("kp", "plan_cleanup");
+    let cleanup = repo.events_named("kp", "plan_cleanup");
     assert_eq!(
         cleanup[0]["detail"],
         "removed kp-y (worktree and branch clowder/kp-y); kept x: its branch clowder/kp-x has commits main lacks"
@@ -286,7 +224,7 @@ fn the_clean_up_keeps_what_base_lacks_and_cleanup_false_keeps_all() {
     let repo = Repo::new(&TO_CLEAN.replace("name = \"cl\"", "name = \"cl\"\ncleanup = false"));
     let out = repo.run_plan();
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
-    assert!(repo.events("cl", "plan_cleanup").is_empty());
+    assert!(repo.events_named("cl", "plan_cleanup").is_empty());
     assert!(repo.path(".clowder/worktrees/cl-a").exists());
     assert!(repo.path(".clowder/worktrees/cl-c").exists());
 }
@@ -336,10 +274,10 @@ fn plan_retry_of_a_subplan_step_retries_its_failed_steps_and_cleans_up_both() {
         "clowder/ps-sub-y.failed-1"
     );
     assert!(
-        repo.events("ps", "plan_cleanup")[0]["detail"]
+        repo.events_named("ps", "plan_cleanup")[0]["detail"]
             .as_str()
             .is_some_and(|d| d.contains("sub (branch clowder/ps-sub)") && !d.contains("kept")),
         "{:?}",
-        repo.events("ps", "plan_cleanup")
+        repo.events_named("ps", "plan_cleanup")
     );
 }

@@ -5,6 +5,7 @@
 
 pub mod fleet;
 pub mod git;
+pub mod plan;
 pub mod tmux;
 
 use std::io::Read;
