@@ -306,71 +306,90 @@ fn gated_project(cli: Cli, server: &model_server::ModelServer, chained: &str) ->
     project
 }
 
+/// What a headless gated session left: the project, the request it held, the
+/// tool results the model had before the answer and all of them after it.
+struct Decided {
+    project: Project,
+    request: Value,
+    before: Vec<model_server::ToolResult>,
+    after: Vec<model_server::ToolResult>,
+}
+
+/// Runs one gated session headless, waits for the one call it holds, answers it
+/// with `clowder VERB ID REST…`, and lets the session end.
+fn decide_headless(cli: Cli, chained: &str, verb: &str, rest: &[&str]) -> Decided {
+    let version = cli.version();
+    let server = anthropic::start();
+    let project = gated_project(cli, &server, chained);
+    let child = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
+        .env("PATH", path_with_clowder())
+        .spawn()
+        .expect("spawn clowder");
+    let request = wait_for_one_pending(&project, version);
+    let before = anthropic::tool_results(&server);
+    let id = request["id"].as_str().expect("id").to_string();
+    let mut args = vec![verb, id.as_str()];
+    args.extend_from_slice(rest);
+    let answer = project.run(&args);
+    assert!(answer.status.success(), "{}", stderr_of(&answer));
+    let output = wait_with_deadline(child, std::time::Duration::from_secs(120));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{version}: {}",
+        stdout_of(&output)
+    );
+    Decided {
+        project,
+        request,
+        before,
+        after: anthropic::tool_results(&server),
+    }
+}
+
 fn the_gate_holds_a_chain_until_approved_or_rejected_headless(cli: Cli) {
     let version = cli.version();
     if !cli.installed() {
         return;
     }
-    // Approved: the real agent runs the chain.
-    let server = anthropic::start();
-    let project = gated_project(cli, &server, "echo allowed-one && echo chained-two");
-    let child = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
-        .env("PATH", path_with_clowder())
-        .spawn()
-        .expect("spawn clowder");
-    let request = wait_for_one_pending(&project, version);
-    let results = anthropic::tool_results(&server);
+    // Approved: the allowed call ran unasked, the chain waited, then ran.
+    let approved = decide_headless(cli, "echo allowed-one && echo chained-two", "approve", &[]);
     assert!(
-        results.iter().any(|r| r.output.starts_with("allowed-one")),
-        "{version}: the allowed call did not run unasked: {results:?}"
+        approved
+            .before
+            .iter()
+            .any(|r| r.output.starts_with("allowed-one")),
+        "{version}: the allowed call did not run unasked: {:?}",
+        approved.before
     );
     assert!(
-        request.to_string().contains("chained-two"),
-        "{version}: {request}"
-    );
-    let id = request["id"].as_str().expect("id").to_string();
-    assert!(project.run(&["approve", &id]).status.success());
-    let output = wait_with_deadline(child, std::time::Duration::from_secs(120));
-    assert_eq!(
-        output.status.code(),
-        Some(0),
+        approved.request.to_string().contains("chained-two"),
         "{version}: {}",
-        stdout_of(&output)
+        approved.request
     );
-    let results = anthropic::tool_results(&server);
-    let chained = results.last().expect("a result");
+    let chained = approved.after.last().expect("a result");
     assert_eq!(
         chained.output.lines().collect::<Vec<_>>()[..2],
         ["allowed-one", "chained-two"],
-        "{version}: {results:?}"
+        "{version}: {:?}",
+        approved.after
     );
 
     // Rejected: the agent gets the reason as the call's result.
-    let server = anthropic::start();
-    let project = gated_project(cli, &server, "echo allowed-one; touch rejected-marker");
-    let child = real_agents::clowder(cli, &server, &project, &["--headless", "1"])
-        .env("PATH", path_with_clowder())
-        .spawn()
-        .expect("spawn clowder");
-    let request = wait_for_one_pending(&project, version);
-    let id = request["id"].as_str().expect("id").to_string();
-    let reject = project.run(&["reject", &id, "--reason", "not on a Friday"]);
-    assert!(reject.status.success(), "{}", stderr_of(&reject));
-    let output = wait_with_deadline(child, std::time::Duration::from_secs(120));
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{version}: {}",
-        stdout_of(&output)
+    let rejected = decide_headless(
+        cli,
+        "echo allowed-one; touch rejected-marker",
+        "reject",
+        &["--reason", "not on a Friday"],
     );
-    let results = anthropic::tool_results(&server);
-    let refused = results.last().expect("a result");
+    let refused = rejected.after.last().expect("a result");
     assert!(
         refused.output.contains("not on a Friday"),
-        "{version}: {results:?}"
+        "{version}: {:?}",
+        rejected.after
     );
     assert!(
-        !project.path("rejected-marker").exists(),
+        !rejected.project.path("rejected-marker").exists(),
         "{version}: the rejected call ran"
     );
 }
