@@ -609,15 +609,9 @@ fn pending_with(project: &Project, word: &str) -> Option<String> {
     id
 }
 
-/// Scenario 7: `clowder gate` as Codex's PreToolUse hook. An allowed command runs
-/// with nobody asked; a chained one waits in the queue until `clowder approve`;
-/// `clowder reject --reason` gives Codex the reason. A Codex without hooks
-/// runs the same commands ungated.
-fn gate(cli: Cli) {
-    if !cli.installed() {
-        return;
-    }
-    let server = openai::start();
+/// The gate scenario's model: an allowed command, then two chains, one for
+/// approval and one for rejection.
+fn script_the_gate(server: &model_server::ModelServer) {
     server.script([
         Reply::Tools("First.".into(), vec![ToolCall::shell("echo allowed-one")]),
         Reply::Tools(
@@ -630,6 +624,18 @@ fn gate(cli: Cli) {
         ),
         Reply::Text("Done.".into()),
     ]);
+}
+
+/// Scenario 7: `clowder gate` as Codex's PreToolUse hook. An allowed command runs
+/// with nobody asked; a chained one waits in the queue until `clowder approve`;
+/// `clowder reject --reason` gives Codex the reason. A Codex without hooks
+/// runs the same commands ungated.
+fn gate(cli: Cli) {
+    if !cli.installed() {
+        return;
+    }
+    let server = openai::start();
+    script_the_gate(&server);
     let project = gated_project(cli);
     let mut command = real_agents::clowder(cli, &server, &project, &["--headless", "1"]);
     trust_project(&project);
@@ -717,18 +723,7 @@ fn gate_in_the_room(cli: Cli) {
         return;
     }
     let server = openai::start();
-    server.script([
-        Reply::Tools("First.".into(), vec![ToolCall::shell("echo allowed-one")]),
-        Reply::Tools(
-            "Second.".into(),
-            vec![ToolCall::shell("echo chained && touch approved-marker")],
-        ),
-        Reply::Tools(
-            "Third.".into(),
-            vec![ToolCall::shell("echo again && touch rejected-marker")],
-        ),
-        Reply::Text("Done.".into()),
-    ]);
+    script_the_gate(&server);
     let project = gated_project(cli);
     let env: Vec<String> = cli
         .environment(&project, &server)
