@@ -72,7 +72,7 @@ fn entry(command: &str) -> toml_edit::Table {
 
 /// Whether a hook command runs `clowder gate` (by any path to clowder).
 pub fn runs_gate(command: &str) -> bool {
-    let words = crate::approvals::policy::shell_words(command);
+    let words = crate::approvals::shell::shell_words(command);
     match words.as_slice() {
         [program, sub, ..] => {
             sub == "gate"

@@ -29,6 +29,7 @@ pub mod host_rules;
 pub mod patch;
 pub mod policy;
 pub mod safe_read;
+mod shell;
 pub mod subject;
 mod sweep;
 mod url_prefix;
