@@ -1,5 +1,5 @@
-//! What an `[approvals]` rule may decide: a Bash command split into its simple
-//! commands by a shell parser, paths compared by whole components, and the shell
+//! What an `[approvals]` rule may decide: each simple command of a Bash call (as
+//! `shell.rs` splits it), paths compared by whole components, and the shell
 //! constructs that no rule can ever allow.
 
 use std::path::{Component, Path};
