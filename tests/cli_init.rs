@@ -198,6 +198,18 @@ fn budget_and_promise_land_in_the_config() {
 
     let bad = setup.clowder(&["init", "--budget", "-1"], false);
     assert_eq!(bad.status.code(), Some(2));
+
+    // A promise the config would refuse is refused before anything is written.
+    let fresh = Setup::new(&["claude"]);
+    let bad = fresh.clowder(&["init", "--promise", "two\nlines"], false);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr_of(&bad));
+    assert!(
+        stderr_of(&bad).contains("completion.promise"),
+        "{}",
+        stderr_of(&bad)
+    );
+    assert!(!fresh.root().join("harness.toml").exists());
+    assert!(!fresh.root().join(".claude").exists());
 }
 
 #[test]

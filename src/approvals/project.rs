@@ -63,9 +63,13 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
         None if interactive => ask("Completion word (empty: none): ")?,
         given => given.filter(|p| !p.trim().is_empty()),
     };
+    let harness = harness_toml(agent, budget, promise.as_deref());
+    // A promise the config refuses (blanks alone) is refused here, before any write.
+    crate::config::Config::parse(&harness, Path::new(FILES[0]))
+        .map_err(|err| format!("{err}; nothing was written"))?;
     let command = codex_hook::gate_command()?;
     let hook_file = write_hook(agent, &command)?;
-    write_new(FILES[0], &harness_toml(agent, budget, promise.as_deref()))?;
+    write_new(FILES[0], &harness)?;
     write_new(FILES[1], PROMPT_MD)?;
     let excluded = exclude_state_dir()?;
     println!(
@@ -291,3 +295,26 @@ const PROMPT_MD: &str = "\
 
 Describe the task here.
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_config_parses_with_every_choice() {
+        for agent in [Agent::Claude, Agent::Codex] {
+            for (budget, promise) in [(None, None), (Some(2.5), Some("ALL \"DONE\""))] {
+                let text = harness_toml(agent, budget, promise);
+                let config = crate::config::Config::parse(&text, Path::new("harness.toml"))
+                    .unwrap_or_else(|err| panic!("{err}\n{text}"));
+                assert_eq!(config.agent.command.0, agent.program());
+                assert_eq!(config.completion.promise(), promise);
+                assert_eq!(config.guard.max_cost_usd.0 > 0.0, budget.is_some());
+                assert!(config.output.event_log.starts_with(STATE_DIR));
+                assert!(config.session.output_dir.0.starts_with(STATE_DIR));
+                assert!(config.session.counter_file.0.starts_with(STATE_DIR));
+                assert!(config.output.status_file.0.starts_with(STATE_DIR));
+            }
+        }
+    }
+}
