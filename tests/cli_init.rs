@@ -52,9 +52,15 @@ impl Setup {
     }
 
     fn init(&self, args: &[&str]) -> Output {
+        self.init_with(args, false)
+    }
+
+    /// `clowder init args…`, which must succeed; `system_too` as for `clowder`
+    /// (with it, init finds the repository through git itself).
+    fn init_with(&self, args: &[&str], system_too: bool) -> Output {
         let mut all = vec!["init"];
         all.extend_from_slice(args);
-        let output = self.clowder(&all, false);
+        let output = self.clowder(&all, system_too);
         assert!(
             output.status.success(),
             "clowder init failed: {}",
@@ -72,14 +78,14 @@ fn exclude_lines(setup: &Setup) -> usize {
     setup
         .read(".git/info/exclude")
         .lines()
-        .filter(|l| l.trim() == "/.clowder/")
+        .filter(|l| l.trim() == ".clowder/")
         .count()
 }
 
 #[test]
 fn init_writes_a_project_whose_session_leaves_git_clean() {
     let setup = Setup::new(&["claude"]);
-    let out = setup.init(&[]);
+    let out = setup.init_with(&[], true);
     let said = stdout_of(&out);
     assert!(said.contains("using claude"), "{said}");
     assert!(said.contains("next:"), "{said}");
@@ -263,4 +269,38 @@ fn outside_a_repository_nothing_is_excluded() {
     assert!(output.status.success(), "{}", stderr_of(&output));
     assert!(dir.path().join("harness.toml").is_file());
     assert!(!dir.path().join(".git").exists());
+}
+
+#[test]
+fn in_a_linked_worktree_the_repository_s_exclude_file_is_used() {
+    let setup = Setup::new(&["claude"]);
+    let linked = setup.root().join("linked");
+    git_in(
+        setup.root(),
+        &["worktree", "add", "--quiet", "-b", "side", "linked"],
+    );
+    let child = clowder_command(&linked, &["init"])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                setup.bin.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .spawn()
+        .expect("spawn clowder");
+    let out = wait_with_deadline(child, DEADLINE);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(exclude_lines(&setup), 1);
+    git_in(&linked, &["add", "-A"]);
+    std::fs::create_dir_all(linked.join(".clowder/sessions")).expect("mkdir");
+    std::fs::write(linked.join(".clowder/sessions/x.jsonl"), "{}\n").expect("write");
+    assert_eq!(
+        git_in(&linked, &["status", "--porcelain", "--untracked-files=all"])
+            .lines()
+            .filter(|l| l.contains(".clowder"))
+            .count(),
+        0
+    );
 }

@@ -170,42 +170,62 @@ fn write_new(path: &str, text: &str) -> Result<(), String> {
         .map_err(|err| format!("cannot write {path}: {err}"))
 }
 
-/// Adds `.clowder/` to `.git/info/exclude` once, when this folder is the top
-/// of a git repository. Returns the exclude file when there is one.
-fn exclude_state_dir() -> Result<Option<PathBuf>, String> {
-    let git = Path::new(".git");
-    if !git.is_dir() {
-        return Ok(None);
+/// The repository's exclude file when this folder is in a git repository:
+/// git's own answer (a linked worktree's `.git` is a file), else `.git/info/exclude`.
+fn exclude_file() -> Option<PathBuf> {
+    let asked = std::process::Command::new("git")
+        .args(["rev-parse", "--git-path", "info/exclude"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match asked {
+        Ok(out) if out.status.success() => {
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            (!path.is_empty()).then(|| PathBuf::from(path))
+        }
+        Ok(_) => None,
+        Err(_) => Path::new(".git")
+            .is_dir()
+            .then(|| PathBuf::from(".git/info/exclude")),
     }
-    let exclude = git.join("info/exclude");
+}
+
+/// Adds `.clowder/` to the repository's exclude file once. Returns that file
+/// when there is one.
+fn exclude_state_dir() -> Result<Option<PathBuf>, String> {
+    let Some(exclude) = exclude_file() else {
+        return Ok(None);
+    };
     let shown = exclude.display();
     let text = match std::fs::read_to_string(&exclude) {
         Ok(text) => text,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(err) => return Err(format!("cannot read {shown}: {err}")),
     };
-    let line = format!("/{STATE_DIR}/");
     let listed = text.lines().any(|l| {
         matches!(
             l.trim(),
             ".clowder" | ".clowder/" | "/.clowder" | "/.clowder/"
         )
     });
-    if !listed {
-        std::fs::create_dir_all(git.join("info"))
-            .map_err(|err| format!("cannot create {}: {err}", git.join("info").display()))?;
-        let sep = if text.is_empty() || text.ends_with('\n') {
-            ""
-        } else {
-            "\n"
-        };
-        let mut file = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&exclude)
-            .map_err(|err| format!("cannot open {shown}: {err}"))?;
-        writeln!(file, "{sep}{line}").map_err(|err| format!("cannot write {shown}: {err}"))?;
+    if listed {
+        return Ok(Some(exclude));
     }
+    if let Some(parent) = exclude.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    let sep = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&exclude)
+        .map_err(|err| format!("cannot open {shown}: {err}"))?;
+    writeln!(file, "{sep}{STATE_DIR}/").map_err(|err| format!("cannot write {shown}: {err}"))?;
     Ok(Some(exclude))
 }
 
