@@ -41,7 +41,8 @@ pub fn init(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) 
 
 fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Result<(), String> {
     // Refused before anything is written, so a refusal changes nothing.
-    if let Some(existing) = FILES.iter().find(|f| Path::new(f).exists()) {
+    // `symlink_metadata`: a dangling link there would make the write fail later.
+    if let Some(existing) = FILES.iter().find(|f| std::fs::symlink_metadata(f).is_ok()) {
         return Err(format!(
             "{existing} already exists; nothing was written (move it aside to start afresh)"
         ));
@@ -64,7 +65,7 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
         given => given.filter(|p| !p.trim().is_empty()),
     };
     let harness = harness_toml(agent, budget, promise.as_deref());
-    // A promise the config refuses (blanks alone) is refused here, before any write.
+    // A promise the config refuses (one on two lines) is refused here, before any write.
     crate::config::Config::parse(&harness, Path::new(FILES[0]))
         .map_err(|err| format!("{err}; nothing was written"))?;
     let command = codex_hook::gate_command()?;
@@ -72,11 +73,16 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
     write_new(FILES[0], &harness)?;
     write_new(FILES[1], PROMPT_MD)?;
     let excluded = exclude_state_dir()?;
+    summary(agent, hook_file, &command, excluded.as_deref());
+    Ok(())
+}
+
+fn summary(agent: Agent, hook_file: &str, command: &str, exclude: Option<&Path>) {
     println!(
         "clowder: wrote harness.toml and PROMPT.md (every file clowder writes goes under {STATE_DIR}/)"
     );
-    println!("clowder: {hook_file} runs `{}`", escape(&command));
-    if let Some(exclude) = excluded {
+    println!("clowder: {hook_file} runs `{}`", escape(command));
+    if let Some(exclude) = exclude {
         println!("clowder: {STATE_DIR}/ is listed in {}", exclude.display());
     }
     if agent == Agent::Codex {
@@ -85,7 +91,6 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
         );
     }
     println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");
-    Ok(())
 }
 
 /// `--agent`, else claude if it is on PATH, else codex if it is, else claude.
