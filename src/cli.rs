@@ -100,7 +100,7 @@ pub enum Command {
     Reject(approvals::RejectArgs),
     /// Ask a human a yes/no question: exit 0 approved, 1 rejected, 3 timed out
     Ask(approvals::AskArgs),
-    /// Set up a project: `--claude-hook` or `--codex-hook` prints (or with --write merges) the hook registration
+    /// Set up a project here (harness.toml, PROMPT.md, the gate hook); `--claude-hook`/`--codex-hook` print (or with --write merge) only the hook
     Init(approvals::InitArgs),
     /// Pause the session of the loop running in this folder (SIGSTOP to its process group)
     Pause,

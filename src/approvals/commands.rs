@@ -150,7 +150,7 @@ pub struct AskArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("agent").required(true).args(["claude_hook", "codex_hook"])))]
+#[command(group(clap::ArgGroup::new("hook").args(["claude_hook", "codex_hook"])))]
 pub struct InitArgs {
     /// Print the Claude Code hook that sends Bash, Edit and Write calls through `clowder gate`
     #[arg(long = "claude-hook")]
@@ -159,8 +159,17 @@ pub struct InitArgs {
     #[arg(long = "codex-hook")]
     pub codex_hook: bool,
     /// Merge the hook into .claude/settings.json (or .codex/config.toml) instead of printing it
-    #[arg(long = "write")]
+    #[arg(long = "write", requires = "hook")]
     pub write: bool,
+    /// Without a hook flag: the agent the project runs (default: claude if on PATH, else codex)
+    #[arg(long = "agent", value_enum, conflicts_with = "hook")]
+    pub agent: Option<super::project::Agent>,
+    /// Without a hook flag: the run's budget in USD (`[guard] max_cost_usd`)
+    #[arg(long = "budget", value_name = "USD", conflicts_with = "hook")]
+    pub budget: Option<f64>,
+    /// Without a hook flag: the word that ends the run once the agent says it (`[completion] promise`)
+    #[arg(long = "promise", value_name = "WORD", conflicts_with = "hook")]
+    pub promise: Option<String>,
 }
 
 // ---------------------------------------------------------------------------
@@ -824,6 +833,9 @@ const CODEX_TRUST_NOTE: &str = "\
 
 /// `clowder init --claude-hook|--codex-hook [--write]`.
 pub fn init(args: InitArgs) -> i32 {
+    if !args.claude_hook && !args.codex_hook {
+        return super::project::init(args.agent, args.budget, args.promise);
+    }
     if args.codex_hook {
         return init_codex(args.write);
     }
@@ -831,8 +843,8 @@ pub fn init(args: InitArgs) -> i32 {
         println!("{CLAUDE_HOOK_SNIPPET}");
         return 0;
     }
-    let path = Path::new(".claude/settings.json");
-    match merge_hook(path) {
+    let path = Path::new(CLAUDE_SETTINGS);
+    match merge_hook(path, "clowder gate") {
         Ok(true) => {
             println!(
                 "clowder: added the `clowder gate` PreToolUse hook to {}",
@@ -899,9 +911,12 @@ fn init_codex(write: bool) -> i32 {
     }
 }
 
-/// Adds the hook to the settings file, keeping everything else. `Ok(false)`: it
-/// was already there.
-fn merge_hook(path: &Path) -> Result<bool, String> {
+/// The project file Claude Code reads its hooks from.
+pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
+
+/// Adds the hook running `command` to the settings file, keeping everything
+/// else. `Ok(false)`: a `clowder gate` hook (by any path) was already there.
+pub fn merge_hook(path: &Path, command: &str) -> Result<bool, String> {
     let mut settings = match crate::store::small_file::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => serde_json::json!({}),
         Ok(text) => serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
@@ -942,14 +957,16 @@ fn merge_hook(path: &Path) -> Result<bool, String> {
             hooks.iter().any(|h| {
                 h["command"]
                     .as_str()
-                    .is_some_and(|c| c.trim() == "clowder gate")
+                    .is_some_and(super::codex_hook::runs_gate)
             })
         })
     });
     if present {
         return Ok(false);
     }
-    pre.push(claude_hook_entry());
+    let mut entry = claude_hook_entry();
+    entry["hooks"][0]["command"] = serde_json::Value::from(command);
+    pre.push(entry);
     let mut text = serde_json::to_string_pretty(&settings).map_err(|e| e.to_string())?;
     text.push('\n');
     if let Some(parent) = path.parent() {

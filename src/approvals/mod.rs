@@ -28,6 +28,7 @@ mod events;
 pub mod host_rules;
 pub mod patch;
 pub mod policy;
+pub mod project;
 pub mod safe_read;
 mod shell;
 pub mod subject;

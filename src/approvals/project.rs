@@ -1,0 +1,345 @@
+//! `clowder init` without a hook flag: sets up a project in the current folder
+//! (`harness.toml`, `PROMPT.md`, the agent's gate hook, `.clowder/` kept out of git).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use super::codex_hook;
+use super::commands::{CLAUDE_SETTINGS, EXIT_ERROR, merge_hook};
+use super::escape;
+
+/// The agent a new project runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    Claude,
+    Codex,
+}
+
+impl Agent {
+    fn program(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+        }
+    }
+}
+
+/// The folder every file clowder writes goes in, kept out of git.
+const STATE_DIR: &str = ".clowder";
+const FILES: [&str; 2] = ["harness.toml", "PROMPT.md"];
+
+/// `clowder init [--agent A] [--budget USD] [--promise WORD]`.
+pub fn init(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> i32 {
+    match run(agent, budget, promise) {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("clowder init: error: {}", escape(&err));
+            EXIT_ERROR
+        }
+    }
+}
+
+fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Result<(), String> {
+    // Refused before anything is written, so a refusal changes nothing.
+    // `symlink_metadata`: a dangling link there would make the write fail later.
+    if let Some(existing) = FILES.iter().find(|f| std::fs::symlink_metadata(f).is_ok()) {
+        return Err(format!(
+            "{existing} already exists; nothing was written (move it aside to start afresh)"
+        ));
+    }
+    if let Some(budget) = budget
+        && !(budget.is_finite() && budget > 0.0)
+    {
+        return Err(format!(
+            "--budget {budget}: expected a positive number of USD"
+        ));
+    }
+    let agent = choose_agent(agent);
+    let interactive = std::io::stdin().is_terminal();
+    let budget = match budget {
+        None if interactive => ask_budget()?,
+        given => given,
+    };
+    let promise = match promise {
+        None if interactive => ask("Completion word (empty: none): ")?,
+        given => given.filter(|p| !p.trim().is_empty()),
+    };
+    let harness = harness_toml(agent, budget, promise.as_deref());
+    // A promise the config refuses (one on two lines) is refused here, before any write.
+    crate::config::Config::parse(&harness, Path::new(FILES[0]))
+        .map_err(|err| format!("{err}; nothing was written"))?;
+    let command = codex_hook::gate_command()?;
+    let hook_file = write_hook(agent, &command)?;
+    write_new(FILES[0], &harness)?;
+    write_new(FILES[1], PROMPT_MD)?;
+    let excluded = exclude_state_dir()?;
+    summary(agent, hook_file, &command, excluded.as_deref());
+    Ok(())
+}
+
+fn summary(agent: Agent, hook_file: &str, command: &str, exclude: Option<&Path>) {
+    println!(
+        "clowder: wrote harness.toml and PROMPT.md (every file clowder writes goes under {STATE_DIR}/)"
+    );
+    println!("clowder: {hook_file} runs `{}`", escape(command));
+    if let Some(exclude) = exclude {
+        println!("clowder: {STATE_DIR}/ is listed in {}", exclude.display());
+    }
+    if agent == Agent::Codex {
+        println!(
+            "clowder: Codex runs the hook only in a project it trusts: `codex exec --trust` once"
+        );
+    }
+    println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");
+}
+
+/// `--agent`, else claude if it is on PATH, else codex if it is, else claude.
+fn choose_agent(asked: Option<Agent>) -> Agent {
+    let claude = on_path("claude");
+    let codex = on_path("codex");
+    let chosen = asked.unwrap_or(if claude.is_none() && codex.is_some() {
+        Agent::Codex
+    } else {
+        Agent::Claude
+    });
+    let found = match chosen {
+        Agent::Claude => &claude,
+        Agent::Codex => &codex,
+    };
+    match found {
+        Some(path) => println!("clowder: using {} ({})", chosen.program(), path.display()),
+        None => println!(
+            "clowder: {} was not found on PATH; harness.toml runs it anyway: install it before `clowder`",
+            chosen.program()
+        ),
+    }
+    chosen
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(program))
+        .find(|file| {
+            std::fs::metadata(file)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// One line from the terminal; empty: none.
+fn ask(question: &str) -> Result<Option<String>, String> {
+    print!("{question}");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|err| format!("cannot read the answer: {err}"))?;
+    let line = line.trim();
+    Ok((!line.is_empty()).then(|| line.to_owned()))
+}
+
+fn ask_budget() -> Result<Option<f64>, String> {
+    loop {
+        let Some(answer) = ask("Budget for the run in USD (empty: none): ")? else {
+            return Ok(None);
+        };
+        match answer.trim_start_matches('$').parse::<f64>() {
+            Ok(usd) if usd.is_finite() && usd > 0.0 => return Ok(Some(usd)),
+            _ => println!("  a positive number, e.g. 5 or 2.50"),
+        }
+    }
+}
+
+/// Merges the gate hook into the agent's project config; returns that file.
+fn write_hook(agent: Agent, command: &str) -> Result<&'static str, String> {
+    let file = match agent {
+        Agent::Claude => CLAUDE_SETTINGS,
+        Agent::Codex => codex_hook::CONFIG,
+    };
+    match agent {
+        Agent::Claude => merge_hook(Path::new(file), command)?,
+        Agent::Codex => codex_hook::merge(Path::new(file), command)?,
+    };
+    Ok(file)
+}
+
+fn write_new(path: &str, text: &str) -> Result<(), String> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|err| format!("cannot create {path}: {err}"))?;
+    file.write_all(text.as_bytes())
+        .map_err(|err| format!("cannot write {path}: {err}"))
+}
+
+/// The repository's exclude file when this folder is in a git repository:
+/// git's own answer (a linked worktree's `.git` is a file), else `.git/info/exclude`.
+fn exclude_file() -> Option<PathBuf> {
+    let asked = std::process::Command::new("git")
+        .args(["rev-parse", "--git-path", "info/exclude"])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match asked {
+        Ok(out) if out.status.success() => {
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            (!path.is_empty()).then(|| PathBuf::from(path))
+        }
+        Ok(_) => None,
+        Err(_) => Path::new(".git")
+            .is_dir()
+            .then(|| PathBuf::from(".git/info/exclude")),
+    }
+}
+
+/// Adds `.clowder/` to the repository's exclude file once. Returns that file
+/// when there is one.
+fn exclude_state_dir() -> Result<Option<PathBuf>, String> {
+    let Some(exclude) = exclude_file() else {
+        return Ok(None);
+    };
+    let shown = exclude.display();
+    let text = match std::fs::read_to_string(&exclude) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(err) => return Err(format!("cannot read {shown}: {err}")),
+    };
+    let listed = text.lines().any(|l| {
+        matches!(
+            l.trim(),
+            ".clowder" | ".clowder/" | "/.clowder" | "/.clowder/"
+        )
+    });
+    if listed {
+        return Ok(Some(exclude));
+    }
+    if let Some(parent) = exclude.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+    }
+    let sep = if text.is_empty() || text.ends_with('\n') {
+        ""
+    } else {
+        "\n"
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&exclude)
+        .map_err(|err| format!("cannot open {shown}: {err}"))?;
+    writeln!(file, "{sep}{STATE_DIR}/").map_err(|err| format!("cannot write {shown}: {err}"))?;
+    Ok(Some(exclude))
+}
+
+fn agent_table(agent: Agent) -> String {
+    match agent {
+        Agent::Claude => "\
+[agent]
+# The agent clowder starts for each session; {prompt} is replaced by the prompt.
+command = \"claude\"
+args = [\"-p\", \"{prompt}\", \"--dangerously-skip-permissions\", \"--verbose\", \"--output-format\", \"stream-json\"]
+"
+        .to_owned(),
+        Agent::Codex => format!(
+            "\
+[agent]
+# The agent clowder starts for each session; {{prompt}} is replaced by the prompt.
+# {bypass}: an unattended loop has nobody to review the gate hook.
+command = \"codex\"
+args = [\"exec\", \"--json\", \"{bypass}\", \"{{prompt}}\"]
+",
+            bypass = codex_hook::BYPASS_TRUST
+        ),
+    }
+}
+
+/// The project's `harness.toml`: the keys a new project sets, each explained;
+/// the reference `harness.toml` in clowder's repository lists every other key.
+fn harness_toml(agent: Agent, budget: Option<f64>, promise: Option<&str>) -> String {
+    let budget = match budget {
+        Some(usd) => format!("max_cost_usd = {usd:?}"),
+        None => "# max_cost_usd = 5.0".to_owned(),
+    };
+    let promise = match promise {
+        Some(word) => format!(
+            "promise = {}",
+            toml_edit::Value::from(word).decorated("", "")
+        ),
+        None => "# promise = \"DONE\"".to_owned(),
+    };
+    format!(
+        "\
+# clowder's configuration for this project, written by `clowder init`.
+# Every key not set here keeps its default; `clowder --dry-run` prints them all.
+
+{agent}
+[session]
+# How many productive sessions `clowder` runs when no number is given.
+max_iterations = 25
+# The prompt, read fresh for every session.
+prompt_file = \"PROMPT.md\"
+# One output file per session (the agent's JSON lines).
+output_dir = \"{STATE_DIR}/sessions\"
+# The last session number: a second run continues from it.
+counter_file = \"{STATE_DIR}/iteration_counter\"
+
+[output]
+# One JSON event per line: loop_start, session_start, session_complete, loop_end, ...
+event_log = \"{STATE_DIR}/events.jsonl\"
+# The loop's state as JSON, read by `clowder --status`.
+status_file = \"{STATE_DIR}/harness.status\"
+
+[shutdown]
+# Create this file to stop after the current session.
+stop_file = \"{STATE_DIR}/STOP\"
+
+[guard]
+# The run stops (exit 4) once its sessions have cost this many USD.
+{budget}
+
+[completion]
+# The run ends once the agent's final message says this word.
+{promise}
+",
+        agent = agent_table(agent),
+    )
+}
+
+const PROMPT_MD: &str = "\
+<!--
+  The prompt clowder gives the agent at the start of every session, read fresh
+  each time: edit it while the loop runs. These comments are sent too; delete
+  them once the task below is written.
+  Say what to do, how to check it is done, and what to leave alone. If
+  harness.toml sets [completion] promise, tell the agent to say that word
+  when everything is done.
+-->
+
+Describe the task here.
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_config_parses_with_every_choice() {
+        for agent in [Agent::Claude, Agent::Codex] {
+            for (budget, promise) in [(None, None), (Some(2.5), Some("ALL \"DONE\""))] {
+                let text = harness_toml(agent, budget, promise);
+                let config = crate::config::Config::parse(&text, Path::new("harness.toml"))
+                    .unwrap_or_else(|err| panic!("{err}\n{text}"));
+                assert_eq!(config.agent.command.0, agent.program());
+                assert_eq!(config.completion.promise(), promise);
+                assert_eq!(config.guard.max_cost_usd.0 > 0.0, budget.is_some());
+                assert!(config.output.event_log.starts_with(STATE_DIR));
+                assert!(config.session.output_dir.0.starts_with(STATE_DIR));
+                assert!(config.session.counter_file.0.starts_with(STATE_DIR));
+                assert!(config.output.status_file.0.starts_with(STATE_DIR));
+            }
+        }
+    }
+}
