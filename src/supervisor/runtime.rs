@@ -1,6 +1,6 @@
 //! The tokio side of the supervisor: feeds [`Input`]s (signals, timers, the child's
 //! exit, output growth, user commands) to the pure [`Core`] and carries out the
-//! [`Effect`]s it returns: spawning, signalling, hooks, files.
+//! [`Effect`](super::core::Effect)s it returns: spawning, signalling, hooks, files.
 //!
 //! Runs on a current-thread runtime: the agent is spawned from the thread that
 //! owns it, which is what the parent-death signal is tied to.

@@ -55,7 +55,7 @@ impl Core {
         }
     }
 
-    /// The next moment an [`Input::Tick`] can change anything (the watchdog's
+    /// The next moment an [`Input::Tick`](super::Input::Tick) can change anything (the watchdog's
     /// limit, `max_runtime`, a run budget that ends the loop between sessions);
     /// `None` when only other inputs can. A moment already past means now.
     pub fn next_tick_due(&self) -> Option<Instant> {
