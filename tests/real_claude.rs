@@ -413,7 +413,9 @@ fn the_gate_holds_a_chain_until_a_or_r_in_the_room(cli: Cli) {
 
     let (server, _project, tmux) = room("echo allowed-one && echo chained-two");
     tmux.wait_for("Approvals (1 waiting)");
-    tmux.keys(&["a"]);
+    real_agents::press_until(&tmux, "a", |screen| {
+        !screen.contains("Approvals (1 waiting)")
+    });
     let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
     let results = anthropic::tool_results(&server);
     let last = results.last().map(|r| r.output.clone()).unwrap_or_default();
@@ -424,8 +426,9 @@ fn the_gate_holds_a_chain_until_a_or_r_in_the_room(cli: Cli) {
 
     let (server, project, tmux) = room("echo allowed-one; touch rejected-marker");
     tmux.wait_for("Approvals (1 waiting)");
-    tmux.keys(&["r"]);
+    real_agents::press_until(&tmux, "r", |screen| screen.contains("Enter rejects"));
     tmux.type_text("not on a Friday");
+    tmux.wait_for("not on a Friday");
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
     let results = anthropic::tool_results(&server);

@@ -743,7 +743,8 @@ fn gate_in_the_room(cli: Cli) {
         !project.path("approved-marker").exists(),
         "ran before approval"
     );
-    tmux.keys(&["a"]);
+    tmux.wait_for("(1 waiting)");
+    real_agents::press_until(&tmux, "a", |screen| !screen.contains("(1 waiting)"));
     assert!(
         wait_until(Duration::from_secs(60), || project
             .path("approved-marker")
@@ -753,8 +754,8 @@ fn gate_in_the_room(cli: Cli) {
     );
 
     tmux.wait_for("▶ Bash  echo again");
-    tmux.keys(&["r"]);
-    tmux.wait_for("Reject");
+    tmux.wait_for("(1 waiting)");
+    real_agents::press_until(&tmux, "r", |screen| screen.contains("Enter rejects"));
     tmux.keys(&["-l", "not from the room"]);
     tmux.keys(&["Enter"]);
     tmux.wait_for("stopped: max_iterations");
