@@ -151,7 +151,9 @@ fn r_in_the_plan_view_retries_a_failed_plan_in_the_room() {
     tmux.wait_for_all(&["◆ a", "◆ └─ b", "plan rp · completed"]);
     assert_eq!(git_in(root, &["show", "main:b.txt"]), "rp-b");
     assert!(!git_in(root, &["rev-parse", "clowder/rp-a.failed-1"]).is_empty());
-    // Completed, the plan removed its merged steps' lanes.
+    // Completed, the plan removed its merged steps' lanes; once the room has seen
+    // that (its header says so), Enter on a step says where its lane went.
+    tmux.wait_for("no lanes (n adds one)");
     tmux.keys(&["Enter"]);
     tmux.wait_for("step a is merged: its lane was removed");
     tmux.keys(&["R"]);
