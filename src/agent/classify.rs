@@ -563,14 +563,7 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         } else {
             StopKind::Transient
         };
-        self.retrying = Some(Candidate {
-            line: number,
-            kind,
-            limit: RateLimit {
-                reason: format!("the agent was retrying: {}", excerpt(error)),
-                resets_at_epoch: None,
-            },
-        });
+        self.retrying_on(kind, error, number);
     }
 
     /// The agent retries a request on its own; what it met decides the kind.
@@ -581,11 +574,16 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         } else {
             StopKind::Transient
         };
+        self.retrying_on(kind, message, number);
+    }
+
+    /// The agent's own retry at line `number`, after it met `what`.
+    fn retrying_on(&mut self, kind: StopKind, what: &str, number: u64) {
         self.retrying = Some(Candidate {
             line: number,
             kind,
             limit: RateLimit {
-                reason: format!("the agent was retrying: {}", excerpt(message)),
+                reason: format!("the agent was retrying: {}", excerpt(what)),
                 resets_at_epoch: None,
             },
         });

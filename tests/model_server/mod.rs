@@ -207,11 +207,6 @@ impl ModelServer {
         self.shared.lock().script.extend(replies);
     }
 
-    /// Stops failing every request, for a test that lets the agent recover.
-    pub fn stop_failing(&self) {
-        self.shared.lock().sticky = None;
-    }
-
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.lock().requests.clone()
     }
@@ -223,10 +218,6 @@ impl ModelServer {
             .iter()
             .filter(|r| r.scripted)
             .count()
-    }
-
-    pub fn replies_left(&self) -> usize {
-        self.shared.lock().script.len()
     }
 }
 
