@@ -247,9 +247,25 @@ fn move_base(job: &MergeJob, base_ref: &str, old: &str, new: &str) -> Result<(),
     git(&checkout, &args).map(drop)
 }
 
+/// `git worktree list --porcelain`. A lane being added at the same moment has
+/// its `.git/worktrees/NAME/` written file by file, and git fails to list it
+/// half-made ("failed to read …/commondir"): such a failure is tried again.
+fn worktree_list(root: &Path) -> Result<String, String> {
+    let mut tries = 0;
+    loop {
+        match git(root, &["worktree", "list", "--porcelain"]) {
+            Err(err) if tries < 10 && err.contains("failed to read") => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
 /// The worktree that has `branch_ref` checked out, if one does.
 fn checked_out_in(root: &Path, branch_ref: &str) -> Result<Option<PathBuf>, String> {
-    let list = git(root, &["worktree", "list", "--porcelain"])?;
+    let list = worktree_list(root)?;
     let mut current: Option<&str> = None;
     for line in list.lines() {
         if let Some(path) = line.strip_prefix("worktree ") {
