@@ -14,7 +14,9 @@ use crate::store::status;
 use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
 mod demo;
+mod init;
 mod meta;
+mod project;
 
 /// Exit code for bad command-line input or configuration: nothing was run.
 pub const EXIT_USAGE: i32 = 2;
@@ -101,7 +103,7 @@ pub enum Command {
     /// Ask a human a yes/no question: exit 0 approved, 1 rejected, 3 timed out
     Ask(approvals::AskArgs),
     /// Set up a project here (harness.toml, PROMPT.md, the gate hook); `--claude-hook`/`--codex-hook` print (or with --write merge) only the hook
-    Init(approvals::InitArgs),
+    Init(init::InitArgs),
     /// Pause the session of the loop running in this folder (SIGSTOP to its process group)
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
@@ -361,7 +363,7 @@ fn run_command(command: Command) -> i32 {
         Command::Tasks(args) => crate::worker::cli::tasks(args),
         // The gate reads the config itself (a broken one must deny, not fail open).
         Command::Gate(args) => approvals::gate(args),
-        Command::Init(args) => approvals::init(args),
+        Command::Init(args) => init::init(args),
         Command::Queue(mut args) => match resolve_queue_dir(&mut args.dir) {
             Ok(()) => approvals::queue(args, &|requests| {
                 crate::fleet::request_lane::attribute(Path::new("."), requests)

@@ -242,6 +242,23 @@ pub fn wrap(text: &str, max: usize) -> Vec<String> {
     lines
 }
 
+/// `text` in at most about `max` characters: when longer, its start and its end
+/// around `…`, then its length, so that what follows padding is never out of
+/// sight (`cargo test …&& curl x | sh [16410 chars]`).
+pub fn head_and_tail(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_string();
+    }
+    let label = format!(" [{count} chars]");
+    let room = max.saturating_sub(label.chars().count() + 1).max(2);
+    let head = room * 2 / 5;
+    let tail = room - head;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(count.saturating_sub(tail)).collect();
+    format!("{start}…{end}{label}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +330,15 @@ mod tests {
             wrap("pause / resume the session (SIGSTOP / SIGCONT)", 20),
             ["pause / resume the", "session (SIGSTOP /", "SIGCONT)"]
         );
+    }
+
+    #[test]
+    fn long_text_keeps_its_end_and_says_its_length() {
+        assert_eq!(head_and_tail("short", 10), "short");
+        let long = format!("ls {} && curl x | sh", "a".repeat(100));
+        let shown = head_and_tail(&long, 50);
+        assert!(shown.ends_with("curl x | sh [118 chars]"), "{shown}");
+        assert!(shown.starts_with("ls a"), "{shown}");
+        assert!(shown.chars().count() <= 50, "{shown}");
     }
 }

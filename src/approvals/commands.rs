@@ -1,4 +1,4 @@
-//! The approval subcommands: `gate`, `queue`, `approve`, `reject`, `ask`, `init`.
+//! The approval subcommands: `gate`, `queue`, `approve`, `reject`, `ask`.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -147,29 +147,6 @@ pub struct AskArgs {
     pub timeout: Wait,
     #[command(flatten)]
     pub dir: DirArg,
-}
-
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("hook").args(["claude_hook", "codex_hook"])))]
-pub struct InitArgs {
-    /// Print the Claude Code hook that sends Bash, Edit and Write calls through `clowder gate`
-    #[arg(long = "claude-hook")]
-    pub claude_hook: bool,
-    /// Print the Codex hook (0.124 and later) that sends Bash and apply_patch calls through `clowder gate`
-    #[arg(long = "codex-hook")]
-    pub codex_hook: bool,
-    /// Merge the hook into .claude/settings.json (or .codex/config.toml) instead of printing it
-    #[arg(long = "write", requires = "hook")]
-    pub write: bool,
-    /// Without a hook flag: the agent the project runs (default: claude if on PATH, else codex)
-    #[arg(long = "agent", value_enum, conflicts_with = "hook")]
-    pub agent: Option<super::project::Agent>,
-    /// Without a hook flag: the run's budget in USD (`[guard] max_cost_usd`)
-    #[arg(long = "budget", value_name = "USD", conflicts_with = "hook")]
-    pub budget: Option<f64>,
-    /// Without a hook flag: the word that ends the run once the agent says it (`[completion] promise`)
-    #[arg(long = "promise", value_name = "WORD", conflicts_with = "hook")]
-    pub promise: Option<String>,
 }
 
 // ---------------------------------------------------------------------------
@@ -423,7 +400,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         return Ok(0);
     }
     // Short enough for `clowder queue` to show whole, start and end.
-    let subject = super::subject::head_and_tail(&full_subject, 90);
+    let subject = crate::fmt::head_and_tail(&full_subject, 90);
     request.title = if subject.is_empty() {
         hook.tool_name.clone()
     } else {
@@ -739,8 +716,8 @@ pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
             crate::fmt::duration(r.age_secs(now)),
             if r.abandoned { "abandoned" } else { "waiting" },
             clip(&escape(&tool), 11),
-            super::subject::head_and_tail(&escape(&r.subject()), 50),
-            super::subject::head_and_tail(&escape(&titled(r)), 100),
+            crate::fmt::head_and_tail(&escape(&r.subject()), 50),
+            crate::fmt::head_and_tail(&escape(&titled(r)), 100),
         );
     }
     if requests.iter().any(|r| r.abandoned) {
@@ -810,174 +787,6 @@ pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) ->
     }
 }
 
-/// What `clowder init --claude-hook` prints: the `.claude/settings.json` hook.
-pub const CLAUDE_HOOK_SNIPPET: &str = r#"{"hooks":{"PreToolUse":[{"matcher":"Bash|Edit|Write","hooks":[{"type":"command","command":"clowder gate","timeout":600}]}]}}"#;
-
-/// The hook registration `clowder init --claude-hook --write` merges.
-pub fn claude_hook_entry() -> serde_json::Value {
-    serde_json::json!({
-        "matcher": "Bash|Edit|Write",
-        "hooks": [{"type": "command", "command": "clowder gate", "timeout": 600}]
-    })
-}
-
-/// Why Codex may not run the hook, and what to do: said by `init --codex-hook`.
-const CODEX_TRUST_NOTE: &str = "\
-# Codex runs this hook only when two things are trusted, and skips it in silence otherwise:
-#  - the project: Codex ignores .codex/config.toml in a folder it does not trust; trust it
-#    once with `codex exec --trust` (or trust_level = \"trusted\" under [projects] in ~/.codex/config.toml);
-#  - the hook: an unattended loop has nobody to review it, so put --dangerously-bypass-hook-trust
-#    on the `codex exec` line ([agent] args in harness.toml); or trust it once in `codex` (/hooks).
-#    That trust is saved by the entry's hash: a changed entry (clowder at another path) needs it again.
-# Codex before 0.124 has no hooks: its calls are not gated.";
-
-/// `clowder init --claude-hook|--codex-hook [--write]`.
-pub fn init(args: InitArgs) -> i32 {
-    if !args.claude_hook && !args.codex_hook {
-        return super::project::init(args.agent, args.budget, args.promise);
-    }
-    if args.codex_hook {
-        return init_codex(args.write);
-    }
-    if !args.write {
-        println!("{CLAUDE_HOOK_SNIPPET}");
-        return 0;
-    }
-    let path = Path::new(CLAUDE_SETTINGS);
-    match merge_hook(path, "clowder gate") {
-        Ok(true) => {
-            println!(
-                "clowder: added the `clowder gate` PreToolUse hook to {}",
-                path.display()
-            );
-            0
-        }
-        Ok(false) => {
-            println!(
-                "clowder: {} already runs `clowder gate`; nothing changed",
-                path.display()
-            );
-            0
-        }
-        Err(err) => {
-            eprintln!("clowder init: error: {}", escape(&err));
-            EXIT_ERROR
-        }
-    }
-}
-
-/// `clowder init --codex-hook [--write]`: prints the entry (valid TOML, the
-/// note in comments), or merges it into the project's `.codex/config.toml`.
-fn init_codex(write: bool) -> i32 {
-    use super::codex_hook;
-    let command = match codex_hook::gate_command() {
-        Ok(command) => command,
-        Err(err) => {
-            eprintln!("clowder init: error: {}", escape(&err));
-            return EXIT_ERROR;
-        }
-    };
-    if !write {
-        println!(
-            "# {}: the `clowder gate` PreToolUse hook",
-            codex_hook::CONFIG
-        );
-        print!("{}", codex_hook::snippet(&command));
-        println!("{CODEX_TRUST_NOTE}");
-        return 0;
-    }
-    let path = Path::new(codex_hook::CONFIG);
-    match codex_hook::merge(path, &command) {
-        Ok(added) => {
-            if added {
-                println!(
-                    "clowder: added the `clowder gate` PreToolUse hook ({}) to {}",
-                    escape(&command),
-                    path.display()
-                );
-            } else {
-                println!(
-                    "clowder: {} already runs `clowder gate`; nothing changed",
-                    path.display()
-                );
-            }
-            println!("{CODEX_TRUST_NOTE}");
-            0
-        }
-        Err(err) => {
-            eprintln!("clowder init: error: {}", escape(&err));
-            EXIT_ERROR
-        }
-    }
-}
-
-/// The project file Claude Code reads its hooks from.
-pub const CLAUDE_SETTINGS: &str = ".claude/settings.json";
-
-/// Adds the hook running `command` to the settings file, keeping everything
-/// else. `Ok(false)`: a `clowder gate` hook (by any path) was already there.
-pub fn merge_hook(path: &Path, command: &str) -> Result<bool, String> {
-    let mut settings = match crate::store::small_file::read_to_string(path) {
-        Ok(text) if text.trim().is_empty() => serde_json::json!({}),
-        Ok(text) => serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
-            format!(
-                "{} is not valid JSON ({err}); it was not changed",
-                path.display()
-            )
-        })?,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => serde_json::json!({}),
-        Err(err) => return Err(format!("cannot read {}: {err}", path.display())),
-    };
-    let not_object = |what: &str| {
-        format!(
-            "{}: {what} is not a JSON object; it was not changed",
-            path.display()
-        )
-    };
-    let root = settings
-        .as_object_mut()
-        .ok_or_else(|| not_object("the file"))?;
-    let hooks = root
-        .entry("hooks")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .ok_or_else(|| not_object("`hooks`"))?;
-    let pre = hooks
-        .entry("PreToolUse")
-        .or_insert_with(|| serde_json::json!([]))
-        .as_array_mut()
-        .ok_or_else(|| {
-            format!(
-                "{}: `hooks.PreToolUse` is not a list; it was not changed",
-                path.display()
-            )
-        })?;
-    let present = pre.iter().any(|entry| {
-        entry["hooks"].as_array().is_some_and(|hooks| {
-            hooks.iter().any(|h| {
-                h["command"]
-                    .as_str()
-                    .is_some_and(super::codex_hook::runs_gate)
-            })
-        })
-    });
-    if present {
-        return Ok(false);
-    }
-    let mut entry = claude_hook_entry();
-    entry["hooks"][0]["command"] = serde_json::Value::from(command);
-    pre.push(entry);
-    let mut text = serde_json::to_string_pretty(&settings).map_err(|e| e.to_string())?;
-    text.push('\n');
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
-    }
-    crate::store::write_atomically(path, text.as_bytes())
-        .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
-    Ok(true)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -994,12 +803,6 @@ mod tests {
         assert!(secs("10").is_err());
         assert!(secs("m").is_err());
         assert!(secs("10 minutes").is_err());
-    }
-
-    #[test]
-    fn the_printed_snippet_is_the_merged_entry() {
-        let snippet: serde_json::Value = serde_json::from_str(CLAUDE_HOOK_SNIPPET).expect("json");
-        assert_eq!(snippet["hooks"]["PreToolUse"][0], claude_hook_entry());
     }
 
     #[test]

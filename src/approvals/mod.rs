@@ -22,13 +22,13 @@
 //! A bad file is logged (`approval_rejected_file`) and moved aside into `done/`.
 //! Text taken from the files goes through [`escape`] before reaching a terminal.
 
+pub mod claude_hook;
 pub mod codex_hook;
 pub mod commands;
 mod events;
 pub mod host_rules;
 pub mod patch;
 pub mod policy;
-pub mod project;
 pub mod safe_read;
 mod shell;
 pub mod subject;
@@ -1098,7 +1098,7 @@ const MAX_TITLE_CHARS: usize = 1024;
 /// folder, the session) is stored whole or not at all: a request still too large
 /// once its title (and a question's body) are shortened is refused.
 fn encode_within_limit(request: &mut Request) -> Result<Vec<u8>, QueueError> {
-    request.title = subject::head_and_tail(&request.title, MAX_TITLE_CHARS);
+    request.title = crate::fmt::head_and_tail(&request.title, MAX_TITLE_CHARS);
     loop {
         let mut bytes = serde_json::to_vec_pretty(&*request)
             .map_err(|err| QueueError::Io(format!("cannot encode the request: {err}")))?;
@@ -1116,7 +1116,7 @@ fn encode_within_limit(request: &mut Request) -> Result<Vec<u8>, QueueError> {
         request.body = request
             .body
             .as_deref()
-            .map(|b| subject::head_and_tail(b, body_chars / 2));
+            .map(|b| crate::fmt::head_and_tail(b, body_chars / 2));
     }
 }
 

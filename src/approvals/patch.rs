@@ -153,7 +153,7 @@ fn body_line(line: &str, section: Section) -> Result<Section, String> {
 }
 
 fn clip(text: &str) -> String {
-    super::subject::head_and_tail(text, 60)
+    crate::fmt::head_and_tail(text, 60)
 }
 
 /// `add a.txt, update src/lib.rs → src/main.rs, delete old.txt`: what a patch

@@ -319,7 +319,7 @@ pub async fn kill_and_remove(cgroup: &Path) -> usize {
     let deadline = Instant::now() + EMPTY_WAIT;
     while !members(cgroup).is_empty() && Instant::now() < deadline {
         // Orphans come to clowder (their subreaper) as zombies: reap them.
-        super::process::reap_orphan_zombies(&[]);
+        super::reaper::reap_orphans();
         sleep(POLL).await;
     }
     remove_tree(cgroup);

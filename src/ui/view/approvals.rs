@@ -15,7 +15,8 @@ use ratatui::widgets::Paragraph;
 use super::{pane_block, short_duration, title};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
-use crate::approvals::subject::{Kind, head_and_tail};
+use crate::approvals::subject::Kind;
+use crate::fmt::head_and_tail;
 use crate::approvals::{DoneRecord, Request, RequestKind, escape};
 use crate::ui::app::{AppState, Pane};
 

@@ -4,9 +4,10 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use super::codex_hook;
-use super::commands::{CLAUDE_SETTINGS, EXIT_ERROR, merge_hook};
-use super::escape;
+use crate::approvals::codex_hook;
+use crate::approvals::claude_hook::{CLAUDE_SETTINGS, merge_hook};
+use crate::approvals::commands::EXIT_ERROR;
+use crate::approvals::escape;
 
 /// The agent a new project runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
