@@ -351,7 +351,7 @@ fn run_command(command: Command) -> i32 {
     }
     match command {
         Command::Fleet(fleet) => crate::fleet::cli::run(fleet),
-        Command::Plan(args) => crate::plan::cli::run(args),
+        Command::Plan(args) => crate::plan::cli::run(args, crate::ui::run_fleet_with),
         Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
         Command::Completions { shell } => meta::completions(shell),

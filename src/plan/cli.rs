@@ -91,16 +91,17 @@ pub struct CheckArgs {
     pub file: PathBuf,
 }
 
-pub fn run(command: PlanCommand) -> i32 {
+/// Runs a plan subcommand; `open_room` opens the control room for `run` and `retry`.
+pub fn run(command: PlanCommand, open_room: super::run::OpenRoom) -> i32 {
     match command {
         PlanCommand::Check(args) => check(&args),
         PlanCommand::Status(args) => status(&args),
-        PlanCommand::Run(args) => super::run::run(&args.file, args.headless),
+        PlanCommand::Run(args) => super::run::run(&args.file, args.headless, open_room),
         PlanCommand::Pause(args) => control(&args.name, Request::Pause),
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),
         PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
-        PlanCommand::Retry(args) => super::run::retry(&args.name, &args.steps, args.headless),
+        PlanCommand::Retry(args) => super::run::retry(&args.name, &args.steps, args.headless, open_room),
     }
 }
 

@@ -11,6 +11,7 @@ use super::file::{self, Plan};
 use super::state::{PlanState, PlanStatus};
 use crate::config::{Config, DEFAULT_CONFIG_FILE};
 use crate::console::Verbosity;
+use crate::fleet::plans::RoomDriver;
 use crate::fleet::worktree;
 
 /// Bad input: the plan file or the config is refused.
@@ -18,7 +19,7 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_FAILED: i32 = 1;
 
 /// `headless`: print log lines even in a terminal (else the control room shows the plan).
-pub fn run(plan_file: &Path, headless: bool) -> i32 {
+pub fn run(plan_file: &Path, headless: bool, open_room: OpenRoom) -> i32 {
     let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
         Ok(config) => config,
         Err(err) => {
@@ -49,7 +50,7 @@ pub fn run(plan_file: &Path, headless: bool) -> i32 {
     };
     match prepare(&root, &plan) {
         Ok(Prepared::Settled(code)) => code,
-        Ok(Prepared::Run(state)) => drive(root, config, state, headless),
+        Ok(Prepared::Run(state)) => drive(root, config, state, headless, open_room),
         Err((code, err)) => {
             eprintln!("clowder: error: {err}");
             eprintln!("clowder: nothing was run");
@@ -117,7 +118,17 @@ fn current_branch(root: &Path) -> Result<String, String> {
     }
 }
 
-pub(super) fn drive(root: PathBuf, config: Config, state: PlanState, headless: bool) -> i32 {
+/// Opens the control room over the fleet host that runs a plan's driver: given
+/// by the wiring layer, since the plan knows nothing of screens.
+pub type OpenRoom = fn(PathBuf, Config, PathBuf, Option<RoomDriver>) -> i32;
+
+pub(super) fn drive(
+    root: PathBuf,
+    config: Config,
+    state: PlanState,
+    headless: bool,
+    open_room: OpenRoom,
+) -> i32 {
     let name = state.name.clone();
     let _driver_lock = match super::control::lock(&root, &name) {
         Ok(Some(lock)) => lock,
@@ -146,7 +157,7 @@ pub(super) fn drive(root: PathBuf, config: Config, state: PlanState, headless: b
     let code = if !headless && std::io::stdout().is_terminal() {
         let driver = super::room::room_driver(root.clone(), state, queue_dir, grace);
         let config_path = PathBuf::from(DEFAULT_CONFIG_FILE);
-        crate::ui::run_fleet_with(root.clone(), config, config_path, Some(driver))
+        open_room(root.clone(), config, config_path, Some(driver))
     } else {
         let driver =
             Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).kill_grace(grace);
@@ -213,7 +224,7 @@ fn catch_stop_signals() -> Arc<AtomicUsize> {
 
 /// `plan retry NAME [STEP…]`: the plan's failed or blocked steps (or those named)
 /// start again on fresh branches, and the plan runs again as `plan run` runs it.
-pub fn retry(name: &str, ids: &[String], headless: bool) -> i32 {
+pub fn retry(name: &str, ids: &[String], headless: bool, open_room: OpenRoom) -> i32 {
     let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
         Ok(config) => config,
         Err(err) => {
@@ -235,7 +246,7 @@ pub fn retry(name: &str, ids: &[String], headless: bool) -> i32 {
             return EXIT_FAILED;
         }
     };
-    drive(root, config, state, headless)
+    drive(root, config, state, headless, open_room)
 }
 
 /// The saved plan `name` reset for a retry, under its driver lock (released
