@@ -174,8 +174,8 @@ impl Tree {
                 continue;
             }
             let text = std::fs::read_to_string(&path).expect("a source file is UTF-8");
-            let file = syn::parse_file(&text)
-                .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            let file =
+                syn::parse_file(&text).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
             let mut names = Names {
                 module: &module,
                 found: BTreeSet::new(),
@@ -219,7 +219,9 @@ impl Tree {
 
 fn floor_of(module: &ModPath) -> Option<usize> {
     let top = module.first()?;
-    FLOORS.iter().position(|floor| floor.contains(&top.as_str()))
+    FLOORS
+        .iter()
+        .position(|floor| floor.contains(&top.as_str()))
 }
 
 fn show(module: &ModPath) -> String {
@@ -288,7 +290,10 @@ fn every_top_module_has_a_floor() {
         .filter(|m| floor_of(m).is_none())
         .map(|m| m[0].clone())
         .collect();
-    assert!(homeless.is_empty(), "modules on no floor: {homeless:?}; add them to FLOORS");
+    assert!(
+        homeless.is_empty(),
+        "modules on no floor: {homeless:?}; add them to FLOORS"
+    );
 }
 
 #[test]
@@ -304,7 +309,11 @@ fn imports_only_go_down() {
             }
         }
     }
-    assert!(upward.is_empty(), "imports up the floors:\n{}", upward.join("\n"));
+    assert!(
+        upward.is_empty(),
+        "imports up the floors:\n{}",
+        upward.join("\n")
+    );
 }
 
 #[test]
@@ -321,7 +330,11 @@ fn no_files_import_each_other_in_a_circle() {
             }
         }
     }
-    assert!(found.is_empty(), "circles of files: {found:?}\n{}", why.join("\n"));
+    assert!(
+        found.is_empty(),
+        "circles of files: {found:?}\n{}",
+        why.join("\n")
+    );
 }
 
 #[test]
@@ -340,7 +353,12 @@ fn the_reader_resolves_paths_and_skips_tests() {
     };
     names.visit_file(&file);
     let found: BTreeSet<String> = names.found.iter().map(show).collect();
-    for expected in ["fleet::link::HostMsg", "fleet::plans", "store::lock::Lock", "ui::run"] {
+    for expected in [
+        "fleet::link::HostMsg",
+        "fleet::plans",
+        "store::lock::Lock",
+        "ui::run",
+    ] {
         assert!(found.contains(expected), "{expected} not in {found:?}");
     }
     assert!(!found.iter().any(|f| f.starts_with("cli")), "{found:?}");

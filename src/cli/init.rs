@@ -120,4 +120,3 @@ fn init_codex(write: bool) -> i32 {
         }
     }
 }
-

@@ -4,8 +4,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use crate::approvals::codex_hook;
 use crate::approvals::claude_hook::{CLAUDE_SETTINGS, merge_hook};
+use crate::approvals::codex_hook;
 use crate::approvals::commands::EXIT_ERROR;
 use crate::approvals::escape;
 

@@ -101,7 +101,9 @@ pub fn run(command: PlanCommand, open_room: super::run::OpenRoom) -> i32 {
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),
         PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
-        PlanCommand::Retry(args) => super::run::retry(&args.name, &args.steps, args.headless, open_room),
+        PlanCommand::Retry(args) => {
+            super::run::retry(&args.name, &args.steps, args.headless, open_room)
+        }
     }
 }
 

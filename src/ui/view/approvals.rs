@@ -16,8 +16,8 @@ use super::{pane_block, short_duration, title};
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use crate::approvals::subject::Kind;
-use crate::fmt::head_and_tail;
 use crate::approvals::{DoneRecord, Request, RequestKind, escape};
+use crate::fmt::head_and_tail;
 use crate::ui::app::{AppState, Pane};
 
 /// Longer than this, a cut text shows its end and its length.
