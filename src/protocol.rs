@@ -622,6 +622,9 @@ pub enum Event {
         /// The agent was retrying a failed request on its own, not hanging.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_retrying: Option<AgentRetrying>,
+        /// What went quiet was a task lane's heartbeat, not the output.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        heartbeat: bool,
     },
     WatchdogKill {
         iteration: u64,

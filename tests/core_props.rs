@@ -8,7 +8,7 @@ use clowder::agent::ToolCallSig;
 use clowder::protocol::{DoomLoopAction, Event, ExitReason, HookKind, LoopState, SessionSummary};
 use clowder::supervisor::core::{
     Core, Effect, GuardSettings, Input, Now, RateLimitFinding, SessionFindings, SessionGate,
-    Settings, StopSignal,
+    Settings, StopSignal, Watched,
 };
 use proptest::prelude::*;
 
@@ -28,6 +28,7 @@ fn settings(initial_ms: u64, max_ms: u64, max_consecutive: u64) -> Settings {
         disk_recheck: Duration::from_secs(5),
         session_gate: SessionGate::default(),
         guard: GuardSettings::default(),
+        watched: Watched::Output,
     }
 }
 

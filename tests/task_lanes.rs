@@ -269,6 +269,13 @@ fn a_stale_heartbeat_stops_the_task_then_kills_what_is_left() {
     assert!(reason.starts_with("heartbeat stale"), "{reason}");
     assert!(fleet.has_event("t", "watchdog_stale"));
     assert!(fleet.has_event("t", "watchdog_kill"));
+    // The watchdog speaks of what went quiet: the heartbeat, not the output.
+    let events = fleet.lane_events("t");
+    let stale = events.iter().find(|e| e["event"] == "watchdog_stale");
+    assert_eq!(stale.map(|e| &e["heartbeat"]), Some(&Value::Bool(true)));
+    let printed = stdout_of(&out);
+    assert!(printed.contains("no heartbeat, killing the session"), "{printed}");
+    assert!(!printed.contains("no output"), "{printed}");
     let sleeper = fleet.llm_sleeper();
     assert!(
         wait_until(DEADLINE, || !pid_alive(sleeper)),

@@ -475,6 +475,7 @@ impl Watcher {
                         idle_secs: age.as_secs_f64().round(),
                         output_bytes: self.snapshot.output_bytes,
                         agent_retrying: None,
+                        heartbeat: true,
                     });
                 }
             }

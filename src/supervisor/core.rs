@@ -58,6 +58,18 @@ pub struct Settings {
     pub session_gate: SessionGate,
     /// Budgets and doom-loop detection (`[guard]`).
     pub guard: GuardSettings,
+    /// What the watchdog watches, so that its kill says what went quiet.
+    pub watched: Watched,
+}
+
+/// What shows that a session is alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Watched {
+    /// The agent's output grows.
+    #[default]
+    Output,
+    /// A task lane's worker writes its heartbeat file.
+    Heartbeat,
 }
 
 /// `[guard]`, resolved: zero means no limit.

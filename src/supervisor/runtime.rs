@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch};
 use super::analysis::Progress;
 use super::cgroup::KillMethod;
 use super::core::{
-    Core, GuardSettings, HookFailure, Input, Level, SessionGate, Settings, StopSignal,
+    Core, GuardSettings, HookFailure, Input, Level, SessionGate, Settings, StopSignal, Watched,
 };
 use super::hooks::ShellContext;
 use super::reading::ReaderThread;
@@ -356,6 +356,10 @@ impl Runtime {
                 max_runtime: config.guard.max_runtime.duration,
                 doom_loop_threshold: config.guard.doom_loop_threshold.0,
                 on_doom_loop: config.guard.on_doom_loop,
+            },
+            watched: match lane.as_ref().and_then(|l| l.activity_file.as_ref()) {
+                Some(_) => Watched::Heartbeat,
+                None => Watched::Output,
             },
         };
         let kill_method = match &lane {

@@ -123,8 +123,17 @@ pub fn summaries(event: &Event) -> Vec<String> {
             format!("#{global} {}, killing", retrying.describe()),
             format!("#{global} agent retrying, killing"),
         ],
-        Event::WatchdogStale { global, .. } => {
-            vec![summary(event), format!("#{global} no output, killing")]
+        Event::WatchdogStale {
+            global, heartbeat, ..
+        } => {
+            // A followed task's worker is never killed; a task lane's kill is
+            // its own event.
+            let short = if *heartbeat {
+                format!("#{global} no heartbeat")
+            } else {
+                format!("#{global} no output, killing")
+            };
+            vec![summary(event), short]
         }
         Event::LoopEnd { reason, .. } => vec![summary(event), format!("ended: {}", reason.label())],
         Event::SessionGate {
@@ -162,8 +171,17 @@ fn summary(event: &Event) -> String {
             ..
         } => format!("#{global} {}, killing", retrying.describe()),
         Event::WatchdogStale {
-            global, idle_secs, ..
-        } => format!("#{global} no output for {}, killing", secs(*idle_secs)),
+            global,
+            idle_secs,
+            heartbeat,
+            ..
+        } => {
+            if *heartbeat {
+                format!("#{global} no heartbeat for {}", secs(*idle_secs))
+            } else {
+                format!("#{global} no output for {}, killing", secs(*idle_secs))
+            }
+        }
         Event::WatchdogKill { global, .. } => format!("#{global} killed by the watchdog"),
         Event::SessionKilled { global, reason, .. } => {
             let why = match reason {

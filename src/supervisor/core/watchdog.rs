@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{Core, Effect, Level, Now, Phase, log, round_secs};
+use super::{Core, Effect, Level, Now, Phase, Watched, log, round_secs};
 use crate::protocol::{Event, KillReason};
 
 impl Core {
@@ -39,10 +39,12 @@ impl Core {
             return;
         }
         let global = session.global;
+        let heartbeat = self.settings.watched == Watched::Heartbeat;
         // Waiting out a limit inside the agent is no hang, but it holds the
         // loop as long: the session ends, and is judged by its last lines.
         let why = match &session.retrying {
             Some(retrying) => format!("{}, killing the session", retrying.describe()),
+            None if heartbeat => "no heartbeat, killing the session".to_owned(),
             None => "no output, killing the session".to_owned(),
         };
         log(
@@ -60,6 +62,7 @@ impl Core {
             idle_secs: round_secs(idle),
             output_bytes: session.output_bytes,
             agent_retrying: session.retrying.clone(),
+            heartbeat,
         }));
         self.kill_session(KillReason::Watchdog, out);
     }
