@@ -274,7 +274,10 @@ fn a_stale_heartbeat_stops_the_task_then_kills_what_is_left() {
     let stale = events.iter().find(|e| e["event"] == "watchdog_stale");
     assert_eq!(stale.map(|e| &e["heartbeat"]), Some(&Value::Bool(true)));
     let printed = stdout_of(&out);
-    assert!(printed.contains("no heartbeat, killing the session"), "{printed}");
+    assert!(
+        printed.contains("no heartbeat, killing the session"),
+        "{printed}"
+    );
     assert!(!printed.contains("no output"), "{printed}");
     let sleeper = fleet.llm_sleeper();
     assert!(

@@ -16,6 +16,7 @@ use tokio::sync::{Semaphore, mpsc};
 use super::LaneName;
 use super::lanes::FINISHED_MARK;
 use super::link::{HostMsg, HostRequest};
+use super::plans::Driver;
 use super::registry::{self, Lane, LaneKind, LaneState};
 use super::room::RoomSide;
 use crate::approvals::commands::{APPROVALS_DIR_ENV, EVENT_LOG_ENV, LANE_ENV};
@@ -49,11 +50,6 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
         .map(|lane| Ok((lane.name.clone(), lane_config(root, base, lane)?)))
         .collect()
 }
-
-/// Work run next to the lanes, in the same thread (a plan's driver): it adds
-/// lanes to the registry, which the host starts; the host runs until it is done
-/// and every lane has ended. A signal drops it.
-pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).

@@ -22,6 +22,13 @@ pub enum Failure {
     Failed(String),
 }
 
+/// An unreadable `fleet.json` is a configuration error (exit 2).
+impl From<registry::Unreadable> for Failure {
+    fn from(err: registry::Unreadable) -> Self {
+        Failure::Usage(err.0)
+    }
+}
+
 impl Failure {
     pub fn message(&self) -> &str {
         match self {

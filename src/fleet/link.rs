@@ -7,7 +7,6 @@ use chrono::{DateTime, Utc};
 
 use super::LaneName;
 use super::new_lane::NewLaneRequest;
-use super::plans::PlanSummary;
 use super::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, Event, ExitReason, Snapshot};
 use crate::supervisor::core::Level;
@@ -91,4 +90,24 @@ pub enum HostRequest {
     AddLane(NewLaneRequest),
     /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
     StopTask(LaneName),
+}
+
+/// One plan, its steps in the plan file's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanSummary {
+    pub name: String,
+    /// The plan's own state: created, running, paused, completed, failed.
+    pub status: String,
+    pub steps: Vec<StepSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepSummary {
+    pub id: String,
+    /// As `plan status` words it: pending, waiting for approval, ready, running,
+    /// done, failed, blocked, merged, needs review.
+    pub state: String,
+    pub depends_on: Vec<String>,
+    /// The lane the step runs as.
+    pub lane: String,
 }

@@ -4,28 +4,13 @@
 
 use tokio::sync::mpsc;
 
-use super::host::Driver;
 use super::link::{HostMsg, HostRequest};
+pub use super::link::{PlanSummary, StepSummary};
 
-/// One plan, its steps in the plan file's order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanSummary {
-    pub name: String,
-    /// The plan's own state: created, running, paused, completed, failed.
-    pub status: String,
-    pub steps: Vec<StepSummary>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct StepSummary {
-    pub id: String,
-    /// As `plan status` words it: pending, waiting for approval, ready, running,
-    /// done, failed, blocked, merged, needs review.
-    pub state: String,
-    pub depends_on: Vec<String>,
-    /// The lane the step runs as.
-    pub lane: String,
-}
+/// Work run next to the lanes, in the same thread (a plan's driver): it adds
+/// lanes to the registry, which the host starts; the host runs until it is done
+/// and every lane has ended. A signal drops it.
+pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// Builds a plan's driver on the host's thread, from the channel to the control
 /// room and the plan requests (merges) the host forwards from it.

@@ -186,12 +186,6 @@ impl From<Unreadable> for String {
     }
 }
 
-impl From<Unreadable> for super::lanes::Failure {
-    fn from(err: Unreadable) -> Self {
-        super::lanes::Failure::Usage(err.0)
-    }
-}
-
 /// Reads the registry of the fleet in `root`; no file is an empty fleet.
 pub fn load(root: &Path) -> Result<Registry, Unreadable> {
     let path = path(root);
