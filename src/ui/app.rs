@@ -605,6 +605,8 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
             }
             lanes::count_requests(state);
         }
+        // The Plan view's news goes to it; the rest is about lanes.
+        Msg::Host(HostMsg::Plans(plans)) => plan::set_plans(state, plans),
         Msg::Host(message) => commands = lanes::on_host(state, message, now),
         Msg::History(records) => {
             if state.approval_history.is_some() {

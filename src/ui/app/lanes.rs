@@ -494,10 +494,8 @@ pub(super) fn on_host(
     match message {
         HostMsg::Lane { lane, report } => on_lane(state, &lane, report, now),
         HostMsg::Lanes(entries) => on_lanes(state, &entries),
-        HostMsg::Plans(plans) => {
-            super::plan::set_plans(state, plans);
-            Vec::new()
-        }
+        // The parent routes these to the Plan view.
+        HostMsg::Plans(_) => Vec::new(),
         HostMsg::Log { level, text } => {
             tell_every_lane(state, level, &text, now);
             Vec::new()
