@@ -1,6 +1,6 @@
 //! The layers of src/ hold: an import only goes down the floors named in
-//! `FLOORS` (the same order as DESIGN.md's), and no files import each other in
-//! a circle. Test code (`#[cfg(test)]` modules and the files they name) may
+//! `FLOORS` (DESIGN.md's "Layers", in the same order), and no files import each
+//! other in a circle. Test code (`#[cfg(test)]` modules and the files they name) may
 //! reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -294,6 +294,16 @@ fn every_top_module_has_a_floor() {
         homeless.is_empty(),
         "modules on no floor: {homeless:?}; add them to FLOORS"
     );
+}
+
+#[test]
+fn display_helpers_are_a_leaf() {
+    let tree = tree();
+    let fmt = tree
+        .edges()
+        .remove(&vec!["fmt".to_string()])
+        .unwrap_or_default();
+    assert!(fmt.is_empty(), "fmt imports {fmt:?}");
 }
 
 #[test]
