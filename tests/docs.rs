@@ -108,7 +108,9 @@ fn split(doc: &Doc) -> (Vec<Block>, Vec<(usize, &str)>) {
         match open.take() {
             Some((marker, mut block)) => {
                 let trimmed = line.trim();
-                if trimmed.starts_with(&marker) && trimmed.trim_start_matches(&marker[..1]).is_empty() {
+                if trimmed.starts_with(&marker)
+                    && trimmed.trim_start_matches(&marker[..1]).is_empty()
+                {
                     blocks.push(block);
                 } else {
                     block.lines.push(line.clone());
@@ -117,7 +119,11 @@ fn split(doc: &Doc) -> (Vec<Block>, Vec<(usize, &str)>) {
             }
             None => match fence_open(line) {
                 Some((marker, info)) => {
-                    let block = Block { info, line: number, lines: Vec::new() };
+                    let block = Block {
+                        info,
+                        line: number,
+                        lines: Vec::new(),
+                    };
                     open = Some((marker, block));
                 }
                 None => prose.push((number, line.as_str())),
@@ -183,9 +189,14 @@ fn every_clowder_command_line_parses_with_the_real_command_line() {
     let mut problems = Vec::new();
     for doc in docs() {
         let (blocks, _) = split(&doc);
-        for block in blocks.iter().filter(|b| !["text", "toml", "json"].contains(&b.language())) {
+        for block in blocks
+            .iter()
+            .filter(|b| !["text", "toml", "json"].contains(&b.language()))
+        {
             for (offset, line) in block.lines.iter().enumerate() {
-                let Some(words) = command_words(line) else { continue };
+                let Some(words) = command_words(line) else {
+                    continue;
+                };
                 checked += 1;
                 let argv = words.iter().map(String::as_str);
                 let parsed = clowder::cli::Args::command()
@@ -193,23 +204,44 @@ fn every_clowder_command_line_parses_with_the_real_command_line() {
                     .and_then(|m| clowder::cli::Args::from_arg_matches(&m));
                 if let Err(err) = parsed {
                     let at = block.line + 1 + offset;
-                    problems.push(format!("{}:{at}: `{}`: {}", doc.name, line.trim(), err.kind()));
+                    problems.push(format!(
+                        "{}:{at}: `{}`: {}",
+                        doc.name,
+                        line.trim(),
+                        err.kind()
+                    ));
                 }
             }
         }
     }
-    assert!(problems.is_empty(), "command lines that do not parse:\n{}", problems.join("\n"));
-    assert!(checked > 40, "only {checked} command lines found: is the extraction broken?");
+    assert!(
+        problems.is_empty(),
+        "command lines that do not parse:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        checked > 40,
+        "only {checked} command lines found: is the extraction broken?"
+    );
 }
 
 #[test]
 fn usage_notation_is_resolved_before_parsing() {
     let words = |line: &str| command_words(line).expect("a clowder line");
     assert_eq!(words("clowder --status [--json]"), ["clowder", "--status"]);
-    assert_eq!(words("clowder completions bash|zsh|fish"), ["clowder", "completions", "bash"]);
-    assert_eq!(words("clowder plan retry NAME [STEP…]"), ["clowder", "plan", "retry", "NAME"]);
+    assert_eq!(
+        words("clowder completions bash|zsh|fish"),
+        ["clowder", "completions", "bash"]
+    );
+    assert_eq!(
+        words("clowder plan retry NAME [STEP…]"),
+        ["clowder", "plan", "retry", "NAME"]
+    );
     assert_eq!(words("clowder man > clowder.1  # roff"), ["clowder", "man"]);
-    assert_eq!(words("clowder queue --json | jq ."), ["clowder", "queue", "--json"]);
+    assert_eq!(
+        words("clowder queue --json | jq ."),
+        ["clowder", "queue", "--json"]
+    );
     assert_eq!(words("$ clowder tasks   # all"), ["clowder", "tasks"]);
     assert_eq!(
         words("clowder task new n --prompt \"a # b; c\""),
@@ -249,7 +281,11 @@ fn anchors(doc: &Doc) -> BTreeSet<String> {
         }
         let base = anchor(&line[hashes..]);
         let count = seen.entry(base.clone()).or_insert(0);
-        out.insert(if *count == 0 { base.clone() } else { format!("{base}-{count}") });
+        out.insert(if *count == 0 {
+            base.clone()
+        } else {
+            format!("{base}-{count}")
+        });
         *count += 1;
     }
     out
@@ -283,7 +319,13 @@ fn link_targets(line: &str) -> Vec<String> {
     while let Some(at) = rest.find("](") {
         let after = &rest[at + 2..];
         let Some(end) = after.find(')') else { break };
-        out.push(after[..end].split_whitespace().next().unwrap_or("").to_string());
+        out.push(
+            after[..end]
+                .split_whitespace()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+        );
         rest = &after[end..];
     }
     out
@@ -309,8 +351,15 @@ fn every_relative_link_and_anchor_resolves() {
             }
         }
     }
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
-    assert!(checked > 30, "only {checked} links found: is the extraction broken?");
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        checked > 30,
+        "only {checked} links found: is the extraction broken?"
+    );
 }
 
 fn resolve(doc: &Doc, target: &str, by_path: &BTreeMap<PathBuf, &Doc>) -> Result<(), String> {
@@ -327,14 +376,19 @@ fn resolve(doc: &Doc, target: &str, by_path: &BTreeMap<PathBuf, &Doc>) -> Result
     if !path.exists() {
         return Err(format!("{} does not exist", path.display()));
     }
-    let Some(fragment) = fragment else { return Ok(()) };
+    let Some(fragment) = fragment else {
+        return Ok(());
+    };
     let Some(target_doc) = by_path.get(&path) else {
         return Err("an anchor into a file that is not a checked Markdown file".into());
     };
     if anchors(target_doc).contains(fragment) {
         Ok(())
     } else {
-        Err(format!("no heading makes #{fragment} in {}", target_doc.name))
+        Err(format!(
+            "no heading makes #{fragment} in {}",
+            target_doc.name
+        ))
     }
 }
 
@@ -355,10 +409,16 @@ fn normalise(path: &Path) -> PathBuf {
 
 #[test]
 fn anchors_follow_the_heading_rules() {
-    assert_eq!(anchor(" Processes: nothing outlives clowder"), "processes-nothing-outlives-clowder");
+    assert_eq!(
+        anchor(" Processes: nothing outlives clowder"),
+        "processes-nothing-outlives-clowder"
+    );
     assert_eq!(anchor(" The agent's own retries"), "the-agents-own-retries");
     assert_eq!(anchor(" `clowder init`"), "clowder-init");
-    assert_eq!(anchor(" Pause, resume, stop, restart"), "pause-resume-stop-restart");
+    assert_eq!(
+        anchor(" Pause, resume, stop, restart"),
+        "pause-resume-stop-restart"
+    );
     let targets = link_targets("see [a](x.md#b) and `[not](a link)` or ![img](../p.svg)");
     assert_eq!(targets, ["x.md#b", "../p.svg"]);
 }
@@ -374,12 +434,16 @@ fn every_harness_and_plan_block_loads_with_the_real_loaders() {
         let (blocks, _) = split(&doc);
         for block in blocks.iter().filter(|b| b.language() == "toml") {
             let at = format!("{}:{}", doc.name, block.line);
-            let kind = ["harness", "plan", "codex"].into_iter().find(|k| block.has_word(k));
+            let kind = ["harness", "plan", "codex"]
+                .into_iter()
+                .find(|k| block.has_word(k));
             *counts.entry(kind.unwrap_or("unmarked")).or_insert(0) += 1;
             let result = match kind {
                 Some("harness") => load_harness(&block.text(), &at),
                 Some("plan") => load_plan(&block.text()),
-                Some(_) => toml::from_str::<toml::Table>(&block.text()).map(drop).map_err(|e| e.to_string()),
+                Some(_) => toml::from_str::<toml::Table>(&block.text())
+                    .map(drop)
+                    .map_err(|e| e.to_string()),
                 None => Err("mark the block ```toml harness, ```toml plan or ```toml codex".into()),
             };
             if let Err(err) = result {
@@ -387,9 +451,19 @@ fn every_harness_and_plan_block_loads_with_the_real_loaders() {
             }
         }
     }
-    assert!(problems.is_empty(), "TOML blocks that do not load:\n{}", problems.join("\n"));
-    assert!(counts.get("harness").is_some_and(|n| *n >= 5), "harness blocks: {counts:?}");
-    assert!(counts.get("plan").is_some_and(|n| *n >= 1), "plan blocks: {counts:?}");
+    assert!(
+        problems.is_empty(),
+        "TOML blocks that do not load:\n{}",
+        problems.join("\n")
+    );
+    assert!(
+        counts.get("harness").is_some_and(|n| *n >= 5),
+        "harness blocks: {counts:?}"
+    );
+    assert!(
+        counts.get("plan").is_some_and(|n| *n >= 1),
+        "plan blocks: {counts:?}"
+    );
 }
 
 fn load_harness(text: &str, at: &str) -> Result<(), String> {
@@ -403,20 +477,31 @@ fn load_harness(text: &str, at: &str) -> Result<(), String> {
 fn load_plan(text: &str) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
-    let steps = table.get("step").and_then(|s| s.as_array()).cloned().unwrap_or_default();
+    let steps = table
+        .get("step")
+        .and_then(|s| s.as_array())
+        .cloned()
+        .unwrap_or_default();
     for step in &steps {
         if let Some(file) = step.get("prompt_file").and_then(|f| f.as_str()) {
             let path = dir.path().join(file);
             std::fs::create_dir_all(path.parent().expect("a prompt file has a folder"))
                 .map_err(|e| e.to_string())?;
-            std::fs::write(&path, "Do the step. Say TASK_COMPLETE when done.\n").map_err(|e| e.to_string())?;
+            std::fs::write(&path, "Do the step. Say TASK_COMPLETE when done.\n")
+                .map_err(|e| e.to_string())?;
         }
     }
     let path = dir.path().join("plan.toml");
     std::fs::write(&path, text).map_err(|e| e.to_string())?;
-    clowder::plan::file::load(&path).map(drop).map_err(|errors| {
-        errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-    })
+    clowder::plan::file::load(&path)
+        .map(drop)
+        .map_err(|errors| {
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
 }
 
 #[test]
@@ -467,7 +552,8 @@ impl Sandbox {
         let bin = dir.path().join("bin");
         std::fs::create_dir_all(&bin).expect("bin");
         std::fs::create_dir_all(dir.path().join("home")).expect("home");
-        std::os::unix::fs::symlink(common::clowder_bin(), bin.join("clowder")).expect("link clowder");
+        std::os::unix::fs::symlink(common::clowder_bin(), bin.join("clowder"))
+            .expect("link clowder");
         let fake = repo().join("tests/agents/fake-agent.sh");
         let codex_out = repo().join("tests/fixtures/agent/codex_promise.jsonl");
         let scripts = [
@@ -505,14 +591,28 @@ fn write_script(path: &Path, body: &str) {
 /// repository for a project, the LLM for a task.
 fn prepare(sandbox: &Sandbox, name: &str, work: &Path) {
     let status = |command: &mut Command| {
-        assert!(isolate(command).status().expect("run a setup command").success(), "setup of {name}");
+        assert!(
+            isolate(command)
+                .status()
+                .expect("run a setup command")
+                .success(),
+            "setup of {name}"
+        );
     };
     match name {
-        "demo" | "demo-loop" => status(Command::new("cp").arg("-R").arg(repo().join("assets")).arg(work)),
+        "demo" | "demo-loop" => status(
+            Command::new("cp")
+                .arg("-R")
+                .arg(repo().join("assets"))
+                .arg(work),
+        ),
         "claude" | "codex" => status(Command::new("git").args(["init", "-q"]).current_dir(work)),
         "task" => {
             let llm = sandbox.bin().join("fake-llm");
-            let config = format!("[worker]\nllm = [{:?}]\nllm_timeout = 60\n", llm.display().to_string());
+            let config = format!(
+                "[worker]\nllm = [{:?}]\nllm_timeout = 60\n",
+                llm.display().to_string()
+            );
             std::fs::write(work.join("harness.toml"), config).expect("harness.toml");
         }
         _ => {}
@@ -534,15 +634,21 @@ fn spawn_block(sandbox: &Sandbox, work: &Path, block: &Block) -> Child {
         .env("EDITOR", sandbox.bin().join("editor"))
         .env("DEMO_PACE", "0.02")
         .stdin(Stdio::null())
-        .stdout(Stdio::from(std::fs::File::create(work.join("block.out")).expect("out")))
-        .stderr(Stdio::from(std::fs::File::create(work.join("block.err")).expect("err")));
+        .stdout(Stdio::from(
+            std::fs::File::create(work.join("block.out")).expect("out"),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(work.join("block.err")).expect("err"),
+        ));
     command.spawn().expect("spawn sh")
 }
 
 /// Approves what the demo's release lane asks, as a reader would with `a`.
 fn approve_waiting(work: &Path) {
     let fleet = work.join("target/demo/fleet");
-    let Ok(entries) = std::fs::read_dir(fleet.join(".clowder/approvals/pending")) else { return };
+    let Ok(entries) = std::fs::read_dir(fleet.join(".clowder/approvals/pending")) else {
+        return;
+    };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
         if let Some(id) = name.strip_suffix(".json") {
@@ -582,19 +688,29 @@ fn run_block(sandbox: &Sandbox, name: &str, block: &Block) -> Result<PathBuf, St
 fn check_result(name: &str, work: &Path) -> Result<(), String> {
     match name {
         "task" => {
-            let state = std::fs::read_to_string(work.join("notes/state.json")).map_err(|e| e.to_string())?;
-            let state: serde_json::Value = serde_json::from_str(&state).map_err(|e| e.to_string())?;
+            let state = std::fs::read_to_string(work.join("notes/state.json"))
+                .map_err(|e| e.to_string())?;
+            let state: serde_json::Value =
+                serde_json::from_str(&state).map_err(|e| e.to_string())?;
             let violations = &state["counters"]["security_violations"];
             if violations != 0 {
-                return Err(format!("the task's writes were refused: security_violations {violations}"));
+                return Err(format!(
+                    "the task's writes were refused: security_violations {violations}"
+                ));
             }
             let written = work.join("notes/artifacts/cats.md");
-            written.is_file().then_some(()).ok_or(format!("{} was not written", written.display()))
+            written
+                .is_file()
+                .then_some(())
+                .ok_or(format!("{} was not written", written.display()))
         }
         "claude" | "codex" => {
             let status = std::fs::read_to_string(work.join(".clowder/harness.status"))
                 .map_err(|e| format!("no .clowder/harness.status after the loop: {e}"))?;
-            status.contains("\"productive\"").then_some(()).ok_or("the loop ran no session".into())
+            status
+                .contains("\"productive\"")
+                .then_some(())
+                .ok_or("the loop ran no session".into())
         }
         _ => Ok(()),
     }
@@ -608,22 +724,105 @@ fn the_examples_marked_to_run_run_as_written() {
         for block in blocks {
             if let Some(name) = block.run_name().map(str::to_string) {
                 let place = format!("{}:{}", doc.name, block.line);
-                assert!(found.insert(name.clone(), (place, block)).is_none(), "two blocks run={name}");
+                assert!(
+                    found.insert(name.clone(), (place, block)).is_none(),
+                    "two blocks run={name}"
+                );
                 let _ = &doc;
             }
         }
     }
     let expected: BTreeMap<&str, &str> = RUN_BLOCKS.into_iter().collect();
     let names: Vec<&String> = found.keys().collect();
-    assert_eq!(names, expected.keys().collect::<Vec<_>>(), "the run= blocks of the docs");
+    assert_eq!(
+        names,
+        expected.keys().collect::<Vec<_>>(),
+        "the run= blocks of the docs"
+    );
     let sandbox = Sandbox::new();
     let mut problems = Vec::new();
     for (name, (place, block)) in &found {
-        assert!(place.starts_with(expected[name.as_str()]), "run={name} is at {place}");
+        assert!(
+            place.starts_with(expected[name.as_str()]),
+            "run={name} is at {place}"
+        );
         let result = run_block(&sandbox, name, block).and_then(|work| check_result(name, &work));
         if let Err(err) = result {
             problems.push(format!("{place} (run={name}): {err}"));
         }
     }
-    assert!(problems.is_empty(), "examples that do not run:\n{}", problems.join("\n\n"));
+    assert!(
+        problems.is_empty(),
+        "examples that do not run:\n{}",
+        problems.join("\n\n")
+    );
+}
+
+// ---------------------------------------------------------------------------
+// The README itself, and the event names
+
+#[test]
+fn the_readme_is_short_and_gives_the_test_command_ci_runs() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; the rest belongs in docs/"
+    );
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).expect(".ci/run");
+    let command = ci
+        .lines()
+        .rev()
+        .find(|line| line.contains("cargo test"))
+        .expect(".ci/run runs cargo test")
+        .trim();
+    assert!(
+        readme.lines().any(|line| line.trim() == command),
+        "README.md must give the test command .ci/run runs, on a line of its own: {command}"
+    );
+}
+
+/// `"name"` strings of `src/protocol.rs`'s `Event::name`, and the plan's event kinds
+/// (`StepDone` is written `step_done`).
+fn event_names() -> Vec<String> {
+    let protocol = std::fs::read_to_string(repo().join("src/protocol.rs")).expect("protocol.rs");
+    let names = regex::Regex::new(r#"Event::\w+(?: \{ \.\. \})? => "(\w+)""#).expect("regex");
+    let mut out: Vec<String> = names
+        .captures_iter(&protocol)
+        .map(|c| c[1].to_string())
+        .collect();
+    let scheduler =
+        std::fs::read_to_string(repo().join("src/plan/scheduler.rs")).expect("scheduler.rs");
+    let body = scheduler
+        .split("pub enum EventKind {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("the plan's EventKind");
+    let variant = regex::Regex::new(r"(?m)^\s*([A-Z]\w*),").expect("regex");
+    let snake = regex::Regex::new(r"([a-z])([A-Z])").expect("regex");
+    out.extend(
+        variant
+            .captures_iter(body)
+            .map(|c| snake.replace_all(&c[1], "${1}_${2}").to_lowercase()),
+    );
+    out
+}
+
+#[test]
+fn every_event_is_in_the_events_chapter() {
+    let chapter = std::fs::read_to_string(repo().join("docs/events.md")).expect("docs/events.md");
+    let names = event_names();
+    assert!(
+        names.len() > 35,
+        "only {} event names found in the source",
+        names.len()
+    );
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|name| !chapter.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "events missing from docs/events.md: {missing:?}"
+    );
 }
