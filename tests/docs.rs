@@ -527,13 +527,15 @@ fn the_configuration_reference_is_the_repository_harness_toml() {
 // Blocks that run as written
 
 /// The blocks marked `run=NAME`, and where each must be.
-const RUN_BLOCKS: [(&str, &str); 6] = [
+const RUN_BLOCKS: [(&str, &str); 8] = [
     ("demo", "README.md"),
     ("claude", "README.md"),
     ("codex", "README.md"),
     ("demo-loop", "docs/getting-started.md"),
     ("by-hand", "docs/getting-started.md"),
     ("task", "docs/tasks.md"),
+    ("lanes", "docs/lanes.md"),
+    ("plan", "docs/plans.md"),
 ];
 
 /// Generous: a block takes seconds; this only bounds a broken one.
@@ -607,6 +609,40 @@ fn prepare(sandbox: &Sandbox, name: &str, work: &Path) {
                 .arg(work),
         ),
         "claude" | "codex" => status(Command::new("git").args(["init", "-q"]).current_dir(work)),
+        "lanes" => {
+            let git = |args: &[&str]| status(Command::new("git").args(args).current_dir(work));
+            git(&["init", "-q", "-b", "main"]);
+            std::fs::create_dir_all(work.join("lanes")).expect("lanes/");
+            std::fs::write(work.join("lanes/docs.md"), "Bring the docs up to date.\n")
+                .expect("prompt");
+            std::fs::create_dir_all(work.join("../scratch")).expect("../scratch");
+            git(&["add", "."]);
+            git(&[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "-q",
+                "-m",
+                "start",
+            ]);
+        }
+        "plan" => {
+            status(
+                Command::new("git")
+                    .args(["init", "-q", "-b", "main"])
+                    .current_dir(work),
+            );
+            let (plan, harness) = plan_chapter_blocks();
+            std::fs::write(work.join("plan.toml"), plan).expect("plan.toml");
+            std::fs::write(work.join("harness.toml"), harness).expect("harness.toml");
+            std::fs::create_dir_all(work.join("tasks")).expect("tasks/");
+            for file in ["tasks/schema.md", "tasks/docs.md"] {
+                std::fs::write(work.join(file), "Do it. Say TASK_COMPLETE when done.\n")
+                    .expect("prompt");
+            }
+        }
         "task" => {
             let llm = sandbox.bin().join("fake-llm");
             let config = format!(
@@ -684,6 +720,23 @@ fn run_block(sandbox: &Sandbox, name: &str, block: &Block) -> Result<PathBuf, St
     }
 }
 
+/// The plan chapter's first plan and harness blocks: the files its `plan check` reads.
+fn plan_chapter_blocks() -> (String, String) {
+    let doc = docs()
+        .into_iter()
+        .find(|d| d.name == "docs/plans.md")
+        .expect("docs/plans.md");
+    let (blocks, _) = split(&doc);
+    let first = |kind: &str| {
+        blocks
+            .iter()
+            .find(|b| b.language() == "toml" && b.has_word(kind))
+            .map(Block::text)
+            .unwrap_or_default()
+    };
+    (first("plan"), first("harness"))
+}
+
 /// What a block must leave behind, besides succeeding.
 fn check_result(name: &str, work: &Path) -> Result<(), String> {
     match name {
@@ -711,6 +764,21 @@ fn check_result(name: &str, work: &Path) -> Result<(), String> {
                 .contains("\"productive\"")
                 .then_some(())
                 .ok_or("the loop ran no session".into())
+        }
+        "lanes" => {
+            let fleet = std::fs::read_to_string(work.join(".clowder/fleet.json"))
+                .map_err(|e| e.to_string())?;
+            let fleet: serde_json::Value =
+                serde_json::from_str(&fleet).map_err(|e| e.to_string())?;
+            let names: Vec<&str> = fleet["lanes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|lane| lane["name"].as_str())
+                .collect();
+            (names == ["docs", "scratch"])
+                .then_some(())
+                .ok_or(format!("lanes left: {names:?}"))
         }
         _ => Ok(()),
     }
