@@ -737,6 +737,21 @@ fn plan_chapter_blocks() -> (String, String) {
     (first("plan"), first("harness"))
 }
 
+/// A ```` ```text output ```` block right after a run block is what it prints, exactly.
+fn check_output(expected: Option<&String>, work: &Path) -> Result<(), String> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let printed = std::fs::read_to_string(work.join("block.out")).map_err(|e| e.to_string())?;
+    if &printed == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "it printed:\n{printed}\nwhere the docs show:\n{expected}"
+        ))
+    }
+}
+
 /// What a block must leave behind, besides succeeding.
 fn check_result(name: &str, work: &Path) -> Result<(), String> {
     match name {
@@ -787,17 +802,22 @@ fn check_result(name: &str, work: &Path) -> Result<(), String> {
 #[test]
 fn the_examples_marked_to_run_run_as_written() {
     let mut found: BTreeMap<String, (String, Block)> = BTreeMap::new();
+    let mut outputs: BTreeMap<String, String> = BTreeMap::new();
     for doc in docs() {
         let (blocks, _) = split(&doc);
-        for block in blocks {
-            if let Some(name) = block.run_name().map(str::to_string) {
-                let place = format!("{}:{}", doc.name, block.line);
-                assert!(
-                    found.insert(name.clone(), (place, block)).is_none(),
-                    "two blocks run={name}"
-                );
-                let _ = &doc;
+        let mut blocks = blocks.into_iter().peekable();
+        while let Some(block) = blocks.next() {
+            let Some(name) = block.run_name().map(str::to_string) else {
+                continue;
+            };
+            if let Some(next) = blocks.peek().filter(|b| b.has_word("output")) {
+                outputs.insert(name.clone(), next.text());
             }
+            let place = format!("{}:{}", doc.name, block.line);
+            assert!(
+                found.insert(name.clone(), (place, block)).is_none(),
+                "two blocks run={name}"
+            );
         }
     }
     let expected: BTreeMap<&str, &str> = RUN_BLOCKS.into_iter().collect();
@@ -814,7 +834,10 @@ fn the_examples_marked_to_run_run_as_written() {
             place.starts_with(expected[name.as_str()]),
             "run={name} is at {place}"
         );
-        let result = run_block(&sandbox, name, block).and_then(|work| check_result(name, &work));
+        let result = run_block(&sandbox, name, block).and_then(|work| {
+            check_result(name, &work)?;
+            check_output(outputs.get(name), &work)
+        });
         if let Err(err) = result {
             problems.push(format!("{place} (run={name}): {err}"));
         }
