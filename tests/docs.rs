@@ -917,3 +917,25 @@ fn every_event_is_in_the_events_chapter() {
         "events missing from docs/events.md: {missing:?}"
     );
 }
+
+#[test]
+fn every_subcommand_is_shown_in_a_code_block() {
+    let mut shown = BTreeSet::new();
+    for doc in docs() {
+        let (blocks, _) = split(&doc);
+        for line in blocks.iter().flat_map(|b| b.lines.iter()) {
+            if let Some(words) = command_words(line) {
+                shown.extend(words.get(1).cloned());
+            }
+        }
+    }
+    let missing: Vec<String> = clowder::cli::Args::command()
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .filter(|name| name != "help" && !shown.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "subcommands no docs example shows: {missing:?}"
+    );
+}
