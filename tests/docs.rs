@@ -939,3 +939,69 @@ fn every_subcommand_is_shown_in_a_code_block() {
         "subcommands no docs example shows: {missing:?}"
     );
 }
+
+/// Spans the text shows being refused.
+const MEANT_TO_FAIL: [&str; 1] = ["clowder lnaes"];
+
+/// Prose may name a command without its arguments (`clowder plan run`); only a
+/// word the command line does not know is wrong.
+fn names_a_command(kind: clap::error::ErrorKind) -> bool {
+    use clap::error::ErrorKind::*;
+    matches!(
+        kind,
+        MissingRequiredArgument
+            | MissingSubcommand
+            | DisplayHelpOnMissingArgumentOrSubcommand
+            | DisplayHelp
+            | DisplayVersion
+    )
+}
+
+/// The `clowder …` code spans of a prose line (not a quoted `decided_by`, `(user …)`).
+fn inline_commands(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(start) = rest.find('`') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find('`') else { break };
+        let span = &after[..end];
+        if span.starts_with("clowder ")
+            && !span.contains('(')
+            && !span
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|w| w.ends_with(':'))
+        {
+            out.push(span.to_string());
+        }
+        rest = &after[end + 1..];
+    }
+    out
+}
+
+#[test]
+fn every_clowder_command_in_the_text_parses_too() {
+    let mut problems = Vec::new();
+    for doc in docs() {
+        let (_, prose) = split(&doc);
+        for (number, line) in prose {
+            for span in inline_commands(line) {
+                let words = command_words(&span).unwrap_or_default();
+                let parsed = clowder::cli::Args::command().try_get_matches_from(&words);
+                let refused = parsed
+                    .as_ref()
+                    .err()
+                    .map(clap::Error::kind)
+                    .filter(|kind| !names_a_command(*kind));
+                if refused.is_some() != MEANT_TO_FAIL.contains(&span.as_str()) {
+                    problems.push(format!("{}:{number}: `{span}`: {refused:?}", doc.name));
+                }
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "commands in the text that do not parse:\n{}",
+        problems.join("\n")
+    );
+}
