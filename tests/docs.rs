@@ -592,67 +592,56 @@ fn write_script(path: &Path, body: &str) {
 /// What a reader has before the block: the repository's assets for the demos, a git
 /// repository for a project, the LLM for a task.
 fn prepare(sandbox: &Sandbox, name: &str, work: &Path) {
-    let status = |command: &mut Command| {
-        assert!(
-            isolate(command)
-                .status()
-                .expect("run a setup command")
-                .success(),
-            "setup of {name}"
-        );
-    };
     match name {
-        "demo" | "demo-loop" => status(
+        "demo" | "demo-loop" => setup(
             Command::new("cp")
                 .arg("-R")
                 .arg(repo().join("assets"))
                 .arg(work),
         ),
-        "claude" | "codex" => status(Command::new("git").args(["init", "-q"]).current_dir(work)),
+        "claude" | "codex" => git(work, &["init", "-q"]),
         "lanes" => {
-            let git = |args: &[&str]| status(Command::new("git").args(args).current_dir(work));
-            git(&["init", "-q", "-b", "main"]);
-            std::fs::create_dir_all(work.join("lanes")).expect("lanes/");
-            std::fs::write(work.join("lanes/docs.md"), "Bring the docs up to date.\n")
-                .expect("prompt");
+            git(work, &["init", "-q", "-b", "main"]);
+            write(work, "lanes/docs.md", "Bring the docs up to date.\n");
             std::fs::create_dir_all(work.join("../scratch")).expect("../scratch");
-            git(&["add", "."]);
-            git(&[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "-q",
-                "-m",
-                "start",
-            ]);
+            git(work, &["add", "."]);
+            let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+            git(work, &[&who[..], &["commit", "-q", "-m", "start"]].concat());
         }
         "plan" => {
-            status(
-                Command::new("git")
-                    .args(["init", "-q", "-b", "main"])
-                    .current_dir(work),
-            );
+            git(work, &["init", "-q", "-b", "main"]);
             let (plan, harness) = plan_chapter_blocks();
-            std::fs::write(work.join("plan.toml"), plan).expect("plan.toml");
-            std::fs::write(work.join("harness.toml"), harness).expect("harness.toml");
-            std::fs::create_dir_all(work.join("tasks")).expect("tasks/");
+            write(work, "plan.toml", &plan);
+            write(work, "harness.toml", &harness);
             for file in ["tasks/schema.md", "tasks/docs.md"] {
-                std::fs::write(work.join(file), "Do it. Say TASK_COMPLETE when done.\n")
-                    .expect("prompt");
+                write(work, file, "Do it. Say TASK_COMPLETE when done.\n");
             }
         }
         "task" => {
-            let llm = sandbox.bin().join("fake-llm");
-            let config = format!(
-                "[worker]\nllm = [{:?}]\nllm_timeout = 60\n",
-                llm.display().to_string()
+            let llm = sandbox.bin().join("fake-llm").display().to_string();
+            write(
+                work,
+                "harness.toml",
+                &format!("[worker]\nllm = [{llm:?}]\nllm_timeout = 60\n"),
             );
-            std::fs::write(work.join("harness.toml"), config).expect("harness.toml");
         }
         _ => {}
     }
+}
+
+fn setup(command: &mut Command) {
+    let status = isolate(command).status().expect("run a setup command");
+    assert!(status.success(), "{command:?}: {status}");
+}
+
+fn git(work: &Path, args: &[&str]) {
+    setup(Command::new("git").args(args).current_dir(work));
+}
+
+fn write(work: &Path, file: &str, text: &str) {
+    let path = work.join(file);
+    std::fs::create_dir_all(path.parent().expect("a file has a folder")).expect("mkdir");
+    std::fs::write(&path, text).expect("write a setup file");
 }
 
 fn spawn_block(sandbox: &Sandbox, work: &Path, block: &Block) -> Child {
