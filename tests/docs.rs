@@ -764,10 +764,13 @@ fn check_result(name: &str, work: &Path) -> Result<(), String> {
         "claude" | "codex" => {
             let status = std::fs::read_to_string(work.join(".clowder/harness.status"))
                 .map_err(|e| format!("no .clowder/harness.status after the loop: {e}"))?;
-            status
-                .contains("\"productive\"")
+            let status: serde_json::Value =
+                serde_json::from_str(&status).map_err(|e| e.to_string())?;
+            let productive = &status["counters"]["productive"];
+            // The README says `clowder --headless 2`: two productive sessions.
+            (productive == 2)
                 .then_some(())
-                .ok_or("the loop ran no session".into())
+                .ok_or(format!("{productive} productive sessions, not 2"))
         }
         "lanes" => {
             let fleet = std::fs::read_to_string(work.join(".clowder/fleet.json"))
