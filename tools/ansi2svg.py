@@ -3,7 +3,7 @@
 
 Used to make assets/control-room.svg from the fleet demo:
 
-    tmux new-session -d -s demo -x 120 -y 40 'clowder demo'
+    tmux new-session -d -s demo -x 120 -y 40 "clowder demo"
     tmux capture-pane -t demo -p -e > shot.ansi
     python3 tools/ansi2svg.py shot.ansi 120 40 > assets/control-room.svg
 
