@@ -108,7 +108,7 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
-    /// Print a shell completion script (see README for where to install it)
+    /// Print a shell completion script (see docs/getting-started.md for where to install it)
     Completions {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
