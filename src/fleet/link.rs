@@ -72,6 +72,11 @@ pub enum HostMsg {
     },
     /// The plans run here, as their state files say now (sent when they change).
     Plans(Vec<PlanSummary>),
+    /// How the new-lane dialog's lane went: what to tell, or why it was refused.
+    LaneAdded {
+        lane: LaneName,
+        result: Result<String, String>,
+    },
 }
 
 /// From the control room to the host.

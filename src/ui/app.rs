@@ -855,8 +855,8 @@ fn new_lane_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiComman
     match dialog.handle_key(key) {
         DialogOutcome::Continue => {}
         DialogOutcome::Cancel => fleet.new_lane = None,
+        // Open until the host says how it went: a refusal keeps what was typed.
         DialogOutcome::Submit(request) => {
-            fleet.new_lane = None;
             commands.push(UiCommand::Host(HostRequest::AddLane(request)));
         }
     }
@@ -921,7 +921,8 @@ fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut 
         Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
         Action::NewLane => {
             if let Some(fleet) = state.fleet.as_mut() {
-                fleet.new_lane = Some(NewLaneDialog::new(&fleet.root));
+                let taken = fleet.rows.iter().map(|row| row.name.to_string());
+                fleet.new_lane = Some(NewLaneDialog::new(&fleet.root).with_taken(taken));
             }
         }
         Action::Diff => show_diff(state, commands),
