@@ -58,7 +58,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     if state.zoom {
         draw_pane(state, state.focus, frame, body, now);
     } else {
-        let side = (body.width / 3).clamp(30, 48);
+        let side = side_width(body.width);
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
         if state.plan.shown {
@@ -95,6 +95,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     if state.no_color {
         strip_colors(frame);
     }
+}
+
+/// The side column's width: a third of the screen up to 48 columns; on a wide
+/// screen, what the output does not need of its 120 columns goes to the side,
+/// whose events and requests are cut first, up to 96 columns.
+fn side_width(width: u16) -> u16 {
+    let third = (width / 3).clamp(30, 48);
+    third.max(width.saturating_sub(120).min(96))
 }
 
 fn draw_pane(state: &AppState, pane: Pane, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
