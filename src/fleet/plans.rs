@@ -13,6 +13,8 @@ pub struct PlanSummary {
     pub name: String,
     /// The plan's own state: created, running, paused, completed, failed.
     pub status: String,
+    /// The branch its steps merge into.
+    pub base: String,
     pub steps: Vec<StepSummary>,
 }
 

@@ -545,10 +545,19 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
         Msg::Snapshot(snapshot) => on_snapshot(state, snapshot, now, &mut commands),
         Msg::Log { at, level, text } => {
             if !event_text::repeats_an_event(&text) {
+                let base = |plan: &str| {
+                    let plans = &state.plan.plans;
+                    plans
+                        .iter()
+                        .find(|p| p.name == plan)
+                        .map(|p| p.base.clone())
+                };
+                let wordings = event_text::plan_wordings(&text, base)
+                    .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
                 let line = EventLine {
                     at,
                     level,
-                    text: vec![event_text::log_summary(&text)],
+                    text: wordings,
                     detail: text,
                 };
                 push_event(state, line);
