@@ -368,6 +368,8 @@ pub struct AppState {
     pub fleet: Option<lanes::Fleet>,
     /// The Plan view (`P`): the plans run here.
     pub plan: plan::PlanPane,
+    /// Why the last key did nothing, for the status line.
+    pub key_note: Option<String>,
 }
 
 /// Something that happened, for [`update`].
@@ -487,6 +489,7 @@ impl AppState {
             can_detach: false,
             fleet: None,
             plan: plan::PlanPane::default(),
+            key_note: None,
         }
     }
 
@@ -755,6 +758,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
     if key.kind == KeyEventKind::Release {
         return;
     }
+    state.key_note = None;
     if new_lane_key(state, key, commands) {
         return;
     }
@@ -840,6 +844,9 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
         .and_then(|context| keymap::lookup(context, &key))
         .filter(|b| available(state, b.action))
         .or_else(|| keymap::lookup(Context::Main, &key));
+    state.key_note = binding
+        .filter(|b| !available(state, b.action))
+        .and_then(|b| why_not::why_not(state, b.action, &key_text(&key)));
     if let Some(binding) = binding
         && available(state, binding.action)
     {
@@ -849,6 +856,16 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
             return;
         }
         act(state, binding.action, now, commands);
+    }
+}
+
+/// A key as the status line names it.
+fn key_text(key: &KeyEvent) -> String {
+    match key.code {
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Enter => "Enter".to_string(),
+        KeyCode::Home => "Home".to_string(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -1256,6 +1273,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 pub mod lanes;
 pub mod observe;
 pub mod plan;
+mod why_not;
 
 #[cfg(test)]
 mod detail_tests;

@@ -87,13 +87,24 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
             .map(|(k, w, _)| fmt::width(k) + fmt::width(w))
             .sum()
     };
-    while width(&items) > area.width as usize {
+    // Why the last key did nothing comes first; the keys that act follow.
+    let note = state
+        .key_note
+        .as_deref()
+        .map(|note| fmt::fit(note, area.width as usize));
+    let room =
+        (area.width as usize).saturating_sub(note.as_deref().map_or(0, |n| fmt::width(n) + 2));
+    while width(&items) > room {
         let Some(last) = items.iter().rposition(|(_, _, keep)| !keep) else {
             break;
         };
         items.remove(last);
     }
     let mut spans = Vec::new();
+    if let Some(note) = note {
+        spans.push(Span::styled(note, Style::default().fg(Color::Yellow)));
+        spans.push(Span::raw("  "));
+    }
     for (key, what, _) in items {
         spans.push(Span::styled(
             key,
