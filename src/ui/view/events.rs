@@ -8,10 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
+use crate::escape::one_line;
 use crate::fmt;
 use crate::supervisor::core::Level;
 use crate::ui::app::{AppState, Pane};
-use crate::ui::sanitize;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     let block = pane_block(state, Pane::Events, title("Events"));
@@ -42,7 +42,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             let wordings: Vec<String> = event
                 .text
                 .iter()
-                .map(|t| fmt::shorten_paths(&sanitize(t), text_width))
+                .map(|t| fmt::shorten_paths(&one_line(t), text_width))
                 .collect();
             let text = fmt::first_fitting(&wordings, text_width);
             let mut style = Style::default().fg(color);

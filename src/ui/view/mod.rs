@@ -144,6 +144,18 @@ fn title(text: impl Into<String>) -> Line<'static> {
     ))
 }
 
+/// A line of output or of a file with its tabs as four spaces: a terminal
+/// moves a tab to the next stop, which the console leaves it to do, but the
+/// screen's cells draw no tab. Escaping is then [`crate::escape::one_line`]'s,
+/// as for the console.
+fn expand_tabs(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\t') {
+        std::borrow::Cow::Owned(text.replace('\t', "    "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 /// NO_COLOR: keep bold and reverse for emphasis, drop every colour.
 fn strip_colors(frame: &mut Frame) {
     for cell in frame.buffer_mut().content.iter_mut() {

@@ -9,11 +9,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::expand_tabs;
 use super::{pane_block, title};
 use crate::agent::stream::{LineKind, Rendered};
+use crate::escape::one_line;
 use crate::fmt;
 use crate::ui::app::{AppState, Pane};
-use crate::ui::sanitize;
 
 fn style_for(line: &Rendered) -> Style {
     let base = match line.kind {
@@ -50,7 +51,7 @@ fn render_line(line: &Rendered, cells: usize) -> Line<'static> {
     }
     // A display line can be hundreds of characters: laying out what the pane
     // clips off anyway would be most of a frame's work while an agent writes.
-    let safe = sanitize(&line.text);
+    let safe = one_line(&expand_tabs(&line.text));
     Line::from(Span::styled(
         fmt::clip(&safe, cells).to_owned(),
         style_for(line),
