@@ -44,7 +44,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                 .iter()
                 .map(|t| fmt::shorten_paths(&one_line(t), text_width))
                 .collect();
-            let text = fmt::first_fitting(&wordings, text_width);
+            // Cut between words: Enter shows the whole record.
+            let text = wordings
+                .iter()
+                .find(|w| fmt::width(w) <= text_width)
+                .cloned()
+                .unwrap_or_else(|| {
+                    fmt::fit_words(wordings.last().map_or("", String::as_str), text_width)
+                });
             let mut style = Style::default().fg(color);
             if Some(index) == selected && state.focus == Pane::Events {
                 style = style.add_modifier(Modifier::REVERSED);
