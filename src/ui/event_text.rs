@@ -70,8 +70,24 @@ pub fn plan_wordings(line: &str, base: impl Fn(&str) -> Option<String>) -> Optio
     let step = word("step=");
     // The console shows a newline of the detail escaped: the first line says enough.
     let detail = rest.split("\\n").next().unwrap_or_default().trim();
-    let s = step.as_deref().unwrap_or("?");
-    let (short, long) = match kind.as_deref() {
+    let into = || base(plan).map_or_else(|| "merged".to_string(), |b| format!("merged into {b}"));
+    let (short, long) = sentence(kind.as_deref(), plan, step.as_deref(), detail, into);
+    let mut wordings: Vec<String> = long.filter(|_| !detail.is_empty()).into_iter().collect();
+    wordings.push(short);
+    Some(wordings)
+}
+
+/// The short and the long wording of a plan's line: `kind` is its `event=`,
+/// `step` its `step=`; `into` says where a merged step went.
+fn sentence(
+    kind: Option<&str>,
+    plan: &str,
+    step: Option<&str>,
+    detail: &str,
+    into: impl Fn() -> String,
+) -> (String, Option<String>) {
+    let s = step.unwrap_or("?");
+    match kind {
         Some("plan_started") => (format!("plan {plan} started"), None),
         Some("step_ready") => (
             format!("step {s} ready"),
@@ -96,8 +112,7 @@ pub fn plan_wordings(line: &str, base: impl Fn(&str) -> Option<String>) -> Optio
             Some(format!("step {s} waits: {detail}")),
         ),
         Some("merge_passed") => {
-            let into =
-                base(plan).map_or_else(|| "merged".to_string(), |b| format!("merged into {b}"));
+            let into = into();
             (
                 format!("step {s} {into}"),
                 Some(format!("step {s} {into} ({detail})")),
@@ -124,10 +139,7 @@ pub fn plan_wordings(line: &str, base: impl Fn(&str) -> Option<String>) -> Optio
             format!("plan {plan}"),
             Some(format!("plan {plan}: {detail}")),
         ),
-    };
-    let mut wordings: Vec<String> = long.filter(|_| !detail.is_empty()).into_iter().collect();
-    wordings.push(short);
-    Some(wordings)
+    }
 }
 
 /// How loud an event is in the pane.

@@ -66,7 +66,7 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         return;
     }
     let pane = pane_context(state.focus);
-    let mut items: Vec<(String, String, u8)> = KEYMAP
+    let mut items: Vec<StatusItem> = KEYMAP
         .iter()
         .filter(|b| b.context == Context::Main || Some(b.context) == pane)
         .filter(|b| available(state, b.action))
@@ -86,21 +86,7 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         .map(|note| fmt::fit(note, area.width as usize));
     let room =
         (area.width as usize).saturating_sub(note.as_deref().map_or(0, |n| fmt::width(n) + 2));
-    // The keys that matter most are placed first, each where it still fits;
-    // they are shown in the table's order.
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    order.sort_by_key(|&i| items[i].2);
-    let mut used = 0;
-    let mut shown = vec![false; items.len()];
-    for i in order {
-        let needs = fmt::width(&items[i].0) + fmt::width(&items[i].1);
-        if items[i].2 == 0 || used + needs <= room {
-            used += needs;
-            shown[i] = true;
-        }
-    }
-    let mut shown = shown.into_iter();
-    items.retain(|_| shown.next().unwrap_or(false));
+    keep_fitting(&mut items, room);
     let mut spans = Vec::new();
     if let Some(note) = note {
         spans.push(Span::styled(note, Style::default().fg(Color::Yellow)));
@@ -114,6 +100,27 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         spans.push(Span::raw(what));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A key of the status line, its word, and how soon it gives way ([`give_way`]).
+type StatusItem = (String, String, u8);
+
+/// The items that fit in `room` cells: those that matter most are placed
+/// first, each where it still fits; they stay in the table's order.
+fn keep_fitting(items: &mut Vec<StatusItem>, room: usize) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| items[i].2);
+    let mut used = 0;
+    let mut shown = vec![false; items.len()];
+    for i in order {
+        let needs = fmt::width(&items[i].0) + fmt::width(&items[i].1);
+        if items[i].2 == 0 || used + needs <= room {
+            used += needs;
+            shown[i] = true;
+        }
+    }
+    let mut shown = shown.into_iter();
+    items.retain(|_| shown.next().unwrap_or(false));
 }
 
 /// How soon a key leaves a status line too narrow for all: quit and help
