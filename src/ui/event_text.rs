@@ -87,6 +87,10 @@ fn sentence(
     into: impl Fn() -> String,
 ) -> (String, Option<String>) {
     let s = step.unwrap_or("?");
+    let said = |short: String| {
+        let long = format!("{short}: {detail}");
+        (short, Some(long))
+    };
     match kind {
         Some("plan_started") => (format!("plan {plan} started"), None),
         Some("step_ready") => (
@@ -95,22 +99,10 @@ fn sentence(
         ),
         Some("step_started") => (format!("step {s} started"), None),
         Some("step_done") => (format!("step {s} done"), None),
-        Some("step_failed") => (
-            format!("step {s} failed"),
-            Some(format!("step {s} failed: {detail}")),
-        ),
-        Some("step_retried") => (
-            format!("step {s} retried"),
-            Some(format!("step {s} retried: {detail}")),
-        ),
-        Some("step_blocked") => (
-            format!("step {s} blocked"),
-            Some(format!("step {s} blocked: {detail}")),
-        ),
-        Some("step_waiting") => (
-            format!("step {s} waits"),
-            Some(format!("step {s} waits: {detail}")),
-        ),
+        Some("step_failed") => said(format!("step {s} failed")),
+        Some("step_retried") => said(format!("step {s} retried")),
+        Some("step_blocked") => said(format!("step {s} blocked")),
+        Some("step_waiting") => said(format!("step {s} waits")),
         Some("merge_passed") => {
             let into = into();
             (
@@ -118,18 +110,12 @@ fn sentence(
                 Some(format!("step {s} {into} ({detail})")),
             )
         }
-        Some("merge_conflict" | "merge_check_failed") => (
-            format!("step {s} not merged"),
-            Some(format!("step {s} not merged: {detail}")),
-        ),
+        Some("merge_conflict" | "merge_check_failed") => said(format!("step {s} not merged")),
         Some("plan_done") => (
             format!("plan {plan} ended"),
             Some(format!("plan {plan} {detail}")),
         ),
-        Some("plan_cleanup") => (
-            format!("plan {plan} cleaned up"),
-            Some(format!("plan {plan} cleaned up: {detail}")),
-        ),
+        Some("plan_cleanup") => said(format!("plan {plan} cleaned up")),
         Some(other) => (
             format!("plan {plan}: {other}"),
             Some(format!("plan {plan}: {other} {s} {detail}")),
