@@ -93,6 +93,12 @@ pub fn visible(text: &str) -> Cow<'_, str> {
     visible_keeping(text, &[])
 }
 
+/// [`visible`] as an owned string: what the screen and the console both put
+/// on a line for text they did not write (a title, a subject, an event).
+pub fn one_line(text: &str) -> String {
+    visible(text).into_owned()
+}
+
 /// `text` for a terminal as lines: like [`visible`], but newlines and tabs
 /// (which only move the cursor right or down) are kept.
 pub fn visible_lines(text: &str) -> Cow<'_, str> {

@@ -105,6 +105,27 @@ pub fn clip(text: &str, cells: usize) -> &str {
     text
 }
 
+/// `text` in `max` cells, cut after a whole word when one ends in its last
+/// third (`branch clowder/api …`, not `branch clowder/a…`), else as [`fit`].
+pub fn fit_words(text: &str, max: usize) -> String {
+    if width(text) <= max || max == 0 {
+        return fit(text, max);
+    }
+    let head = clip(text, max - 1);
+    // A head that ends where a word ends is whole.
+    let end = if text[head.len()..].starts_with(' ') {
+        Some(head.len())
+    } else {
+        head.rfind(' ')
+    };
+    match end {
+        Some(at) if width(&head[..at]) * 3 >= max * 2 => {
+            format!("{}{ELLIPSIS}", head[..at].trim_end())
+        }
+        _ => fit(text, max),
+    }
+}
+
 /// The first of `choices` that fits in `max` cells, else the last one fitted.
 pub fn first_fitting(choices: &[String], max: usize) -> String {
     choices
@@ -183,7 +204,16 @@ fn tail_fit(text: &str, max: usize) -> String {
     out
 }
 
-/// Every path-looking word of `text` (one with a `/`) shortened in the middle
+/// Whether `word` is a file's path: absolute, from home or from here, or with
+/// two slashes or more. A branch such as `clowder/api` is a name, not a path:
+/// shortened to `…/api` it would no longer say which branch.
+fn is_path(word: &str) -> bool {
+    word.contains('/')
+        && (word.starts_with(['/', '~', '.']) || word.matches('/').count() >= 2)
+        && !word.starts_with(ELLIPSIS)
+}
+
+/// Every path-looking word of `text` ([`is_path`]) shortened in the middle
 /// until `text` fits in `max` cells or no path is left to shorten.
 pub fn shorten_paths(text: &str, max: usize) -> String {
     let mut words: Vec<String> = text.split(' ').map(str::to_string).collect();
@@ -193,7 +223,7 @@ pub fn shorten_paths(text: &str, max: usize) -> String {
         let Some((index, long)) = words
             .iter()
             .enumerate()
-            .filter(|(_, w)| w.contains('/') && !w.starts_with(ELLIPSIS))
+            .filter(|(_, w)| is_path(w))
             .max_by_key(|(_, w)| width(w))
             .map(|(i, w)| (i, width(w)))
         else {
@@ -322,6 +352,25 @@ mod tests {
         let short = shorten_paths(&text, 48);
         assert!(width(&short) <= 48, "{short}");
         assert!(short.ends_with("oi_sidebar.dart"), "{short}");
+    }
+
+    #[test]
+    fn a_branch_keeps_its_name_and_a_cut_falls_between_words() {
+        let text = "lane api added: branch clowder/api in /tmp/.tmpXyZ12/.clowder/worktrees/api";
+        assert_eq!(
+            shorten_paths(text, 40),
+            "lane api added: branch clowder/api in …/api"
+        );
+        assert_eq!(
+            fit_words(&shorten_paths(text, 28), 28),
+            "lane api added: branch…"
+        );
+        assert_eq!(
+            fit_words("removed lane api: worktree …/api", 18),
+            "removed lane api:…"
+        );
+        assert_eq!(fit_words("abcdefghijklmnopqrstuvwxyz", 10), "abcdefghi…");
+        assert_eq!(fit_words("short", 10), "short");
     }
 
     #[test]

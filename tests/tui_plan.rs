@@ -78,7 +78,8 @@ fn plan_run_shows_the_plan_view_and_m_merges_a_step_under_review() {
     tmux.keys(&["P"]);
     // x and z merge; y's merge conflicts with x's: it needs review.
     let screen = tmux.wait_for_all(&["◆ x", "! y", "needs review", "◆ └─ z"]);
-    assert!(screen.contains("event=merge_conflic"), "{screen}");
+    assert!(screen.contains("step y not merged"), "{screen}");
+    assert!(!screen.contains("event="), "{screen}");
     assert_eq!(git_in(root, &["show", "main:shared.txt"]), "from x");
 
     // `M` asks first; `n` leaves base as it is.

@@ -31,6 +31,7 @@ fn diamond() -> PlanSummary {
     PlanSummary {
         name: "diamond".into(),
         status: "running".into(),
+        base: "main".into(),
         steps: vec![
             step("a", "merged", &[]),
             step("b", "needs review", &["a"]),

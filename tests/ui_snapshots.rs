@@ -650,7 +650,7 @@ const BAD_CUTS: &[&str] = &[
     "· 4 turn│",
     "420 ou│",
     "0 b│",
-    " zoo",
+    " zoo\"",
     " e\"",
 ];
 

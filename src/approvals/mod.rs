@@ -151,15 +151,12 @@ pub fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// `text` made safe for a terminal, on one line: [`crate::escape::visible`].
-pub fn escape(text: &str) -> String {
-    crate::escape::visible(text).into_owned()
-}
+/// `text` made safe for a terminal, on one line: the one escaping function,
+/// which the control room uses too.
+pub use crate::escape::one_line as escape;
 
-/// A character a terminal acts on or does not show: [`crate::escape::is_invisible`].
-pub fn is_unsafe_char(c: char) -> bool {
-    crate::escape::is_invisible(c)
-}
+/// A character a terminal acts on or does not show.
+pub use crate::escape::is_invisible as is_unsafe_char;
 
 /// A request as stored in `pending/<id>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -71,6 +71,11 @@ pub enum HostMsg {
     },
     /// The plans run here, as their state files say now (sent when they change).
     Plans(Vec<PlanSummary>),
+    /// How the new-lane dialog's lane went: what to tell, or why it was refused.
+    LaneAdded {
+        lane: LaneName,
+        result: Result<String, String>,
+    },
 }
 
 /// From the control room to the host.
@@ -98,6 +103,8 @@ pub struct PlanSummary {
     pub name: String,
     /// The plan's own state: created, running, paused, completed, failed.
     pub status: String,
+    /// The branch its steps merge into.
+    pub base: String,
     pub steps: Vec<StepSummary>,
 }
 

@@ -249,22 +249,17 @@ impl RoomSide {
     }
 
     /// The new-lane dialog's lane, added (git runs here, off the screen's
-    /// thread); what happened goes to the events pane. The registry poll then
-    /// starts it.
+    /// thread); the dialog hears how it went. The registry poll then starts it.
     pub(super) fn add_lane(&self, root: &Path, request: NewLaneRequest) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
-            let name = request.name.clone();
-            let done =
+            let lane = request.name.clone();
+            let result =
                 tokio::task::spawn_blocking(move || super::new_lane::submit(&root, &request))
                     .await
                     .unwrap_or_else(|err| Err(format!("adding the lane failed: {err}")));
-            let (level, text) = match done {
-                Ok(text) => (Level::Info, text),
-                Err(why) => (Level::Error, format!("refused: new lane {name}: {why}")),
-            };
-            let _ = to_ui.send(HostMsg::Log { level, text });
+            let _ = to_ui.send(HostMsg::LaneAdded { lane, result });
         });
     }
 

@@ -60,7 +60,7 @@ impl EventLog {
             text.push_str(&format!(" step={step}"));
         }
         if !detail.is_empty() {
-            text.push_str(&format!(" {}", crate::approvals::escape(detail)));
+            text.push_str(&format!(" {}", crate::escape::one_line(detail)));
         }
         if let Err(err) = self.write(&json) {
             text.push_str(&format!(

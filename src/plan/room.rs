@@ -197,6 +197,7 @@ fn summary(state: &PlanState) -> PlanSummary {
     PlanSummary {
         name: state.name.clone(),
         status: state.status.to_string(),
+        base: state.base.clone(),
         steps: state
             .steps
             .iter()

@@ -368,6 +368,8 @@ pub struct AppState {
     pub fleet: Option<lanes::Fleet>,
     /// The Plan view (`P`): the plans run here.
     pub plan: plan::PlanPane,
+    /// Why the last key did nothing, for the status line.
+    pub key_note: Option<String>,
 }
 
 /// Something that happened, for [`update`].
@@ -487,6 +489,7 @@ impl AppState {
             can_detach: false,
             fleet: None,
             plan: plan::PlanPane::default(),
+            key_note: None,
         }
     }
 
@@ -545,10 +548,19 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
         Msg::Snapshot(snapshot) => on_snapshot(state, snapshot, now, &mut commands),
         Msg::Log { at, level, text } => {
             if !event_text::repeats_an_event(&text) {
+                let base = |plan: &str| {
+                    let plans = &state.plan.plans;
+                    plans
+                        .iter()
+                        .find(|p| p.name == plan)
+                        .map(|p| p.base.clone())
+                };
+                let wordings = event_text::plan_wordings(&text, base)
+                    .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
                 let line = EventLine {
                     at,
                     level,
-                    text: vec![event_text::log_summary(&text)],
+                    text: wordings,
                     detail: text,
                 };
                 push_event(state, line);
@@ -748,6 +760,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
     if key.kind == KeyEventKind::Release {
         return;
     }
+    state.key_note = None;
     if new_lane_key(state, key, commands) {
         return;
     }
@@ -833,6 +846,9 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
         .and_then(|context| keymap::lookup(context, &key))
         .filter(|b| available(state, b.action))
         .or_else(|| keymap::lookup(Context::Main, &key));
+    state.key_note = binding
+        .filter(|b| !available(state, b.action))
+        .and_then(|b| why_not::why_not(state, b.action, &key_text(&key)));
     if let Some(binding) = binding
         && available(state, binding.action)
     {
@@ -842,6 +858,16 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
             return;
         }
         act(state, binding.action, now, commands);
+    }
+}
+
+/// A key as the status line names it.
+fn key_text(key: &KeyEvent) -> String {
+    match key.code {
+        KeyCode::Char(c) => c.to_string(),
+        KeyCode::Enter => "Enter".to_string(),
+        KeyCode::Home => "Home".to_string(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -857,8 +883,8 @@ fn new_lane_key(state: &mut AppState, key: KeyEvent, commands: &mut Vec<UiComman
     match dialog.handle_key(key) {
         DialogOutcome::Continue => {}
         DialogOutcome::Cancel => fleet.new_lane = None,
+        // Open until the host says how it went: a refusal keeps what was typed.
         DialogOutcome::Submit(request) => {
-            fleet.new_lane = None;
             commands.push(UiCommand::Host(HostRequest::AddLane(request)));
         }
     }
@@ -923,7 +949,8 @@ fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut 
         Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
         Action::NewLane => {
             if let Some(fleet) = state.fleet.as_mut() {
-                fleet.new_lane = Some(NewLaneDialog::new(&fleet.root));
+                let taken = fleet.rows.iter().map(|row| row.name.to_string());
+                fleet.new_lane = Some(NewLaneDialog::new(&fleet.root).with_taken(taken));
             }
         }
         Action::Diff => show_diff(state, commands),
@@ -1248,6 +1275,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 pub mod lanes;
 pub mod observe;
 pub mod plan;
+mod why_not;
 
 #[cfg(test)]
 mod detail_tests;

@@ -266,7 +266,7 @@ fn notification(title: &str, body: &str) -> String {
 /// as visible escapes, `;` (the OSC 777 field separator) becomes `,`, and long
 /// text is cut.
 fn safe_text(text: &str) -> String {
-    let visible = super::sanitize(text).replace(';', ",");
+    let visible = crate::escape::one_line(text).replace(';', ",");
     if visible.chars().count() <= MAX_TEXT {
         return visible;
     }

@@ -53,6 +53,81 @@ pub fn log_summary(line: &str) -> String {
     }
 }
 
+/// A plan's console line (`plan=dia event=step_ready step=a approved`, or
+/// `plan=dia step=a …` from its driver) as the pane says it, longest wording
+/// first: `step a ready (approved)`, `step a ready`. `base` is the plan's base
+/// branch, when known. None for any other line.
+pub fn plan_wordings(line: &str, base: impl Fn(&str) -> Option<String>) -> Option<Vec<String>> {
+    let rest = line.strip_prefix("plan=")?;
+    let (plan, mut rest) = rest.split_once(' ').unwrap_or((rest, ""));
+    let mut word = |key: &str| {
+        let value = rest.strip_prefix(key)?;
+        let (value, tail) = value.split_once(' ').unwrap_or((value, ""));
+        rest = tail;
+        Some(value.to_string())
+    };
+    let kind = word("event=");
+    let step = word("step=");
+    // The console shows a newline of the detail escaped: the first line says enough.
+    let detail = rest.split("\\n").next().unwrap_or_default().trim();
+    let into = || base(plan).map_or_else(|| "merged".to_string(), |b| format!("merged into {b}"));
+    let (short, long) = sentence(kind.as_deref(), plan, step.as_deref(), detail, into);
+    let mut wordings: Vec<String> = long.filter(|_| !detail.is_empty()).into_iter().collect();
+    wordings.push(short);
+    Some(wordings)
+}
+
+/// The short and the long wording of a plan's line: `kind` is its `event=`,
+/// `step` its `step=`; `into` says where a merged step went.
+fn sentence(
+    kind: Option<&str>,
+    plan: &str,
+    step: Option<&str>,
+    detail: &str,
+    into: impl Fn() -> String,
+) -> (String, Option<String>) {
+    let s = step.unwrap_or("?");
+    let said = |short: String| {
+        let long = format!("{short}: {detail}");
+        (short, Some(long))
+    };
+    match kind {
+        Some("plan_started") => (format!("plan {plan} started"), None),
+        Some("step_ready") => (
+            format!("step {s} ready"),
+            Some(format!("step {s} ready ({detail})")),
+        ),
+        Some("step_started") => (format!("step {s} started"), None),
+        Some("step_done") => (format!("step {s} done"), None),
+        Some("step_failed") => said(format!("step {s} failed")),
+        Some("step_retried") => said(format!("step {s} retried")),
+        Some("step_blocked") => said(format!("step {s} blocked")),
+        Some("step_waiting") => said(format!("step {s} waits")),
+        Some("merge_passed") => {
+            let into = into();
+            (
+                format!("step {s} {into}"),
+                Some(format!("step {s} {into} ({detail})")),
+            )
+        }
+        Some("merge_conflict" | "merge_check_failed") => said(format!("step {s} not merged")),
+        Some("plan_done") => (
+            format!("plan {plan} ended"),
+            Some(format!("plan {plan} {detail}")),
+        ),
+        Some("plan_cleanup") => said(format!("plan {plan} cleaned up")),
+        Some(other) => (
+            format!("plan {plan}: {other}"),
+            Some(format!("plan {plan}: {other} {s} {detail}")),
+        ),
+        None if step.is_some() => (format!("step {s}"), Some(format!("step {s} {detail}"))),
+        None => (
+            format!("plan {plan}"),
+            Some(format!("plan {plan}: {detail}")),
+        ),
+    }
+}
+
 /// How loud an event is in the pane.
 pub fn level(event: &Event) -> Level {
     match event {
@@ -360,6 +435,57 @@ fn session_complete(event: &Event) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan_line(line: &str) -> Vec<String> {
+        let base = |plan: &str| (plan == "dia").then(|| "main".to_string());
+        plan_wordings(line, base).expect("a plan line")
+    }
+
+    #[test]
+    fn plan_events_read_as_sentences() {
+        for (line, wordings) in [
+            ("plan=dia event=plan_started", vec!["plan dia started"]),
+            (
+                "plan=dia event=step_ready step=a approved",
+                vec!["step a ready (approved)", "step a ready"],
+            ),
+            ("plan=dia event=step_ready step=b", vec!["step b ready"]),
+            ("plan=dia event=step_started step=b", vec!["step b started"]),
+            (
+                "plan=dia event=merge_passed step=b",
+                vec!["step b merged into main"],
+            ),
+            (
+                "plan=other event=merge_passed step=b merged by hand",
+                vec!["step b merged (merged by hand)", "step b merged"],
+            ),
+            (
+                "plan=dia event=merge_check_failed step=c the verify check failed on the merged result:\\ntail",
+                vec![
+                    "step c not merged: the verify check failed on the merged result:",
+                    "step c not merged",
+                ],
+            ),
+            (
+                "plan=dia event=step_failed step=c exit 1 in each of 2 sessions",
+                vec![
+                    "step c failed: exit 1 in each of 2 sessions",
+                    "step c failed",
+                ],
+            ),
+            (
+                "plan=dia event=plan_done completed",
+                vec!["plan dia completed", "plan dia ended"],
+            ),
+            (
+                "plan=dia step=y rejected: no",
+                vec!["step y rejected: no", "step y"],
+            ),
+        ] {
+            assert_eq!(plan_line(line), wordings, "{line}");
+        }
+        assert_eq!(plan_wordings("request r1 approved", |_| None), None);
+    }
 
     #[test]
     fn a_rate_limit_reads_in_a_few_words() {

@@ -50,17 +50,6 @@ const OUTPUT_FRAME: Duration = crate::agent::follow::MIN_GAP;
 /// Finished approvals shown in the history view.
 const HISTORY_LIMIT: usize = 200;
 
-/// Makes text safe to put on the terminal, on one line: tabs become spaces
-/// and every other invisible character is shown escaped
-/// ([`crate::escape::visible`]).
-pub fn sanitize(text: &str) -> String {
-    if text.contains('\t') {
-        crate::escape::visible(&text.replace('\t', "    ")).into_owned()
-    } else {
-        crate::escape::visible(text).into_owned()
-    }
-}
-
 /// Log lines and events from the supervisor, sent to the event pane instead of
 /// the console.
 struct ChannelReporter {
@@ -190,7 +179,7 @@ fn on_inbox_command(
             );
             // A refused approval (an abandoned request) adds no rule.
             let note = decided.then(|| {
-                let covers = crate::approvals::escape(&covers);
+                let covers = crate::escape::one_line(&covers);
                 match crate::config::add_allow_rule(config_path, &tool, &prefixes) {
                     Ok(()) if prefixes.is_empty() => (Level::Info, covers),
                     Ok(()) => (
@@ -707,11 +696,47 @@ mod tests {
         assert_eq!(redraw.due_at(), Some(last + FRAME));
     }
 
+    /// The screen's events and requests show foreign text as the console
+    /// (`clowder queue`, the headless log) prints it: one function escapes both.
     #[test]
-    fn bidirectional_overrides_are_shown_not_obeyed() {
-        assert_eq!(sanitize("ok\u{202e}txt.exe"), "ok\\u{202e}txt.exe");
-        assert_eq!(sanitize("a\tb\u{1b}[2J"), "a    b\\u{1b}[2J");
-        assert_eq!(sanitize("plain — text"), "plain — text");
+    fn the_screen_and_the_console_escape_alike() {
+        use ratatui::Terminal;
+        use ratatui::backend::TestBackend;
+        let texts = [
+            (
+                "controls",
+                "bell\u{7} nul\u{0} tab\t del\u{7f} c1\u{85} end",
+            ),
+            (
+                "ansi",
+                "\u{1b}[31mred\u{1b}[0m \u{1b}]52;c;eA==\u{7} \u{9b}6n",
+            ),
+            ("wide", "wide 日本語 ｆｕｌｌ 🦀 end"),
+            ("combining", "e\u{301}te a\u{308} n\u{303}"),
+            ("invisible", "ok\u{202e}txt.exe zw\u{200b}j"),
+        ];
+        for (what, text) in texts {
+            let console = crate::approvals::escape(text);
+            assert_eq!(console, crate::escape::visible(text), "{what}");
+            assert!(!console.chars().any(crate::escape::is_invisible), "{what}");
+            let snapshot = Arc::new(app::lanes::placeholder("loop", Some(5)));
+            let mut state = AppState::new(snapshot, true);
+            let log = Msg::Log {
+                at: Utc::now(),
+                level: Level::Info,
+                text: text.to_string(),
+            };
+            app::update(&mut state, log, Utc::now());
+            let mut terminal = Terminal::new(TestBackend::new(200, 60)).expect("terminal");
+            terminal
+                .draw(|frame| view::draw(&state, frame, Utc::now()))
+                .expect("draw");
+            let screen = terminal.backend().to_string();
+            assert!(
+                screen.contains(&console),
+                "{what}: {console:?} not in\n{screen}"
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! Wiring: hold an `Option<NewLaneDialog>`; while it is open it owns every key
 //! ([`NewLaneDialog::handle_key`]) and is drawn last over the whole screen
 //! ([`NewLaneDialog::render`]). On [`DialogOutcome::Submit`], run [`submit`] off
-//! the screen's thread (it runs git) and show its message.
+//! the screen's thread (it runs git); the dialog stays open, waiting
+//! ([`NewLaneDialog::adding`]), until [`NewLaneDialog::refuse`] puts a refusal
+//! under its field, or the lane is added and the dialog closed.
 
 use std::path::{Path, PathBuf};
 
@@ -66,7 +68,13 @@ pub struct NewLaneDialog {
     root: PathBuf,
     fields: [TextArea<'static>; 4],
     focus: usize,
-    refused: Option<String>,
+    /// Why the last submit was refused, and the field it is about (none: the
+    /// request as a whole).
+    refused: Option<(Option<Field>, String)>,
+    /// The lanes there are: a name among them is flagged as it is typed.
+    taken: Vec<String>,
+    /// The lane submitted and not yet added or refused.
+    adding: Option<LaneName>,
 }
 
 impl NewLaneDialog {
@@ -83,9 +91,54 @@ impl NewLaneDialog {
             fields,
             focus: 0,
             refused: None,
+            taken: Vec::new(),
+            adding: None,
         };
         dialog.show_focus();
         dialog
+    }
+
+    /// The names of the lanes there are, refused as the new lane's name.
+    pub fn with_taken(mut self, names: impl IntoIterator<Item = String>) -> NewLaneDialog {
+        self.taken = names.into_iter().collect();
+        self
+    }
+
+    /// The lane submitted and waiting for the host's answer.
+    pub fn adding(&self) -> Option<&LaneName> {
+        self.adding.as_ref()
+    }
+
+    /// The host refused the submitted lane: the dialog keeps what was typed and
+    /// shows `why` under the field it is about, with the focus there.
+    pub fn refuse(&mut self, why: String) {
+        let field = self.field_of(&why);
+        self.adding = None;
+        if let Some(field) = field
+            && let Some(index) = FIELDS.iter().position(|f| *f == field)
+        {
+            self.focus = index;
+            self.show_focus();
+        }
+        self.refused = Some((field, why));
+    }
+
+    /// Which field a refusal from `submit` is about, by its words.
+    fn field_of(&self, why: &str) -> Option<Field> {
+        if why.starts_with("lane ") && why.contains("already exists") {
+            Some(Field::Name)
+        } else if why.contains("--base") {
+            Some(Field::Base)
+        } else if why.contains("prompt") {
+            let typed = !self.text(Field::Prompt).trim().is_empty();
+            Some(if typed {
+                Field::Prompt
+            } else {
+                Field::PromptFile
+            })
+        } else {
+            None
+        }
     }
 
     /// Every key goes here while the dialog is open: nothing typed leaks into
@@ -98,6 +151,8 @@ impl NewLaneDialog {
         match key.code {
             KeyCode::Esc => return DialogOutcome::Cancel,
             KeyCode::Char('c') if ctrl => return DialogOutcome::Cancel,
+            // What was submitted stays as it is until the host answers.
+            _ if self.adding.is_some() => {}
             KeyCode::Char('s') if ctrl => return self.try_submit(),
             KeyCode::Tab => self.move_focus(1),
             KeyCode::BackTab => self.move_focus(FIELDS.len() - 1),
@@ -111,6 +166,9 @@ impl NewLaneDialog {
     /// Pasted text goes into the focused field as typed text; a one-line field
     /// takes it on one line.
     pub fn paste(&mut self, text: &str) {
+        if self.adding.is_some() {
+            return;
+        }
         let multi_line = self.field() == Field::Prompt;
         let text: String = text
             .chars()
@@ -170,9 +228,13 @@ impl NewLaneDialog {
 
     fn try_submit(&mut self) -> DialogOutcome {
         match self.request() {
-            Ok(request) => DialogOutcome::Submit(request),
+            Ok(request) => {
+                self.refused = None;
+                self.adding = Some(request.name.clone());
+                DialogOutcome::Submit(request)
+            }
             Err(problem) => {
-                self.refused = Some(problem);
+                self.refused = Some((None, problem));
                 DialogOutcome::Continue
             }
         }
@@ -181,6 +243,9 @@ impl NewLaneDialog {
     /// The request the fields make, or the first problem with them.
     fn request(&self) -> Result<NewLaneRequest, String> {
         let name = LaneName::parse(self.text(Field::Name).trim())?;
+        if let Some(taken) = self.taken_problem(name.as_str()) {
+            return Err(taken);
+        }
         let file = self.text(Field::PromptFile).trim().to_string();
         let typed = self.text(Field::Prompt);
         let prompt = match (file.is_empty(), typed.trim().is_empty()) {
@@ -203,12 +268,21 @@ impl NewLaneDialog {
         (!self.root.join(file).is_file()).then(|| format!("prompt file {file}: no such file"))
     }
 
+    fn taken_problem(&self, name: &str) -> Option<String> {
+        self.taken
+            .iter()
+            .any(|taken| taken == name)
+            .then(|| format!("lane {name} already exists"))
+    }
+
     /// What is wrong with a field now, shown under it as it is typed.
     fn live_problem(&self, field: Field) -> Option<String> {
         let text = self.text(field);
         let text = text.trim();
         match field {
-            Field::Name if !text.is_empty() => LaneName::parse(text).err(),
+            Field::Name if !text.is_empty() => LaneName::parse(text)
+                .err()
+                .or_else(|| self.taken_problem(text)),
             Field::PromptFile if !text.is_empty() => self.file_problem(text),
             _ => None,
         }
@@ -234,25 +308,42 @@ impl NewLaneDialog {
             Constraint::Length(3),
             Constraint::Length(2),
             Constraint::Min(3),
-            Constraint::Length(2),
+            Constraint::Length(3),
             Constraint::Length(1),
         ])
         .split(inner);
         for (index, field) in FIELDS.iter().enumerate() {
             self.render_field(frame, rows[index], index);
-            if let Some(problem) = self.live_problem(*field) {
+            let refused = self
+                .refused
+                .as_ref()
+                .filter(|(about, _)| *about == Some(*field))
+                .map(|(_, why)| why.clone());
+            if let Some(problem) = refused.or_else(|| self.live_problem(*field)) {
+                let row = rows[index];
+                // The typed prompt fills its rows: its problem takes the last.
+                let skip = match field {
+                    Field::Prompt => row.height.saturating_sub(1),
+                    _ => 1,
+                };
                 let below = Rect {
-                    x: rows[index].x + 2,
-                    y: rows[index].y + 1,
-                    width: rows[index].width.saturating_sub(2),
-                    height: rows[index].height.saturating_sub(1),
+                    x: row.x + 2,
+                    y: row.y + skip,
+                    width: row.width.saturating_sub(2),
+                    height: row.height.saturating_sub(skip),
                 };
                 let line = Line::styled(problem, Style::default().fg(Color::Red));
                 let text = Paragraph::new(line).wrap(Wrap { trim: true });
                 frame.render_widget(text, below);
             }
         }
-        if let Some(problem) = &self.refused {
+        if let Some(name) = &self.adding {
+            let line = Line::styled(
+                format!("adding lane {name}…"),
+                Style::default().fg(Color::DarkGray),
+            );
+            frame.render_widget(Paragraph::new(line), rows[4]);
+        } else if let Some((None, problem)) = &self.refused {
             let line = Line::styled(problem.clone(), Style::default().fg(Color::Red));
             frame.render_widget(Paragraph::new(line), rows[4]);
         }
@@ -272,6 +363,17 @@ impl NewLaneDialog {
         frame.render_widget(Paragraph::new(label_line), label);
         // A one-line field keeps the rows below it for its problem.
         let input = match FIELDS[index] {
+            Field::Prompt
+                if self
+                    .refused
+                    .as_ref()
+                    .is_some_and(|(f, _)| *f == Some(Field::Prompt)) =>
+            {
+                Rect {
+                    height: input.height.saturating_sub(1),
+                    ..input
+                }
+            }
             Field::Prompt => input,
             _ => Rect { height: 1, ..input },
         };
@@ -498,6 +600,91 @@ mod tests {
             "mine\n"
         );
         assert!(!root.join(".clowder/worktrees/web").exists());
+    }
+
+    #[test]
+    fn an_existing_name_is_flagged_as_typed_and_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path()).with_taken(["auth".to_string()]);
+        type_text(&mut dialog, "aut");
+        assert_eq!(dialog.live_problem(Field::Name), None);
+        type_text(&mut dialog, "h");
+        assert_eq!(
+            dialog.live_problem(Field::Name),
+            Some("lane auth already exists".into())
+        );
+        assert_eq!(dialog.handle_key(ctrl('s')), DialogOutcome::Continue);
+        assert_eq!(dialog.adding(), None);
+    }
+
+    fn screen(dialog: &NewLaneDialog) -> String {
+        let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+        terminal
+            .draw(|frame| dialog.render(frame, frame.area()))
+            .expect("draw");
+        terminal.backend().to_string()
+    }
+
+    #[test]
+    fn a_refusal_keeps_what_was_typed_and_shows_under_its_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut dialog = NewLaneDialog::new(dir.path());
+        type_text(&mut dialog, "api");
+        for _ in 0..3 {
+            dialog.handle_key(key(KeyCode::Tab));
+        }
+        type_text(&mut dialog, "nope");
+        let submitted = dialog.handle_key(key(KeyCode::Enter));
+        assert!(
+            matches!(submitted, DialogOutcome::Submit(_)),
+            "{submitted:?}"
+        );
+        assert_eq!(dialog.adding().map(LaneName::as_str), Some("api"));
+        assert!(screen(&dialog).contains("adding lane api…"));
+        // Nothing is typed while the host works; Esc still closes.
+        type_text(&mut dialog, "x");
+        assert_eq!(
+            dialog.handle_key(key(KeyCode::Enter)),
+            DialogOutcome::Continue
+        );
+        assert_eq!(dialog.text(Field::Base), "nope");
+
+        dialog.refuse("--base nope: no such commit".into());
+        assert_eq!(dialog.adding(), None);
+        assert_eq!(dialog.field(), Field::Base, "the focus goes to the field");
+        assert_eq!(dialog.text(Field::Name), "api");
+        let shown = screen(&dialog);
+        let lines: Vec<&str> = shown.lines().collect();
+        let base = lines
+            .iter()
+            .position(|l| l.contains("║Base"))
+            .expect("Base");
+        assert!(lines[base].contains("nope"), "{shown}");
+        assert!(
+            lines[base + 1].contains("--base nope: no such commit"),
+            "{shown}"
+        );
+
+        // Fixed, it goes again.
+        for _ in 0..4 {
+            dialog.handle_key(key(KeyCode::Backspace));
+        }
+        assert!(dialog.refused.is_none());
+        let again = dialog.handle_key(key(KeyCode::Enter));
+        assert!(matches!(again, DialogOutcome::Submit(_)), "{again:?}");
+
+        dialog.refuse("lane api already exists".into());
+        assert_eq!(dialog.field(), Field::Name);
+        let shown = screen(&dialog);
+        let lines: Vec<&str> = shown.lines().collect();
+        let name = lines
+            .iter()
+            .position(|l| l.contains("║Name"))
+            .expect("Name");
+        assert!(
+            lines[name + 1].contains("lane api already exists"),
+            "{shown}"
+        );
     }
 
     #[test]

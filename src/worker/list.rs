@@ -142,7 +142,7 @@ pub(crate) fn render(rows: &[Row]) -> String {
             heartbeat,
             row.last_action.as_deref().unwrap_or("-")
         );
-        out.push_str(&crate::approvals::escape(&line));
+        out.push_str(&crate::escape::one_line(&line));
         out.push('\n');
     }
     out

@@ -500,6 +500,10 @@ pub(super) fn on_host(
             tell_every_lane(state, level, &text, now);
             Vec::new()
         }
+        HostMsg::LaneAdded { lane, result } => {
+            on_lane_added(state, &lane, result, now);
+            Vec::new()
+        }
         HostMsg::Idle { idle, signalled } => {
             let Some(fleet) = state.fleet.as_mut() else {
                 return Vec::new();
@@ -512,6 +516,42 @@ pub(super) fn on_host(
             Vec::new()
         }
     }
+}
+
+/// The new-lane dialog's answer: an added lane closes it, a refusal stays in
+/// it under its field; either is also said in the events pane.
+fn on_lane_added(
+    state: &mut AppState,
+    lane: &LaneName,
+    result: Result<String, String>,
+    now: DateTime<Utc>,
+) {
+    let dialog = state.fleet.as_mut().and_then(|fleet| {
+        let waiting = fleet.new_lane.as_ref()?.adding() == Some(lane);
+        if waiting {
+            fleet.new_lane.as_mut()
+        } else {
+            None
+        }
+    });
+    let (level, text) = match result {
+        Ok(text) => {
+            if dialog.is_some()
+                && let Some(fleet) = state.fleet.as_mut()
+            {
+                fleet.new_lane = None;
+            }
+            (Level::Info, text)
+        }
+        Err(why) => {
+            let text = format!("refused: new lane {lane}: {why}");
+            if let Some(dialog) = dialog {
+                dialog.refuse(why);
+            }
+            (Level::Error, text)
+        }
+    };
+    tell_every_lane(state, level, &text, now);
 }
 
 /// The registry's lanes: rows kept by name, new ones added, removed ones dropped.

@@ -8,10 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use super::{pane_block, title};
+use crate::escape::one_line;
 use crate::fmt;
 use crate::supervisor::core::Level;
 use crate::ui::app::{AppState, Pane};
-use crate::ui::sanitize;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     let block = pane_block(state, Pane::Events, title("Events"));
@@ -42,9 +42,16 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             let wordings: Vec<String> = event
                 .text
                 .iter()
-                .map(|t| fmt::shorten_paths(&sanitize(t), text_width))
+                .map(|t| fmt::shorten_paths(&one_line(t), text_width))
                 .collect();
-            let text = fmt::first_fitting(&wordings, text_width);
+            // Cut between words: Enter shows the whole record.
+            let text = wordings
+                .iter()
+                .find(|w| fmt::width(w) <= text_width)
+                .cloned()
+                .unwrap_or_else(|| {
+                    fmt::fit_words(wordings.last().map_or("", String::as_str), text_width)
+                });
             let mut style = Style::default().fg(color);
             if Some(index) == selected && state.focus == Pane::Events {
                 style = style.add_modifier(Modifier::REVERSED);

@@ -56,7 +56,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             LoopState::Held => (
                 format!(
                     "‖ HELD: {} (p resumes)",
-                    crate::approvals::escape(snap.held_reason.as_deref().unwrap_or("rejected"))
+                    crate::escape::one_line(snap.held_reason.as_deref().unwrap_or("rejected"))
                 ),
                 Color::Red,
             ),

@@ -7,7 +7,7 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Block, Paragraph};
 
 use super::{pane_block, title};
 use crate::fmt;
@@ -31,7 +31,6 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     };
     let block = pane_block(state, Pane::Lanes, title(heading));
     let inner = block.inner(area);
-    frame.render_widget(block, area);
     let name_width = fleet
         .rows
         .iter()
@@ -43,6 +42,8 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     let position = fleet.selected_position(&order).unwrap_or(0);
     // The selected lane stays in view; a long list scrolls under it.
     let offset = position.saturating_sub(visible.saturating_sub(1));
+    let below = order.len().saturating_sub(offset + visible);
+    frame.render_widget(with_more(block, offset, below), area);
     let mut lines = vec![Line::styled(
         header(name_width),
         Style::default().fg(Color::DarkGray),
@@ -58,6 +59,28 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         ));
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// Lanes scrolled out of the pane are counted on its border: above at the
+/// top, below at the bottom.
+fn with_more(block: Block<'static>, above: usize, below: usize) -> Block<'static> {
+    let more = |arrow: &str, n: usize| {
+        Line::styled(
+            format!(" {arrow} {n} more "),
+            Style::default().fg(Color::Yellow),
+        )
+        .right_aligned()
+    };
+    let block = if above > 0 {
+        block.title_top(more("↑", above))
+    } else {
+        block
+    };
+    if below > 0 {
+        block.title_bottom(more("↓", below))
+    } else {
+        block
+    }
 }
 
 fn header(name_width: usize) -> String {

@@ -58,7 +58,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     if state.zoom {
         draw_pane(state, state.focus, frame, body, now);
     } else {
-        let side = (body.width / 3).clamp(30, 48);
+        let side = side_width(body.width);
         let [left, right] =
             Layout::horizontal([Constraint::Min(30), Constraint::Length(side)]).areas(body);
         if state.plan.shown {
@@ -95,6 +95,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
     if state.no_color {
         strip_colors(frame);
     }
+}
+
+/// The side column's width: a third of the screen up to 48 columns; on a wide
+/// screen, what the output does not need of its 120 columns goes to the side,
+/// whose events and requests are cut first, up to 96 columns.
+fn side_width(width: u16) -> u16 {
+    let third = (width / 3).clamp(30, 48);
+    third.max(width.saturating_sub(120).min(96))
 }
 
 fn draw_pane(state: &AppState, pane: Pane, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
@@ -134,6 +142,18 @@ fn title(text: impl Into<String>) -> Line<'static> {
         format!(" {} ", text.into()),
         Style::default().add_modifier(Modifier::BOLD),
     ))
+}
+
+/// A line of output or of a file with its tabs as four spaces: a terminal
+/// moves a tab to the next stop, which the console leaves it to do, but the
+/// screen's cells draw no tab. Escaping is then [`crate::escape::one_line`]'s,
+/// as for the console.
+fn expand_tabs(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\t') {
+        std::borrow::Cow::Owned(text.replace('\t', "    "))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
 }
 
 /// NO_COLOR: keep bold and reverse for emphasis, drop every colour.

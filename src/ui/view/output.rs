@@ -9,11 +9,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::expand_tabs;
 use super::{pane_block, title};
 use crate::agent::stream::{LineKind, Rendered};
+use crate::escape::one_line;
 use crate::fmt;
 use crate::ui::app::{AppState, Pane};
-use crate::ui::sanitize;
 
 fn style_for(line: &Rendered) -> Style {
     let base = match line.kind {
@@ -45,16 +46,41 @@ fn render_line(line: &Rendered, cells: usize) -> Line<'static> {
         if let Ok(text) = line.text.as_bytes().into_text()
             && let Some(first) = text.lines.into_iter().next()
         {
-            return first;
+            return fit_spans(first, cells);
         }
     }
     // A display line can be hundreds of characters: laying out what the pane
     // clips off anyway would be most of a frame's work while an agent writes.
-    let safe = sanitize(&line.text);
-    Line::from(Span::styled(
-        fmt::clip(&safe, cells).to_owned(),
-        style_for(line),
-    ))
+    let safe = one_line(&expand_tabs(&line.text));
+    Line::from(Span::styled(cut(&safe, cells), style_for(line)))
+}
+
+/// `text` in `cells` cells; a line cut short ends with `…`.
+fn cut(text: &str, cells: usize) -> String {
+    let clipped = fmt::clip(text, cells);
+    if clipped.len() == text.len() || cells == 0 {
+        return clipped.to_owned();
+    }
+    format!("{}{}", fmt::clip(text, cells - 1), fmt::ELLIPSIS)
+}
+
+/// A coloured line in `cells` cells, its spans cut as [`cut`] cuts text.
+fn fit_spans(line: Line<'static>, cells: usize) -> Line<'static> {
+    if line.width() <= cells {
+        return line;
+    }
+    let mut room = cells.saturating_sub(1);
+    let mut spans = Vec::new();
+    for span in line.spans {
+        if room == 0 {
+            break;
+        }
+        let kept = fmt::clip(&span.content, room).to_owned();
+        room = room.saturating_sub(fmt::width(&kept));
+        spans.push(Span::styled(kept, span.style));
+    }
+    spans.push(Span::raw(fmt::ELLIPSIS.to_string()));
+    Line::from(spans).style(line.style)
 }
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
@@ -120,4 +146,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         lines.push(rendered);
     }
     frame.render_widget(Paragraph::new(lines).block(block), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_cut_short_ends_with_an_ellipsis() {
+        assert_eq!(cut("session started", 20), "session started");
+        assert_eq!(cut("session started", 15), "session started");
+        assert_eq!(cut("session started", 10), "session s…");
+        assert_eq!(cut("日本語のテキスト", 7), "日本語…");
+        let coloured = Line::from(vec![Span::raw("red "), Span::raw("and blue")]);
+        let fitted = fit_spans(coloured, 8);
+        assert_eq!(fitted.width(), 8);
+        assert_eq!(fitted.to_string(), "red and…");
+    }
 }

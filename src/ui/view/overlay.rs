@@ -7,12 +7,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
-use crate::approvals::escape;
+use super::expand_tabs;
+use crate::escape::one_line;
 use crate::fmt;
 use crate::protocol::LoopState;
 use crate::ui::app::{AppState, Dialog, Pane, available};
 use crate::ui::keymap::{self, Action, Context, KEYMAP};
-use crate::ui::sanitize;
 
 /// The help's key column, in cells; descriptions wrap under their own column.
 const HELP_KEYS: usize = 16;
@@ -55,7 +55,7 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
     if let Some(input) = &state.output.search_input {
         let line = Line::from(vec![
             Span::styled("/", Style::default().fg(Color::Magenta)),
-            Span::raw(sanitize(input)),
+            Span::raw(one_line(input)),
             Span::styled("█", Style::default().fg(Color::Magenta)),
             Span::styled(
                 "   Enter search · Esc cancel",
@@ -66,34 +66,32 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         return;
     }
     let pane = pane_context(state.focus);
-    let mut items: Vec<(String, String, bool)> = KEYMAP
+    let mut items: Vec<StatusItem> = KEYMAP
         .iter()
         .filter(|b| b.context == Context::Main || Some(b.context) == pane)
         .filter(|b| available(state, b.action))
         .filter_map(|b| {
             let (key, word) = b.status?;
-            let keep = matches!(b.action, Action::Quit | Action::Help);
             Some((
                 format!(" {key} "),
                 format!(" {} ", status_word(state, b.action, word)),
-                keep,
+                give_way(b.action),
             ))
         })
         .collect();
-    // Whole items only: the last that may go goes first; quit and help stay.
-    let width = |items: &[(String, String, bool)]| -> usize {
-        items
-            .iter()
-            .map(|(k, w, _)| fmt::width(k) + fmt::width(w))
-            .sum()
-    };
-    while width(&items) > area.width as usize {
-        let Some(last) = items.iter().rposition(|(_, _, keep)| !keep) else {
-            break;
-        };
-        items.remove(last);
-    }
+    // Why the last key did nothing comes first; the keys that act follow.
+    let note = state
+        .key_note
+        .as_deref()
+        .map(|note| fmt::fit(note, area.width as usize));
+    let room =
+        (area.width as usize).saturating_sub(note.as_deref().map_or(0, |n| fmt::width(n) + 2));
+    keep_fitting(&mut items, room);
     let mut spans = Vec::new();
+    if let Some(note) = note {
+        spans.push(Span::styled(note, Style::default().fg(Color::Yellow)));
+        spans.push(Span::raw("  "));
+    }
     for (key, what, _) in items {
         spans.push(Span::styled(
             key,
@@ -102,6 +100,37 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         spans.push(Span::raw(what));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A key of the status line, its word, and how soon it gives way ([`give_way`]).
+type StatusItem = (String, String, u8);
+
+/// The items that fit in `room` cells: those that matter most are placed
+/// first, each where it still fits; they stay in the table's order.
+fn keep_fitting(items: &mut Vec<StatusItem>, room: usize) {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| items[i].2);
+    let mut used = 0;
+    let mut shown = vec![false; items.len()];
+    for i in order {
+        let needs = fmt::width(&items[i].0) + fmt::width(&items[i].1);
+        if items[i].2 == 0 || used + needs <= room {
+            used += needs;
+            shown[i] = true;
+        }
+    }
+    let mut shown = shown.into_iter();
+    items.retain(|_| shown.next().unwrap_or(false));
+}
+
+/// How soon a key leaves a status line too narrow for all: quit and help
+/// never (0); moving the focus and zooming, which every pane has, first (2).
+fn give_way(action: Action) -> u8 {
+    match action {
+        Action::Quit | Action::Help => 0,
+        Action::FocusNext | Action::Zoom => 2,
+        _ => 1,
+    }
 }
 
 /// The help's lines for a popup `width` cells wide inside its border.
@@ -157,26 +186,26 @@ fn input_lines(
     };
     let Some(serde_json::Value::String(patch)) = patch else {
         let pretty = serde_json::to_string_pretty(input).unwrap_or_default();
-        return pretty.lines().map(|l| Line::raw(escape(l))).collect();
+        return pretty.lines().map(|l| Line::raw(one_line(l))).collect();
     };
     let mut lines = Vec::new();
     match crate::approvals::patch::touched(&patch) {
         Ok(files) => lines.extend(
             files
                 .iter()
-                .map(|file| Line::raw(format!("{:<9}{}", file.op.word(), escape(&file.path)))),
+                .map(|file| Line::raw(format!("{:<9}{}", file.op.word(), one_line(&file.path)))),
         ),
         Err(why) => lines.push(Line::styled(
-            format!("unreadable patch: {}", escape(&why)),
+            format!("unreadable patch: {}", one_line(&why)),
             Style::default().fg(Color::Red),
         )),
     }
     lines.push(Line::raw(""));
-    lines.extend(patch.lines().map(|l| Line::raw(escape(l))));
+    lines.extend(patch.lines().map(|l| Line::raw(one_line(l))));
     if rest.as_object().is_some_and(|fields| !fields.is_empty()) {
         lines.push(Line::raw(""));
         let pretty = serde_json::to_string_pretty(&rest).unwrap_or_default();
-        lines.extend(pretty.lines().map(|l| Line::raw(escape(l))));
+        lines.extend(pretty.lines().map(|l| Line::raw(one_line(l))));
     }
     lines
 }
@@ -210,7 +239,7 @@ fn cut_subject_end(
     let tail: String = subject.chars().skip(count.saturating_sub(keep)).collect();
     Some(format!(
         "length   {count} chars, cut below; it ends: …{}",
-        escape(&tail)
+        one_line(&tail)
     ))
 }
 
@@ -273,12 +302,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         let lines: Vec<Line> = detail
             .lines()
             .skip(state.output.expanded_scroll as usize)
-            .map(|l| Line::raw(sanitize(l)))
+            .map(|l| Line::raw(one_line(&expand_tabs(l))))
             .collect();
         popup(
             frame,
             rect,
-            &format!("{} — j/k scroll · Esc close", sanitize(heading.trim())),
+            &format!("{} — j/k scroll · Esc close", one_line(heading.trim())),
             lines,
             Color::Cyan,
         );
@@ -292,19 +321,19 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             area.height.saturating_sub(4),
         );
         let mut lines = vec![
-            Line::raw(format!("id       {}", escape(&request.id))),
-            Line::raw(format!("title    {}", escape(&request.title))),
+            Line::raw(format!("id       {}", one_line(&request.id))),
+            Line::raw(format!("title    {}", one_line(&request.title))),
             Line::raw(format!(
                 "tool     {}",
-                escape(request.tool_name.as_deref().unwrap_or("-"))
+                one_line(request.tool_name.as_deref().unwrap_or("-"))
             )),
             Line::raw(format!(
                 "session  {}",
-                escape(request.session_id.as_deref().unwrap_or("-"))
+                one_line(request.session_id.as_deref().unwrap_or("-"))
             )),
             Line::raw(format!(
                 "cwd      {}",
-                escape(request.cwd.as_deref().unwrap_or("-"))
+                one_line(request.cwd.as_deref().unwrap_or("-"))
             )),
             Line::raw(format!(
                 "created  {}",
@@ -317,7 +346,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         }
         if let Some(body) = &request.body {
             lines.push(Line::raw(""));
-            lines.extend(body.lines().map(|l| Line::raw(escape(l))));
+            lines.extend(body.lines().map(|l| Line::raw(one_line(l))));
         }
         if let Some(end) = cut_subject_end(request, &lines, rect) {
             lines.insert(6, Line::raw(end));
@@ -340,7 +369,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             .title(Span::styled(
                 format!(
                     " Reject {} — reason, Enter rejects, Esc cancels ",
-                    escape(id)
+                    one_line(id)
                 ),
                 Style::default().add_modifier(Modifier::BOLD),
             ));
@@ -374,7 +403,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             .detail
             .lines()
             .skip(state.events_view.scroll as usize)
-            .map(|l| Line::raw(sanitize(l)))
+            .map(|l| Line::raw(one_line(&expand_tabs(l))))
             .collect();
         popup(
             frame,
@@ -484,7 +513,7 @@ fn draw_diff(diff: &crate::ui::app::lanes::DiffView, frame: &mut Frame, area: Re
     );
     let lines: Vec<Line> = match &diff.text {
         None => vec![Line::raw("computing the diff…")],
-        Some(Err(why)) => vec![Line::styled(sanitize(why), Style::default().fg(Color::Red))],
+        Some(Err(why)) => vec![Line::styled(one_line(why), Style::default().fg(Color::Red))],
         Some(Ok(text)) => text
             .lines()
             .skip(diff.scroll as usize)
@@ -516,7 +545,7 @@ fn diff_line(line: &str) -> Line<'static> {
     } else {
         None
     };
-    let text = sanitize(line);
+    let text = one_line(&expand_tabs(line));
     match color {
         Some(color) => Line::styled(text, Style::default().fg(color)),
         None => Line::raw(text),

@@ -8,9 +8,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::title;
+use crate::escape::one_line;
 use crate::ui::app::AppState;
 use crate::ui::app::plan::{PlanPane, glyph};
-use crate::ui::sanitize;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
     let pane = &state.plan;
@@ -57,19 +57,19 @@ fn tree_lines(pane: &PlanPane, width: usize) -> (Vec<Line<'static>>, Option<usiz
         let plan = &pane.plans[row.plan];
         if heading != Some(row.plan) {
             heading = Some(row.plan);
-            let text = format!("plan {} · {}", sanitize(&plan.name), plan.status);
+            let text = format!("plan {} · {}", one_line(&plan.name), plan.status);
             let bold = Style::default().add_modifier(Modifier::BOLD);
             lines.push(Line::from(Span::styled(text, bold)));
         }
         let step = &plan.steps[row.step];
-        let name = format!("{}{}", row.prefix, sanitize(&step.id));
+        let name = format!("{}{}", row.prefix, one_line(&step.id));
         let mut text = format!(
             "{} {name:<id_width$}  {:<20}",
             glyph(&step.state),
             step.state
         );
         if !step.depends_on.is_empty() {
-            text.push_str(&format!(" ← {}", sanitize(&step.depends_on.join(", "))));
+            text.push_str(&format!(" ← {}", one_line(&step.depends_on.join(", "))));
         }
         let text: String = text.chars().take(width).collect();
         let mut style = Style::default().fg(color(&step.state));
@@ -96,8 +96,8 @@ fn footer(pane: &PlanPane) -> Line<'static> {
     if let Some((plan, step)) = &pane.confirm {
         let text = format!(
             "merge step {} of plan {} into its base now? y / n",
-            sanitize(step),
-            sanitize(plan)
+            one_line(step),
+            one_line(plan)
         );
         let style = Style::default()
             .fg(Color::Yellow)

@@ -337,6 +337,52 @@ fn n_opens_the_new_lane_dialog_unless_an_output_search_is_active() {
     assert!(update(&mut single, key('n'), t0()).is_empty());
 }
 
+/// A submitted lane keeps the dialog open until the host answers: a refusal
+/// stays in it, with what was typed; an added lane closes it.
+#[test]
+fn the_new_lane_dialog_stays_open_on_a_refusal() {
+    let mut state = fleet(&["a"]);
+    update(&mut state, key('n'), t0());
+    for c in "b".chars() {
+        update(&mut state, key(c), t0());
+    }
+    let submit = Msg::Key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL));
+    let commands = update(&mut state, submit, t0());
+    assert!(
+        matches!(&commands[..], [UiCommand::Host(HostRequest::AddLane(r))] if r.name == name("b")),
+        "{commands:?}"
+    );
+    let dialog = |state: &AppState| state.fleet.as_ref().and_then(|f| f.new_lane.clone());
+    assert!(dialog(&state).is_some(), "open while the host works");
+
+    let refused = HostMsg::LaneAdded {
+        lane: name("b"),
+        result: Err("--base x: no such commit".into()),
+    };
+    update(&mut state, Msg::Host(refused), t0());
+    let open = dialog(&state).expect("still open");
+    assert_eq!(open.adding(), None);
+    assert!(
+        state
+            .events
+            .iter()
+            .any(|e| e.detail.contains("refused: new lane b"))
+    );
+
+    let commands = update(
+        &mut state,
+        Msg::Key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL)),
+        t0(),
+    );
+    assert_eq!(commands.len(), 1, "the same text goes again");
+    let added = HostMsg::LaneAdded {
+        lane: name("b"),
+        result: Ok("lane b added".into()),
+    };
+    update(&mut state, Msg::Host(added), t0());
+    assert!(dialog(&state).is_none());
+}
+
 /// `s` on a task lane asks the host to stop its task through state.json; `K`
 /// on a watch-task lane says it does not apply.
 #[test]
