@@ -1,18 +1,18 @@
 //! A step that is itself a plan (`plan = "sub.toml"`). The step gets its own
 //! branch, made as a parallel step's is (from its dependency's tip, or base), and
 //! that branch is the sub-plan's base: the sub-plan runs under the step's lane
-//! name (`PARENT-STEP`, its state in `.clowder/plans/PARENT-STEP.json`), with its
+//! name (`PARENT-STEP`, its state in `.clowder/plans/PARENT/sub/STEP.json`), with its
 //! own lanes, merge queue and `verify`. The step is done when the sub-plan
 //! completes (its branch then goes through the parent's merge queue) and failed,
 //! without a retry, when the sub-plan fails: its own steps had theirs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::checks::{self, Checks};
 use super::file::{self, Work};
 use super::merge::{self, MergeJob};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
-use super::state::{PlanState, PlanStatus, StepState, StepStatus};
+use super::state::{PLANS_DIR, PlanState, PlanStatus, StepState, StepStatus};
 use crate::fleet::worktree;
 
 pub fn is_subplan(step: &StepState) -> bool {
@@ -21,11 +21,17 @@ pub fn is_subplan(step: &StepState) -> bool {
 
 /// The sub-plan's state: the saved one when an earlier run made it (a restart
 /// resumes it), else a new one, from the plan file, on a branch made now.
-pub fn prepare(root: &Path, step: &StepState, workspace: &Workspace) -> Result<PlanState, String> {
+/// `rel` is where its state is kept (see [`PlanState::sub_file`]).
+pub fn prepare(
+    root: &Path,
+    rel: &str,
+    step: &StepState,
+    workspace: &Workspace,
+) -> Result<PlanState, String> {
     let Work::Plan(file) = &step.work else {
         return Err(format!("step {} is not a sub-plan", step.id));
     };
-    let path = PlanState::path(root, &step.lane);
+    let path = locate(root, rel, step)?;
     if path.exists() {
         return PlanState::load(&path);
     }
@@ -49,7 +55,8 @@ pub fn prepare(root: &Path, step: &StepState, workspace: &Workspace) -> Result<P
     // Its own `base` gives way: the step's branch is what it builds on.
     plan.name = step.lane.clone();
     plan.base = Some(branch.clone());
-    let state = PlanState::new(&plan, branch);
+    let mut state = PlanState::new(&plan, branch);
+    state.file = Some(rel.to_string());
     state.save(root)?;
     Ok(state)
 }
@@ -91,8 +98,8 @@ fn make_branch(
 }
 
 /// How the step went, once its sub-plan is over; `None` while it goes on.
-pub fn outcome(root: &Path, step: &StepState) -> Option<Outcome> {
-    let state = match PlanState::load(&PlanState::path(root, &step.lane)) {
+pub fn outcome(root: &Path, rel: &str, step: &StepState) -> Option<Outcome> {
+    let state = match locate(root, rel, step).and_then(|path| PlanState::load(&path)) {
         Ok(state) => state,
         Err(reason) => return Some(failed(reason)),
     };
@@ -114,6 +121,27 @@ pub fn outcome(root: &Path, step: &StepState) -> Option<Outcome> {
         }
         PlanStatus::Created | PlanStatus::Running | PlanStatus::Paused => None,
     }
+}
+
+/// The sub-plan's state file, `rel` under the plans' folder. One that an older
+/// clowder kept at `.clowder/plans/PARENT-STEP.json`, where a plan of that name
+/// would keep its own, is moved here first; a plan run by itself (on another
+/// base than the step's branch) is left where it is.
+pub fn locate(root: &Path, rel: &str, step: &StepState) -> Result<PathBuf, String> {
+    let path = root.join(PLANS_DIR).join(rel);
+    let old = PlanState::path(root, &step.lane);
+    if path.exists() || !old.is_file() {
+        return Ok(path);
+    }
+    let mut state = PlanState::load(&old)?;
+    if state.name != step.lane || Some(&state.base) != step.branch.as_ref() {
+        return Ok(path);
+    }
+    state.file = Some(rel.to_string());
+    state.save(root)?;
+    std::fs::remove_file(&old)
+        .map_err(|err| format!("cannot remove {}: {err}", old.display()))?;
+    Ok(path)
 }
 
 /// Whether the saved sub-plan has nothing more to run.
