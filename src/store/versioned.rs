@@ -40,6 +40,11 @@ pub fn newer(found: u64, current: u64) -> String {
     format!("made by a newer clowder (schema {found}, this one reads up to {current})")
 }
 
+/// Whether an error of [`Format::upgrade`] is [`newer`]'s refusal.
+pub fn is_newer(err: &str) -> bool {
+    err.starts_with("made by a newer clowder")
+}
+
 impl Format {
     /// `text` parsed, checked and migrated to [`Format::current`]; the error says
     /// where in the file, not which file.
