@@ -445,7 +445,10 @@ impl Queue {
                 Ok(Some((request, _))) => requests.push(request),
                 Ok(None) => {}
                 Err(reason) => {
-                    self.reject_file("pending", &name, &reason, None);
+                    // A newer clowder's request stays for that clowder to decide.
+                    if !crate::store::versioned::is_newer(&reason) {
+                        self.reject_file("pending", &name, &reason, None);
+                    }
                     refused.push((name, reason));
                 }
             }
