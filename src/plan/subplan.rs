@@ -155,3 +155,50 @@ fn failed(reason: String) -> Outcome {
         last_result: String::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::file;
+
+    fn plan(name: &str, base: Option<&str>) -> file::Plan {
+        let text = format!(
+            "[plan]\nname = \"{name}\"\n\n[[step]]\nid = \"x\"\nprompt = \"do x\"\n\n[[step]]\nid = \"sub\"\nplan = \"sub.toml\"\n"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.toml");
+        std::fs::write(&path, text).expect("write");
+        std::fs::write(dir.path().join("sub.toml"), "[plan]\nname = \"in\"\n\n[[step]]\nid = \"y\"\nprompt = \"do y\"\n").expect("write");
+        let mut plan = file::load(&path).expect("plan loads");
+        plan.base = base.map(str::to_string);
+        plan
+    }
+
+    #[test]
+    fn a_subplan_state_at_the_old_path_moves_into_its_parents_folder() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let parent = PlanState::new(&plan("par", Some("main")), "main");
+        let mut step = parent.step("sub").expect("sub").clone();
+        step.branch = Some("clowder/par-sub".into());
+        let rel = parent.sub_file("sub");
+        assert_eq!(rel, "par/sub/sub.json");
+
+        // A plan of that name run by itself stays where it is.
+        let alone = PlanState::new(&plan("par-sub", Some("main")), "main");
+        alone.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert_eq!(path, root.path().join(PLANS_DIR).join(&rel));
+        assert!(!path.exists());
+        assert!(PlanState::path(root.path(), "par-sub").is_file());
+
+        // The step's own sub-plan, as an older clowder kept it, moves.
+        let old = PlanState::new(&plan("par-sub", None), "clowder/par-sub");
+        old.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert!(!PlanState::path(root.path(), "par-sub").exists());
+        let moved = PlanState::load(&path).expect("moved");
+        assert_eq!(moved.file.as_deref(), Some(rel.as_str()));
+        assert_eq!(moved.file_in(root.path()), path);
+        assert_eq!(moved.sub_file("y"), "par/sub/sub/sub/y.json");
+    }
+}
