@@ -333,3 +333,30 @@ fn a_changed_plan_file_is_refused_naming_its_steps_and_restart_keeps_the_merged_
     let out = repo.run_plan();
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
 }
+
+/// A plan named like a sub-plan (`PARENT-STEP`) once shared its state file:
+/// it found the sub-plan's, completed, and ran nothing.
+#[test]
+fn a_plan_named_like_a_subplan_has_a_state_of_its_own() {
+    let parent = "[plan]\nname = \"par\"\n\n[[step]]\nid = \"sub\"\nplan = \"sub.toml\"\n";
+    let repo = PlanRepo::new(parent);
+    let sub = "[plan]\nname = \"inner\"\n\n[[step]]\nid = \"x\"\nprompt = \"write x.txt\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert!(repo.path(".clowder/plans/par/sub/sub.json").is_file());
+    assert!(!repo.path(".clowder/plans/par-sub.json").exists());
+
+    let alone = "[plan]\nname = \"par-sub\"\n\n[[step]]\nid = \"z\"\nprompt = \"write z.txt\"\n";
+    std::fs::write(repo.path("alone.toml"), alone).expect("write");
+    let out = repo.clowder(&["plan", "run", "alone.toml", "--headless"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(stdout.contains("clowder: plan par-sub completed"), "{stdout}");
+    let files = repo.git(&["ls-tree", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "z.txt"), "{files}");
+    assert_eq!(
+        repo.step_states("par-sub"),
+        vec![("z".to_string(), "merged".to_string())]
+    );
+}
