@@ -360,3 +360,41 @@ fn a_plan_named_like_a_subplan_has_a_state_of_its_own() {
         vec![("z".to_string(), "merged".to_string())]
     );
 }
+
+/// A plan state saved before fingerprints gets them from the definitions it
+/// kept: the same plan file is not taken for a changed one, a changed one is.
+#[test]
+fn a_plan_state_of_version_1_is_checked_against_its_plan_file_too() {
+    let repo = PlanRepo::new(FIRST_PLAN);
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let path = repo.path(".clowder/plans/pl.json");
+    let mut saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
+    saved["schema_version"] = 1.into();
+    for step in saved["steps"].as_array_mut().expect("steps") {
+        step.as_object_mut().expect("step").remove("fingerprint");
+    }
+    std::fs::write(&path, saved.to_string()).expect("write");
+
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("plan pl is failed: nothing to run"),
+        "{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    std::fs::write(
+        repo.path("plan.toml"),
+        FIRST_PLAN.replace("write x.txt\\nfail", "write x.txt"),
+    )
+    .expect("write");
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("step x: changed (prompt)"),
+        "{}",
+        stderr_of(&out)
+    );
+}
