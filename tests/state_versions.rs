@@ -44,7 +44,10 @@ fn clowder(dir: &Path, args: &[&str]) -> Output {
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     init_with_one_commit(dir.path());
-    put(&dir.path().join("harness.toml"), &fast_config(&["normal"], ""));
+    put(
+        &dir.path().join("harness.toml"),
+        &fast_config(&["normal"], ""),
+    );
     dir
 }
 
@@ -77,7 +80,10 @@ fn a_fleet_json_of_version_1_loads_as_written_by_every_earlier_clowder() {
         assert!(!registry.lanes.is_empty(), "{name}");
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    put(&dir.path().join(".clowder/fleet.json"), &fixture("fleet-v1.json"));
+    put(
+        &dir.path().join(".clowder/fleet.json"),
+        &fixture("fleet-v1.json"),
+    );
     let registry = clowder::fleet::registry::load(dir.path()).expect("fleet-v1");
     assert_eq!(registry.lanes.len(), 3);
     assert_eq!(registry.pending.len(), 1);
@@ -119,7 +125,10 @@ fn task_files_without_a_version_load() {
         ("task-state-v0-by-hand.json", "stopped", 0),
     ] {
         let task = task_dir(dir.path(), &fixture(state));
-        let out = clowder(dir.path(), &["tasks", &task.display().to_string(), "--json"]);
+        let out = clowder(
+            dir.path(),
+            &["tasks", &task.display().to_string(), "--json"],
+        );
         assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
         let rows: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("JSON");
         assert_eq!(rows[0]["status"], status, "{state}: {rows}");
@@ -144,20 +153,29 @@ fn approval_files_status_and_running_records_without_a_version_load() {
         stderr_of(&out)
     );
 
-    put(&queue.join("done/r20261124-abc123.json"), &fixture("done-v0.json"));
+    put(
+        &queue.join("done/r20261124-abc123.json"),
+        &fixture("done-v0.json"),
+    );
     let done = clowder::approvals::list_done(&queue, 10);
     assert_eq!(done.len(), 1);
     assert_eq!(done[0].outcome, "rejected");
     let decision = done[0].decision.as_ref().expect("its decision");
     assert_eq!(decision.reason.as_deref(), Some("not today"));
 
-    put(&dir.path().join("harness.status"), &fixture("status-v0.json"));
+    put(
+        &dir.path().join("harness.status"),
+        &fixture("status-v0.json"),
+    );
     let out = clowder(dir.path(), &["--status"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains("3/3"), "{}", stdout_of(&out));
 
     let records = dir.path().join("running");
-    put(&records.join("4242.1700000000.s17.json"), &fixture("running-v0.json"));
+    put(
+        &records.join("4242.1700000000.s17.json"),
+        &fixture("running-v0.json"),
+    );
     let all = clowder::store::running::Running::in_dir(records).all();
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].pgid, 4250);
@@ -201,9 +219,8 @@ fn a_decision_without_a_version_is_read_as_the_first_decision() {
 
 /// What each command says of a file one version past what it reads.
 fn assert_newer(out: &Output, file: &str, found: u64, reads: u64) {
-    let said = format!(
-        "{file}: made by a newer clowder (schema {found}, this one reads up to {reads})"
-    );
+    let said =
+        format!("{file}: made by a newer clowder (schema {found}, this one reads up to {reads})");
     let all = format!("{}{}", stdout_of(out), stderr_of(out));
     assert!(all.contains(&said), "wanted {said:?} in:\n{all}");
 }
@@ -352,7 +369,10 @@ fn a_plan_named_like_a_subplan_has_a_state_of_its_own() {
     let out = repo.clowder(&["plan", "run", "alone.toml", "--headless"]);
     let stdout = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
-    assert!(stdout.contains("clowder: plan par-sub completed"), "{stdout}");
+    assert!(
+        stdout.contains("clowder: plan par-sub completed"),
+        "{stdout}"
+    );
     let files = repo.git(&["ls-tree", "--name-only", "main"]);
     assert!(files.lines().any(|f| f == "z.txt"), "{files}");
     assert_eq!(

@@ -704,11 +704,10 @@ impl Nested {
     async fn run(self, step: StepState, workspace: scheduler::Workspace) -> Result<(), String> {
         // Making its branch runs git (and merges): off the fleet's thread.
         let (root, file) = (self.root.clone(), self.file.clone());
-        let state = tokio::task::spawn_blocking(move || {
-            subplan::prepare(&root, &file, &step, &workspace)
-        })
-            .await
-            .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
+        let state =
+            tokio::task::spawn_blocking(move || subplan::prepare(&root, &file, &step, &workspace))
+                .await
+                .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
         if subplan::settled(&state) {
             return Ok(());
         }

@@ -45,7 +45,10 @@ impl Definition<'_> {
             ("collaboration", self.collaboration != other.collaboration),
             ("critical", self.critical != other.critical),
             ("done_when", self.done_when != other.done_when),
-            ("max_iterations", self.max_iterations != other.max_iterations),
+            (
+                "max_iterations",
+                self.max_iterations != other.max_iterations,
+            ),
             (
                 "verify_timeout",
                 self.verify_timeout_secs != other.verify_timeout_secs,

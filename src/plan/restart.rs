@@ -52,11 +52,7 @@ pub fn start_over(root: &Path, saved: &PlanState, fresh: PlanState) -> Result<Pl
 
 /// A sub-plan step's old sub-plan: its state is kept as `STEP.json.before-restart`
 /// and a new one is made from its file when the step starts again.
-fn set_aside(
-    root: &Path,
-    rel: &str,
-    step: &super::state::StepState,
-) -> Result<(), String> {
+fn set_aside(root: &Path, rel: &str, step: &super::state::StepState) -> Result<(), String> {
     let path = subplan::locate(root, rel, step)?;
     if !path.is_file() {
         return Ok(());

@@ -37,7 +37,10 @@ fn migrate(from: u64, value: &mut serde_json::Value) -> Result<(), String> {
         let state: StepState = serde_path_to_error::deserialize(step.clone())
             .map_err(|err| format!("at steps[{i}].{}: {}", err.path(), err.inner()))?;
         if let Some(object) = step.as_object_mut() {
-            object.insert("fingerprint".into(), state.definition().fingerprint().into());
+            object.insert(
+                "fingerprint".into(),
+                state.definition().fingerprint().into(),
+            );
         }
     }
     Ok(())

@@ -139,8 +139,7 @@ pub fn locate(root: &Path, rel: &str, step: &StepState) -> Result<PathBuf, Strin
     }
     state.file = Some(rel.to_string());
     state.save(root)?;
-    std::fs::remove_file(&old)
-        .map_err(|err| format!("cannot remove {}: {err}", old.display()))?;
+    std::fs::remove_file(&old).map_err(|err| format!("cannot remove {}: {err}", old.display()))?;
     Ok(path)
 }
 
@@ -168,7 +167,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("plan.toml");
         std::fs::write(&path, text).expect("write");
-        std::fs::write(dir.path().join("sub.toml"), "[plan]\nname = \"in\"\n\n[[step]]\nid = \"y\"\nprompt = \"do y\"\n").expect("write");
+        std::fs::write(
+            dir.path().join("sub.toml"),
+            "[plan]\nname = \"in\"\n\n[[step]]\nid = \"y\"\nprompt = \"do y\"\n",
+        )
+        .expect("write");
         let mut plan = file::load(&path).expect("plan loads");
         plan.base = base.map(str::to_string);
         plan

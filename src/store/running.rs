@@ -91,9 +91,7 @@ impl Running {
                 .map_err(|err| err.to_string())
                 .and_then(|text| FORMAT.parse::<Record>(&text));
             match parsed {
-                Ok(record) if path.extension().is_some_and(|e| e == "json") => {
-                    records.push(record)
-                }
+                Ok(record) if path.extension().is_some_and(|e| e == "json") => records.push(record),
                 Err(err) if versioned::is_newer(&err) => {
                     tracing::warn!("{}: {err}: left as it is", path.display());
                 }
