@@ -393,4 +393,14 @@ mod tests {
             Ok(Registry::default())
         );
     }
+
+    /// A later clowder may add a field older ones can do without, under the
+    /// same version; an older clowder reads on rather than stop.
+    #[test]
+    fn a_field_this_clowder_does_not_know_is_ignored_within_its_version() {
+        let path = Path::new("fleet.json");
+        let text = r#"{"schema_version": 1, "later": {"x": 1}, "lanes": [{"name": "a", "kind": "dir", "dir": "a", "branch": null, "base": null, "base_commit": null, "prompt_file": null, "max_iterations": null, "max_cost_usd": null, "state": "active", "created": "2026-11-25T00:00:00Z", "colour": "red"}]}"#;
+        let registry = parse(path, text).expect("reads");
+        assert_eq!(registry.lanes.len(), 1);
+    }
 }
