@@ -418,3 +418,34 @@ fn a_plan_state_of_version_1_is_checked_against_its_plan_file_too() {
         stderr_of(&out)
     );
 }
+
+/// A sub-plan file changed since its sub-plan's state was made fails its step,
+/// naming the change, rather than run the old sub-plan; `--restart` on the
+/// plan starts the sub-plan over from its file.
+#[test]
+fn a_changed_subplan_file_fails_its_step_until_the_plan_restarts() {
+    let parent = "[plan]\nname = \"ps\"\n\n[[step]]\nid = \"sub\"\nplan = \"sub.toml\"\n";
+    let repo = PlanRepo::new(parent);
+    let sub = "[plan]\nname = \"inner\"\n\n[[step]]\nid = \"y\"\nprompt = \"write y.txt\\nfail\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+
+    std::fs::write(repo.path("sub.toml"), sub.replace("\\nfail", "")).expect("write");
+    let out = repo.clowder(&["plan", "retry", "ps", "--headless"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let (_, rows) = repo.status_json("ps");
+    let reason = rows[0]["steps"][0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("changed since its state was made (step y: changed (prompt))"),
+        "{rows}"
+    );
+
+    let out = repo.clowder(&["plan", "run", "plan.toml", "--headless", "--restart"]);
+    let stdout = stdout_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
+    assert!(stdout.contains("its sub-plan starts over"), "{stdout}");
+    assert!(repo.path(".clowder/plans/ps/sub/sub.json.before-restart").is_file());
+    let files = repo.git(&["ls-tree", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "y.txt"), "{files}");
+}

@@ -33,7 +33,9 @@ pub fn prepare(
     };
     let path = locate(root, rel, step)?;
     if path.exists() {
-        return PlanState::load(&path);
+        let state = PlanState::load(&path)?;
+        unchanged(file, &state)?;
+        return Ok(state);
     }
     let Workspace::New {
         branch,
@@ -47,10 +49,7 @@ pub fn prepare(
             step.id
         ));
     };
-    let mut plan = file::load(file).map_err(|errors| {
-        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        format!("the sub-plan is refused: {}", said.join("; "))
-    })?;
+    let mut plan = load(file)?;
     make_branch(root, &step.lane, branch, from, merge_in)?;
     // Its own `base` gives way: the step's branch is what it builds on.
     plan.name = step.lane.clone();
@@ -59,6 +58,32 @@ pub fn prepare(
     state.file = Some(rel.to_string());
     state.save(root)?;
     Ok(state)
+}
+
+fn load(file: &Path) -> Result<file::Plan, String> {
+    file::load(file).map_err(|errors| {
+        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!("the sub-plan is refused: {}", said.join("; "))
+    })
+}
+
+/// A sub-plan file changed since its saved state was made is refused, as
+/// `plan run` refuses a changed plan file: the step fails, naming the changes.
+fn unchanged(file: &Path, saved: &PlanState) -> Result<(), String> {
+    if settled(saved) {
+        return Ok(());
+    }
+    let plan = load(file)?;
+    let fresh = PlanState::new(&plan, &saved.base);
+    let changes = super::fingerprint::differences(saved, &fresh);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the sub-plan file {} changed since its state was made ({}); `clowder plan run --restart` on its plan starts it over",
+        file.display(),
+        changes.join("; ")
+    ))
 }
 
 /// The step's branch from `from`, with the other dependencies' branches merged
