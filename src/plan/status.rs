@@ -42,10 +42,11 @@ pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, Strin
     };
     let mut files = Vec::new();
     for path in entries.filter_map(Result::ok).map(|e| e.path()) {
-        if path.is_dir() {
-            sub_files(&path, &mut files);
-        } else if path.extension().is_some_and(|e| e == "json") {
+        // Whatever is named `.json` is a state, to be read (and refused if a folder).
+        if path.extension().is_some_and(|e| e == "json") {
             files.push(path);
+        } else if path.is_dir() {
+            sub_files(&path, &mut files);
         }
     }
     files.sort();
@@ -77,10 +78,10 @@ fn sub_files(dir: &Path, files: &mut Vec<PathBuf>) {
         return;
     };
     for path in entries.filter_map(Result::ok).map(|e| e.path()) {
-        if path.is_dir() {
-            sub_files(&path, files);
-        } else if path.extension().is_some_and(|e| e == "json") {
+        if path.extension().is_some_and(|e| e == "json") {
             files.push(path);
+        } else if path.is_dir() {
+            sub_files(&path, files);
         }
     }
 }
