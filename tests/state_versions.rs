@@ -445,7 +445,10 @@ fn a_changed_subplan_file_fails_its_step_until_the_plan_restarts() {
     let stdout = stdout_of(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", stderr_of(&out));
     assert!(stdout.contains("its sub-plan starts over"), "{stdout}");
-    assert!(repo.path(".clowder/plans/ps/sub/sub.json.before-restart").is_file());
+    assert!(
+        repo.path(".clowder/plans/ps/sub/sub.json.before-restart")
+            .is_file()
+    );
     let files = repo.git(&["ls-tree", "--name-only", "main"]);
     assert!(files.lines().any(|f| f == "y.txt"), "{files}");
 }

@@ -13,6 +13,7 @@ pub const DONE: Format = unchanged_since_0(1);
 const fn unchanged_since_0(current: u64) -> Format {
     Format {
         current,
+        first: 0,
         unversioned: Some(0),
         migrate: versioned::no_changes,
         in_struct: false,

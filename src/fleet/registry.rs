@@ -19,6 +19,7 @@ pub const SCHEMA_VERSION: u64 = 1;
 /// Version 1 is the first: fleet.json always carried its number.
 const FORMAT: Format = Format {
     current: SCHEMA_VERSION,
+    first: 1,
     unversioned: None,
     migrate: versioned::no_changes,
     in_struct: true,

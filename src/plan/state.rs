@@ -19,6 +19,7 @@ pub const SCHEMA_VERSION: u32 = 2;
 
 const FORMAT: Format = Format {
     current: SCHEMA_VERSION as u64,
+    first: 1,
     unversioned: None,
     migrate,
     in_struct: true,

@@ -14,6 +14,7 @@ use super::versioned::{self, Format};
 /// Version 0 is a record written before versions were kept: the same fields.
 const FORMAT: Format = Format {
     current: 1,
+    first: 0,
     unversioned: Some(0),
     migrate: versioned::no_changes,
     in_struct: false,

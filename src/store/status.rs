@@ -13,6 +13,7 @@ use crate::protocol::{LoopState, Snapshot};
 /// A loop that starts replaces whatever status is there, newer or not.
 pub const FORMAT: Format = Format {
     current: 1,
+    first: 0,
     unversioned: Some(0),
     migrate: versioned::no_changes,
     in_struct: false,

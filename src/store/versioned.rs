@@ -20,6 +20,8 @@ pub const KEY: &str = "schema_version";
 pub struct Format {
     /// The version this build writes, and the highest it reads.
     pub current: u64,
+    /// The first version there was: a lower one is no file clowder wrote.
+    pub first: u64,
     /// The version a file without [`KEY`] is taken for (files written before
     /// versions were kept); `None`: such a file is refused.
     pub unversioned: Option<u64>,
@@ -80,6 +82,12 @@ impl Format {
         };
         if found > self.current {
             return Err(newer(found, self.current));
+        }
+        if found < self.first {
+            return Err(format!(
+                "{KEY} {found}: no clowder wrote this version (the first was {})",
+                self.first
+            ));
         }
         for from in found..self.current {
             (self.migrate)(from, value)
@@ -154,6 +162,7 @@ mod tests {
 
     const FORMAT: Format = Format {
         current: 2,
+        first: 1,
         unversioned: Some(1),
         migrate: renamed,
         in_struct: false,

@@ -22,6 +22,7 @@ const HEARTBEAT_FORMAT: Format = unchanged_since_0(1);
 const fn unchanged_since_0(current: u64) -> Format {
     Format {
         current,
+        first: 0,
         unversioned: Some(0),
         migrate: versioned::no_changes,
         in_struct: false,
