@@ -592,7 +592,7 @@ fn a_corrupt_or_newer_registry_is_refused_and_left_alone() {
     let cases = [
         (
             r#"{"schema_version": 99, "lanes": []}"#,
-            "schema_version 99 was written by a newer clowder",
+            "fleet.json: made by a newer clowder (schema 99, this one reads up to 1)",
         ),
         (
             "{\"schema_version\": 1,\n \"lanes\": [",

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use chrono::DateTime;
 use clowder::plan::file::{Collaboration, Plan, Step, Work};
 use clowder::plan::scheduler::{Input, Outcome, step};
-use clowder::plan::state::PlanState;
+use clowder::plan::state::{PlanState, SCHEMA_VERSION};
 use common::*;
 
 const LANE_STATUS: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"claude","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":3,"max_iterations":10,"global_iteration":17,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T01:00:00Z","last_completed_iteration":3,"last_completed_global":17,"last_committed":true,"last_exit_code":0,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":3,"productive":3,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":2},"exit_reason":"max_iterations","totals":{"cost_usd":0.4321}}"#;
@@ -109,14 +109,19 @@ fn status_refuses_a_missing_plan_and_a_state_of_another_version() {
     let text = std::fs::read_to_string(&path).expect("read state");
     std::fs::write(
         &path,
-        text.replace("\"schema_version\": 1", "\"schema_version\": 7"),
+        text.replace(
+            &format!("\"schema_version\": {SCHEMA_VERSION}"),
+            "\"schema_version\": 7",
+        ),
     )
     .expect("write state");
     let output = plan_status(dir.path(), &["auth"]);
     // A state file that cannot be read is a configuration error: exit 2.
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     assert!(
-        stderr_of(&output).contains("schema_version 7 is not one this clowder reads"),
+        stderr_of(&output).contains(&format!(
+            "auth.json: made by a newer clowder (schema 7, this one reads up to {SCHEMA_VERSION})"
+        )),
         "{output:?}"
     );
     assert!(stdout_of(&output).is_empty(), "{output:?}");

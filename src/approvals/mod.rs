@@ -26,6 +26,7 @@ pub mod claude_hook;
 pub mod codex_hook;
 pub mod commands;
 mod events;
+mod formats;
 pub mod host_rules;
 pub mod patch;
 pub mod policy;
@@ -110,7 +111,7 @@ pub fn list_done(dir: &Path, limit: usize) -> Vec<DoneRecord> {
         .take(limit)
         .filter_map(|(_, name)| {
             let bytes = done.read(&name).ok().flatten()?;
-            serde_json::from_slice::<DoneRecord>(&bytes).ok()
+            formats::DONE.parse(std::str::from_utf8(&bytes).ok()?).ok()
         })
         .collect()
 }
@@ -441,7 +442,10 @@ impl Queue {
                 Ok(Some((request, _))) => requests.push(request),
                 Ok(None) => {}
                 Err(reason) => {
-                    self.reject_file("pending", &name, &reason, None);
+                    // A newer clowder's request stays for that clowder to decide.
+                    if !crate::store::versioned::is_newer(&reason) {
+                        self.reject_file("pending", &name, &reason, None);
+                    }
                     refused.push((name, reason));
                 }
             }
@@ -525,8 +529,9 @@ impl Queue {
     /// for this request (garbage left behind) is moved aside first.
     fn write_decision(&self, record: &DecisionRecord) -> Result<(), DecideError> {
         let io = |e: QueueError| DecideError::Io(e.to_string());
-        let mut json =
-            serde_json::to_vec_pretty(record).map_err(|e| DecideError::Io(e.to_string()))?;
+        let mut json = formats::DECISION
+            .to_vec_pretty(record)
+            .map_err(|e| DecideError::Io(e.to_string()))?;
         json.push(b'\n');
         let root = DirHandle::open(&self.dir)
             .map_err(|err| DecideError::Io(format!("cannot open {}: {err}", self.dir.display())))?;
@@ -639,7 +644,7 @@ impl Queue {
             .ok()?
             .read(&format!("{id}.json"))
             .ok()??;
-        serde_json::from_slice(&bytes).ok()
+        formats::DONE.parse(std::str::from_utf8(&bytes).ok()?).ok()
     }
 
     /// Writes a new request into `pending/` (under a temporary name in the queue
@@ -819,7 +824,7 @@ impl Queue {
             outcome: label.to_string(),
             waited_secs,
         };
-        if let Ok(mut json) = serde_json::to_vec_pretty(&record) {
+        if let Ok(mut json) = formats::DONE.to_vec_pretty(&record) {
             json.push(b'\n');
             let done = self.sub("done").join(format!("{id}.json"));
             if crate::store::write_atomically(&done, &json).is_ok() {
@@ -971,8 +976,7 @@ fn parse_pending(pending: &DirHandle, name: &str) -> Result<Option<(Request, Vec
         return Ok(None);
     };
     let text = std::str::from_utf8(&bytes).map_err(|_| "not valid UTF-8".to_string())?;
-    let request: Request =
-        serde_json::from_str(text).map_err(|err| format!("not a valid request: {err}"))?;
+    let request: Request = formats::read(&formats::REQUEST, text, "request")?;
     if !valid_id(&request.id) {
         return Err(format!(
             "request id `{}` is not a valid id",
@@ -990,7 +994,7 @@ fn parse_pending(pending: &DirHandle, name: &str) -> Result<Option<(Request, Vec
 
 fn parse_decision(bytes: &[u8]) -> Result<DecisionRecord, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())?;
-    serde_json::from_str(text).map_err(|err| format!("not a valid decision: {err}"))
+    formats::read(&formats::DECISION, text, "decision")
 }
 
 fn sort_requests(requests: &mut [Request]) {
@@ -1097,7 +1101,8 @@ const MAX_TITLE_CHARS: usize = 1024;
 fn encode_within_limit(request: &mut Request) -> Result<Vec<u8>, QueueError> {
     request.title = crate::fmt::head_and_tail(&request.title, MAX_TITLE_CHARS);
     loop {
-        let mut bytes = serde_json::to_vec_pretty(&*request)
+        let mut bytes = formats::REQUEST
+            .to_vec_pretty(&*request)
             .map_err(|err| QueueError::Io(format!("cannot encode the request: {err}")))?;
         bytes.push(b'\n');
         if bytes.len() as u64 <= MAX_REQUEST_BYTES {

@@ -1,6 +1,6 @@
 //! `.clowder/fleet.json`: the lanes of a fleet, their folders, branches and
-//! options. Written atomically; read only when its `schema_version` is one this
-//! clowder knows, so a newer file is refused rather than half-read.
+//! options. Written atomically; versioned (see [`crate::store::versioned`]), so a
+//! newer file is refused rather than half-read.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::DirBuilderExt;
@@ -12,16 +12,24 @@ use serde::{Deserialize, Serialize};
 
 use super::LaneName;
 use crate::store::lock::STATE_DIR;
+use crate::store::versioned::{self, Format};
 
 /// The registry's format version; a file with a higher one is refused.
 pub const SCHEMA_VERSION: u64 = 1;
+/// Version 1 is the first: fleet.json always carried its number.
+const FORMAT: Format = Format {
+    current: SCHEMA_VERSION,
+    first: 1,
+    unversioned: None,
+    migrate: versioned::no_changes,
+    in_struct: true,
+};
 /// The registry, in [`STATE_DIR`].
 pub const FLEET_FILE: &str = "fleet.json";
 /// Held (flock) while the registry is read, changed and written back.
 const REGISTRY_LOCK: &str = "fleet.lock";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Registry {
     pub schema_version: u64,
     pub lanes: Vec<Lane>,
@@ -35,7 +43,6 @@ pub struct Registry {
 
 /// A lane change under way (see [`Registry::pending`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Pending {
     pub change: Change,
     pub lane: Lane,
@@ -52,7 +59,6 @@ pub enum Change {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Lane {
     pub name: LaneName,
     pub kind: LaneKind,
@@ -203,34 +209,7 @@ pub fn load(root: &Path) -> Result<Registry, Unreadable> {
 /// where in it the problem is.
 fn parse(path: &Path, text: &str) -> Result<Registry, String> {
     let bad = |what: String| format!("{}: {what}", path.display());
-    let value: serde_json::Value = serde_json::from_str(text).map_err(|err| {
-        let what = err.to_string();
-        // serde_json ends its message with the place, which is said first here.
-        let what = what
-            .rsplit_once(" at line ")
-            .map_or(what.as_str(), |(w, _)| w);
-        bad(format!(
-            "line {} column {}: not valid JSON: {what}",
-            err.line(),
-            err.column()
-        ))
-    })?;
-    match value.get("schema_version").map(serde_json::Value::as_u64) {
-        None => return Err(bad("no schema_version: not a clowder fleet file".into())),
-        Some(None) => {
-            return Err(bad(
-                "schema_version: expected a whole number such as 1".into()
-            ));
-        }
-        Some(Some(version)) if version > SCHEMA_VERSION => {
-            return Err(bad(format!(
-                "schema_version {version} was written by a newer clowder (this one reads up to {SCHEMA_VERSION}); nothing was read or changed"
-            )));
-        }
-        Some(Some(_)) => {}
-    }
-    let registry: Registry = serde_path_to_error::deserialize(value)
-        .map_err(|err| bad(format!("at {}: {}", err.path(), err.inner())))?;
+    let registry: Registry = FORMAT.parse(text).map_err(bad)?;
     let mut names: Vec<&LaneName> = registry.lanes.iter().map(|lane| &lane.name).collect();
     names.sort();
     if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
@@ -396,7 +375,10 @@ mod tests {
     fn a_newer_version_is_refused_before_the_rest_is_read() {
         let path = Path::new("fleet.json");
         let err = parse(path, r#"{"schema_version": 2, "lanes": 7}"#).expect_err("newer");
-        assert!(err.contains("schema_version 2"), "{err}");
+        assert_eq!(
+            err,
+            "fleet.json: made by a newer clowder (schema 2, this one reads up to 1)"
+        );
         let err = parse(path, r#"{"schema_version": 1, "lanes": 7}"#).expect_err("bad lanes");
         assert!(err.starts_with("fleet.json: at lanes:"), "{err}");
         let err = parse(path, "{\"schema_version\": 1,\n").expect_err("cut");
@@ -405,5 +387,15 @@ mod tests {
             parse(path, r#"{"schema_version": 1, "lanes": []}"#),
             Ok(Registry::default())
         );
+    }
+
+    /// A later clowder may add a field older ones can do without, under the
+    /// same version; an older clowder reads on rather than stop.
+    #[test]
+    fn a_field_this_clowder_does_not_know_is_ignored_within_its_version() {
+        let path = Path::new("fleet.json");
+        let text = r#"{"schema_version": 1, "later": {"x": 1}, "lanes": [{"name": "a", "kind": "dir", "dir": "a", "branch": null, "base": null, "base_commit": null, "prompt_file": null, "max_iterations": null, "max_cost_usd": null, "state": "active", "created": "2026-11-25T00:00:00Z", "colour": "red"}]}"#;
+        let registry = parse(path, text).expect("reads");
+        assert_eq!(registry.lanes.len(), 1);
     }
 }

@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// Print log lines instead of the control room
     #[arg(long = "headless")]
     pub headless: bool,
+    /// Start the plan over from its file, changed or not: steps merged into base
+    /// stay merged, the others start again (their branches kept under other names)
+    #[arg(long = "restart")]
+    pub restart: bool,
 }
 
 #[derive(Debug, Args)]
@@ -96,7 +100,9 @@ pub fn run(command: PlanCommand, open_room: super::run::OpenRoom) -> i32 {
     match command {
         PlanCommand::Check(args) => check(&args),
         PlanCommand::Status(args) => status(&args),
-        PlanCommand::Run(args) => super::run::run(&args.file, args.headless, open_room),
+        PlanCommand::Run(args) => {
+            super::run::run(&args.file, args.headless, args.restart, open_room)
+        }
         PlanCommand::Pause(args) => control(&args.name, Request::Pause),
         PlanCommand::Resume(args) => control(&args.name, Request::Resume),
         PlanCommand::Stop(args) => control(&args.name, Request::Stop),

@@ -95,13 +95,7 @@ pub fn take_requests(root: &Path, plan: &str) -> Vec<Request> {
 /// Carries out `request` on plan `name` in `root`; returns what to print, or why
 /// it was refused (naming the plan's or step's current state).
 pub fn command(root: &Path, name: &str, request: Request) -> Result<String, String> {
-    let path = PlanState::path(root, name);
-    if !path.is_file() {
-        return Err(format!(
-            "no plan {name:?}: {} does not exist",
-            path.display()
-        ));
-    }
+    let path = super::status::plan_file(root, name)?;
     let guard = lock(root, name)?;
     let mut state = PlanState::load(&path)?;
     refuse_early(&state, &request)?;

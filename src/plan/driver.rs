@@ -648,6 +648,7 @@ impl Driver {
     /// sub-plan is completed or failed, or could not start.
     fn start_subplan(&mut self, step: &StepState, workspace: &scheduler::Workspace) {
         let sub = Nested {
+            file: self.state.sub_file(&step.id),
             root: self.root.clone(),
             queue_dir: self.queue_dir.clone(),
             out: Rc::clone(&self.out),
@@ -677,7 +678,7 @@ impl Driver {
                 self.say(Level::Warn, &line);
                 return self.apply(ended_badly(id, reason));
             }
-            None => subplan::outcome(&self.root, step),
+            None => subplan::outcome(&self.root, &self.state.sub_file(&id), step),
         };
         let Some(outcome) = outcome else {
             return;
@@ -691,6 +692,8 @@ impl Driver {
 
 /// What a sub-plan's driver shares with its plan's.
 struct Nested {
+    /// The sub-plan's state file, relative to the plans' folder.
+    file: String,
     root: PathBuf,
     queue_dir: PathBuf,
     out: Rc<RefCell<Box<dyn Reporter>>>,
@@ -700,10 +703,11 @@ struct Nested {
 impl Nested {
     async fn run(self, step: StepState, workspace: scheduler::Workspace) -> Result<(), String> {
         // Making its branch runs git (and merges): off the fleet's thread.
-        let root = self.root.clone();
-        let state = tokio::task::spawn_blocking(move || subplan::prepare(&root, &step, &workspace))
-            .await
-            .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
+        let (root, file) = (self.root.clone(), self.file.clone());
+        let state =
+            tokio::task::spawn_blocking(move || subplan::prepare(&root, &file, &step, &workspace))
+                .await
+                .map_err(|err| format!("the sub-plan could not be prepared: {err}"))??;
         if subplan::settled(&state) {
             return Ok(());
         }

@@ -42,7 +42,7 @@ pub fn reset(root: &Path, state: &mut PlanState, ids: &[String]) -> Result<Vec<S
     still_blocked(&after, &chosen)?;
     let mut said = Vec::new();
     for step in state.steps.iter().filter(|s| chosen.contains(&s.id)) {
-        said.extend(fresh_start(root, step)?);
+        said.extend(fresh_start(root, &state.sub_file(&step.id), step)?);
     }
     *state = after;
     state.status = PlanStatus::Running;
@@ -148,9 +148,14 @@ fn still_blocked(after: &PlanState, chosen: &HashSet<String>) -> Result<(), Stri
 /// rm --force` does) and its branch renamed, never deleted. A sequential step
 /// has no branch of its own and goes on in its dependency's worktree; a
 /// sub-plan step keeps its branch, and its sub-plan's failed steps start again.
-fn fresh_start(root: &Path, step: &StepState) -> Result<Vec<String>, String> {
+/// `sub_file`: where a sub-plan step's sub-plan is kept.
+pub(super) fn fresh_start(
+    root: &Path,
+    sub_file: &str,
+    step: &StepState,
+) -> Result<Vec<String>, String> {
     if subplan::is_subplan(step) {
-        return retry_subplan(root, step);
+        return retry_subplan(root, sub_file, step);
     }
     let mut said = Vec::new();
     let Ok(lane) = LaneName::parse(&step.lane) else {
@@ -193,8 +198,8 @@ fn free_name(root: &Path, branch: &str) -> Result<String, String> {
     ))
 }
 
-fn retry_subplan(root: &Path, step: &StepState) -> Result<Vec<String>, String> {
-    let path = PlanState::path(root, &step.lane);
+fn retry_subplan(root: &Path, sub_file: &str, step: &StepState) -> Result<Vec<String>, String> {
+    let path = subplan::locate(root, sub_file, step)?;
     if !path.is_file() {
         return Ok(Vec::new());
     }

@@ -132,7 +132,7 @@ async fn retry(
     }
     let (root, name) = (root.to_path_buf(), name.to_string());
     let reset = tokio::task::spawn_blocking(move || {
-        let mut state = PlanState::load(&PlanState::path(&root, &name))?;
+        let mut state = PlanState::load(&super::status::plan_file(&root, &name)?)?;
         let said = super::retry::reset(&root, &mut state, &[])?;
         Ok::<_, String>((state, said))
     })

@@ -19,7 +19,7 @@ const EXIT_USAGE: i32 = 2;
 const EXIT_FAILED: i32 = 1;
 
 /// `headless`: print log lines even in a terminal (else the control room shows the plan).
-pub fn run(plan_file: &Path, headless: bool, open_room: OpenRoom) -> i32 {
+pub fn run(plan_file: &Path, headless: bool, restart: bool, open_room: OpenRoom) -> i32 {
     let config = match Config::load(Path::new(DEFAULT_CONFIG_FILE), false) {
         Ok(config) => config,
         Err(err) => {
@@ -48,7 +48,7 @@ pub fn run(plan_file: &Path, headless: bool, open_room: OpenRoom) -> i32 {
             return EXIT_FAILED;
         }
     };
-    match prepare(&root, &plan) {
+    match prepare(&root, &plan, plan_file, restart) {
         Ok(Prepared::Settled(code)) => code,
         Ok(Prepared::Run(state)) => drive(root, config, state, headless, open_room),
         Err((code, err)) => {
@@ -65,10 +65,28 @@ enum Prepared {
     Run(PlanState),
 }
 
-fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, (i32, String)> {
+fn prepare(
+    root: &Path,
+    plan: &Plan,
+    plan_file: &Path,
+    restart: bool,
+) -> Result<Prepared, (i32, String)> {
     let path = PlanState::path(root, &plan.name);
     if path.exists() {
         let state = PlanState::load(&path).map_err(|err| (EXIT_USAGE, err))?;
+        let fresh = PlanState::new(plan, &state.base);
+        if restart {
+            let state = super::restart::start_over(root, &state, fresh)
+                .map_err(|err| (EXIT_FAILED, err))?;
+            return Ok(Prepared::Run(state));
+        }
+        let mut changes = super::fingerprint::differences(&state, &fresh);
+        if plan.base.as_ref().is_some_and(|base| *base != state.base) {
+            changes.push("[plan] base: changed".into());
+        }
+        if !changes.is_empty() {
+            return Err((EXIT_USAGE, changed(plan_file, &path, &changes)));
+        }
         if matches!(state.status, PlanStatus::Completed | PlanStatus::Failed) {
             println!(
                 "plan {} is {}: nothing to run (its state is {})",
@@ -103,6 +121,22 @@ fn prepare(root: &Path, plan: &Plan) -> Result<Prepared, (i32, String)> {
     }
 }
 
+/// The refusal of a plan file changed since its state was made.
+fn changed(plan_file: &Path, state_file: &Path, changes: &[String]) -> String {
+    let file = plan_file.display();
+    let mut said = format!(
+        "{file} changed since its plan's state was made ({}):",
+        state_file.display()
+    );
+    for change in changes {
+        said.push_str(&format!("\n  {change}"));
+    }
+    said.push_str(&format!(
+        "\n`clowder plan run {file} --restart` starts the plan over (steps merged into base stay merged)"
+    ));
+    said
+}
+
 fn current_branch(root: &Path) -> Result<String, String> {
     let top = worktree::toplevel(root)
         .map_err(|err| format!("a plan runs in a git repository: {err}"))?;
@@ -130,6 +164,7 @@ pub(super) fn drive(
     open_room: OpenRoom,
 ) -> i32 {
     let name = state.name.clone();
+    let file = state.file_in(&root);
     let _driver_lock = match super::control::lock(&root, &name) {
         Ok(Some(lock)) => lock,
         Ok(None) => {
@@ -177,7 +212,7 @@ pub(super) fn drive(
     }
     let signal = i32::try_from(stopped_by.load(Ordering::Relaxed)).unwrap_or_default();
     // The driver saved every change: the file says how the plan stands.
-    let state = match PlanState::load(&PlanState::path(&root, &name)) {
+    let state = match PlanState::load(&file) {
         Ok(state) => state,
         Err(err) => {
             eprintln!("clowder: error: {err}");
@@ -252,13 +287,7 @@ pub fn retry(name: &str, ids: &[String], headless: bool, open_room: OpenRoom) ->
 /// The saved plan `name` reset for a retry, under its driver lock (released
 /// before the plan runs, which takes it again).
 fn reset_saved(root: &Path, name: &str, ids: &[String]) -> Result<PlanState, String> {
-    let path = PlanState::path(root, name);
-    if !path.is_file() {
-        return Err(format!(
-            "no plan {name:?}: {} does not exist",
-            path.display()
-        ));
-    }
+    let path = super::status::plan_file(root, name)?;
     let Some(_lock) = super::control::lock(root, name)? else {
         return Err(format!(
             "cannot retry plan {name}: it is running here (`R` in its Plan view retries it there once it has failed)"

@@ -1,5 +1,6 @@
-//! A plan's state as saved at `.clowder/plans/NAME.json`: what the scheduler
-//! knows, versioned, written atomically and refused whole when of another version.
+//! A plan's state as saved at `.clowder/plans/NAME.json` (a sub-plan's in its
+//! parent's folder, `PARENT/sub/STEP.json`): what the scheduler knows, versioned
+//! (see [`crate::store::versioned`]) and written atomically.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -10,9 +11,41 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::file::{self, Collaboration, Plan, Work};
+use crate::store::versioned::Format;
 
-/// Raised whenever the meaning of a saved field changes.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Raised whenever the meaning of a saved field changes. 2: each step keeps the
+/// fingerprint of its definition, a sub-plan the place of its file.
+pub const SCHEMA_VERSION: u32 = 2;
+
+const FORMAT: Format = Format {
+    current: SCHEMA_VERSION as u64,
+    first: 1,
+    unversioned: None,
+    migrate,
+    in_struct: true,
+};
+
+/// Version 1 had no fingerprints: each step's is made from the definition it kept.
+fn migrate(from: u64, value: &mut serde_json::Value) -> Result<(), String> {
+    if from != 1 {
+        return Ok(());
+    }
+    let steps = value
+        .get_mut("steps")
+        .and_then(serde_json::Value::as_array_mut)
+        .ok_or("steps: expected a list")?;
+    for (i, step) in steps.iter_mut().enumerate() {
+        let state: StepState = serde_path_to_error::deserialize(step.clone())
+            .map_err(|err| format!("at steps[{i}].{}: {}", err.path(), err.inner()))?;
+        if let Some(object) = step.as_object_mut() {
+            object.insert(
+                "fingerprint".into(),
+                state.definition().fingerprint().into(),
+            );
+        }
+    }
+    Ok(())
+}
 
 /// Where plans are saved, under the project folder.
 pub const PLANS_DIR: &str = ".clowder/plans";
@@ -114,6 +147,10 @@ pub struct StepState {
     /// dependency), while it is.
     #[serde(default)]
     pub reason: Option<String>,
+    /// Of its definition when the plan's state was made (see [`Definition`]):
+    /// a plan file changed since is refused.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
 fn default_timeout_secs() -> f64 {
@@ -156,6 +193,10 @@ pub struct PlanState {
     /// `[plan] cleanup`: completed, it removes its merged steps' worktrees and branches.
     #[serde(default = "yes")]
     pub cleanup: bool,
+    /// A sub-plan's file, relative to [`PLANS_DIR`] (see [`PlanState::sub_file`]);
+    /// a plan run by itself is at `NAME.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 fn yes() -> bool {
@@ -195,6 +236,11 @@ impl PlanState {
                     .as_secs_f64(),
                 waits_for: None,
                 reason: None,
+                fingerprint: String::new(),
+            })
+            .map(|mut step: StepState| {
+                step.fingerprint = step.definition().fingerprint();
+                step
             })
             .collect();
         PlanState {
@@ -209,6 +255,7 @@ impl PlanState {
             merge_queue: VecDeque::new(),
             merging: None,
             cleanup: plan.cleanup,
+            file: None,
         }
     }
 
@@ -227,24 +274,14 @@ impl PlanState {
             .count()
     }
 
-    /// Parses saved JSON; another schema version is refused before any field is read.
+    /// Parses saved JSON: a newer version is refused before any field is read,
+    /// an older one migrated.
     pub fn from_json(text: &str) -> Result<PlanState, String> {
-        #[derive(Deserialize)]
-        struct Version {
-            schema_version: Option<u32>,
+        let state: PlanState = FORMAT.parse(text)?;
+        if let Some(file) = &state.file {
+            check_file(file).map_err(|err| format!("at file: {err}"))?;
         }
-        let version: Version =
-            serde_json::from_str(text).map_err(|err| format!("not a plan state: {err}"))?;
-        match version.schema_version {
-            Some(SCHEMA_VERSION) => {}
-            Some(other) => {
-                return Err(format!(
-                    "schema_version {other} is not one this clowder reads (expected {SCHEMA_VERSION})"
-                ));
-            }
-            None => return Err("not a plan state: no schema_version".into()),
-        }
-        serde_json::from_str(text).map_err(|err| format!("not a plan state: {err}"))
+        Ok(state)
     }
 
     pub fn to_json(&self) -> String {
@@ -263,13 +300,46 @@ impl PlanState {
         PlanState::from_json(&text).map_err(|err| format!("{}: {err}", path.display()))
     }
 
+    /// Where this state is kept, relative to [`PLANS_DIR`].
+    pub fn rel_file(&self) -> String {
+        self.file
+            .clone()
+            .unwrap_or_else(|| format!("{}.json", self.name))
+    }
+
+    /// Where this state is kept under `root`.
+    pub fn file_in(&self, root: &Path) -> PathBuf {
+        root.join(PLANS_DIR).join(self.rel_file())
+    }
+
+    /// Where the sub-plan of its step `id` is kept, relative to [`PLANS_DIR`]:
+    /// in a folder of this plan's own, so that no plan's name can lead there.
+    pub fn sub_file(&self, id: &str) -> String {
+        let rel = self.rel_file();
+        let stem = rel.strip_suffix(".json").unwrap_or(&rel);
+        format!("{stem}/sub/{id}.json")
+    }
+
     pub fn save(&self, root: &Path) -> Result<(), String> {
-        let path = PlanState::path(root, &self.name);
+        let path = self.file_in(root);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         }
         crate::store::write_atomically(&path, format!("{}\n", self.to_json()).as_bytes())
             .map_err(|err| format!("cannot write {}: {err}", path.display()))
+    }
+}
+
+/// A sub-plan's `file` leads nowhere but under [`PLANS_DIR`].
+fn check_file(file: &str) -> Result<(), String> {
+    let path = Path::new(file);
+    let plain = path
+        .components()
+        .all(|part| matches!(part, std::path::Component::Normal(_)));
+    if plain && file.ends_with(".json") {
+        Ok(())
+    } else {
+        Err(format!("{file:?} is not a path inside {PLANS_DIR}"))
     }
 }

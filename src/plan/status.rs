@@ -29,17 +29,10 @@ pub struct StepRow {
     pub reason: Option<String>,
 }
 
-/// The plans to show: `name`'s, or every `.json` in `.clowder/plans/`, by name.
+/// The plans to show: `name`'s, or every plan's and sub-plan's, by file.
 pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, String> {
     if let Some(name) = name {
-        let path = PlanState::path(root, name);
-        if !path.is_file() {
-            return Err(format!(
-                "no plan {name:?}: {} does not exist",
-                path.display()
-            ));
-        }
-        return Ok(vec![path]);
+        return Ok(vec![plan_file(root, name)?]);
     }
     let dir = root.join(PLANS_DIR);
     let entries = match std::fs::read_dir(&dir) {
@@ -47,13 +40,57 @@ pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, Strin
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(err) => return Err(format!("cannot read {}: {err}", dir.display())),
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
+    let mut files = Vec::new();
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        // Whatever is named `.json` is a state, to be read (and refused if a folder).
+        if path.extension().is_some_and(|e| e == "json") {
+            files.push(path);
+        } else if path.is_dir() {
+            sub_files(&path, &mut files);
+        }
+    }
     files.sort();
     Ok(files)
+}
+
+/// The state file of plan `name`: `NAME.json`, else the sub-plan so named.
+pub fn plan_file(root: &Path, name: &str) -> Result<PathBuf, String> {
+    let path = PlanState::path(root, name);
+    if path.is_file() {
+        return Ok(path);
+    }
+    let plans = root.join(PLANS_DIR);
+    let mut files = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(&plans) {
+        for entry in entries.filter_map(Result::ok) {
+            sub_files(&entry.path(), &mut files);
+        }
+    }
+    files
+        .into_iter()
+        .find(|file| sub_name(&plans, file).as_deref() == Some(name))
+        .ok_or_else(|| format!("no plan {name:?}: {} does not exist", path.display()))
+}
+
+/// The sub-plans' files under a plan's folder `dir` (in `dir/sub/`), nested ones too.
+fn sub_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir.join("sub")) else {
+        return;
+    };
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        if path.extension().is_some_and(|e| e == "json") {
+            files.push(path);
+        } else if path.is_dir() {
+            sub_files(&path, files);
+        }
+    }
+}
+
+/// A sub-plan's name from its file: `A/sub/B.json` is `A-B`, as its lanes are named.
+fn sub_name(plans: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(plans).ok()?.to_str()?;
+    let stem = rel.strip_suffix(".json")?;
+    Some(stem.replace("/sub/", "-"))
 }
 
 pub fn row(root: &Path, state: &PlanState) -> PlanRow {

@@ -1,18 +1,18 @@
 //! A step that is itself a plan (`plan = "sub.toml"`). The step gets its own
 //! branch, made as a parallel step's is (from its dependency's tip, or base), and
 //! that branch is the sub-plan's base: the sub-plan runs under the step's lane
-//! name (`PARENT-STEP`, its state in `.clowder/plans/PARENT-STEP.json`), with its
+//! name (`PARENT-STEP`, its state in `.clowder/plans/PARENT/sub/STEP.json`), with its
 //! own lanes, merge queue and `verify`. The step is done when the sub-plan
 //! completes (its branch then goes through the parent's merge queue) and failed,
 //! without a retry, when the sub-plan fails: its own steps had theirs.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::checks::{self, Checks};
 use super::file::{self, Work};
 use super::merge::{self, MergeJob};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
-use super::state::{PlanState, PlanStatus, StepState, StepStatus};
+use super::state::{PLANS_DIR, PlanState, PlanStatus, StepState, StepStatus};
 use crate::fleet::worktree;
 
 pub fn is_subplan(step: &StepState) -> bool {
@@ -21,13 +21,21 @@ pub fn is_subplan(step: &StepState) -> bool {
 
 /// The sub-plan's state: the saved one when an earlier run made it (a restart
 /// resumes it), else a new one, from the plan file, on a branch made now.
-pub fn prepare(root: &Path, step: &StepState, workspace: &Workspace) -> Result<PlanState, String> {
+/// `rel` is where its state is kept (see [`PlanState::sub_file`]).
+pub fn prepare(
+    root: &Path,
+    rel: &str,
+    step: &StepState,
+    workspace: &Workspace,
+) -> Result<PlanState, String> {
     let Work::Plan(file) = &step.work else {
         return Err(format!("step {} is not a sub-plan", step.id));
     };
-    let path = PlanState::path(root, &step.lane);
+    let path = locate(root, rel, step)?;
     if path.exists() {
-        return PlanState::load(&path);
+        let state = PlanState::load(&path)?;
+        unchanged(file, &state)?;
+        return Ok(state);
     }
     let Workspace::New {
         branch,
@@ -41,17 +49,41 @@ pub fn prepare(root: &Path, step: &StepState, workspace: &Workspace) -> Result<P
             step.id
         ));
     };
-    let mut plan = file::load(file).map_err(|errors| {
-        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        format!("the sub-plan is refused: {}", said.join("; "))
-    })?;
+    let mut plan = load(file)?;
     make_branch(root, &step.lane, branch, from, merge_in)?;
     // Its own `base` gives way: the step's branch is what it builds on.
     plan.name = step.lane.clone();
     plan.base = Some(branch.clone());
-    let state = PlanState::new(&plan, branch);
+    let mut state = PlanState::new(&plan, branch);
+    state.file = Some(rel.to_string());
     state.save(root)?;
     Ok(state)
+}
+
+fn load(file: &Path) -> Result<file::Plan, String> {
+    file::load(file).map_err(|errors| {
+        let said: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        format!("the sub-plan is refused: {}", said.join("; "))
+    })
+}
+
+/// A sub-plan file changed since its saved state was made is refused, as
+/// `plan run` refuses a changed plan file: the step fails, naming the changes.
+fn unchanged(file: &Path, saved: &PlanState) -> Result<(), String> {
+    if settled(saved) {
+        return Ok(());
+    }
+    let plan = load(file)?;
+    let fresh = PlanState::new(&plan, &saved.base);
+    let changes = super::fingerprint::differences(saved, &fresh);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the sub-plan file {} changed since its state was made ({}); `clowder plan run --restart` on its plan starts it over",
+        file.display(),
+        changes.join("; ")
+    ))
 }
 
 /// The step's branch from `from`, with the other dependencies' branches merged
@@ -91,8 +123,8 @@ fn make_branch(
 }
 
 /// How the step went, once its sub-plan is over; `None` while it goes on.
-pub fn outcome(root: &Path, step: &StepState) -> Option<Outcome> {
-    let state = match PlanState::load(&PlanState::path(root, &step.lane)) {
+pub fn outcome(root: &Path, rel: &str, step: &StepState) -> Option<Outcome> {
+    let state = match locate(root, rel, step).and_then(|path| PlanState::load(&path)) {
         Ok(state) => state,
         Err(reason) => return Some(failed(reason)),
     };
@@ -116,6 +148,26 @@ pub fn outcome(root: &Path, step: &StepState) -> Option<Outcome> {
     }
 }
 
+/// The sub-plan's state file, `rel` under the plans' folder. One that an older
+/// clowder kept at `.clowder/plans/PARENT-STEP.json`, where a plan of that name
+/// would keep its own, is moved here first; a plan run by itself (on another
+/// base than the step's branch) is left where it is.
+pub fn locate(root: &Path, rel: &str, step: &StepState) -> Result<PathBuf, String> {
+    let path = root.join(PLANS_DIR).join(rel);
+    let old = PlanState::path(root, &step.lane);
+    if path.exists() || !old.is_file() {
+        return Ok(path);
+    }
+    let mut state = PlanState::load(&old)?;
+    if state.name != step.lane || Some(&state.base) != step.branch.as_ref() {
+        return Ok(path);
+    }
+    state.file = Some(rel.to_string());
+    state.save(root)?;
+    std::fs::remove_file(&old).map_err(|err| format!("cannot remove {}: {err}", old.display()))?;
+    Ok(path)
+}
+
 /// Whether the saved sub-plan has nothing more to run.
 pub fn settled(state: &PlanState) -> bool {
     matches!(state.status, PlanStatus::Completed | PlanStatus::Failed)
@@ -125,5 +177,56 @@ fn failed(reason: String) -> Outcome {
     Outcome::Failed {
         reason,
         last_result: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::file;
+
+    fn plan(name: &str, base: Option<&str>) -> file::Plan {
+        let text = format!(
+            "[plan]\nname = \"{name}\"\n\n[[step]]\nid = \"x\"\nprompt = \"do x\"\n\n[[step]]\nid = \"sub\"\nplan = \"sub.toml\"\n"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("plan.toml");
+        std::fs::write(&path, text).expect("write");
+        std::fs::write(
+            dir.path().join("sub.toml"),
+            "[plan]\nname = \"in\"\n\n[[step]]\nid = \"y\"\nprompt = \"do y\"\n",
+        )
+        .expect("write");
+        let mut plan = file::load(&path).expect("plan loads");
+        plan.base = base.map(str::to_string);
+        plan
+    }
+
+    #[test]
+    fn a_subplan_state_at_the_old_path_moves_into_its_parents_folder() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let parent = PlanState::new(&plan("par", Some("main")), "main");
+        let mut step = parent.step("sub").expect("sub").clone();
+        step.branch = Some("clowder/par-sub".into());
+        let rel = parent.sub_file("sub");
+        assert_eq!(rel, "par/sub/sub.json");
+
+        // A plan of that name run by itself stays where it is.
+        let alone = PlanState::new(&plan("par-sub", Some("main")), "main");
+        alone.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert_eq!(path, root.path().join(PLANS_DIR).join(&rel));
+        assert!(!path.exists());
+        assert!(PlanState::path(root.path(), "par-sub").is_file());
+
+        // The step's own sub-plan, as an older clowder kept it, moves.
+        let old = PlanState::new(&plan("par-sub", None), "clowder/par-sub");
+        old.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert!(!PlanState::path(root.path(), "par-sub").exists());
+        let moved = PlanState::load(&path).expect("moved");
+        assert_eq!(moved.file.as_deref(), Some(rel.as_str()));
+        assert_eq!(moved.file_in(root.path()), path);
+        assert_eq!(moved.sub_file("y"), "par/sub/sub/sub/y.json");
     }
 }

@@ -10,6 +10,7 @@ pub mod running;
 pub mod small_file;
 pub mod status;
 pub mod status_pointer;
+pub mod versioned;
 
 use std::fs::File;
 use std::io::{self, Write};

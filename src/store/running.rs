@@ -9,6 +9,16 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::lock::STATE_DIR;
+use super::versioned::{self, Format};
+
+/// Version 0 is a record written before versions were kept: the same fields.
+const FORMAT: Format = Format {
+    current: 1,
+    first: 0,
+    unversioned: Some(0),
+    migrate: versioned::no_changes,
+    in_struct: false,
+};
 
 /// The folder of the records, in [`STATE_DIR`].
 pub const RUNNING_DIR: &str = "running";
@@ -59,7 +69,7 @@ impl Running {
     /// Writes `record` durably (a later run must find it even after a SIGKILL).
     pub fn add(&self, record: &Record) -> io::Result<()> {
         std::fs::create_dir_all(&self.dir)?;
-        let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
+        let bytes = FORMAT.to_vec(record).map_err(io::Error::other)?;
         super::write_atomically(&self.path(&record.token), &bytes)
     }
 
@@ -69,7 +79,8 @@ impl Running {
 
     /// Every readable record; files that are not records are removed with the
     /// temp files of interrupted writes (nobody else writes here: the instance
-    /// lock is held).
+    /// lock is held). A record made by a newer clowder is left in place, unread,
+    /// and said in the log: its process is that clowder's to end.
     pub fn all(&self) -> Vec<Record> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -77,12 +88,13 @@ impl Running {
         let mut records = Vec::new();
         for entry in entries.filter_map(Result::ok) {
             let path = entry.path();
-            let parsed = super::small_file::read(&path)
-                .ok()
-                .and_then(|bytes| serde_json::from_slice::<Record>(&bytes).ok());
+            let parsed = super::small_file::read_to_string(&path)
+                .map_err(|err| err.to_string())
+                .and_then(|text| FORMAT.parse::<Record>(&text));
             match parsed {
-                Some(record) if path.extension().is_some_and(|e| e == "json") => {
-                    records.push(record)
+                Ok(record) if path.extension().is_some_and(|e| e == "json") => records.push(record),
+                Err(err) if versioned::is_newer(&err) => {
+                    tracing::warn!("{}: {err}: left as it is", path.display());
                 }
                 _ => {
                     let _ = std::fs::remove_file(&path);

@@ -6,10 +6,21 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use super::versioned::{self, Format};
 use crate::protocol::{LoopState, Snapshot};
 
+/// Version 0 is a status written before versions were kept: the same fields.
+/// A loop that starts replaces whatever status is there, newer or not.
+pub const FORMAT: Format = Format {
+    current: 1,
+    first: 0,
+    unversioned: Some(0),
+    migrate: versioned::no_changes,
+    in_struct: false,
+};
+
 pub fn write(path: &Path, snapshot: &Snapshot) -> io::Result<()> {
-    let mut json = serde_json::to_vec_pretty(snapshot).map_err(io::Error::other)?;
+    let mut json = FORMAT.to_vec_pretty(snapshot).map_err(io::Error::other)?;
     json.push(b'\n');
     super::replace_atomically(path, &json)
 }
@@ -26,6 +37,11 @@ pub fn read(path: &Path) -> Result<(Snapshot, String), String> {
             format!("{}: cannot read: {err}", path.display())
         }
     })?;
+    // The version first; then the text itself, for errors that say where (no
+    // version so far changed a field).
+    FORMAT
+        .upgrade(&text)
+        .map_err(|err| format!("{}: {err}", path.display()))?;
     let snapshot = serde_json::from_str(&text).map_err(|err| {
         format!(
             "{}:{}:{}: not a clowder status file: {err}",

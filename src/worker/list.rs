@@ -79,6 +79,9 @@ fn status_of(state: Result<Option<task::State>, task::FileError>) -> (String, u6
             state.termination_reason,
         ),
         Ok(None) => ("new".to_string(), 0, None),
+        Err(err) if crate::store::versioned::is_newer(&err.message) => {
+            ("newer".to_string(), 0, Some(err.to_string()))
+        }
         Err(err) => ("corrupt".to_string(), 0, Some(err.to_string())),
     }
 }

@@ -11,6 +11,23 @@ use serde::{Deserialize, Serialize};
 
 use super::tools::ActionResult;
 use crate::store::small_file;
+use crate::store::versioned::{self, Format};
+
+/// The formats of the files this module writes. Version 0 is a file written
+/// before versions were kept (or by hand): the same fields, without the number.
+const TASK_FORMAT: Format = unchanged_since_0(1);
+const STATE_FORMAT: Format = unchanged_since_0(1);
+const HEARTBEAT_FORMAT: Format = unchanged_since_0(1);
+
+const fn unchanged_since_0(current: u64) -> Format {
+    Format {
+        current,
+        first: 0,
+        unversioned: Some(0),
+        migrate: versioned::no_changes,
+        in_struct: false,
+    }
+}
 
 pub(crate) const TASK_FILE: &str = "task.json";
 pub(crate) const STATE_FILE: &str = "state.json";
@@ -142,18 +159,18 @@ fn file_error(path: &Path, message: impl std::fmt::Display) -> FileError {
 pub(crate) fn read_task(dir: &Path) -> Result<Task, FileError> {
     let path = dir.join(TASK_FILE);
     let text = small_file::read_to_string(&path).map_err(|err| file_error(&path, err))?;
-    let mut de = serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let key = err.path().to_string();
-        let inner = err.into_inner();
+    let mut value = serde_json::from_str::<serde_json::Value>(&text).map_err(|err| {
         file_error(
             &path,
-            format!(
-                "line {} column {}: key `{key}`: {inner}",
-                inner.line(),
-                inner.column()
-            ),
+            format!("line {} column {}: {err}", err.line(), err.column()),
         )
+    })?;
+    TASK_FORMAT
+        .upgrade_value(&mut value)
+        .map_err(|err| file_error(&path, err))?;
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let key = err.path().to_string();
+        file_error(&path, format!("key `{key}`: {}", err.into_inner()))
     })
 }
 
@@ -165,13 +182,17 @@ pub(crate) fn read_state(dir: &Path) -> Result<Option<State>, FileError> {
         Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(file_error(&path, err)),
     };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|err| file_error(&path, format!("corrupt (not a task state): {err}")))
+    STATE_FORMAT.parse(&text).map(Some).map_err(|err| {
+        if versioned::is_newer(&err) {
+            file_error(&path, err)
+        } else {
+            file_error(&path, format!("corrupt (not a task state): {err}"))
+        }
+    })
 }
 
 pub(crate) fn write_state(dir: &Path, state: &State) -> Result<(), FileError> {
-    write_json(&dir.join(STATE_FILE), state)
+    write_json(&dir.join(STATE_FILE), &STATE_FORMAT, state)
 }
 
 /// Writes `state.json` atomically if `still_wanted()`, asked after the new content
@@ -182,7 +203,7 @@ pub(crate) fn write_state_if(
     still_wanted: impl FnOnce() -> bool,
 ) -> Result<bool, FileError> {
     let path = dir.join(STATE_FILE);
-    let temp = synced_temp(dir, &path, state)?;
+    let temp = synced_temp(dir, &path, &STATE_FORMAT, state)?;
     if !still_wanted() {
         return Ok(false);
     }
@@ -225,12 +246,12 @@ pub(crate) fn request_stop(dir: &Path, reason: &str) -> Result<StopAsked, FileEr
 }
 
 pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), FileError> {
-    write_json(&dir.join(HEARTBEAT_FILE), heartbeat)
+    write_json(&dir.join(HEARTBEAT_FILE), &HEARTBEAT_FORMAT, heartbeat)
 }
 
 pub(crate) fn read_heartbeat(dir: &Path) -> Option<Heartbeat> {
     let text = small_file::read_to_string(&dir.join(HEARTBEAT_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
+    HEARTBEAT_FORMAT.parse(&text).ok()
 }
 
 /// `value` as pretty JSON in a synced temporary file beside `path` (named
@@ -238,9 +259,12 @@ pub(crate) fn read_heartbeat(dir: &Path) -> Option<Heartbeat> {
 fn synced_temp<T: Serialize>(
     dir: &Path,
     path: &Path,
+    format: &Format,
     value: &T,
 ) -> Result<tempfile::NamedTempFile, FileError> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| file_error(path, err))?;
+    let mut bytes = format
+        .to_vec_pretty(value)
+        .map_err(|err| file_error(path, err))?;
     bytes.push(b'\n');
     let name = path
         .file_name()
@@ -256,8 +280,10 @@ fn synced_temp<T: Serialize>(
     Ok(temp)
 }
 
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), FileError> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|err| file_error(path, err))?;
+fn write_json<T: Serialize>(path: &Path, format: &Format, value: &T) -> Result<(), FileError> {
+    let mut bytes = format
+        .to_vec_pretty(value)
+        .map_err(|err| file_error(path, err))?;
     bytes.push(b'\n');
     crate::store::write_atomically(path, &bytes).map_err(|err| file_error(path, err))
 }
@@ -312,7 +338,7 @@ pub(crate) fn recent_actions(dir: &Path, keep: usize) -> Vec<ActionRecord> {
 pub(crate) fn create(dir: &Path, task: &Task) -> Result<(), FileError> {
     std::fs::create_dir_all(dir).map_err(|err| file_error(dir, err))?;
     let path = dir.join(TASK_FILE);
-    let temp = synced_temp(dir, &path, task)?;
+    let temp = synced_temp(dir, &path, &TASK_FORMAT, task)?;
     // persist_noclobber: an existing task.json is never replaced, even in a race.
     temp.persist_noclobber(&path).map_err(|err| {
         if err.error.kind() == io::ErrorKind::AlreadyExists {
