@@ -15,6 +15,7 @@ use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
 mod demo;
 mod meta;
+pub(crate) mod tell;
 
 /// Exit code for bad command-line input or configuration: nothing was run.
 pub const EXIT_USAGE: i32 = 2;
@@ -106,6 +107,8 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
+    /// Leave a note for the next session of the loop in this folder (at the top of its prompt)
+    Tell(TellArgs),
     /// Print a shell completion script (see README for where to install it)
     Completions {
         #[arg(value_enum)]
@@ -129,6 +132,13 @@ pub enum Command {
     Task(crate::worker::cli::TaskArgs),
     /// List tasks: status, iteration, heartbeat age, last action
     Tasks(crate::worker::cli::TasksArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TellArgs {
+    /// The note; several words are joined with spaces
+    #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+    pub text: Vec<String>,
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -352,6 +362,7 @@ fn run_command(command: Command) -> i32 {
         Command::Plan(args) => crate::plan::cli::run(args),
         Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
+        Command::Tell(args) => tell::run(&args.text),
         Command::Completions { shell } => meta::completions(shell),
         Command::Man => meta::man(),
         Command::Demo(args) => demo::run(args),
