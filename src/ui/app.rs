@@ -368,6 +368,11 @@ pub struct AppState {
     pub fleet: Option<lanes::Fleet>,
     /// The Plan view (`P`): the plans run here.
     pub plan: plan::PlanPane,
+    /// `t`: the note being typed for a lane or the loop.
+    pub tell_box: Option<tell::TellBox>,
+    /// Why the last key did nothing, or what it did out of sight; shown in the
+    /// status line until the next key.
+    pub notice: Option<String>,
 }
 
 /// Something that happened, for [`update`].
@@ -452,6 +457,11 @@ pub enum UiCommand {
     Detach,
     /// For the fleet host (with lanes): a lane's command, a diff, a removal.
     Host(HostRequest),
+    /// `t`: leave a note for the lane's (`None`: the loop's) next session.
+    Tell {
+        lane: Option<crate::fleet::LaneName>,
+        text: String,
+    },
 }
 
 impl AppState {
@@ -487,6 +497,8 @@ impl AppState {
             can_detach: false,
             fleet: None,
             plan: plan::PlanPane::default(),
+            tell_box: None,
+            notice: None,
         }
     }
 
@@ -509,7 +521,7 @@ impl AppState {
 
     /// Whether a text prompt takes the keys.
     pub fn typing(&self) -> bool {
-        self.output.search_input.is_some() || self.reject_box.is_some()
+        self.output.search_input.is_some() || self.reject_box.is_some() || self.tell_box.is_some()
     }
 
     pub fn selected_approval(&self) -> Option<&Request> {
@@ -679,6 +691,7 @@ fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
     };
     if let Some(dialog) = state.fleet.as_mut().and_then(|f| f.new_lane.as_mut()) {
         dialog.paste(text);
+    } else if tell::paste(state, text) {
     } else if let Some((_, reason)) = state.reject_box.as_mut() {
         reason.insert_str(one_line());
     } else if let Some(query) = state.output.search_input.as_mut() {
@@ -746,7 +759,12 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
     if key.kind == KeyEventKind::Release {
         return;
     }
+    state.notice = None;
     if new_lane_key(state, key, commands) {
+        return;
+    }
+    if state.tell_box.is_some() {
+        tell::on_key(state, key, commands);
         return;
     }
     let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
@@ -874,6 +892,10 @@ pub fn available(state: &AppState, action: Action) -> bool {
         Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
         Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::NewLane => state.fleet.is_some(),
+        Action::Tell => match &state.fleet {
+            Some(_) => lane_selected && !lanes::selected_kind(state).is_some_and(LaneKind::is_task),
+            None => live,
+        },
         Action::SearchNext => state.output.search.is_some(),
         Action::PauseResume => held || state.running_session() || watched,
         Action::Kill => state.running_session() || watched,
@@ -925,6 +947,7 @@ fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut 
             }
         }
         Action::Diff => show_diff(state, commands),
+        Action::Tell => tell::open(state),
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
@@ -1246,6 +1269,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 pub mod lanes;
 pub mod observe;
 pub mod plan;
+pub mod tell;
 
 #[cfg(test)]
 mod detail_tests;

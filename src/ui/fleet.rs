@@ -296,6 +296,9 @@ impl Outside<'_> {
                 self.follower = Some(follow(file, self.format, self.feed_tx.clone()));
             }
             UiCommand::Quit => state.should_quit = true,
+            UiCommand::Tell { lane, text } => {
+                notes.push(super::leave_note(self.files, lane.as_ref(), &text));
+            }
             // Routed to their lanes by `update`; no detaching a fleet.
             UiCommand::Supervisor(_) | UiCommand::Detach => {}
             inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),

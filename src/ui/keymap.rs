@@ -87,6 +87,8 @@ pub enum Action {
     RetryPlan,
     /// `n`: the new-lane dialog (with lanes).
     NewLane,
+    /// `t`: a note for the selected lane's (or the loop's) next session.
+    Tell,
     /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
     /// ([`crate::ui::terminal`]), before any prompt or dialog, as the shell's
     /// job control would take it.
@@ -197,6 +199,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('M')], "M", C::Plan, A::Merge, "merge the selected step that needs review into base, as `clowder plan merge` (asks first)", None),
     bind(&[k('R')], "R", C::Plan, A::RetryPlan, "start the failed plan's failed or blocked steps again, on fresh branches, as `clowder plan retry`", None),
     bind(&[code(KeyCode::Esc), k('P')], "Esc / P", C::Plan, A::Close, "close the Plan view", None),
+    bind(&[k('t')], "t", C::Main, A::Tell, "tell: a note for the selected lane (or the loop); its next session reads it at the top of its prompt. Enter leaves it, Esc cancels", Some(("t", "tell"))),
     bind(&[k('n')], "n", C::Main, A::NewLane, "new lane (with lanes): a name, a prompt file or typed prompt, a base", None),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),

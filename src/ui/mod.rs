@@ -218,6 +218,34 @@ fn on_inbox_command(
     }
 }
 
+/// `t`: writes the note where the lane's (or the loop's) runtime takes it
+/// from; what happened, for the events pane.
+fn leave_note(
+    files: &Files,
+    lane: Option<&crate::fleet::LaneName>,
+    text: &str,
+) -> (DateTime<Utc>, Level, String) {
+    let (dir, whom) = match lane {
+        Some(lane) => (
+            crate::fleet::lane_files_dir(&files.root, lane),
+            format!("lane {lane}"),
+        ),
+        None => (
+            files.root.join(crate::store::lock::STATE_DIR),
+            "the loop".to_string(),
+        ),
+    };
+    let now = Utc::now();
+    match crate::store::notes::leave(&dir, text, now) {
+        Ok(_) => (
+            now,
+            Level::Info,
+            format!("note left for {whom}"),
+        ),
+        Err(err) => (now, Level::Error, format!("no note left for {whom}: {err}")),
+    }
+}
+
 /// How the single loop's screen behaves besides its channels.
 struct Screen {
     format: AgentFormat,
@@ -402,6 +430,9 @@ async fn event_loop(
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
                     UiCommand::Host(_) => {}
+                    UiCommand::Tell { lane, text } => {
+                        log_tx_local.push(leave_note(files, lane.as_ref(), &text));
+                    }
                     inbox => {
                         on_inbox_command(inbox, files, &mut state, &hint_tx, &mut log_tx_local)
                     }

@@ -65,6 +65,11 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(line), area);
         return;
     }
+    if let Some(notice) = &state.notice {
+        let line = Line::styled(sanitize(notice), Style::default().fg(Color::Yellow));
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
     let pane = pane_context(state.focus);
     let mut items: Vec<(String, String, bool)> = KEYMAP
         .iter()
@@ -347,6 +352,21 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         frame.render_widget(text, inner);
+    }
+    if let Some(open) = &state.tell_box {
+        let rect = centered(area, 70, 3);
+        frame.render_widget(Clear, rect);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Double)
+            .border_style(Style::default().fg(Color::Cyan))
+            .title(Span::styled(
+                format!(" Note for {} — Enter leaves it, Esc cancels ", open.target()),
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        let inner = block.inner(rect);
+        frame.render_widget(block, rect);
+        frame.render_widget(&open.text, inner);
     }
     if state.help {
         let rect = centered(area, 84.min(area.width.saturating_sub(2)), area.height);
