@@ -174,5 +174,7 @@ fn t_in_the_room_leaves_a_note_the_next_session_reads() {
         prompts[1].1,
         format!("{MARK}\ntry the other branch\n---\nFix the failing test.")
     );
+    tmux.wait_for("loop ended");
+    tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }
