@@ -15,7 +15,6 @@ use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
 mod demo;
 mod meta;
-pub(crate) mod tell;
 
 /// Exit code for bad command-line input or configuration: nothing was run.
 pub const EXIT_USAGE: i32 = 2;
@@ -362,7 +361,7 @@ fn run_command(command: Command) -> i32 {
         Command::Plan(args) => crate::plan::cli::run(args),
         Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
-        Command::Tell(args) => tell::run(&args.text),
+        Command::Tell(args) => crate::fleet::tell::run(&args.text),
         Command::Completions { shell } => meta::completions(shell),
         Command::Man => meta::man(),
         Command::Demo(args) => demo::run(args),
@@ -568,7 +567,9 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
     };
     if !args.headless && std::io::stdout().is_terminal() {
         let config_path = args.config.clone().unwrap_or(DEFAULT_CONFIG_FILE.into());
-        return crate::ui::run_fleet(cwd, config, config_path);
+        // The plans run here before, for the Plan view.
+        let plans = crate::plan::room_viewer(cwd.clone());
+        return crate::ui::run_fleet_with(cwd, config, config_path, Some(plans));
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet

@@ -71,7 +71,11 @@ fn notes_left_before_the_start_reach_the_first_session_once_in_order() {
     assert_eq!(delivered.len(), 2);
     assert_eq!(delivered[0]["text"], "use the v2 API");
     assert_eq!(delivered[1]["text"], "then run the tests");
-    assert!(delivered.iter().all(|e| e["global"] == 1 && e["iteration"] == 1));
+    assert!(
+        delivered
+            .iter()
+            .all(|e| e["global"] == 1 && e["iteration"] == 1)
+    );
     assert_eq!(logged(&project, "note_queued"), 2);
     assert!(stdout_of(&run).contains("status=note_delivered: \"use the v2 API\""));
 }
@@ -101,7 +105,11 @@ fn a_note_survives_a_restart_and_is_logged_once() {
     let prompts = prompts(&log);
     assert_eq!(prompts.len(), 3, "{prompts:?}");
     assert!(!prompts[0].1.contains(MARK));
-    assert!(prompts[1].1.starts_with(&format!("{MARK}\nlook at the logs first\n---\n")));
+    assert!(
+        prompts[1]
+            .1
+            .starts_with(&format!("{MARK}\nlook at the logs first\n---\n"))
+    );
     assert!(!prompts[2].1.contains(MARK));
     assert_eq!(logged(&project, "note_queued"), 1);
     let delivered = project.events_named("note_delivered");
@@ -136,7 +144,10 @@ fn lane_tell_reaches_the_lanes_next_session() {
     assert_eq!(fleet.status.code(), Some(0), "{}", stderr_of(&fleet));
     let prompts = prompts(&log);
     assert_eq!(prompts.len(), 2, "{prompts:?}");
-    assert_eq!(prompts[0].1, format!("{MARK}\nkeep it small\n---\nDo the work."));
+    assert_eq!(
+        prompts[0].1,
+        format!("{MARK}\nkeep it small\n---\nDo the work.")
+    );
     assert_eq!(prompts[1].1, "Do the work.");
     let events =
         std::fs::read_to_string(root.join(".clowder/lanes/a/harness-events.jsonl")).expect("log");

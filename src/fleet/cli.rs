@@ -187,7 +187,7 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
             done
         }
         LaneCommand::Tell(args) => {
-            crate::cli::tell::for_a_lane(root, &parse_name(&args.lane.name)?, &args.text)?
+            super::tell::for_a_lane(root, &parse_name(&args.lane.name)?, &args.text)?
         }
     };
     for line in done {

@@ -449,6 +449,13 @@ impl Host {
                     room.add_lane(&self.root, request);
                 }
             }
+            Some(HostRequest::Detached) => {
+                // Nobody asks anything more; nothing is stopped.
+                if let Some(room) = self.room.as_mut() {
+                    room.close();
+                    room.plan = None;
+                }
+            }
             Some(HostRequest::StopTask(lane)) => {
                 if let Some(room) = &self.room {
                     room.stop_task(&self.root, lane);

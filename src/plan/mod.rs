@@ -20,3 +20,4 @@ mod steps;
 mod subplan;
 
 pub use control::merge_step;
+pub use room::viewer as room_viewer;

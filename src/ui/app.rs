@@ -858,6 +858,35 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
             return;
         }
         act(state, binding.action, now, commands);
+    } else if let Some(binding) = binding {
+        state.notice = why_not(state, binding.action);
+    }
+}
+
+/// Why a key that does nothing now does nothing, for the keys that would
+/// otherwise leave the user guessing.
+fn why_not(state: &AppState, action: Action) -> Option<String> {
+    let fleet = state.fleet.as_ref();
+    match action {
+        Action::PlanView if fleet.is_none() => {
+            Some("P shows plans, which run with lanes: `clowder plan run FILE` starts one".into())
+        }
+        Action::PlanView => {
+            Some("no plan has run in this folder: `clowder plan run FILE` starts one".into())
+        }
+        Action::Tell => Some(match fleet {
+            None => {
+                "the loop has ended: `clowder tell TEXT` leaves a note for its next start".into()
+            }
+            Some(fleet) => match fleet.selected_row() {
+                None => "no lane is selected: t leaves a note for the selected lane".into(),
+                Some(row) => format!(
+                    "lane {} follows a task directory: clowder builds no prompt for it",
+                    row.name
+                ),
+            },
+        }),
+        _ => None,
     }
 }
 

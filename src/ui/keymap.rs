@@ -217,7 +217,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::Esc), code(KeyCode::Enter), k('q'), k('?'), CTRL_C], "Esc", C::Detail, A::Close, "close", None),
     bind(&[k('s')], "s", C::QuitDialog, A::StopAfterThenQuit, "stop after this session, then quit", None),
     bind(&[k('S')], "S", C::QuitDialog, A::StopNowThenQuit, "stop now (kill the session), then quit", None),
-    bind(&[k('d')], "d", C::QuitDialog, A::Detach, "detach: quit, the loop runs on in the background", None),
+    bind(&[k('d')], "d", C::QuitDialog, A::Detach, "detach: quit; the loop (or the lanes) run on in the background", None),
     bind(&[k('c'), k('n'), code(KeyCode::Esc), CTRL_C], "c", C::QuitDialog, A::Cancel, "cancel (Esc)", None),
     bind(&[k('y'), code(KeyCode::Enter)], "y", C::Confirm, A::Confirm, "yes (or the same key again)", None),
     bind(&[k('n'), k('c'), code(KeyCode::Esc), CTRL_C], "n / Esc", C::Confirm, A::Cancel, "cancel", None),

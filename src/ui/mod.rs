@@ -237,11 +237,7 @@ fn leave_note(
     };
     let now = Utc::now();
     match crate::store::notes::leave(&dir, text, now) {
-        Ok(_) => (
-            now,
-            Level::Info,
-            format!("note left for {whom}"),
-        ),
+        Ok(_) => (now, Level::Info, format!("note left for {whom}")),
         Err(err) => (now, Level::Error, format!("no note left for {whom}: {err}")),
     }
 }

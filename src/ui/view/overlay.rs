@@ -361,7 +361,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
             .border_type(BorderType::Double)
             .border_style(Style::default().fg(Color::Cyan))
             .title(Span::styled(
-                format!(" Note for {} — Enter leaves it, Esc cancels ", open.target()),
+                format!(
+                    " Note for {} — Enter leaves it, Esc cancels ",
+                    open.target()
+                ),
                 Style::default().add_modifier(Modifier::BOLD),
             ));
         let inner = block.inner(rect);

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::fleet::LaneName;
-use crate::fleet::lanes::Failure;
+use super::LaneName;
+use super::lanes::Failure;
 use crate::store::lock::{InstanceLock, STATE_DIR};
 use crate::store::notes;
 
@@ -14,13 +14,13 @@ pub fn run(words: &[String]) -> i32 {
         .map_err(|err| Failure::Failed(format!("cannot read the current folder: {err}")))
         .and_then(|root| for_the_loop(&root, words))
         .map(|done| done.iter().for_each(|line| println!("clowder: {line}")));
-    crate::fleet::cli::report(result)
+    super::cli::report(result)
 }
 
 /// Leaves a note for the single loop of `root`. With no loop running, the note
 /// waits for the next one started here.
 pub fn for_the_loop(root: &Path, words: &[String]) -> Result<Vec<String>, Failure> {
-    if crate::fleet::host::has_lanes(root).map_err(Failure::Usage)? {
+    if super::host::has_lanes(root).map_err(Failure::Usage)? {
         return Err(Failure::Usage(
             "this folder runs lanes: tell one of them with `clowder lane tell NAME TEXT` (see `clowder lanes`)"
                 .into(),
@@ -43,7 +43,7 @@ pub fn for_the_loop(root: &Path, words: &[String]) -> Result<Vec<String>, Failur
 
 /// Leaves a note for lane `name` of the fleet in `root`.
 pub fn for_a_lane(root: &Path, name: &LaneName, words: &[String]) -> Result<Vec<String>, Failure> {
-    let registry = crate::fleet::registry::load(root)?;
+    let registry = super::registry::load(root)?;
     let Some(lane) = registry.lane(name) else {
         return Err(Failure::Usage(format!(
             "no lane named {name} (see `clowder lanes`)"
@@ -54,10 +54,10 @@ pub fn for_a_lane(root: &Path, name: &LaneName, words: &[String]) -> Result<Vec<
             "lane {name} follows a task directory: clowder builds no prompt for it"
         )));
     }
-    let files = crate::fleet::lane_files_dir(root, name);
+    let files = super::lane_files_dir(root, name);
     let note =
         notes::leave(&files, &words.join(" "), chrono::Utc::now()).map_err(Failure::Usage)?;
-    let lock = crate::fleet::lane_lock_path(root, name);
+    let lock = super::lane_lock_path(root, name);
     let running = InstanceLock::acquire_file(&lock).is_err();
     let when = if running {
         "its next session gets it at the top of its prompt"
