@@ -569,7 +569,7 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
         let config_path = args.config.clone().unwrap_or(DEFAULT_CONFIG_FILE.into());
         // The plans run here before, for the Plan view.
         let plans = crate::plan::room_viewer(cwd.clone());
-        return crate::ui::run_fleet_with(cwd, config, config_path, Some(plans));
+        return crate::ui::run_fleet_viewing(cwd, config, config_path, plans);
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet

@@ -123,8 +123,20 @@ fn p_shows_a_plan_that_ended_or_says_there_is_none() {
     tmux.wait_for("tick 3");
     // The plan ended: the view waits for P, then shows it.
     assert!(!tmux.screen().contains("np completed"));
-    tmux.keys(&["P"]);
-    tmux.wait_for_all(&["np", "completed", "merged"]);
+    // P until the view is open: the plans are read once the host has started.
+    let mut last = String::new();
+    let shown = wait_until(DEADLINE, || {
+        last = tmux.screen();
+        if last.contains("Esc close") {
+            return ["np", "completed", "merged"]
+                .iter()
+                .all(|w| last.contains(w));
+        }
+        tmux.keys(&["P"]);
+        std::thread::sleep(Duration::from_millis(500));
+        false
+    });
+    assert!(shown, "no Plan view of plan np:\n{last}");
     tmux.keys(&["Escape", "q"]);
     tmux.wait_for("Stop every lane?");
     tmux.keys(&["S"]);

@@ -20,7 +20,7 @@ use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneReport};
-use crate::fleet::plans::RoomDriver;
+use crate::fleet::plans::{RoomDriver, RoomPlans};
 use crate::protocol::Command;
 use crate::supervisor::core::Level;
 
@@ -39,6 +39,25 @@ pub fn run_fleet_with(
     config: Config,
     config_path: PathBuf,
     plan: Option<RoomDriver>,
+) -> i32 {
+    run_fleet_plans(root, config, config_path, plan.map(RoomPlans::Drive))
+}
+
+/// [`run_fleet`], with `viewer` sending the plans that ran here to the Plan view.
+pub fn run_fleet_viewing(
+    root: PathBuf,
+    config: Config,
+    config_path: PathBuf,
+    viewer: RoomDriver,
+) -> i32 {
+    run_fleet_plans(root, config, config_path, Some(RoomPlans::View(viewer)))
+}
+
+fn run_fleet_plans(
+    root: PathBuf,
+    config: Config,
+    config_path: PathBuf,
+    plan: Option<RoomPlans>,
 ) -> i32 {
     let files = Files {
         root: root.clone(),

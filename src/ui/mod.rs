@@ -36,7 +36,7 @@ use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
-pub use fleet::{run_fleet, run_fleet_with};
+pub use fleet::{run_fleet, run_fleet_viewing, run_fleet_with};
 use terminal::{Input, Inputs, TerminalGuard};
 
 /// Shortest time between two frames after a key or a mouse event.
