@@ -680,6 +680,9 @@ fn on_snapshot(
 /// A paste fills the open text prompt (a rejection's reason, the search, the
 /// new-lane dialog); with none open it is dropped, and the events pane says so.
 fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
+    if tell::paste(state, text) {
+        return;
+    }
     let one_line = || -> String {
         text.chars()
             .filter_map(|c| match c {
@@ -691,7 +694,6 @@ fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
     };
     if let Some(dialog) = state.fleet.as_mut().and_then(|f| f.new_lane.as_mut()) {
         dialog.paste(text);
-    } else if tell::paste(state, text) {
     } else if let Some((_, reason)) = state.reject_box.as_mut() {
         reason.insert_str(one_line());
     } else if let Some(query) = state.output.search_input.as_mut() {
