@@ -26,7 +26,7 @@ impl Context {
     pub fn heading(self) -> &'static str {
         match self {
             Context::Main => "Everywhere",
-            Context::Lanes => "Lanes pane (with lanes, p K s S D X act on the selected lane)",
+            Context::Lanes => "Lanes pane (with lanes, p K s S D X t act on the selected lane)",
             Context::Output => "Session output pane",
             Context::Approvals => "Approvals pane (a, A, r work from any pane)",
             Context::Events => "Events pane",
