@@ -81,3 +81,65 @@ pub(super) fn paste(state: &mut AppState, text: &str) -> bool {
     open.text.insert_str(line);
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::Utc;
+    use crossterm::event::KeyEvent;
+
+    use super::super::{Msg, lanes, update};
+    use super::*;
+
+    fn key(code: KeyCode) -> Msg {
+        Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+    }
+
+    fn tell_commands(commands: &[UiCommand]) -> Vec<&UiCommand> {
+        commands
+            .iter()
+            .filter(|c| matches!(c, UiCommand::Tell { .. }))
+            .collect()
+    }
+
+    /// Letters typed in the box are text, not keys: `q` and `S` neither ask nor stop.
+    #[test]
+    fn t_takes_a_line_and_enter_leaves_it_for_the_loop() {
+        let mut state = AppState::new(Arc::new(lanes::placeholder("loop", Some(2))), true);
+        update(&mut state, key(KeyCode::Char('t')), Utc::now());
+        assert!(state.tell_box.is_some() && state.typing());
+        for c in "qS now".chars() {
+            let commands = update(&mut state, key(KeyCode::Char(c)), Utc::now());
+            assert!(commands.is_empty(), "{commands:?}");
+        }
+        update(&mut state, Msg::Paste("\nplease".into()), Utc::now());
+        let commands = update(&mut state, key(KeyCode::Enter), Utc::now());
+        assert_eq!(
+            tell_commands(&commands),
+            [&UiCommand::Tell {
+                lane: None,
+                text: "qS now please".into()
+            }]
+        );
+        assert!(state.tell_box.is_none() && state.dialog.is_none());
+
+        update(&mut state, key(KeyCode::Char('t')), Utc::now());
+        update(&mut state, key(KeyCode::Char('x')), Utc::now());
+        let commands = update(&mut state, key(KeyCode::Esc), Utc::now());
+        assert!(tell_commands(&commands).is_empty());
+        assert!(state.tell_box.is_none());
+    }
+
+    #[test]
+    fn p_without_plans_says_why() {
+        let mut state = AppState::new(Arc::new(lanes::placeholder("loop", Some(2))), true);
+        update(&mut state, key(KeyCode::Char('P')), Utc::now());
+        assert!(!state.plan.shown);
+        let notice = state.notice.clone().unwrap_or_default();
+        assert!(notice.contains("clowder plan run"), "{notice}");
+        // The next key clears it.
+        update(&mut state, key(KeyCode::Char('?')), Utc::now());
+        assert!(state.notice.is_none());
+    }
+}
