@@ -108,6 +108,8 @@ pub enum Command {
     Pause,
     /// Resume a paused session, or a loop held by a rejected session gate
     Resume,
+    /// Leave a note for the next session of the loop in this folder (at the top of its prompt)
+    Tell(TellArgs),
     /// Print a shell completion script (see docs/getting-started.md for where to install it)
     Completions {
         #[arg(value_enum)]
@@ -131,6 +133,13 @@ pub enum Command {
     Task(crate::worker::cli::TaskArgs),
     /// List tasks: status, iteration, heartbeat age, last action
     Tasks(crate::worker::cli::TasksArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TellArgs {
+    /// The note; several words are joined with spaces
+    #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+    pub text: Vec<String>,
 }
 
 /// Runs clowder with the process's arguments and returns the exit code.
@@ -354,6 +363,7 @@ fn run_command(command: Command) -> i32 {
         Command::Plan(args) => crate::plan::cli::run(args, crate::ui::run_fleet_with),
         Command::Pause => send_control(crate::store::control::PAUSE_REQUEST),
         Command::Resume => send_control(crate::store::control::RESUME_REQUEST),
+        Command::Tell(args) => crate::fleet::tell::run(&args.text),
         Command::Completions { shell } => meta::completions(shell),
         Command::Man => meta::man(),
         Command::Demo(args) => demo::run(args),
@@ -559,7 +569,9 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
     };
     if !args.headless && std::io::stdout().is_terminal() {
         let config_path = args.config.clone().unwrap_or(DEFAULT_CONFIG_FILE.into());
-        return crate::ui::run_fleet(cwd, config, config_path);
+        // The plans run here before, for the Plan view.
+        let plans = crate::plan::room_viewer(cwd.clone());
+        return crate::ui::run_fleet_viewing(cwd, config, config_path, plans);
     }
     let verbosity = if args.quiet {
         Verbosity::Quiet

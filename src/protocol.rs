@@ -804,6 +804,19 @@ pub enum Event {
         /// False if it survived TERM and KILL (stuck in the kernel).
         killed: bool,
     },
+    /// The human left a note for the loop's next session (`clowder tell`).
+    NoteQueued {
+        note: String,
+        text: String,
+        queued_at: DateTime<Utc>,
+    },
+    /// A session started with the note at the top of its prompt.
+    NoteDelivered {
+        note: String,
+        text: String,
+        iteration: u64,
+        global: u64,
+    },
 }
 
 impl Event {
@@ -839,6 +852,8 @@ impl Event {
             Event::DiskSpaceRestored { .. } => "disk_space_restored",
             Event::LoopEnd { .. } => "loop_end",
             Event::LeakedPid { .. } => "leaked_pid",
+            Event::NoteQueued { .. } => "note_queued",
+            Event::NoteDelivered { .. } => "note_delivered",
         }
     }
 }

@@ -417,7 +417,11 @@ impl Queue {
 
     /// The decision on `submitted` if there is a valid one; an invalid decision file
     /// is logged and moved aside.
-    pub(super) fn check_decision(&self, decided: &DirHandle, submitted: &Submitted) -> Option<DecisionRecord> {
+    pub(super) fn check_decision(
+        &self,
+        decided: &DirHandle,
+        submitted: &Submitted,
+    ) -> Option<DecisionRecord> {
         let id = &submitted.request.id;
         let name = format!("{id}.json");
         let problem = match decided.read(&name) {

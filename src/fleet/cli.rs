@@ -37,6 +37,17 @@ pub enum LaneCommand {
     Resume(NameArg),
     /// Remove a lane; refused when its worktree or branch holds work its base lacks
     Rm(RmArgs),
+    /// Leave a note for the lane's next session (at the top of its prompt)
+    Tell(LaneTellArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LaneTellArgs {
+    #[command(flatten)]
+    pub lane: NameArg,
+    /// The note; several words are joined with spaces
+    #[arg(value_name = "TEXT", required = true, num_args = 1..)]
+    pub text: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -118,10 +129,14 @@ pub fn run(command: FleetCommand) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let result = match command {
+    report(match command {
         FleetCommand::Lanes(args) => list(&root, args.json),
         FleetCommand::Lane(command) => lane(&root, command),
-    };
+    })
+}
+
+/// The exit code of a command's result, its error said.
+pub fn report(result: Result<(), Failure>) -> i32 {
     match result {
         Ok(()) => 0,
         Err(failure) => {
@@ -170,6 +185,9 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
             let mut done = lanes::remove(root, &name, args.force)?;
             done.insert(0, format!("lane {name} removed"));
             done
+        }
+        LaneCommand::Tell(args) => {
+            super::tell::for_a_lane(root, &parse_name(&args.lane.name)?, &args.text)?
         }
     };
     for line in done {

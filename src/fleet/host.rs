@@ -54,7 +54,7 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
 pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
-    run(root, config, verbosity, None, None)
+    run(root, config, verbosity, None, None, None)
 }
 
 /// [`run_headless`], kept alive until `driver` is done too.
@@ -64,7 +64,7 @@ pub fn run_headless_with(
     verbosity: Verbosity,
     driver: Option<Driver>,
 ) -> i32 {
-    run(root, config, verbosity, None, driver)
+    run(root, config, verbosity, None, driver, None)
 }
 
 /// Runs the lanes of the fleet in `root` for the control room on another
@@ -76,15 +76,23 @@ pub fn run_for_room(
     config: Config,
     to_ui: mpsc::UnboundedSender<HostMsg>,
     requests: mpsc::UnboundedReceiver<HostRequest>,
-    plan: Option<super::plans::RoomDriver>,
+    plan: Option<super::plans::RoomPlans>,
 ) -> i32 {
+    use super::plans::RoomPlans;
     let mut room = RoomSide::new(to_ui.clone(), requests);
-    let driver = plan.map(|make| {
+    let (driver, viewer) = match plan {
+        Some(RoomPlans::Drive(make)) => (Some(make), None),
+        Some(RoomPlans::View(make)) => (None, Some(make)),
+        None => (None, None),
+    };
+    let mut start = |make: super::plans::RoomDriver| {
         let (plan_tx, plan_rx) = mpsc::unbounded_channel();
         room.plan = Some(plan_tx);
-        make(to_ui, plan_rx)
-    });
-    run(root, config, Verbosity::Normal, Some(room), driver)
+        make(to_ui.clone(), plan_rx)
+    };
+    let driver = driver.map(&mut start);
+    let viewer = viewer.map(&mut start);
+    run(root, config, Verbosity::Normal, Some(room), driver, viewer)
 }
 
 fn run(
@@ -93,6 +101,7 @@ fn run(
     verbosity: Verbosity,
     room: Option<RoomSide>,
     driver: Option<Driver>,
+    viewer: Option<Driver>,
 ) -> i32 {
     let Some(runtime) = crate::supervisor::current_thread_runtime() else {
         return 1;
@@ -106,6 +115,10 @@ fn run(
     host.room = room;
     host.driver = driver;
     let budget = host.budget.clone();
+    // Ends with the room's plan channel, or with the host.
+    if let Some(viewer) = viewer {
+        local.spawn_local(viewer);
+    }
     let ended = local.block_on(&runtime, host.run());
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
@@ -443,6 +456,13 @@ impl Host {
             Some(HostRequest::AddLane(request)) => {
                 if let Some(room) = &self.room {
                     room.add_lane(&self.root, request);
+                }
+            }
+            Some(HostRequest::Detached) => {
+                // Nobody asks anything more; nothing is stopped.
+                if let Some(room) = self.room.as_mut() {
+                    room.close();
+                    room.plan = None;
                 }
             }
             Some(HostRequest::StopTask(lane)) => {

@@ -95,6 +95,9 @@ pub enum HostRequest {
     AddLane(NewLaneRequest),
     /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
     StopTask(LaneName),
+    /// `d`: the room leaves and the lanes go on: the host ends once they (and
+    /// a plan's driver) have, as headless.
+    Detached,
 }
 
 /// One plan, its steps in the plan file's order.

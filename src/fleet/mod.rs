@@ -14,6 +14,7 @@ pub mod request_lane;
 mod room;
 pub mod status;
 pub mod task_lane;
+pub mod tell;
 pub mod waiting_notice;
 pub mod worktree;
 

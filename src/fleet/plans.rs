@@ -18,3 +18,11 @@ pub type RoomDriver = Box<
     dyn FnOnce(mpsc::UnboundedSender<HostMsg>, mpsc::UnboundedReceiver<HostRequest>) -> Driver
         + Send,
 >;
+
+/// What the control room's host runs for the Plan view.
+pub enum RoomPlans {
+    /// A plan's driver (`plan run`): the host runs until it is done.
+    Drive(RoomDriver),
+    /// Only shows the plans that ran here before: nothing waits for it.
+    View(RoomDriver),
+}

@@ -22,3 +22,4 @@ mod steps;
 mod subplan;
 
 pub use control::merge_step;
+pub use room::viewer as room_viewer;

@@ -64,6 +64,35 @@ pub(super) fn room_driver(
     })
 }
 
+/// For the control room of a fleet that runs no plan: the plans run here
+/// before, as their state files say, for the Plan view (`P`), where `M` still
+/// merges a step that needs review. A retry needs a driver: `plan retry`.
+pub fn viewer(root: PathBuf) -> RoomDriver {
+    Box::new(move |to_ui, mut requests| {
+        Box::pin(async move {
+            let mut known = None;
+            let mut ticker = tokio::time::interval(PLANS_EVERY);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => send_plans(&root, &to_ui, &mut known).await,
+                    request = requests.recv() => match request {
+                        Some(HostRequest::MergeStep { plan, step }) => merge(&root, &to_ui, plan, step),
+                        Some(HostRequest::RetryPlan { plan }) => {
+                            let text = format!(
+                                "plan {plan} is not run by this room: `clowder plan retry {plan}` runs its failed steps again"
+                            );
+                            let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text });
+                        }
+                        Some(_) => {}
+                        // The room has gone (detached): nobody looks at plans.
+                        None => return,
+                    },
+                }
+            }
+        })
+    })
+}
+
 /// The driver's lines, as the fleet's own lines in the events pane.
 struct RoomLog {
     to_ui: mpsc::UnboundedSender<HostMsg>,
@@ -106,6 +135,8 @@ async fn serve(
                     }
                 },
                 Some(_) => {}
+                // The room has gone (detached): an ended plan has nothing to wait for.
+                None if ended.is_some() => return,
                 None => open = false,
             },
         }

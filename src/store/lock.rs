@@ -138,6 +138,17 @@ impl InstanceLock {
     }
 }
 
+/// Writes this process's PID into the lock file of `working_dir`, which it
+/// holds through an open file a fork shared with it (see
+/// [`InstanceLock::write_holder`]). Best effort: the PID only informs.
+pub fn record_holder(working_dir: &Path) {
+    let path = working_dir.join(STATE_DIR).join(LOCK_FILE);
+    if let Ok(mut file) = OpenOptions::new().write(true).open(path) {
+        let _ = file.set_len(0);
+        let _ = file.write_all(format!("{}\n", std::process::id()).as_bytes());
+    }
+}
+
 /// Whether `pid` is a live process (a zombie holds no files any more).
 fn process_is_running(pid: u32) -> bool {
     i32::try_from(pid)

@@ -6,6 +6,7 @@ pub mod control;
 pub mod counter;
 pub mod events;
 pub mod lock;
+pub mod notes;
 pub mod running;
 pub mod small_file;
 pub mod status;

@@ -1,6 +1,7 @@
 //! Builds the prompt for a session and puts it into the agent's argv.
 //!
-//! The parts, joined by `\n---\n`: the output of each `prepend_commands` entry;
+//! The parts, joined by `\n---\n`: the human's notes (`clowder tell`), each
+//! marked as the human's; the output of each `prepend_commands` entry;
 //! the handoff the previous session left (`[prompt] handoff_file`), laid out as
 //! [`format_handoff`] shows; from the second session of a run on, the
 //! `[prompt] continuation` text; and the prompt file (left out when the
@@ -35,6 +36,8 @@ pub struct Extras {
     pub continuation_mode: ContinuationMode,
     /// Where the previous session may have left its handoff.
     pub handoff_file: Option<PathBuf>,
+    /// The human's notes not yet delivered, oldest first: they come first.
+    pub notes: Vec<String>,
 }
 
 /// Reads the prompt file (fresh for every session, so edits take effect) and
@@ -57,6 +60,9 @@ pub async fn build(
     })?;
     let prompt = String::from_utf8_lossy(&prompt).into_owned();
     let mut parts = Vec::new();
+    if !extras.notes.is_empty() {
+        parts.push(crate::store::notes::prompt_block(&extras.notes));
+    }
     let mut warnings = Vec::new();
     for command in prepend_commands {
         match run_shell(command, env, cwd, timeout, ctx).await {
@@ -300,6 +306,7 @@ mod tests {
             continuation: Some("Continue where you left off.\n".into()),
             continuation_mode: ContinuationMode::Prepend,
             handoff_file: Some(handoff.clone()),
+            notes: Vec::new(),
         };
         let built = run_build(dir.path(), &extras);
         assert_eq!(
@@ -316,6 +323,15 @@ mod tests {
         assert_eq!(
             run_build(dir.path(), &replace).text,
             "Continue where you left off."
+        );
+        // The human's notes come before everything, even a replaced prompt.
+        let told = Extras {
+            notes: vec!["use the v2 API".into()],
+            ..replace
+        };
+        assert_eq!(
+            run_build(dir.path(), &told).text,
+            "## Note from your human operator\nuse the v2 API\n---\nContinue where you left off."
         );
     }
 

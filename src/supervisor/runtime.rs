@@ -9,6 +9,7 @@ mod approval;
 mod effects;
 mod inputs;
 mod looks;
+mod notes;
 mod recovery;
 mod spawning;
 
@@ -245,6 +246,10 @@ pub struct Runtime {
     output_tap: Option<mpsc::UnboundedSender<FollowUpdate>>,
     /// SIGHUP is the control room's to take: for it, the terminal is gone.
     hangup_to_the_room: bool,
+    /// The human's notes the pending prompt carries: delivered when its session starts.
+    notes_in_prompt: Vec<crate::store::notes::Note>,
+    /// Unreadable note files already reported.
+    note_problems: std::collections::HashSet<String>,
 }
 
 impl Runtime {
@@ -446,6 +451,8 @@ impl Runtime {
             late_calls: Vec::new(),
             output_tap: None,
             hangup_to_the_room: false,
+            notes_in_prompt: Vec::new(),
+            note_problems: std::collections::HashSet::new(),
         };
         Ok((runtime, snapshot_rx))
     }

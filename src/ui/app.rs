@@ -368,8 +368,11 @@ pub struct AppState {
     pub fleet: Option<lanes::Fleet>,
     /// The Plan view (`P`): the plans run here.
     pub plan: plan::PlanPane,
-    /// Why the last key did nothing, for the status line.
-    pub key_note: Option<String>,
+    /// `t`: the note being typed for a lane or the loop.
+    pub tell_box: Option<tell::TellBox>,
+    /// Why the last key did nothing, or what it did out of sight; shown in the
+    /// status line until the next key.
+    pub notice: Option<String>,
 }
 
 /// Something that happened, for [`update`].
@@ -454,6 +457,11 @@ pub enum UiCommand {
     Detach,
     /// For the fleet host (with lanes): a lane's command, a diff, a removal.
     Host(HostRequest),
+    /// `t`: leave a note for the lane's (`None`: the loop's) next session.
+    Tell {
+        lane: Option<crate::fleet::LaneName>,
+        text: String,
+    },
 }
 
 impl AppState {
@@ -489,7 +497,8 @@ impl AppState {
             can_detach: false,
             fleet: None,
             plan: plan::PlanPane::default(),
-            key_note: None,
+            tell_box: None,
+            notice: None,
         }
     }
 
@@ -512,7 +521,7 @@ impl AppState {
 
     /// Whether a text prompt takes the keys.
     pub fn typing(&self) -> bool {
-        self.output.search_input.is_some() || self.reject_box.is_some()
+        self.output.search_input.is_some() || self.reject_box.is_some() || self.tell_box.is_some()
     }
 
     pub fn selected_approval(&self) -> Option<&Request> {
@@ -682,6 +691,9 @@ fn on_snapshot(
 /// A paste fills the open text prompt (a rejection's reason, the search, the
 /// new-lane dialog); with none open it is dropped, and the events pane says so.
 fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
+    if tell::paste(state, text) {
+        return;
+    }
     let one_line = || -> String {
         text.chars()
             .filter_map(|c| match c {
@@ -760,8 +772,12 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
     if key.kind == KeyEventKind::Release {
         return;
     }
-    state.key_note = None;
+    state.notice = None;
     if new_lane_key(state, key, commands) {
+        return;
+    }
+    if state.tell_box.is_some() {
+        tell::on_key(state, key, commands);
         return;
     }
     let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
@@ -846,7 +862,7 @@ fn on_key(state: &mut AppState, key: KeyEvent, now: DateTime<Utc>, commands: &mu
         .and_then(|context| keymap::lookup(context, &key))
         .filter(|b| available(state, b.action))
         .or_else(|| keymap::lookup(Context::Main, &key));
-    state.key_note = binding
+    state.notice = binding
         .filter(|b| !available(state, b.action))
         .and_then(|b| why_not::why_not(state, b.action, &key_text(&key)));
     if let Some(binding) = binding
@@ -902,6 +918,10 @@ pub fn available(state: &AppState, action: Action) -> bool {
         Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
         Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::NewLane => state.fleet.is_some(),
+        Action::Tell => match &state.fleet {
+            Some(_) => lane_selected && !lanes::selected_kind(state).is_some_and(LaneKind::is_task),
+            None => live,
+        },
         Action::SearchNext => state.output.search.is_some(),
         Action::PauseResume => held || state.running_session() || watched,
         Action::Kill => state.running_session() || watched,
@@ -954,6 +974,7 @@ fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut 
             }
         }
         Action::Diff => show_diff(state, commands),
+        Action::Tell => tell::open(state),
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
@@ -1275,6 +1296,7 @@ fn cycle(state: &AppState, delta: isize) -> Pane {
 pub mod lanes;
 pub mod observe;
 pub mod plan;
+pub mod tell;
 mod why_not;
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ const STATUSES_WITH_AN_EVENT: &[&str] = &[
     "budget_exceeded",
     "disk_full",
     "held",
+    "note_queued",
+    "note_delivered",
 ];
 
 /// Whether a log line only repeats an event that the pane shows anyway.
@@ -226,6 +228,10 @@ pub fn summaries(event: &Event) -> Vec<String> {
                 }
             ),
         ],
+        Event::NoteQueued { .. } => vec![summary(event), "note queued".into()],
+        Event::NoteDelivered { global, .. } => {
+            vec![summary(event), format!("#{global} took your note")]
+        }
         _ => vec![summary(event)],
     }
 }
@@ -387,6 +393,15 @@ fn summary(event: &Event) -> String {
             "#{global} {} escaped process {pid} ({command})",
             if *killed { "killed" } else { "could not kill" }
         ),
+        Event::NoteQueued { text, .. } => {
+            format!("note queued: \"{}\"", crate::store::notes::one_line(text))
+        }
+        Event::NoteDelivered { global, text, .. } => {
+            format!(
+                "#{global} took your note: \"{}\"",
+                crate::store::notes::one_line(text)
+            )
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use crate::agent::follow::{FollowUpdate, follow};
 use crate::config::Config;
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneReport};
-use crate::fleet::plans::RoomDriver;
+use crate::fleet::plans::{RoomDriver, RoomPlans};
 use crate::protocol::Command;
 use crate::supervisor::core::Level;
 
@@ -40,6 +40,25 @@ pub fn run_fleet_with(
     config_path: PathBuf,
     plan: Option<RoomDriver>,
 ) -> i32 {
+    run_fleet_plans(root, config, config_path, plan.map(RoomPlans::Drive))
+}
+
+/// [`run_fleet`], with `viewer` sending the plans that ran here to the Plan view.
+pub fn run_fleet_viewing(
+    root: PathBuf,
+    config: Config,
+    config_path: PathBuf,
+    viewer: RoomDriver,
+) -> i32 {
+    run_fleet_plans(root, config, config_path, Some(RoomPlans::View(viewer)))
+}
+
+fn run_fleet_plans(
+    root: PathBuf,
+    config: Config,
+    config_path: PathBuf,
+    plan: Option<RoomPlans>,
+) -> i32 {
     let files = Files {
         root: root.clone(),
         approvals_dir: root.join(&config.approvals.dir.0),
@@ -51,6 +70,10 @@ pub fn run_fleet_with(
     // Before the host's thread: the shell then waits for a parent that
     // restores the terminal if this process is killed (see `detach`).
     let parent = crate::detach::fork_waiter();
+    if parent.is_some() {
+        // The process that goes on holds the folder's lock (the open file is shared).
+        crate::store::lock::record_holder(&root);
+    }
     let room_root = root.clone();
     let (to_ui, from_host) = mpsc::unbounded_channel();
     let (requests, requests_rx) = mpsc::unbounded_channel();
@@ -123,6 +146,7 @@ async fn room_loop(
     if let Some(fleet) = state.fleet.as_mut() {
         fleet.root = root;
     }
+    state.can_detach = parent.is_some();
     let mut inputs = Inputs::new();
     let mut suspend: Option<Suspend<LaneName>> = None;
     let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
@@ -146,6 +170,7 @@ async fn room_loop(
         format,
         files,
         hint_tx,
+        detaching: false,
     };
     let mut redraw = super::Redraw::new();
     let mut host_gone = false;
@@ -160,7 +185,7 @@ async fn room_loop(
         if !redraw.pending() && !terminal_gone {
             caller.signal(guard.terminal.backend_mut());
         }
-        if state.should_quit || host_gone {
+        if state.should_quit || host_gone || outside.detaching {
             break;
         }
         if let Some(asked) =
@@ -254,7 +279,30 @@ async fn room_loop(
     drop(outside.follower.take());
     scanner.abort();
     drop(guard);
+    if outside.detaching
+        && !host_gone
+        && let Some(parent) = parent
+    {
+        drop(inputs);
+        detach(parent, &requests);
+        // The host goes on until its lanes end; nobody reads what it says.
+        while from_host.recv().await.is_some() {}
+    }
     Ok(())
+}
+
+/// `d`: tells the host to go on without the room, then lets the shell go.
+fn detach(parent: crate::detach::Detacher, requests: &mpsc::UnboundedSender<HostRequest>) {
+    let _ = requests.send(HostRequest::Detached);
+    let pid = std::process::id();
+    println!(
+        "clowder: detached: the lanes go on in the background as PID {pid}.\n  clowder lanes   what they are doing\n  clowder lane stop NAME   stop a lane after its session\n  kill -INT {pid}   stop every lane (twice within 3 s: kill the sessions now)"
+    );
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    if let Err(err) = parent.detach() {
+        eprintln!("clowder: cannot detach ({err}); the lanes go on here, in the foreground");
+    }
 }
 
 /// Carries out what `update` asks of the world outside the state.
@@ -266,6 +314,8 @@ struct Outside<'a> {
     format: crate::agent::stream::AgentFormat,
     files: &'a Files,
     hint_tx: mpsc::UnboundedSender<()>,
+    /// `d` was chosen in the quit dialog.
+    detaching: bool,
 }
 
 impl Outside<'_> {
@@ -296,8 +346,12 @@ impl Outside<'_> {
                 self.follower = Some(follow(file, self.format, self.feed_tx.clone()));
             }
             UiCommand::Quit => state.should_quit = true,
-            // Routed to their lanes by `update`; no detaching a fleet.
-            UiCommand::Supervisor(_) | UiCommand::Detach => {}
+            UiCommand::Tell { lane, text } => {
+                notes.push(super::leave_note(self.files, lane.as_ref(), &text));
+            }
+            UiCommand::Detach => self.detaching = true,
+            // Routed to their lanes by `update`.
+            UiCommand::Supervisor(_) => {}
             inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
         }
     }

@@ -26,7 +26,7 @@ impl Context {
     pub fn heading(self) -> &'static str {
         match self {
             Context::Main => "Everywhere",
-            Context::Lanes => "Lanes pane (with lanes, p K s S D X act on the selected lane)",
+            Context::Lanes => "Lanes pane (with lanes, p K s S D X t act on the selected lane)",
             Context::Output => "Session output pane",
             Context::Approvals => "Approvals pane (a, A, r work from any pane)",
             Context::Events => "Events pane",
@@ -87,6 +87,8 @@ pub enum Action {
     RetryPlan,
     /// `n`: the new-lane dialog (with lanes).
     NewLane,
+    /// `t`: a note for the selected lane's (or the loop's) next session.
+    Tell,
     /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
     /// ([`crate::ui::terminal`]), before any prompt or dialog, as the shell's
     /// job control would take it.
@@ -197,6 +199,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('M')], "M", C::Plan, A::Merge, "merge the selected step that needs review into base, as `clowder plan merge` (asks first)", None),
     bind(&[k('R')], "R", C::Plan, A::RetryPlan, "start the failed plan's failed or blocked steps again, on fresh branches, as `clowder plan retry`", None),
     bind(&[code(KeyCode::Esc), k('P')], "Esc / P", C::Plan, A::Close, "close the Plan view", None),
+    bind(&[k('t')], "t", C::Main, A::Tell, "tell: a note for the selected lane (or the loop); its next session reads it at the top of its prompt. Enter leaves it, Esc cancels", Some(("t", "tell"))),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),
@@ -214,7 +217,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[code(KeyCode::Esc), code(KeyCode::Enter), k('q'), k('?'), CTRL_C], "Esc", C::Detail, A::Close, "close", None),
     bind(&[k('s')], "s", C::QuitDialog, A::StopAfterThenQuit, "stop after this session, then quit", None),
     bind(&[k('S')], "S", C::QuitDialog, A::StopNowThenQuit, "stop now (kill the session), then quit", None),
-    bind(&[k('d')], "d", C::QuitDialog, A::Detach, "detach: quit, the loop runs on in the background", None),
+    bind(&[k('d')], "d", C::QuitDialog, A::Detach, "detach: quit; the loop (or the lanes) run on in the background", None),
     bind(&[k('c'), k('n'), code(KeyCode::Esc), CTRL_C], "c", C::QuitDialog, A::Cancel, "cancel (Esc)", None),
     bind(&[k('y'), code(KeyCode::Enter)], "y", C::Confirm, A::Confirm, "yes (or the same key again)", None),
     bind(&[k('n'), k('c'), code(KeyCode::Esc), CTRL_C], "n / Esc", C::Confirm, A::Cancel, "cancel", None),

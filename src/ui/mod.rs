@@ -36,7 +36,7 @@ use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
-pub use fleet::{run_fleet, run_fleet_with};
+pub use fleet::{run_fleet, run_fleet_viewing, run_fleet_with};
 use terminal::{Input, Inputs, TerminalGuard};
 
 /// Shortest time between two frames after a key or a mouse event.
@@ -204,6 +204,30 @@ fn on_inbox_command(
             let _ = hint_tx.send(());
         }
         _ => {}
+    }
+}
+
+/// `t`: writes the note where the lane's (or the loop's) runtime takes it
+/// from; what happened, for the events pane.
+fn leave_note(
+    files: &Files,
+    lane: Option<&crate::fleet::LaneName>,
+    text: &str,
+) -> (DateTime<Utc>, Level, String) {
+    let (dir, whom) = match lane {
+        Some(lane) => (
+            crate::fleet::lane_files_dir(&files.root, lane),
+            format!("lane {lane}"),
+        ),
+        None => (
+            files.root.join(crate::store::lock::STATE_DIR),
+            "the loop".to_string(),
+        ),
+    };
+    let now = Utc::now();
+    match crate::store::notes::leave(&dir, text, now) {
+        Ok(_) => (now, Level::Info, format!("note left for {whom}")),
+        Err(err) => (now, Level::Error, format!("no note left for {whom}: {err}")),
     }
 }
 
@@ -391,6 +415,9 @@ async fn event_loop(
                     UiCommand::Quit => state.should_quit = true,
                     UiCommand::Detach => detaching = outcome.is_none() && detach.is_some(),
                     UiCommand::Host(_) => {}
+                    UiCommand::Tell { lane, text } => {
+                        log_tx_local.push(leave_note(files, lane.as_ref(), &text));
+                    }
                     inbox => {
                         on_inbox_command(inbox, files, &mut state, &hint_tx, &mut log_tx_local)
                     }

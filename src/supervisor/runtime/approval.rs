@@ -26,6 +26,9 @@ impl Runtime {
             "HARNESS_GLOBAL_ITERATION".into(),
             self.counter.next().to_string(),
         ));
+        let waiting = self.waiting_notes();
+        let notes = waiting.iter().map(|note| note.text.clone()).collect();
+        self.notes_in_prompt = waiting;
         let prompt_config = &self.config.prompt;
         let extras = prompt::Extras {
             // From the run's second session on.
@@ -35,6 +38,7 @@ impl Runtime {
             handoff_file: prompt_config
                 .handoff_path()
                 .map(|path| self.options.working_dir.join(path)),
+            notes,
         };
         let tx = self.internal_tx.clone();
         let cwd = self.options.working_dir.clone();

@@ -97,7 +97,11 @@ impl Runtime {
             }
             Effect::StartAgent { .. } => {
                 let prompt = self.pending_prompt.take().unwrap_or_default();
-                queue.push_back(self.spawn_session(&prompt));
+                let started = self.spawn_session(&prompt);
+                if let Input::Spawned { global, .. } = &started {
+                    self.notes_delivered(*global);
+                }
+                queue.push_back(started);
             }
             Effect::RequestSessionApproval {
                 iteration,

@@ -177,6 +177,8 @@ impl Runtime {
                 self.stop_before_start(ExitReason::UserStop, "stopped while paused".into());
             }
         }
+        // Logged as soon as seen; delivered with the next session's prompt.
+        self.waiting_notes();
         if self.held_iteration.is_some() && self.stop_file.exists() {
             self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
         }

@@ -142,10 +142,12 @@ fn dependency_order(steps: &[StepSummary]) -> (Vec<usize>, usize) {
 }
 
 /// The host's latest plans; the selection stays in range. The first plan
-/// opens the view: `plan run` in a terminal shows its plan.
+/// that runs opens the view: `plan run` in a terminal shows its plan; plans
+/// that ended wait for `P`.
 pub(super) fn set_plans(state: &mut AppState, plans: Vec<PlanSummary>) {
     state.plan.plans = plans;
-    if !state.plan.opened && !state.plan.plans.is_empty() {
+    let ended = |plan: &PlanSummary| matches!(plan.status.as_str(), "completed" | "failed");
+    if !state.plan.opened && state.plan.plans.iter().any(|plan| !ended(plan)) {
         state.plan.opened = true;
         state.plan.shown = true;
     }

@@ -22,8 +22,15 @@ pub fn why_not(state: &AppState, action: Action, key: &str) -> Option<String> {
         Action::SelectLane => ("shows a lane", no_lane()),
         Action::Diff => ("shows a lane's diff", no_lane()),
         Action::RemoveLane => ("removes a lane", no_lane()),
-        Action::PlanView if single => ("shows the plans", no_lane()),
-        Action::PlanView => ("shows the plans", "no plan runs here".to_string()),
+        Action::PlanView if single => (
+            "shows plans",
+            "they run with lanes: `clowder plan run FILE` starts one".to_string(),
+        ),
+        Action::PlanView => (
+            "shows plans",
+            "no plan has run in this folder: `clowder plan run FILE` starts one".to_string(),
+        ),
+        Action::Tell => ("leaves a note", tell_not(state)),
         Action::Approve | Action::ApproveAlways => {
             ("approves a request", "none is waiting".to_string())
         }
@@ -42,6 +49,19 @@ pub fn why_not(state: &AppState, action: Action, key: &str) -> Option<String> {
         _ => return None,
     };
     Some(format!("{key} {does}: {why}"))
+}
+
+fn tell_not(state: &AppState) -> String {
+    match state.fleet.as_ref() {
+        None => "the loop has ended: `clowder tell TEXT` leaves a note for its next start".into(),
+        Some(fleet) => match fleet.selected_row() {
+            None => "no lane is selected".into(),
+            Some(row) => format!(
+                "lane {} follows a task directory: clowder builds no prompt for it",
+                row.name
+            ),
+        },
+    }
 }
 
 fn no_session(state: &AppState) -> String {
@@ -96,7 +116,7 @@ mod tests {
         );
         // The next key that acts takes the words away.
         press(&mut state, '?');
-        assert_eq!(state.key_note, None);
+        assert_eq!(state.notice, None);
     }
 
     #[test]
@@ -112,12 +132,12 @@ mod tests {
         );
         press(&mut state, '3');
         assert_eq!(
-            state.key_note.as_deref(),
+            state.notice.as_deref(),
             Some("3 shows a lane: there is no lane yet (n adds one)")
         );
         press(&mut state, 'a');
         assert_eq!(
-            state.key_note.as_deref(),
+            state.notice.as_deref(),
             Some("a approves a request: none is waiting")
         );
     }

@@ -81,7 +81,7 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         .collect();
     // Why the last key did nothing comes first; the keys that act follow.
     let note = state
-        .key_note
+        .notice
         .as_deref()
         .map(|note| fmt::fit(note, area.width as usize));
     let room =
@@ -376,6 +376,24 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         frame.render_widget(text, inner);
+    }
+    if let Some(open) = &state.tell_box {
+        let rect = centered(area, 70, 3);
+        frame.render_widget(Clear, rect);
+        let block = Block::default()
+            .borders(Borders::ALL)
+            .border_type(BorderType::Double)
+            .border_style(Style::default().fg(Color::Cyan))
+            .title(Span::styled(
+                format!(
+                    " Note for {} — Enter leaves it, Esc cancels ",
+                    open.target()
+                ),
+                Style::default().add_modifier(Modifier::BOLD),
+            ));
+        let inner = block.inner(rect);
+        frame.render_widget(block, rect);
+        frame.render_widget(&open.text, inner);
     }
     if state.help {
         let rect = centered(area, 84.min(area.width.saturating_sub(2)), area.height);
