@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::checks::{self, Checks};
 use super::file::{self, Work};
-use super::merge::{self, MergeJob};
+use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
 use crate::fleet::worktree;
@@ -73,9 +73,11 @@ fn make_branch(
     for dependency in merge_in {
         let job = MergeJob {
             root,
-            plan: run,
+            of: MergeOf::Step {
+                plan: run,
+                step: dependency,
+            },
             base: branch,
-            step: dependency,
             rev: dependency,
             verify: "",
             verify_timeout: file::DEFAULT_CHECK_TIMEOUT,
