@@ -8,6 +8,7 @@ pub mod cli;
 mod control;
 mod driver;
 mod events;
+pub mod lane_merge;
 pub mod file;
 mod merge;
 mod retry;
