@@ -162,7 +162,17 @@ pub fn restart(root: &Path, name: &LaneName) -> Result<Vec<String>, Failure> {
             snapshot.pid
         )));
     }
-    let mut done = lanes::set_state(root, name, LaneState::Active, false)?;
+    // A run goes on from an unfinished last run's counters: moved aside, the
+    // status no longer says where to go on from.
+    let mut done = Vec::new();
+    if status.exists() {
+        let kept = status.with_file_name("harness.status.before-restart");
+        std::fs::rename(&status, &kept).map_err(|err| {
+            Failure::Failed(format!("cannot move {} aside: {err}", status.display()))
+        })?;
+        done.push(format!("its last run's status is kept in {}", kept.display()));
+    }
+    done.extend(lanes::set_state(root, name, LaneState::Active, false)?);
     let place = match &lane.branch {
         Some(branch) => format!("in {} on {branch}", lane.dir.display()),
         None => format!("in {}", lane.dir.display()),
