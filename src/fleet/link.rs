@@ -91,4 +91,10 @@ pub enum HostRequest {
     AddLane(NewLaneRequest),
     /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
     StopTask(LaneName),
+    /// `M`: `clowder lane merge`.
+    MergeLane(LaneName),
+    /// `U`: `clowder lane push` to the default remote.
+    PushLane(LaneName),
+    /// `R`: `clowder lane restart`.
+    RestartLane(LaneName),
 }
