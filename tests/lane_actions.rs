@@ -130,8 +130,7 @@ fn a_clean_lane_is_merged_after_verify_logged_and_then_removed_without_force() {
     repo.commit_in_lane("auth", "work.txt", "work\n");
 
     let out = repo.expect(&["lane", "merge", "auth"], 0);
-    assert!(out.contains("clowder/auth at"), "{out}");
-    assert!(out.contains("merged into main"), "{out}");
+    assert!(out.contains("lane auth merged into main: clowder/auth at"), "{out}");
     assert!(repo.contains("clowder/auth", "main"));
     assert_eq!(
         repo.git(&["log", "-1", "--format=%s", "main"]),

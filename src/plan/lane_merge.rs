@@ -79,7 +79,7 @@ pub fn merge(root: &Path, name: &LaneName, config: &Config) -> Result<Vec<String
             let merged = merged.unwrap_or_default();
             log_merged(root, config, name, &branch, &base, &tip, &merged);
             done.push(format!(
-                "lane {name}: {branch} at {} merged into {base} (merge commit {})",
+                "lane {name} merged into {base}: {branch} at {} (merge commit {})",
                 short(&tip),
                 short(&merged)
             ));
