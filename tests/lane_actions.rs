@@ -64,7 +64,11 @@ impl Repo {
     fn expect(&self, args: &[&str], code: i32) -> String {
         let output = self.clowder(args);
         let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
-        assert_eq!(output.status.code(), Some(code), "clowder {args:?}:\n{text}");
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "clowder {args:?}:\n{text}"
+        );
         text
     }
 
@@ -130,7 +134,10 @@ fn a_clean_lane_is_merged_after_verify_logged_and_then_removed_without_force() {
     repo.commit_in_lane("auth", "work.txt", "work\n");
 
     let out = repo.expect(&["lane", "merge", "auth"], 0);
-    assert!(out.contains("lane auth merged into main: clowder/auth at"), "{out}");
+    assert!(
+        out.contains("lane auth merged into main: clowder/auth at"),
+        "{out}"
+    );
     assert!(repo.contains("clowder/auth", "main"));
     assert_eq!(
         repo.git(&["log", "-1", "--format=%s", "main"]),
@@ -170,7 +177,9 @@ fn a_conflict_becomes_a_review_request_whose_approval_merges_the_fixed_branch() 
     let review = repo.review_of("auth");
     assert_eq!(review["title"], "lane auth: merge needs review");
     assert!(
-        review["body"].as_str().is_some_and(|b| b.contains("README.md")),
+        review["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("README.md")),
         "{review}"
     );
 
@@ -200,7 +209,11 @@ fn a_failed_verify_becomes_a_review_request_and_base_stays() {
     let id = review["id"].as_str().expect("an id");
     repo.expect(&["reject", id, "--reason", "later"], 0);
     assert!(wait_until(DEADLINE, || repo.pending_requests().is_empty()));
-    assert!(repo.events("auth").iter().all(|e| e["event"] != "lane_merged"));
+    assert!(
+        repo.events("auth")
+            .iter()
+            .all(|e| e["event"] != "lane_merged")
+    );
 }
 
 #[test]
@@ -216,7 +229,10 @@ fn push_sends_the_branch_to_the_remote_and_names_the_forges_pull_request_page() 
 
     let out = repo.expect(&["lane", "push", "auth"], 0);
     assert!(out.contains("pushed clowder/auth to origin"), "{out}");
-    assert!(!out.contains("pull request"), "a bare folder is no forge: {out}");
+    assert!(
+        !out.contains("pull request"),
+        "a bare folder is no forge: {out}"
+    );
     assert_eq!(git_in(remote.path(), &["rev-parse", "clowder/auth"]), tip);
 
     // A remote that reads as GitHub, whose pushes git sends to the bare folder.

@@ -105,7 +105,10 @@ fn o_runs_a_shell_in_the_lanes_worktree_and_the_room_comes_back() {
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&shell, perms).expect("chmod");
 
-    let tmux = room(root, &format!("COMMIT_AGENT_TICKS=1 SHELL={}", shell.display()));
+    let tmux = room(
+        root,
+        &format!("COMMIT_AGENT_TICKS=1 SHELL={}", shell.display()),
+    );
     tmux.wait_for("Lanes 1");
     tmux.keys(&["1"]);
     tmux.wait_for("lane alpha");
@@ -128,6 +131,8 @@ fn o_runs_a_shell_in_the_lanes_worktree_and_the_room_comes_back() {
     tmux.keys(&["?"]);
     tmux.wait_for("a shell ($SHELL) in the selected lane's worktree");
     tmux.keys(&["Escape"]);
-    assert!(wait_until(DEADLINE, || !tmux.screen().contains("a shell ($SHELL)")));
+    assert!(wait_until(DEADLINE, || !tmux
+        .screen()
+        .contains("a shell ($SHELL)")));
     quit(&tmux);
 }

@@ -60,7 +60,11 @@ pub fn branches(root: &Path, name: &LaneName) -> Result<Branches, Failure> {
         )));
     }
     let branch = lane.branch.clone().unwrap_or_else(|| name.branch());
-    let base = match lane.base.as_deref().and_then(|b| b.strip_prefix("refs/heads/")) {
+    let base = match lane
+        .base
+        .as_deref()
+        .and_then(|b| b.strip_prefix("refs/heads/"))
+    {
         Some(base) => base.to_string(),
         None => {
             return Err(Failure::Refused(format!(
@@ -97,7 +101,9 @@ pub fn push(
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     run_push(root, &remote, &refspec, detached)
         .map_err(|err| Failure::Failed(format!("git push {remote} {branch} failed: {err}")))?;
-    let mut done = vec![format!("lane {name}: pushed {branch} to {remote} ({remote_url})")];
+    let mut done = vec![format!(
+        "lane {name}: pushed {branch} to {remote} ({remote_url})"
+    )];
     if let Some(url) = super::forge::pull_request_url(&remote_url, &branch, &base) {
         done.push(format!("open a pull request: {url}"));
     }
@@ -119,7 +125,11 @@ fn run_push(root: &Path, remote: &str, refspec: &str, detached: bool) -> Result<
         // SAFETY: setsid is async-signal-safe; without a controlling terminal,
         // ssh cannot ask for a passphrase on the room's screen.
         unsafe {
-            command.pre_exec(|| nix::unistd::setsid().map(drop).map_err(std::io::Error::from));
+            command.pre_exec(|| {
+                nix::unistd::setsid()
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
         }
     } else {
         command.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -170,7 +180,10 @@ pub fn restart(root: &Path, name: &LaneName) -> Result<Vec<String>, Failure> {
         std::fs::rename(&status, &kept).map_err(|err| {
             Failure::Failed(format!("cannot move {} aside: {err}", status.display()))
         })?;
-        done.push(format!("its last run's status is kept in {}", kept.display()));
+        done.push(format!(
+            "its last run's status is kept in {}",
+            kept.display()
+        ));
     }
     done.extend(lanes::set_state(root, name, LaneState::Active, false)?);
     let place = match &lane.branch {

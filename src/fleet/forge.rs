@@ -45,7 +45,10 @@ fn host_and_path(remote: &str) -> Option<(String, String)> {
         (host.to_string(), path.to_string())
     };
     let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/');
+    let path = path
+        .strip_suffix(".git")
+        .unwrap_or(path)
+        .trim_end_matches('/');
     (!path.is_empty() && !host.is_empty()).then(|| (host, path.to_string()))
 }
 

@@ -270,7 +270,12 @@ impl RoomSide {
 
     /// `M`, `U`, `R`: `lane merge`, `lane push`, `lane restart`, off the
     /// screen's thread; what they did or why not goes to the lane's events.
-    pub(super) fn lane_work(&self, root: &Path, config: &crate::config::Config, request: HostRequest) {
+    pub(super) fn lane_work(
+        &self,
+        root: &Path,
+        config: &crate::config::Config,
+        request: HostRequest,
+    ) {
         let (lane, verb) = match &request {
             HostRequest::MergeLane(lane) => (lane.clone(), "merge"),
             HostRequest::PushLane(lane) => (lane.clone(), "push"),

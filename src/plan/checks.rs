@@ -103,7 +103,11 @@ pub struct Checks {
 
 impl Checks {
     pub fn new(root: &Path, plan: &str, grace: Duration) -> Checks {
-        Checks::in_dir(root.join(PLANS_DIR).join(plan), &format!("plan-{plan}"), grace)
+        Checks::in_dir(
+            root.join(PLANS_DIR).join(plan),
+            &format!("plan-{plan}"),
+            grace,
+        )
     }
 
     /// Checks that keep their logs in `dir`; `label` marks their processes.

@@ -213,7 +213,12 @@ fn spawn_review_waiter(root: &Path, name: &LaneName, body: &str) -> Result<Strin
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe().map_err(|err| format!("cannot find clowder: {err}"))?;
     let mut child = std::process::Command::new(exe)
-        .args(["lane", "merge", name.as_str(), &format!("--{AWAIT_REVIEW_FLAG}")])
+        .args([
+            "lane",
+            "merge",
+            name.as_str(),
+            &format!("--{AWAIT_REVIEW_FLAG}"),
+        ])
         .current_dir(root)
         .env(REVIEW_BODY_ENV, body)
         .stdin(Stdio::null())
@@ -323,4 +328,3 @@ impl MergedMeanwhile {
         }
     }
 }
-

@@ -348,9 +348,15 @@ fn run_in_lane(
             match super::foreground::run(guard, inputs, command) {
                 Ok(ended) => (
                     Level::Info,
-                    format!("lane={lane} {what} ended: {ended} ({shown} in {})", dir.display()),
+                    format!(
+                        "lane={lane} {what} ended: {ended} ({shown} in {})",
+                        dir.display()
+                    ),
                 ),
-                Err(err) => (Level::Warn, format!("lane={lane} {what} {shown} failed: {err}")),
+                Err(err) => (
+                    Level::Warn,
+                    format!("lane={lane} {what} {shown} failed: {err}"),
+                ),
             }
         }
         Err(why) => (Level::Warn, format!("lane={lane} no {what}: {why}")),

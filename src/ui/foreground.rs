@@ -62,7 +62,8 @@ pub(super) fn run(
             Ok(())
         });
     }
-    let owned = crate::supervisor::reaper::spawn_owned("room", || command.spawn(), |c| Some(c.id()));
+    let owned =
+        crate::supervisor::reaper::spawn_owned("room", || command.spawn(), |c| Some(c.id()));
     let ended = match owned {
         Ok((child, _registered)) => {
             let pid = Pid::from_raw(child.id() as i32);

@@ -26,7 +26,9 @@ impl Context {
     pub fn heading(self) -> &'static str {
         match self {
             Context::Main => "Everywhere",
-            Context::Lanes => "Lanes pane (with lanes, p K s S D X M U R o e act on the selected lane)",
+            Context::Lanes => {
+                "Lanes pane (with lanes, p K s S D X M U R o e act on the selected lane)"
+            }
             Context::Output => "Session output pane",
             Context::Approvals => "Approvals pane (a, A, r work from any pane)",
             Context::Events => "Events pane",
@@ -200,9 +202,9 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
-    bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base through the verified merge queue, as `clowder lane merge` (a conflict or a failed check becomes a review request)", None),
-    bind(&[k('U')], "U", C::Main, A::PushLane, "push the selected lane's branch, as `clowder lane push`; the events pane gives the pull-request page", None),
-    bind(&[k('R')], "R", C::Main, A::RestartLane, "run the selected finished lane again from iteration 1, as `clowder lane restart`", None),
+    bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base, checked, as `clowder lane merge`", None),
+    bind(&[k('U')], "U", C::Main, A::PushLane, "push the selected lane's branch, as `clowder lane push` (says the pull-request page)", None),
+    bind(&[k('R')], "R", C::Main, A::RestartLane, "run the selected finished lane again from iteration 1 (`clowder lane restart`)", None),
     bind(&[k('o')], "o", C::Main, A::OpenShell, "a shell ($SHELL) in the selected lane's worktree; exit it to come back", None),
     bind(&[k('e')], "e", C::Main, A::OpenEditor, "$VISUAL or $EDITOR (else vi) in the selected lane's worktree", None),
     bind(&[k('P')], "P", C::Main, A::PlanView, "the Plan view: each plan's steps as a tree, with states", Some(("P", "plan"))),
