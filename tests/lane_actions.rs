@@ -217,6 +217,21 @@ fn a_failed_verify_becomes_a_review_request_and_base_stays() {
 }
 
 #[test]
+fn a_review_is_withdrawn_once_a_later_merge_has_taken_the_lane() {
+    let repo = Repo::new("[fleet]\nverify = \"test -f ok\"\n");
+    repo.expect(&["lane", "add", "auth"], 0);
+    repo.commit_in_lane("auth", "work.txt", "work\n");
+    let out = repo.expect(&["lane", "merge", "auth"], 1);
+    assert!(out.contains("the verify check failed"), "{out}");
+    repo.review_of("auth");
+
+    repo.commit_in_lane("auth", "ok", "fixed\n");
+    repo.expect(&["lane", "merge", "auth"], 0);
+    let withdrawn = wait_until(DEADLINE, || repo.pending_requests().is_empty());
+    assert!(withdrawn, "{:?}", repo.pending_requests());
+}
+
+#[test]
 fn push_sends_the_branch_to_the_remote_and_names_the_forges_pull_request_page() {
     let repo = Repo::new("");
     let remote = tempfile::tempdir().expect("tempdir");

@@ -46,6 +46,16 @@ fn lane_has_committed(root: &Path) -> bool {
     })
 }
 
+fn session_starts(root: &Path) -> Vec<serde_json::Value> {
+    let path = root.join(".clowder/lanes/alpha/harness-events.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|e| e["event"] == "session_start")
+        .collect()
+}
+
 /// `q`: the room leaves at once when every lane has ended, else asks first.
 fn quit(tmux: &Tmux) {
     tmux.keys(&["q"]);
@@ -81,6 +91,12 @@ fn m_merges_the_selected_lane_into_its_base() {
         git_in(root, &["log", "-1", "--format=%s", "main"]),
         "Merge lane alpha"
     );
+
+    // R: the finished lane runs again, from iteration 1.
+    tmux.keys(&["R"]);
+    let again = wait_until(DEADLINE, || session_starts(root).len() == 2);
+    assert!(again, "R did not run the lane again; screen:\n{}", tmux.screen());
+    assert_eq!(session_starts(root)[1]["iteration"], 1);
     quit(&tmux);
 }
 
