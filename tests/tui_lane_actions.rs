@@ -95,7 +95,11 @@ fn m_merges_the_selected_lane_into_its_base() {
     // R: the finished lane runs again, from iteration 1.
     tmux.keys(&["R"]);
     let again = wait_until(DEADLINE, || session_starts(root).len() == 2);
-    assert!(again, "R did not run the lane again; screen:\n{}", tmux.screen());
+    assert!(
+        again,
+        "R did not run the lane again; screen:\n{}",
+        tmux.screen()
+    );
     assert_eq!(session_starts(root)[1]["iteration"], 1);
     quit(&tmux);
 }
