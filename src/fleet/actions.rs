@@ -116,12 +116,11 @@ fn run_push(root: &Path, remote: &str, refspec: &str, detached: bool) -> Result<
     command
         .args(["push", "--porcelain", "--end-of-options", remote, refspec])
         .current_dir(root)
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if detached {
-        command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .env("GIT_TERMINAL_PROMPT", "0");
+        command.env("GIT_TERMINAL_PROMPT", "0");
         // SAFETY: setsid is async-signal-safe; without a controlling terminal,
         // ssh cannot ask for a passphrase on the room's screen.
         unsafe {
@@ -131,11 +130,14 @@ fn run_push(root: &Path, remote: &str, refspec: &str, detached: bool) -> Result<
                     .map_err(std::io::Error::from)
             });
         }
-    } else {
-        command.stdout(Stdio::piped()).stderr(Stdio::piped());
     }
-    let output = command
-        .output()
+    // Registered: in a group of its own, an unregistered child is the fleet
+    // reaper's to take, and its exit status would be lost.
+    let (child, _owned) =
+        crate::supervisor::reaper::spawn_owned("git", || command.spawn(), |c| Some(c.id()))
+            .map_err(|err| format!("cannot run git: {err}"))?;
+    let output = child
+        .wait_with_output()
         .map_err(|err| format!("cannot run git: {err}"))?;
     if output.status.success() {
         return Ok(());
