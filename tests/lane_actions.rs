@@ -267,14 +267,14 @@ fn push_sends_the_branch_to_the_remote_and_names_the_forges_pull_request_page() 
     assert!(out.contains("no remote named nowhere"), "{out}");
 }
 
-const STOPPED_AT_1_OF_2: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"commit-agent.sh","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":1,"max_iterations":2,"global_iteration":1,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T01:00:00Z","last_completed_iteration":1,"last_completed_global":1,"last_committed":true,"last_exit_code":0,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":1,"productive":1,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":1},"exit_reason":"stop_file","totals":{"cost_usd":0.0}}"#;
+const STOPPED_AT_1_OF_2: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_command":"commit-agent.sh","stale_timeout_secs":1200.0,"paused":false,"paused_at":null,"stop_pending":false,"iteration":2,"max_iterations":2,"global_iteration":1,"output_file":null,"output_bytes":0,"loop_start":"2026-01-01T00:00:00Z","session_start":null,"last_output_growth":null,"last_update":"2026-01-01T01:00:00Z","last_completed_iteration":1,"last_completed_global":1,"last_committed":true,"last_exit_code":0,"consecutive_rate_limits":0,"pgid":null,"agent_pid":null,"next_session_at":null,"rate_limit_resets_at":null,"counters":{"sessions":1,"productive":1,"empty_retries":0,"empty_iterations":0,"rate_limits":0,"watchdog_kills":0,"user_kills":0,"hook_failures":0,"commits":1},"exit_reason":"stop_file","totals":{"cost_usd":0.0}}"#;
 
 #[test]
 fn restart_runs_a_finished_lane_again_from_iteration_one_and_refuses_a_running_one() {
     let repo = Repo::new("");
     repo.expect(&["lane", "add", "a", "--max-iterations", "2"], 0);
     repo.expect(&["lane", "stop", "a"], 0);
-    // Stopped after its first of two iterations.
+    // Stopped after its first of two iterations (the status names the one under way).
     repo.write(".clowder/lanes/a/harness.status", STOPPED_AT_1_OF_2);
     let running = STOPPED_AT_1_OF_2
         .replace(r#""pid":1,"#, &format!(r#""pid":{},"#, std::process::id()))
