@@ -144,6 +144,7 @@ pub struct TellArgs {
 
 /// Runs clowder with the process's arguments and returns the exit code.
 pub fn main() -> i32 {
+    crate::fleet::actions::set_lane_merge(crate::plan::lane_merge::LANE_MERGE);
     crate::console::exit_on_failed_stdout();
     let args = parse_args(std::env::args_os().collect());
     init_diagnostics();

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::PositiveCount;
+use super::{OptionalDuration, PositiveCount};
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -13,6 +13,13 @@ pub struct FleetConfig {
     /// Lanes that run the same agent command share one account: a rate limit in
     /// one holds session starts in all until its backoff or reset time has passed.
     pub shared_rate_limit: bool,
+    /// `clowder lane merge` runs this shell command on the merged result, as a
+    /// plan's `verify`; base moves only when it exits 0 (`""`: no check).
+    pub verify: String,
+    /// How long `verify` may run: `90s`, `30m`, `2h` (`""`: 30m).
+    pub verify_timeout: OptionalDuration,
+    /// The remote `clowder lane push` pushes to (`""`: `origin`).
+    pub push: String,
 }
 
 impl Default for FleetConfig {
@@ -20,6 +27,9 @@ impl Default for FleetConfig {
         FleetConfig {
             max_parallel: PositiveCount(4),
             shared_rate_limit: false,
+            verify: String::new(),
+            verify_timeout: OptionalDuration::default(),
+            push: String::new(),
         }
     }
 }

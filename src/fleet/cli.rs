@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 
 use super::LaneName;
+use super::actions;
 use super::lanes::{self, AddOptions, Failure, LaneRow, Orphan};
 use super::registry::{self, LaneKind, LaneState};
 use super::task_lane;
@@ -37,8 +38,35 @@ pub enum LaneCommand {
     Resume(NameArg),
     /// Remove a lane; refused when its worktree or branch holds work its base lacks
     Rm(RmArgs),
+    /// Merge the lane's branch (its committed tip) into its base through the
+    /// verified merge queue ([fleet] verify); a conflict or a failed check
+    /// becomes a review request
+    Merge(MergeArgs),
+    /// Push the lane's branch, and print the forge's pull-request page
+    Push(PushArgs),
+    /// Run a finished lane (done, failed or stopped) again, in its worktree on
+    /// its branch, from iteration 1
+    Restart(NameArg),
     /// Leave a note for the lane's next session (at the top of its prompt)
     Tell(LaneTellArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    #[command(flatten)]
+    pub lane: NameArg,
+    /// Post the review request and wait for it (started by a failed merge)
+    #[arg(long = super::actions::AWAIT_REVIEW_FLAG, hide = true)]
+    pub await_review: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    #[command(flatten)]
+    pub lane: NameArg,
+    /// The remote to push to [default: [fleet] push, else origin]
+    #[arg(long = "remote", value_name = "R")]
+    pub remote: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -189,11 +217,32 @@ fn lane(root: &Path, command: LaneCommand) -> Result<(), Failure> {
         LaneCommand::Tell(args) => {
             super::tell::for_a_lane(root, &parse_name(&args.lane.name)?, &args.text)?
         }
+        LaneCommand::Merge(args) => {
+            let name = parse_name(&args.lane.name)?;
+            let config = root_config()?;
+            let queue = actions::lane_merge()?;
+            if args.await_review {
+                std::process::exit((queue.await_review)(root, &name, &config));
+            }
+            (queue.merge)(root, &name, &config)?
+        }
+        LaneCommand::Push(args) => {
+            let name = parse_name(&args.lane.name)?;
+            let config = root_config()?;
+            actions::push(root, &name, args.remote.as_deref(), &config, false)?
+        }
+        LaneCommand::Restart(args) => actions::restart(root, &parse_name(&args.name)?)?,
     };
     for line in done {
         println!("clowder: {line}");
     }
     Ok(())
+}
+
+/// The fleet's harness.toml (its defaults when there is none).
+fn root_config() -> Result<crate::config::Config, Failure> {
+    crate::config::Config::load(Path::new(crate::config::DEFAULT_CONFIG_FILE), false)
+        .map_err(|err| Failure::Usage(format!("bad configuration: {err}")))
 }
 
 fn add(root: &Path, args: AddArgs) -> Result<(), Failure> {

@@ -470,6 +470,15 @@ impl Host {
                     room.stop_task(&self.root, lane);
                 }
             }
+            Some(
+                request @ (HostRequest::MergeLane(_)
+                | HostRequest::PushLane(_)
+                | HostRequest::RestartLane(_)),
+            ) => {
+                if let Some(room) = &self.room {
+                    room.lane_work(&self.root, &self.config, request);
+                }
+            }
         }
     }
 

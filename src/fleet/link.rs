@@ -95,6 +95,12 @@ pub enum HostRequest {
     AddLane(NewLaneRequest),
     /// `"status": "stopped"` into a task lane's state.json (a graceful stop).
     StopTask(LaneName),
+    /// `M`: `clowder lane merge`.
+    MergeLane(LaneName),
+    /// `U`: `clowder lane push` to the default remote.
+    PushLane(LaneName),
+    /// `R`: `clowder lane restart`.
+    RestartLane(LaneName),
     /// `d`: the room leaves and the lanes go on: the host ends once they (and
     /// a plan's driver) have, as headless.
     Detached,

@@ -2,7 +2,9 @@
 //! `.clowder/fleet.json`. This part holds the registry, the git worktrees and the
 //! lane commands that work on files, and the host that runs the lanes together.
 
+pub mod actions;
 pub mod cli;
+mod forge;
 pub mod host;
 pub mod lanes;
 pub mod link;

@@ -263,6 +263,61 @@ impl RoomSide {
         });
     }
 
+    /// `M`, `U`, `R`: `lane merge`, `lane push`, `lane restart`, off the
+    /// screen's thread; what they did or why not goes to the lane's events.
+    pub(super) fn lane_work(
+        &self,
+        root: &Path,
+        config: &crate::config::Config,
+        request: HostRequest,
+    ) {
+        let (lane, verb) = match &request {
+            HostRequest::MergeLane(lane) => (lane.clone(), "merge"),
+            HostRequest::PushLane(lane) => (lane.clone(), "push"),
+            HostRequest::RestartLane(lane) => (lane.clone(), "restart"),
+            _ => return,
+        };
+        let to_ui = self.to_ui.clone();
+        let (root, config) = (root.to_path_buf(), config.clone());
+        let started = LaneReport::Log {
+            at: Utc::now(),
+            level: Level::Info,
+            text: format!("lane {verb} {lane}: started"),
+        };
+        self.send(&lane, started);
+        tokio::task::spawn_local(async move {
+            let name = lane.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                let done = match request {
+                    HostRequest::MergeLane(_) => super::actions::lane_merge()
+                        .and_then(|queue| (queue.merge)(&root, &name, &config)),
+                    HostRequest::PushLane(_) => {
+                        super::actions::push(&root, &name, None, &config, true)
+                    }
+                    _ => super::actions::restart(&root, &name),
+                };
+                done.map_err(|failure| failure.message().to_string())
+            })
+            .await
+            .unwrap_or_else(|err| Err(format!("lane {verb} failed: {err}")));
+            let (level, lines) = match done {
+                Ok(lines) => (Level::Info, lines),
+                Err(why) => (Level::Warn, vec![format!("lane {verb} {lane}: {why}")]),
+            };
+            for text in lines {
+                let report = LaneReport::Log {
+                    at: Utc::now(),
+                    level,
+                    text,
+                };
+                let _ = to_ui.send(HostMsg::Lane {
+                    lane: lane.clone(),
+                    report,
+                });
+            }
+        });
+    }
+
     /// `s` on a task lane: `"status": "stopped"` into its task's state.json;
     /// the worker ends at its next check, and the lane with it.
     pub(super) fn stop_task(&self, root: &Path, lane: LaneName) {

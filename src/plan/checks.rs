@@ -103,12 +103,21 @@ pub struct Checks {
 
 impl Checks {
     pub fn new(root: &Path, plan: &str, grace: Duration) -> Checks {
+        Checks::in_dir(
+            root.join(PLANS_DIR).join(plan),
+            &format!("plan-{plan}"),
+            grace,
+        )
+    }
+
+    /// Checks that keep their logs in `dir`; `label` marks their processes.
+    pub fn in_dir(dir: PathBuf, label: &str, grace: Duration) -> Checks {
         let own_start =
             process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);
         Checks {
-            dir: root.join(PLANS_DIR).join(plan),
+            dir,
             grace,
-            token_prefix: format!("{}-{own_start}-plan-{plan}-", std::process::id()),
+            token_prefix: format!("{}-{own_start}-{label}-", std::process::id()),
             own_start,
             counter: Arc::new(AtomicU64::new(0)),
             stop: Arc::new(watch::channel(false).0),

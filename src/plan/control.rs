@@ -10,7 +10,7 @@ use nix::fcntl::{Flock, FlockArg};
 use super::checks::{self, Checks};
 use super::events::EventLog;
 use super::file::Work;
-use super::merge::{self, MergeJob};
+use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{self, Effect, Input, MergeOutcome};
 use super::state::{PLANS_DIR, PlanState, PlanStatus, StepStatus};
 
@@ -212,9 +212,11 @@ fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<Strin
         .map_or(super::file::DEFAULT_CHECK_TIMEOUT, |s| s.verify_timeout());
     let job = MergeJob {
         root,
-        plan: &state.name,
+        of: MergeOf::Step {
+            plan: &state.name,
+            step,
+        },
         base: &state.base,
-        step,
         rev: &branch,
         verify: &state.verify,
         verify_timeout,

@@ -20,7 +20,7 @@ use super::checks::{self, Checks};
 use super::cleanup;
 use super::control;
 use super::events::EventLog;
-use super::merge::{self, MergeJob};
+use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
 use super::steps::{self, NotStarted};
@@ -456,9 +456,11 @@ impl Driver {
         checks::spawn(move || {
             let job = MergeJob {
                 root: &root,
-                plan: &plan,
+                of: MergeOf::Step {
+                    plan: &plan,
+                    step: &id,
+                },
                 base: &base,
-                step: &id,
                 rev: &rev,
                 verify: &verify,
                 verify_timeout,

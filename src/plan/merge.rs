@@ -15,9 +15,8 @@ use crate::fleet::worktree::{self, git};
 /// What a merge is about: the plan, its base branch and the step's commit.
 pub struct MergeJob<'a> {
     pub root: &'a Path,
-    pub plan: &'a str,
+    pub of: MergeOf<'a>,
     pub base: &'a str,
-    pub step: &'a str,
     /// A commit or branch: the step's tip when it was done.
     pub rev: &'a str,
     pub verify: &'a str,
@@ -25,10 +24,53 @@ pub struct MergeJob<'a> {
     pub checks: &'a Checks,
 }
 
-/// `.clowder/plans/NAME/merge`: the scratch worktree merges are made in.
-pub fn scratch_dir(root: &Path, plan: &str) -> PathBuf {
-    root.join(PLANS_DIR).join(plan).join("merge")
+/// Whose branch is merged: a plan's step, or a lane's (`clowder lane merge`).
+#[derive(Debug, Clone, Copy)]
+pub enum MergeOf<'a> {
+    Step { plan: &'a str, step: &'a str },
+    Lane(&'a str),
 }
+
+impl MergeOf<'_> {
+    /// The scratch worktree merges are made in: `.clowder/plans/NAME/merge`, or
+    /// `.clowder/lane-merge/NAME/merge` for a lane.
+    pub fn scratch_dir(&self, root: &Path) -> PathBuf {
+        self.files_dir(root).join("merge")
+    }
+
+    /// Where the merge's checks keep their logs.
+    pub fn files_dir(&self, root: &Path) -> PathBuf {
+        match self {
+            MergeOf::Step { plan, .. } => root.join(PLANS_DIR).join(plan),
+            MergeOf::Lane(lane) => root.join(LANE_MERGE_DIR).join(lane),
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            MergeOf::Step { plan, step } => format!("Merge step {step} of plan {plan}"),
+            MergeOf::Lane(lane) => format!("Merge lane {lane}"),
+        }
+    }
+
+    fn check_label(&self) -> String {
+        match self {
+            MergeOf::Step { step, .. } => format!("verify-{step}"),
+            MergeOf::Lane(lane) => format!("verify-lane-{lane}"),
+        }
+    }
+
+    /// The command that merges again.
+    pub fn again(&self) -> String {
+        match self {
+            MergeOf::Step { plan, step } => format!("clowder plan merge {plan} {step}"),
+            MergeOf::Lane(lane) => format!("clowder lane merge {lane}"),
+        }
+    }
+}
+
+/// `.clowder/lane-merge`: the scratch worktrees and check logs of lane merges.
+pub const LANE_MERGE_DIR: &str = ".clowder/lane-merge";
 
 /// One merge at a time in this process: the queue's and those asked by hand
 /// share the scratch worktree.
@@ -45,7 +87,7 @@ pub fn merge(job: &MergeJob) -> MergeOutcome {
         Ok(None) => return refused(format!("base branch {} does not exist", job.base)),
         Err(err) => return refused(err),
     };
-    let scratch = scratch_dir(job.root, job.plan);
+    let scratch = job.of.scratch_dir(job.root);
     if let Err(err) = fresh_scratch(job.root, &scratch, &old) {
         return refused(err);
     }
@@ -55,7 +97,7 @@ pub fn merge(job: &MergeJob) -> MergeOutcome {
 }
 
 fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -> MergeOutcome {
-    let message = format!("Merge step {} of plan {}", job.step, job.plan);
+    let message = job.of.message();
     let mut args = identity(job.root);
     let merge = [
         "merge",
@@ -82,7 +124,7 @@ fn merge_in_scratch(job: &MergeJob, scratch: &Path, base_ref: &str, old: &str) -
         Err(err) => return refused(err),
     };
     if !job.verify.trim().is_empty() {
-        let label = format!("verify-{}", job.step);
+        let label = job.of.check_label();
         let check = Check {
             key: "verify",
             command: job.verify,
@@ -219,7 +261,7 @@ fn remove_scratch(root: &Path, scratch: &Path) {
 /// only when it has no uncommitted change to a tracked file.
 fn move_base(job: &MergeJob, base_ref: &str, old: &str, new: &str) -> Result<(), String> {
     let Some(checkout) = checked_out_in(job.root, base_ref)? else {
-        let message = format!("clowder plan {}: merge step {}", job.plan, job.step);
+        let message = format!("clowder: {}", job.of.message());
         return git(
             job.root,
             &["update-ref", "-m", &message, base_ref, new, old],
@@ -233,11 +275,10 @@ fn move_base(job: &MergeJob, base_ref: &str, old: &str, new: &str) -> Result<(),
     )?;
     if !changes.is_empty() {
         return Err(format!(
-            "{} is checked out in {} with uncommitted changes, which clowder does not touch; commit or stash them, then run `clowder plan merge {} {}`",
+            "{} is checked out in {} with uncommitted changes, which clowder does not touch; commit or stash them, then run `{}`",
             job.base,
             checkout.display(),
-            job.plan,
-            job.step
+            job.of.again()
         ));
     }
     if worktree::commit_of(job.root, base_ref)?.as_deref() != Some(old) {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::checks::{self, Checks};
 use super::file::{self, Work};
-use super::merge::{self, MergeJob};
+use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
 use super::state::{PLANS_DIR, PlanState, PlanStatus, StepState, StepStatus};
 use crate::fleet::worktree;
@@ -105,9 +105,11 @@ fn make_branch(
     for dependency in merge_in {
         let job = MergeJob {
             root,
-            plan: run,
+            of: MergeOf::Step {
+                plan: run,
+                step: dependency,
+            },
             base: branch,
-            step: dependency,
             rev: dependency,
             verify: "",
             verify_timeout: file::DEFAULT_CHECK_TIMEOUT,

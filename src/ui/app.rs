@@ -462,6 +462,19 @@ pub enum UiCommand {
         lane: Option<crate::fleet::LaneName>,
         text: String,
     },
+    /// Suspend the screen, run a shell or an editor in the lane's folder in the
+    /// foreground, then come back.
+    RunInLane {
+        lane: crate::fleet::LaneName,
+        program: LaneProgram,
+    },
+}
+
+/// What `o` and `e` run in a lane's folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneProgram {
+    Shell,
+    Editor,
 }
 
 impl AppState {
@@ -915,7 +928,14 @@ pub fn available(state: &AppState, action: Action) -> bool {
     // Said not to apply, rather than silently ignored.
     let watched = live && lanes::selected_kind(state) == Some(LaneKind::WatchTask);
     match action {
-        Action::SelectLane | Action::Diff | Action::RemoveLane => lane_selected,
+        Action::SelectLane
+        | Action::Diff
+        | Action::RemoveLane
+        | Action::MergeLane
+        | Action::PushLane
+        | Action::RestartLane
+        | Action::OpenShell
+        | Action::OpenEditor => lane_selected,
         Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::NewLane => state.fleet.is_some(),
         Action::Tell => match &state.fleet {
@@ -975,6 +995,11 @@ fn act(state: &mut AppState, action: Action, now: DateTime<Utc>, commands: &mut 
         }
         Action::Diff => show_diff(state, commands),
         Action::Tell => tell::open(state),
+        Action::MergeLane
+        | Action::PushLane
+        | Action::RestartLane
+        | Action::OpenShell
+        | Action::OpenEditor => on_lane_work(state, action, commands),
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
@@ -1042,6 +1067,26 @@ fn on_lanes_action(state: &mut AppState, action: Action, commands: &mut Vec<UiCo
         Action::Up => commands.extend(lanes::select_by(state, -1)),
         _ => {}
     }
+}
+
+/// `M`, `U`, `R` for the host; `o`, `e` for the terminal's loop.
+fn on_lane_work(state: &AppState, action: Action, commands: &mut Vec<UiCommand>) {
+    let Some(lane) = state.fleet.as_ref().and_then(|f| f.selected.clone()) else {
+        return;
+    };
+    commands.push(match action {
+        Action::MergeLane => UiCommand::Host(HostRequest::MergeLane(lane)),
+        Action::PushLane => UiCommand::Host(HostRequest::PushLane(lane)),
+        Action::RestartLane => UiCommand::Host(HostRequest::RestartLane(lane)),
+        Action::OpenEditor => UiCommand::RunInLane {
+            lane,
+            program: LaneProgram::Editor,
+        },
+        _ => UiCommand::RunInLane {
+            lane,
+            program: LaneProgram::Shell,
+        },
+    });
 }
 
 /// `D`: asks the host for the selected lane's diff, shown when it comes.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use super::app::{AppState, Msg, UiCommand, lanes, update};
+use super::app::{AppState, LaneProgram, Msg, UiCommand, lanes, update};
 use super::caller::Caller;
 use super::suspend::Suspend;
 use super::{
@@ -164,6 +164,7 @@ async fn room_loop(
         listing_tx,
     );
     let mut outside = Outside {
+        foreground: None,
         requests: &requests,
         follower: None,
         feed_tx,
@@ -258,6 +259,14 @@ async fn room_loop(
             .collect();
         let before = hidden.as_ref().map(|lanes| rows_text(&state, lanes, now));
         outside.apply(&mut state, messages);
+        if let Some((lane, program)) = outside.foreground.take() {
+            if !terminal_gone {
+                let note = run_in_lane(&mut guard, &mut inputs, &files.root, &lane, program);
+                update(&mut state, note, Utc::now());
+            }
+            redraw.changed(true);
+            continue;
+        }
         // Busy lanes not shown redraw the screen only when their row reads otherwise.
         let changed = match (&hidden, before) {
             (Some(lanes), Some(before)) => rows_text(&state, lanes, now) != before,
@@ -307,6 +316,8 @@ fn detach(parent: crate::detach::Detacher, requests: &mpsc::UnboundedSender<Host
 
 /// Carries out what `update` asks of the world outside the state.
 struct Outside<'a> {
+    /// `o` or `e`, run by the loop once the messages are handled.
+    foreground: Option<(LaneName, LaneProgram)>,
     requests: &'a mpsc::UnboundedSender<HostRequest>,
     /// Follows the shown lane's session output on a thread of its own.
     follower: Option<crate::agent::follow::Follower>,
@@ -350,10 +361,64 @@ impl Outside<'_> {
                 notes.push(super::leave_note(self.files, lane.as_ref(), &text));
             }
             UiCommand::Detach => self.detaching = true,
+            UiCommand::RunInLane { lane, program } => self.foreground = Some((lane, program)),
             // Routed to their lanes by `update`.
             UiCommand::Supervisor(_) => {}
             inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
         }
+    }
+}
+
+/// `o` or `e`: the program in the lane's folder, the screen suspended
+/// meanwhile; what happened, as a line for the events pane.
+fn run_in_lane(
+    guard: &mut TerminalGuard,
+    inputs: &mut Inputs,
+    root: &std::path::Path,
+    lane: &LaneName,
+    program: LaneProgram,
+) -> Msg {
+    let folder = crate::fleet::registry::load(root)
+        .map_err(|err| err.to_string())
+        .and_then(|registry| {
+            let found = registry.lane(lane).map(|l| root.join(&l.dir));
+            found.ok_or_else(|| format!("no lane named {lane}"))
+        })
+        .and_then(|dir| {
+            if dir.is_dir() {
+                Ok(dir)
+            } else {
+                Err(format!("its folder {} is missing", dir.display()))
+            }
+        });
+    let what = match program {
+        LaneProgram::Shell => "shell",
+        LaneProgram::Editor => "editor",
+    };
+    let (level, text) = match folder {
+        Ok(dir) => {
+            let command = super::foreground::command_for(program, &dir);
+            let shown = format!("{:?}", command.get_program());
+            match super::foreground::run(guard, inputs, command) {
+                Ok(ended) => (
+                    Level::Info,
+                    format!(
+                        "lane={lane} {what} ended: {ended} ({shown} in {})",
+                        dir.display()
+                    ),
+                ),
+                Err(err) => (
+                    Level::Warn,
+                    format!("lane={lane} {what} {shown} failed: {err}"),
+                ),
+            }
+        }
+        Err(why) => (Level::Warn, format!("lane={lane} no {what}: {why}")),
+    };
+    Msg::Log {
+        at: Utc::now(),
+        level,
+        text,
     }
 }
 

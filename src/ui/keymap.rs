@@ -26,7 +26,9 @@ impl Context {
     pub fn heading(self) -> &'static str {
         match self {
             Context::Main => "Everywhere",
-            Context::Lanes => "Lanes pane (with lanes, p K s S D X t act on the selected lane)",
+            Context::Lanes => {
+                "Lanes pane (with lanes, p K s S D X M U R o e t act on the selected lane)"
+            }
             Context::Output => "Session output pane",
             Context::Approvals => "Approvals pane (a, A, r work from any pane)",
             Context::Events => "Events pane",
@@ -89,6 +91,16 @@ pub enum Action {
     NewLane,
     /// `t`: a note for the selected lane's (or the loop's) next session.
     Tell,
+    /// `M`: merge the selected lane's branch into its base (`clowder lane merge`).
+    MergeLane,
+    /// `U`: push the selected lane's branch (`clowder lane push`).
+    PushLane,
+    /// `R`: run the selected finished lane again (`clowder lane restart`).
+    RestartLane,
+    /// `o`: a shell in the selected lane's worktree, the room suspended meanwhile.
+    OpenShell,
+    /// `e`: `$VISUAL` or `$EDITOR` in the selected lane's worktree.
+    OpenEditor,
     /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
     /// ([`crate::ui::terminal`]), before any prompt or dialog, as the shell's
     /// job control would take it.
@@ -192,6 +204,11 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
+    bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base, checked, as `clowder lane merge`", None),
+    bind(&[k('U')], "U", C::Main, A::PushLane, "push the selected lane's branch, as `clowder lane push` (says the pull-request page)", None),
+    bind(&[k('R')], "R", C::Main, A::RestartLane, "run the selected finished lane again from iteration 1 (`clowder lane restart`)", None),
+    bind(&[k('o')], "o", C::Main, A::OpenShell, "a shell ($SHELL) in the selected lane's worktree; exit it to come back", None),
+    bind(&[k('e')], "e", C::Main, A::OpenEditor, "$VISUAL or $EDITOR (else vi) in the selected lane's worktree", None),
     bind(&[k('P')], "P", C::Main, A::PlanView, "the Plan view: each plan's steps as a tree, with states", Some(("P", "plan"))),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Plan, A::Down, "select a step", None),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Plan, A::Up, "", None),

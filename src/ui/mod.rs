@@ -11,6 +11,7 @@ pub mod attention;
 mod caller;
 mod event_text;
 mod fleet;
+mod foreground;
 pub mod keymap;
 mod live_output;
 pub mod new_lane;

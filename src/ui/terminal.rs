@@ -34,7 +34,7 @@ pub(super) fn restore_terminal() {
     );
 }
 
-fn enter_screen() -> io::Result<()> {
+pub(super) fn enter_screen() -> io::Result<()> {
     enable_raw_mode()?;
     if let Err(err) = execute!(
         io::stdout(),

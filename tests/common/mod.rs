@@ -161,31 +161,51 @@ impl Project {
 }
 
 pub fn wait_with_deadline(mut child: Child, deadline: Duration) -> Output {
+    // Read while it runs: a child whose output fills a pipe (64 KiB) would
+    // otherwise wait for the reader forever.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let start = Instant::now();
+    let mut timed_out = false;
     loop {
         match child.try_wait().expect("try_wait") {
             Some(_) => break,
             None if start.elapsed() > deadline => {
                 let _ = child.kill();
-                let output = child.wait_with_output().expect("wait");
-                panic!(
-                    "clowder did not finish within {deadline:?}\nstdout:\n{}\nstderr:\n{}",
-                    String::from_utf8_lossy(&output.stdout),
-                    String::from_utf8_lossy(&output.stderr)
-                );
+                timed_out = true;
+                break;
             }
             None => std::thread::sleep(Duration::from_millis(20)),
         }
     }
-    let mut stdout = Vec::new();
-    let mut stderr = Vec::new();
-    if let Some(mut out) = child.stdout.take() {
-        out.read_to_end(&mut stdout).expect("read stdout");
-    }
-    if let Some(mut err) = child.stderr.take() {
-        err.read_to_end(&mut stderr).expect("read stderr");
-    }
     let status = child.wait().expect("wait");
+    let stdout = stdout.join().expect("read stdout");
+    let stderr = stderr.join().expect("read stderr");
+    assert!(
+        !timed_out,
+        "clowder did not finish within {deadline:?}\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
     Output {
         status,
         stdout,

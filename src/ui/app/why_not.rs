@@ -22,6 +22,11 @@ pub fn why_not(state: &AppState, action: Action, key: &str) -> Option<String> {
         Action::SelectLane => ("shows a lane", no_lane()),
         Action::Diff => ("shows a lane's diff", no_lane()),
         Action::RemoveLane => ("removes a lane", no_lane()),
+        Action::MergeLane => ("merges a lane", no_lane()),
+        Action::PushLane => ("pushes a lane's branch", no_lane()),
+        Action::RestartLane => ("runs a finished lane again", no_lane()),
+        Action::OpenShell => ("opens a shell in a lane", no_lane()),
+        Action::OpenEditor => ("opens an editor in a lane", no_lane()),
         Action::PlanView if single => (
             "shows plans",
             "they run with lanes: `clowder plan run FILE` starts one".to_string(),
