@@ -91,14 +91,17 @@ impl LaneStatus {
         }
     }
 
-    /// `✗ failed (exit 1)`, `◔ backing off (until 14:05)`: glyph, word, and
-    /// the one fact that belongs to the state, if any.
+    /// `✗ failed (exit 1)`, `◔ backing off 14:05`: glyph, word, and the one
+    /// fact that belongs to the state, if any, short enough for a row.
     pub fn label(self, snapshot: Option<&Snapshot>) -> String {
-        let mut label = format!("{} {}", self.glyph(), self.word());
-        if let Some(detail) = self.detail(snapshot) {
-            label.push_str(&format!(" ({detail})"));
+        let head = format!("{} {}", self.glyph(), self.word());
+        match (self, self.detail(snapshot)) {
+            (LaneStatus::Backoff { until: Some(at) }, _) => {
+                format!("{head} {}", crate::fmt::clock_short(at))
+            }
+            (_, Some(detail)) => format!("{head} ({detail})"),
+            (_, None) => head,
         }
-        label
     }
 
     /// The exit code of a failed loop's agent; the end of a backoff.
