@@ -6,6 +6,7 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
+use crate::lane_status::{Facts, LaneStatus};
 use crate::protocol::{LoopState, Snapshot};
 
 pub fn write(path: &Path, snapshot: &Snapshot) -> io::Result<()> {
@@ -77,7 +78,7 @@ pub fn render(
             .as_ref()
             .map_or_else(|| "unknown".to_string(), |r| r.label());
         lines.push(format!(
-            "Loop state: not running — last run stopped at {} ({reason})",
+            "Loop state: not running — last run ended at {} ({reason})",
             snapshot.last_update.format("%Y-%m-%d %H:%M:%S UTC")
         ));
     } else {
@@ -95,13 +96,16 @@ pub fn render(
         "Current iteration: {}/{} (global: {global})",
         snapshot.iteration, snapshot.max_iterations
     ));
+    // The one vocabulary's word, then the loop's own state in brackets.
+    let status = LaneStatus::of_status_file(snapshot, alive, Facts::default());
+    let raw = snapshot.state.as_str();
     match &snapshot.agent_retrying {
         Some(retrying) if running => lines.push(format!(
-            "State: {} — {}",
-            snapshot.state.as_str(),
+            "State: {} — {} [{raw}]",
+            status.label(Some(snapshot)),
             retrying.describe()
         )),
-        _ => lines.push(format!("State: {}", snapshot.state.as_str())),
+        _ => lines.push(format!("State: {} [{raw}]", status.label(Some(snapshot)))),
     }
     if let Some(why) = &snapshot.ungated {
         lines.push(format!("Approvals: UNGATED — {why}"));

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::fmt;
+use crate::lane_status::LaneStatus;
 use crate::protocol::{Event, KillReason, TimedEvent};
 use crate::supervisor::core::Level;
 
@@ -126,7 +127,15 @@ pub fn summaries(event: &Event) -> Vec<String> {
         Event::WatchdogStale { global, .. } => {
             vec![summary(event), format!("#{global} no output, killing")]
         }
-        Event::LoopEnd { reason, .. } => vec![summary(event), format!("ended: {}", reason.label())],
+        Event::LoopEnd {
+            reason, counters, ..
+        } => {
+            let status = LaneStatus::ended_with(reason, counters);
+            vec![
+                summary(event),
+                format!("{} {}: {}", status.glyph(), status.word(), reason.label()),
+            ]
+        }
         Event::SessionGate {
             iteration,
             approved,
@@ -280,11 +289,19 @@ fn summary(event: &Event) -> String {
         ),
         Event::LoopResumed => "loop resumed".to_string(),
         Event::LoopEnd {
-            reason, iterations, ..
-        } => format!(
-            "loop ended: {} after {iterations} iterations",
-            reason.label()
-        ),
+            reason,
+            iterations,
+            counters,
+            ..
+        } => {
+            let status = LaneStatus::ended_with(reason, counters);
+            format!(
+                "loop ended {} {}: {} after {iterations} iterations",
+                status.glyph(),
+                status.word(),
+                reason.label()
+            )
+        }
         Event::LeakedPid {
             global,
             pid,
