@@ -161,6 +161,7 @@ fn lanes_json_and_status_give_every_state_its_one_word() {
         "lane=bad state=failed (exit 1) ",
         "lane=halt state=stopped ",
         "lane=gone state=stopped ",
+        "lane=new state=not started requested=active",
     ] {
         assert!(text.contains(line), "{line:?} missing:\n{text}");
     }

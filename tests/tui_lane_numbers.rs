@@ -70,10 +70,7 @@ fn numbers_stay_with_their_lanes_and_a_decision_is_told_to_the_lane_that_asked()
         "{}",
         lines[first_row]
     );
-    assert!(
-        row_of(&screen, "alpha").contains(" 1 alpha "),
-        "{screen}"
-    );
+    assert!(row_of(&screen, "alpha").contains(" 1 alpha "), "{screen}");
 
     // `2` is beta and `1` alpha, though gamma's row is the first.
     tmux.keys(&["2"]);

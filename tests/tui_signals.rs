@@ -147,7 +147,7 @@ fn closing_the_terminal_while_a_session_runs_ends_it_as_terminal_closed() {
 
 #[test]
 fn closing_the_terminal_of_a_paused_session_leaves_nothing() {
-    closed_while_running(&["p"], "PAUSED");
+    closed_while_running(&["p"], "‖ paused");
 }
 
 #[test]

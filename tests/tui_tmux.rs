@@ -59,7 +59,7 @@ fn pause_kill_and_stop_from_the_keyboard() {
         "group not stopped: {:?}",
         group_states(pgid)
     );
-    tmux.wait_for("PAUSED");
+    tmux.wait_for("‖ paused");
     tmux.keys(&["p"]);
     assert!(
         wait_until(DEADLINE, || {

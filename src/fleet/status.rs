@@ -37,7 +37,12 @@ pub fn print(root: &Path, json: bool) -> i32 {
                 let note = super::task_lane::status_note(root, lane, chrono::Utc::now());
                 println!("{}{note}", line(&lane.name, &snapshot, queued));
             }
-            Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
+            Err(_) => println!(
+                "lane={} state={} requested={}",
+                lane.name,
+                crate::lane_status::LaneStatus::NotStarted.word(),
+                lane.state.as_str()
+            ),
         }
     }
     if json {
