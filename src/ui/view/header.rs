@@ -203,6 +203,8 @@ fn detail(status: LaneStatus, snap: &Snapshot, ended: Option<&ExitReason>) -> Op
             "session waits for your approval".into()
         }
         LaneStatus::WaitingForYou => "a request waits in the inbox".into(),
+        // A lane that has not reported has only a placeholder (PID 0).
+        LaneStatus::Queued if snap.pid == 0 => "has not started yet".into(),
         LaneStatus::Queued => "waits for a session slot".into(),
         LaneStatus::Failed if snap.failed_every_session() => {
             let code = snap.last_exit_code.unwrap_or_default();
