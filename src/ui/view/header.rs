@@ -114,8 +114,9 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         ));
     }
     let process = session_process(status, snap);
-    // The loop's own process only while it runs: never a previous run's.
-    let own = if started && !status.is_over() {
+    // A lane's clowder only while its loop runs: one that ended may have been
+    // an earlier run's. A single loop's is the room's own process.
+    let own = if started && (state.fleet.is_none() || !status.is_over()) {
         format!("   clowder PID {}", snap.pid)
     } else {
         String::new()
