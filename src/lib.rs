@@ -15,6 +15,7 @@ pub mod detach;
 pub mod escape;
 pub mod fleet;
 pub mod fmt;
+pub mod lane_status;
 pub mod plan;
 pub mod proc_stat;
 pub mod protocol;

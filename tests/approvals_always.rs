@@ -101,7 +101,7 @@ fn a_writes_a_rule_per_simple_command_and_says_what_it_covers() {
     assert!(wait_until(DEADLINE, || decision(&project, "answer-2.json")
         .is_some_and(|d| d.0 == "allow")));
     assert_eq!(project.read("harness.toml"), config);
-    tmux.wait_for("stopped: max_iterations");
+    tmux.wait_for("✓ done: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }

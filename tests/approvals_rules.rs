@@ -753,7 +753,7 @@ fn a_in_the_control_room_on_a_command_that_overflowed_the_parser_approves_once()
             .is_ok_and(|answer| answer.contains("\"permissionDecision\":\"allow\""))
     };
     assert!(wait_until(DEADLINE, answered));
-    tmux.wait_for("stopped: max_iterations");
+    tmux.wait_for("✓ done: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }

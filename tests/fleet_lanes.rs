@@ -678,7 +678,8 @@ fn a_running_lane_shows_its_live_state_and_is_not_removed() {
     hand.agent_group = Some(pgid);
 
     let row = repo.lanes_json().remove(0);
-    assert_eq!(row["state"], "session_running", "{row}");
+    assert_eq!(row["state"], "running", "{row}");
+    assert_eq!(row["loop_state"], "session_running", "{row}");
     assert_eq!(row["running"], true);
     assert_eq!(row["iteration"], 1);
     assert!(row["idle_secs"].is_i64(), "{row}");

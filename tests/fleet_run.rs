@@ -219,7 +219,7 @@ fn three_lanes_run_at_once_each_in_its_own_worktree_with_its_own_files() {
     let text = stdout_of(&status);
     for lane in ["a", "b", "c"] {
         assert!(
-            text.contains(&format!("lane={lane} state=not running iteration=2/2")),
+            text.contains(&format!("lane={lane} state=done iteration=2/2")),
             "{text}"
         );
     }
@@ -861,10 +861,11 @@ fn a_fleet_run_under_another_program_name_is_running_and_its_lane_is_not_removed
 
     let row = repo.lanes_json().remove(0);
     assert_eq!(row["running"], true, "{row}");
-    assert_eq!(row["state"], "session_running", "{row}");
+    assert_eq!(row["state"], "running", "{row}");
+    assert_eq!(row["loop_state"], "session_running", "{row}");
     let status = repo.clowder(&["--status"]);
     assert!(
-        stdout_of(&status).contains("lane=a state=session_running"),
+        stdout_of(&status).contains("lane=a state=running"),
         "{}",
         stdout_of(&status)
     );

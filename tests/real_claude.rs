@@ -221,7 +221,7 @@ fn parallel_calls_a_subagent_and_long_text_are_shown_in_order(cli: Cli) {
     let project = Project::new(&real_agents::config(cli, ""));
     let command = real_agents::room_command(cli, &server, &project, &["1"], "");
     let tmux = common::tmux::Tmux::start(project.root(), &command, 120, 40);
-    let screen = tmux.wait_for_all(&["■ result: success · 4 turns", "stopped"]);
+    let screen = tmux.wait_for_all(&["■ result: success · 4 turns", "✓ done"]);
     let pane = output_pane(&screen);
     let context = format!("{version}:\n{screen}");
     assert_eq!(
@@ -416,7 +416,7 @@ fn the_gate_holds_a_chain_until_a_or_r_in_the_room(cli: Cli) {
     real_agents::press_until(&tmux, "a", |screen| {
         !screen.contains("Approvals (1 waiting)")
     });
-    let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
+    let screen = tmux.wait_for_all(&["■ result: success", "✓ done"]);
     let results = anthropic::tool_results(&server);
     let last = results.last().map(|r| r.output.clone()).unwrap_or_default();
     assert!(
@@ -430,7 +430,7 @@ fn the_gate_holds_a_chain_until_a_or_r_in_the_room(cli: Cli) {
     tmux.type_text("not on a Friday");
     tmux.wait_for("not on a Friday");
     tmux.keys(&["Enter"]);
-    let screen = tmux.wait_for_all(&["■ result: success", "stopped"]);
+    let screen = tmux.wait_for_all(&["■ result: success", "✓ done"]);
     let results = anthropic::tool_results(&server);
     let last = results.last().map(|r| r.output.clone()).unwrap_or_default();
     assert!(

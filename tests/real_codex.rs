@@ -758,7 +758,7 @@ fn gate_in_the_room(cli: Cli) {
     real_agents::press_until(&tmux, "r", |screen| screen.contains("Enter rejects"));
     tmux.keys(&["-l", "not from the room"]);
     tmux.keys(&["Enter"]);
-    tmux.wait_for("stopped: max_iterations");
+    tmux.wait_for("✓ done: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
     assert!(

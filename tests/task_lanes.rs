@@ -203,8 +203,9 @@ fn a_task_lane_runs_the_worker_to_completion_and_shows_each_action_readably() {
     assert_eq!(rows[0]["kind"], "task");
     assert_eq!(rows[0]["iteration"], 3);
     assert_eq!(rows[0]["max_iterations"], 3);
-    let state = rows[0]["state"].as_str().unwrap_or_default();
-    assert!(state.contains("task completed"), "{state}");
+    assert_eq!(rows[0]["task_status"], "completed", "{rows}");
+    let table = stdout_of(&fleet.clowder(&["lanes"]));
+    assert!(table.contains("(task completed)"), "{table}");
     let status = stdout_of(&fleet.clowder(&["--status"]));
     assert!(
         status.contains("lane=t ") && status.contains("task=completed task_iteration=3/3"),

@@ -121,7 +121,7 @@ fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
 
     // The gate's request shows with its lane; `a` lets it go on.
     tmux.wait_for("[gamma] Bash  git push origin");
-    tmux.wait_for("? waiting for you");
+    tmux.wait_for("? waiting");
     tmux.keys(&["a"]);
     let answer = fleet.out.path().join("answer-gamma.json");
     assert!(
@@ -132,7 +132,7 @@ fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
     );
     // Answered, gamma no longer needs you: the lanes are in registry order again.
     assert!(
-        wait_until(DEADLINE, || !tmux.screen().contains("? waiting for you")),
+        wait_until(DEADLINE, || !tmux.screen().contains("? waiting")),
         "{}",
         tmux.screen()
     );

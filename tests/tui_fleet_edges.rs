@@ -86,7 +86,8 @@ fn the_kill_question_shows_the_keys_that_answer_it_at_every_size() {
     for (width, height) in [(80, 24), (120, 40)] {
         let repo = fleet(&["busy"], &["hang"], 1);
         let tmux = room(repo.path(), width, height);
-        tmux.wait_for("● running");
+        // Its session, not only its loop: K acts on a session's processes.
+        tmux.wait_for_all(&["● running", "PGID"]);
         tmux.keys(&["K"]);
         let screen = tmux.wait_for("Kill the session?");
         let rows = dialog_rows(&screen, "Kill the session?");

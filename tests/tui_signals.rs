@@ -147,7 +147,7 @@ fn closing_the_terminal_while_a_session_runs_ends_it_as_terminal_closed() {
 
 #[test]
 fn closing_the_terminal_of_a_paused_session_leaves_nothing() {
-    closed_while_running(&["p"], "PAUSED");
+    closed_while_running(&["p"], "‖ paused");
 }
 
 #[test]
@@ -165,14 +165,14 @@ fn closing_the_terminal_of_an_ended_loop_leaves_nothing() {
     // The room stays open on the final state; before, it then spun at 80-160 %
     // CPU when its terminal went, and ignored SIGTERM and SIGHUP.
     let project = Project::new(&fast_config(&["normal"], ""));
-    let (tmux, pidfile) = room(&project, 2, "stopped: max_iterations");
+    let (tmux, pidfile) = room(&project, 2, "✓ done: max_iterations");
     close_and_expect_nothing_left(tmux, project.root(), &pidfile);
 }
 
 #[test]
 fn closing_the_terminal_of_an_ended_loop_with_the_help_open_leaves_nothing() {
     let project = Project::new(&fast_config(&["normal"], ""));
-    let (tmux, pidfile) = room(&project, 1, "stopped: max_iterations");
+    let (tmux, pidfile) = room(&project, 1, "✓ done: max_iterations");
     tmux.keys(&["?"]);
     tmux.wait_for("Everywhere");
     close_and_expect_nothing_left(tmux, project.root(), &pidfile);
@@ -267,7 +267,7 @@ fn room_pid(tmux: &Tmux) -> i32 {
 fn a_room_whose_loop_has_ended_leaves_on_sigterm_sighup_and_sigint() {
     for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGINT] {
         let project = Project::new(&fast_config(&["normal"], ""));
-        let (tmux, _) = room(&project, 1, "stopped: max_iterations");
+        let (tmux, _) = room(&project, 1, "✓ done: max_iterations");
         let pid = room_pid(&tmux);
         send_signal(pid as u32, signal);
         let left = wait_until(GONE_WITHIN, || tmux.screen().contains("CLOWDER_EXIT="));

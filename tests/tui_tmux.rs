@@ -59,7 +59,7 @@ fn pause_kill_and_stop_from_the_keyboard() {
         "group not stopped: {:?}",
         group_states(pgid)
     );
-    tmux.wait_for("PAUSED");
+    tmux.wait_for("‖ paused");
     tmux.keys(&["p"]);
     assert!(
         wait_until(DEADLINE, || {
@@ -139,7 +139,7 @@ fn the_bundled_demo_opens_the_control_room() {
     // Readable stream-json: tool calls on one line, the final result with its cost.
     tmux.wait_for("▶ Read  TODO.md");
     tmux.wait_for("■ result: success");
-    let screen = tmux.wait_for("stopped: max_iterations");
+    let screen = tmux.wait_for("✓ done: max_iterations");
     assert!(
         screen.contains("rate limits 0 in a row · 1 total"),
         "{screen}"
@@ -237,7 +237,7 @@ fn an_agent_asking_through_the_gate_is_answered_from_the_keyboard() {
             .read("harness.toml")
             .contains("prefix = \"cargo test --all\"")
     );
-    let screen = tmux.wait_for("stopped: max_iterations");
+    let screen = tmux.wait_for("✓ done: max_iterations");
     assert!(!screen.contains("Quit clowder?"), "{screen}");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
@@ -276,7 +276,7 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
     let killed = project.events_named("session_killed");
     assert_eq!(killed.len(), 1);
     assert_eq!(killed[0]["needed_sigkill"], false);
-    tmux.wait_for("stopped: max_iterations");
+    tmux.wait_for("✓ done: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }
@@ -355,7 +355,7 @@ fn an_abandoned_request_is_marked_and_its_approval_refused() {
         clowder = clowder_bin().display()
     );
     let tmux = Tmux::start(project.root(), &command, 80, 24);
-    tmux.wait_for("stopped: max_iterations");
+    tmux.wait_for("✓ done: max_iterations");
     // A gate that is killed while it waits: nobody will read an answer.
     let mut gate = project
         .command(&["gate"])

@@ -386,6 +386,9 @@ pub fn table(rows: &[LaneRow]) -> String {
     ]];
     for row in rows {
         let mut state = row.state.clone();
+        if let Some(task) = &row.task_status {
+            state.push_str(&format!(" (task {task})"));
+        }
         if row.requested != LaneState::Active {
             state.push_str(&format!(" [{}]", row.requested.as_str()));
         }

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::registry::{self, Change, Lane, LaneKind, LaneState, Pending, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
+use crate::lane_status::LaneStatus;
 use crate::store::lock::{InstanceLock, LockError, STATE_DIR};
 use crate::supervisor::runtime::QUEUED_MARK;
 
@@ -807,8 +808,15 @@ pub struct LaneRow {
     pub base: Option<String>,
     /// What the registry records: active, paused or stopped.
     pub requested: LaneState,
-    /// The loop's state from its status file, or `not started`.
+    /// The lane's state in the one vocabulary ([`crate::lane_status`]):
+    /// `running`, `waiting`, `done`, `failed`, `not started`…
     pub state: String,
+    /// The loop's own state as its status file records it (`session_running`,
+    /// `idle`…); `null` before a status file.
+    pub loop_state: Option<String>,
+    /// A task lane's worker's own status (`running`, `completed`…).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_status: Option<String>,
     pub running: bool,
     pub iteration: Option<u64>,
     pub max_iterations: Option<u64>,
@@ -851,7 +859,9 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
         branch: lane.branch.clone(),
         base: lane.base.as_deref().map(|b| short_ref(b).to_string()),
         requested: lane.state,
-        state: "not started".to_string(),
+        state: LaneStatus::NotStarted.word().to_string(),
+        loop_state: None,
+        task_status: None,
         running: false,
         iteration: None,
         max_iterations: lane.max_iterations,
@@ -867,14 +877,11 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
     if status.exists() {
         match crate::store::status::read(&status) {
             Ok((snapshot, _)) => {
-                fill_from_status(&mut row, &snapshot, now);
-                let queued = lane_files_dir(root, &lane.name).join(QUEUED_MARK);
-                if row.running && queued.exists() {
-                    row.state = "queued".to_string();
-                }
+                let queued = lane_files_dir(root, &lane.name).join(QUEUED_MARK).exists();
+                fill_from_status(&mut row, &snapshot, queued, now);
             }
             Err(err) => {
-                row.state = "unreadable".to_string();
+                row.state = LaneStatus::Unknown.word().to_string();
                 row.problems.push(err);
             }
         }
@@ -888,21 +895,29 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
     row
 }
 
-fn fill_from_status(row: &mut LaneRow, snapshot: &crate::protocol::Snapshot, now: DateTime<Utc>) {
+fn fill_from_status(
+    row: &mut LaneRow,
+    snapshot: &crate::protocol::Snapshot,
+    queued: bool,
+    now: DateTime<Utc>,
+) {
     use crate::protocol::LoopState;
     let alive = crate::store::status::writer_alive(snapshot);
     row.running = alive && snapshot.state != LoopState::Stopped;
-    row.state = if row.running {
-        snapshot.state.as_str().to_string()
-    } else if snapshot.state == LoopState::Stopped {
-        crate::protocol::Ending::of(snapshot.exit_reason.as_ref(), Some(snapshot))
-            .as_str()
-            .to_string()
-    } else {
-        format!("gone ({})", snapshot.state.as_str())
+    let facts = crate::lane_status::Facts {
+        queued,
+        pending: usize::try_from(row.pending_approvals).unwrap_or(usize::MAX),
+        ..Default::default()
     };
-    if row.running && snapshot.paused {
-        row.state.push_str(", paused");
+    let status = LaneStatus::of_status_file(snapshot, alive, facts);
+    row.state = status.word().to_string();
+    row.loop_state = Some(snapshot.state.as_str().to_string());
+    if !alive && snapshot.state != LoopState::Stopped {
+        row.problems.push(format!(
+            "its clowder (PID {}) is gone; it last said {}",
+            snapshot.pid,
+            snapshot.state.as_str()
+        ));
     }
     row.iteration = Some(snapshot.iteration);
     row.max_iterations = Some(snapshot.max_iterations);

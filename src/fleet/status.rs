@@ -37,7 +37,12 @@ pub fn print(root: &Path, json: bool) -> i32 {
                 let note = super::task_lane::status_note(root, lane, chrono::Utc::now());
                 println!("{}{note}", line(&lane.name, &snapshot, queued));
             }
-            Err(_) => println!("lane={} not run yet ({})", lane.name, lane.state.as_str()),
+            Err(_) => println!(
+                "lane={} state={} requested={}",
+                lane.name,
+                crate::lane_status::LaneStatus::NotStarted.word(),
+                lane.state.as_str()
+            ),
         }
     }
     if json {
@@ -47,19 +52,20 @@ pub fn print(root: &Path, json: bool) -> i32 {
     0
 }
 
-/// One lane on one line: its state, iteration, global number, and how it ended.
+/// One lane on one line: its state (in the one vocabulary), iteration,
+/// global number, and how it ended.
 fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bool) -> String {
     let alive = status::writer_alive(snapshot);
-    let state = if alive && queued {
-        "queued".to_string()
-    } else if alive {
-        serde_json::to_value(snapshot.state)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    } else {
-        "not running".to_string()
+    let facts = crate::lane_status::Facts {
+        queued,
+        ..Default::default()
     };
+    let state = crate::lane_status::LaneStatus::of_status_file(snapshot, alive, facts);
+    let exit = state
+        .detail(Some(snapshot))
+        .filter(|_| state == crate::lane_status::LaneStatus::Failed)
+        .map(|detail| format!(" ({detail})"))
+        .unwrap_or_default();
     let ended = snapshot
         .exit_reason
         .as_ref()
@@ -67,12 +73,12 @@ fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bo
         .map(|reason| format!(" ended={}", reason.label()))
         .unwrap_or_default();
     format!(
-        "lane={name} state={state} iteration={}/{} global={}{}{ended}",
+        "lane={name} state={}{exit} iteration={}/{} global={}{ended}",
+        state.word(),
         snapshot.iteration,
         snapshot.max_iterations,
         snapshot
             .global_iteration
             .map_or_else(|| "-".to_string(), |g| g.to_string()),
-        if snapshot.paused { " paused" } else { "" },
     )
 }

@@ -201,7 +201,7 @@ pub fn fill_row(root: &Path, lane: &Lane, row: &mut LaneRow, now: DateTime<Utc>)
     match task::read_state(&dir) {
         Ok(Some(state)) => {
             row.iteration = Some(state.iteration);
-            row.state = format!("{} (task {})", row.state, state.status.as_str());
+            row.task_status = Some(state.status.as_str().to_string());
         }
         Ok(None) => row.iteration = Some(0),
         Err(err) => row.problems.push(err.to_string()),

@@ -7,6 +7,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 
 use super::versioned::{self, Format};
+use crate::lane_status::{Facts, LaneStatus};
 use crate::protocol::{LoopState, Snapshot};
 
 /// Version 0 is a status written before versions were kept: the same fields.
@@ -93,7 +94,7 @@ pub fn render(
             .as_ref()
             .map_or_else(|| "unknown".to_string(), |r| r.label());
         lines.push(format!(
-            "Loop state: not running — last run stopped at {} ({reason})",
+            "Loop state: not running — last run ended at {} ({reason})",
             snapshot.last_update.format("%Y-%m-%d %H:%M:%S UTC")
         ));
     } else {
@@ -111,13 +112,16 @@ pub fn render(
         "Current iteration: {}/{} (global: {global})",
         snapshot.iteration, snapshot.max_iterations
     ));
+    // The one vocabulary's word, then the loop's own state in brackets.
+    let status = LaneStatus::of_status_file(snapshot, alive, Facts::default());
+    let raw = snapshot.state.as_str();
     match &snapshot.agent_retrying {
         Some(retrying) if running => lines.push(format!(
-            "State: {} — {}",
-            snapshot.state.as_str(),
+            "State: {} — {} [{raw}]",
+            status.label(Some(snapshot)),
             retrying.describe()
         )),
-        _ => lines.push(format!("State: {}", snapshot.state.as_str())),
+        _ => lines.push(format!("State: {} [{raw}]", status.label(Some(snapshot)))),
     }
     if let Some(why) = &snapshot.ungated {
         lines.push(format!("Approvals: UNGATED — {why}"));

@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::fmt;
+use crate::lane_status::LaneStatus;
 use crate::protocol::{Event, KillReason, TimedEvent};
 use crate::supervisor::core::Level;
 
@@ -212,7 +213,15 @@ pub fn summaries(event: &Event) -> Vec<String> {
             };
             vec![summary(event), short]
         }
-        Event::LoopEnd { reason, .. } => vec![summary(event), format!("ended: {}", reason.label())],
+        Event::LoopEnd {
+            reason, counters, ..
+        } => {
+            let status = LaneStatus::ended_with(reason, counters);
+            vec![
+                summary(event),
+                format!("{} {}: {}", status.glyph(), status.word(), reason.label()),
+            ]
+        }
         Event::SessionGate {
             iteration,
             approved,
@@ -379,11 +388,19 @@ fn summary(event: &Event) -> String {
         ),
         Event::LoopResumed => "loop resumed".to_string(),
         Event::LoopEnd {
-            reason, iterations, ..
-        } => format!(
-            "loop ended: {} after {iterations} iterations",
-            reason.label()
-        ),
+            reason,
+            iterations,
+            counters,
+            ..
+        } => {
+            let status = LaneStatus::ended_with(reason, counters);
+            format!(
+                "loop ended {} {}: {} after {iterations} iterations",
+                status.glyph(),
+                status.word(),
+                reason.label()
+            )
+        }
         Event::LeakedPid {
             global,
             pid,

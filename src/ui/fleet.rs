@@ -314,6 +314,9 @@ fn detach(parent: crate::detach::Detacher, requests: &mpsc::UnboundedSender<Host
     }
 }
 
+/// A line for the events pane: of the lane it is about, else of the lane shown.
+type Note = (Option<LaneName>, (DateTime<Utc>, Level, String));
+
 /// Carries out what `update` asks of the world outside the state.
 struct Outside<'a> {
     /// `o` or `e`, run by the loop once the messages are handled.
@@ -331,23 +334,26 @@ struct Outside<'a> {
 
 impl Outside<'_> {
     fn apply(&mut self, state: &mut AppState, messages: Vec<Msg>) {
-        let mut notes: Vec<(DateTime<Utc>, Level, String)> = Vec::new();
+        let mut notes: Vec<Note> = Vec::new();
         for message in messages {
             for command in update(state, message, Utc::now()) {
                 self.carry_out(state, command, &mut notes);
             }
         }
-        for (at, level, text) in notes {
-            update(state, Msg::Log { at, level, text }, Utc::now());
+        for (lane, (at, level, text)) in notes {
+            // A decision's note goes to the lane that asked, not the one shown.
+            let message = match lane {
+                Some(lane) => Msg::Host(HostMsg::Lane {
+                    lane,
+                    report: LaneReport::Log { at, level, text },
+                }),
+                None => Msg::Log { at, level, text },
+            };
+            update(state, message, Utc::now());
         }
     }
 
-    fn carry_out(
-        &mut self,
-        state: &mut AppState,
-        command: UiCommand,
-        notes: &mut Vec<(DateTime<Utc>, Level, String)>,
-    ) {
+    fn carry_out(&mut self, state: &mut AppState, command: UiCommand, notes: &mut Vec<Note>) {
         match command {
             UiCommand::Host(request) => {
                 let _ = self.requests.send(request);
@@ -358,13 +364,19 @@ impl Outside<'_> {
             }
             UiCommand::Quit => state.should_quit = true,
             UiCommand::Tell { lane, text } => {
-                notes.push(super::leave_note(self.files, lane.as_ref(), &text));
+                let said = super::leave_note(self.files, lane.as_ref(), &text);
+                notes.push((lane, said));
             }
             UiCommand::Detach => self.detaching = true,
             UiCommand::RunInLane { lane, program } => self.foreground = Some((lane, program)),
             // Routed to their lanes by `update`.
             UiCommand::Supervisor(_) => {}
-            inbox => on_inbox_command(inbox, self.files, state, &self.hint_tx, notes),
+            inbox => {
+                let lane = lanes::request_lane(state, &inbox);
+                let mut said = Vec::new();
+                on_inbox_command(inbox, self.files, state, &self.hint_tx, &mut said);
+                notes.extend(said.into_iter().map(|note| (lane.clone(), note)));
+            }
         }
     }
 }

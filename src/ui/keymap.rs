@@ -201,7 +201,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('k'), code(KeyCode::Up)], "", C::Events, A::Up, "", None),
     bind(&[k('G'), code(KeyCode::End)], "", C::Events, A::Follow, "", None),
     bind(&[code(KeyCode::Enter)], "Enter", C::Events, A::Expand, "show the event's full record", Some(("Enter", "record"))),
-    bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show that lane of the Lanes pane (with lanes)", None),
+    bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show the lane with that number in its row (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
     bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base, checked, as `clowder lane merge`", None),

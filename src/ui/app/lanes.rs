@@ -19,68 +19,9 @@ use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
 use crate::ui::new_lane::NewLaneDialog;
 
-/// A lane's state as the Lanes pane words it; the loop's own state, never a
-/// guess from a screen. Kept per lane in [`LaneRow::status`], so that a
-/// change (old against new) can be noticed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaneStatus {
-    Running,
-    /// A request of this lane waits in the approvals inbox.
-    WaitingForYou,
-    /// A retry delay or a rate-limit backoff, until then.
-    Backoff {
-        until: Option<DateTime<Utc>>,
-    },
-    /// A human rejected a session (or the disk is full): it waits to be resumed.
-    Held,
-    Paused,
-    /// Waits for a session slot (`[fleet] max_parallel`), or has not started yet.
-    Queued,
-    Done,
-    Failed,
-    Stopped,
-}
-
-impl LaneStatus {
-    /// A human should look at it.
-    pub fn needs_you(self) -> bool {
-        matches!(
-            self,
-            LaneStatus::WaitingForYou | LaneStatus::Held | LaneStatus::Failed
-        )
-    }
-
-    pub fn glyph(self) -> &'static str {
-        match self {
-            LaneStatus::Running => "●",
-            LaneStatus::WaitingForYou => "?",
-            LaneStatus::Backoff { .. } => "◔",
-            LaneStatus::Held => "!",
-            LaneStatus::Paused => "‖",
-            LaneStatus::Queued => "…",
-            LaneStatus::Done => "✓",
-            LaneStatus::Failed => "✗",
-            LaneStatus::Stopped => "■",
-        }
-    }
-
-    pub fn word(self) -> String {
-        match self {
-            LaneStatus::Running => "running".into(),
-            LaneStatus::WaitingForYou => "waiting for you".into(),
-            LaneStatus::Backoff { until: Some(at) } => {
-                format!("backoff until {}", crate::fmt::clock_short(at))
-            }
-            LaneStatus::Backoff { until: None } => "backoff".into(),
-            LaneStatus::Held => "held".into(),
-            LaneStatus::Paused => "paused".into(),
-            LaneStatus::Queued => "queued".into(),
-            LaneStatus::Done => "done".into(),
-            LaneStatus::Failed => "failed".into(),
-            LaneStatus::Stopped => "stopped".into(),
-        }
-    }
-}
+/// A lane's state as every listing words it (see [`crate::lane_status`]); kept
+/// per lane in [`LaneRow::status`], so that a change (old against new) can be noticed.
+pub use crate::lane_status::LaneStatus;
 
 /// One lane as the Lanes pane shows it.
 #[derive(Debug, Clone)]
@@ -128,45 +69,22 @@ impl LaneRow {
     }
 }
 
-/// How a loop that ended is worded.
-fn ended_status(reason: Option<&ExitReason>, snapshot: Option<&Snapshot>) -> LaneStatus {
-    match crate::protocol::Ending::of(reason, snapshot) {
-        crate::protocol::Ending::Done => LaneStatus::Done,
-        crate::protocol::Ending::Failed => LaneStatus::Failed,
-        crate::protocol::Ending::Stopped => LaneStatus::Stopped,
-    }
-}
-
 /// The lane's status from what its loop last said.
 pub fn status_of(row: &LaneRow) -> LaneStatus {
-    if row.pending > 0 {
-        return LaneStatus::WaitingForYou;
-    }
-    match &row.ended {
-        Some(Ok(reason)) => return ended_status(Some(reason), row.snapshot.as_deref()),
-        Some(Err(_)) => return LaneStatus::Failed,
-        None => {}
-    }
-    let Some(snapshot) = &row.snapshot else {
-        return match row.requested {
-            LaneState::Active => LaneStatus::Queued,
-            LaneState::Paused => LaneStatus::Paused,
-            LaneState::Stopped => LaneStatus::Stopped,
-        };
+    let facts = crate::lane_status::Facts {
+        ended: row.ended.as_ref().map(|e| e.as_ref().map_err(|_| ())),
+        queued: row.queued,
+        pending: row.pending,
+        paused: row.requested == LaneState::Paused,
     };
-    match snapshot.state {
-        LoopState::Held | LoopState::DiskFull => LaneStatus::Held,
-        LoopState::AwaitingApproval => LaneStatus::WaitingForYou,
-        LoopState::Stopped => ended_status(snapshot.exit_reason.as_ref(), Some(snapshot)),
-        _ if snapshot.paused || row.requested == LaneState::Paused => LaneStatus::Paused,
-        _ if row.queued => LaneStatus::Queued,
-        LoopState::RateLimitedBackoff | LoopState::ErrorBackoff | LoopState::Retrying => {
-            LaneStatus::Backoff {
-                until: snapshot.rate_limit_resets_at.or(snapshot.next_session_at),
-            }
-        }
-        _ => LaneStatus::Running,
+    if row.pending == 0
+        && row.snapshot.is_none()
+        && row.ended.is_none()
+        && row.requested == LaneState::Stopped
+    {
+        return LaneStatus::Stopped;
     }
+    LaneStatus::of(row.snapshot.as_deref(), facts)
 }
 
 /// The rows' indices in the order shown: lanes that need a human first, then
@@ -368,19 +286,42 @@ pub fn select_by(state: &mut AppState, delta: isize) -> Vec<UiCommand> {
     select(state, &name)
 }
 
-/// `1`–`9`: the nth lane in the order shown.
+/// `1`–`9`: the lane whose number its row shows.
 pub fn select_nth(state: &mut AppState, n: usize) -> Vec<UiCommand> {
     let Some(fleet) = &state.fleet else {
         return Vec::new();
     };
-    let order = fleet.order();
-    match n.checked_sub(1).and_then(|i| order.get(i)) {
-        Some(&i) => {
-            let name = fleet.rows[i].name.clone();
+    // The number shown in the lane's row: its place in the registry, which
+    // does not change as lanes start or stop needing a human.
+    match n.checked_sub(1).and_then(|i| fleet.rows.get(i)) {
+        Some(row) => {
+            let name = row.name.clone();
             select(state, &name)
         }
         None => Vec::new(),
     }
+}
+
+/// The lane whose request an inbox command decides, if a lane's folder asked.
+pub fn request_lane(state: &AppState, command: &UiCommand) -> Option<LaneName> {
+    let id = match command {
+        UiCommand::Approve { id }
+        | UiCommand::ApproveAlways { id, .. }
+        | UiCommand::Reject { id, .. } => id,
+        _ => return None,
+    };
+    let fleet = state.fleet.as_ref()?;
+    let lane = state
+        .approvals
+        .iter()
+        .find(|r| &r.id == id)?
+        .lane
+        .as_deref()?;
+    fleet
+        .rows
+        .iter()
+        .find(|row| row.name.as_str() == lane)
+        .map(|row| row.name.clone())
 }
 
 /// A command for the shown lane's loop goes to that lane, by name.

@@ -3,6 +3,7 @@
 
 use super::AppState;
 use super::lanes::LaneRow;
+use crate::lane_status::LaneStatus;
 use crate::protocol::LoopState;
 use crate::ui::attention::{AttentionState, Observation, PendingRequest};
 
@@ -23,11 +24,16 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
             } else {
                 snapshot.state
             };
-            [(
-                loop_name.to_string(),
-                AttentionState::of(loop_state, reason),
-            )]
-            .into()
+            let facts = crate::lane_status::Facts {
+                ended: state.finished.as_ref().map(Ok),
+                ..Default::default()
+            };
+            let attention = if LaneStatus::of(Some(snapshot), facts) == LaneStatus::Failed {
+                AttentionState::Failed
+            } else {
+                AttentionState::of(loop_state, reason)
+            };
+            [(loop_name.to_string(), attention)].into()
         }
     };
     let pending = state
@@ -48,6 +54,11 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
 /// snapshot; `None` before either (then its first state, even done from an
 /// earlier run, is its first sight, not a change).
 fn lane_state(row: &LaneRow) -> Option<AttentionState> {
+    // Failed as its row says, though its exit code may be 0 (an agent that
+    // exited non-zero in every session ends the loop with max_iterations).
+    if row.status == LaneStatus::Failed {
+        return Some(AttentionState::Failed);
+    }
     Some(match (&row.ended, &row.snapshot) {
         (Some(Ok(reason)), _) => AttentionState::of(LoopState::Stopped, Some(reason)),
         (Some(Err(_)), _) => AttentionState::Failed,
@@ -171,6 +182,30 @@ mod tests {
             ]
         );
         assert!(detect(Some(&after), &observe(&state, "x")).is_empty());
+    }
+
+    /// A lane whose agent exited non-zero in every session calls for attention
+    /// as failed, as its row says, not as done.
+    #[test]
+    fn a_lane_that_failed_every_session_is_observed_failed() {
+        let mut state = AppState::for_fleet(true);
+        update(&mut state, lanes(&["flaky"]), t0());
+        let mut failing = placeholder("flaky", Some(2));
+        failing.state = LoopState::Stopped;
+        failing.counters.sessions = 2;
+        failing.counters.failed_exits = 2;
+        failing.last_exit_code = Some(1);
+        let snapshot = LaneReport::Snapshot {
+            snapshot: Arc::new(failing),
+            queued: false,
+        };
+        update(&mut state, report("flaky", snapshot), t0());
+        let ended = LaneReport::Ended(Ok(ExitReason::MaxIterations));
+        update(&mut state, report("flaky", ended), t0());
+        assert_eq!(
+            observe(&state, "ignored").lanes["flaky"],
+            AttentionState::Failed
+        );
     }
 
     /// A single loop is one lane named after its folder; it is done once finished well.

@@ -9,7 +9,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::fmt;
-use crate::protocol::{Ending, ExitReason, LoopState, Snapshot};
+use crate::lane_status::{Facts, LaneStatus};
+use crate::protocol::{ExitReason, LoopState, Snapshot};
 use crate::ui::app::AppState;
 
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
@@ -27,60 +28,31 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         return;
     }
     let snap = &state.snapshot;
-    let (label, color) = if let Some(reason) = &state.finished {
-        finished_label(reason, snap)
-    } else if snap.paused {
-        ("‖ PAUSED".to_string(), Color::Yellow)
-    } else {
-        match snap.state {
-            LoopState::SessionRunning => match &snap.agent_retrying {
-                Some(retrying) => (
-                    format!("● running · {}", retrying.describe()),
-                    Color::Yellow,
-                ),
-                None => ("● running".to_string(), Color::Green),
-            },
-            LoopState::WatchdogKill => ("✖ watchdog kill".to_string(), Color::Red),
-            LoopState::RateLimitedBackoff => ("◔ rate-limited".to_string(), Color::Yellow),
-            LoopState::ErrorBackoff => ("◔ server error, waiting".to_string(), Color::Yellow),
-            LoopState::Retrying => ("↻ retrying".to_string(), Color::Yellow),
-            LoopState::DiskFull => (
-                "✖ DISK FULL: no new session until space returns".to_string(),
-                Color::Red,
-            ),
-            LoopState::ShuttingDown => ("… stopping".to_string(), Color::Magenta),
-            LoopState::AwaitingApproval => (
-                "? session waits for your approval".to_string(),
-                Color::Yellow,
-            ),
-            LoopState::Held => (
-                format!(
-                    "‖ HELD: {} (p resumes)",
-                    crate::escape::one_line(snap.held_reason.as_deref().unwrap_or("rejected"))
-                ),
-                Color::Red,
-            ),
-            other => (
-                format!("○ {}", other.as_str().replace('_', " ")),
-                Color::Blue,
-            ),
-        }
-    };
+    let status = shown_status(state);
+    let label = label(status, snap, state.finished.as_ref());
+    let color = color(status);
     // With lanes the header is the shown lane's.
     let label = match state.fleet.as_ref().and_then(|f| f.selected.as_ref()) {
         Some(lane) => format!("lane {lane}  {label}"),
         None => label,
     };
+    // A lane that has not reported yet has no loop to time.
+    let started = snap.pid != 0;
     // One cell stays free at the end, so a value never seems cut.
     let width = (area.width as usize).saturating_sub(1);
     let global = snap
         .global_iteration
         .map_or_else(|| "-".to_string(), |g| g.to_string());
-    let mut uptime = fmt::duration((now - snap.loop_start).num_seconds());
+    let end = if status.is_over() {
+        snap.last_update
+    } else {
+        now
+    };
+    let mut uptime = fmt::duration((end - snap.loop_start).num_seconds());
     if let Some(limit) = snap.max_runtime_secs {
         uptime.push_str(&format!(" of {}", fmt::duration(limit as i64)));
     }
-    let stop = if snap.stop_pending && state.finished.is_none() {
+    let stop = if snap.stop_pending && !status.is_over() {
         "   STOP pending"
     } else {
         ""
@@ -105,15 +77,19 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     );
     let room = width.saturating_sub(badge.len() + 1 + fmt::width(&label) + fmt::width(stop));
     let (it, max) = (snap.iteration, snap.max_iterations);
-    let middle = fmt::first_fitting(
-        &[
-            format!("   iteration {it}/{max} (global {global})   up {uptime}"),
-            format!("  {it}/{max} (global {global})  up {uptime}"),
-            format!("  {it}/{max} #{global}"),
-            String::new(),
-        ],
-        room,
-    );
+    let middle = if started {
+        fmt::first_fitting(
+            &[
+                format!("   iteration {it}/{max} (global {global})   up {uptime}"),
+                format!("  {it}/{max} (global {global})  up {uptime}"),
+                format!("  {it}/{max} #{global}"),
+                String::new(),
+            ],
+            room,
+        )
+    } else {
+        String::new()
+    };
     let mut first = vec![
         Span::styled(
             badge,
@@ -137,11 +113,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
                 .add_modifier(Modifier::BOLD),
         ));
     }
-    let process = match (snap.agent_pid, snap.pgid) {
-        (Some(pid), Some(pgid)) => format!("PID {pid} · PGID {pgid}"),
-        _ => "no session process".to_string(),
+    let process = session_process(status, snap);
+    // A lane's clowder only while its loop runs: one that ended may have been
+    // an earlier run's. A single loop's is the room's own process.
+    let own = if started && (state.fleet.is_none() || !status.is_over()) {
+        format!("   clowder PID {}", snap.pid)
+    } else {
+        String::new()
     };
-    let own = format!("   clowder PID {}", snap.pid);
     // An agent whose calls never reach the gate says so before anything else.
     let ungated = if snap.ungated.is_some() {
         "UNGATED "
@@ -171,19 +150,101 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     frame.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
 }
 
-/// A loop that ended: why, and for an agent that failed every session, how.
-fn finished_label(reason: &ExitReason, snap: &Snapshot) -> (String, Color) {
-    if Ending::of(Some(reason), Some(snap)) == Ending::Failed && snap.failed_every_session() {
-        let code = snap.last_exit_code.unwrap_or_default();
-        let sessions = snap.counters.sessions;
-        let each = if sessions == 1 {
-            "in its one session".to_string()
-        } else {
-            format!("non-zero in each of {sessions} sessions")
-        };
-        return (format!("✗ failed: exit {code}, {each}"), Color::Red);
+/// The shown loop's state: its row's, with lanes; else from its snapshot.
+fn shown_status(state: &AppState) -> LaneStatus {
+    if let Some(row) = state.fleet.as_ref().and_then(|f| f.selected_row()) {
+        return row.status;
     }
-    (format!("■ stopped: {}", reason.label()), Color::Gray)
+    let facts = Facts {
+        ended: state.finished.as_ref().map(Ok),
+        ..Facts::default()
+    };
+    LaneStatus::of(Some(&state.snapshot), facts)
+}
+
+/// `● running: retrying (attempt 2)`: the state's glyph and word, then what
+/// the loop itself says about it.
+fn label(status: LaneStatus, snap: &Snapshot, finished: Option<&ExitReason>) -> String {
+    let head = format!("{} {}", status.glyph(), status.word());
+    match detail(status, snap, finished.or(snap.exit_reason.as_ref())) {
+        Some(detail) => format!("{head}: {detail}"),
+        None => head,
+    }
+}
+
+fn detail(status: LaneStatus, snap: &Snapshot, ended: Option<&ExitReason>) -> Option<String> {
+    let text = match status {
+        LaneStatus::Running => match (snap.state, &snap.agent_retrying) {
+            (LoopState::SessionRunning, Some(retrying)) => retrying.describe().to_string(),
+            (LoopState::WatchdogKill, _) => "watchdog kill".into(),
+            (LoopState::ShuttingDown, _) => "stopping".into(),
+            (LoopState::PreHooks, _) => "pre-session hooks".into(),
+            (LoopState::PostHooks, _) => "post-session hooks".into(),
+            _ => return None,
+        },
+        LaneStatus::Backoff { until } => {
+            let why = match snap.state {
+                LoopState::RateLimitedBackoff => "rate-limited",
+                LoopState::ErrorBackoff => "server error, waiting",
+                _ => "retry",
+            };
+            match until {
+                Some(at) => format!("{why} until {}", fmt::clock_short(at)),
+                None => why.into(),
+            }
+        }
+        LaneStatus::Held if snap.state == LoopState::DiskFull => {
+            "DISK FULL: no new session until space returns".into()
+        }
+        LaneStatus::Held => format!(
+            "{} (p resumes)",
+            crate::approvals::escape(snap.held_reason.as_deref().unwrap_or("rejected"))
+        ),
+        LaneStatus::WaitingForYou if snap.state == LoopState::AwaitingApproval => {
+            "session waits for your approval".into()
+        }
+        LaneStatus::WaitingForYou => "a request waits in the inbox".into(),
+        // A lane that has not reported has only a placeholder (PID 0).
+        LaneStatus::Queued if snap.pid == 0 => "has not started yet".into(),
+        LaneStatus::Queued => "waits for a session slot".into(),
+        LaneStatus::Failed if snap.failed_every_session() => {
+            let code = snap.last_exit_code.unwrap_or_default();
+            match snap.counters.sessions {
+                1 => format!("exit {code} in its one session"),
+                n => format!("exit {code}, non-zero in each of {n} sessions"),
+            }
+        }
+        LaneStatus::Done | LaneStatus::Failed | LaneStatus::Stopped => ended?.label(),
+        _ => return None,
+    };
+    Some(text)
+}
+
+/// The current session's processes, or that there is none: a queued, ended
+/// or between-sessions loop shows no PID of an earlier session.
+fn session_process(status: LaneStatus, snap: &Snapshot) -> String {
+    let current = !status.is_over()
+        && status != LaneStatus::Queued
+        && matches!(
+            snap.state,
+            LoopState::SessionRunning | LoopState::WatchdogKill
+        );
+    match (snap.agent_pid, snap.pgid) {
+        (Some(pid), Some(pgid)) if current => format!("PID {pid} · PGID {pgid}"),
+        _ => "no session process".to_string(),
+    }
+}
+
+fn color(status: LaneStatus) -> Color {
+    match status {
+        LaneStatus::Running => Color::Green,
+        LaneStatus::WaitingForYou | LaneStatus::Backoff { .. } | LaneStatus::Paused => {
+            Color::Yellow
+        }
+        LaneStatus::Held | LaneStatus::Failed => Color::Red,
+        LaneStatus::Queued => Color::Blue,
+        _ => Color::Gray,
+    }
 }
 
 fn draw_without_lane(frame: &mut Frame, area: Rect, what: &str) {

@@ -48,12 +48,12 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         header(name_width),
         Style::default().fg(Color::DarkGray),
     )];
-    for (shown, &index) in order.iter().enumerate().skip(offset).take(visible) {
+    for &index in order.iter().skip(offset).take(visible) {
         lines.push(row_line(
             state,
             fleet,
             &fleet.rows[index],
-            shown,
+            index,
             name_width,
             now,
         ));
@@ -94,14 +94,15 @@ fn row_line(
     state: &AppState,
     fleet: &Fleet,
     row: &LaneRow,
-    shown: usize,
+    index: usize,
     name_width: usize,
     now: DateTime<Utc>,
 ) -> Line<'static> {
     let selected = fleet.selected.as_ref() == Some(&row.name);
     let marker = if selected { "▶" } else { " " };
-    let key = if shown < 9 {
-        (shown + 1).to_string()
+    // The lane's own number (its place in the registry), whatever row it is on.
+    let key = if index < 9 {
+        (index + 1).to_string()
     } else {
         " ".to_string()
     };
@@ -120,13 +121,8 @@ fn row_line(
 /// A row's columns after its name: what a lane's news can change on screen.
 pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
     let snapshot = row.snapshot.as_deref();
-    let mut word = format!("{} {}", row.status.glyph(), row.status.word());
-    // A failed lane says how its agent last ended, when it ran at all.
-    if row.status == LaneStatus::Failed
-        && let Some(code) = snapshot.and_then(|s| s.last_exit_code).filter(|c| *c != 0)
-    {
-        word.push_str(&format!(" (exit {code})"));
-    }
+    // A failed lane says how its agent last ended, a backoff until when.
+    let word = row.status.label(snapshot);
     let iteration = snapshot.map_or_else(
         || "-".to_string(),
         |s| match s.max_iterations {
@@ -181,6 +177,8 @@ fn color(status: LaneStatus) -> Color {
         LaneStatus::Failed => Color::Red,
         LaneStatus::Backoff { .. } => Color::Magenta,
         LaneStatus::Paused | LaneStatus::Queued => Color::Blue,
-        LaneStatus::Done | LaneStatus::Stopped => Color::Gray,
+        LaneStatus::Done | LaneStatus::Stopped | LaneStatus::NotStarted | LaneStatus::Unknown => {
+            Color::Gray
+        }
     }
 }

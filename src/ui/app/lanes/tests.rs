@@ -100,7 +100,7 @@ fn the_status_is_the_loops_own_state() {
     snapshot.rate_limit_resets_at = Some(t0());
     row.snapshot = Some(Arc::new(snapshot.clone()));
     assert_eq!(status_of(&row), LaneStatus::Backoff { until: Some(t0()) });
-    assert_eq!(status_of(&row).word(), "backoff until 08:00");
+    assert_eq!(status_of(&row).label(None), "◔ backing off 08:00");
     snapshot.state = LoopState::SessionRunning;
     snapshot.paused = true;
     row.snapshot = Some(Arc::new(snapshot.clone()));
