@@ -743,7 +743,7 @@ fn help_at_80x24_wraps_under_its_description() {
         rows[first]
     );
     // It scrolls: the last section comes into sight.
-    for _ in 0..40 {
+    for _ in 0..80 {
         update(&mut state, key(KeyCode::Char('j')), now());
     }
     let screen = render(&state, 80, 24, now());
