@@ -136,9 +136,14 @@ fn no_supervisor_function_is_longer_than_a_screen() {
     assert!(!files.is_empty(), "no files found under src/supervisor");
     let mut too_long = Vec::new();
     for path in &files {
-        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text =
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let ast = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let rel = path.strip_prefix(root).unwrap_or(path).display().to_string();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(path)
+            .display()
+            .to_string();
         let mut lengths = Lengths {
             file: &rel,
             owner: None,
