@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use super::analysis::Progress;
@@ -259,19 +259,7 @@ impl Runtime {
     /// Runs the loop until it ends; `commands` are the user's (may never send).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
         let mut host_signals = self.lane.as_mut().and_then(|lane| lane.signals.take());
-        let (mut sigint, mut sigterm, mut sighup) = if self.lane.is_some() {
-            (None, None, None)
-        } else {
-            process::become_subreaper();
-            tokio::spawn(super::reaper::reap_as_orphans_die());
-            (
-                signal(SignalKind::interrupt()).ok(),
-                signal(SignalKind::terminate()).ok(),
-                (!self.hangup_to_the_room)
-                    .then(process::hangup_signal)
-                    .flatten(),
-            )
-        };
+        let (mut sigint, mut sigterm, mut sighup) = self.take_process_signals();
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
@@ -280,19 +268,7 @@ impl Runtime {
         let mut queue = VecDeque::from([Input::Start]);
 
         loop {
-            while let Some(input) = queue.pop_front() {
-                let effects = self.core.step(self.now(), input);
-                for effect in effects {
-                    self.execute(effect, &mut queue);
-                }
-                let snapshot = self.core.snapshot(Utc::now());
-                if let Some(lane) = &self.lane
-                    && let Some(budget) = &lane.budget
-                {
-                    lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
-                }
-                self.publish(snapshot);
-            }
+            self.drain(&mut queue);
             if self.exit.is_some() && self.session.is_none() {
                 break;
             }
@@ -317,6 +293,46 @@ impl Runtime {
                 () = tokio::time::sleep_until(next_look) => self.on_tick(&mut queue),
             }
         }
+        self.wind_up()
+    }
+
+    /// A loop of its own takes the process's stop signals and adopts its
+    /// orphans; a lane leaves both to the fleet.
+    fn take_process_signals(&mut self) -> (Option<Signal>, Option<Signal>, Option<Signal>) {
+        if self.lane.is_some() {
+            return (None, None, None);
+        }
+        process::become_subreaper();
+        tokio::spawn(super::reaper::reap_as_orphans_die());
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+            (!self.hangup_to_the_room)
+                .then(process::hangup_signal)
+                .flatten(),
+        )
+    }
+
+    /// Steps the core through every queued input, carrying out its effects
+    /// (which may queue more), and publishes what the loop looks like after each.
+    fn drain(&mut self, queue: &mut VecDeque<Input>) {
+        while let Some(input) = queue.pop_front() {
+            let effects = self.core.step(self.now(), input);
+            for effect in effects {
+                self.execute(effect, queue);
+            }
+            let snapshot = self.core.snapshot(Utc::now());
+            if let Some(lane) = &self.lane
+                && let Some(budget) = &lane.budget
+            {
+                lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
+            }
+            self.publish(snapshot);
+        }
+    }
+
+    /// The loop has ended: what it held is given back, and why it ended is told.
+    fn wind_up(&mut self) -> Outcome {
         self.slot = None;
         if let Some(lane) = &self.lane
             && let Some(shared) = &lane.shared_limit
