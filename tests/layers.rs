@@ -12,7 +12,7 @@ use syn::visit::Visit;
 /// any lower floor's, never a higher one's.
 const FLOORS: &[&[&str]] = &[
     &["fmt", "wake", "escape", "proc_stat", "detach"],
-    &["protocol"],
+    &["protocol", "lane_status"],
     &["agent"],
     &["store"],
     &["config"],

@@ -548,77 +548,61 @@ impl Core {
         if self.phase == Phase::Stopped {
             return out;
         }
+        self.dispatch(now, input, &mut out);
+        out
+    }
+
+    /// Hands each input to the step that decides what it means.
+    fn dispatch(&mut self, now: Now, input: Input, out: &mut Vec<Effect>) {
         match input {
-            Input::Start => self.on_start(now, &mut out),
-            Input::StopFileChecked { present } => self.on_stop_file_checked(now, present, &mut out),
-            Input::StopFileSeen => self.on_stop_file_seen(now, &mut out),
-            Input::DiskFull { dir, free_bytes } => {
-                self.on_disk_full(now, dir, free_bytes, &mut out)
-            }
-            Input::PreHooksFinished { failure } => self.on_pre_hooks(now, failure, &mut out),
+            Input::Start => self.on_start(now, out),
+            Input::StopFileChecked { present } => self.on_stop_file_checked(now, present, out),
+            Input::StopFileSeen => self.on_stop_file_seen(now, out),
+            Input::DiskFull { dir, free_bytes } => self.on_disk_full(now, dir, free_bytes, out),
+            Input::PreHooksFinished { failure } => self.on_pre_hooks(now, failure, out),
             Input::Spawned {
                 global,
                 pid,
                 pgid,
                 output_file,
-            } => self.on_spawned(now, global, pid, pgid, output_file, &mut out),
-            Input::SpawnFailed { global, error } => {
-                let what = global.map_or(String::new(), |g| format!(" global={g}"));
-                log(
-                    &mut out,
-                    Level::Error,
-                    format!("cannot start the agent{what}: {error}"),
-                );
-                self.finish(now, ExitReason::Fatal { message: error }, &mut out);
-            }
+            } => self.on_spawned(now, global, pid, pgid, output_file, out),
+            Input::SpawnFailed { global, error } => self.on_spawn_failed(now, global, error, out),
             Input::PromptReady { critical_marker } => {
-                self.on_prompt_ready(now, critical_marker, &mut out)
+                self.on_prompt_ready(now, critical_marker, out)
             }
             Input::SessionApproval { approved, reason } => {
-                self.on_session_approval(now, approved, reason, &mut out)
+                self.on_session_approval(now, approved, reason, out)
             }
             Input::OutputSize { bytes, written_ago } => {
                 self.on_output_size(now, bytes, written_ago)
             }
             Input::Activity { written_ago } => self.on_activity(now, written_ago),
             Input::AgentRetrying { global, retrying } => {
-                if let Phase::Running(session) = &mut self.phase
-                    && session.global == global
-                    && session.retrying != retrying
-                {
-                    session.retrying = retrying;
-                    out.push(Effect::WriteStatus);
-                }
+                self.on_agent_retrying(global, retrying, out)
             }
             Input::SessionProgress {
                 global,
                 tool_calls,
                 cost_usd,
                 new_calls,
-            } => self.on_session_progress(now, global, tool_calls, cost_usd, new_calls, &mut out),
+            } => self.on_session_progress(now, global, tool_calls, cost_usd, new_calls, out),
             Input::DoomLoopApproval {
                 global,
                 approved,
                 reason,
-            } => self.on_doom_loop_approval(now, global, approved, reason, &mut out),
-            Input::Tick => self.on_tick(now, &mut out),
+            } => self.on_doom_loop_approval(now, global, approved, reason, out),
+            Input::Tick => self.on_tick(now, out),
             Input::SessionExited {
                 exit_code,
                 needed_sigkill,
                 lingering_killed,
-            } => self.on_session_exited(now, exit_code, needed_sigkill, lingering_killed, &mut out),
-            Input::SessionAnalyzed(findings) => self.on_session_analyzed(now, *findings, &mut out),
-            Input::PostHooksFinished { failures } => {
-                for failure in failures {
-                    self.hook_failed(HookKind::PostSession, failure, &mut out);
-                }
-                self.complete_iteration(now, &mut out);
-            }
-            Input::TimerFired { epoch } => self.on_timer(now, epoch, &mut out),
-            Input::Signal(signal) => self.on_signal(now, signal, &mut out),
-            Input::Command(command) => self.on_command(now, command, &mut out),
+            } => self.on_session_exited(now, exit_code, needed_sigkill, lingering_killed, out),
+            Input::SessionAnalyzed(findings) => self.on_session_analyzed(now, *findings, out),
+            Input::PostHooksFinished { failures } => self.on_post_hooks(now, failures, out),
+            Input::TimerFired { epoch } => self.on_timer(now, epoch, out),
+            Input::Signal(signal) => self.on_signal(now, signal, out),
+            Input::Command(command) => self.on_command(now, command, out),
         }
-        out
     }
 }
 

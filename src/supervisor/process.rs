@@ -317,35 +317,14 @@ pub async fn supervise_group(
     mut child: Child,
     pgid: i32,
     grace: Duration,
-    mut kill_requests: mpsc::UnboundedReceiver<()>,
+    kill_requests: mpsc::UnboundedReceiver<()>,
     containment: Containment,
 ) -> GroupEnd {
     let leader = pgid;
     // Read before the leader is waited for: until then its pid cannot be reused.
     let leader_start = read_proc_stat(leader).map(|info| info.start_ticks);
-    let mut kill_deadline: Option<Instant> = None;
-    let mut needed_sigkill = false;
-    let mut kill_requests_open = true;
-
-    let status = loop {
-        tokio::select! {
-            status = child.wait() => break status,
-            request = kill_requests.recv(), if kill_requests_open => {
-                match request {
-                    Some(()) if kill_deadline.is_none() => {
-                        terminate(pgid);
-                        kill_deadline = Some(Instant::now() + grace);
-                    }
-                    Some(()) => {}
-                    None => kill_requests_open = false,
-                }
-            }
-            _ = sleep_until_opt(kill_deadline), if kill_deadline.is_some() && !needed_sigkill => {
-                signal_group(pgid, Signal::SIGKILL);
-                needed_sigkill = true;
-            }
-        }
-    };
+    let mut ending = Ending::default();
+    let status = wait_for_leader(&mut child, pgid, grace, kill_requests, &mut ending).await;
     let exit_code = match status {
         Ok(status) => exit_code(status),
         Err(err) => {
@@ -353,15 +332,68 @@ pub async fn supervise_group(
             -1
         }
     };
+    let (lingering_killed, stuck) = empty_group(pgid, grace, &mut ending).await;
+    // Now, with the group empty and before the loop moves on: the post-session
+    // hooks have tokens of their own, so nothing of theirs is taken for the session's.
+    let escaped = containment.end_escaped(pgid, leader_start, grace).await;
+    GroupEnd {
+        exit_code,
+        needed_sigkill: ending.needed_sigkill,
+        lingering_killed,
+        stuck,
+        escaped,
+    }
+}
 
+/// How far the ending of a group has gone: TERM sent with KILL due at
+/// `kill_deadline`, and whether KILL was needed.
+#[derive(Default)]
+struct Ending {
+    kill_deadline: Option<Instant>,
+    needed_sigkill: bool,
+}
+
+/// Waits for the group's leader, ending the group when asked to.
+async fn wait_for_leader(
+    child: &mut Child,
+    pgid: i32,
+    grace: Duration,
+    mut kill_requests: mpsc::UnboundedReceiver<()>,
+    ending: &mut Ending,
+) -> std::io::Result<std::process::ExitStatus> {
+    let mut kill_requests_open = true;
+    loop {
+        tokio::select! {
+            status = child.wait() => break status,
+            request = kill_requests.recv(), if kill_requests_open => {
+                match request {
+                    Some(()) if ending.kill_deadline.is_none() => {
+                        terminate(pgid);
+                        ending.kill_deadline = Some(Instant::now() + grace);
+                    }
+                    Some(()) => {}
+                    None => kill_requests_open = false,
+                }
+            }
+            _ = sleep_until_opt(ending.kill_deadline), if ending.kill_deadline.is_some() && !ending.needed_sigkill => {
+                signal_group(pgid, Signal::SIGKILL);
+                ending.needed_sigkill = true;
+            }
+        }
+    }
+}
+
+/// Once the leader is gone, ends what is left in its group: the processes
+/// killed that lingered, and those that survived even KILL.
+async fn empty_group(pgid: i32, grace: Duration, ending: &mut Ending) -> (u64, usize) {
     let mut lingering_killed = 0;
     let lingering = live_members(pgid, &[]);
-    if !lingering.is_empty() && kill_deadline.is_none() {
+    if !lingering.is_empty() && ending.kill_deadline.is_none() {
         lingering_killed = lingering.len() as u64;
         terminate(pgid);
-        kill_deadline = Some(Instant::now() + grace);
+        ending.kill_deadline = Some(Instant::now() + grace);
     }
-    let mut killed_at: Option<Instant> = needed_sigkill.then(Instant::now);
+    let mut killed_at: Option<Instant> = ending.needed_sigkill.then(Instant::now);
     let mut stuck = 0;
     loop {
         let live = live_members(pgid, &[]);
@@ -375,23 +407,14 @@ pub async fn supervise_group(
                 tracing::warn!("process group {pgid}: {stuck} process(es) survive SIGKILL");
                 break;
             }
-        } else if kill_deadline.is_some_and(|deadline| now >= deadline) {
+        } else if ending.kill_deadline.is_some_and(|deadline| now >= deadline) {
             signal_group(pgid, Signal::SIGKILL);
-            needed_sigkill = true;
+            ending.needed_sigkill = true;
             killed_at = Some(now);
         }
         sleep(GROUP_POLL).await;
     }
-    // Now, with the group empty and before the loop moves on: the post-session
-    // hooks have tokens of their own, so nothing of theirs is taken for the session's.
-    let escaped = containment.end_escaped(pgid, leader_start, grace).await;
-    GroupEnd {
-        exit_code,
-        needed_sigkill,
-        lingering_killed,
-        stuck,
-        escaped,
-    }
+    (lingering_killed, stuck)
 }
 
 /// Every process in `/proc` (those that vanish while it is read are left out).

@@ -59,34 +59,13 @@ pub async fn build(
         )
     })?;
     let prompt = String::from_utf8_lossy(&prompt).into_owned();
+    let (commands_out, warnings) =
+        run_prepend_commands(prepend_commands, env, cwd, timeout, ctx).await;
     let mut parts = Vec::new();
     if !extras.notes.is_empty() {
         parts.push(crate::store::notes::prompt_block(&extras.notes));
     }
-    let mut warnings = Vec::new();
-    for command in prepend_commands {
-        match run_shell(command, env, cwd, timeout, ctx).await {
-            Ok(run) => {
-                if !run.succeeded() {
-                    let how = if run.timed_out {
-                        "timed out".to_string()
-                    } else {
-                        format!(
-                            "exit {}",
-                            run.exit_code.map_or("signal".into(), |c| c.to_string())
-                        )
-                    };
-                    warnings.push(format!("prepend command `{command}` failed ({how})"));
-                }
-                let text = String::from_utf8_lossy(&run.stdout);
-                let text = text.trim_end_matches('\n');
-                if !text.trim().is_empty() {
-                    parts.push(text.to_string());
-                }
-            }
-            Err(err) => warnings.push(format!("prepend command `{command}`: {err}")),
-        }
-    }
+    parts.extend(commands_out);
     let mut handoff_error = None;
     if let Some(file) = &extras.handoff_file {
         match read_handoff(file) {
@@ -110,6 +89,43 @@ pub async fn build(
         warnings,
         handoff_error,
     })
+}
+
+/// The output of each prepend command that printed something, and a warning
+/// for each that failed.
+async fn run_prepend_commands(
+    commands: &[String],
+    env: &[(String, String)],
+    cwd: &Path,
+    timeout: Duration,
+    ctx: &ShellContext,
+) -> (Vec<String>, Vec<String>) {
+    let mut parts = Vec::new();
+    let mut warnings = Vec::new();
+    for command in commands {
+        match run_shell(command, env, cwd, timeout, ctx).await {
+            Ok(run) => {
+                if !run.succeeded() {
+                    let how = if run.timed_out {
+                        "timed out".to_string()
+                    } else {
+                        format!(
+                            "exit {}",
+                            run.exit_code.map_or("signal".into(), |c| c.to_string())
+                        )
+                    };
+                    warnings.push(format!("prepend command `{command}` failed ({how})"));
+                }
+                let text = String::from_utf8_lossy(&run.stdout);
+                let text = text.trim_end_matches('\n');
+                if !text.trim().is_empty() {
+                    parts.push(text.to_string());
+                }
+            }
+            Err(err) => warnings.push(format!("prepend command `{command}`: {err}")),
+        }
+    }
+    (parts, warnings)
 }
 
 /// What the previous session left for the next one.
@@ -141,6 +157,11 @@ pub fn read_handoff(path: &Path) -> Result<Option<Handoff>, String> {
         return Err(format!("larger than {} KiB", MAX_HANDOFF_BYTES / 1024));
     }
     let text = std::str::from_utf8(&bytes).map_err(|_| "not UTF-8 text".to_string())?;
+    parse_handoff(text).map(Some)
+}
+
+/// A handoff file's text as a [`Handoff`], or why it is unusable.
+fn parse_handoff(text: &str) -> Result<Handoff, String> {
     let value: Value = serde_json::from_str(text).map_err(|err| {
         format!(
             "line {} column {}: not valid JSON: {err}",
@@ -154,42 +175,44 @@ pub fn read_handoff(path: &Path) -> Result<Option<Handoff>, String> {
                 .into(),
         );
     };
-    let text_of = |key: &str| -> Result<Option<String>, String> {
-        match object.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(text)) => {
-                Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
-            }
-            Some(_) => Err(format!("key `{key}`: expected a string")),
-        }
-    };
-    let list_of = |key: &str| -> Result<Vec<String>, String> {
-        match object.get(key) {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::String(text)) => Ok(vec![text.trim().to_string()]),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|item| match item {
-                    Value::String(text) => Ok(text.trim().to_string()),
-                    _ => Err(format!("key `{key}`: expected a list of strings")),
-                })
-                .collect(),
-            Some(_) => Err(format!("key `{key}`: expected a list of strings")),
-        }
-    };
     let handoff = Handoff {
-        phase: text_of("phase")?,
-        completed: list_of("completed")?,
-        next_step: text_of("next_step")?,
-        critical_files: list_of("critical_files")?,
-        memory_notes: list_of("memory_notes")?,
+        phase: text_of(&object, "phase")?,
+        completed: list_of(&object, "completed")?,
+        next_step: text_of(&object, "next_step")?,
+        critical_files: list_of(&object, "critical_files")?,
+        memory_notes: list_of(&object, "memory_notes")?,
     };
     if handoff == Handoff::default() {
         return Err(
             "none of phase, completed, next_step, critical_files, memory_notes is set".into(),
         );
     }
-    Ok(Some(handoff))
+    Ok(handoff)
+}
+
+/// A handoff key that holds a text; blank is none.
+fn text_of(object: &serde_json::Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty())),
+        Some(_) => Err(format!("key `{key}`: expected a string")),
+    }
+}
+
+/// A handoff key that holds a list of texts, or one text.
+fn list_of(object: &serde_json::Map<String, Value>, key: &str) -> Result<Vec<String>, String> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![text.trim().to_string()]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text.trim().to_string()),
+                _ => Err(format!("key `{key}`: expected a list of strings")),
+            })
+            .collect(),
+        Some(_) => Err(format!("key `{key}`: expected a list of strings")),
+    }
 }
 
 /// The handoff as it goes into the prompt; absent parts are left out:

@@ -253,83 +253,122 @@ fn take(reader: &Mutex<Option<SessionReader>>) -> Option<SessionReader> {
 
 /// The thread: reads what is written whenever woken, until told to finish
 /// (returns the analysis) or to stop (returns nothing).
-fn run(
-    mut reader: SessionReader,
-    signals: &Signals,
-    mut sink: Sink,
-    progress: bool,
-) -> Option<Analysis> {
-    let mut last = (0, None);
-    let mut grew_sent: Option<Instant> = None;
-    // The file grew since the last report, which waits until `GREW_GAP` passed.
-    let mut grew_owed = false;
-    let showing = reader.showing();
-    let mut announced = false;
-    let mut retrying = None;
+fn run(reader: SessionReader, signals: &Signals, sink: Sink, progress: bool) -> Option<Analysis> {
+    let mut reading = Reading {
+        showing: reader.showing(),
+        reader,
+        sink,
+        progress,
+        last: (0, None),
+        grew_sent: None,
+        grew_owed: false,
+        announced: false,
+        retrying: None,
+    };
     loop {
-        let due = grew_sent.filter(|_| grew_owed).map(|at| at + GREW_GAP);
+        let due = reading
+            .grew_sent
+            .filter(|_| reading.grew_owed)
+            .map(|at| at + GREW_GAP);
         if !signals.wait(due) {
-            sink(Report::Grew);
-            (grew_sent, grew_owed) = (Some(Instant::now()), false);
+            reading.grew();
             continue;
         }
         if signals.stop.load(Ordering::Acquire) {
             return None;
         }
         if signals.finish.load(Ordering::Acquire) {
-            let mut analysis = reader.finish();
-            if showing {
-                sink(Report::Shown {
-                    lines: std::mem::take(&mut analysis.shown),
-                    stats: Box::new(analysis.stats.clone()),
-                });
-            }
-            return Some(analysis);
+            return Some(reading.finish());
         }
         // Cleared before reading: a write during the read wakes it again.
         signals.wake.store(false, Ordering::Release);
+        let read = reading.read_written(signals);
+        reading.report();
+        // A flood is read as it comes, so that little is left for the end.
+        if read > 0 && read < FLOOD_BYTES {
+            signals.rest(Instant::now() + READ_GAP);
+        }
+    }
+}
+
+/// The reader thread's state between wake-ups: what it last told the loop.
+struct Reading {
+    reader: SessionReader,
+    sink: Sink,
+    progress: bool,
+    showing: bool,
+    /// The tool calls and cost last reported.
+    last: (u64, Option<f64>),
+    grew_sent: Option<Instant>,
+    /// The file grew since the last report, which waits until `GREW_GAP` passed.
+    grew_owed: bool,
+    announced: bool,
+    retrying: Option<AgentRetrying>,
+}
+
+impl Reading {
+    fn grew(&mut self) {
+        (self.sink)(Report::Grew);
+        (self.grew_sent, self.grew_owed) = (Some(Instant::now()), false);
+    }
+
+    fn finish(mut self) -> Analysis {
+        let mut analysis = self.reader.finish();
+        if self.showing {
+            (self.sink)(Report::Shown {
+                lines: std::mem::take(&mut analysis.shown),
+                stats: Box::new(analysis.stats.clone()),
+            });
+        }
+        analysis
+    }
+
+    /// Reads what was written, a step at a time, reporting the guards'
+    /// progress as it goes; how much it read.
+    fn read_written(&mut self, signals: &Signals) -> usize {
         // Told to finish, it stops chasing the end: a process outside the
         // session still writing must not keep the analysis waiting.
         let mut read = 0;
         while !signals.ended() {
-            let step = reader.feed(STEP_BYTES);
+            let step = self.reader.feed(STEP_BYTES);
             if step == 0 {
                 break;
             }
-            grew_owed = true;
+            self.grew_owed = true;
             read += step;
-            if progress {
-                let now = reader.progress();
+            if self.progress {
+                let now = self.reader.progress();
                 let totals = (now.tool_calls, now.cost_usd);
-                if totals != last || !now.new_calls.is_empty() {
-                    last = totals;
-                    sink(Report::Progress(now));
+                if totals != self.last || !now.new_calls.is_empty() {
+                    self.last = totals;
+                    (self.sink)(Report::Progress(now));
                 }
             }
             if step < STEP_BYTES {
                 break;
             }
         }
-        let now_retrying = reader.agent_retrying();
-        if now_retrying != retrying {
-            retrying = now_retrying;
-            sink(Report::Retrying(retrying.clone()));
+        read
+    }
+
+    /// Tells the loop what changed: the agent's retrying, the lines to show,
+    /// and that the file grew (no more often than `GREW_GAP`).
+    fn report(&mut self) {
+        let now_retrying = self.reader.agent_retrying();
+        if now_retrying != self.retrying {
+            self.retrying = now_retrying;
+            (self.sink)(Report::Retrying(self.retrying.clone()));
         }
-        if showing {
-            let lines = reader.take_shown();
-            if !lines.is_empty() || !announced {
-                announced = true;
-                let stats = Box::new(reader.stats().clone());
-                sink(Report::Shown { lines, stats });
+        if self.showing {
+            let lines = self.reader.take_shown();
+            if !lines.is_empty() || !self.announced {
+                self.announced = true;
+                let stats = Box::new(self.reader.stats().clone());
+                (self.sink)(Report::Shown { lines, stats });
             }
         }
-        if grew_owed && grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
-            sink(Report::Grew);
-            (grew_sent, grew_owed) = (Some(Instant::now()), false);
-        }
-        // A flood is read as it comes, so that little is left for the end.
-        if read > 0 && read < FLOOD_BYTES {
-            signals.rest(Instant::now() + READ_GAP);
+        if self.grew_owed && self.grew_sent.is_none_or(|at| at.elapsed() >= GREW_GAP) {
+            self.grew();
         }
     }
 }

@@ -11,6 +11,7 @@ mod inputs;
 mod looks;
 mod notes;
 mod recovery;
+mod setup;
 mod spawning;
 
 use std::collections::VecDeque;
@@ -19,25 +20,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 
 use super::analysis::Progress;
 use super::cgroup::KillMethod;
-use super::core::{
-    Core, GuardSettings, HookFailure, Input, Level, SessionGate, Settings, StopSignal, Watched,
-};
+use super::core::{Core, HookFailure, Input, Level, StopSignal};
 use super::hooks::ShellContext;
+use super::process;
 use super::reading::ReaderThread;
-use super::{cgroup, process};
 use crate::agent::follow::FollowUpdate;
 use crate::agent::{Detectors, SessionStats, ToolCallSig};
-use crate::config::{Config, pattern_strings};
+use crate::config::Config;
 use crate::protocol::{
     AgentRetrying, Command, Event, ExitReason, HookKind, SessionSummary, Snapshot,
 };
-use crate::store::control;
-use crate::store::counter::{self, Counter};
+use crate::store::counter::Counter;
 use crate::store::events::EventLog;
 use crate::store::running::Running;
 use crate::store::status;
@@ -263,216 +261,10 @@ impl Runtime {
         Runtime::with_lane(config, options, None, reporter)
     }
 
-    /// [`Runtime::new`], for a lane of a fleet when `lane` is given.
-    pub fn with_lane(
-        config: Config,
-        options: RuntimeOptions,
-        lane: Option<LaneSetup>,
-        mut reporter: Box<dyn Reporter>,
-    ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
-        let cwd = options.working_dir.clone();
-        let files_base = lane
-            .as_ref()
-            .map_or_else(|| cwd.clone(), |lane| lane.files_dir.clone());
-        let control_dir = lane.as_ref().map_or_else(
-            || cwd.join(crate::store::lock::STATE_DIR),
-            |lane| lane.files_dir.clone(),
-        );
-        // `./x` and `x` name the same file; keep `.` out of the paths users read.
-        let resolve = |path: &Path| -> PathBuf {
-            files_base
-                .join(path)
-                .components()
-                .filter(|c| *c != std::path::Component::CurDir)
-                .collect()
-        };
-        let output_dir = resolve(&config.session.output_dir.0);
-        std::fs::create_dir_all(&output_dir).map_err(|err| {
-            format!(
-                "cannot create the output directory {}: {err}",
-                output_dir.display()
-            )
-        })?;
-        let detectors = shared_detectors(
-            pattern_strings(&config.detect.rate_limit_patterns),
-            pattern_strings(&config.detect.commit_patterns),
-        )?;
-        let event_log = match config.event_log_path() {
-            Some(path) => {
-                let path = resolve(path);
-                Some(EventLog::open(&path).map_err(|err| {
-                    format!("cannot open the event log {}: {err}", path.display())
-                })?)
-            }
-            None => None,
-        };
-        let prefix = &config.session.output_prefix(&config.agent);
-        let counter_path = resolve(&config.session.counter_file.0);
-        // Under the instance lock nobody else writes these files: a temp file next
-        // to one is a write that a killed run never finished.
-        for path in [resolve(&config.output.status_file.0), counter_path.clone()] {
-            if let Err(err) = crate::store::remove_interrupted_writes(&path) {
-                reporter.log(
-                    Utc::now(),
-                    Level::Warn,
-                    &format!(
-                        "cannot remove the temp files of an interrupted write of {}: {err}",
-                        path.display()
-                    ),
-                );
-            }
-        }
-        // A request left for a loop that ended meanwhile is not for this one.
-        control::take_in(&control_dir, control::PAUSE_REQUEST);
-        control::take_in(&control_dir, control::RESUME_REQUEST);
-        if lane.is_some() {
-            control::take_in(&control_dir, STOP_NOW_REQUEST);
-        }
-        let loaded = counter::recover(
-            &counter_path,
-            &output_dir,
-            prefix,
-            event_log.as_ref().map(EventLog::path),
-        );
-        for warning in loaded.warnings {
-            reporter.log(Utc::now(), Level::Warn, &warning);
-        }
-        let settings = Settings {
-            max_iterations: config.session.max_iterations.0,
-            stale_timeout: config.stale_timeout(),
-            min_output_bytes: config.watchdog.min_output_bytes,
-            max_empty_retries: config.retry.max_empty_retries,
-            retry_delay: config.retry.retry_delay_secs.0,
-            initial_delay: config.backoff.initial_delay_secs.0,
-            max_delay: config.backoff.max_delay_secs.0,
-            max_consecutive_rate_limits: config.backoff.max_consecutive_rate_limits.0,
-            max_consecutive_errors: config.backoff.max_consecutive_errors.0,
-            kill_grace: config.watchdog.kill_grace_secs.0,
-            sigterm_stops_now: config.signals.sigterm == crate::config::Sigterm::StopNow,
-            disk_recheck: config.output.disk_recheck_secs.0,
-            session_gate: SessionGate {
-                autonomy: config.approvals.autonomy.0,
-                critical_every: config.approvals.critical_every,
-            },
-            guard: GuardSettings {
-                max_tool_calls_per_session: config.guard.max_tool_calls_per_session,
-                max_cost_per_session_usd: config.guard.max_cost_per_session_usd.0,
-                max_cost_usd: config.guard.max_cost_usd.0,
-                max_runtime: config.guard.max_runtime.duration,
-                doom_loop_threshold: config.guard.doom_loop_threshold.0,
-                on_doom_loop: config.guard.on_doom_loop,
-            },
-            watched: match lane.as_ref().and_then(|l| l.activity_file.as_ref()) {
-                Some(_) => Watched::Heartbeat,
-                None => Watched::Output,
-            },
-        };
-        let kill_method = match &lane {
-            Some(lane) => Arc::clone(&lane.kill_method),
-            None => Arc::new(cgroup::setup()),
-        };
-        if let KillMethod::GroupToken { why } = kill_method.as_ref() {
-            reporter.log(
-                Utc::now(),
-                Level::Info,
-                &format!(
-                    "no per-session cgroups ({why}): sessions are ended by process group and {}",
-                    process::TOKEN_ENV
-                ),
-            );
-        }
-        let running = match &lane {
-            Some(lane) => Running::in_dir(lane.files_dir.join(crate::store::running::RUNNING_DIR)),
-            None => Running::new(&cwd),
-        };
-        let (hook_cancel, cancel) = watch::channel(false);
-        let own_start =
-            process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);
-        let shell = ShellContext {
-            method: Arc::clone(&kill_method),
-            running: Some(running.clone()),
-            // Unique per loop, even with several loops in one process.
-            token_prefix: format!(
-                "{}-{own_start}-{}",
-                std::process::id(),
-                LOOPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            ),
-            own_start,
-            counter: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-            grace: settings.kill_grace,
-            cancel,
-        };
-        let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
-        core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
-        let status_path = resolve(&config.output.status_file.0);
-        if lane.is_some()
-            && let Some(earlier) = unfinished_run(&status_path)
-        {
-            core.continue_from(&earlier);
-        }
-        let snapshot = Arc::new(core.snapshot(Utc::now()));
-        let (snapshots, snapshot_rx) = watch::channel(snapshot);
-        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
-        let runtime = Runtime {
-            status_path,
-            stop_file: resolve(&config.shutdown.stop_file.0),
-            output_dir,
-            config,
-            core,
-            reporter,
-            detectors,
-            event_log,
-            counter: loaded.counter,
-            session: None,
-            pending_iteration: 0,
-            snapshots,
-            internal_tx,
-            internal_rx,
-            last_status_write: None,
-            status_error_reported: false,
-            exit: None,
-            pending_prompt: None,
-            approval_cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            kill_method,
-            running,
-            shell,
-            hook_cancel,
-            options,
-            lane,
-            control_dir,
-            slot: None,
-            queued: false,
-            lane_paused: false,
-            held_iteration: None,
-            stopped_before_start: None,
-            look_watch: None,
-            last_look: None,
-            status_growth: (0, None),
-            late_calls: Vec::new(),
-            output_tap: None,
-            hangup_to_the_room: false,
-            notes_in_prompt: Vec::new(),
-            note_problems: std::collections::HashSet::new(),
-        };
-        Ok((runtime, snapshot_rx))
-    }
-
     /// Runs the loop until it ends; `commands` are the user's (may never send).
     pub async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) -> Outcome {
         let mut host_signals = self.lane.as_mut().and_then(|lane| lane.signals.take());
-        let (mut sigint, mut sigterm, mut sighup) = if self.lane.is_some() {
-            (None, None, None)
-        } else {
-            process::become_subreaper();
-            tokio::spawn(super::reaper::reap_as_orphans_die());
-            (
-                signal(SignalKind::interrupt()).ok(),
-                signal(SignalKind::terminate()).ok(),
-                (!self.hangup_to_the_room)
-                    .then(process::hangup_signal)
-                    .flatten(),
-            )
-        };
+        let (mut sigint, mut sigterm, mut sighup) = self.take_process_signals();
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
@@ -481,19 +273,7 @@ impl Runtime {
         let mut queue = VecDeque::from([Input::Start]);
 
         loop {
-            while let Some(input) = queue.pop_front() {
-                let effects = self.core.step(self.now(), input);
-                for effect in effects {
-                    self.execute(effect, &mut queue);
-                }
-                let snapshot = self.core.snapshot(Utc::now());
-                if let Some(lane) = &self.lane
-                    && let Some(budget) = &lane.budget
-                {
-                    lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
-                }
-                self.publish(snapshot);
-            }
+            self.drain(&mut queue);
             if self.exit.is_some() && self.session.is_none() {
                 break;
             }
@@ -518,6 +298,46 @@ impl Runtime {
                 () = tokio::time::sleep_until(next_look) => self.on_tick(&mut queue),
             }
         }
+        self.wind_up()
+    }
+
+    /// A loop of its own takes the process's stop signals and adopts its
+    /// orphans; a lane leaves both to the fleet.
+    fn take_process_signals(&mut self) -> (Option<Signal>, Option<Signal>, Option<Signal>) {
+        if self.lane.is_some() {
+            return (None, None, None);
+        }
+        process::become_subreaper();
+        tokio::spawn(super::reaper::reap_as_orphans_die());
+        (
+            signal(SignalKind::interrupt()).ok(),
+            signal(SignalKind::terminate()).ok(),
+            (!self.hangup_to_the_room)
+                .then(process::hangup_signal)
+                .flatten(),
+        )
+    }
+
+    /// Steps the core through every queued input, carrying out its effects
+    /// (which may queue more), and publishes what the loop looks like after each.
+    fn drain(&mut self, queue: &mut VecDeque<Input>) {
+        while let Some(input) = queue.pop_front() {
+            let effects = self.core.step(self.now(), input);
+            for effect in effects {
+                self.execute(effect, queue);
+            }
+            let snapshot = self.core.snapshot(Utc::now());
+            if let Some(lane) = &self.lane
+                && let Some(budget) = &lane.budget
+            {
+                lock_budget(budget).report(&lane.name, snapshot.totals.known_cost());
+            }
+            self.publish(snapshot);
+        }
+    }
+
+    /// The loop has ended: what it held is given back, and why it ended is told.
+    fn wind_up(&mut self) -> Outcome {
         self.slot = None;
         if let Some(lane) = &self.lane
             && let Some(shared) = &lane.shared_limit

@@ -34,29 +34,8 @@ impl Core {
         let consecutive = self.consecutive_rate_limits;
         let backoff = Core::backoff_delay(&self.settings, consecutive);
         let resets_at = self.trusted_reset(now, limit.resets_at, out);
-        // A reset time the agent gave wins when it comes sooner than the cap, but
-        // no wait is shorter than the initial delay.
-        let until_reset =
-            resets_at.map(|reset| (reset - now.wall).to_std().unwrap_or(Duration::ZERO));
-        let delay = match until_reset {
-            Some(until) if until < self.settings.max_delay => until,
-            _ => backoff,
-        }
-        .max(self.settings.initial_delay.min(self.settings.max_delay));
+        let (delay, reset_note) = limit_wait(&self.settings, backoff, now.wall, resets_at);
         self.rate_limit_resets_at = resets_at;
-        let reset_note = match (resets_at, until_reset) {
-            (Some(at), Some(until)) if until < self.settings.max_delay => {
-                format!(
-                    " resets_at={} (waiting for the reset)",
-                    at.format("%Y-%m-%dT%H:%M:%SZ")
-                )
-            }
-            (Some(at), _) => format!(
-                " resets_at={} (later than the cap)",
-                at.format("%Y-%m-%dT%H:%M:%SZ")
-            ),
-            _ => String::new(),
-        };
         log(
             out,
             Level::Warn,
@@ -242,4 +221,35 @@ impl Core {
             _ => {}
         }
     }
+}
+
+/// How long a rate limit waits, with the note its log line carries. A reset
+/// time the agent gave wins when it comes sooner than the cap, but no wait is
+/// shorter than the initial delay.
+fn limit_wait(
+    settings: &Settings,
+    backoff: Duration,
+    now: DateTime<Utc>,
+    resets_at: Option<DateTime<Utc>>,
+) -> (Duration, String) {
+    let until_reset = resets_at.map(|reset| (reset - now).to_std().unwrap_or(Duration::ZERO));
+    let delay = match until_reset {
+        Some(until) if until < settings.max_delay => until,
+        _ => backoff,
+    }
+    .max(settings.initial_delay.min(settings.max_delay));
+    let reset_note = match (resets_at, until_reset) {
+        (Some(at), Some(until)) if until < settings.max_delay => {
+            format!(
+                " resets_at={} (waiting for the reset)",
+                at.format("%Y-%m-%dT%H:%M:%SZ")
+            )
+        }
+        (Some(at), _) => format!(
+            " resets_at={} (later than the cap)",
+            at.format("%Y-%m-%dT%H:%M:%SZ")
+        ),
+        _ => String::new(),
+    };
+    (delay, reset_note)
 }

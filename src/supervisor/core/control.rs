@@ -116,20 +116,7 @@ impl Core {
 
     pub(super) fn on_command(&mut self, now: Now, command: Command, out: &mut Vec<Effect>) {
         match command {
-            Command::Pause => {
-                if let Phase::Running(session) = &mut self.phase
-                    && session.paused_since.is_none()
-                    && session.kill.is_none()
-                {
-                    session.paused_since = Some(now.mono);
-                    session.paused_since_wall = Some(now.wall);
-                    let (pgid, global) = (session.pgid, session.global);
-                    log(out, Level::Info, format!("global={global} status=paused"));
-                    out.push(Effect::PauseGroup { pgid });
-                    out.push(Effect::Emit(Event::Paused { global }));
-                    out.push(Effect::WriteStatus);
-                }
-            }
+            Command::Pause => self.pause_session(now, out),
             Command::Resume if matches!(self.phase, Phase::Held { .. }) => {
                 log(
                     out,
@@ -150,25 +137,7 @@ impl Core {
                     self.kill_session(KillReason::User, out);
                 }
             }
-            Command::StopAfterCurrent => {
-                if self.stop_request == Some(StopRequest::User) {
-                    self.stop_request = None;
-                    log(out, Level::Info, "stop cancelled".into());
-                    out.push(Effect::Emit(Event::StopCancelled));
-                    out.push(Effect::WriteStatus);
-                } else if self.stop_request.is_none() {
-                    self.stop_request = Some(StopRequest::User);
-                    log(
-                        out,
-                        Level::Info,
-                        "stopping after the current session".into(),
-                    );
-                    out.push(Effect::Emit(Event::StopRequested {
-                        source: "user".into(),
-                    }));
-                    self.stop_if_idle(now, out);
-                }
-            }
+            Command::StopAfterCurrent => self.toggle_stop_after_current(now, out),
             Command::TerminalClosed => {
                 if self.stop_request.is_none() {
                     self.stop_request = Some(StopRequest::TerminalClosed);
@@ -191,6 +160,45 @@ impl Core {
                 );
                 self.stop_now_requested(now, out);
             }
+        }
+    }
+
+    /// Pauses a running session (a no-op when none runs, or it is already
+    /// paused or being killed).
+    fn pause_session(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if let Phase::Running(session) = &mut self.phase
+            && session.paused_since.is_none()
+            && session.kill.is_none()
+        {
+            session.paused_since = Some(now.mono);
+            session.paused_since_wall = Some(now.wall);
+            let (pgid, global) = (session.pgid, session.global);
+            log(out, Level::Info, format!("global={global} status=paused"));
+            out.push(Effect::PauseGroup { pgid });
+            out.push(Effect::Emit(Event::Paused { global }));
+            out.push(Effect::WriteStatus);
+        }
+    }
+
+    /// The user's stop after the current session; asked again, it is cancelled.
+    /// A stop asked for by anything else is left as it is.
+    fn toggle_stop_after_current(&mut self, now: Now, out: &mut Vec<Effect>) {
+        if self.stop_request == Some(StopRequest::User) {
+            self.stop_request = None;
+            log(out, Level::Info, "stop cancelled".into());
+            out.push(Effect::Emit(Event::StopCancelled));
+            out.push(Effect::WriteStatus);
+        } else if self.stop_request.is_none() {
+            self.stop_request = Some(StopRequest::User);
+            log(
+                out,
+                Level::Info,
+                "stopping after the current session".into(),
+            );
+            out.push(Effect::Emit(Event::StopRequested {
+                source: "user".into(),
+            }));
+            self.stop_if_idle(now, out);
         }
     }
 

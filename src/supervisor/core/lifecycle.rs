@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Core, Effect, HookFailure, Level, Now, Phase, Session, WaitKind, log, round_secs};
-use crate::protocol::{Event, ExitReason, HookKind, KillReason};
+use crate::protocol::{AgentRetrying, Event, ExitReason, HookKind, KillReason};
 
 impl Core {
     pub(super) fn on_start(&mut self, now: Now, out: &mut Vec<Effect>) {
@@ -331,13 +331,30 @@ impl Core {
             return;
         };
         session.duration = now.mono.saturating_duration_since(session.started);
-        let global = session.global;
         session.paused_since = None;
         session.paused_since_wall = None;
         session.exit_code = Some(match session.kill {
             Some(KillReason::Watchdog) => 124,
             _ => exit_code,
         });
+        let session = session.clone();
+        self.count_kill(iteration, &session, needed_sigkill, out);
+        report_lingering(iteration, session.global, lingering_killed, out);
+        let output_file = session.output_file.clone();
+        self.phase = Phase::Analyzing(session);
+        out.push(Effect::AnalyzeSession { output_file });
+        out.push(Effect::WriteStatus);
+    }
+
+    /// A session ended by a kill is counted and told apart by who killed it.
+    fn count_kill(
+        &mut self,
+        iteration: u64,
+        session: &Session,
+        needed_sigkill: bool,
+        out: &mut Vec<Effect>,
+    ) {
+        let global = session.global;
         match session.kill {
             Some(KillReason::Watchdog) => {
                 self.counters.watchdog_kills += 1;
@@ -360,24 +377,69 @@ impl Core {
             }
             None => {}
         }
-        if lingering_killed > 0 {
-            log(
-                out,
-                Level::Warn,
-                format!(
-                    "iteration={iteration} global={global} killed {lingering_killed} process(es) left in the session's group after the agent exited"
-                ),
-            );
-            out.push(Effect::Emit(Event::LingeringKilled {
-                iteration,
-                global,
-                processes: lingering_killed,
-            }));
-        }
-        let output_file = session.output_file.clone();
-        let session = session.clone();
-        self.phase = Phase::Analyzing(session);
-        out.push(Effect::AnalyzeSession { output_file });
-        out.push(Effect::WriteStatus);
     }
+
+    /// The agent could not start: the run cannot go on.
+    pub(super) fn on_spawn_failed(
+        &mut self,
+        now: Now,
+        global: Option<u64>,
+        error: String,
+        out: &mut Vec<Effect>,
+    ) {
+        let what = global.map_or(String::new(), |g| format!(" global={g}"));
+        log(
+            out,
+            Level::Error,
+            format!("cannot start the agent{what}: {error}"),
+        );
+        self.finish(now, ExitReason::Fatal { message: error }, out);
+    }
+
+    /// The agent is retrying a request of its own; the status shows it.
+    pub(super) fn on_agent_retrying(
+        &mut self,
+        global: u64,
+        retrying: Option<AgentRetrying>,
+        out: &mut Vec<Effect>,
+    ) {
+        if let Phase::Running(session) = &mut self.phase
+            && session.global == global
+            && session.retrying != retrying
+        {
+            session.retrying = retrying;
+            out.push(Effect::WriteStatus);
+        }
+    }
+
+    pub(super) fn on_post_hooks(
+        &mut self,
+        now: Now,
+        failures: Vec<HookFailure>,
+        out: &mut Vec<Effect>,
+    ) {
+        for failure in failures {
+            self.hook_failed(HookKind::PostSession, failure, out);
+        }
+        self.complete_iteration(now, out);
+    }
+}
+
+/// Processes left in the session's group after the agent exited were killed.
+fn report_lingering(iteration: u64, global: u64, lingering_killed: u64, out: &mut Vec<Effect>) {
+    if lingering_killed == 0 {
+        return;
+    }
+    log(
+        out,
+        Level::Warn,
+        format!(
+            "iteration={iteration} global={global} killed {lingering_killed} process(es) left in the session's group after the agent exited"
+        ),
+    );
+    out.push(Effect::Emit(Event::LingeringKilled {
+        iteration,
+        global,
+        processes: lingering_killed,
+    }));
 }

@@ -1,10 +1,11 @@
 //! The core seen from outside: its settings, counters, state, snapshot and next tick due.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 
-use super::{Core, Phase, Settings, WaitKind};
+use super::{Core, Phase, Session, Settings, WaitKind};
 use crate::protocol::{Counters, KillReason, LaneId, LoopState, Snapshot};
 
 impl Core {
@@ -124,17 +125,8 @@ impl Core {
 
     /// The content of the status file.
     pub fn snapshot(&self, wall: DateTime<Utc>) -> Snapshot {
-        let session = match &self.phase {
-            Phase::Running(session) | Phase::Analyzing(session) => Some(session),
-            _ => None,
-        };
-        let (global, output_file, output_bytes) = match session {
-            Some(s) => (Some(s.global), Some(s.output_file.clone()), s.output_bytes),
-            None => match &self.last_session {
-                Some((global, file, bytes)) => (Some(*global), Some(file.clone()), *bytes),
-                None => (None, None, 0),
-            },
-        };
+        let session = self.shown_session();
+        let (global, output_file, output_bytes) = self.shown_output(session);
         let waiting = matches!(self.phase, Phase::Waiting { .. });
         Snapshot {
             lane: LaneId::default(),
@@ -172,10 +164,7 @@ impl Core {
             rate_limit_resets_at: self.rate_limit_resets_at,
             counters: self.counters.clone(),
             exit_reason: self.exit_reason.clone(),
-            held_reason: match &self.phase {
-                Phase::Held { reason } => Some(reason.clone()),
-                _ => None,
-            },
+            held_reason: self.held_reason(),
             last_session: self.last_session_stats.clone(),
             totals: self.totals.clone(),
             max_cost_usd: Some(self.settings.guard.max_cost_usd).filter(|limit| *limit > 0.0),
@@ -189,6 +178,33 @@ impl Core {
             max_tool_calls_per_session: Some(self.settings.guard.max_tool_calls_per_session)
                 .filter(|limit| *limit > 0),
             ungated: self.ungated.clone(),
+        }
+    }
+
+    /// The session the status shows: running, or ended and being judged.
+    fn shown_session(&self) -> Option<&Session> {
+        match &self.phase {
+            Phase::Running(session) | Phase::Analyzing(session) => Some(session),
+            _ => None,
+        }
+    }
+
+    /// The session number, output file and size the status shows: the shown
+    /// session's, or the last one's between sessions.
+    fn shown_output(&self, session: Option<&Session>) -> (Option<u64>, Option<PathBuf>, u64) {
+        match session {
+            Some(s) => (Some(s.global), Some(s.output_file.clone()), s.output_bytes),
+            None => match &self.last_session {
+                Some((global, file, bytes)) => (Some(*global), Some(file.clone()), *bytes),
+                None => (None, None, 0),
+            },
+        }
+    }
+
+    fn held_reason(&self) -> Option<String> {
+        match &self.phase {
+            Phase::Held { reason } => Some(reason.clone()),
+            _ => None,
         }
     }
 

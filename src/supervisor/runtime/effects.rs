@@ -19,60 +19,10 @@ impl Runtime {
     pub(super) fn execute(&mut self, effect: Effect, queue: &mut VecDeque<Input>) {
         match effect {
             Effect::Log { level, message } => self.reporter.log(Utc::now(), level, &message),
-            Effect::Emit(mut event) => {
-                if let Event::LoopStart {
-                    kill_method,
-                    kill_method_detail,
-                    ..
-                } = &mut event
-                {
-                    *kill_method = self.kill_method.name().to_string();
-                    *kill_method_detail = self.kill_method.detail();
-                }
-                if let Event::SessionStart {
-                    pid,
-                    agent_start_ticks,
-                    ..
-                } = &mut event
-                    && let Some(session) = self.session.as_ref().filter(|s| s.pid == *pid)
-                {
-                    *agent_start_ticks = session.start_ticks;
-                }
-                self.emit(&event);
-                if let Event::WatchdogStale { idle_secs, .. } = &event
-                    && let Some(hook) = self.lane.as_mut().and_then(|l| l.on_stale.as_mut())
-                {
-                    hook(*idle_secs);
-                }
-                if let Event::RateLimited {
-                    backoff_secs,
-                    resets_at,
-                    ..
-                } = &event
-                {
-                    self.report_rate_limit(*backoff_secs, *resets_at);
-                }
-            }
+            Effect::Emit(event) => self.emit_from_core(event),
             Effect::WriteStatus => self.write_status(),
-            Effect::CheckStopFile => {
-                let present = self.stop_file.exists();
-                match self.free_space_if_low() {
-                    Some(free_bytes) if !present => queue.push_back(Input::DiskFull {
-                        dir: self.output_dir.clone(),
-                        free_bytes,
-                    }),
-                    _ => queue.push_back(Input::StopFileChecked { present }),
-                }
-            }
-            Effect::RemoveStopFile => {
-                if let Err(err) = std::fs::remove_file(&self.stop_file) {
-                    self.reporter.log(
-                        Utc::now(),
-                        Level::Warn,
-                        &format!("cannot remove {}: {err}", self.stop_file.display()),
-                    );
-                }
-            }
+            Effect::CheckStopFile => queue.push_back(self.check_stop_file()),
+            Effect::RemoveStopFile => self.remove_stop_file(),
             Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
             Effect::Spawn { iteration } => self.take_slot(iteration),
             Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
@@ -83,13 +33,7 @@ impl Runtime {
                 }
             }
             Effect::AnalyzeSession { output_file } => self.analyze(output_file),
-            Effect::ArmTimer { epoch, after } => {
-                let tx = self.internal_tx.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    let _ = tx.send(Internal::Core(Box::new(Input::TimerFired { epoch })));
-                });
-            }
+            Effect::ArmTimer { epoch, after } => self.arm_timer(epoch, after),
             Effect::Exit(reason) => {
                 self.approval_cancel
                     .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -121,6 +65,73 @@ impl Runtime {
                 .approval_cancel
                 .store(true, std::sync::atomic::Ordering::SeqCst),
         }
+    }
+
+    /// An event of the core's, completed with what only the runtime knows,
+    /// recorded, and passed on to whoever waits for it.
+    fn emit_from_core(&mut self, mut event: Event) {
+        if let Event::LoopStart {
+            kill_method,
+            kill_method_detail,
+            ..
+        } = &mut event
+        {
+            *kill_method = self.kill_method.name().to_string();
+            *kill_method_detail = self.kill_method.detail();
+        }
+        if let Event::SessionStart {
+            pid,
+            agent_start_ticks,
+            ..
+        } = &mut event
+            && let Some(session) = self.session.as_ref().filter(|s| s.pid == *pid)
+        {
+            *agent_start_ticks = session.start_ticks;
+        }
+        self.emit(&event);
+        if let Event::WatchdogStale { idle_secs, .. } = &event
+            && let Some(hook) = self.lane.as_mut().and_then(|l| l.on_stale.as_mut())
+        {
+            hook(*idle_secs);
+        }
+        if let Event::RateLimited {
+            backoff_secs,
+            resets_at,
+            ..
+        } = &event
+        {
+            self.report_rate_limit(*backoff_secs, *resets_at);
+        }
+    }
+
+    /// A stop file, or a disk too full to go on, between iterations.
+    fn check_stop_file(&mut self) -> Input {
+        let present = self.stop_file.exists();
+        match self.free_space_if_low() {
+            Some(free_bytes) if !present => Input::DiskFull {
+                dir: self.output_dir.clone(),
+                free_bytes,
+            },
+            _ => Input::StopFileChecked { present },
+        }
+    }
+
+    fn remove_stop_file(&mut self) {
+        if let Err(err) = std::fs::remove_file(&self.stop_file) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!("cannot remove {}: {err}", self.stop_file.display()),
+            );
+        }
+    }
+
+    fn arm_timer(&self, epoch: u64, after: std::time::Duration) {
+        let tx = self.internal_tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            let _ = tx.send(Internal::Core(Box::new(Input::TimerFired { epoch })));
+        });
     }
 
     pub(super) fn emit(&mut self, event: &Event) {

@@ -10,6 +10,7 @@ use crate::supervisor::analysis::Progress;
 use crate::supervisor::core::{
     Input, Level, OutOfSpace, RateLimitFinding, SessionFindings, StopSignal,
 };
+use crate::supervisor::process::{Escaped, GroupEnd};
 
 impl Runtime {
     /// Hands the guards what the reader thread found; once the session ended,
@@ -30,22 +31,7 @@ impl Runtime {
     pub(super) fn on_internal(&mut self, message: Internal) -> Option<Input> {
         match message {
             Internal::FleetBudgetSpent { spent, limit } => {
-                self.reporter.log(
-                    Utc::now(),
-                    Level::Warn,
-                    &format!(
-                        "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
-                    ),
-                );
-                self.set_queued(false);
-                let reason = ExitReason::BudgetExceeded {
-                    budget: crate::protocol::Budget::MaxCostUsd,
-                    limit,
-                    value: spent,
-                };
-                let why = format!("the fleet's budget ${limit:.2} is spent: no session starts");
-                self.stop_before_start(reason, why);
-                Some(Input::Command(Command::StopNow))
+                Some(self.on_fleet_budget_spent(spent, limit))
             }
             // Stopped while it waited: the loop is ending, the slot goes to another lane.
             Internal::SlotGranted(..) if self.stopped_before_start.is_some() => None,
@@ -63,18 +49,7 @@ impl Runtime {
             Internal::Retrying { global, retrying } => {
                 Some(Input::AgentRetrying { global, retrying })
             }
-            Internal::Core(mut input) => {
-                // The session's slot is given back once its end is recorded.
-                if let Input::SessionAnalyzed(findings) = input.as_mut() {
-                    self.slot = None;
-                    self.report_session_end(findings.rate_limit.is_some());
-                    // Read before the rest, so judged first.
-                    let mut calls = std::mem::take(&mut self.late_calls);
-                    calls.append(&mut findings.new_calls);
-                    findings.new_calls = calls;
-                }
-                Some(*input)
-            }
+            Internal::Core(input) => Some(self.on_core_input(input)),
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
                     failure: failures.into_iter().next(),
@@ -92,73 +67,120 @@ impl Runtime {
                 text,
                 warnings,
                 handoff_error,
-            } => {
-                for warning in warnings {
-                    self.reporter.log(Utc::now(), Level::Warn, &warning);
-                }
-                if let Some((file, error)) = handoff_error {
-                    self.reporter.log(
-                        Utc::now(),
-                        Level::Warn,
-                        &format!(
-                            "handoff file {}: {error}; the session starts without it",
-                            file.display()
-                        ),
-                    );
-                    self.emit(&Event::HandoffInvalid { file, error });
-                }
-                let critical_marker = text.contains(CRITICAL_MARKER);
-                self.pending_prompt = Some(text);
-                Some(Input::PromptReady { critical_marker })
-            }
-            Internal::GroupEnded(end) => {
-                if let Some(session) = &self.session {
-                    self.running.remove(&session.token);
-                }
-                if self.options.verbose {
-                    self.echo_output();
-                }
-                if end.stuck > 0 {
-                    self.reporter.log(
-                        Utc::now(),
-                        Level::Error,
-                        &format!(
-                            "{} process(es) of the session survived SIGKILL (stuck in the kernel?)",
-                            end.stuck
-                        ),
-                    );
-                }
-                // The number of the session that just ended: none is handed out
-                // between a session's spawn and its end.
-                let global = self.counter.last();
-                for escaped in end.escaped {
-                    let outcome = if escaped.killed {
-                        "killed"
-                    } else {
-                        "it survived SIGKILL (stuck in the kernel?)"
-                    };
-                    self.reporter.log(
-                        Utc::now(),
-                        Level::Warn,
-                        &format!(
-                            "global={global} process {} ({}) left the session's process group and outlived the session: {outcome}",
-                            escaped.pid, escaped.command
-                        ),
-                    );
-                    self.emit(&Event::LeakedPid {
-                        global,
-                        pid: escaped.pid,
-                        command: escaped.command,
-                        killed: escaped.killed,
-                    });
-                }
-                Some(Input::SessionExited {
-                    exit_code: end.exit_code,
-                    needed_sigkill: end.needed_sigkill,
-                    lingering_killed: end.lingering_killed,
-                })
-            }
+            } => Some(self.on_prompt_ready(text, warnings, handoff_error)),
+            Internal::GroupEnded(end) => Some(self.on_group_ended(end)),
         }
+    }
+
+    /// The fleet's budget is spent: this lane stops before its next session.
+    fn on_fleet_budget_spent(&mut self, spent: f64, limit: f64) -> Input {
+        self.reporter.log(
+            Utc::now(),
+            Level::Warn,
+            &format!(
+                "the fleet's budget [guard] max_cost_usd = ${limit:.2} is spent (${spent:.4} over all lanes): this lane stops"
+            ),
+        );
+        self.set_queued(false);
+        let reason = ExitReason::BudgetExceeded {
+            budget: crate::protocol::Budget::MaxCostUsd,
+            limit,
+            value: spent,
+        };
+        let why = format!("the fleet's budget ${limit:.2} is spent: no session starts");
+        self.stop_before_start(reason, why);
+        Input::Command(Command::StopNow)
+    }
+
+    fn on_core_input(&mut self, mut input: Box<Input>) -> Input {
+        // The session's slot is given back once its end is recorded.
+        if let Input::SessionAnalyzed(findings) = input.as_mut() {
+            self.slot = None;
+            self.report_session_end(findings.rate_limit.is_some());
+            // Read before the rest, so judged first.
+            let mut calls = std::mem::take(&mut self.late_calls);
+            calls.append(&mut findings.new_calls);
+            findings.new_calls = calls;
+        }
+        *input
+    }
+
+    fn on_prompt_ready(
+        &mut self,
+        text: String,
+        warnings: Vec<String>,
+        handoff_error: Option<(PathBuf, String)>,
+    ) -> Input {
+        for warning in warnings {
+            self.reporter.log(Utc::now(), Level::Warn, &warning);
+        }
+        if let Some((file, error)) = handoff_error {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "handoff file {}: {error}; the session starts without it",
+                    file.display()
+                ),
+            );
+            self.emit(&Event::HandoffInvalid { file, error });
+        }
+        let critical_marker = text.contains(CRITICAL_MARKER);
+        self.pending_prompt = Some(text);
+        Input::PromptReady { critical_marker }
+    }
+
+    fn on_group_ended(&mut self, end: GroupEnd) -> Input {
+        if let Some(session) = &self.session {
+            self.running.remove(&session.token);
+        }
+        if self.options.verbose {
+            self.echo_output();
+        }
+        if end.stuck > 0 {
+            self.reporter.log(
+                Utc::now(),
+                Level::Error,
+                &format!(
+                    "{} process(es) of the session survived SIGKILL (stuck in the kernel?)",
+                    end.stuck
+                ),
+            );
+        }
+        // The number of the session that just ended: none is handed out
+        // between a session's spawn and its end.
+        let global = self.counter.last();
+        for escaped in end.escaped {
+            self.report_escaped(global, escaped);
+        }
+        Input::SessionExited {
+            exit_code: end.exit_code,
+            needed_sigkill: end.needed_sigkill,
+            lingering_killed: end.lingering_killed,
+        }
+    }
+
+    /// A process that left the session's group and outlived the session.
+    fn report_escaped(&mut self, global: u64, escaped: Escaped) {
+        let outcome = if escaped.killed {
+            "killed"
+        } else {
+            "it survived SIGKILL (stuck in the kernel?)"
+        };
+        self.reporter.log(
+            Utc::now(),
+            Level::Warn,
+            &format!(
+                "global={global} process {} ({}) left the session's process group and outlived the session: {outcome}",
+                escaped.pid, escaped.command
+            ),
+        );
+        self.emit(&Event::LeakedPid {
+            global,
+            pid: escaped.pid,
+            command: escaped.command,
+            killed: escaped.killed,
+        });
     }
 
     /// A lane still waiting for its turn starts no session once the fleet is

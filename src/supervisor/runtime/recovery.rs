@@ -3,7 +3,7 @@
 use chrono::Utc;
 
 use super::Runtime;
-use crate::protocol::{Event, LoopState};
+use crate::protocol::{Event, LoopState, Snapshot};
 use crate::store::status;
 use crate::supervisor::core::Level;
 use crate::supervisor::{leftovers, process};
@@ -17,27 +17,12 @@ impl Runtime {
     /// and carrying the session's `HARNESS_OUTPUT_FILE`. A pid or group id
     /// reused by an unrelated process is never signalled.
     pub(super) async fn recover_abandoned_session(&mut self) {
-        let Ok((old, _)) = status::read(&self.status_path) else {
+        let Some(old) = self.abandoned_session() else {
             return;
         };
         let (Some(pgid), Some(pid)) = (old.pgid, old.agent_pid) else {
             return;
         };
-        if old.state == LoopState::Stopped || old.pid == std::process::id() {
-            return;
-        }
-        if status::writer_alive(&old) {
-            self.reporter.log(
-                Utc::now(),
-                Level::Warn,
-                &format!(
-                    "{} names a session of clowder PID {}, which is still running: left alone",
-                    self.status_path.display(),
-                    old.pid
-                ),
-            );
-            return;
-        }
         let output_file = old
             .output_file
             .as_ref()
@@ -60,6 +45,43 @@ impl Runtime {
                 stuck: 0,
             }
         };
+        self.report_abandoned(&old, pgid, pid, &cleanup);
+    }
+
+    /// The status file's session, when it is of an earlier run that never
+    /// ended and whose clowder is gone.
+    fn abandoned_session(&mut self) -> Option<Snapshot> {
+        let Ok((old, _)) = status::read(&self.status_path) else {
+            return None;
+        };
+        if old.pgid.is_none() || old.agent_pid.is_none() {
+            return None;
+        }
+        if old.state == LoopState::Stopped || old.pid == std::process::id() {
+            return None;
+        }
+        if status::writer_alive(&old) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!(
+                    "{} names a session of clowder PID {}, which is still running: left alone",
+                    self.status_path.display(),
+                    old.pid
+                ),
+            );
+            return None;
+        }
+        Some(old)
+    }
+
+    fn report_abandoned(
+        &mut self,
+        old: &Snapshot,
+        pgid: i32,
+        pid: i32,
+        cleanup: &process::GroupCleanup,
+    ) {
         let global = old
             .global_iteration
             .map_or_else(|| "?".to_string(), |g| g.to_string());

@@ -19,49 +19,14 @@ use crate::wake::Watch;
 
 impl Runtime {
     pub(super) fn spawn_session(&mut self, prompt_text: &str) -> Input {
-        let prefix = self.config.session.output_prefix(&self.config.agent);
-        let (global, output_file, file) =
-            match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
-                Ok(created) => created,
-                Err(err) if is_out_of_space(&err) => {
-                    return Input::DiskFull {
-                        dir: self.output_dir.clone(),
-                        free_bytes: free_space(&self.output_dir).unwrap_or(0),
-                    };
-                }
-                Err(err) => {
-                    return Input::SpawnFailed {
-                        global: Some(self.counter.next()),
-                        error: format!(
-                            "cannot create the output file in {}: {err}",
-                            self.output_dir.display()
-                        ),
-                    };
-                }
-            };
-        // Persisted before the session starts: a crash never hands this number out again.
-        if let Err(err) = self.counter.commit(global) {
-            self.reporter.log(
-                Utc::now(),
-                Level::Warn,
-                &format!("cannot save the iteration counter: {err}"),
-            );
-        }
+        let (global, output_file, file) = match self.open_output_file() {
+            Ok(opened) => opened,
+            Err(input) => return input,
+        };
         let args = prompt::agent_args(&self.config.agent.args, prompt_text);
         let git_head_before = git_head(&self.options.working_dir);
-        // The agent can tell which session it is, e.g. to name its own logs.
-        let mut env = self.base_env();
-        env.push((
-            "HARNESS_ITERATION".into(),
-            self.pending_iteration.to_string(),
-        ));
-        env.push(("HARNESS_GLOBAL_ITERATION".into(), global.to_string()));
-        env.push((
-            "HARNESS_OUTPUT_FILE".into(),
-            output_file.display().to_string(),
-        ));
         let token = format!("{}s{global}", self.shell.token_prefix);
-        env.push((process::TOKEN_ENV.into(), token.clone()));
+        let env = self.session_env(global, &output_file, &token);
         let cgroup = self.session_cgroup(global);
         let mut containment = process::Containment {
             token: token.clone(),
@@ -83,23 +48,11 @@ impl Runtime {
         drop(file);
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
         let (pid, pgid) = (spawned.pid, spawned.pgid);
-        let tx = self.internal_tx.clone();
-        let grace = self.core.settings().kill_grace;
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
         self.record_session(global, pid, start_ticks, &containment);
-        let owned = spawned.owned;
-        tokio::spawn(async move {
-            let end =
-                process::supervise_group(spawned.child, pgid, grace, kill_rx, containment).await;
-            drop(owned);
-            let _ = tx.send(Internal::GroupEnded(end));
-        });
+        self.supervise(spawned, containment, kill_rx);
         let reader = self.start_reader(global, &output_file);
-        // Without a thread nothing reads on a wake-up: the tick polls the size.
-        let waker = reader.threaded().then(|| reader.waker());
-        let output_watch = waker.and_then(|waker| {
-            Watch::start(std::slice::from_ref(&output_file), move || waker.wake())
-        });
+        let output_watch = watch_output(&reader, &output_file);
         self.session = Some(LiveSession {
             global,
             pid,
@@ -112,12 +65,7 @@ impl Runtime {
             echoed: 0,
             reader: Some(reader),
             output_watch,
-            // A write from before the session is no sign of its life.
-            activity_seen: self
-                .lane
-                .as_ref()
-                .and_then(|lane| lane.activity_file.as_ref())
-                .and_then(|file| std::fs::metadata(file).ok()?.modified().ok()),
+            activity_seen: self.activity_before(),
         });
         Input::Spawned {
             global,
@@ -125,6 +73,84 @@ impl Runtime {
             pgid,
             output_file,
         }
+    }
+
+    /// When the lane's activity file was last written before the session: a
+    /// write from before it is no sign of its life.
+    fn activity_before(&self) -> Option<std::time::SystemTime> {
+        self.lane
+            .as_ref()
+            .and_then(|lane| lane.activity_file.as_ref())
+            .and_then(|file| std::fs::metadata(file).ok()?.modified().ok())
+    }
+
+    /// The next session's number and output file, its number saved; or the
+    /// input that says why there is none.
+    fn open_output_file(&mut self) -> Result<(u64, PathBuf, File), Input> {
+        let prefix = self.config.session.output_prefix(&self.config.agent);
+        let (global, output_file, file) =
+            match create_output_file(&self.output_dir, &prefix, self.counter.next()) {
+                Ok(created) => created,
+                Err(err) if is_out_of_space(&err) => {
+                    return Err(Input::DiskFull {
+                        dir: self.output_dir.clone(),
+                        free_bytes: free_space(&self.output_dir).unwrap_or(0),
+                    });
+                }
+                Err(err) => {
+                    return Err(Input::SpawnFailed {
+                        global: Some(self.counter.next()),
+                        error: format!(
+                            "cannot create the output file in {}: {err}",
+                            self.output_dir.display()
+                        ),
+                    });
+                }
+            };
+        // Persisted before the session starts: a crash never hands this number out again.
+        if let Err(err) = self.counter.commit(global) {
+            self.reporter.log(
+                Utc::now(),
+                Level::Warn,
+                &format!("cannot save the iteration counter: {err}"),
+            );
+        }
+        Ok((global, output_file, file))
+    }
+
+    /// The agent can tell which session it is, e.g. to name its own logs.
+    fn session_env(&self, global: u64, output_file: &Path, token: &str) -> Vec<(String, String)> {
+        let mut env = self.base_env();
+        env.push((
+            "HARNESS_ITERATION".into(),
+            self.pending_iteration.to_string(),
+        ));
+        env.push(("HARNESS_GLOBAL_ITERATION".into(), global.to_string()));
+        env.push((
+            "HARNESS_OUTPUT_FILE".into(),
+            output_file.display().to_string(),
+        ));
+        env.push((process::TOKEN_ENV.into(), token.to_string()));
+        env
+    }
+
+    /// Owns the session's process group until it is empty, then tells the loop.
+    fn supervise(
+        &self,
+        spawned: process::Spawned,
+        containment: process::Containment,
+        kill_rx: mpsc::UnboundedReceiver<()>,
+    ) {
+        let tx = self.internal_tx.clone();
+        let grace = self.core.settings().kill_grace;
+        let pgid = spawned.pgid;
+        let owned = spawned.owned;
+        tokio::spawn(async move {
+            let end =
+                process::supervise_group(spawned.child, pgid, grace, kill_rx, containment).await;
+            drop(owned);
+            let _ = tx.send(Internal::GroupEnded(end));
+        });
     }
 
     /// Starts the session's reader thread; its progress goes to the guards if
@@ -268,4 +294,11 @@ impl Runtime {
             );
         }
     }
+}
+
+/// Wakes the reader thread whenever the output file is written. Without a
+/// thread nothing reads on a wake-up: the tick polls the size.
+fn watch_output(reader: &ReaderThread, output_file: &Path) -> Option<Watch> {
+    let waker = reader.threaded().then(|| reader.waker())?;
+    Watch::start(&[output_file.to_path_buf()], move || waker.wake())
 }
