@@ -6,14 +6,9 @@ use clap::{Args, Subcommand};
 
 use super::LaneName;
 use super::actions;
-use super::lanes::{self, AddOptions, Failure, LaneRow, Orphan};
+use super::lanes::{self, AddOptions, EXIT_FAILED, Failure, LaneRow, Orphan, report};
 use super::registry::{self, LaneKind, LaneState};
 use super::task_lane;
-
-/// Bad input: a name, an existing lane or branch, a missing file (as clap's own).
-const EXIT_USAGE: i32 = 2;
-/// Refused to protect work, or something failed.
-const EXIT_FAILED: i32 = 1;
 
 /// The fleet's subcommands, flattened into clowder's own.
 #[derive(Debug, Subcommand)]
@@ -161,20 +156,6 @@ pub fn run(command: FleetCommand) -> i32 {
         FleetCommand::Lanes(args) => list(&root, args.json),
         FleetCommand::Lane(command) => lane(&root, command),
     })
-}
-
-/// The exit code of a command's result, its error said.
-pub fn report(result: Result<(), Failure>) -> i32 {
-    match result {
-        Ok(()) => 0,
-        Err(failure) => {
-            eprintln!("clowder: error: {}", failure.message());
-            match failure {
-                Failure::Usage(_) => EXIT_USAGE,
-                Failure::Refused(_) | Failure::Failed(_) => EXIT_FAILED,
-            }
-        }
-    }
 }
 
 fn parse_name(name: &str) -> Result<LaneName, Failure> {

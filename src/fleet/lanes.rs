@@ -12,6 +12,11 @@ use crate::lane_status::LaneStatus;
 use crate::store::lock::{InstanceLock, LockError, STATE_DIR};
 use crate::supervisor::runtime::QUEUED_MARK;
 
+/// Bad input: a name, an existing lane or branch, a missing file (as clap's own).
+pub const EXIT_USAGE: i32 = 2;
+/// Refused to protect work, or something failed.
+pub const EXIT_FAILED: i32 = 1;
+
 /// Why a lane command did nothing (or stopped short).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Failure {
@@ -27,6 +32,20 @@ pub enum Failure {
 impl From<registry::Unreadable> for Failure {
     fn from(err: registry::Unreadable) -> Self {
         Failure::Usage(err.0)
+    }
+}
+
+/// The exit code of a command's result, its error said.
+pub fn report(result: Result<(), Failure>) -> i32 {
+    match result {
+        Ok(()) => 0,
+        Err(failure) => {
+            eprintln!("clowder: error: {}", failure.message());
+            match failure {
+                Failure::Usage(_) => EXIT_USAGE,
+                Failure::Refused(_) | Failure::Failed(_) => EXIT_FAILED,
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ pub fn run(words: &[String]) -> i32 {
         .map_err(|err| Failure::Failed(format!("cannot read the current folder: {err}")))
         .and_then(|root| for_the_loop(&root, words))
         .map(|done| done.iter().for_each(|line| println!("clowder: {line}")));
-    super::cli::report(result)
+    super::lanes::report(result)
 }
 
 /// Leaves a note for the single loop of `root`. With no loop running, the note

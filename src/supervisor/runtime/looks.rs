@@ -131,34 +131,53 @@ impl Runtime {
         if self.exit.is_some() {
             return;
         }
-        if let Some(session) = &mut self.session {
-            if let Ok(meta) = std::fs::metadata(&session.output_file) {
-                queue.push_back(Input::OutputSize {
-                    bytes: meta.len(),
-                    written_ago: written_ago(&meta),
-                });
-            }
-            let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
-            if let Some(meta) = activity.and_then(|file| std::fs::metadata(file).ok())
-                && let Ok(modified) = meta.modified()
-                && session.activity_seen.replace(modified) != Some(modified)
-            {
-                queue.push_back(Input::Activity {
-                    written_ago: written_ago(&meta),
-                });
-            }
-            // For a change the watch did not report.
-            if let Some(reader) = &session.reader {
-                reader.wake();
-            }
-            if self.options.verbose {
-                self.echo_output();
-            }
-        }
+        self.look_at_session(queue);
         if self.stop_file.exists() {
             queue.push_back(Input::StopFileSeen);
         }
-        // From `clowder pause` / `clowder resume` (or `clowder lane …`) elsewhere.
+        self.take_control_requests(queue);
+        // Logged as soon as seen; delivered with the next session's prompt.
+        self.waiting_notes();
+        if self.held_iteration.is_some() && self.stop_file.exists() {
+            self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
+        }
+        queue.push_back(Input::Tick);
+        if self.status_due().is_some_and(|at| at <= Instant::now()) {
+            self.write_status();
+        }
+    }
+
+    /// The running session's output and activity files, as the watchdog sees them.
+    fn look_at_session(&mut self, queue: &mut VecDeque<Input>) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        if let Ok(meta) = std::fs::metadata(&session.output_file) {
+            queue.push_back(Input::OutputSize {
+                bytes: meta.len(),
+                written_ago: written_ago(&meta),
+            });
+        }
+        let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
+        if let Some(meta) = activity.and_then(|file| std::fs::metadata(file).ok())
+            && let Ok(modified) = meta.modified()
+            && session.activity_seen.replace(modified) != Some(modified)
+        {
+            queue.push_back(Input::Activity {
+                written_ago: written_ago(&meta),
+            });
+        }
+        // For a change the watch did not report.
+        if let Some(reader) = &session.reader {
+            reader.wake();
+        }
+        if self.options.verbose {
+            self.echo_output();
+        }
+    }
+
+    /// From `clowder pause` / `clowder resume` (or `clowder lane …`) elsewhere.
+    fn take_control_requests(&mut self, queue: &mut VecDeque<Input>) {
         let dir = self.control_dir.clone();
         if control::take_in(&dir, control::PAUSE_REQUEST) {
             self.lane_paused = self.lane.is_some();
@@ -176,15 +195,6 @@ impl Runtime {
             if self.held_iteration.is_some() {
                 self.stop_before_start(ExitReason::UserStop, "stopped while paused".into());
             }
-        }
-        // Logged as soon as seen; delivered with the next session's prompt.
-        self.waiting_notes();
-        if self.held_iteration.is_some() && self.stop_file.exists() {
-            self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
-        }
-        queue.push_back(Input::Tick);
-        if self.status_due().is_some_and(|at| at <= Instant::now()) {
-            self.write_status();
         }
     }
 
