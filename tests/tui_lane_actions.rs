@@ -81,6 +81,8 @@ fn m_merges_the_selected_lane_into_its_base() {
 
     tmux.keys(&["1"]);
     tmux.wait_for("lane alpha");
+    // Its commits are counted before the merge.
+    tmux.wait_for(" +1 ");
     tmux.keys(&["M"]);
     let merged = wait_until(DEADLINE, || {
         git_in(root, &["rev-list", "--count", "main..clowder/alpha"]) == "0"
@@ -91,6 +93,13 @@ fn m_merges_the_selected_lane_into_its_base() {
         git_in(root, &["log", "-1", "--format=%s", "main"]),
         "Merge lane alpha"
     );
+    // The base moved: the row counts the lane's commits ahead of it again.
+    let counted = wait_until(DEADLINE, || {
+        tmux.screen()
+            .lines()
+            .any(|row| row.contains(" alpha ") && row.contains(" +0 "))
+    });
+    assert!(counted, "ahead not counted again:\n{}", tmux.screen());
 
     // R: the finished lane runs again, from iteration 1.
     tmux.keys(&["R"]);

@@ -388,11 +388,11 @@ fn base_and_branch(lane: &Lane) -> Option<(&str, String)> {
     Some((base, format!("refs/heads/{branch}")))
 }
 
-/// Each lane's branch tip and how many commits its base lacks.
+/// Each lane's branch and base tips, and how many commits its base lacks.
 type Tips = HashMap<LaneName, (String, Option<u64>)>;
 
 /// One `git for-each-ref` for every tip, then `rev-list --count` only for the
-/// branches whose tip is new. Returns what is known now and what changed.
+/// lanes whose branch or base moved. Returns what is known now and what changed.
 fn count_ahead(root: &Path, mut known: Tips) -> (Tips, Vec<(LaneName, Option<u64>)>) {
     let Ok(registry) = super::registry::load(root) else {
         return (known, Vec::new());
@@ -419,12 +419,18 @@ fn count_ahead(root: &Path, mut known: Tips) -> (Tips, Vec<(LaneName, Option<u64
         let Some(tip) = tips.get(&branch) else {
             continue;
         };
+        // Counted again when either end moves: a merge moves the base.
+        let base_tip = tips
+            .get(base)
+            .or_else(|| tips.get(&format!("refs/heads/{base}")))
+            .map_or(base, String::as_str);
+        let ends = format!("{tip} {base_tip}");
         let entry = match known.remove(&lane.name) {
-            Some((old_tip, ahead)) if &old_tip == tip => (old_tip, ahead),
+            Some((old_ends, ahead)) if old_ends == ends => (old_ends, ahead),
             _ => {
                 let ahead = worktree::commits_ahead(root, base, &branch).ok();
                 changed.push((lane.name.clone(), ahead));
-                (tip.clone(), ahead)
+                (ends, ahead)
             }
         };
         now.insert(lane.name.clone(), entry);
