@@ -444,7 +444,14 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                     if binding.action == Action::Detach && !state.can_detach {
                         continue;
                     }
-                    lines.push(Line::raw(format!("  {}  {}", binding.label, binding.help)));
+                    let help = match binding.action {
+                        Action::Detach if state.fleet.is_some() => {
+                            "detach: quit; the lanes run on in the background"
+                        }
+                        Action::Detach => "detach: quit; the loop runs on in the background",
+                        _ => binding.help,
+                    };
+                    lines.push(Line::raw(format!("  {}  {help}", binding.label)));
                 }
                 ("Quit clowder?", lines, None, Color::Yellow)
             }
