@@ -4,64 +4,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::git::{clowder_command, git_in, init_with_one_commit, isolate};
+use common::git::{Scratch as Repo, clowder_command, git_in, isolate};
 use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_with_deadline};
 use serde_json::Value;
-use tempfile::TempDir;
-
-/// A git repository with one commit on `main`, isolated from the user's and the
-/// system's git configuration.
-struct Repo {
-    dir: TempDir,
-}
 
 impl Repo {
-    fn new() -> Repo {
-        let repo = Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-        };
-        init_with_one_commit(repo.root());
-        repo
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        git_in(self.root(), args)
-    }
-
-    fn clowder(&self, args: &[&str]) -> Output {
-        let child = clowder_command(self.root(), args).spawn();
-        wait_with_deadline(child.expect("spawn clowder"), DEADLINE)
-    }
-
-    /// Runs clowder and checks it exited with `code`; returns stdout + stderr.
-    fn expect(&self, args: &[&str], code: i32) -> String {
-        let output = self.clowder(args);
-        let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "clowder {args:?}:\n{text}"
-        );
-        text
-    }
-
     fn registry(&self) -> Value {
         let text = std::fs::read_to_string(self.path(".clowder/fleet.json")).expect("fleet.json");
         serde_json::from_str(&text).expect("fleet.json is JSON")

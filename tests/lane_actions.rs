@@ -4,16 +4,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use common::git::{clowder_command, git_in, init_with_one_commit};
-use common::{DEADLINE, stderr_of, stdout_of, wait_until, wait_with_deadline};
+use common::git::{Scratch as Repo, git_in};
+use common::{DEADLINE, stderr_of, wait_until};
 use serde_json::Value;
-use tempfile::TempDir;
-
-struct Repo {
-    dir: TempDir,
-}
 
 fn commit_agent() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/commit-agent.sh")
@@ -21,11 +15,8 @@ fn commit_agent() -> PathBuf {
 
 impl Repo {
     /// A repository on `main` with the fake committing agent and `extra` TOML.
-    fn new(extra: &str) -> Repo {
-        let repo = Repo {
-            dir: tempfile::tempdir().expect("tempdir"),
-        };
-        init_with_one_commit(repo.root());
+    fn with_agent(extra: &str) -> Repo {
+        let repo = Repo::new();
         repo.write("PROMPT.md", "Do the work.\n");
         let config = format!(
             "[agent]\ncommand = {:?}\n\n[watchdog]\nmin_output_bytes = 1\n\n[retry]\nretry_delay_secs = 0.05\n\n{extra}\n",
@@ -35,41 +26,6 @@ impl Repo {
         // The tracked files stay as they are: nothing of clowder's is committed.
         repo.write(".git/info/exclude", "harness.toml\nPROMPT.md\n.clowder/\n");
         repo
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.root().join(rel)
-    }
-
-    fn write(&self, rel: &str, text: &str) {
-        let path = self.path(rel);
-        std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
-        std::fs::write(path, text).expect("write");
-    }
-
-    fn git(&self, args: &[&str]) -> String {
-        git_in(self.root(), args)
-    }
-
-    fn clowder(&self, args: &[&str]) -> Output {
-        let child = clowder_command(self.root(), args).spawn();
-        wait_with_deadline(child.expect("spawn clowder"), DEADLINE)
-    }
-
-    /// Runs clowder, checks its exit code; returns stdout and stderr.
-    fn expect(&self, args: &[&str], code: i32) -> String {
-        let output = self.clowder(args);
-        let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
-        assert_eq!(
-            output.status.code(),
-            Some(code),
-            "clowder {args:?}:\n{text}"
-        );
-        text
     }
 
     fn commit_in_lane(&self, lane: &str, file: &str, text: &str) {
@@ -129,7 +85,7 @@ impl Repo {
 
 #[test]
 fn a_clean_lane_is_merged_after_verify_logged_and_then_removed_without_force() {
-    let repo = Repo::new("[fleet]\nverify = \"test -f work.txt\"\n");
+    let repo = Repo::with_agent("[fleet]\nverify = \"test -f work.txt\"\n");
     repo.expect(&["lane", "add", "auth"], 0);
     repo.commit_in_lane("auth", "work.txt", "work\n");
 
@@ -163,7 +119,7 @@ fn a_clean_lane_is_merged_after_verify_logged_and_then_removed_without_force() {
 
 #[test]
 fn a_conflict_becomes_a_review_request_whose_approval_merges_the_fixed_branch() {
-    let repo = Repo::new("");
+    let repo = Repo::with_agent("");
     repo.expect(&["lane", "add", "auth"], 0);
     repo.commit_in_lane("auth", "README.md", "lane's words\n");
     repo.write("README.md", "main's words\n");
@@ -195,7 +151,8 @@ fn a_conflict_becomes_a_review_request_whose_approval_merges_the_fixed_branch() 
 
 #[test]
 fn a_failed_verify_becomes_a_review_request_and_base_stays() {
-    let repo = Repo::new("[fleet]\nverify = \"echo checked; exit 3\"\nverify_timeout = \"1m\"\n");
+    let repo =
+        Repo::with_agent("[fleet]\nverify = \"echo checked; exit 3\"\nverify_timeout = \"1m\"\n");
     repo.expect(&["lane", "add", "auth"], 0);
     repo.commit_in_lane("auth", "work.txt", "work\n");
     let main_before = repo.git(&["rev-parse", "main"]);
@@ -218,7 +175,7 @@ fn a_failed_verify_becomes_a_review_request_and_base_stays() {
 
 #[test]
 fn a_review_is_withdrawn_once_a_later_merge_has_taken_the_lane() {
-    let repo = Repo::new("[fleet]\nverify = \"test -f ok\"\n");
+    let repo = Repo::with_agent("[fleet]\nverify = \"test -f ok\"\n");
     repo.expect(&["lane", "add", "auth"], 0);
     repo.commit_in_lane("auth", "work.txt", "work\n");
     let out = repo.expect(&["lane", "merge", "auth"], 1);
@@ -233,7 +190,7 @@ fn a_review_is_withdrawn_once_a_later_merge_has_taken_the_lane() {
 
 #[test]
 fn push_sends_the_branch_to_the_remote_and_names_the_forges_pull_request_page() {
-    let repo = Repo::new("");
+    let repo = Repo::with_agent("");
     let remote = tempfile::tempdir().expect("tempdir");
     git_in(remote.path(), &["init", "--quiet", "--bare"]);
     let bare = remote.path().display().to_string();
@@ -271,7 +228,7 @@ const STOPPED_AT_1_OF_2: &str = r#"{"lane":0,"pid":1,"state":"stopped","agent_co
 
 #[test]
 fn restart_runs_a_finished_lane_again_from_iteration_one_and_refuses_a_running_one() {
-    let repo = Repo::new("");
+    let repo = Repo::with_agent("");
     repo.expect(&["lane", "add", "a", "--max-iterations", "2"], 0);
     repo.expect(&["lane", "stop", "a"], 0);
     // Stopped after its first of two iterations (the status names the one under way).

@@ -68,3 +68,54 @@ pub fn clowder_in(dir: &Path, args: &[&str]) {
         stderr_of(&output)
     );
 }
+
+/// A scratch repository on `main` with one commit, and the real `clowder` run
+/// inside it.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        let repo = Scratch {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        init_with_one_commit(repo.root());
+        repo
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.root().join(rel)
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.path(rel);
+        std::fs::create_dir_all(path.parent().expect("has a parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    pub fn git(&self, args: &[&str]) -> String {
+        git_in(self.root(), args)
+    }
+
+    pub fn clowder(&self, args: &[&str]) -> std::process::Output {
+        let child = clowder_command(self.root(), args).spawn();
+        super::wait_with_deadline(child.expect("spawn clowder"), super::DEADLINE)
+    }
+
+    /// Runs clowder and checks it exited with `code`; returns stdout + stderr.
+    pub fn expect(&self, args: &[&str], code: i32) -> String {
+        let output = self.clowder(args);
+        let text = format!("{}{}", stdout_of(&output), stderr_of(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "clowder {args:?}:\n{text}"
+        );
+        text
+    }
+}
