@@ -93,6 +93,32 @@ fn sub_name(plans: &Path, file: &Path) -> Option<String> {
     Some(stem.replace("/sub/", "-"))
 }
 
+/// A new plan whose lane names are another plan's (plan `a-b`'s step `x` and
+/// plan `a`'s sub-plan step `b`'s step `x` are both `a-b-x`) would share those
+/// lanes and their branches: it is refused, naming the plan that has them.
+pub fn refuse_taken_lanes(root: &Path, state: &PlanState) -> Result<(), String> {
+    let own = state.file_in(root);
+    for path in plan_files(root, None)?.into_iter().filter(|p| *p != own) {
+        let Ok(other) = PlanState::load(&path) else {
+            continue;
+        };
+        for step in &state.steps {
+            if let Some(theirs) = other.steps.iter().find(|s| s.lane == step.lane) {
+                return Err(format!(
+                    "plan {}: step {}'s lane {} is already the lane of step {} of plan {} ({}): rename the plan or the step",
+                    state.name,
+                    step.id,
+                    step.lane,
+                    theirs.id,
+                    other.name,
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn row(root: &Path, state: &PlanState) -> PlanRow {
     let steps = state
         .steps
