@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use chrono::Utc;
 use serde::Serialize;
 
-use super::scheduler::EventKind;
 use super::home::Home;
+use super::scheduler::EventKind;
 
 pub struct EventLog {
     path: PathBuf,

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::checks::{Check, Checks};
-use super::scheduler::MergeOutcome;
 use super::home::Home;
+use super::scheduler::MergeOutcome;
 use crate::fleet::worktree::{self, git};
 
 /// What a merge is about: the plan, its base branch and the step's commit.

@@ -53,8 +53,21 @@ pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, Strin
     Ok(files)
 }
 
-/// The state file of plan `name`: `NAME.json`, else the sub-plan so named.
+/// The state file of plan `name`: `NAME.json`, else the sub-plan so named. A
+/// sub-plan is also named by its place, `PARENT/STEP` (`A/B/C` for a sub-plan's
+/// sub-plan), which no plan run by itself can be named.
 pub fn plan_file(root: &Path, name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let rel = format!("{}.json", name.replace('/', "/sub/"));
+        let path = root.join(PLANS_DIR).join(&rel);
+        if name.split('/').all(|part| LaneName::parse(part).is_ok()) && path.is_file() {
+            return Ok(path);
+        }
+        return Err(format!(
+            "no sub-plan {name:?}: {} does not exist",
+            path.display()
+        ));
+    }
     let path = PlanState::path(root, name);
     if path.is_file() {
         return Ok(path);

@@ -9,8 +9,8 @@ use chrono::Utc;
 
 use super::checks::{Check, Checks, End};
 use super::file::Work;
-use super::scheduler::{Outcome, Workspace};
 use super::home::Home;
+use super::scheduler::{Outcome, Workspace};
 use super::state::{PlanState, StepState, StepStatus};
 use crate::fleet::lanes::{self, AddOptions, FINISHED_MARK};
 use crate::fleet::registry::{self, Lane, LaneKind, LaneState};
@@ -23,7 +23,8 @@ const LAST_OUTPUT_BYTES: u64 = 64 * 1024;
 /// `prompts/STEP.md` in the plan's folder, relative to the project folder `root`.
 pub fn prompt_path(root: &Path, home: &Home, step: &str) -> PathBuf {
     let path = home.dir().join("prompts").join(format!("{step}.md"));
-    path.strip_prefix(root).map_or_else(|_| path.clone(), Path::to_path_buf)
+    path.strip_prefix(root)
+        .map_or_else(|_| path.clone(), Path::to_path_buf)
 }
 
 fn lane_name(step: &StepState) -> Result<LaneName, String> {
