@@ -278,4 +278,46 @@ mod tests {
         assert_eq!(moved.file_in(root.path()), path);
         assert_eq!(moved.sub_file("y"), "par/sub/sub/sub/y.json");
     }
+
+    #[test]
+    fn a_subplans_old_folder_and_events_move_into_its_own_folder() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let plans = root.path().join(PLANS_DIR);
+        let parent = PlanState::new(&plan("par", Some("main")), "main");
+        let mut step = parent.step("sub").expect("sub").clone();
+        step.branch = Some("clowder/par-sub".into());
+        let rel = parent.sub_file("sub");
+        let old = |plans: &Path| {
+            std::fs::create_dir_all(plans.join("par-sub/prompts")).expect("mkdir");
+            std::fs::write(plans.join("par-sub/prompts/y.md"), "do y").expect("write");
+            std::fs::write(plans.join("par-sub-events.jsonl"), "{}\n").expect("write");
+        };
+        let sub = PlanState::new(&plan("par-sub", None), "clowder/par-sub");
+        old(&plans);
+
+        // A plan of that name has them: they stay.
+        let alone = PlanState::new(&plan("par-sub", Some("main")), "main");
+        alone.save(root.path()).expect("save");
+        let mut moved = sub.clone();
+        moved.file = Some(rel.clone());
+        moved.save(root.path()).expect("save");
+        locate(root.path(), &rel, &step).expect("locate");
+        assert!(plans.join("par-sub/prompts/y.md").is_file());
+        assert!(!plans.join("par/sub/sub/prompts").exists());
+
+        // Nobody else's: they move, the state file too.
+        std::fs::remove_file(plans.join("par/sub/sub.json")).expect("rm");
+        std::fs::remove_file(plans.join("par-sub.json")).expect("rm");
+        sub.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert!(path.is_file());
+        let home = Home::at(root.path(), &rel, "par-sub");
+        assert_eq!(
+            std::fs::read_to_string(home.dir().join("prompts/y.md")).ok(),
+            Some("do y".into())
+        );
+        assert!(home.events().is_file());
+        assert!(!plans.join("par-sub-events.jsonl").exists());
+        assert!(!plans.join("par-sub/prompts").exists());
+    }
 }
