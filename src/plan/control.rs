@@ -57,7 +57,7 @@ fn requests_dir(home: &Home) -> PathBuf {
 /// Held by the process that drives the plan at `home`; `None` when another holds it.
 pub fn lock(home: &Home) -> Result<Option<Flock<File>>, String> {
     let dir = home.dir();
-    std::fs::create_dir_all(&dir)
+    std::fs::create_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
     let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
