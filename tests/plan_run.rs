@@ -603,11 +603,11 @@ fn a_subplan_step_runs_its_plan_on_its_branch_and_is_merged_like_a_step() {
         assert!(files.contains(&file.to_string()), "{file} in {files:?}");
     }
     assert!(
-        repo.events("par-sub")
+        repo.events("par/sub")
             .iter()
             .any(|e| e["event"] == "plan_done" && e["detail"] == "completed"),
         "{:?}",
-        repo.events("par-sub")
+        repo.events("par/sub")
     );
     assert!(repo.has_event("par", "merge_passed", "sub"));
     let status = repo.clowder(&["plan", "status"]);
@@ -662,6 +662,87 @@ fn stopping_a_plan_stops_its_running_subplan_and_its_lanes() {
     assert_eq!(repo.state_of("par", "sub"), "failed");
     assert_eq!(repo.state_of("par-sub", "y"), "failed");
     assert!(repo.lane_processes().is_empty(), "y's agent is left");
+}
+
+const PLAN_A: &str =
+    "[plan]\nname = \"a\"\ncleanup = false\n\n[[step]]\nid = \"b\"\nplan = \"sub.toml\"\n";
+
+/// `a-b.toml`: a plan named as plan `a`'s sub-plan step `b` runs.
+fn plan_a_b(step: &str) -> String {
+    format!(
+        "[plan]\nname = \"a-b\"\nverify = \"true\"\n\n[[step]]\nid = \"{step}\"\nprompt = \"write {step}.txt\"\n"
+    )
+}
+
+/// Plan `a`'s sub-plan step `b` runs as plan `a-b`, and a plan of its own may
+/// bear that name: each keeps its own lock, requests, merge scratch and checks,
+/// prompts and events, and `plan pause a` pauses its sub-plan, not that plan.
+#[test]
+fn a_plan_named_like_a_subplan_shares_none_of_its_files() {
+    let repo = Repo::new(PLAN_A);
+    let sub = "[plan]\nname = \"inner\"\nverify = \"true\"\n\n[[step]]\nid = \"y\"\nprompt = \"ticks 20\\nwrite y.txt\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    std::fs::write(repo.path("a-b.toml"), plan_a_b("z")).expect("write");
+    let out = repo.clowder(&["plan", "run", "a-b.toml", "--headless"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+
+    let plan = repo.spawn_plan();
+    assert!(wait_until(DEADLINE, || {
+        std::fs::read_to_string(repo.path(".clowder/lanes/a-b-y/harness.status"))
+            .is_ok_and(|s| s.contains("\"session_running\""))
+    }));
+    let out = repo.clowder(&["plan", "pause", "a"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let paused = wait_until(DEADLINE, || {
+        repo.status_json("a/b").1[0]["status"] == "paused"
+    });
+    assert!(paused, "{}", repo.status_json("a/b").1);
+    assert_eq!(repo.status_json("a-b").1[0]["status"], "completed");
+    let out = repo.clowder(&["plan", "resume", "a"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let output = wait_with_deadline(plan, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
+    assert_eq!(repo.step_states("a/b"), states(&[("y", "merged")]));
+    assert_eq!(repo.step_states("a-b"), states(&[("z", "merged")]));
+
+    let plans = repo.path(".clowder/plans");
+    for (home, step, other) in [("a/sub/b", "y", "z"), ("a-b", "z", "y")] {
+        let home = plans.join(home);
+        assert!(home.join("driver.lock").is_file(), "{}", home.display());
+        assert!(home.join(format!("prompts/{step}.md")).is_file());
+        assert!(!home.join(format!("prompts/{other}.md")).exists());
+        assert!(home.join(format!("checks/verify-{step}.log")).is_file());
+        assert!(!home.join(format!("checks/verify-{other}.log")).exists());
+        assert!(!home.join("merge").exists(), "{}", home.display());
+        assert!(!home.join("requests/pause").exists());
+    }
+    for (plan, step) in [("a/b", "y"), ("a-b", "z")] {
+        let events = repo.events(plan);
+        let steps: Vec<&str> = events.iter().filter_map(|e| e["step"].as_str()).collect();
+        assert!(steps.iter().all(|s| *s == step), "{plan}: {events:?}");
+        assert!(repo.has_event(plan, "merge_passed", step), "{events:?}");
+    }
+}
+
+/// A plan whose lanes would be another plan's (`a-b`'s step `y` and `a`'s
+/// sub-plan step `b`'s step `y` are both lane `a-b-y`) is refused.
+#[test]
+fn a_plan_whose_lanes_another_plan_has_is_refused() {
+    let repo = Repo::new(PLAN_A);
+    let sub = "[plan]\nname = \"inner\"\n\n[[step]]\nid = \"y\"\nprompt = \"write y.txt\"\n";
+    std::fs::write(repo.path("sub.toml"), sub).expect("write");
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    std::fs::write(repo.path("a-b.toml"), plan_a_b("y")).expect("write");
+    let out = repo.clowder(&["plan", "run", "a-b.toml", "--headless"]);
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("plan a-b: step y's lane a-b-y is already the lane of step y of plan a-b")
+            && stderr.contains("rename the plan or the step"),
+        "{stderr}"
+    );
+    assert!(!repo.path(".clowder/plans/a-b.json").exists());
 }
 
 #[test]

@@ -30,6 +30,7 @@ fn step(id: &str, state: &str, deps: &[&str]) -> StepSummary {
 fn diamond() -> PlanSummary {
     PlanSummary {
         name: "diamond".into(),
+        address: "diamond".into(),
         status: "running".into(),
         base: "main".into(),
         steps: vec![

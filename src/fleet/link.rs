@@ -110,6 +110,9 @@ pub enum HostRequest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanSummary {
     pub name: String,
+    /// How commands name it: its name, or `PARENT/STEP` for a sub-plan (whose
+    /// name a plan run by itself may bear too).
+    pub address: String,
     /// The plan's own state: created, running, paused, completed, failed.
     pub status: String,
     /// The branch its steps merge into.

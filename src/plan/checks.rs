@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::state::PLANS_DIR;
+use super::home::Home;
 use crate::store::running::{RUNNING_DIR, Running};
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::hooks::{self, ShellContext};
@@ -102,10 +102,10 @@ pub struct Checks {
 }
 
 impl Checks {
-    pub fn new(root: &Path, plan: &str, grace: Duration) -> Checks {
+    pub fn new(home: &Home, grace: Duration) -> Checks {
         Checks::in_dir(
-            root.join(PLANS_DIR).join(plan),
-            &format!("plan-{plan}"),
+            home.dir().to_path_buf(),
+            &format!("plan-{}", home.name()),
             grace,
         )
     }

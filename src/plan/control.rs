@@ -10,6 +10,7 @@ use nix::fcntl::{Flock, FlockArg};
 use super::checks::{self, Checks};
 use super::events::EventLog;
 use super::file::Work;
+use super::home::Home;
 use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{self, Effect, Input, MergeOutcome};
 use super::state::{PLANS_DIR, PlanState, PlanStatus, StepStatus};
@@ -46,20 +47,19 @@ impl Request {
     }
 }
 
-fn plan_dir(root: &Path, plan: &str) -> PathBuf {
-    root.join(PLANS_DIR).join(plan)
+/// The driver's lock, in the plan's folder.
+pub const LOCK_FILE: &str = "driver.lock";
+
+fn requests_dir(home: &Home) -> PathBuf {
+    home.dir().join("requests")
 }
 
-fn requests_dir(root: &Path, plan: &str) -> PathBuf {
-    plan_dir(root, plan).join("requests")
-}
-
-/// Held by the process that drives plan `plan`; `None` when another holds it.
-pub fn lock(root: &Path, plan: &str) -> Result<Option<Flock<File>>, String> {
-    let dir = plan_dir(root, plan);
-    std::fs::create_dir_all(&dir)
+/// Held by the process that drives the plan at `home`; `None` when another holds it.
+pub fn lock(home: &Home) -> Result<Option<Flock<File>>, String> {
+    let dir = home.dir();
+    std::fs::create_dir_all(dir)
         .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
-    let path = dir.join("driver.lock");
+    let path = dir.join(LOCK_FILE);
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -74,8 +74,8 @@ pub fn lock(root: &Path, plan: &str) -> Result<Option<Flock<File>>, String> {
 }
 
 /// The requests left for the driver, taken (removed) in a stable order.
-pub fn take_requests(root: &Path, plan: &str) -> Vec<Request> {
-    let Ok(entries) = std::fs::read_dir(requests_dir(root, plan)) else {
+pub fn take_requests(home: &Home) -> Vec<Request> {
+    let Ok(entries) = std::fs::read_dir(requests_dir(home)) else {
         return Vec::new();
     };
     let mut names: Vec<String> = entries
@@ -86,7 +86,7 @@ pub fn take_requests(root: &Path, plan: &str) -> Vec<Request> {
     names
         .into_iter()
         .filter_map(|name| {
-            std::fs::remove_file(requests_dir(root, plan).join(&name)).ok()?;
+            std::fs::remove_file(requests_dir(home).join(&name)).ok()?;
             Request::from_file_name(&name)
         })
         .collect()
@@ -96,11 +96,17 @@ pub fn take_requests(root: &Path, plan: &str) -> Vec<Request> {
 /// it was refused (naming the plan's or step's current state).
 pub fn command(root: &Path, name: &str, request: Request) -> Result<String, String> {
     let path = super::status::plan_file(root, name)?;
-    let guard = lock(root, name)?;
-    let mut state = PlanState::load(&path)?;
+    command_at(root, &path, name, request)
+}
+
+/// [`command`] on the plan whose state is kept at `path`.
+fn command_at(root: &Path, path: &Path, name: &str, request: Request) -> Result<String, String> {
+    let home = Home::of_file(root, path, name);
+    let guard = lock(&home)?;
+    let mut state = PlanState::load(path)?;
     refuse_early(&state, &request)?;
     if guard.is_none() {
-        let dir = requests_dir(root, name);
+        let dir = requests_dir(&home);
         std::fs::create_dir_all(&dir)
             .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
         let file = dir.join(request.file_name());
@@ -144,7 +150,8 @@ pub fn forward(root: &Path, state: &PlanState, request: &Request) {
     for step in &state.steps {
         if step.status == StepStatus::Running && matches!(step.work, Work::Plan(_)) {
             // A sub-plan already where the request would take it is left so.
-            let _ = command(root, &step.lane, request.clone());
+            let path = root.join(PLANS_DIR).join(state.sub_file(&step.id));
+            let _ = command_at(root, &path, &step.lane, request.clone());
         }
     }
 }
@@ -180,7 +187,7 @@ fn apply(root: &Path, state: &mut PlanState, input: Input) -> Result<(), String>
     let effects =
         scheduler::step(chrono::Utc::now(), state, input).map_err(|err| err.to_string())?;
     state.save(root)?;
-    let log = EventLog::new(root, &state.name);
+    let log = EventLog::new(&Home::of(root, state));
     for effect in effects {
         if let Effect::Event { kind, step, detail } = effect {
             println!("{}", log.append(kind, step.as_deref(), &detail));
@@ -201,7 +208,8 @@ fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<Strin
         .step(step)
         .and_then(|s| s.branch.clone())
         .ok_or_else(|| format!("step {step} has no branch"))?;
-    let checks = Checks::new(root, &state.name, checks::DEFAULT_GRACE);
+    let home = Home::of(root, state);
+    let checks = Checks::new(&home, checks::DEFAULT_GRACE);
     // No run of the plan holds its lock: what a killed one left in the scratch
     // worktree is ended before the merge is made there.
     for line in checks.end_left_now() {
@@ -212,10 +220,7 @@ fn merge_by_hand(root: &Path, state: &mut PlanState, step: &str) -> Result<Strin
         .map_or(super::file::DEFAULT_CHECK_TIMEOUT, |s| s.verify_timeout());
     let job = MergeJob {
         root,
-        of: MergeOf::Step {
-            plan: &state.name,
-            step,
-        },
+        of: MergeOf::Step { home: &home, step },
         base: &state.base,
         rev: &branch,
         verify: &state.verify,

@@ -20,6 +20,7 @@ use super::checks::{self, Checks};
 use super::cleanup;
 use super::control;
 use super::events::EventLog;
+use super::home::Home;
 use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{self, Effect, Input, MergeOutcome, Outcome};
 use super::state::{PlanState, PlanStatus, StepState, StepStatus};
@@ -66,6 +67,8 @@ enum Report {
 pub struct Driver {
     root: PathBuf,
     state: PlanState,
+    /// Where it keeps its lock, requests, checks, prompts and events.
+    home: Home,
     log: EventLog,
     queue_dir: PathBuf,
     /// Where its log lines go: the console, or the control room's events;
@@ -108,9 +111,11 @@ impl Driver {
     ) -> Driver {
         let (tx, rx) = mpsc::unbounded_channel();
         let grace = checks::DEFAULT_GRACE;
+        let home = Home::of(&root, &state);
         Driver {
-            log: EventLog::new(&root, &state.name),
-            checks: Checks::new(&root, &state.name, grace),
+            log: EventLog::new(&home),
+            checks: Checks::new(&home, grace),
+            home,
             grace,
             root,
             state,
@@ -129,7 +134,7 @@ impl Driver {
 
     /// Gives its stopped checks `grace` before KILL (`[watchdog] kill_grace_secs`).
     pub(super) fn kill_grace(mut self, grace: Duration) -> Driver {
-        self.checks = Checks::new(&self.root, &self.state.name, grace);
+        self.checks = Checks::new(&self.home, grace);
         self.grace = grace;
         self
     }
@@ -229,7 +234,7 @@ impl Driver {
                 self.start_subplan(&step, &workspace);
                 Ok(())
             } else {
-                steps::start(&self.root, &self.state.name, &step, &workspace)
+                steps::start(&self.root, &self.home, &step, &workspace)
             };
             if let Err(refused) = started {
                 let input = self.not_started(&step.id, refused);
@@ -303,7 +308,7 @@ impl Driver {
     }
 
     fn carry_out(&mut self, effect: Effect) -> Option<Input> {
-        let plan = self.state.name.clone();
+        let home = self.home.clone();
         match effect {
             Effect::Event { kind, step, detail } => {
                 let line = self.log.append(kind, step.as_deref(), &detail);
@@ -315,7 +320,7 @@ impl Driver {
                     self.start_subplan(&step, &workspace);
                     Ok(())
                 } else {
-                    steps::start(&self.root, &plan, &step, &workspace)
+                    steps::start(&self.root, &home, &step, &workspace)
                 };
                 if let Err(refused) = started {
                     return Some(self.not_started(&id, refused));
@@ -325,8 +330,8 @@ impl Driver {
                 let step = self.state.step(&id)?;
                 // A step whose lane could not be made the first time tries again.
                 let workspace = scheduler::workspace(&self.state, step);
-                let retried = steps::start(&self.root, &plan, step, &workspace).and_then(|()| {
-                    steps::retry(&self.root, &plan, step, &failure).map_err(NotStarted::Failed)
+                let retried = steps::start(&self.root, &home, step, &workspace).and_then(|()| {
+                    steps::retry(&self.root, &home, step, &failure).map_err(NotStarted::Failed)
                 });
                 if let Err(refused) = retried {
                     return Some(self.not_started(&id, refused));
@@ -447,7 +452,7 @@ impl Driver {
 
     fn spawn_merge(&self, id: String, rev: String, verify: String, by_hand: bool) {
         let (tx, root) = (self.tx.clone(), self.root.clone());
-        let (plan, base) = (self.state.name.clone(), self.state.base.clone());
+        let (home, base) = (self.home.clone(), self.state.base.clone());
         let verify_timeout = self.state.step(&id).map_or(
             super::file::DEFAULT_CHECK_TIMEOUT,
             StepState::verify_timeout,
@@ -457,7 +462,7 @@ impl Driver {
             let job = MergeJob {
                 root: &root,
                 of: MergeOf::Step {
-                    plan: &plan,
+                    home: &home,
                     step: &id,
                 },
                 base: &base,
@@ -563,7 +568,7 @@ impl Driver {
     }
 
     fn poll(&mut self) {
-        for request in control::take_requests(&self.root, &self.state.name) {
+        for request in control::take_requests(&self.home) {
             self.on_request(request);
         }
         let ended: Vec<_> = self
@@ -715,7 +720,8 @@ impl Nested {
         }
         // Held as `plan run` holds its plan's: `plan pause` and friends then ask
         // the running driver rather than edit its state.
-        let Some(lock) = control::lock(&self.root, &state.name)? else {
+        let home = Home::of(&self.root, &state);
+        let Some(lock) = control::lock(&home)? else {
             return Err(format!(
                 "the sub-plan {} is already running here",
                 state.name
@@ -723,8 +729,9 @@ impl Nested {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let driver = Driver {
-            log: EventLog::new(&self.root, &state.name),
-            checks: Checks::new(&self.root, &state.name, self.grace),
+            log: EventLog::new(&home),
+            checks: Checks::new(&home, self.grace),
+            home,
             grace: self.grace,
             root: self.root,
             state,

@@ -1,14 +1,15 @@
-//! The plan's event log, `.clowder/plans/NAME-events.jsonl`: one JSON object a
-//! line, appended, for every event the scheduler reports.
+//! The plan's event log, `.clowder/plans/NAME-events.jsonl` (a sub-plan's in
+//! its own folder, see [`super::home`]): one JSON object a line, appended, for
+//! every event the scheduler reports.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use chrono::Utc;
 use serde::Serialize;
 
+use super::home::Home;
 use super::scheduler::EventKind;
-use super::state::PLANS_DIR;
 
 pub struct EventLog {
     path: PathBuf,
@@ -26,16 +27,11 @@ struct Line<'a> {
     detail: &'a str,
 }
 
-/// `.clowder/plans/NAME-events.jsonl` under `root`.
-pub fn path(root: &Path, plan: &str) -> PathBuf {
-    root.join(PLANS_DIR).join(format!("{plan}-events.jsonl"))
-}
-
 impl EventLog {
-    pub fn new(root: &Path, plan: &str) -> EventLog {
+    pub fn new(home: &Home) -> EventLog {
         EventLog {
-            path: path(root, plan),
-            plan: plan.to_string(),
+            path: home.events().to_path_buf(),
+            plan: home.name().to_string(),
         }
     }
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::checks::{Check, Checks};
+use super::home::Home;
 use super::scheduler::MergeOutcome;
-use super::state::PLANS_DIR;
 use crate::fleet::worktree::{self, git};
 
 /// What a merge is about: the plan, its base branch and the step's commit.
@@ -27,12 +27,12 @@ pub struct MergeJob<'a> {
 /// Whose branch is merged: a plan's step, or a lane's (`clowder lane merge`).
 #[derive(Debug, Clone, Copy)]
 pub enum MergeOf<'a> {
-    Step { plan: &'a str, step: &'a str },
+    Step { home: &'a Home, step: &'a str },
     Lane(&'a str),
 }
 
 impl MergeOf<'_> {
-    /// The scratch worktree merges are made in: `.clowder/plans/NAME/merge`, or
+    /// The scratch worktree merges are made in: `merge` in the plan's folder, or
     /// `.clowder/lane-merge/NAME/merge` for a lane.
     pub fn scratch_dir(&self, root: &Path) -> PathBuf {
         self.files_dir(root).join("merge")
@@ -41,14 +41,14 @@ impl MergeOf<'_> {
     /// Where the merge's checks keep their logs.
     pub fn files_dir(&self, root: &Path) -> PathBuf {
         match self {
-            MergeOf::Step { plan, .. } => root.join(PLANS_DIR).join(plan),
+            MergeOf::Step { home, .. } => home.dir().to_path_buf(),
             MergeOf::Lane(lane) => root.join(LANE_MERGE_DIR).join(lane),
         }
     }
 
     fn message(&self) -> String {
         match self {
-            MergeOf::Step { plan, step } => format!("Merge step {step} of plan {plan}"),
+            MergeOf::Step { home, step } => format!("Merge step {step} of plan {}", home.name()),
             MergeOf::Lane(lane) => format!("Merge lane {lane}"),
         }
     }
@@ -63,7 +63,9 @@ impl MergeOf<'_> {
     /// The command that merges again.
     pub fn again(&self) -> String {
         match self {
-            MergeOf::Step { plan, step } => format!("clowder plan merge {plan} {step}"),
+            MergeOf::Step { home, step } => {
+                format!("clowder plan merge {} {step}", home.name())
+            }
             MergeOf::Lane(lane) => format!("clowder lane merge {lane}"),
         }
     }

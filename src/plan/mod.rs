@@ -10,6 +10,7 @@ mod driver;
 mod events;
 pub mod file;
 pub mod fingerprint;
+mod home;
 pub mod lane_merge;
 mod merge;
 mod restart;

@@ -12,7 +12,7 @@ use super::subplan;
 /// carried over; saved under the plan's driver lock.
 pub fn start_over(root: &Path, saved: &PlanState, fresh: PlanState) -> Result<PlanState, String> {
     let name = saved.name.clone();
-    let Some(_lock) = super::control::lock(root, &name)? else {
+    let Some(_lock) = super::control::lock(&super::home::Home::of(root, saved))? else {
         return Err(format!(
             "cannot restart plan {name}: it is running here (`clowder plan stop {name}` first)"
         ));

@@ -154,7 +154,8 @@ async fn retry(
     let say = |level, text: String| {
         let _ = to_ui.send(HostMsg::Log { level, text });
     };
-    if asked != name && !asked.starts_with(&format!("{name}-")) {
+    let inside = |sep: &str| asked.starts_with(&format!("{name}{sep}"));
+    if asked != name && !inside("-") && !inside("/") {
         say(
             Level::Warn,
             format!("cannot retry plan {asked}: this room runs plan {name}"),
@@ -227,6 +228,7 @@ fn read_plans(root: &Path) -> Vec<PlanSummary> {
 fn summary(state: &PlanState) -> PlanSummary {
     PlanSummary {
         name: state.name.clone(),
+        address: address(state),
         status: state.status.to_string(),
         base: state.base.clone(),
         steps: state
@@ -240,4 +242,11 @@ fn summary(state: &PlanState) -> PlanSummary {
             })
             .collect(),
     }
+}
+
+/// `NAME`, or `PARENT/STEP` for a sub-plan (see [`super::status::plan_file`]).
+fn address(state: &PlanState) -> String {
+    let rel = state.rel_file();
+    let stem = rel.strip_suffix(".json").unwrap_or(&rel);
+    stem.replace("/sub/", "/")
 }

@@ -109,7 +109,11 @@ fn prepare(
     };
     let base_ref = format!("refs/heads/{base}");
     match worktree::commit_of(root, &base_ref) {
-        Ok(Some(_)) => Ok(Prepared::Run(PlanState::new(plan, &base))),
+        Ok(Some(_)) => {
+            let state = PlanState::new(plan, &base);
+            super::status::refuse_taken_lanes(root, &state).map_err(|err| (EXIT_USAGE, err))?;
+            Ok(Prepared::Run(state))
+        }
         Ok(None) => Err((
             EXIT_USAGE,
             format!(
@@ -165,7 +169,7 @@ pub(super) fn drive(
 ) -> i32 {
     let name = state.name.clone();
     let file = state.file_in(&root);
-    let _driver_lock = match super::control::lock(&root, &name) {
+    let _driver_lock = match super::control::lock(&super::home::Home::of(&root, &state)) {
         Ok(Some(lock)) => lock,
         Ok(None) => {
             eprintln!("clowder: error: plan {name} is already running here");
@@ -288,7 +292,8 @@ pub fn retry(name: &str, ids: &[String], headless: bool, open_room: OpenRoom) ->
 /// before the plan runs, which takes it again).
 fn reset_saved(root: &Path, name: &str, ids: &[String]) -> Result<PlanState, String> {
     let path = super::status::plan_file(root, name)?;
-    let Some(_lock) = super::control::lock(root, name)? else {
+    let home = super::home::Home::of_file(root, &path, name);
+    let Some(_lock) = super::control::lock(&home)? else {
         return Err(format!(
             "cannot retry plan {name}: it is running here (`R` in its Plan view retries it there once it has failed)"
         ));

@@ -53,8 +53,21 @@ pub fn plan_files(root: &Path, name: Option<&str>) -> Result<Vec<PathBuf>, Strin
     Ok(files)
 }
 
-/// The state file of plan `name`: `NAME.json`, else the sub-plan so named.
+/// The state file of plan `name`: `NAME.json`, else the sub-plan so named. A
+/// sub-plan is also named by its place, `PARENT/STEP` (`A/B/C` for a sub-plan's
+/// sub-plan), which no plan run by itself can be named.
 pub fn plan_file(root: &Path, name: &str) -> Result<PathBuf, String> {
+    if name.contains('/') {
+        let rel = format!("{}.json", name.replace('/', "/sub/"));
+        let path = root.join(PLANS_DIR).join(&rel);
+        if name.split('/').all(|part| LaneName::parse(part).is_ok()) && path.is_file() {
+            return Ok(path);
+        }
+        return Err(format!(
+            "no sub-plan {name:?}: {} does not exist",
+            path.display()
+        ));
+    }
     let path = PlanState::path(root, name);
     if path.is_file() {
         return Ok(path);
@@ -91,6 +104,32 @@ fn sub_name(plans: &Path, file: &Path) -> Option<String> {
     let rel = file.strip_prefix(plans).ok()?.to_str()?;
     let stem = rel.strip_suffix(".json")?;
     Some(stem.replace("/sub/", "-"))
+}
+
+/// A new plan whose lane names are another plan's (plan `a-b`'s step `x` and
+/// plan `a`'s sub-plan step `b`'s step `x` are both `a-b-x`) would share those
+/// lanes and their branches: it is refused, naming the plan that has them.
+pub fn refuse_taken_lanes(root: &Path, state: &PlanState) -> Result<(), String> {
+    let own = state.file_in(root);
+    for path in plan_files(root, None)?.into_iter().filter(|p| *p != own) {
+        let Ok(other) = PlanState::load(&path) else {
+            continue;
+        };
+        for step in &state.steps {
+            if let Some(theirs) = other.steps.iter().find(|s| s.lane == step.lane) {
+                return Err(format!(
+                    "plan {}: step {}'s lane {} is already the lane of step {} of plan {} ({}): rename the plan or the step",
+                    state.name,
+                    step.id,
+                    step.lane,
+                    theirs.id,
+                    other.name,
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 pub fn row(root: &Path, state: &PlanState) -> PlanRow {

@@ -9,8 +9,9 @@ use chrono::Utc;
 
 use super::checks::{Check, Checks, End};
 use super::file::Work;
+use super::home::Home;
 use super::scheduler::{Outcome, Workspace};
-use super::state::{PLANS_DIR, PlanState, StepState, StepStatus};
+use super::state::{PlanState, StepState, StepStatus};
 use crate::fleet::lanes::{self, AddOptions, FINISHED_MARK};
 use crate::fleet::registry::{self, Lane, LaneKind, LaneState};
 use crate::fleet::{LaneName, lane_files_dir, worktree};
@@ -19,12 +20,11 @@ use crate::protocol::ExitReason;
 /// How much of the last output file is read for the last result text.
 const LAST_OUTPUT_BYTES: u64 = 64 * 1024;
 
-/// `.clowder/plans/NAME/prompts/STEP.md`, relative to the project folder.
-pub fn prompt_path(plan: &str, step: &str) -> PathBuf {
-    Path::new(PLANS_DIR)
-        .join(plan)
-        .join("prompts")
-        .join(format!("{step}.md"))
+/// `prompts/STEP.md` in the plan's folder, relative to the project folder `root`.
+pub fn prompt_path(root: &Path, home: &Home, step: &str) -> PathBuf {
+    let path = home.dir().join("prompts").join(format!("{step}.md"));
+    path.strip_prefix(root)
+        .map_or_else(|_| path.clone(), Path::to_path_buf)
 }
 
 fn lane_name(step: &StepState) -> Result<LaneName, String> {
@@ -53,12 +53,12 @@ fn prompt_text(work: &Work, failure: Option<&str>) -> Result<String, String> {
 
 fn write_prompt(
     root: &Path,
-    plan: &str,
+    home: &Home,
     step: &StepState,
     failure: Option<&str>,
 ) -> Result<PathBuf, String> {
     let text = prompt_text(&step.work, failure)?;
-    let relative = prompt_path(plan, &step.id);
+    let relative = prompt_path(root, home, &step.id);
     let path = root.join(&relative);
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
@@ -101,13 +101,13 @@ impl NotStarted {
 /// registered, merges in what its dependencies have that it lacks, and lets it run.
 pub fn start(
     root: &Path,
-    plan: &str,
+    home: &Home,
     step: &StepState,
     workspace: &Workspace,
 ) -> Result<(), NotStarted> {
     let name = lane_name(step)?;
     // A step started again by `plan retry` is told what ended its last attempt.
-    let prompt = write_prompt(root, plan, step, step.last_failure.as_deref())?;
+    let prompt = write_prompt(root, home, step, step.last_failure.as_deref())?;
     let known = registry::load(root)
         .map_err(String::from)?
         .lane(&name)
@@ -247,9 +247,9 @@ fn add_shared(
 
 /// A failed step's new session: the prompt says what went wrong, and the lane,
 /// which ended, runs again (the fleet starts a lane whose finished mark is gone).
-pub fn retry(root: &Path, plan: &str, step: &StepState, failure: &str) -> Result<(), String> {
+pub fn retry(root: &Path, home: &Home, step: &StepState, failure: &str) -> Result<(), String> {
     let name = lane_name(step)?;
-    write_prompt(root, plan, step, Some(failure))?;
+    write_prompt(root, home, step, Some(failure))?;
     // A lane the user stopped by hand runs again too: the plan asked for a retry.
     registry::update(root, |registry| {
         if let Some(lane) = registry.lane_mut(&name) {

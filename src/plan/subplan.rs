@@ -9,7 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use super::checks::{self, Checks};
+use super::control;
 use super::file::{self, Work};
+use super::home::Home;
 use super::merge::{self, MergeJob, MergeOf};
 use super::scheduler::{MergeOutcome, Outcome, Workspace};
 use super::state::{PLANS_DIR, PlanState, PlanStatus, StepState, StepStatus};
@@ -50,12 +52,14 @@ pub fn prepare(
         ));
     };
     let mut plan = load(file)?;
-    make_branch(root, &step.lane, branch, from, merge_in)?;
+    let home = Home::at(root, rel, &step.lane);
+    make_branch(root, &home, branch, from, merge_in)?;
     // Its own `base` gives way: the step's branch is what it builds on.
     plan.name = step.lane.clone();
     plan.base = Some(branch.clone());
     let mut state = PlanState::new(&plan, branch);
     state.file = Some(rel.to_string());
+    super::status::refuse_taken_lanes(root, &state)?;
     state.save(root)?;
     Ok(state)
 }
@@ -91,7 +95,7 @@ fn unchanged(file: &Path, saved: &PlanState) -> Result<(), String> {
 /// it finds the branch and the merges already there.
 fn make_branch(
     root: &Path,
-    run: &str,
+    home: &Home,
     branch: &str,
     from: &str,
     merge_in: &[String],
@@ -101,12 +105,12 @@ fn make_branch(
             .map_err(|err| format!("cannot make branch {branch} from {from}: {err}"))?;
     }
     // No `verify` runs here: the checks are never used.
-    let checks = Checks::new(root, run, checks::DEFAULT_GRACE);
+    let checks = Checks::new(home, checks::DEFAULT_GRACE);
     for dependency in merge_in {
         let job = MergeJob {
             root,
             of: MergeOf::Step {
-                plan: run,
+                home,
                 step: dependency,
             },
             base: branch,
@@ -153,11 +157,15 @@ pub fn outcome(root: &Path, rel: &str, step: &StepState) -> Option<Outcome> {
 /// The sub-plan's state file, `rel` under the plans' folder. One that an older
 /// clowder kept at `.clowder/plans/PARENT-STEP.json`, where a plan of that name
 /// would keep its own, is moved here first; a plan run by itself (on another
-/// base than the step's branch) is left where it is.
+/// base than the step's branch) is left where it is. So are its folder and
+/// event log (see [`move_old_home`]).
 pub fn locate(root: &Path, rel: &str, step: &StepState) -> Result<PathBuf, String> {
     let path = root.join(PLANS_DIR).join(rel);
     let old = PlanState::path(root, &step.lane);
     if path.exists() || !old.is_file() {
+        if path.exists() && !old.exists() {
+            move_old_home(root, rel, &step.lane)?;
+        }
         return Ok(path);
     }
     let mut state = PlanState::load(&old)?;
@@ -167,7 +175,46 @@ pub fn locate(root: &Path, rel: &str, step: &StepState) -> Result<PathBuf, Strin
     state.file = Some(rel.to_string());
     state.save(root)?;
     std::fs::remove_file(&old).map_err(|err| format!("cannot remove {}: {err}", old.display()))?;
+    move_old_home(root, rel, &step.lane)?;
     Ok(path)
+}
+
+/// An older clowder kept a sub-plan's folder and event log where a plan named
+/// `PARENT-STEP` keeps its own: `.clowder/plans/PARENT-STEP/` and
+/// `PARENT-STEP-events.jsonl`. While no plan of that name has a state there and
+/// the sub-plan was never run from its own folder (no driver lock there yet),
+/// they are the sub-plan's, and move into its folder; nothing already at the
+/// new place is overwritten, nothing is deleted.
+fn move_old_home(root: &Path, rel: &str, name: &str) -> Result<(), String> {
+    let old = Home::at(root, &format!("{name}.json"), name);
+    let new = Home::at(root, rel, name);
+    if new.dir().join(control::LOCK_FILE).exists() {
+        return Ok(());
+    }
+    let mut moved = move_if_free(old.events(), new.events())?;
+    if let Ok(entries) = std::fs::read_dir(old.dir()) {
+        for entry in entries.filter_map(Result::ok) {
+            moved |= move_if_free(&entry.path(), &new.dir().join(entry.file_name()))?;
+        }
+    }
+    if moved {
+        // A merge scratch worktree moved with the folder is known to git no more.
+        let _ = worktree::prune(root);
+    }
+    Ok(())
+}
+
+fn move_if_free(from: &Path, to: &Path) -> Result<bool, String> {
+    if !from.exists() || to.exists() {
+        return Ok(false);
+    }
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    }
+    std::fs::rename(from, to)
+        .map_err(|err| format!("cannot move {} to {}: {err}", from.display(), to.display()))?;
+    Ok(true)
 }
 
 /// Whether the saved sub-plan has nothing more to run.
@@ -230,5 +277,47 @@ mod tests {
         assert_eq!(moved.file.as_deref(), Some(rel.as_str()));
         assert_eq!(moved.file_in(root.path()), path);
         assert_eq!(moved.sub_file("y"), "par/sub/sub/sub/y.json");
+    }
+
+    #[test]
+    fn a_subplans_old_folder_and_events_move_into_its_own_folder() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let plans = root.path().join(PLANS_DIR);
+        let parent = PlanState::new(&plan("par", Some("main")), "main");
+        let mut step = parent.step("sub").expect("sub").clone();
+        step.branch = Some("clowder/par-sub".into());
+        let rel = parent.sub_file("sub");
+        let old = |plans: &Path| {
+            std::fs::create_dir_all(plans.join("par-sub/prompts")).expect("mkdir");
+            std::fs::write(plans.join("par-sub/prompts/y.md"), "do y").expect("write");
+            std::fs::write(plans.join("par-sub-events.jsonl"), "{}\n").expect("write");
+        };
+        let sub = PlanState::new(&plan("par-sub", None), "clowder/par-sub");
+        old(&plans);
+
+        // A plan of that name has them: they stay.
+        let alone = PlanState::new(&plan("par-sub", Some("main")), "main");
+        alone.save(root.path()).expect("save");
+        let mut moved = sub.clone();
+        moved.file = Some(rel.clone());
+        moved.save(root.path()).expect("save");
+        locate(root.path(), &rel, &step).expect("locate");
+        assert!(plans.join("par-sub/prompts/y.md").is_file());
+        assert!(!plans.join("par/sub/sub/prompts").exists());
+
+        // Nobody else's: they move, the state file too.
+        std::fs::remove_file(plans.join("par/sub/sub.json")).expect("rm");
+        std::fs::remove_file(plans.join("par-sub.json")).expect("rm");
+        sub.save(root.path()).expect("save");
+        let path = locate(root.path(), &rel, &step).expect("locate");
+        assert!(path.is_file());
+        let home = Home::at(root.path(), &rel, "par-sub");
+        assert_eq!(
+            std::fs::read_to_string(home.dir().join("prompts/y.md")).ok(),
+            Some("do y".into())
+        );
+        assert!(home.events().is_file());
+        assert!(!plans.join("par-sub-events.jsonl").exists());
+        assert!(!plans.join("par-sub/prompts").exists());
     }
 }

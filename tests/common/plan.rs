@@ -86,8 +86,14 @@ impl PlanRepo {
             .unwrap_or_default()
     }
 
+    /// Plan `plan`'s events; a sub-plan's when named by its place, `PARENT/STEP`.
     pub fn events(&self, plan: &str) -> Vec<Value> {
-        let path = self.path(&format!(".clowder/plans/{plan}-events.jsonl"));
+        let path = match plan.split_once('/') {
+            Some((parent, step)) => {
+                self.path(&format!(".clowder/plans/{parent}/sub/{step}/events.jsonl"))
+            }
+            None => self.path(&format!(".clowder/plans/{plan}-events.jsonl")),
+        };
         std::fs::read_to_string(path)
             .unwrap_or_default()
             .lines()

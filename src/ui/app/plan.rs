@@ -200,7 +200,7 @@ fn retry(state: &mut AppState) -> Vec<UiCommand> {
         state.plan.note = Some("no plan to retry".into());
         return Vec::new();
     };
-    let name = plan.name.clone();
+    let (name, address) = (plan.name.clone(), plan.address.clone());
     if plan.status != "failed" {
         state.plan.note = Some(format!(
             "plan {name} is {}: R retries a failed plan",
@@ -209,7 +209,7 @@ fn retry(state: &mut AppState) -> Vec<UiCommand> {
         return Vec::new();
     }
     state.plan.note = Some(format!("retrying plan {name}…"));
-    vec![UiCommand::Host(HostRequest::RetryPlan { plan: name })]
+    vec![UiCommand::Host(HostRequest::RetryPlan { plan: address })]
 }
 
 /// Enter: the step's lane in the Lanes pane, its output where the view was.
@@ -245,7 +245,7 @@ fn ask_merge(state: &mut AppState) {
         return;
     };
     if step.state == NEEDS_REVIEW {
-        state.plan.confirm = Some((plan.name.clone(), step.id.clone()));
+        state.plan.confirm = Some((plan.address.clone(), step.id.clone()));
     } else {
         state.plan.note = Some(format!(
             "step {} is {}: M merges a step that needs review",
