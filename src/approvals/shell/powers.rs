@@ -514,7 +514,7 @@ pub(crate) fn gives(word: &str, option: &str) -> bool {
             .is_some_and(|name| !name.is_empty() && long.starts_with(name));
     }
     let mut letters = option.chars().skip(1);
-    if let (Some(letter), None) = (letters.next(), letters.next()) {
+    if let (true, Some(letter), None) = (option.starts_with('-'), letters.next(), letters.next()) {
         return word.len() > 1
             && word.starts_with('-')
             && !word.starts_with("--")
