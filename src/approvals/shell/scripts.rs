@@ -236,10 +236,10 @@ impl Read {
 /// costs nothing but a needless question).
 fn scripts(words: &[&str], read: &Read, with_first: bool) -> Vec<(usize, String)> {
     let mut scripts = read.scripts.clone();
-    if !read.replaced || with_first {
-        if let Some(&first) = read.operands.first() {
-            scripts.push((first, words[first].to_string()));
-        }
+    if let Some(&first) = read.operands.first()
+        && (!read.replaced || with_first)
+    {
+        scripts.push((first, words[first].to_string()));
     }
     scripts
 }
@@ -305,7 +305,7 @@ impl SedReader {
 
     /// To the next `;` or newline (labels, `q`'s exit code): GNU ends them
     /// there; reading on from a `;` only reads more.
-    fn to_separator(&mut self) {
+    fn skip_label(&mut self) {
         while self.peek().is_some_and(|c| c != '\n' && c != ';') {
             self.at += 1;
         }
@@ -397,7 +397,7 @@ impl SedReader {
                 self.found.push(Found::Runs);
                 self.rest_of_line();
             }
-            ':' | 'b' | 't' | 'T' | 'l' | 'L' | 'q' | 'Q' | 'v' => self.to_separator(),
+            ':' | 'b' | 't' | 'T' | 'l' | 'L' | 'q' | 'Q' | 'v' => self.skip_label(),
             's' => self.substitute()?,
             'y' => {
                 let delim = self.next()?;
