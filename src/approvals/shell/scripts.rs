@@ -528,35 +528,40 @@ pub(super) fn awk_program(program: &str) -> Vec<Found> {
                 before = Before::Unsure;
             }
             ')' | ']' => before = Before::Operand,
-            c if c.is_ascii_alphanumeric() || c == '_' || c == '.' => {
+            c if is_name(c) => {
                 let start = at - 1;
-                while chars
-                    .get(at)
-                    .is_some_and(|&c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-                {
+                while chars.get(at).is_some_and(|&c| is_name(c)) {
                     at += 1;
                 }
                 let word: String = chars[start..at].iter().collect();
-                before = match word.as_str() {
-                    "print" | "printf" => {
-                        printing = true;
-                        Before::Operator
-                    }
-                    "system" => {
-                        found.push(Found::Runs);
-                        Before::Operator
-                    }
-                    "getline" => Before::Unsure,
-                    "return" | "in" | "case" | "do" | "else" | "delete" | "exit" => {
-                        Before::Operator
-                    }
-                    _ => Before::Operand,
-                };
+                before = awk_word(&word, &mut found, &mut printing);
             }
             _ => before = Before::Operator,
         }
     }
     found
+}
+
+/// A letter of a name or a number.
+fn is_name(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+}
+
+/// A name or number in an awk program, and what it says about a `/` after it.
+fn awk_word(word: &str, found: &mut Vec<Found>, printing: &mut bool) -> Before {
+    match word {
+        "print" | "printf" => {
+            *printing = true;
+            Before::Operator
+        }
+        "system" => {
+            found.push(Found::Runs);
+            Before::Operator
+        }
+        "getline" => Before::Unsure,
+        "return" | "in" | "case" | "do" | "else" | "delete" | "exit" => Before::Operator,
+        _ => Before::Operand,
+    }
 }
 
 /// Past the unescaped `end` of a string or regex; false when there is none
