@@ -64,13 +64,16 @@ impl RuleRef<'_> {
         let literal = command.words.iter().take_while(|w| w.literal);
         self.starts(literal.map(|w| w.text.as_str()))
             && self.pattern_matches(&command.text())
-            && command.needs.iter().all(|power| self.names(power))
+            && command.needs.iter().all(|power| self.names(power, command))
     }
 
     /// Whether the rule names a power: its prefix starts with the program or
     /// holds the option as a word (`sort -o out.txt`), or its pattern holds the
     /// program or option as a whole word (`^tee( |$)`, `-delete$`).
-    fn names(&self, power: &Power) -> bool {
+    fn names(&self, power: &Power, command: &Simple) -> bool {
+        if power.in_script() {
+            return self.holds_script(power, command);
+        }
         let in_prefix = self.prefix.is_some_and(|prefix| {
             let words = prefix_words(prefix);
             if power.option.is_empty() {
@@ -94,6 +97,19 @@ impl RuleRef<'_> {
             })
         });
         in_prefix || in_pattern
+    }
+
+    /// Whether the rule's prefix holds, word for word, every word of the
+    /// command that gives a power found in its script (`prefix = "sed -n '1w
+    /// out.txt'"`): a pattern cannot be read for what a script does.
+    fn holds_script(&self, power: &Power, command: &Simple) -> bool {
+        let Some(prefix) = self.prefix else {
+            return false;
+        };
+        let held = prefix_words(prefix).len();
+        let words: Vec<&str> = command.words[1..].iter().map(|w| w.text.as_str()).collect();
+        let giving = power.giving(&words);
+        !giving.is_empty() && giving.iter().all(|&at| at + 1 < held)
     }
 
     /// Whether a deny rule hits a command: any simple command, nested ones
@@ -467,7 +483,7 @@ fn uncovered(command: &Simple) -> String {
     let needs: Vec<String> = command
         .needs
         .iter()
-        .map(|p| format!("`{}` ({})", p.label(), p.effect()))
+        .map(|p| format!("{} ({})", p.named(), p.effect()))
         .collect();
     format!(
         "no allow rule covers `{text}` and names {}",

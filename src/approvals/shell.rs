@@ -3,11 +3,12 @@
 //! constructs no rule can allow, and the bounds that keep the parser safe.
 
 mod powers;
+mod scripts;
 
 use brush_parser::ast;
 use brush_parser::word::{WordPiece, WordPieceWithSource};
 
-use powers::{Does, POWERS, Wrap};
+use powers::{Does, POWERS, Wrap, table_name};
 pub(super) use powers::{Power, gives};
 
 /// The words of a command line as a shell reads them (quotes removed); plain
@@ -336,7 +337,7 @@ impl Script {
             }
         }
         let powers: Vec<&'static Power> = if words[0].literal {
-            let name = words[0].base();
+            let name = table_name(words[0].base());
             POWERS.iter().filter(|p| p.program == name).collect()
         } else {
             self.flag(format!(
@@ -394,16 +395,21 @@ impl Script {
             ));
         }
         let mut needs = Vec::new();
+        let own_text: Vec<&str> = own.iter().map(|&at| words[at].text.as_str()).collect();
         for &power in powers {
-            if !power.given_by(own.iter().map(|&at| words[at].text.as_str())) {
+            if !power.given_by(&own_text) {
                 continue;
             }
             match power.does {
-                Does::Code | Does::Names => {
-                    self.flag(format!("`{}`, which {}", power.label(), power.effect()));
-                    self.code_strings(words, depth);
+                Does::Code | Does::Names | Does::Unread => {
+                    self.flag(format!("{}, which {}", power.named(), power.effect()));
+                    if !power.in_script() {
+                        self.code_strings(words, depth);
+                    }
                 }
-                Does::RunsNamed | Does::Writes | Does::Deletes => needs.push(power),
+                Does::RunsNamed | Does::Writes | Does::Deletes | Does::RunsScript => {
+                    needs.push(power)
+                }
                 Does::Runs(_) | Does::RunsUntilSemicolon => {}
             }
         }

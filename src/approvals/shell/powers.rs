@@ -1,6 +1,8 @@
 //! The table of programs whose options write, delete or run programs or code,
 //! and how an option is read from a word.
 
+use super::scripts::{Found, Lang, findings};
+
 /// What a program does beyond reading its arguments, and the word that makes it
 /// do so. This is the one table the gate knows programs by; README lists it.
 pub(crate) struct Power {
@@ -9,6 +11,9 @@ pub(crate) struct Power {
     /// does it by itself (`tee`, `bash`).
     pub(crate) option: &'static str,
     pub(super) does: Does,
+    /// Given by a piece of the script the program reads (`sed`'s `w`), not by
+    /// an option: then `option` says what the piece is.
+    pub(super) script: Option<(Lang, Found)>,
 }
 
 #[derive(Clone, Copy)]
@@ -31,6 +36,11 @@ pub(super) enum Does {
     Writes,
     /// Deletes files: asked unless a rule names it.
     Deletes,
+    /// Runs a script from a file (`awk -f`), which can run programs and write
+    /// files: asked unless a rule names it.
+    RunsScript,
+    /// A script the gate cannot read for sure: no rule allows it.
+    Unread,
 }
 
 /// How a program that runs programs reads its own words before the command.
@@ -53,6 +63,21 @@ const fn power(program: &'static str, option: &'static str, does: Does) -> Power
         program,
         option,
         does,
+        script: None,
+    }
+}
+
+/// A power given by what a reader finds in the program's script.
+const fn script(
+    program: &'static str,
+    what: &'static str,
+    does: Does,
+    lang: Lang,
+    found: Found,
+) -> Power {
+    Power {
+        script: Some((lang, found)),
+        ..power(program, what, does)
     }
 }
 
@@ -387,15 +412,53 @@ pub(super) const POWERS: &[Power] = &[
     power("curl", "-c", Does::Writes),
     power("curl", "--cookie-jar", Does::Writes),
     power("wget", "", Does::Writes),
+    power("dd", "of", Does::Writes),
+    power("perl", "-i", Does::Writes),
+    power("ruby", "-i", Does::Writes),
+    // What a script does, found by reading it (gawk, mawk, nawk read as awk).
+    script("sed", "`e` command", Does::Code, Lang::Sed, Found::Runs),
+    script("sed", "`w` command", Does::Writes, Lang::Sed, Found::Writes),
+    script(
+        "sed",
+        "script file (`-f`)",
+        Does::RunsScript,
+        Lang::Sed,
+        Found::ScriptFile,
+    ),
+    script("sed", "script", Does::Unread, Lang::Sed, Found::Unknown),
+    script("awk", "`system()`", Does::Code, Lang::Awk, Found::Runs),
+    script("awk", "pipe `|`", Does::Code, Lang::Awk, Found::Pipe),
+    script("awk", "`print >`", Does::Writes, Lang::Awk, Found::Writes),
+    script(
+        "awk",
+        "program file (`-f`)",
+        Does::RunsScript,
+        Lang::Awk,
+        Found::ScriptFile,
+    ),
+    script("awk", "program", Does::Unread, Lang::Awk, Found::Unknown),
 ];
 
+/// The name the table knows a program by: awk's variants read as awk.
+pub(super) fn table_name(program: &str) -> &str {
+    match program {
+        "gawk" | "mawk" | "nawk" | "original-awk" => "awk",
+        other => other,
+    }
+}
+
 impl Power {
-    /// `find -delete`, or `tee` for what the program does by itself.
-    pub(crate) fn label(&self) -> String {
-        if self.option.is_empty() {
-            self.program.to_string()
+    /// `` `find -delete` ``, `` `tee` `` for what the program does by itself,
+    /// `` sed's `w` command `` for a piece of its script.
+    pub(crate) fn named(&self) -> String {
+        if self.script.is_some() {
+            format!("{}'s {}", self.program, self.option)
+        } else if self.option.is_empty() {
+            format!("`{}`", self.program)
+        } else if self.option == "of" {
+            format!("`{} {}=`", self.program, self.option)
         } else {
-            format!("{} {}", self.program, self.option)
+            format!("`{} {}`", self.program, self.option)
         }
     }
 
@@ -408,12 +471,35 @@ impl Power {
             Does::RunsNamed => "runs a program it names",
             Does::Writes => "writes files",
             Does::Deletes => "deletes files",
+            Does::RunsScript => "runs a script from a file, which can run programs and write files",
+            Does::Unread => "the gate cannot read for sure (it could run programs or write files)",
         }
     }
 
-    /// Whether one of `words` gives this power (the program's own words only).
-    pub(super) fn given_by<'w>(&self, mut words: impl Iterator<Item = &'w str>) -> bool {
-        self.option.is_empty() || words.any(|word| gives(word, self.option))
+    /// Whether `words` (the program's own words after its name) give this power.
+    pub(super) fn given_by(&self, words: &[&str]) -> bool {
+        match self.script {
+            Some(_) => !self.giving(words).is_empty(),
+            None => self.option.is_empty() || words.iter().any(|word| gives(word, self.option)),
+        }
+    }
+
+    /// Which of `words` (the program's words after its name) give this power,
+    /// when a piece of its script does.
+    pub(crate) fn giving(&self, words: &[&str]) -> Vec<usize> {
+        let Some((lang, found)) = self.script else {
+            return Vec::new();
+        };
+        findings(lang, words)
+            .into_iter()
+            .filter(|&(_, f)| f == found)
+            .map(|(at, _)| at)
+            .collect()
+    }
+
+    /// Given by a piece of its script rather than by an option.
+    pub(crate) fn in_script(&self) -> bool {
+        self.script.is_some()
     }
 }
 
@@ -428,7 +514,7 @@ pub(crate) fn gives(word: &str, option: &str) -> bool {
             .is_some_and(|name| !name.is_empty() && long.starts_with(name));
     }
     let mut letters = option.chars().skip(1);
-    if let (Some(letter), None) = (letters.next(), letters.next()) {
+    if let (true, Some(letter), None) = (option.starts_with('-'), letters.next(), letters.next()) {
         return word.len() > 1
             && word.starts_with('-')
             && !word.starts_with("--")
@@ -442,6 +528,6 @@ pub(crate) fn gives(word: &str, option: &str) -> bool {
 
 impl std::fmt::Debug for Power {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.label())
+        f.write_str(&self.named())
     }
 }
