@@ -291,6 +291,9 @@ const TABLE: &[(&str, &str)] = &[
     ("sort -uo /etc/passwd notes.txt", "ask"),
     ("sort --output=/etc/passwd notes.txt", "ask"),
     ("sort -o sorted.txt notes.txt", "allow"),
+    // A rule names each use of an option, not only the first.
+    ("sort -o sorted.txt -o /etc/passwd notes.txt", "ask"),
+    ("sort -o sorted.txt --output=/etc/passwd notes.txt", "ask"),
     ("sort -u notes.txt", "allow"),
     ("sort $FILE", "ask"),
     ("echo x | tee out.txt", "allow"),

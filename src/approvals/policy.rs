@@ -74,6 +74,15 @@ impl RuleRef<'_> {
         if power.in_script() {
             return self.holds_script(power, command);
         }
+        // Where the command gives the option: a rule names it only if it
+        // names each of them (`sort -o out.txt -o /etc/passwd` is not named
+        // by `sort -o out.txt`).
+        let given_at: Vec<usize> = command.words[1..]
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| !power.option.is_empty() && gives(&w.text, power.option))
+            .map(|(at, _)| at)
+            .collect();
         let in_prefix = self.prefix.is_some_and(|prefix| {
             let words = prefix_words(prefix);
             if power.option.is_empty() {
@@ -82,6 +91,7 @@ impl RuleRef<'_> {
                     .is_some_and(|w| w.rsplit('/').next() == Some(power.program))
             } else {
                 words.iter().skip(1).any(|w| gives(w, power.option))
+                    && given_at.iter().all(|&at| at + 1 < words.len())
             }
         });
         let name = if power.option.is_empty() {
@@ -90,12 +100,15 @@ impl RuleRef<'_> {
             power.option
         };
         let word_char = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
-        let in_pattern = self.pattern.is_some_and(|pattern| {
-            pattern.match_indices(name).any(|(at, _)| {
-                !pattern[..at].ends_with(word_char)
-                    && !pattern[at + name.len()..].starts_with(word_char)
-            })
-        });
+        // A pattern cannot show which use of an option it vets: it names one
+        // given once.
+        let in_pattern = given_at.len() <= 1
+            && self.pattern.is_some_and(|pattern| {
+                pattern.match_indices(name).any(|(at, _)| {
+                    !pattern[..at].ends_with(word_char)
+                        && !pattern[at + name.len()..].starts_with(word_char)
+                })
+            });
         in_prefix || in_pattern
     }
 
