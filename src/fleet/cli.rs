@@ -13,7 +13,7 @@ use super::task_lane;
 /// The fleet's subcommands, flattened into clowder's own.
 #[derive(Debug, Subcommand)]
 pub enum FleetCommand {
-    /// Add, stop, pause, resume or remove a lane (a loop in its own git worktree)
+    /// Add, stop, pause, resume, merge, push, restart, tell or remove a lane (a loop in its own git worktree)
     #[command(subcommand)]
     Lane(LaneCommand),
     /// List the lanes: state, iteration, cost, commits ahead of the base, approvals
