@@ -2,21 +2,15 @@
 //! its `fn` line to its closing brace. Test code (`#[cfg(test)]` items, files
 //! named tests.rs and files under a tests/ folder) is not measured.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use syn::visit::Visit;
 
+mod source;
+use source::{is_test_only, rust_files};
+
 /// A screen.
 const LIMIT: usize = 60;
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        attr.path().is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
-}
 
 /// Collects the functions of one file that are too long, as `file:line name (N lines)`.
 struct Lengths<'f> {
@@ -112,26 +106,19 @@ fn quote_type(ty: &syn::Type) -> String {
     }
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("a directory entry").path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if path.is_dir() {
-            if name != "tests" {
-                rust_files(&path, out);
-            }
-        } else if name.ends_with(".rs") && name != "tests.rs" {
-            out.push(path);
-        }
-    }
-}
-
 #[test]
 fn no_supervisor_function_is_longer_than_a_screen() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src/supervisor"), &mut files);
+    let supervisor = root.join("src/supervisor");
+    // Files named tests.rs and those under a tests/ folder are test code.
+    let mut files: Vec<_> = rust_files(&supervisor)
+        .into_iter()
+        .filter(|path| {
+            let rel = path.strip_prefix(&supervisor).unwrap_or(path);
+            !rel.components()
+                .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs")
+        })
+        .collect();
     files.sort();
     assert!(!files.is_empty(), "no files found under src/supervisor");
     let mut too_long = Vec::new();

@@ -4,9 +4,12 @@
 //! reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use syn::visit::Visit;
+
+mod source;
+use source::{is_test_only, rust_files};
 
 /// The floors, low to high. A module may import its own floor's modules and
 /// any lower floor's, never a higher one's.
@@ -46,15 +49,6 @@ fn module_of(rel: &Path) -> ModPath {
         }
     }
     parts
-}
-
-fn is_test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|attr| {
-        attr.path().is_ident("cfg")
-            && attr
-                .parse_args::<syn::Meta>()
-                .is_ok_and(|meta| meta.path().is_ident("test"))
-    })
 }
 
 /// Collects the paths one file names, skipping its test modules.
@@ -150,21 +144,9 @@ impl<'ast> Visit<'ast> for Names<'_> {
     }
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("src/ is readable") {
-        let path = entry.expect("src/ is readable").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 impl Tree {
     fn read(src: &Path) -> Tree {
-        let mut paths = Vec::new();
-        rust_files(src, &mut paths);
+        let paths = rust_files(src);
         let mut files = BTreeMap::new();
         let mut test_modules: BTreeSet<ModPath> = BTreeSet::new();
         for path in paths {
