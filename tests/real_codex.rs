@@ -744,7 +744,9 @@ fn gate_in_the_room(cli: Cli) {
         "ran before approval"
     );
     tmux.wait_for("(1 waiting)");
-    real_agents::press_until(&tmux, "a", |screen| !screen.contains("(1 waiting)"));
+    // Not "until the request is gone": the next request may come within one
+    // look at the screen, and a second `a` would approve that one too.
+    real_agents::press_until(&tmux, "a", decided_in_the_room);
     assert!(
         wait_until(Duration::from_secs(60), || project
             .path("approved-marker")
@@ -776,6 +778,14 @@ fn gate_in_the_room(cli: Cli) {
         results.iter().any(|r| r.output.contains("allowed-one")),
         "{results:?}"
     );
+}
+
+/// Whether the Events pane says a request was approved (its line ends so).
+fn decided_in_the_room(screen: &str) -> bool {
+    screen.lines().any(|line| {
+        line.split(['│', '┃'])
+            .any(|cell| cell.contains(" request ") && cell.trim_end().ends_with(" approved"))
+    })
 }
 
 /// Codex prints its home folder in a plain-text `WARNING:` line (under /tmp it
