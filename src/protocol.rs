@@ -11,11 +11,12 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 /// Which loop a message is about. One lane today; several loops later.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct LaneId(pub u32);
 
 /// What a user (or the UI) asks the supervisor to do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Command {
     /// SIGSTOP the session's process group; the watchdog clock stops too.
     Pause,
@@ -33,7 +34,7 @@ pub enum Command {
 }
 
 /// The loop's state, as written to `harness.status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LoopState {
     Starting,
@@ -79,7 +80,7 @@ impl LoopState {
 }
 
 /// Why the loop ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExitReason {
     /// `max_iterations` iterations are done.
@@ -159,7 +160,7 @@ impl ExitReason {
 }
 
 /// A limit of `[guard]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Budget {
     MaxToolCallsPerSession,
@@ -241,7 +242,7 @@ impl DoomLoopAction {
 }
 
 /// One lane's state: the content of `harness.status`, and what the UI draws.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     pub lane: LaneId,
     pub pid: u32,
@@ -414,7 +415,7 @@ impl Snapshot {
 
 /// One session as the agent reported it in its output stream (Claude Code
 /// stream-json, Codex `--json`); all zero or absent for a plain-text agent.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SessionSummary {
     pub global: u64,
@@ -455,7 +456,7 @@ impl SessionSummary {
 }
 
 /// Sums over every session of the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Totals {
     /// Sum of the costs the agent reported (sessions without one add nothing);
@@ -492,7 +493,7 @@ impl Totals {
 }
 
 /// A budget and how far past it a session or the run went.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BudgetBreach {
     pub budget: Budget,
     pub limit: f64,
@@ -516,7 +517,7 @@ impl BudgetBreach {
 
 /// The agent retries a failed request on its own while its session runs
 /// (Codex's `Reconnecting... 2/5`, Claude Code's `api_retry`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentRetrying {
     /// A rate limit (429); otherwise a transient server error.
     pub rate_limit: bool,
@@ -536,7 +537,7 @@ impl AgentRetrying {
 }
 
 /// Totals for the whole run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counters {
     pub sessions: u64,
     pub productive: u64,
@@ -560,7 +561,7 @@ pub struct Counters {
 }
 
 /// Which set of hooks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum HookKind {
     PreSession,
@@ -568,7 +569,7 @@ pub enum HookKind {
 }
 
 /// Why a session was killed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KillReason {
     Watchdog,
@@ -581,7 +582,7 @@ pub enum KillReason {
 }
 
 /// A line of the event log, without its timestamp.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     LoopStart {
@@ -859,7 +860,7 @@ impl Event {
 }
 
 /// An event with the wall time it happened, as stored in the event log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TimedEvent {
     pub ts: DateTime<Utc>,
     #[serde(flatten)]

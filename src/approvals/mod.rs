@@ -162,7 +162,7 @@ pub use crate::escape::one_line as escape;
 pub use crate::escape::is_invisible as is_unsafe_char;
 
 /// A request as stored in `pending/<id>.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
     pub id: String,
@@ -188,7 +188,7 @@ pub struct Request {
     pub abandoned: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     /// A tool call held by `clowder gate`.

@@ -54,7 +54,7 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
 pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
-    run(root, config, verbosity, None, None, None)
+    run_headless_with(root, config, verbosity, None)
 }
 
 /// [`run_headless`], kept alive until `driver` is done too.
@@ -64,7 +64,13 @@ pub fn run_headless_with(
     verbosity: Verbosity,
     driver: Option<Driver>,
 ) -> i32 {
-    run(root, config, verbosity, None, driver, None)
+    let (to_hub, from_host) = mpsc::unbounded_channel();
+    let watchers = Watchers {
+        room: RoomSide::served(to_hub),
+        from_host,
+        local: None,
+    };
+    run(root, config, verbosity, watchers, driver, None)
 }
 
 /// Runs the lanes of the fleet in `root` for the control room on another
@@ -79,7 +85,9 @@ pub fn run_for_room(
     plan: Option<super::plans::RoomPlans>,
 ) -> i32 {
     use super::plans::RoomPlans;
-    let mut room = RoomSide::new(to_ui.clone(), requests);
+    // What the host says goes through the hub, to the room and to the socket's clients.
+    let (to_hub, from_host) = mpsc::unbounded_channel();
+    let mut room = RoomSide::new(to_hub.clone(), requests);
     let (driver, viewer) = match plan {
         Some(RoomPlans::Drive(make)) => (Some(make), None),
         Some(RoomPlans::View(make)) => (None, Some(make)),
@@ -88,18 +96,31 @@ pub fn run_for_room(
     let mut start = |make: super::plans::RoomDriver| {
         let (plan_tx, plan_rx) = mpsc::unbounded_channel();
         room.plan = Some(plan_tx);
-        make(to_ui.clone(), plan_rx)
+        make(to_hub.clone(), plan_rx)
     };
     let driver = driver.map(&mut start);
     let viewer = viewer.map(&mut start);
-    run(root, config, Verbosity::Normal, Some(room), driver, viewer)
+    let watchers = Watchers {
+        room,
+        from_host,
+        local: Some(to_ui),
+    };
+    run(root, config, Verbosity::Normal, watchers, driver, viewer)
+}
+
+/// Who hears the host: the control room on this terminal (`local`), if any,
+/// and the clients of its socket, both through the hub that reads `from_host`.
+struct Watchers {
+    room: RoomSide,
+    from_host: mpsc::UnboundedReceiver<HostMsg>,
+    local: Option<mpsc::UnboundedSender<HostMsg>>,
 }
 
 fn run(
     root: PathBuf,
     config: Config,
     verbosity: Verbosity,
-    room: Option<RoomSide>,
+    watchers: Watchers,
     driver: Option<Driver>,
     viewer: Option<Driver>,
 ) -> i32 {
@@ -108,18 +129,37 @@ fn run(
     };
     let started = Instant::now();
     let local = tokio::task::LocalSet::new();
+    let headless = watchers.local.is_none();
+    let approvals_dir = root.join(&config.approvals.dir.0);
     // Headless (no room): a waiting request is said on the console.
-    let _notices = (room.is_none() && verbosity != Verbosity::Quiet)
-        .then(|| super::waiting_notice::start(&root, root.join(&config.approvals.dir.0)));
-    let mut host = Host::new(root, config, verbosity);
-    host.room = room;
+    let _notices = (headless && verbosity != Verbosity::Quiet)
+        .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
+    let mut host = Host::new(root.clone(), config, verbosity);
+    host.room = Some(watchers.room);
+    host.headless = headless;
     host.driver = driver;
     let budget = host.budget.clone();
     // Ends with the room's plan channel, or with the host.
     if let Some(viewer) = viewer {
         local.spawn_local(viewer);
     }
-    let ended = local.block_on(&runtime, host.run());
+    let (remote_tx, remote_rx) = mpsc::unbounded_channel();
+    host.remote = Some(remote_rx);
+    let ended = local.block_on(&runtime, async {
+        let options = super::serve::ServeOptions {
+            root,
+            approvals_dir,
+        };
+        let serving = super::serve::start(options, watchers.from_host, watchers.local, remote_tx);
+        let _serving = match serving {
+            Ok(serving) => Some(serving),
+            Err(why) => {
+                host.say(Level::Warn, &format!("not served to `clowder attach`: {why}"));
+                None
+            }
+        };
+        host.run().await
+    });
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
 
@@ -211,6 +251,38 @@ impl Reporter for LaneConsole {
     }
 }
 
+/// A lane's reports to the console and to the hub alike.
+struct Both {
+    console: Option<LaneConsole>,
+    hub: Option<Box<dyn Reporter>>,
+}
+
+impl Reporter for Both {
+    fn log(&mut self, wall: DateTime<Utc>, level: Level, message: &str) {
+        if let Some(console) = &mut self.console {
+            console.log(wall, level, message);
+        }
+        if let Some(hub) = &mut self.hub {
+            hub.log(wall, level, message);
+        }
+    }
+
+    fn event(&mut self, wall: DateTime<Utc>, event: &Event) {
+        if let Some(console) = &mut self.console {
+            console.event(wall, event);
+        }
+        if let Some(hub) = &mut self.hub {
+            hub.event(wall, event);
+        }
+    }
+
+    fn agent_output(&mut self, bytes: &[u8]) {
+        if let Some(console) = &mut self.console {
+            console.agent_output(bytes);
+        }
+    }
+}
+
 struct Host {
     root: PathBuf,
     config: Config,
@@ -234,6 +306,10 @@ struct Host {
     /// One shared rate limit per agent command.
     limits: BTreeMap<String, Shared>,
     driver: Option<Driver>,
+    /// No control room on this terminal: lanes and the fleet speak on the console too.
+    headless: bool,
+    /// What the socket's clients ask.
+    remote: Option<mpsc::UnboundedReceiver<super::serve::Remote>>,
 }
 
 impl Host {
@@ -263,6 +339,8 @@ impl Host {
             stopping: false,
             limits: BTreeMap::new(),
             driver: None,
+            headless: true,
+            remote: None,
         }
     }
 
@@ -305,6 +383,7 @@ impl Host {
                 Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
                 Some(()) = recv(&mut sighup) => self.forward(StopSignal::Hup),
                 request = RoomSide::next_request(&mut self.room) => self.on_request(request),
+                Some(remote) = recv_remote(&mut self.remote) => self.on_remote(remote),
                 _ = poll.tick() => {
                     if !self.stopping && let Some(fresh) = self.start_ready() {
                         order = fresh;
@@ -387,9 +466,11 @@ impl Host {
     }
 
     fn say(&self, level: Level, message: &str) {
-        match &self.room {
-            Some(room) => room.say(level, message),
-            None => Console::new(self.verbosity).log(Utc::now(), level, message),
+        if let Some(room) = &self.room {
+            room.say(level, message);
+        }
+        if self.headless {
+            Console::new(self.verbosity).log(Utc::now(), level, message);
         }
     }
 
@@ -482,6 +563,24 @@ impl Host {
         }
     }
 
+    /// A request from a client of the socket: as the room's, but a client
+    /// leaving stops nothing.
+    fn on_remote(&mut self, remote: super::serve::Remote) {
+        let answer = match &remote.request {
+            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => Err(
+                format!("lane {lane} is not running here: nothing to {}", command_word(command)),
+            ),
+            HostRequest::Detached => Err("only the room that started the host detaches".into()),
+            _ => Ok("sent to the host".to_string()),
+        };
+        if answer.is_ok() {
+            self.on_request(Some(remote.request));
+        }
+        if let Some(reply) = remote.reply {
+            let _ = reply.send(answer);
+        }
+    }
+
     fn forward(&mut self, stop: StopSignal) {
         self.stopping = true;
         self.driver = None;
@@ -569,13 +668,7 @@ impl Host {
         let ended = self.ended_tx.clone();
         if lane.kind == LaneKind::WatchTask {
             let config = lane_config(&self.root, &self.config, lane);
-            let reporter: Box<dyn Reporter> = match &self.room {
-                Some(room) => room.reporter(&lane.name),
-                None => Box::new(LaneConsole {
-                    name: name.to_string(),
-                    console: Console::new(self.verbosity),
-                }),
-            };
+            let reporter = self.reporter(&lane.name);
             let (snapshots, watch) =
                 super::task_lane::watch(&self.root, lane, config, signals_rx, reporter);
             if let Some(room) = &self.room {
@@ -604,6 +697,16 @@ impl Host {
             };
             let _ = ended.send((name, outcome));
         });
+    }
+
+    /// Where a lane's log lines and events go: the hub, and the console when headless.
+    fn reporter(&self, lane: &LaneName) -> Box<dyn Reporter> {
+        let console = self.headless.then(|| LaneConsole {
+            name: lane.to_string(),
+            console: Console::new(self.verbosity),
+        });
+        let hub = self.room.as_ref().map(|room| room.reporter(lane));
+        Box::new(Both { console, hub })
     }
 
     /// The limit shared by the lanes that run `config`'s agent command, with
@@ -675,13 +778,7 @@ impl Host {
             verbose: self.verbosity == Verbosity::Verbose,
         };
         let files_dir = setup.files_dir.clone();
-        let reporter: Box<dyn Reporter> = match &self.room {
-            Some(room) => room.reporter(&lane.name),
-            None => Box::new(LaneConsole {
-                name,
-                console: Console::new(self.verbosity),
-            }),
-        };
+        let reporter = self.reporter(&lane.name);
         let (runtime, snapshots) = Runtime::with_lane(config, options, Some(setup), reporter)?;
         if let Some(room) = &self.room {
             room.forward_snapshots(lane.name.clone(), files_dir, snapshots);
@@ -727,6 +824,15 @@ fn finished(root: &Path, name: &LaneName) -> bool {
 async fn drive(driver: &mut Option<Driver>) {
     match driver {
         Some(driver) => driver.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_remote(
+    remote: &mut Option<mpsc::UnboundedReceiver<super::serve::Remote>>,
+) -> Option<super::serve::Remote> {
+    match remote {
+        Some(remote) => remote.recv().await,
         None => std::future::pending().await,
     }
 }

@@ -1,9 +1,12 @@
-//! What the fleet host and the control room say to each other across their two
-//! threads. Every message names its lane; the host never waits on the screen.
+//! What the fleet host and the control room say to each other: across their two
+//! threads, or as JSON lines on the host's socket (see [`super::wire`]). Every
+//! message names its lane; the host never waits on the screen.
 
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::LaneName;
 use super::new_lane::NewLaneRequest;
@@ -12,7 +15,8 @@ use crate::protocol::{Command, Event, ExitReason, Snapshot};
 use crate::supervisor::core::Level;
 
 /// News about one lane.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum LaneReport {
     /// The loop's latest state; `queued` when it waits for a session slot.
     Snapshot {
@@ -39,7 +43,7 @@ pub enum LaneReport {
 }
 
 /// One registered lane, in registry order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LaneEntry {
     pub name: LaneName,
     /// What the user asked for (active, paused, stopped).
@@ -50,7 +54,8 @@ pub struct LaneEntry {
 }
 
 /// From the host to the control room.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum HostMsg {
     Lane {
         lane: LaneName,
@@ -79,7 +84,8 @@ pub enum HostMsg {
 }
 
 /// From the control room to the host.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum HostRequest {
     /// A command for one lane's loop.
     Command { lane: LaneName, command: Command },
@@ -107,7 +113,7 @@ pub enum HostRequest {
 }
 
 /// One plan, its steps in the plan file's order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlanSummary {
     pub name: String,
     /// How commands name it: its name, or `PARENT/STEP` for a sub-plan (whose
@@ -120,7 +126,7 @@ pub struct PlanSummary {
     pub steps: Vec<StepSummary>,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepSummary {
     pub id: String,
     /// As `plan status` words it: pending, waiting for approval, ready, running,

@@ -17,7 +17,9 @@ mod room;
 pub mod status;
 pub mod task_lane;
 pub mod tell;
+pub mod serve;
 pub mod waiting_notice;
+pub mod wire;
 pub mod worktree;
 
 use std::path::{Path, PathBuf};

@@ -59,6 +59,17 @@ impl From<LaneName> for String {
     }
 }
 
+/// A string that follows [`NAME_RULE`].
+impl schemars::JsonSchema for LaneName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LaneName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "pattern": NAME_RULE })
+    }
+}
+
 impl fmt::Display for LaneName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -8,7 +8,8 @@ use super::lanes::{self, AddOptions};
 use crate::store::lock::STATE_DIR;
 
 /// Where a new lane's prompt comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum PromptSource {
     /// The fleet's prompt (`[session] prompt_file`).
     Default,
@@ -19,7 +20,7 @@ pub enum PromptSource {
 }
 
 /// What the dialog asks for, checked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct NewLaneRequest {
     pub name: LaneName,
     pub prompt: PromptSource,

@@ -29,7 +29,7 @@ pub const FLEET_FILE: &str = "fleet.json";
 /// Held (flock) while the registry is read, changed and written back.
 const REGISTRY_LOCK: &str = "fleet.lock";
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Registry {
     pub schema_version: u64,
     pub lanes: Vec<Lane>,
@@ -42,7 +42,7 @@ pub struct Registry {
 }
 
 /// A lane change under way (see [`Registry::pending`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pending {
     pub change: Change,
     pub lane: Lane,
@@ -51,14 +51,14 @@ pub struct Pending {
     pub force: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
     Adding,
     Removing,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lane {
     pub name: LaneName,
     pub kind: LaneKind,
@@ -89,7 +89,7 @@ fn is_zero(count: &u64) -> bool {
     *count == 0
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LaneKind {
     /// Its own git worktree under `.clowder/worktrees/NAME` on `clowder/NAME`.
@@ -111,7 +111,7 @@ impl LaneKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LaneState {
     /// Runs when the fleet runs.

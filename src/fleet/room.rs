@@ -52,6 +52,18 @@ impl RoomSide {
         }
     }
 
+    /// The host's side with no control room on its terminal: what it says
+    /// still goes to the hub, for the socket's clients.
+    pub(super) fn served(to_ui: mpsc::UnboundedSender<HostMsg>) -> RoomSide {
+        RoomSide {
+            to_ui,
+            requests: None,
+            entries: Vec::new(),
+            idle: None,
+            plan: None,
+        }
+    }
+
     /// The next request; `None` once the control room has closed its side.
     pub(super) async fn next_request(room: &mut Option<RoomSide>) -> Option<HostRequest> {
         match room.as_mut().and_then(|room| room.requests.as_mut()) {

@@ -1,0 +1,269 @@
+//! One connection to the host's socket: the peer's uid checked, the hello
+//! and the snapshot sent, then the hub's lines written while the client's
+//! lines are read, each answered. Whatever a client sends, the worst it gets
+//! is a refusal and a hang-up; the host goes on.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Remote;
+use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
+use crate::approvals::{DecideError, Decision, Queue};
+use crate::fleet::link::HostRequest;
+use crate::fleet::wire::{
+    ClientMsg, Hello, MAX_CLIENT_LINE, PROTOCOL_VERSION, ServerMsg, WireDecision, line,
+    parse_client_line,
+};
+
+/// What every connection shares.
+#[derive(Clone)]
+pub(super) struct Context {
+    hello: Arc<str>,
+    hub: HubHandle,
+    remote: mpsc::UnboundedSender<Remote>,
+    approvals_dir: PathBuf,
+}
+
+impl Context {
+    pub(super) fn new(
+        hello: Hello,
+        hub: HubHandle,
+        remote: mpsc::UnboundedSender<Remote>,
+        approvals_dir: PathBuf,
+    ) -> Context {
+        Context {
+            hello: Arc::from(line(&ServerMsg::Hello(hello))),
+            hub,
+            remote,
+            approvals_dir,
+        }
+    }
+
+    pub(super) fn clients(&self) -> usize {
+        self.hub.clients.load(Ordering::Relaxed)
+    }
+}
+
+/// Tells the peer why it is not served, then hangs up.
+pub(super) async fn refuse(mut stream: UnixStream, reason: String) {
+    let refusal = line(&ServerMsg::Refused {
+        reason,
+        closing: true,
+    });
+    let bytes = format!("{refusal}\n");
+    let write = stream.write_all(bytes.as_bytes());
+    let _ = tokio::time::timeout(LAST_WORDS, write).await;
+}
+
+pub(super) async fn serve(stream: UnixStream, context: Context) {
+    let ours = nix::unistd::geteuid().as_raw();
+    match stream.peer_cred() {
+        Ok(peer) if peer.uid() == ours => {}
+        Ok(peer) => {
+            let reason = format!(
+                "this host serves only its own user (uid {ours}); the peer is uid {}",
+                peer.uid()
+            );
+            return refuse(stream, reason).await;
+        }
+        Err(err) => return refuse(stream, format!("cannot tell who the peer is: {err}")).await,
+    }
+    let (reader, writer) = stream.into_split();
+    let (lines, queue) = mpsc::channel::<Arc<str>>(CLIENT_QUEUE);
+    let (stop, stopped) = oneshot::channel();
+    let hello = Arc::clone(&context.hello);
+    let writing = tokio::spawn(write_lines(writer, hello, queue, stopped));
+    let joined = Joined {
+        lines: lines.clone(),
+    };
+    if context.hub.join.send(joined).is_ok() {
+        read_lines(BufReader::new(reader), &context, &lines).await;
+    }
+    // What is queued (a refusal, say) is still written, then the queue closes,
+    // and the hub forgets the client.
+    let _ = stop.send(());
+    let _ = writing.await;
+}
+
+/// How long a leaving client's last queued lines may take to write.
+const LAST_WORDS: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn write_lines(
+    mut writer: OwnedWriteHalf,
+    hello: Arc<str>,
+    mut queue: mpsc::Receiver<Arc<str>>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    if write_line(&mut writer, &hello).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            text = queue.recv() => match text {
+                Some(text) => if write_line(&mut writer, &text).await.is_err() {
+                    return;
+                },
+                None => return,
+            },
+        }
+    }
+    queue.close();
+    let drain = async {
+        while let Some(text) = queue.recv().await {
+            if write_line(&mut writer, &text).await.is_err() {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LAST_WORDS, drain).await;
+}
+
+async fn write_line(writer: &mut OwnedWriteHalf, text: &str) -> std::io::Result<()> {
+    let mut bytes = Vec::with_capacity(text.len() + 1);
+    bytes.extend_from_slice(text.as_bytes());
+    bytes.push(b'\n');
+    writer.write_all(&bytes).await
+}
+
+/// Reads the client's lines until it hangs up or is refused for good.
+async fn read_lines(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    context: &Context,
+    lines: &mpsc::Sender<Arc<str>>,
+) {
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        let limit = MAX_CLIENT_LINE as u64 + 1;
+        let read = (&mut reader).take(limit).read_until(b'\n', &mut buffer).await;
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if buffer.len() > MAX_CLIENT_LINE {
+            let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
+            send(lines, &ServerMsg::Refused { reason, closing: true }).await;
+            return;
+        }
+        let answer = match parse_client_line(&buffer) {
+            Ok(message) => answer(message, context).await,
+            Err(reason) => Some(ServerMsg::Refused {
+                reason,
+                closing: false,
+            }),
+        };
+        if let Some(answer) = answer {
+            let closing = matches!(answer, ServerMsg::Refused { closing: true, .. });
+            send(lines, &answer).await;
+            if closing {
+                return;
+            }
+        }
+    }
+}
+
+async fn send(lines: &mpsc::Sender<Arc<str>>, message: &ServerMsg) {
+    let _ = lines.send(Arc::from(line(message))).await;
+}
+
+/// What the host says back to one client message, if anything.
+async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
+    match message {
+        ClientMsg::Hello { protocol, .. } if protocol != PROTOCOL_VERSION => {
+            Some(ServerMsg::Refused {
+                reason: format!(
+                    "this host speaks protocol {PROTOCOL_VERSION}, the client {protocol}: use the same clowder version on both ends"
+                ),
+                closing: true,
+            })
+        }
+        ClientMsg::Hello { .. } => None,
+        ClientMsg::Ping { re } => Some(reply(re, Ok("pong".to_string()))),
+        ClientMsg::Request { re, request } => {
+            let done = forward(request, context, re.is_some()).await;
+            re.map(|re| reply(re, done))
+        }
+        ClientMsg::Decide {
+            re,
+            id,
+            decision,
+            by,
+        } => {
+            let done = decide(context, id, decision, by).await;
+            let _ = context.hub.rescan.send(());
+            match re {
+                Some(re) => Some(reply(re, done)),
+                None => done.err().map(|reason| ServerMsg::Refused {
+                    reason,
+                    closing: false,
+                }),
+            }
+        }
+    }
+}
+
+fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
+    match done {
+        Ok(text) => ServerMsg::Reply { re, ok: true, text },
+        Err(text) => ServerMsg::Reply { re, ok: false, text },
+    }
+}
+
+/// Hands a request to the host's loop; with `wait`, until it was taken.
+async fn forward(request: HostRequest, context: &Context, wait: bool) -> Result<String, String> {
+    if matches!(request, HostRequest::Detached) {
+        return Err("`detached` is for the room that started the host".to_string());
+    }
+    let (reply, answer) = oneshot::channel();
+    let remote = Remote {
+        request,
+        reply: wait.then_some(reply),
+    };
+    if context.remote.send(remote).is_err() {
+        return Err("the host is stopping: it takes no more requests".to_string());
+    }
+    if !wait {
+        return Ok(String::new());
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| Err("the host ended before it answered".to_string()))
+}
+
+/// Writes the decision into the queue, as `clowder approve` would.
+async fn decide(
+    context: &Context,
+    id: String,
+    decision: WireDecision,
+    by: String,
+) -> Result<String, String> {
+    let dir = context.approvals_dir.clone();
+    let decider = if by.trim().is_empty() {
+        "clowder attach".to_string()
+    } else {
+        crate::escape::one_line(&by)
+    };
+    tokio::task::spawn_blocking(move || {
+        let queue = Queue::open(&dir)
+            .map_err(|err| err.to_string())?
+            .deciding_as(&decider);
+        let (done, what) = match decision {
+            WireDecision::Approve { reason } => {
+                (queue.approve_with_reason(&id, reason), "approved")
+            }
+            WireDecision::Reject { reason } => (queue.decide(&id, Decision::Reject(reason)), "rejected"),
+        };
+        done.map(|()| format!("request {id} {what} by {decider}"))
+            .map_err(|err: DecideError| err.to_string())
+    })
+    .await
+    .unwrap_or_else(|err| Err(format!("the decision failed: {err}")))
+}

@@ -1,0 +1,287 @@
+//! The hub between the host and its watchers: it keeps what a new client
+//! needs (the lanes, each lane's latest facts, the plans, the recent log and
+//! the waiting requests), forwards every message to the control room on this
+//! terminal unchanged, and offers each to every client's bounded queue. A
+//! client whose queue is full misses changes until it has room again, then
+//! gets an `overflowed` note and a fresh snapshot: the host never waits.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::ServeOptions;
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, LaneReport};
+use crate::fleet::wire::{HostSnapshot, LaneFacts, PendingRequest, ServerMsg, line};
+
+/// Lines a client may have waiting before it counts as fallen behind.
+pub(super) const CLIENT_QUEUE: usize = 4_096;
+/// Log lines and events kept for a client that arrives later.
+const RECENT: usize = 200;
+/// How often a fallen-behind client is looked at again, and the requests read
+/// again while a client is connected.
+const TICK: Duration = Duration::from_millis(250);
+
+/// A client's queue, as the hub holds it.
+pub(super) struct Joined {
+    pub(super) lines: mpsc::Sender<Arc<str>>,
+}
+
+/// How the connections reach the hub.
+#[derive(Clone)]
+pub(super) struct HubHandle {
+    pub(super) join: mpsc::UnboundedSender<Joined>,
+    /// Ask for the requests to be read again now (after a decision).
+    pub(super) rescan: mpsc::UnboundedSender<()>,
+    pub(super) clients: Arc<AtomicUsize>,
+}
+
+struct Client {
+    lines: mpsc::Sender<Arc<str>>,
+    /// Changes not sent since the queue was full; `None`: keeping up.
+    dropped: Option<u64>,
+}
+
+pub(super) struct Hub {
+    state: State,
+    clients: Vec<Client>,
+    local: Option<mpsc::UnboundedSender<HostMsg>>,
+    root: PathBuf,
+    approvals_dir: PathBuf,
+    count: Arc<AtomicUsize>,
+}
+
+#[derive(Default)]
+struct State {
+    lanes: Vec<crate::fleet::link::LaneEntry>,
+    facts: BTreeMap<LaneName, LaneFacts>,
+    plans: Vec<crate::fleet::link::PlanSummary>,
+    idle: Option<(bool, bool)>,
+    recent: VecDeque<HostMsg>,
+    requests: Vec<PendingRequest>,
+}
+
+impl Hub {
+    pub(super) fn spawn(
+        from_host: mpsc::UnboundedReceiver<HostMsg>,
+        local: Option<mpsc::UnboundedSender<HostMsg>>,
+        options: &ServeOptions,
+    ) -> HubHandle {
+        let (join, joins) = mpsc::unbounded_channel();
+        let (rescan, rescans) = mpsc::unbounded_channel();
+        let clients = Arc::new(AtomicUsize::new(0));
+        let hub = Hub {
+            state: State::default(),
+            clients: Vec::new(),
+            local,
+            root: options.root.clone(),
+            approvals_dir: options.approvals_dir.clone(),
+            count: Arc::clone(&clients),
+        };
+        tokio::spawn(hub.run(from_host, joins, rescans));
+        HubHandle {
+            join,
+            rescan,
+            clients,
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut from_host: mpsc::UnboundedReceiver<HostMsg>,
+        mut joins: mpsc::UnboundedReceiver<Joined>,
+        mut rescans: mpsc::UnboundedReceiver<()>,
+    ) {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let (listed_tx, mut listed) = mpsc::unbounded_channel();
+        let mut scanning = false;
+        loop {
+            let mut scan = false;
+            tokio::select! {
+                message = from_host.recv() => match message {
+                    Some(message) => self.on_host(message),
+                    // The host has ended: hanging up tells every client so.
+                    None => return,
+                },
+                Some(joined) = joins.recv() => {
+                    self.join(joined);
+                    scan = true;
+                }
+                Some(()) = rescans.recv() => scan = true,
+                Some(requests) = listed.recv() => {
+                    scanning = false;
+                    self.on_requests(requests);
+                }
+                _ = tick.tick() => {
+                    self.catch_up();
+                    scan = !self.clients.is_empty();
+                }
+            }
+            if scan && !scanning {
+                scanning = true;
+                self.scan(listed_tx.clone());
+            }
+        }
+    }
+
+    /// Lists the waiting requests off the runtime's thread.
+    fn scan(&self, listed: mpsc::UnboundedSender<Vec<PendingRequest>>) {
+        let (root, dir) = (self.root.clone(), self.approvals_dir.clone());
+        tokio::task::spawn_blocking(move || {
+            let (_, mut pending) = crate::approvals::list_pending_requests(&dir);
+            crate::fleet::request_lane::attribute(&root, &mut pending);
+            let requests = pending
+                .into_iter()
+                .map(PendingRequest::from_listing)
+                .collect();
+            let _ = listed.send(requests);
+        });
+    }
+
+    fn on_requests(&mut self, requests: Vec<PendingRequest>) {
+        if requests != self.state.requests {
+            self.state.requests = requests.clone();
+            self.broadcast(&ServerMsg::Requests { requests });
+        }
+    }
+
+    fn on_host(&mut self, message: HostMsg) {
+        self.state.remember(&message);
+        if let Some(local) = &self.local
+            && local.send(message.clone()).is_err()
+        {
+            self.local = None;
+        }
+        if !self.clients.is_empty() {
+            self.broadcast(&ServerMsg::Host { msg: message });
+        }
+    }
+
+    fn join(&mut self, joined: Joined) {
+        let snapshot = line(&ServerMsg::Snapshot(Box::new(self.state.snapshot())));
+        if joined.lines.try_send(Arc::from(snapshot)).is_ok() {
+            self.clients.push(Client {
+                lines: joined.lines,
+                dropped: None,
+            });
+        }
+        self.count.store(self.clients.len(), Ordering::Relaxed);
+    }
+
+    fn broadcast(&mut self, message: &ServerMsg) {
+        let text: Arc<str> = Arc::from(line(message));
+        self.clients.retain_mut(|client| {
+            if let Some(dropped) = client.dropped.as_mut() {
+                *dropped += 1;
+                return !client.lines.is_closed();
+            }
+            match client.lines.try_send(Arc::clone(&text)) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    client.dropped = Some(1);
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        self.count.store(self.clients.len(), Ordering::Relaxed);
+    }
+
+    /// A client that fell behind and has room again: told so, then given the
+    /// state as it is now.
+    fn catch_up(&mut self) {
+        let mut snapshot: Option<Arc<str>> = None;
+        for client in &mut self.clients {
+            let Some(dropped) = client.dropped else {
+                continue;
+            };
+            if client.lines.capacity() < 2 {
+                continue;
+            }
+            let note = line(&ServerMsg::Overflowed { dropped });
+            let snapshot = snapshot
+                .get_or_insert_with(|| {
+                    Arc::from(line(&ServerMsg::Snapshot(Box::new(self.state.snapshot()))))
+                })
+                .clone();
+            if client.lines.try_send(Arc::from(note)).is_ok()
+                && client.lines.try_send(snapshot).is_ok()
+            {
+                client.dropped = None;
+            }
+        }
+        self.clients.retain(|client| !client.lines.is_closed());
+        self.count.store(self.clients.len(), Ordering::Relaxed);
+    }
+}
+
+impl State {
+    fn remember(&mut self, message: &HostMsg) {
+        match message {
+            HostMsg::Lanes(lanes) => {
+                self.lanes = lanes.clone();
+                let names: Vec<&LaneName> = lanes.iter().map(|entry| &entry.name).collect();
+                self.facts.retain(|name, _| names.contains(&name));
+            }
+            HostMsg::Plans(plans) => self.plans = plans.clone(),
+            HostMsg::Idle { idle, signalled } => self.idle = Some((*idle, *signalled)),
+            HostMsg::Lane { lane, report } => self.remember_report(lane, report, message),
+            HostMsg::Log { .. } => self.keep_recent(message),
+            HostMsg::LaneAdded { .. } => {}
+        }
+    }
+
+    fn remember_report(&mut self, lane: &LaneName, report: &LaneReport, message: &HostMsg) {
+        let facts = self
+            .facts
+            .entry(lane.clone())
+            .or_insert_with(|| LaneFacts {
+                lane: lane.clone(),
+                snapshot: None,
+                queued: false,
+                ahead: None,
+                ended: None,
+            });
+        match report {
+            LaneReport::Snapshot { snapshot, queued } => {
+                facts.snapshot = Some(Arc::clone(snapshot));
+                facts.queued = *queued;
+                // A lane that runs again has not ended.
+                if snapshot.exit_reason.is_none() {
+                    facts.ended = None;
+                }
+            }
+            LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
+            LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
+            LaneReport::Log { .. } | LaneReport::Event { .. } => self.keep_recent(message),
+            LaneReport::Diff(_) | LaneReport::Removed(_) => {}
+        }
+    }
+
+    fn keep_recent(&mut self, message: &HostMsg) {
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(message.clone());
+    }
+
+    fn snapshot(&self) -> HostSnapshot {
+        HostSnapshot {
+            lanes: self.lanes.clone(),
+            facts: self
+                .lanes
+                .iter()
+                .filter_map(|entry| self.facts.get(&entry.name).cloned())
+                .collect(),
+            plans: self.plans.clone(),
+            idle: self.idle,
+            recent: self.recent.iter().cloned().collect(),
+            requests: self.requests.clone(),
+        }
+    }
+}

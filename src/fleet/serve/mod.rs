@@ -1,0 +1,132 @@
+//! The host serves its fleet on `.clowder/host.sock` (a Unix socket, 0600, in
+//! the 0700 `.clowder` folder, for its own user only). Everything the host
+//! tells its control room goes through a hub that keeps the fleet's latest
+//! state for new clients and fans each change out to them; a slow client
+//! never slows the host (see [`hub`]).
+
+mod client;
+mod hub;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::link::{HostMsg, HostRequest};
+use super::wire::{Hello, PROTOCOL_VERSION, SOCKET_FILE};
+use crate::store::lock::STATE_DIR;
+
+/// At most this many clients at once; one more is told so and hung up on.
+const MAX_CLIENTS: usize = 64;
+
+/// `.clowder/host.sock` of the fleet in `root`.
+pub fn socket_path(root: &Path) -> PathBuf {
+    root.join(STATE_DIR).join(SOCKET_FILE)
+}
+
+/// A request a client sent, for the host's loop; `reply` hears how it went.
+pub struct Remote {
+    pub request: HostRequest,
+    pub reply: Option<oneshot::Sender<Result<String, String>>>,
+}
+
+/// The socket while the host serves: removed when dropped, if it is still ours.
+pub struct Serving {
+    path: PathBuf,
+    inode: Option<u64>,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .is_some_and(|meta| Some(meta.ino()) == self.inode);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// What [`start`] needs besides the host's channels.
+pub struct ServeOptions {
+    pub root: PathBuf,
+    pub approvals_dir: PathBuf,
+}
+
+/// Starts the hub that fans `from_host` out to `local` (the control room on
+/// this terminal, if any) and to the socket's clients, whose requests go to
+/// `remote`. Must run inside the host's runtime. The socket is optional: when
+/// it cannot be served, the reason comes back and the fleet runs unserved.
+pub fn start(
+    options: ServeOptions,
+    from_host: mpsc::UnboundedReceiver<HostMsg>,
+    local: Option<mpsc::UnboundedSender<HostMsg>>,
+    remote: mpsc::UnboundedSender<Remote>,
+) -> Result<Serving, String> {
+    let hub = hub::Hub::spawn(from_host, local, &options);
+    let path = socket_path(&options.root);
+    let listener = bind(&path)?;
+    let inode = std::fs::symlink_metadata(&path).ok().map(|meta| meta.ino());
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        clowder: env!("CARGO_PKG_VERSION").to_string(),
+        host: host_name(),
+        folder: options.root.display().to_string(),
+        pid: std::process::id(),
+    };
+    let context = client::Context::new(hello, hub, remote, options.approvals_dir);
+    tokio::spawn(accept(listener, context));
+    Ok(Serving { path, inode })
+}
+
+/// Binds `path`: a socket left by a dead host is replaced, a live host's is
+/// never taken.
+fn bind(path: &Path) -> Result<UnixListener, String> {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder)
+        .and_then(|()| std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|err| format!("cannot make {} private: {err}", folder.display()))?;
+    if std::fs::symlink_metadata(path).is_ok() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "{} is served by another running host: not taken",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path)
+            .map_err(|err| format!("cannot replace the stale {}: {err}", path.display()))?;
+    }
+    let listener =
+        UnixListener::bind(path).map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
+    Ok(listener)
+}
+
+async fn accept(listener: UnixListener, context: client::Context) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            // Out of file descriptors, most likely: try again shortly.
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
+        };
+        if context.clients() >= MAX_CLIENTS {
+            tokio::spawn(client::refuse(
+                stream,
+                format!("the host serves at most {MAX_CLIENTS} clients at once"),
+            ));
+            continue;
+        }
+        tokio::spawn(client::serve(stream, context.clone()));
+    }
+}
+
+/// The machine's name, as `hostname` prints it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_string())
+}
