@@ -13,6 +13,8 @@ use crate::console::{Console, Verbosity, summary_line};
 use crate::store::status;
 use crate::supervisor::runtime::{Runtime, RuntimeOptions};
 
+mod attach;
+mod attach_room;
 mod demo;
 mod init;
 mod meta;
@@ -133,6 +135,8 @@ pub enum Command {
     Task(crate::worker::cli::TaskArgs),
     /// List tasks: status, iteration, heartbeat age, last action
     Tasks(crate::worker::cli::TasksArgs),
+    /// Open the control room on a running host: a folder, ssh://host/path, or --via 'COMMAND'
+    Attach(attach::AttachArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -372,6 +376,7 @@ fn run_command(command: Command) -> i32 {
         Command::Worker(args) => crate::worker::cli::worker(args),
         Command::Task(args) => crate::worker::cli::task(args),
         Command::Tasks(args) => crate::worker::cli::tasks(args),
+        Command::Attach(args) => attach::run(args),
         // The gate reads the config itself (a broken one must deny, not fail open).
         Command::Gate(args) => approvals::gate(args),
         Command::Init(args) => init::init(args),

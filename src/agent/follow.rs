@@ -43,12 +43,17 @@ pub struct FollowUpdate {
 
 /// The line that stands for `bytes` of output read without display lines.
 pub fn skipped_line(bytes: u64) -> Rendered {
+    skipped_note(format!(
+        "… {} of earlier output not shown …",
+        crate::fmt::bytes(bytes)
+    ))
+}
+
+/// A line of ours among the agent's, saying what is not shown.
+pub fn skipped_note(text: String) -> Rendered {
     Rendered {
         kind: LineKind::System,
-        text: format!(
-            "… {} of earlier output not shown …",
-            crate::fmt::bytes(bytes)
-        ),
+        text,
         detail: None,
         tool_use_id: None,
         is_error: false,

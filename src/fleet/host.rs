@@ -131,6 +131,7 @@ fn run(
     let local = tokio::task::LocalSet::new();
     let headless = watchers.local.is_none();
     let approvals_dir = root.join(&config.approvals.dir.0);
+    let format = config.agent.format;
     // Headless (no room): a waiting request is said on the console.
     let _notices = (headless && verbosity != Verbosity::Quiet)
         .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
@@ -149,6 +150,7 @@ fn run(
         let options = super::serve::ServeOptions {
             root,
             approvals_dir,
+            format,
         };
         let serving = super::serve::start(options, watchers.from_host, watchers.local, remote_tx);
         let _serving = match serving {

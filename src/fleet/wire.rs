@@ -4,6 +4,7 @@
 //! [`Hello`], then a [`HostSnapshot`], then every change as it happens.
 //! `clowder attach --protocol-schema` prints the JSON Schema of both sides.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::LaneName;
 use super::link::{HostMsg, HostRequest, LaneEntry, LaneReport, PlanSummary};
+use crate::agent::stream::{LineKind, Rendered, SessionStats};
 use crate::approvals::Request;
 use crate::protocol::{ExitReason, Snapshot};
 
@@ -44,6 +46,58 @@ pub enum ServerMsg {
     /// The client read too slowly: `dropped` changes were not sent, and a
     /// fresh snapshot follows.
     Overflowed { dropped: u64 },
+    /// New lines of the followed output file.
+    Output(Box<Output>),
+}
+
+/// New lines of a followed session output file.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Output {
+    pub lane: LaneName,
+    pub file: PathBuf,
+    pub lines: Vec<OutputLine>,
+    /// The session's totals so far.
+    pub stats: SessionStats,
+    /// Start the view afresh (the first lines of a file).
+    pub reset: bool,
+}
+
+/// One display line of agent output, already made safe for a terminal.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct OutputLine {
+    pub kind: LineKind,
+    pub text: String,
+    /// The full text behind the line (a tool call's input and result).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+impl From<&Rendered> for OutputLine {
+    fn from(line: &Rendered) -> OutputLine {
+        OutputLine {
+            kind: line.kind,
+            text: line.text.clone(),
+            detail: line.detail.as_ref().map(ToString::to_string),
+            tool_use_id: line.tool_use_id.clone(),
+            is_error: line.is_error,
+        }
+    }
+}
+
+impl From<OutputLine> for Rendered {
+    fn from(line: OutputLine) -> Rendered {
+        Rendered {
+            kind: line.kind,
+            text: line.text,
+            detail: line.detail.map(Into::into),
+            tool_use_id: line.tool_use_id,
+            is_error: line.is_error,
+        }
+    }
 }
 
 /// Who the host is.
@@ -92,6 +146,10 @@ pub enum ClientMsg {
     /// Answered with a [`ServerMsg::Reply`]: a client's check that the host
     /// still reads it.
     Ping { re: u64 },
+    /// Send the lines of one of the lane's session output files (as its
+    /// snapshot's `output_file` names it) as they are written, rendered as
+    /// the control room shows them, until another `follow`.
+    Follow { lane: LaneName, file: PathBuf },
 }
 
 /// A decision as the protocol carries it.
@@ -230,7 +288,7 @@ pub fn parse_client_line(bytes: &[u8]) -> Result<ClientMsg, String> {
     let text = text.trim_end_matches(['\n', '\r']);
     serde_json::from_str(text).map_err(|err| {
         let hint = if serde_json::from_str::<serde_json::Value>(text).is_ok() {
-            "a JSON object with \"type\" one of hello, request, decide, ping (see `clowder attach --protocol-schema`)"
+            "a JSON object with \"type\" one of hello, request, decide, ping, follow (see `clowder attach --protocol-schema`)"
         } else {
             "one JSON object per line"
         };

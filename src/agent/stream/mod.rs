@@ -104,7 +104,10 @@ pub struct Rendered {
 }
 
 /// What a [`Rendered`] line shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum LineKind {
     System,
     Text,
@@ -118,7 +121,10 @@ pub enum LineKind {
 }
 
 /// Running totals for one session, as far as the stream has been read.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
 pub struct SessionStats {
     /// Claude: result.num_turns if present, else count of distinct assistant message ids; Codex: turn.completed count
     pub turns: u64,
@@ -158,7 +164,10 @@ pub struct SessionStats {
 }
 
 /// One model's tokens in a session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(default)]
 pub struct ModelTokens {
     pub input: u64,
     pub output: u64,

@@ -3,7 +3,6 @@
 //! lines are read, each answered. Whatever a client sends, the worst it gets
 //! is a refusal and a hang-up; the host goes on.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -12,7 +11,9 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 
-use super::Remote;
+use super::output;
+use super::{Remote, ServeOptions};
+use crate::agent::follow::Follower;
 use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
 use crate::approvals::{DecideError, Decision, Queue};
 use crate::fleet::link::HostRequest;
@@ -27,7 +28,7 @@ pub(super) struct Context {
     hello: Arc<str>,
     hub: HubHandle,
     remote: mpsc::UnboundedSender<Remote>,
-    approvals_dir: PathBuf,
+    options: Arc<ServeOptions>,
 }
 
 impl Context {
@@ -35,14 +36,22 @@ impl Context {
         hello: Hello,
         hub: HubHandle,
         remote: mpsc::UnboundedSender<Remote>,
-        approvals_dir: PathBuf,
+        options: ServeOptions,
     ) -> Context {
         Context {
             hello: Arc::from(line(&ServerMsg::Hello(hello))),
             hub,
             remote,
-            approvals_dir,
+            options: Arc::new(options),
         }
+    }
+
+    pub(super) fn root(&self) -> &std::path::Path {
+        &self.options.root
+    }
+
+    pub(super) fn format(&self) -> crate::agent::stream::AgentFormat {
+        self.options.format
     }
 
     pub(super) fn clients(&self) -> usize {
@@ -140,6 +149,8 @@ async fn read_lines(
     lines: &mpsc::Sender<Arc<str>>,
 ) {
     let mut buffer = Vec::new();
+    // Held for as long as the client follows a file: dropping it stops the reading.
+    let mut _following: Option<Follower> = None;
     loop {
         buffer.clear();
         let limit = MAX_CLIENT_LINE as u64 + 1;
@@ -154,6 +165,19 @@ async fn read_lines(
             return;
         }
         let answer = match parse_client_line(&buffer) {
+            Ok(ClientMsg::Follow { lane, file }) => {
+                _following = None;
+                match output::follow_for(context, lines, &lane, &file) {
+                    Ok(follower) => {
+                        _following = Some(follower);
+                        None
+                    }
+                    Err(reason) => Some(ServerMsg::Refused {
+                        reason,
+                        closing: false,
+                    }),
+                }
+            }
             Ok(message) => answer(message, context).await,
             Err(reason) => Some(ServerMsg::Refused {
                 reason,
@@ -185,7 +209,7 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
                 closing: true,
             })
         }
-        ClientMsg::Hello { .. } => None,
+        ClientMsg::Hello { .. } | ClientMsg::Follow { .. } => None,
         ClientMsg::Ping { re } => Some(reply(re, Ok("pong".to_string()))),
         ClientMsg::Request { re, request } => {
             let done = forward(request, context, re.is_some()).await;
@@ -245,7 +269,7 @@ async fn decide(
     decision: WireDecision,
     by: String,
 ) -> Result<String, String> {
-    let dir = context.approvals_dir.clone();
+    let dir = context.options.approvals_dir.clone();
     let decider = if by.trim().is_empty() {
         "clowder attach".to_string()
     } else {

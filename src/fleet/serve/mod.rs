@@ -6,6 +6,7 @@
 
 mod client;
 mod hub;
+mod output;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -52,6 +53,8 @@ impl Drop for Serving {
 pub struct ServeOptions {
     pub root: PathBuf,
     pub approvals_dir: PathBuf,
+    /// How the lanes' output files are read, for clients that follow one.
+    pub format: crate::agent::stream::AgentFormat,
 }
 
 /// Starts the hub that fans `from_host` out to `local` (the control room on
@@ -75,7 +78,7 @@ pub fn start(
         folder: options.root.display().to_string(),
         pid: std::process::id(),
     };
-    let context = client::Context::new(hello, hub, remote, options.approvals_dir);
+    let context = client::Context::new(hello, hub, remote, options);
     tokio::spawn(accept(listener, context));
     Ok(Serving { path, inode })
 }
