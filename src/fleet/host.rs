@@ -548,6 +548,14 @@ impl Host {
                     room.plan = None;
                 }
             }
+            Some(HostRequest::Tell { lane, text }) => {
+                let dir = super::lane_files_dir(&self.root, &lane);
+                let (level, said) = match crate::store::notes::leave(&dir, &text, Utc::now()) {
+                    Ok(_) => (Level::Info, format!("lane={lane} note left for its next session")),
+                    Err(err) => (Level::Error, format!("lane={lane} no note left: {err}")),
+                };
+                self.say(level, &said);
+            }
             Some(HostRequest::StopTask(lane)) => {
                 if let Some(room) = &self.room {
                     room.stop_task(&self.root, lane);

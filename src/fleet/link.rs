@@ -107,6 +107,9 @@ pub enum HostRequest {
     PushLane(LaneName),
     /// `R`: `clowder lane restart`.
     RestartLane(LaneName),
+    /// `t` in an attached room: a note for the lane's next session, left
+    /// by the host as `clowder tell --lane` would.
+    Tell { lane: LaneName, text: String },
     /// `d`: the room leaves and the lanes go on: the host ends once they (and
     /// a plan's driver) have, as headless.
     Detached,

@@ -12,6 +12,7 @@ mod name;
 pub mod new_lane;
 pub mod plans;
 pub mod registry;
+pub mod remote;
 pub mod request_lane;
 mod room;
 pub mod status;

@@ -152,6 +152,8 @@ pub struct AppState {
     pub no_color: bool,
     /// The quit dialog offers to leave the loop running in the background.
     pub can_detach: bool,
+    /// A room attached to a host elsewhere: quitting it leaves the lanes running.
+    pub attached: bool,
     /// With lanes: the Lanes pane, the lane shown, the other lanes' views.
     pub fleet: Option<lanes::Fleet>,
     /// The Plan view (`P`): the plans run here.
@@ -296,6 +298,7 @@ impl AppState {
             should_quit: false,
             no_color,
             can_detach: false,
+            attached: false,
             fleet: None,
             plan: plan::PlanPane::default(),
             tell_box: None,

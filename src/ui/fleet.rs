@@ -101,6 +101,7 @@ fn run_fleet_plans(
                     files: &files,
                     caller,
                     parent,
+                    link: Link::Local,
                 };
                 room_loop(guard, from_host, requests, room)
                     .await
@@ -119,16 +120,60 @@ fn run_fleet_plans(
 }
 
 /// What the control room's loop is given besides its channels.
-struct Room<'a> {
-    root: PathBuf,
-    format: crate::agent::stream::AgentFormat,
-    files: &'a Files,
-    caller: Caller,
+pub(super) struct Room<'a> {
+    pub(super) root: PathBuf,
+    pub(super) format: crate::agent::stream::AgentFormat,
+    pub(super) files: &'a Files,
+    pub(super) caller: Caller,
     /// The waiting parent, told when the room suspends.
-    parent: Option<crate::detach::Detacher>,
+    pub(super) parent: Option<crate::detach::Detacher>,
+    pub(super) link: Link,
 }
 
-async fn room_loop(
+/// How the room reaches its host.
+pub(super) enum Link {
+    /// The host runs on a thread of this process, and the folder is here.
+    Local,
+    /// The host runs elsewhere, reached through its protocol.
+    Attached(super::attached::Attached),
+}
+
+/// Where the room's news besides the host's messages comes from: the output
+/// followed, and the approval requests listed.
+pub(super) struct Feeds {
+    pub(super) feed_tx: mpsc::UnboundedSender<FollowUpdate>,
+    pub(super) feed_rx: mpsc::UnboundedReceiver<FollowUpdate>,
+    /// Asks for the requests to be listed again now (after a decision).
+    pub(super) hint_tx: mpsc::UnboundedSender<()>,
+    pub(super) listing_rx: mpsc::UnboundedReceiver<(bool, Vec<crate::approvals::Request>)>,
+    /// Stopped when the room closes.
+    pub(super) task: tokio::task::JoinHandle<()>,
+}
+
+impl Feeds {
+    /// A follower of files here, and the queue scanned here.
+    fn local(files: &Files) -> Feeds {
+        let (feed_tx, feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
+        let (hint_tx, hint_rx) = mpsc::unbounded_channel::<()>();
+        let (listing_tx, listing_rx) = mpsc::unbounded_channel();
+        let task = spawn_queue_scanner(
+            files.root.clone(),
+            files.approvals_dir.clone(),
+            hint_tx.clone(),
+            hint_rx,
+            listing_tx,
+        );
+        Feeds {
+            feed_tx,
+            feed_rx,
+            hint_tx,
+            listing_rx,
+            task,
+        }
+    }
+}
+
+pub(super) async fn room_loop(
     mut guard: TerminalGuard,
     mut from_host: mpsc::UnboundedReceiver<HostMsg>,
     requests: mpsc::UnboundedSender<HostRequest>,
@@ -140,6 +185,7 @@ async fn room_loop(
         files,
         mut caller,
         parent,
+        link,
     } = room;
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let mut state = AppState::for_fleet(no_color);
@@ -149,22 +195,28 @@ async fn room_loop(
     state.can_detach = parent.is_some();
     let mut inputs = Inputs::new();
     let mut suspend: Option<Suspend<LaneName>> = None;
-    let (feed_tx, mut feed_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut history_ticker = tokio::time::interval(Duration::from_secs(1));
     history_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let (hint_tx, hint_rx) = mpsc::unbounded_channel::<()>();
-    let (listing_tx, mut listing_rx) = mpsc::unbounded_channel();
-    let scanner = spawn_queue_scanner(
-        files.root.clone(),
-        files.approvals_dir.clone(),
-        hint_tx.clone(),
-        hint_rx,
-        listing_tx,
-    );
+    let (asks, feeds) = match link {
+        Link::Local => (None, Feeds::local(files)),
+        Link::Attached(attached) => {
+            state.attached = true;
+            let (asks, asked) = mpsc::unbounded_channel();
+            (Some(asks), attached.start(asked))
+        }
+    };
+    let Feeds {
+        feed_tx,
+        mut feed_rx,
+        hint_tx,
+        mut listing_rx,
+        task: scanner,
+    } = feeds;
     let mut outside = Outside {
         foreground: None,
+        asks,
         requests: &requests,
         follower: None,
         feed_tx,
@@ -279,7 +331,7 @@ async fn room_loop(
             caller.look(&state);
         }
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
-        if state.should_quit && !idle {
+        if state.should_quit && !idle && !state.attached {
             // Leave only once every lane has ended: nothing keeps running unseen.
             state.should_quit = false;
             state.quit_when_finished = true;
@@ -321,6 +373,8 @@ type Note = (Option<LaneName>, (DateTime<Utc>, Level, String));
 struct Outside<'a> {
     /// `o` or `e`, run by the loop once the messages are handled.
     foreground: Option<(LaneName, LaneProgram)>,
+    /// In an attached room: what would touch the host's files is asked of it.
+    asks: Option<mpsc::UnboundedSender<crate::fleet::wire::ClientMsg>>,
     requests: &'a mpsc::UnboundedSender<HostRequest>,
     /// Follows the shown lane's session output on a thread of its own.
     follower: Option<crate::agent::follow::Follower>,
@@ -354,6 +408,13 @@ impl Outside<'_> {
     }
 
     fn carry_out(&mut self, state: &mut AppState, command: UiCommand, notes: &mut Vec<Note>) {
+        let command = match &self.asks {
+            Some(asks) => match ask_host(state, command, asks, self.requests, notes) {
+                Some(command) => command,
+                None => return,
+            },
+            None => command,
+        };
         match command {
             UiCommand::Host(request) => {
                 let _ = self.requests.send(request);
@@ -379,6 +440,43 @@ impl Outside<'_> {
             }
         }
     }
+}
+
+/// In an attached room, the commands the host carries out for it; the
+/// others are handed back.
+fn ask_host(
+    state: &AppState,
+    command: UiCommand,
+    asks: &mpsc::UnboundedSender<crate::fleet::wire::ClientMsg>,
+    requests: &mpsc::UnboundedSender<HostRequest>,
+    notes: &mut Vec<Note>,
+) -> Option<UiCommand> {
+    use super::attached::decision;
+    let selected = || state.fleet.as_ref().and_then(|fleet| fleet.selected.clone());
+    let ask = match command {
+        UiCommand::Approve { id } | UiCommand::ApproveAlways { id, .. } => decision(id, true, None),
+        UiCommand::Reject { id, reason } => decision(id, false, Some(reason)),
+        UiCommand::Follow(file) => {
+            let lane = selected()?;
+            crate::fleet::wire::ClientMsg::Follow { lane, file }
+        }
+        UiCommand::Tell {
+            lane: Some(lane),
+            text,
+        } => {
+            let _ = requests.send(HostRequest::Tell { lane, text });
+            return None;
+        }
+        UiCommand::RunInLane { lane, .. } => {
+            let text = "its folder is on the host: open a shell there (ssh, kubectl exec)";
+            notes.push((Some(lane), (Utc::now(), Level::Warn, text.to_string())));
+            return None;
+        }
+        UiCommand::LoadHistory => return None,
+        other => return Some(other),
+    };
+    let _ = asks.send(ask);
+    None
 }
 
 /// `o` or `e`: the program in the lane's folder, the screen suspended

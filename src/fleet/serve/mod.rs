@@ -26,6 +26,18 @@ pub fn socket_path(root: &Path) -> PathBuf {
     root.join(STATE_DIR).join(SOCKET_FILE)
 }
 
+/// Whether a host serves the fleet in `folder` now; if not, what to do.
+pub fn check_served(folder: &Path) -> Result<(), String> {
+    let path = socket_path(folder);
+    match std::os::unix::net::UnixStream::connect(&path) {
+        Ok(_) => Ok(()),
+        Err(err) => Err(format!(
+            "no clowder host serves {} ({err}); start one there with `clowder --headless`, or attach to another with ssh://host/path or --via 'COMMAND'",
+            path.display()
+        )),
+    }
+}
+
 /// A request a client sent, for the host's loop; `reply` hears how it went.
 pub struct Remote {
     pub request: HostRequest,

@@ -492,7 +492,8 @@ pub(super) fn ask_quit(state: &mut AppState, commands: &mut Vec<UiCommand>) {
         Some(fleet) => fleet.idle,
         None => state.finished.is_some(),
     };
-    if ended {
+    // An attached room is only a view: the host goes on without it.
+    if ended || state.attached {
         state.should_quit = true;
         commands.push(UiCommand::Quit);
     } else {

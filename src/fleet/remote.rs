@@ -1,0 +1,367 @@
+//! A client of a host: reaches its socket (in a folder here, over SSH, or
+//! through any command that gives a pipe, such as `kubectl exec -i`), reads
+//! what the host says as [`RemoteEvent`]s, and sends what the room asks. A
+//! lost host is tried again with backoff, for as long as the client runs.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::wire::{self, ClientMsg, Hello, HostSnapshot, Output, PendingRequest, ServerMsg};
+use super::link::HostMsg;
+
+/// The program a pipe runs on the far side; `CLOWDER_REMOTE_COMMAND` names
+/// another (a clowder outside the far side's PATH).
+const REMOTE_COMMAND_ENV: &str = "CLOWDER_REMOTE_COMMAND";
+/// The ssh command, with its options (`ssh -F ~/.ssh/fleet.conf`); `ssh` if unset.
+const SSH_ENV: &str = "CLOWDER_SSH";
+/// The longest line taken from a host: a snapshot of thousands of lanes fits.
+const MAX_HOST_LINE: usize = 256 << 20;
+/// The longest wait between two tries to reach a lost host.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Where a host is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A folder on this machine, whose `.clowder/host.sock` is dialled.
+    Folder(PathBuf),
+    /// `ssh://[user@]host[:port]/path`: `ssh … clowder attach --stdio /path`.
+    Ssh {
+        destination: String,
+        port: Option<u16>,
+        path: String,
+    },
+    /// `--via COMMAND`: run by `sh -c`; its stdin and stdout reach a host.
+    Via(String),
+}
+
+impl Target {
+    /// A `TARGET` argument: an `ssh://` address or a folder.
+    pub fn parse(text: &str) -> Result<Target, String> {
+        if !text.contains("://") {
+            return Ok(Target::Folder(PathBuf::from(text)));
+        }
+        let url = url::Url::parse(text).map_err(|err| {
+            format!("{text:?} is no target: {err}; expected a folder or ssh://[user@]host[:port]/path")
+        })?;
+        if url.scheme() != "ssh" {
+            return Err(format!(
+                "{text:?}: only ssh:// addresses are understood (or a folder, or --via 'COMMAND')"
+            ));
+        }
+        let host = url
+            .host_str()
+            .filter(|host| !host.is_empty())
+            .ok_or_else(|| format!("{text:?}: no host name"))?;
+        let destination = match url.username() {
+            "" => host.to_string(),
+            user => format!("{user}@{host}"),
+        };
+        let path = match url.path() {
+            "" | "/" => ".".to_string(),
+            path => path.to_string(),
+        };
+        Ok(Target::Ssh {
+            destination,
+            port: url.port(),
+            path,
+        })
+    }
+
+    /// How the room names the host before it has said its own name.
+    pub fn label(&self) -> String {
+        match self {
+            Target::Folder(folder) => folder.display().to_string(),
+            Target::Ssh {
+                destination, path, ..
+            } => format!("{destination}:{path}"),
+            Target::Via(command) => command.clone(),
+        }
+    }
+}
+
+/// What the room hears of one host.
+#[derive(Debug)]
+pub enum RemoteEvent {
+    Hello(Hello),
+    Snapshot(Box<HostSnapshot>),
+    Host(HostMsg),
+    Requests(Vec<PendingRequest>),
+    Reply { re: u64, ok: bool, text: String },
+    /// The host refused a line of ours, or the whole connection.
+    Refused(String),
+    Overflowed(u64),
+    Output(Box<Output>),
+    /// The connection ended or could not be made; tried again after `retry`.
+    Lost {
+        since: DateTime<Utc>,
+        why: String,
+        retry: Duration,
+    },
+}
+
+/// Keeps one host reached until `to_host` is dropped by the room: every
+/// line the host sends becomes an event, every message of the room a line.
+pub fn keep_reached(
+    target: Target,
+    events: mpsc::UnboundedSender<RemoteEvent>,
+) -> mpsc::UnboundedSender<ClientMsg> {
+    let (to_host, from_room) = mpsc::unbounded_channel();
+    tokio::spawn(reach(target, events, from_room));
+    to_host
+}
+
+async fn reach(
+    target: Target,
+    events: mpsc::UnboundedSender<RemoteEvent>,
+    mut from_room: mpsc::UnboundedReceiver<ClientMsg>,
+) {
+    let mut backoff = Duration::from_secs(1);
+    let mut lost_since: Option<DateTime<Utc>> = None;
+    loop {
+        let why = match open(&target).await {
+            Ok(pipe) => {
+                let (why, spoke) = converse(pipe, &events, &mut from_room).await;
+                if spoke {
+                    backoff = Duration::from_secs(1);
+                    lost_since = None;
+                }
+                why
+            }
+            Err(why) => why,
+        };
+        if events.is_closed() || from_room.is_closed() {
+            return;
+        }
+        let since = *lost_since.get_or_insert_with(Utc::now);
+        let lost = RemoteEvent::Lost {
+            since,
+            why,
+            retry: backoff,
+        };
+        if events.send(lost).is_err() {
+            return;
+        }
+        // Messages meanwhile are for a host that is not there: dropped.
+        let deadline = tokio::time::sleep(backoff);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                () = &mut deadline => break,
+                message = from_room.recv() => if message.is_none() { return },
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The two ends of a connection, and the process behind them if any.
+struct Pipe {
+    read: Box<dyn AsyncRead + Unpin + Send>,
+    write: Box<dyn AsyncWrite + Unpin + Send>,
+    child: Option<tokio::process::Child>,
+}
+
+async fn open(target: &Target) -> Result<Pipe, String> {
+    match target {
+        Target::Folder(folder) => {
+            let path = super::serve::socket_path(folder);
+            let stream = tokio::net::UnixStream::connect(&path)
+                .await
+                .map_err(|err| format!("no host serves {} ({err})", path.display()))?;
+            let (read, write) = stream.into_split();
+            Ok(Pipe {
+                read: Box::new(read),
+                write: Box::new(write),
+                child: None,
+            })
+        }
+        Target::Ssh {
+            destination,
+            port,
+            path,
+        } => {
+            let ssh = std::env::var(SSH_ENV).unwrap_or_default();
+            let ssh = shlex::split(&ssh)
+                .filter(|words| !words.is_empty())
+                .unwrap_or_else(|| vec!["ssh".to_string()]);
+            let mut command = tokio::process::Command::new(&ssh[0]);
+            command.args(&ssh[1..]);
+            command.args(["-T", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=15"]);
+            if let Some(port) = port {
+                command.args(["-p", &port.to_string()]);
+            }
+            let remote = remote_command();
+            let quoted = shlex::try_quote(path).map_err(|err| format!("{path:?}: {err}"))?;
+            command.arg(destination).arg(format!("{remote} attach --stdio {quoted}"));
+            spawn(command)
+        }
+        Target::Via(line) => {
+            let mut command = tokio::process::Command::new("sh");
+            command.arg("-c").arg(line);
+            spawn(command)
+        }
+    }
+}
+
+fn remote_command() -> String {
+    std::env::var(REMOTE_COMMAND_ENV)
+        .ok()
+        .filter(|command| !command.trim().is_empty())
+        .unwrap_or_else(|| "clowder".to_string())
+}
+
+fn spawn(mut command: tokio::process::Command) -> Result<Pipe, String> {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let shown = format!("{:?}", command.as_std());
+    let mut child = command
+        .spawn()
+        .map_err(|err| format!("cannot run {shown}: {err}"))?;
+    let (Some(write), Some(read)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(format!("{shown} gave no pipe"));
+    };
+    Ok(Pipe {
+        read: Box::new(read),
+        write: Box::new(write),
+        child: Some(child),
+    })
+}
+
+/// Reads and writes until the connection ends; why it ended, and whether the
+/// host spoke at all (then the next try starts with a short wait again).
+async fn converse(
+    pipe: Pipe,
+    events: &mpsc::UnboundedSender<RemoteEvent>,
+    from_room: &mut mpsc::UnboundedReceiver<ClientMsg>,
+) -> (String, bool) {
+    let Pipe {
+        read,
+        mut write,
+        child,
+    } = pipe;
+    // Dropped at the end of the conversation: the ssh or --via command is killed.
+    let _child = child;
+    let mut lines = BufReader::new(read);
+    let mut spoke = false;
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        tokio::select! {
+            read = read_line(&mut lines, &mut buffer) => match read {
+                Ok(true) => {
+                    let event = parse_host_line(&buffer);
+                    spoke |= matches!(event, RemoteEvent::Hello(_));
+                    let refused = matches!(event, RemoteEvent::Refused(_));
+                    let why = match &event {
+                        RemoteEvent::Refused(why) => why.clone(),
+                        _ => String::new(),
+                    };
+                    if events.send(event).is_err() {
+                        return ("the room closed".into(), spoke);
+                    }
+                    if refused && !spoke {
+                        return (why, spoke);
+                    }
+                }
+                Ok(false) => return ("the host hung up".into(), spoke),
+                Err(why) => return (why, spoke),
+            },
+            message = from_room.recv() => match message {
+                Some(message) => {
+                    let text = format!("{}\n", wire::line(&message));
+                    if let Err(err) = write.write_all(text.as_bytes()).await {
+                        return (format!("cannot write to the host: {err}"), spoke);
+                    }
+                    let _ = write.flush().await;
+                }
+                None => return ("the room closed".into(), spoke),
+            },
+        }
+    }
+}
+
+/// One line into `buffer`; `false` at the end of the stream.
+async fn read_line(
+    lines: &mut BufReader<Box<dyn AsyncRead + Unpin + Send>>,
+    buffer: &mut Vec<u8>,
+) -> Result<bool, String> {
+    use tokio::io::AsyncReadExt;
+    let limit = MAX_HOST_LINE as u64 + 1;
+    let read = (&mut *lines)
+        .take(limit)
+        .read_until(b'\n', buffer)
+        .await
+        .map_err(|err| format!("cannot read from the host: {err}"))?;
+    if buffer.len() > MAX_HOST_LINE {
+        return Err(format!("the host sent a line longer than {MAX_HOST_LINE} bytes"));
+    }
+    Ok(read > 0)
+}
+
+fn parse_host_line(bytes: &[u8]) -> RemoteEvent {
+    match serde_json::from_slice::<ServerMsg>(bytes) {
+        Ok(ServerMsg::Hello(hello)) => RemoteEvent::Hello(hello),
+        Ok(ServerMsg::Snapshot(snapshot)) => RemoteEvent::Snapshot(snapshot),
+        Ok(ServerMsg::Host { msg }) => RemoteEvent::Host(msg),
+        Ok(ServerMsg::Requests { requests }) => RemoteEvent::Requests(requests),
+        Ok(ServerMsg::Reply { re, ok, text }) => RemoteEvent::Reply { re, ok, text },
+        Ok(ServerMsg::Refused { reason, .. }) => RemoteEvent::Refused(reason),
+        Ok(ServerMsg::Overflowed { dropped }) => RemoteEvent::Overflowed(dropped),
+        Ok(ServerMsg::Output(output)) => RemoteEvent::Output(output),
+        Err(err) => {
+            let start = String::from_utf8_lossy(&bytes[..bytes.len().min(80)]).into_owned();
+            RemoteEvent::Refused(format!(
+                "the host sent a line this clowder cannot read ({err}): {}",
+                crate::escape::one_line(&start)
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_read_as_folders_or_ssh_addresses() {
+        assert_eq!(
+            Target::parse("../fleet"),
+            Ok(Target::Folder(PathBuf::from("../fleet")))
+        );
+        assert_eq!(
+            Target::parse("ssh://ann@build-1:2222/srv/repo"),
+            Ok(Target::Ssh {
+                destination: "ann@build-1".into(),
+                port: Some(2222),
+                path: "/srv/repo".into()
+            })
+        );
+        assert_eq!(
+            Target::parse("ssh://build-1"),
+            Ok(Target::Ssh {
+                destination: "build-1".into(),
+                port: None,
+                path: ".".into()
+            })
+        );
+        let refused = Target::parse("http://build-1/srv").unwrap_err();
+        assert!(refused.contains("only ssh://"), "{refused}");
+    }
+
+    #[test]
+    fn a_line_that_is_not_the_protocol_is_said_so() {
+        let event = parse_host_line(b"Welcome to Ubuntu\n");
+        let RemoteEvent::Refused(why) = event else {
+            panic!("{event:?}")
+        };
+        assert!(why.contains("Welcome to Ubuntu"), "{why}");
+    }
+}
