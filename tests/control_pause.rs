@@ -112,3 +112,38 @@ fn resume_releases_a_loop_held_by_a_rejected_session() {
     assert_eq!(output.status.code(), Some(0), "{}", stdout_of(&output));
     assert_eq!(project.events_named("session_start").len(), 1);
 }
+
+/// A paused session cannot finish: one SIGTERM (a service manager stopping
+/// the host, `kill PID`) kills it instead of waiting for it forever.
+#[test]
+fn one_sigterm_ends_a_loop_whose_session_is_paused() {
+    let project = Project::new(&fast_config(
+        &["slow", "600"],
+        "[watchdog]\nstale_timeout_mins = 10\n",
+    ));
+    let clowder = project.spawn(&["--headless", "1"]);
+    let mut pgid = None;
+    assert!(
+        wait_until(DEADLINE, || {
+            let status = status_of(&project);
+            pgid = status["pgid"].as_i64().map(|p| p as i32);
+            status["state"] == "session_running" && pgid.is_some()
+        }),
+        "no session started"
+    );
+    let pgid = pgid.expect("the session's group");
+    let paused = project.run(&["pause"]);
+    assert_eq!(paused.status.code(), Some(0), "{}", stderr_of(&paused));
+    assert!(wait_until(DEADLINE, || status_of(&project)["paused"] == true));
+
+    send_signal(clowder.id(), libc::SIGTERM);
+    let output = wait_with_deadline(clowder, DEADLINE);
+    assert!(
+        stderr_of(&output).contains("while the session is paused")
+            || stdout_of(&output).contains("while the session is paused"),
+        "{}{}",
+        stdout_of(&output),
+        stderr_of(&output)
+    );
+    assert!(wait_until(DEADLINE, || live_group_members(pgid).is_empty()));
+}

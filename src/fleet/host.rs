@@ -156,7 +156,10 @@ fn run(
         let _serving = match serving {
             Ok(serving) => Some(serving),
             Err(why) => {
-                host.say(Level::Warn, &format!("not served to `clowder attach`: {why}"));
+                host.say(
+                    Level::Warn,
+                    &format!("not served to `clowder attach`: {why}"),
+                );
                 None
             }
         };
@@ -551,7 +554,10 @@ impl Host {
             Some(HostRequest::Tell { lane, text }) => {
                 let dir = super::lane_files_dir(&self.root, &lane);
                 let (level, said) = match crate::store::notes::leave(&dir, &text, Utc::now()) {
-                    Ok(_) => (Level::Info, format!("lane={lane} note left for its next session")),
+                    Ok(_) => (
+                        Level::Info,
+                        format!("lane={lane} note left for its next session"),
+                    ),
                     Err(err) => (Level::Error, format!("lane={lane} no note left: {err}")),
                 };
                 self.say(level, &said);
@@ -577,9 +583,12 @@ impl Host {
     /// leaving stops nothing.
     fn on_remote(&mut self, remote: super::serve::Remote) {
         let answer = match &remote.request {
-            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => Err(
-                format!("lane {lane} is not running here: nothing to {}", command_word(command)),
-            ),
+            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => {
+                Err(format!(
+                    "lane {lane} is not running here: nothing to {}",
+                    command_word(command)
+                ))
+            }
             HostRequest::Detached => Err("only the room that started the host detaches".into()),
             _ => Ok("sent to the host".to_string()),
         };

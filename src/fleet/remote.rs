@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::wire::{self, ClientMsg, Hello, HostSnapshot, Output, PendingRequest, ServerMsg};
 use super::link::HostMsg;
+use super::wire::{self, ClientMsg, Hello, HostSnapshot, Output, PendingRequest, ServerMsg};
 
 /// The program a pipe runs on the far side; `CLOWDER_REMOTE_COMMAND` names
 /// another (a clowder outside the far side's PATH).
@@ -46,7 +46,9 @@ impl Target {
             return Ok(Target::Folder(PathBuf::from(text)));
         }
         let url = url::Url::parse(text).map_err(|err| {
-            format!("{text:?} is no target: {err}; expected a folder or ssh://[user@]host[:port]/path")
+            format!(
+                "{text:?} is no target: {err}; expected a folder or ssh://[user@]host[:port]/path"
+            )
         })?;
         if url.scheme() != "ssh" {
             return Err(format!(
@@ -91,7 +93,11 @@ pub enum RemoteEvent {
     Snapshot(Box<HostSnapshot>),
     Host(HostMsg),
     Requests(Vec<PendingRequest>),
-    Reply { re: u64, ok: bool, text: String },
+    Reply {
+        re: u64,
+        ok: bool,
+        text: String,
+    },
     /// The host refused a line of ours, or the whole connection.
     Refused(String),
     Overflowed(u64),
@@ -197,7 +203,9 @@ async fn open(target: &Target) -> Result<Pipe, String> {
             }
             let remote = remote_command();
             let quoted = shlex::try_quote(path).map_err(|err| format!("{path:?}: {err}"))?;
-            command.arg(destination).arg(format!("{remote} attach --stdio {quoted}"));
+            command
+                .arg(destination)
+                .arg(format!("{remote} attach --stdio {quoted}"));
             spawn(command)
         }
         Target::Via(line) => {
@@ -301,7 +309,9 @@ async fn read_line(
         .await
         .map_err(|err| format!("cannot read from the host: {err}"))?;
     if buffer.len() > MAX_HOST_LINE {
-        return Err(format!("the host sent a line longer than {MAX_HOST_LINE} bytes"));
+        return Err(format!(
+            "the host sent a line longer than {MAX_HOST_LINE} bytes"
+        ));
     }
     Ok(read > 0)
 }

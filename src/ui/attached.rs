@@ -192,7 +192,9 @@ impl Carrier {
             RemoteEvent::Refused(why) => self.say(Level::Warn, format!("the host refused: {why}")),
             RemoteEvent::Overflowed(dropped) => self.say(
                 Level::Warn,
-                format!("this room fell behind: {dropped} changes skipped, the host's state read again"),
+                format!(
+                    "this room fell behind: {dropped} changes skipped, the host's state read again"
+                ),
             ),
             RemoteEvent::Output(output) => {
                 let update = FollowUpdate {

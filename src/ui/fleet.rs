@@ -452,7 +452,12 @@ fn ask_host(
     notes: &mut Vec<Note>,
 ) -> Option<UiCommand> {
     use super::attached::decision;
-    let selected = || state.fleet.as_ref().and_then(|fleet| fleet.selected.clone());
+    let selected = || {
+        state
+            .fleet
+            .as_ref()
+            .and_then(|fleet| fleet.selected.clone())
+    };
     let ask = match command {
         UiCommand::Approve { id } | UiCommand::ApproveAlways { id, .. } => decision(id, true, None),
         UiCommand::Reject { id, reason } => decision(id, false, Some(reason)),

@@ -11,10 +11,10 @@ use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 
+use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
 use super::output;
 use super::{Remote, ServeOptions};
 use crate::agent::follow::Follower;
-use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
 use crate::approvals::{DecideError, Decision, Queue};
 use crate::fleet::link::HostRequest;
 use crate::fleet::wire::{
@@ -154,14 +154,24 @@ async fn read_lines(
     loop {
         buffer.clear();
         let limit = MAX_CLIENT_LINE as u64 + 1;
-        let read = (&mut reader).take(limit).read_until(b'\n', &mut buffer).await;
+        let read = (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut buffer)
+            .await;
         match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if buffer.len() > MAX_CLIENT_LINE {
             let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
-            send(lines, &ServerMsg::Refused { reason, closing: true }).await;
+            send(
+                lines,
+                &ServerMsg::Refused {
+                    reason,
+                    closing: true,
+                },
+            )
+            .await;
             return;
         }
         let answer = match parse_client_line(&buffer) {
@@ -237,7 +247,11 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
 fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
     match done {
         Ok(text) => ServerMsg::Reply { re, ok: true, text },
-        Err(text) => ServerMsg::Reply { re, ok: false, text },
+        Err(text) => ServerMsg::Reply {
+            re,
+            ok: false,
+            text,
+        },
     }
 }
 
@@ -283,7 +297,9 @@ async fn decide(
             WireDecision::Approve { reason } => {
                 (queue.approve_with_reason(&id, reason), "approved")
             }
-            WireDecision::Reject { reason } => (queue.decide(&id, Decision::Reject(reason)), "rejected"),
+            WireDecision::Reject { reason } => {
+                (queue.decide(&id, Decision::Reject(reason)), "rejected")
+            }
         };
         done.map(|()| format!("request {id} {what} by {decider}"))
             .map_err(|err: DecideError| err.to_string())

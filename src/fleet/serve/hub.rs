@@ -237,16 +237,13 @@ impl State {
     }
 
     fn remember_report(&mut self, lane: &LaneName, report: &LaneReport, message: &HostMsg) {
-        let facts = self
-            .facts
-            .entry(lane.clone())
-            .or_insert_with(|| LaneFacts {
-                lane: lane.clone(),
-                snapshot: None,
-                queued: false,
-                ahead: None,
-                ended: None,
-            });
+        let facts = self.facts.entry(lane.clone()).or_insert_with(|| LaneFacts {
+            lane: lane.clone(),
+            snapshot: None,
+            queued: false,
+            ahead: None,
+            ended: None,
+        });
         match report {
             LaneReport::Snapshot { snapshot, queued } => {
                 facts.snapshot = Some(Arc::clone(snapshot));

@@ -112,8 +112,8 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         std::fs::remove_file(path)
             .map_err(|err| format!("cannot replace the stale {}: {err}", path.display()))?;
     }
-    let listener =
-        UnixListener::bind(path).map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
+    let listener = UnixListener::bind(path)
+        .map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
     Ok(listener)

@@ -41,6 +41,22 @@ impl Core {
             self.stop_now_requested(now, out);
             return;
         }
+        if self.session_paused() {
+            log(
+                out,
+                Level::Warn,
+                format!(
+                    "Caught {} while the session is paused: a paused session cannot finish, killing it",
+                    signal.name()
+                ),
+            );
+            self.stop_request = Some(StopRequest::Signal(signal));
+            out.push(Effect::Emit(Event::StopRequested {
+                source: signal.name().to_string(),
+            }));
+            self.stop_now_requested(now, out);
+            return;
+        }
         log(
             out,
             Level::Warn,
@@ -56,6 +72,11 @@ impl Core {
             self.interrupt_hooks(out);
         }
         self.stop_if_idle(now, out);
+    }
+
+    /// Whether a session runs and is paused (SIGSTOPped): it cannot finish.
+    fn session_paused(&self) -> bool {
+        matches!(&self.phase, Phase::Running(session) if session.paused_since.is_some())
     }
 
     /// Stop at once when nothing is running that the stop should wait for.
