@@ -92,6 +92,7 @@ impl Attached {
             following: None,
             asked: 0,
             attached_once: false,
+            hello: None,
         };
         let task = tokio::spawn(carrier.run(self.events, self.requests, asks));
         Feeds {
@@ -114,6 +115,8 @@ struct Carrier {
     following: Option<ClientMsg>,
     asked: u64,
     attached_once: bool,
+    /// The host's hello, said after its snapshot.
+    hello: Option<String>,
 }
 
 impl Carrier {
@@ -155,13 +158,11 @@ impl Carrier {
     fn on_event(&mut self, event: RemoteEvent) {
         match event {
             RemoteEvent::Hello(hello) => {
-                self.say(
-                    Level::Info,
-                    format!(
-                        "attached to the host on {} in {} (clowder {}, PID {})",
-                        hello.host, hello.folder, hello.clowder, hello.pid
-                    ),
-                );
+                // Said once the snapshot has made the lanes, so that every lane shows it.
+                self.hello = Some(format!(
+                    "attached to the host on {} in {} (clowder {}, PID {})",
+                    hello.host, hello.folder, hello.clowder, hello.pid
+                ));
                 if let Some(follow) = self.following.clone() {
                     let _ = self.to_host.send(follow);
                 }
@@ -177,6 +178,9 @@ impl Carrier {
                     let _ = self.host_tx.send(message);
                 }
                 self.list(snapshot.requests);
+                if let Some(hello) = self.hello.take() {
+                    self.say(Level::Info, hello);
+                }
             }
             RemoteEvent::Host(message) => {
                 let _ = self.host_tx.send(message);
