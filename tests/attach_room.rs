@@ -359,3 +359,45 @@ fn a_room_over_ssh_decides_and_survives_a_cut_connection() {
     );
     stop(fleet.root(), host);
 }
+
+/// The PIDs of `clowder attach` processes working in `folder`.
+fn rooms_in(folder: &Path) -> Vec<i32> {
+    let folder = folder
+        .canonicalize()
+        .unwrap_or_else(|_| folder.to_path_buf());
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let attach = cmdline.split(|b| *b == 0).nth(1) == Some(b"attach".as_slice());
+        let cwd = std::fs::read_link(entry.path().join("cwd")).ok();
+        if attach && cwd.as_deref() == Some(folder.as_path()) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[test]
+fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
+    let fleet = Fleet::new(&["api", "docs"]);
+    let host = fleet.host("none");
+    let tmux = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
+    tmux.wait_for("attached to the host");
+    tmux.wait_for("● running");
+    assert_eq!(rooms_in(fleet.root()).len(), 1, "one room runs");
+    drop(tmux);
+    assert!(
+        wait_until(DEADLINE, || rooms_in(fleet.root()).is_empty()),
+        "the room outlived its terminal: {:?}",
+        rooms_in(fleet.root())
+    );
+    for lane in ["api", "docs"] {
+        let status = lane_status(fleet.root(), lane).expect("status");
+        assert_eq!(status["state"], "session_running", "{lane}: {status}");
+        assert_eq!(status["stop_pending"], false, "{lane} was told to stop");
+    }
+    stop(fleet.root(), host);
+}

@@ -266,8 +266,11 @@ pub(super) async fn room_loop(
                     terminal_gone = true;
                     stop_every_lane(&mut state, &requests);
                 }
+                // Nothing of an attached room's runs here: a stop only closes it.
+                Some(Input::Stop) if state.attached => state.should_quit = true,
                 Some(Input::Suspend) if !terminal_gone && suspend.is_none() => {
-                    let running = lanes_to_pause(&state);
+                    // An attached room's lanes are not paused while it is away.
+                    let running = if state.attached { Vec::new() } else { lanes_to_pause(&state) };
                     send_to_lanes(&requests, running.clone(), &Command::Pause);
                     suspend = Some(Suspend::new(running));
                 }
@@ -568,6 +571,11 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
 /// The terminal is gone: nobody can answer, so every lane stops, and the room
 /// leaves once they all have.
 fn stop_every_lane(state: &mut AppState, requests: &mpsc::UnboundedSender<HostRequest>) {
+    // An attached room's lanes are the host's: it goes on without the room.
+    if state.attached {
+        state.should_quit = true;
+        return;
+    }
     if let Some(fleet) = &state.fleet {
         let mut stops = Vec::new();
         lanes::to_every_lane(fleet, &Command::TerminalClosed, &mut stops);
