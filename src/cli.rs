@@ -83,6 +83,11 @@ pub struct Args {
     #[arg(long = "json", requires = "status")]
     pub json: bool,
 
+    /// As a fleet host: keep running and serving after every lane has ended,
+    /// start lanes added or resumed later, until SIGTERM (a host on a server)
+    #[arg(long = "stay", requires = "headless")]
+    pub stay: bool,
+
     /// Print log lines instead of opening the control room
     #[arg(long = "headless")]
     pub headless: bool,
@@ -265,7 +270,7 @@ pub fn run(args: Args) -> i32 {
         eprintln!("clowder: nothing was run");
         return EXIT_USAGE;
     }
-    if !args.dry_run && has_lanes {
+    if !args.dry_run && (has_lanes || args.stay) {
         return run_fleet(config, cwd, &args);
     }
     let problem = preflight(&config, &cwd).err();
@@ -586,6 +591,9 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
     } else {
         Verbosity::Normal
     };
+    if args.stay {
+        return crate::fleet::host::run_staying(cwd, config, verbosity);
+    }
     crate::fleet::host::run_headless(cwd, config, verbosity)
 }
 

@@ -401,3 +401,31 @@ fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
     }
     stop(fleet.root(), host);
 }
+
+#[test]
+fn a_staying_host_serves_with_no_lane_and_starts_lanes_added_later() {
+    let fleet = Fleet::new(&[]);
+    let host = Command::new(clowder_bin())
+        .args(["--headless", "--stay"])
+        .current_dir(fleet.root())
+        .env("FLEET_AGENT_SECS", "120")
+        .env("FLEET_AGENT_OUT", fleet.out.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the host");
+    let socket = fleet.root().join(".clowder/host.sock");
+    assert!(
+        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&socket).is_ok()),
+        "a host with no lane never served"
+    );
+    clowder_in(fleet.root(), &["lane", "add", "api"]);
+    assert!(
+        wait_until(DEADLINE, || lane_status(fleet.root(), "api")
+            .is_some_and(|status| status["state"] == "session_running")),
+        "the lane added to a staying host never started"
+    );
+    stop(fleet.root(), host);
+    assert!(!socket.exists(), "the socket outlived its host");
+}

@@ -163,8 +163,8 @@ fn problems(text: &str) -> Vec<String> {
     );
     let cmd = find(last, "CMD").last().and_then(|c| exec_form(c));
     check(
-        cmd == Some(vec!["clowder".into(), "--headless".into()]),
-        "CMD is not [\"clowder\", \"--headless\"]",
+        cmd == Some(vec!["clowder".into(), "--headless".into(), "--stay".into()]),
+        "CMD is not [\"clowder\", \"--headless\", \"--stay\"]",
     );
     let entrypoint = find(last, "ENTRYPOINT").last().and_then(|e| exec_form(e));
     let tini = entrypoint
@@ -200,7 +200,7 @@ fn the_lint_refuses_an_image_that_runs_as_root_or_runs_something_else() {
     );
     let no_user = text.replace("USER 1000:1000\n", "");
     assert!(!problems(&no_user).is_empty());
-    let other_cmd = text.replace(r#"CMD ["clowder", "--headless"]"#, r#"CMD ["clowder"]"#);
+    let other_cmd = text.replace(r#"CMD ["clowder", "--headless", "--stay"]"#, r#"CMD ["clowder"]"#);
     assert!(problems(&other_cmd).iter().any(|p| p.contains("CMD")));
     let no_copy = text.replace("COPY --from=builder /clowder /usr/local/bin/clowder\n", "");
     assert!(

@@ -196,7 +196,7 @@ fn the_statefulset_runs_clowder_headless_with_the_secret_and_configmap() {
         "name: clowder-agent-credentials\n                  key: OPENAI_API_KEY\n                  optional: true",
         "configMapRef:\n                name: clowder-host",
         "git clone \"$REPO_URL\"",
-        "clowder --headless\n",
+        r#"args: ["clowder", "--headless", "--stay"]"#,
     ] {
         assert!(text.contains(needle), "statefulset.yaml lacks {needle:?}");
     }

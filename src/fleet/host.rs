@@ -57,6 +57,19 @@ pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 
     run_headless_with(root, config, verbosity, None)
 }
 
+/// [`run_headless`] that goes on after its lanes have ended, serving and
+/// starting lanes added or resumed, until a signal stops it.
+pub fn run_staying(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
+    let (to_hub, from_host) = mpsc::unbounded_channel();
+    let watchers = Watchers {
+        room: RoomSide::served(to_hub),
+        from_host,
+        local: None,
+    };
+    let stay = Host::staying;
+    run_with(root, config, verbosity, watchers, (None, None), stay)
+}
+
 /// [`run_headless`], kept alive until `driver` is done too.
 pub fn run_headless_with(
     root: PathBuf,
@@ -71,6 +84,17 @@ pub fn run_headless_with(
         local: None,
     };
     run(root, config, verbosity, watchers, driver, None)
+}
+
+fn run(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    watchers: Watchers,
+    driver: Option<Driver>,
+    viewer: Option<Driver>,
+) -> i32 {
+    run_with(root, config, verbosity, watchers, (driver, viewer), |host| host)
 }
 
 /// Runs the lanes of the fleet in `root` for the control room on another
@@ -116,13 +140,13 @@ struct Watchers {
     local: Option<mpsc::UnboundedSender<HostMsg>>,
 }
 
-fn run(
+fn run_with(
     root: PathBuf,
     config: Config,
     verbosity: Verbosity,
     watchers: Watchers,
-    driver: Option<Driver>,
-    viewer: Option<Driver>,
+    (driver, viewer): (Option<Driver>, Option<Driver>),
+    shape: impl FnOnce(Host) -> Host,
 ) -> i32 {
     let Some(runtime) = crate::supervisor::current_thread_runtime() else {
         return 1;
@@ -139,6 +163,7 @@ fn run(
     host.room = Some(watchers.room);
     host.headless = headless;
     host.driver = driver;
+    let mut host = shape(host);
     let budget = host.budget.clone();
     // Ends with the room's plan channel, or with the host.
     if let Some(viewer) = viewer {
@@ -315,6 +340,8 @@ struct Host {
     headless: bool,
     /// What the socket's clients ask.
     remote: Option<mpsc::UnboundedReceiver<super::serve::Remote>>,
+    /// `--stay`: runs on with no lane running, until a signal.
+    stay: bool,
 }
 
 impl Host {
@@ -346,6 +373,7 @@ impl Host {
             driver: None,
             headless: true,
             remote: None,
+            stay: false,
         }
     }
 
@@ -372,7 +400,11 @@ impl Host {
         if let Some(room) = &self.room {
             room.start_facts(&self.root);
         }
-        while self.ended.len() < self.running.len() || self.room_open() || self.driver.is_some() {
+        while self.ended.len() < self.running.len()
+            || self.room_open()
+            || self.driver.is_some()
+            || (self.stay && !self.stopping)
+        {
             self.tell_idle();
             tokio::select! {
                 () = drive(&mut self.driver) => self.driver = None,
@@ -405,6 +437,11 @@ impl Host {
             .collect();
         result.extend(ended);
         result
+    }
+
+    fn staying(mut self) -> Host {
+        self.stay = true;
+        self
     }
 
     /// A lane that does not run now (stopped, paused, finished) may still have
