@@ -82,8 +82,9 @@ impl Fleet {
 fn stop(root: &Path, mut host: Child) {
     let pid = host.id();
     send_signal(pid, libc::SIGTERM);
+    let lanes = common::fleet::registered_lanes(root);
     let taken = || {
-        ["api", "docs"].iter().any(|lane| {
+        lanes.iter().any(|lane| {
             lane_status(root, lane).is_some_and(|status| status["stop_pending"] == true)
         })
     };
@@ -384,9 +385,12 @@ fn rooms_in(folder: &Path) -> Vec<i32> {
 fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
     let fleet = Fleet::new(&["api", "docs"]);
     let host = fleet.host("none");
+    let running = |lane: &str| {
+        lane_status(fleet.root(), lane).is_some_and(|status| status["state"] == "session_running")
+    };
+    assert!(wait_until(DEADLINE, || running("api") && running("docs")));
     let tmux = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
     tmux.wait_for("attached to the host");
-    tmux.wait_for("● running");
     assert_eq!(rooms_in(fleet.root()).len(), 1, "one room runs");
     drop(tmux);
     assert!(
@@ -396,9 +400,16 @@ fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
     );
     for lane in ["api", "docs"] {
         let status = lane_status(fleet.root(), lane).expect("status");
-        assert_eq!(status["state"], "session_running", "{lane}: {status}");
-        assert_eq!(status["stop_pending"], false, "{lane} was told to stop");
+        assert_eq!(
+            status["stop_pending"], false,
+            "{lane} was told to stop: {status}"
+        );
+        assert!(status["exit_reason"].is_null(), "{lane} ended: {status}");
     }
+    assert!(
+        running("api") && running("docs"),
+        "a lane stopped with the room"
+    );
     stop(fleet.root(), host);
 }
 
@@ -417,7 +428,10 @@ fn a_staying_host_serves_with_no_lane_and_starts_lanes_added_later() {
         .expect("start the host");
     let socket = fleet.root().join(".clowder/host.sock");
     assert!(
-        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(&socket).is_ok()),
+        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(
+            &socket
+        )
+        .is_ok()),
         "a host with no lane never served"
     );
     clowder_in(fleet.root(), &["lane", "add", "api"]);
@@ -428,4 +442,60 @@ fn a_staying_host_serves_with_no_lane_and_starts_lanes_added_later() {
     );
     stop(fleet.root(), host);
     assert!(!socket.exists(), "the socket outlived its host");
+}
+
+#[test]
+fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
+    let one = Fleet::new(&["api"]);
+    let two = Fleet::new(&["api", "docs"]);
+    let three = Fleet::new(&["web"]);
+    let hosts = [one.host("none"), two.host("docs"), three.host("none")];
+    let args = format!(
+        "one={} two={} three={}",
+        one.root().display(),
+        two.root().display(),
+        three.root().display()
+    );
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux::start(elsewhere.path(), &attach_command(&args), 140, 45);
+    tmux.wait_for_all(&["one/api", "two/api", "two/docs", "three/web"]);
+    tmux.wait_for("Approvals (1 waiting)");
+    tmux.wait_for("[two/docs]");
+    tmux.keys(&["a"]);
+    assert!(
+        wait_until(DEADLINE, || two.answer("docs").contains("allow")),
+        "approved in a room over three hosts, host two's gate never allowed; screen:\n{}",
+        tmux.screen()
+    );
+
+    // Walk down to two/api and pause it: only host two's api pauses.
+    let mut screen = tmux.screen();
+    for _ in 0..8 {
+        if selected_lane(&screen).as_deref() == Some("two/api") {
+            break;
+        }
+        tmux.keys(&["j"]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        screen = tmux.screen();
+    }
+    assert_eq!(
+        selected_lane(&screen).as_deref(),
+        Some("two/api"),
+        "{screen}"
+    );
+    tmux.keys(&["p"]);
+    assert!(
+        wait_until(DEADLINE, || lane_status(two.root(), "api")
+            .is_some_and(|status| status["paused"] == true)),
+        "two/api never paused; screen:\n{}",
+        tmux.screen()
+    );
+    let one_api = lane_status(one.root(), "api").expect("one's api status");
+    assert_eq!(one_api["paused"], false, "host one's api was paused too");
+    tmux.keys(&["q"]);
+    tmux.wait_for("ATTACH_EXIT=0");
+    let [h1, h2, h3] = hosts;
+    stop(one.root(), h1);
+    stop(two.root(), h2);
+    stop(three.root(), h3);
 }

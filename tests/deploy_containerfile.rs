@@ -200,7 +200,10 @@ fn the_lint_refuses_an_image_that_runs_as_root_or_runs_something_else() {
     );
     let no_user = text.replace("USER 1000:1000\n", "");
     assert!(!problems(&no_user).is_empty());
-    let other_cmd = text.replace(r#"CMD ["clowder", "--headless", "--stay"]"#, r#"CMD ["clowder"]"#);
+    let other_cmd = text.replace(
+        r#"CMD ["clowder", "--headless", "--stay"]"#,
+        r#"CMD ["clowder"]"#,
+    );
     assert!(problems(&other_cmd).iter().any(|p| p.contains("CMD")));
     let no_copy = text.replace("COPY --from=builder /clowder /usr/local/bin/clowder\n", "");
     assert!(

@@ -12,7 +12,8 @@ use crate::fleet::wire::{self, ServerMsg};
 #[derive(Debug, clap::Args)]
 pub struct AttachArgs {
     /// Hosts to attach to: a folder (its .clowder/host.sock), or
-    /// ssh://[user@]host[:port]/path; the default is the current folder
+    /// ssh://[user@]host[:port]/path, each optionally NAME=TARGET (its lanes
+    /// show as NAME/lane); the default is the current folder
     #[arg(value_name = "TARGET")]
     pub targets: Vec<String>,
     /// A command whose stdin and stdout reach a host, e.g.

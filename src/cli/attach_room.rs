@@ -1,35 +1,47 @@
-//! `clowder attach [TARGET…]`: which host the room attaches to.
+//! `clowder attach [TARGET…]`: which hosts the room attaches to.
 
 use crate::fleet::remote::Target;
 
-/// Opens the room on the one host named (the current folder by default).
+/// Opens the room on the hosts named (the current folder by default).
 pub fn run(targets: Vec<String>, via: Vec<String>) -> i32 {
-    let mut parsed: Vec<Target> = Vec::new();
+    let mut parsed: Vec<(Option<String>, Target)> = Vec::new();
     for text in &targets {
+        let (name, text) = named(text);
         match Target::parse(text) {
-            Ok(target) => parsed.push(target),
+            Ok(target) => parsed.push((name, target)),
             Err(err) => {
                 eprintln!("clowder: error: {err}");
                 return super::EXIT_USAGE;
             }
         }
     }
-    parsed.extend(via.into_iter().map(Target::Via));
+    parsed.extend(via.into_iter().map(|command| (None, Target::Via(command))));
     if parsed.is_empty() {
-        parsed.push(Target::Folder(std::path::PathBuf::from(".")));
+        parsed.push((None, Target::Folder(std::path::PathBuf::from("."))));
     }
-    if parsed.len() > 1 {
-        eprintln!(
-            "clowder: error: one host at a time: {} targets given; attach to each in its own terminal",
-            parsed.len()
-        );
-        return super::EXIT_USAGE;
-    }
-    if let Target::Folder(folder) = &parsed[0]
+    // One folder alone with no host: said now, not as a room that waits.
+    if let [(_, Target::Folder(folder))] = parsed.as_slice()
         && let Err(why) = crate::fleet::serve::check_served(folder)
     {
         eprintln!("clowder: error: {why}");
         return 1;
     }
-    crate::ui::run_attached(parsed.remove(0))
+    let hosts = parsed
+        .into_iter()
+        .map(|(name, target)| crate::ui::HostTarget { name, target })
+        .collect();
+    crate::ui::run_attached(hosts)
+}
+
+/// `NAME=TARGET`: the name the room gives the host's lanes (`NAME/lane`).
+fn named(text: &str) -> (Option<String>, &str) {
+    let Some((name, target)) = text.split_once('=') else {
+        return (None, text);
+    };
+    let is_name = crate::fleet::LaneName::parse(name).is_ok();
+    if is_name && !target.is_empty() {
+        (Some(name.to_string()), target)
+    } else {
+        (None, text)
+    }
 }

@@ -94,7 +94,14 @@ fn run(
     driver: Option<Driver>,
     viewer: Option<Driver>,
 ) -> i32 {
-    run_with(root, config, verbosity, watchers, (driver, viewer), |host| host)
+    run_with(
+        root,
+        config,
+        verbosity,
+        watchers,
+        (driver, viewer),
+        |host| host,
+    )
 }
 
 /// Runs the lanes of the fleet in `root` for the control room on another

@@ -39,6 +39,19 @@ impl LaneName {
         &self.0
     }
 
+    /// A lane of one of several hosts attached to one room, as the room names
+    /// it: `HOST/NAME`. No command takes such a name: the room maps it back to
+    /// the host and the lane before it asks anything.
+    pub fn on_host(host: &str, lane: &LaneName) -> LaneName {
+        LaneName(format!("{host}/{}", lane.0))
+    }
+
+    /// `(HOST, NAME)` of a name made by [`LaneName::on_host`].
+    pub fn host_and_lane(&self) -> Option<(&str, LaneName)> {
+        let (host, lane) = self.0.split_once('/')?;
+        Some((host, LaneName::parse(lane).ok()?))
+    }
+
     /// The lane's own branch, `clowder/NAME`.
     pub fn branch(&self) -> String {
         format!("clowder/{}", self.0)

@@ -11,14 +11,22 @@ use super::fleet::{Feeds, Link, Room, room_loop};
 use super::{Files, TerminalGuard};
 use crate::agent::follow::FollowUpdate;
 use crate::approvals::Request;
-use crate::fleet::link::{HostMsg, HostRequest};
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, PlanSummary};
 use crate::fleet::remote::{RemoteEvent, Target, keep_reached};
-use crate::fleet::wire::{ClientMsg, WireDecision};
+use crate::fleet::wire::{ClientMsg, PendingRequest, WireDecision};
 use crate::supervisor::core::Level;
 
-/// Opens the room on the host at `target` until the user quits; 0, or 1 if
+/// A host to attach to, and the name its lanes go by (`NAME/lane`) when the
+/// room shows several; `None`: the name the host gives itself.
+pub struct HostTarget {
+    pub name: Option<String>,
+    pub target: Target,
+}
+
+/// Opens the room on the hosts at `targets` until the user quits; 0, or 1 if
 /// the terminal could not be used.
-pub fn run_attached(target: Target) -> i32 {
+pub fn run_attached(targets: Vec<HostTarget>) -> i32 {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -36,15 +44,12 @@ pub fn run_attached(target: Target) -> i32 {
         stop_file: std::path::PathBuf::new(),
     };
     let done = runtime.block_on(async {
-        let (events_tx, events) = mpsc::unbounded_channel();
-        let to_host = keep_reached(target, events_tx);
         let (host_tx, from_host) = mpsc::unbounded_channel();
         let (requests, requests_rx) = mpsc::unbounded_channel();
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
         let link = Link::Attached(Attached {
-            events,
-            to_host,
+            targets,
             host_tx,
             requests: requests_rx,
         });
@@ -69,32 +74,51 @@ pub fn run_attached(target: Target) -> i32 {
     }
 }
 
-/// The ends of an attached room's connection, before the room starts.
+/// An attached room's hosts and channels, before the room starts.
 pub(super) struct Attached {
-    events: mpsc::UnboundedReceiver<RemoteEvent>,
-    to_host: mpsc::UnboundedSender<ClientMsg>,
+    targets: Vec<HostTarget>,
     host_tx: mpsc::UnboundedSender<HostMsg>,
     requests: mpsc::UnboundedReceiver<HostRequest>,
 }
 
 impl Attached {
-    /// Starts carrying the host's events into the room's channels; what the
-    /// room asks goes through `asks`.
+    /// Reaches every host and carries their events into the room's channels;
+    /// what the room asks goes through `asks`.
     pub(super) fn start(self, asks: mpsc::UnboundedReceiver<ClientMsg>) -> Feeds {
         let (feed_tx, feed_rx) = mpsc::unbounded_channel();
         let (listing_tx, listing_rx) = mpsc::unbounded_channel();
         let (hint_tx, _hints) = mpsc::unbounded_channel();
+        let (tagged_tx, tagged) = mpsc::unbounded_channel();
+        let multi = self.targets.len() > 1;
+        let hosts = self
+            .targets
+            .into_iter()
+            .enumerate()
+            .map(|(index, HostTarget { name, target })| {
+                let (events_tx, mut events) = mpsc::unbounded_channel();
+                let to_host = keep_reached(target, events_tx);
+                let tagged_tx = tagged_tx.clone();
+                tokio::spawn(async move {
+                    while let Some(event) = events.recv().await {
+                        if tagged_tx.send((index, event)).is_err() {
+                            return;
+                        }
+                    }
+                });
+                HostLink::new(to_host, name)
+            })
+            .collect();
         let carrier = Carrier {
             host_tx: self.host_tx,
             listing_tx,
             feed_tx: feed_tx.clone(),
-            to_host: self.to_host,
-            following: None,
+            hosts,
+            multi,
             asked: 0,
-            attached_once: false,
-            hello: None,
+            current: 0,
+            decisions: std::collections::HashMap::new(),
         };
-        let task = tokio::spawn(carrier.run(self.events, self.requests, asks));
+        let task = tokio::spawn(carrier.run(tagged, self.requests, asks));
         Feeds {
             feed_tx,
             feed_rx,
@@ -105,37 +129,82 @@ impl Attached {
     }
 }
 
-/// Carries one host's events to the room and the room's asks to the host.
+/// One host as the carrier knows it.
+struct HostLink {
+    to_host: mpsc::UnboundedSender<ClientMsg>,
+    /// How its lanes are named in a room of several hosts (`LABEL/lane`).
+    label: Option<String>,
+    /// The output file the room shows, if on this host: followed again after
+    /// a reconnection.
+    following: Option<ClientMsg>,
+    attached_once: bool,
+    /// The host's hello, said after its snapshot.
+    hello: Option<String>,
+    lanes: Vec<LaneEntry>,
+    plans: Vec<PlanSummary>,
+    requests: Vec<PendingRequest>,
+    idle: Option<(bool, bool)>,
+}
+
+impl HostLink {
+    fn new(to_host: mpsc::UnboundedSender<ClientMsg>, name: Option<String>) -> HostLink {
+        HostLink {
+            to_host,
+            label: name.map(|name| label_safe(&name)),
+            following: None,
+            attached_once: false,
+            hello: None,
+            lanes: Vec::new(),
+            plans: Vec::new(),
+            requests: Vec::new(),
+            idle: None,
+        }
+    }
+}
+
+/// A host's name as the first part of `HOST/lane`: no slash, no space.
+fn label_safe(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c == '/' || c.is_whitespace() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// Carries the hosts' events to the room and the room's asks to the host of
+/// the lane (or request) they are about.
 struct Carrier {
     host_tx: mpsc::UnboundedSender<HostMsg>,
     listing_tx: mpsc::UnboundedSender<(bool, Vec<Request>)>,
     feed_tx: mpsc::UnboundedSender<FollowUpdate>,
-    to_host: mpsc::UnboundedSender<ClientMsg>,
-    /// The output file the room shows: followed again after a reconnection.
-    following: Option<ClientMsg>,
+    hosts: Vec<HostLink>,
+    /// Several hosts: lanes are named `HOST/lane`.
+    multi: bool,
     asked: u64,
-    attached_once: bool,
-    /// The host's hello, said after its snapshot.
-    hello: Option<String>,
+    /// The host of the lane the room shows: a new lane, or a plan's request, goes there.
+    current: usize,
+    /// Which host each listed request is waiting on.
+    decisions: std::collections::HashMap<String, usize>,
 }
 
 impl Carrier {
     async fn run(
         mut self,
-        mut events: mpsc::UnboundedReceiver<RemoteEvent>,
+        mut events: mpsc::UnboundedReceiver<(usize, RemoteEvent)>,
         mut requests: mpsc::UnboundedReceiver<HostRequest>,
         mut asks: mpsc::UnboundedReceiver<ClientMsg>,
     ) {
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Some(event) => self.on_event(event),
+                    Some((host, event)) => self.on_event(host, event),
                     None => return,
                 },
-                Some(request) = requests.recv() => {
-                    self.asked += 1;
-                    let _ = self.to_host.send(ClientMsg::Request { re: Some(self.asked), request });
-                }
+                Some(request) = requests.recv() => self.request(request),
                 ask = asks.recv() => match ask {
                     Some(ask) => self.ask(ask),
                     None => return,
@@ -144,56 +213,135 @@ impl Carrier {
         }
     }
 
-    fn ask(&mut self, ask: ClientMsg) {
-        if matches!(ask, ClientMsg::Follow { .. }) {
-            self.following = Some(ask.clone());
+    /// The room's name for `lane` of `host`.
+    fn outward(&self, host: usize, lane: &LaneName) -> LaneName {
+        match (&self.hosts[host].label, self.multi) {
+            (Some(label), true) => LaneName::on_host(label, lane),
+            _ => lane.clone(),
         }
-        let _ = self.to_host.send(ask);
+    }
+
+    /// The host and its own name of a lane the room names.
+    fn inward(&self, lane: &LaneName) -> Option<(usize, LaneName)> {
+        if !self.multi {
+            return Some((0, lane.clone()));
+        }
+        let (label, lane) = lane.host_and_lane()?;
+        let host = self
+            .hosts
+            .iter()
+            .position(|host| host.label.as_deref() == Some(label))?;
+        Some((host, lane))
+    }
+
+    fn send(&mut self, host: usize, message: ClientMsg) {
+        let _ = self.hosts[host].to_host.send(message);
+    }
+
+    fn request(&mut self, request: HostRequest) {
+        let (host, request) = match self.route(request) {
+            Some(routed) => routed,
+            None => return,
+        };
+        self.asked += 1;
+        let re = Some(self.asked);
+        self.send(host, ClientMsg::Request { re, request });
+    }
+
+    /// The host a request is for, and the request as that host names things.
+    fn route(&self, request: HostRequest) -> Option<(usize, HostRequest)> {
+        let lane_of = |lane: &LaneName| self.inward(lane);
+        let routed = match request {
+            HostRequest::Command { lane, command } => {
+                let (host, lane) = lane_of(&lane)?;
+                (host, HostRequest::Command { lane, command })
+            }
+            HostRequest::Diff(lane) => lane_of(&lane).map(|(h, l)| (h, HostRequest::Diff(l)))?,
+            HostRequest::Remove(lane) => {
+                lane_of(&lane).map(|(h, l)| (h, HostRequest::Remove(l)))?
+            }
+            HostRequest::StopTask(lane) => {
+                lane_of(&lane).map(|(h, l)| (h, HostRequest::StopTask(l)))?
+            }
+            HostRequest::MergeLane(lane) => {
+                lane_of(&lane).map(|(h, l)| (h, HostRequest::MergeLane(l)))?
+            }
+            HostRequest::PushLane(lane) => {
+                lane_of(&lane).map(|(h, l)| (h, HostRequest::PushLane(l)))?
+            }
+            HostRequest::RestartLane(lane) => {
+                lane_of(&lane).map(|(h, l)| (h, HostRequest::RestartLane(l)))?
+            }
+            HostRequest::Tell { lane, text } => {
+                let (host, lane) = lane_of(&lane)?;
+                (host, HostRequest::Tell { lane, text })
+            }
+            // Only the room that started a host detaches it.
+            HostRequest::Detached => return None,
+            other @ (HostRequest::AddLane(_)
+            | HostRequest::MergeStep { .. }
+            | HostRequest::RetryPlan { .. }) => (self.current, other),
+        };
+        Some(routed)
+    }
+
+    fn ask(&mut self, ask: ClientMsg) {
+        match ask {
+            ClientMsg::Follow { lane, file } => {
+                let Some((host, lane)) = self.inward(&lane) else {
+                    return;
+                };
+                self.current = host;
+                let follow = ClientMsg::Follow { lane, file };
+                for (index, link) in self.hosts.iter_mut().enumerate() {
+                    link.following = (index == host).then(|| follow.clone());
+                }
+                self.send(host, follow);
+            }
+            ClientMsg::Decide { ref id, .. } => {
+                let host = self.decisions.get(id).copied().unwrap_or(self.current);
+                self.send(host, ask);
+            }
+            other => {
+                let host = self.current;
+                self.send(host, other);
+            }
+        }
     }
 
     fn say(&self, level: Level, text: String) {
         let _ = self.host_tx.send(HostMsg::Log { level, text });
     }
 
-    fn on_event(&mut self, event: RemoteEvent) {
+    /// How the room names a host in its lines.
+    fn host_name(&self, host: usize) -> String {
+        match (&self.hosts[host].label, self.multi) {
+            (Some(label), true) => format!("host {label}"),
+            _ => "the host".to_string(),
+        }
+    }
+
+    fn on_event(&mut self, host: usize, event: RemoteEvent) {
         match event {
-            RemoteEvent::Hello(hello) => {
-                // Said once the snapshot has made the lanes, so that every lane shows it.
-                self.hello = Some(format!(
-                    "attached to the host on {} in {} (clowder {}, PID {})",
-                    hello.host, hello.folder, hello.clowder, hello.pid
-                ));
-                if let Some(follow) = self.following.clone() {
-                    let _ = self.to_host.send(follow);
-                }
+            RemoteEvent::Hello(hello) => self.on_hello(host, &hello),
+            RemoteEvent::Snapshot(snapshot) => self.on_snapshot(host, *snapshot),
+            RemoteEvent::Host(message) => self.on_host_msg(host, message),
+            RemoteEvent::Requests(requests) => {
+                self.hosts[host].requests = requests;
+                self.list();
             }
-            RemoteEvent::Snapshot(snapshot) => {
-                let mut messages = snapshot.replay();
-                if self.attached_once {
-                    // The events already shown are not shown twice.
-                    messages.retain(|message| !is_recent(message));
-                }
-                self.attached_once = true;
-                for message in messages {
-                    let _ = self.host_tx.send(message);
-                }
-                self.list(snapshot.requests);
-                if let Some(hello) = self.hello.take() {
-                    self.say(Level::Info, hello);
-                }
-            }
-            RemoteEvent::Host(message) => {
-                let _ = self.host_tx.send(message);
-            }
-            RemoteEvent::Requests(requests) => self.list(requests),
             RemoteEvent::Reply { ok, text, .. } => {
+                let name = self.host_name(host);
                 if !ok {
-                    self.say(Level::Warn, text);
+                    self.say(Level::Warn, format!("{name}: {text}"));
                 } else if text.starts_with("request ") {
                     self.say(Level::Info, text);
                 }
             }
-            RemoteEvent::Refused(why) => self.say(Level::Warn, format!("the host refused: {why}")),
+            RemoteEvent::Refused(why) => {
+                let name = self.host_name(host);
+                self.say(Level::Warn, format!("{name} refused: {why}"));
+            }
             RemoteEvent::Overflowed(dropped) => self.say(
                 Level::Warn,
                 format!(
@@ -211,10 +359,14 @@ impl Carrier {
             }
             RemoteEvent::Lost { since, why, retry } => {
                 let since = since.with_timezone(&Local).format("%H:%M");
+                let name = match &self.hosts[host].label {
+                    Some(label) if self.multi => format!("host {label}"),
+                    _ => "host".to_string(),
+                };
                 self.say(
                     Level::Warn,
                     format!(
-                        "⚠ host unreachable since {since}: {why}; trying again in {}s",
+                        "⚠ {name} unreachable since {since}: {why}; trying again in {}s",
                         retry.as_secs()
                     ),
                 );
@@ -222,12 +374,142 @@ impl Carrier {
         }
     }
 
-    fn list(&self, requests: Vec<crate::fleet::wire::PendingRequest>) {
-        let requests = requests
-            .into_iter()
-            .map(crate::fleet::wire::PendingRequest::into_request)
-            .collect();
-        let _ = self.listing_tx.send((true, requests));
+    fn on_hello(&mut self, host: usize, hello: &crate::fleet::wire::Hello) {
+        if self.hosts[host].label.is_none() {
+            // The machine's name; for a second folder on one machine, the folder's.
+            let folder = std::path::Path::new(&hello.folder)
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let taken = |label: &str| self.hosts.iter().any(|h| h.label.as_deref() == Some(label));
+            let mut label = label_safe(&hello.host);
+            if taken(&label) {
+                label = label_safe(&folder);
+            }
+            if taken(&label) || label.is_empty() {
+                label = format!("{}-{}", label_safe(&hello.host), host + 1);
+            }
+            self.hosts[host].label = Some(label);
+        }
+        let name = self.host_name(host);
+        // Said once the snapshot has made the lanes, so that every lane shows it.
+        self.hosts[host].hello = Some(format!(
+            "attached to {name} on {} in {} (clowder {}, PID {})",
+            hello.host, hello.folder, hello.clowder, hello.pid
+        ));
+        if let Some(follow) = self.hosts[host].following.clone() {
+            self.send(host, follow);
+        }
+    }
+
+    fn on_snapshot(&mut self, host: usize, snapshot: crate::fleet::wire::HostSnapshot) {
+        let mut messages = snapshot.replay();
+        if self.hosts[host].attached_once {
+            // The events already shown are not shown twice.
+            messages.retain(|message| !is_recent(message));
+        }
+        self.hosts[host].attached_once = true;
+        for message in messages {
+            self.on_host_msg(host, message);
+        }
+        self.hosts[host].requests = snapshot.requests;
+        self.list();
+        if let Some(hello) = self.hosts[host].hello.take() {
+            self.say(Level::Info, hello);
+        }
+    }
+
+    /// A host's message, its lanes named as the room names them; the lists
+    /// of lanes, plans and requests merged over every host.
+    fn on_host_msg(&mut self, host: usize, message: HostMsg) {
+        let renamed = match message {
+            HostMsg::Lane { lane, report } => HostMsg::Lane {
+                lane: self.outward(host, &lane),
+                report,
+            },
+            HostMsg::LaneAdded { lane, result } => HostMsg::LaneAdded {
+                lane: self.outward(host, &lane),
+                result,
+            },
+            HostMsg::Lanes(entries) => {
+                self.hosts[host].lanes = entries;
+                HostMsg::Lanes(self.all_lanes())
+            }
+            HostMsg::Plans(plans) => {
+                self.hosts[host].plans = plans;
+                HostMsg::Plans(self.all_plans())
+            }
+            HostMsg::Idle { idle, signalled } => {
+                self.hosts[host].idle = Some((idle, signalled));
+                let every = |f: fn(&(bool, bool)) -> bool| {
+                    self.hosts.iter().filter_map(|h| h.idle.as_ref()).any(f)
+                };
+                HostMsg::Idle {
+                    idle: !every(|(idle, _)| !idle),
+                    signalled: every(|(_, signalled)| *signalled),
+                }
+            }
+            HostMsg::Log { level, text } if self.multi => {
+                let name = self.host_name(host);
+                HostMsg::Log {
+                    level,
+                    text: format!("{name}: {text}"),
+                }
+            }
+            log @ HostMsg::Log { .. } => log,
+        };
+        let _ = self.host_tx.send(renamed);
+    }
+
+    fn all_lanes(&self) -> Vec<LaneEntry> {
+        let mut all = Vec::new();
+        for (index, host) in self.hosts.iter().enumerate() {
+            for entry in &host.lanes {
+                let mut entry = entry.clone();
+                entry.name = self.outward(index, &entry.name);
+                all.push(entry);
+            }
+        }
+        all
+    }
+
+    fn all_plans(&self) -> Vec<PlanSummary> {
+        let mut all = Vec::new();
+        for (index, host) in self.hosts.iter().enumerate() {
+            for plan in &host.plans {
+                let mut plan = plan.clone();
+                if let (true, Some(label)) = (self.multi, &self.hosts[index].label) {
+                    plan.address = format!("{label}/{}", plan.address);
+                    for step in &mut plan.steps {
+                        step.lane = format!("{label}/{}", step.lane);
+                    }
+                }
+                all.push(plan);
+            }
+        }
+        all
+    }
+
+    /// Every host's waiting requests, each with the lane as the room names it.
+    fn list(&mut self) {
+        self.decisions.clear();
+        let mut all = Vec::new();
+        for (index, host) in self.hosts.iter().enumerate() {
+            for pending in &host.requests {
+                let mut request = pending.clone().into_request();
+                if self.multi
+                    && let Some(label) = &host.label
+                {
+                    request.lane = Some(match request.lane {
+                        Some(lane) => format!("{label}/{lane}"),
+                        None => label.clone(),
+                    });
+                }
+                self.decisions.insert(request.id.clone(), index);
+                all.push(request);
+            }
+        }
+        let _ = self.listing_tx.send((true, all));
     }
 }
 

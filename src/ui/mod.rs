@@ -38,7 +38,7 @@ use crate::protocol::ExitReason;
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::{Outcome, Reporter, Runtime, RuntimeOptions};
 use app::{AppState, Msg, UiCommand, update};
-pub use attached::run_attached;
+pub use attached::{HostTarget, run_attached};
 pub use fleet::{run_fleet, run_fleet_viewing, run_fleet_with};
 use terminal::{Input, Inputs, TerminalGuard};
 
