@@ -249,6 +249,15 @@ pub fn run(args: Args) -> i32 {
     if args.status {
         return print_status(&status_path(&cwd, &config_path, required), args.json);
     }
+    // A host already runs here (detached, or headless): the room attaches to it.
+    let interactive = !args.headless && !args.dry_run && std::io::stdout().is_terminal();
+    if interactive && crate::fleet::serve::check_served(&cwd).is_ok() {
+        let here = crate::ui::HostTarget {
+            name: None,
+            target: crate::fleet::remote::Target::Folder(cwd),
+        };
+        return crate::ui::run_attached(vec![here]);
+    }
 
     let mut config = match Config::load(&config_path, required) {
         Ok(config) => config,
