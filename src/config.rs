@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 mod duplicate;
 mod fleet;
+mod hosts;
 mod located;
 pub mod preflight;
 pub mod schema;
@@ -23,6 +24,7 @@ mod wait;
 mod worker;
 
 pub use fleet::FleetConfig;
+pub use hosts::HostEntry;
 pub(crate) use located::{line_column, parse_located};
 pub use signals::{SignalsConfig, Sigterm};
 pub use ui::{Notify, UiConfig};
@@ -58,6 +60,9 @@ pub struct Config {
     pub worker: WorkerConfig,
     pub fleet: FleetConfig,
     pub ui: UiConfig,
+    /// `[[hosts]]`: the hosts `clowder attach` opens one room over.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostEntry>,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq, JsonSchema)]

@@ -504,14 +504,50 @@ fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
 fn plain_clowder_where_a_host_runs_attaches_to_it() {
     let fleet = Fleet::new(&["api"]);
     let host = fleet.host("none");
-    let command = format!(
-        "{}; echo ROOM_EXIT=$?; sleep 600",
-        clowder_bin().display()
-    );
+    let command = format!("{}; echo ROOM_EXIT=$?; sleep 600", clowder_bin().display());
     let tmux = Tmux::start(fleet.root(), &command, 120, 40);
     tmux.wait_for("attached to the host");
     tmux.keys(&["q"]);
     tmux.wait_for("ROOM_EXIT=0");
     assert!(pid_alive(host.id() as i32), "quitting stopped the host");
     stop(fleet.root(), host);
+}
+
+#[test]
+fn hosts_in_harness_toml_are_attached_by_name() {
+    let one = Fleet::new(&["api"]);
+    let two = Fleet::new(&["api"]);
+    let hosts = [one.host("none"), two.host("none")];
+    let laptop = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "[[hosts]]\nname = \"east\"\ntarget = {:?}\n\n[[hosts]]\nname = \"west\"\nvia = \"{} attach --stdio {}\"\n",
+        one.root().display().to_string(),
+        clowder_bin().display(),
+        two.root().display()
+    );
+    std::fs::write(laptop.path().join("harness.toml"), config).expect("write");
+    let tmux = Tmux::start(laptop.path(), &attach_command(""), 120, 40);
+    tmux.wait_for_all(&["east/api", "west/api"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("ATTACH_EXIT=0");
+    let [h1, h2] = hosts;
+    stop(one.root(), h1);
+    stop(two.root(), h2);
+
+    std::fs::write(
+        laptop.path().join("harness.toml"),
+        "[[hosts]]\nname = \"east\"\ntarget = \"/srv\"\nvia = \"ssh east\"\n",
+    )
+    .expect("write");
+    let output = Command::new(clowder_bin())
+        .arg("attach")
+        .current_dir(laptop.path())
+        .output()
+        .expect("run clowder attach");
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("harness.toml: key `hosts[0]`: expected one of `target` or `via`"),
+        "{stderr}"
+    );
 }

@@ -17,6 +17,15 @@ pub fn run(targets: Vec<String>, via: Vec<String>) -> i32 {
     }
     parsed.extend(via.into_iter().map(|command| (None, Target::Via(command))));
     if parsed.is_empty() {
+        match configured_hosts() {
+            Ok(hosts) => parsed = hosts,
+            Err(err) => {
+                eprintln!("clowder: error: {err}");
+                return super::EXIT_USAGE;
+            }
+        }
+    }
+    if parsed.is_empty() {
         parsed.push((None, Target::Folder(std::path::PathBuf::from("."))));
     }
     // One folder alone with no host: said now, not as a room that waits.
@@ -44,4 +53,25 @@ fn named(text: &str) -> (Option<String>, &str) {
     } else {
         (None, text)
     }
+}
+
+/// `[[hosts]]` of harness.toml here, if it has any.
+fn configured_hosts() -> Result<Vec<(Option<String>, Target)>, String> {
+    let file = crate::config::DEFAULT_CONFIG_FILE;
+    let config = crate::config::Config::load(std::path::Path::new(file), false)
+        .map_err(|err| err.to_string())?;
+    let mut hosts = Vec::new();
+    for (index, entry) in config.hosts.iter().enumerate() {
+        let key = format!("{file}: key `hosts[{index}]`");
+        crate::fleet::LaneName::parse(&entry.name).map_err(|err| format!("{key}.name: {err}"))?;
+        let target = match (&entry.target, &entry.via) {
+            (Some(target), None) => {
+                Target::parse(target).map_err(|err| format!("{key}.target: {err}"))?
+            }
+            (None, Some(via)) => Target::Via(via.clone()),
+            _ => return Err(format!("{key}: expected one of `target` or `via`")),
+        };
+        hosts.push((Some(entry.name.clone()), target));
+    }
+    Ok(hosts)
 }
