@@ -42,20 +42,7 @@ impl Core {
             return;
         }
         if self.session_paused() {
-            log(
-                out,
-                Level::Warn,
-                format!(
-                    "Caught {} while the session is paused: a paused session cannot finish, killing it",
-                    signal.name()
-                ),
-            );
-            self.stop_request = Some(StopRequest::Signal(signal));
-            out.push(Effect::Emit(Event::StopRequested {
-                source: signal.name().to_string(),
-            }));
-            self.stop_now_requested(now, out);
-            return;
+            return self.stop_paused_session(now, signal, out);
         }
         log(
             out,
@@ -72,6 +59,23 @@ impl Core {
             self.interrupt_hooks(out);
         }
         self.stop_if_idle(now, out);
+    }
+
+    /// A stop signal while the session is paused: it cannot finish, so it is killed.
+    fn stop_paused_session(&mut self, now: Now, signal: StopSignal, out: &mut Vec<Effect>) {
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "Caught {} while the session is paused: a paused session cannot finish, killing it",
+                signal.name()
+            ),
+        );
+        self.stop_request = Some(StopRequest::Signal(signal));
+        out.push(Effect::Emit(Event::StopRequested {
+            source: signal.name().to_string(),
+        }));
+        self.stop_now_requested(now, out);
     }
 
     /// Whether a session runs and is paused (SIGSTOPped): it cannot finish.
