@@ -156,7 +156,10 @@ fn run(
         let _serving = match serving {
             Ok(serving) => Some(serving),
             Err(why) => {
-                host.say(Level::Warn, &format!("not served to `clowder attach`: {why}"));
+                host.say(
+                    Level::Warn,
+                    &format!("not served to `clowder attach`: {why}"),
+                );
                 None
             }
         };
@@ -569,9 +572,12 @@ impl Host {
     /// leaving stops nothing.
     fn on_remote(&mut self, remote: super::serve::Remote) {
         let answer = match &remote.request {
-            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => Err(
-                format!("lane {lane} is not running here: nothing to {}", command_word(command)),
-            ),
+            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => {
+                Err(format!(
+                    "lane {lane} is not running here: nothing to {}",
+                    command_word(command)
+                ))
+            }
             HostRequest::Detached => Err("only the room that started the host detaches".into()),
             _ => Ok("sent to the host".to_string()),
         };

@@ -8,7 +8,9 @@ use super::lanes::{self, AddOptions};
 use crate::store::lock::STATE_DIR;
 
 /// Where a new lane's prompt comes from.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum PromptSource {
     /// The fleet's prompt (`[session] prompt_file`).
@@ -20,7 +22,9 @@ pub enum PromptSource {
 }
 
 /// What the dialog asks for, checked.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct NewLaneRequest {
     pub name: LaneName,
     pub prompt: PromptSource,

@@ -325,10 +325,8 @@ mod tests {
         assert!(garbage.contains("one JSON object per line"), "{garbage}");
         let unknown = parse_client_line(br#"{"type":"format_disk"}"#).unwrap_err();
         assert!(unknown.contains("unknown variant"), "{unknown}");
-        let bad_lane = parse_client_line(
-            br#"{"type":"request","request":{"diff":"../../etc"}}"#,
-        )
-        .unwrap_err();
+        let bad_lane =
+            parse_client_line(br#"{"type":"request","request":{"diff":"../../etc"}}"#).unwrap_err();
         assert!(bad_lane.contains("invalid lane name"), "{bad_lane}");
     }
 

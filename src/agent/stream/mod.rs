@@ -165,7 +165,14 @@ pub struct SessionStats {
 
 /// One model's tokens in a session.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
 )]
 #[serde(default)]
 pub struct ModelTokens {

@@ -4,17 +4,17 @@
 //! is a refusal and a hang-up; the host goes on.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{mpsc, oneshot};
 
+use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
 use super::output;
 use super::{Remote, ServeOptions};
 use crate::agent::follow::Follower;
-use super::hub::{CLIENT_QUEUE, HubHandle, Joined};
 use crate::approvals::{DecideError, Decision, Queue};
 use crate::fleet::link::HostRequest;
 use crate::fleet::wire::{
@@ -29,6 +29,8 @@ pub(super) struct Context {
     hub: HubHandle,
     remote: mpsc::UnboundedSender<Remote>,
     options: Arc<ServeOptions>,
+    /// The connections being served now.
+    connected: Arc<AtomicUsize>,
 }
 
 impl Context {
@@ -43,6 +45,7 @@ impl Context {
             hub,
             remote,
             options: Arc::new(options),
+            connected: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -54,8 +57,21 @@ impl Context {
         self.options.format
     }
 
-    pub(super) fn clients(&self) -> usize {
-        self.hub.clients.load(Ordering::Relaxed)
+    /// One of the `max` places for a client, if one is free; given back
+    /// when the [`Slot`] is dropped.
+    pub(super) fn take_slot(&self, max: usize) -> Option<Slot> {
+        let taken = self.connected.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&self.connected));
+        (taken < max).then_some(slot)
+    }
+}
+
+/// A client's place among the host's connections.
+pub(super) struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -70,7 +86,8 @@ pub(super) async fn refuse(mut stream: UnixStream, reason: String) {
     let _ = tokio::time::timeout(LAST_WORDS, write).await;
 }
 
-pub(super) async fn serve(stream: UnixStream, context: Context) {
+/// Serves one client while it holds `_slot`.
+pub(super) async fn serve(stream: UnixStream, context: Context, _slot: Slot) {
     let ours = nix::unistd::geteuid().as_raw();
     match stream.peer_cred() {
         Ok(peer) if peer.uid() == ours => {}
@@ -88,10 +105,12 @@ pub(super) async fn serve(stream: UnixStream, context: Context) {
     let (stop, stopped) = oneshot::channel();
     let hello = Arc::clone(&context.hello);
     let writing = tokio::spawn(write_lines(writer, hello, queue, stopped));
+    let (queued, snapshot_queued) = oneshot::channel();
     let joined = Joined {
         lines: lines.clone(),
+        queued,
     };
-    if context.hub.join.send(joined).is_ok() {
+    if context.hub.join.send(joined).is_ok() && snapshot_queued.await.is_ok() {
         read_lines(BufReader::new(reader), &context, &lines).await;
     }
     // What is queued (a refusal, say) is still written, then the queue closes,
@@ -154,14 +173,24 @@ async fn read_lines(
     loop {
         buffer.clear();
         let limit = MAX_CLIENT_LINE as u64 + 1;
-        let read = (&mut reader).take(limit).read_until(b'\n', &mut buffer).await;
+        let read = (&mut reader)
+            .take(limit)
+            .read_until(b'\n', &mut buffer)
+            .await;
         match read {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
         if buffer.len() > MAX_CLIENT_LINE {
             let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
-            send(lines, &ServerMsg::Refused { reason, closing: true }).await;
+            send(
+                lines,
+                &ServerMsg::Refused {
+                    reason,
+                    closing: true,
+                },
+            )
+            .await;
             return;
         }
         let answer = match parse_client_line(&buffer) {
@@ -237,7 +266,11 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
 fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
     match done {
         Ok(text) => ServerMsg::Reply { re, ok: true, text },
-        Err(text) => ServerMsg::Reply { re, ok: false, text },
+        Err(text) => ServerMsg::Reply {
+            re,
+            ok: false,
+            text,
+        },
     }
 }
 
@@ -283,7 +316,9 @@ async fn decide(
             WireDecision::Approve { reason } => {
                 (queue.approve_with_reason(&id, reason), "approved")
             }
-            WireDecision::Reject { reason } => (queue.decide(&id, Decision::Reject(reason)), "rejected"),
+            WireDecision::Reject { reason } => {
+                (queue.decide(&id, Decision::Reject(reason)), "rejected")
+            }
         };
         done.map(|()| format!("request {id} {what} by {decider}"))
             .map_err(|err: DecideError| err.to_string())

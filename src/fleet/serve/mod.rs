@@ -100,8 +100,8 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         std::fs::remove_file(path)
             .map_err(|err| format!("cannot replace the stale {}: {err}", path.display()))?;
     }
-    let listener =
-        UnixListener::bind(path).map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
+    let listener = UnixListener::bind(path)
+        .map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
     Ok(listener)
@@ -114,14 +114,16 @@ async fn accept(listener: UnixListener, context: client::Context) {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
-        if context.clients() >= MAX_CLIENTS {
+        // Counted here, before the connection's task starts: a burst of
+        // connections must not all pass before the first of them is counted.
+        let Some(slot) = context.take_slot(MAX_CLIENTS) else {
             tokio::spawn(client::refuse(
                 stream,
                 format!("the host serves at most {MAX_CLIENTS} clients at once"),
             ));
             continue;
-        }
-        tokio::spawn(client::serve(stream, context.clone()));
+        };
+        tokio::spawn(client::serve(stream, context.clone(), slot));
     }
 }
 

@@ -41,7 +41,9 @@ pub(super) fn follow_for(
             let mut sent: Vec<OutputLine> = Vec::with_capacity(update.lines.len() + 1);
             if missed > 0 {
                 let skipped = format!("… {missed} lines not sent: this client read too slowly …");
-                sent.push(OutputLine::from(&crate::agent::follow::skipped_note(skipped)));
+                sent.push(OutputLine::from(&crate::agent::follow::skipped_note(
+                    skipped,
+                )));
             }
             sent.extend(update.lines.iter().map(OutputLine::from));
             let count = update.lines.len();
