@@ -436,6 +436,9 @@ fn a_client_that_stops_reading_never_slows_the_host_and_is_told_what_it_missed()
         "the lanes went on"
     );
     let rss_after = fleet.host_rss_kb();
+    eprintln!(
+        "host RSS: {rss_before} kB before the stall, {rss_after} kB after; {changes} changes seen"
+    );
     assert!(
         rss_after < rss_before + 50_000,
         "the host grew from {rss_before} kB to {rss_after} kB"
@@ -518,6 +521,15 @@ fn hostile_lines_are_refused_and_the_host_goes_on() {
         "names the expected types: {reason}"
     );
     assert_eq!(client.ping(2)["ok"], true, "the connection stays");
+
+    // A client of another protocol version is told so, and hung up on.
+    let (mut other, _) = fleet.connect();
+    other.send(&json!({"type": "hello", "protocol": 99, "client": "a future room"}));
+    let refused = other.until("a refusal", |m| m["type"] == "refused");
+    assert_eq!(refused["closing"], true, "{refused}");
+    let reason = refused["reason"].as_str().expect("reason");
+    assert!(reason.contains("protocol 1, the client 99"), "{reason}");
+    assert!(other.next().is_null(), "hung up on");
 
     // A line of 100 MB: refused after the first MiB, and hung up on.
     let (mut huge, _) = fleet.connect();
