@@ -30,8 +30,12 @@ struct Fleet {
 impl Fleet {
     /// `lanes`, each running `iterations` sessions.
     fn new(lanes: &[&str], iterations: u32) -> Fleet {
+        Fleet::in_folder(tempfile::tempdir().expect("tempdir"), lanes, iterations)
+    }
+
+    fn in_folder(dir: TempDir, lanes: &[&str], iterations: u32) -> Fleet {
         let fleet = Fleet {
-            dir: tempfile::tempdir().expect("tempdir"),
+            dir,
             out: tempfile::tempdir().expect("tempdir"),
             host: None,
         };
@@ -85,7 +89,7 @@ impl Fleet {
     }
 
     fn try_connect(&self) -> Option<Client> {
-        UnixStream::connect(self.socket()).ok().map(Client::new)
+        connect_socket(&self.socket()).ok().map(Client::new)
     }
 
     /// A client that has read the hello and the snapshot.
@@ -139,6 +143,19 @@ impl Drop for Fleet {
             let _ = child.wait();
         }
     }
+}
+
+/// Connects to `path`; one too long for a socket address through its
+/// folder's descriptor, as clowder's own clients do.
+fn connect_socket(path: &Path) -> std::io::Result<UnixStream> {
+    if path.as_os_str().len() < 108 {
+        return UnixStream::connect(path);
+    }
+    let folder = std::fs::File::open(path.parent().expect("a folder"))?;
+    let short = Path::new("/proc/self/fd")
+        .join(std::os::fd::AsRawFd::as_raw_fd(&folder).to_string())
+        .join(path.file_name().expect("a name"));
+    UnixStream::connect(short)
 }
 
 /// The protocol's schema, as `docs/` keeps it: (server side, client side).
@@ -820,4 +837,45 @@ fn a_client_follows_a_lanes_output_and_nothing_outside_the_lanes_folder() {
         assert_eq!(refused["closing"], false);
     }
     assert_eq!(client.ping(1)["ok"], true);
+}
+
+#[test]
+fn a_host_whose_folder_is_too_deep_for_a_socket_address_still_serves() {
+    let deep = tempfile::Builder::new()
+        .prefix(&"deep".repeat(30))
+        .tempdir()
+        .expect("tempdir");
+    let mut fleet = Fleet::in_folder(deep, &["api"], 1);
+    assert!(fleet.socket().as_os_str().len() > 108);
+    fleet.start(60, "");
+    let (mut client, snapshot) = fleet.connect();
+    assert_eq!(lane_names(&snapshot), ["api"]);
+    assert_eq!(client.ping(1)["ok"], true);
+    let mut bridge = clowder_command(fleet.root(), &["attach", "--stdio"])
+        .arg(fleet.root())
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn the bridge");
+    let mut stdin = bridge.stdin.take().expect("stdin");
+    stdin
+        .write_all(b"{\"type\":\"ping\",\"re\":2}\n")
+        .expect("write");
+    drop(stdin);
+    let output = wait_with_deadline(bridge, DEADLINE);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        common::stderr_of(&output)
+    );
+    assert!(
+        stdout_of(&output).contains(r#""re":2,"ok":true"#),
+        "{}",
+        stdout_of(&output)
+    );
+    fleet.stop();
+    assert!(
+        !fleet.socket().exists(),
+        "the deep socket is removed at the end"
+    );
 }

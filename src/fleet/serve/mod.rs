@@ -26,6 +26,39 @@ pub fn socket_path(root: &Path) -> PathBuf {
     root.join(STATE_DIR).join(SOCKET_FILE)
 }
 
+/// The longest path a socket address holds (`sun_path`, with its final NUL).
+const SUN_PATH: usize = 108;
+
+/// Connects to the host socket at `path`, however deep its folder: a path
+/// too long for a socket address is reached through the folder's descriptor.
+pub fn connect(path: &Path) -> std::io::Result<std::os::unix::net::UnixStream> {
+    through_folder(path, |short| std::os::unix::net::UnixStream::connect(short))
+}
+
+/// Calls `use_path` with `path`, or, when that is too long for a socket
+/// address, with `/proc/self/fd/N/NAME`, N an open descriptor of its folder.
+fn through_folder<T>(
+    path: &Path,
+    use_path: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < SUN_PATH {
+        return use_path(path);
+    }
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return use_path(path);
+    };
+    let folder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(folder)?;
+    let short = Path::new("/proc/self/fd")
+        .join(folder.as_raw_fd().to_string())
+        .join(name);
+    use_path(&short)
+}
+
 /// A request a client sent, for the host's loop; `reply` hears how it went.
 pub struct Remote {
     pub request: HostRequest,
@@ -91,7 +124,7 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         .and_then(|()| std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700)))
         .map_err(|err| format!("cannot make {} private: {err}", folder.display()))?;
     if std::fs::symlink_metadata(path).is_ok() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        if connect(path).is_ok() {
             return Err(format!(
                 "{} is served by another running host: not taken",
                 path.display()
@@ -100,7 +133,7 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         std::fs::remove_file(path)
             .map_err(|err| format!("cannot replace the stale {}: {err}", path.display()))?;
     }
-    let listener = UnixListener::bind(path)
+    let listener = through_folder(path, |path| UnixListener::bind(path))
         .map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
