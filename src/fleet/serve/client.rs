@@ -49,14 +49,6 @@ impl Context {
         }
     }
 
-    pub(super) fn root(&self) -> &std::path::Path {
-        &self.options.root
-    }
-
-    pub(super) fn format(&self) -> crate::agent::stream::AgentFormat {
-        self.options.format
-    }
-
     /// One of the `max` places for a client, if one is free; given back
     /// when the [`Slot`] is dropped.
     pub(super) fn take_slot(&self, max: usize) -> Option<Slot> {
@@ -196,7 +188,13 @@ async fn read_lines(
         let answer = match parse_client_line(&buffer) {
             Ok(ClientMsg::Follow { lane, file }) => {
                 _following = None;
-                match output::follow_for(context, lines, &lane, &file) {
+                match output::follow_for(
+                    &context.options.root,
+                    context.options.format,
+                    lines,
+                    &lane,
+                    &file,
+                ) {
                     Ok(follower) => {
                         _following = Some(follower);
                         None
