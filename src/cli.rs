@@ -614,15 +614,42 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
     let _notices = (verbosity != Verbosity::Quiet)
         .then(|| crate::fleet::waiting_notice::start(&cwd, cwd.join(&config.approvals.dir.0)));
     let options = RuntimeOptions {
-        working_dir: cwd,
+        working_dir: cwd.clone(),
         verbose: verbosity == Verbosity::Verbose,
     };
     let outcome = runtime.block_on(async {
-        let (supervisor, _snapshots) =
-            Runtime::new(config, options, Box::new(Console::new(verbosity)))?;
-        // Headless: nobody sends commands; the sender lives as long as the loop.
-        let (_commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
-        Ok::<_, String>(supervisor.run(commands_rx).await)
+        // Served as a fleet of one: `clowder attach` reaches it.
+        let single = crate::fleet::serve::single::SingleLoop::new(&cwd);
+        let serve_options = crate::fleet::serve::ServeOptions {
+            root: cwd.clone(),
+            approvals_dir: cwd.join(&config.approvals.dir.0),
+            format: config.agent.format,
+            outputs: Some(cwd.join(&config.session.output_dir.0)),
+        };
+        let max_iterations = config.session.max_iterations.0;
+        let reporter = single.reporter(Box::new(Console::new(verbosity)));
+        let (supervisor, snapshots) = Runtime::new(config, options, reporter)?;
+        // The sender lives as long as the loop, whoever else holds one.
+        let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+        let served = single.serve(
+            serve_options,
+            snapshots,
+            commands_tx.clone(),
+            max_iterations,
+        );
+        let _serving = match served {
+            Ok(serving) => Some(serving),
+            Err(why) => {
+                let warning = format!("not served to `clowder attach`: {why}");
+                use crate::supervisor::runtime::Reporter;
+                let level = crate::supervisor::core::Level::Warn;
+                Console::new(verbosity).log(chrono::Utc::now(), level, &warning);
+                None
+            }
+        };
+        let outcome = supervisor.run(commands_rx).await;
+        drop(commands_tx);
+        Ok::<_, String>(outcome)
     });
     match outcome {
         Ok(outcome) => {

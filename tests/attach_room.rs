@@ -551,3 +551,44 @@ fn hosts_in_harness_toml_are_attached_by_name() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_headless_single_loop_is_served_as_a_fleet_of_one() {
+    let project = common::Project::new(&common::fast_config(
+        &["slow", "600"],
+        "[watchdog]\nstale_timeout_mins = 10\n",
+    ));
+    let mut clowder = project.spawn(&["--headless", "1"]);
+    let socket = project.path(".clowder/host.sock");
+    assert!(
+        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(
+            &socket
+        )
+        .is_ok()),
+        "a headless single loop never served"
+    );
+    let tmux = Tmux::start(project.root(), &attach_command(""), 120, 40);
+    tmux.wait_for("attached to the host");
+    tmux.wait_for("● running");
+    tmux.keys(&["p"]);
+    let paused = || {
+        std::fs::read_to_string(project.path("harness.status"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .is_some_and(|status| status["paused"] == true)
+    };
+    assert!(
+        wait_until(DEADLINE, paused),
+        "p in a room attached to a single loop never paused it; screen:\n{}",
+        tmux.screen()
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("ATTACH_EXIT=0");
+    assert!(
+        matches!(clowder.try_wait(), Ok(None)),
+        "quitting the room ended the loop"
+    );
+    send_signal(clowder.id(), libc::SIGTERM);
+    let _ = common::wait_with_deadline(clowder, DEADLINE);
+    assert!(!socket.exists(), "the socket outlived its loop");
+}

@@ -3,7 +3,6 @@
 //! the far end of such a pipe (`--stdio`), and the protocol's schema.
 
 use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use crate::fleet::serve::socket_path;
@@ -56,7 +55,7 @@ fn print_schema() -> i32 {
 /// so that the room at the other end can say why.
 fn bridge(folder: &Path) -> i32 {
     let path = socket_path(folder);
-    let socket = match UnixStream::connect(&path) {
+    let socket = match crate::fleet::serve::connect(&path) {
         Ok(socket) => socket,
         Err(err) => {
             let reason = format!(

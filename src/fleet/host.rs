@@ -183,6 +183,7 @@ fn run_with(
             root,
             approvals_dir,
             format,
+            outputs: None,
         };
         let serving = super::serve::start(options, watchers.from_host, watchers.local, remote_tx);
         let _serving = match serving {

@@ -176,8 +176,12 @@ async fn open(target: &Target) -> Result<Pipe, String> {
     match target {
         Target::Folder(folder) => {
             let path = super::serve::socket_path(folder);
-            let stream = tokio::net::UnixStream::connect(&path)
-                .await
+            // Through the folder's descriptor when the path is too long for a socket address.
+            let stream = super::serve::connect(&path)
+                .and_then(|stream| {
+                    stream.set_nonblocking(true)?;
+                    tokio::net::UnixStream::from_std(stream)
+                })
                 .map_err(|err| format!("no host serves {} ({err})", path.display()))?;
             let (read, write) = stream.into_split();
             Ok(Pipe {

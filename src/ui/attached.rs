@@ -4,7 +4,7 @@
 //! room would do to files itself (decide a request, follow an output file,
 //! leave a note) it asks of the host.
 
-use chrono::{Local, Utc};
+use chrono::Local;
 use tokio::sync::mpsc;
 
 use super::fleet::{Feeds, Link, Room, room_loop};
@@ -14,7 +14,7 @@ use crate::approvals::Request;
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, PlanSummary};
 use crate::fleet::remote::{RemoteEvent, Target, keep_reached};
-use crate::fleet::wire::{ClientMsg, PendingRequest, WireDecision};
+use crate::fleet::wire::{ClientMsg, PendingRequest};
 use crate::supervisor::core::Level;
 
 /// A host to attach to, and the name its lanes go by (`NAME/lane`) when the
@@ -48,11 +48,12 @@ pub fn run_attached(targets: Vec<HostTarget>) -> i32 {
         let (requests, requests_rx) = mpsc::unbounded_channel();
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
-        let link = Link::Attached(Attached {
+        let attached = Attached {
             targets,
             host_tx,
             requests: requests_rx,
-        });
+        };
+        let link = Link::Attached(Box::new(move |asks| attached.start(asks)));
         let room = Room {
             root: files.root.clone(),
             format: crate::agent::stream::AgentFormat::Auto,
@@ -75,7 +76,7 @@ pub fn run_attached(targets: Vec<HostTarget>) -> i32 {
 }
 
 /// An attached room's hosts and channels, before the room starts.
-pub(super) struct Attached {
+struct Attached {
     targets: Vec<HostTarget>,
     host_tx: mpsc::UnboundedSender<HostMsg>,
     requests: mpsc::UnboundedReceiver<HostRequest>,
@@ -84,7 +85,7 @@ pub(super) struct Attached {
 impl Attached {
     /// Reaches every host and carries their events into the room's channels;
     /// what the room asks goes through `asks`.
-    pub(super) fn start(self, asks: mpsc::UnboundedReceiver<ClientMsg>) -> Feeds {
+    fn start(self, asks: mpsc::UnboundedReceiver<ClientMsg>) -> Feeds {
         let (feed_tx, feed_rx) = mpsc::unbounded_channel();
         let (listing_tx, listing_rx) = mpsc::unbounded_channel();
         let (hint_tx, _hints) = mpsc::unbounded_channel();
@@ -523,29 +524,4 @@ fn is_recent(message: &HostMsg) -> bool {
                 ..
             }
     )
-}
-
-/// Who decides, as the request's record says: the user and this machine.
-pub(super) fn decider() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "someone".to_string());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_string())
-        .unwrap_or_default();
-    format!("{user}@{host} (attached room)")
-}
-
-/// A decision of the room, as the host takes it.
-pub(super) fn decision(id: String, approve: bool, reason: Option<String>) -> ClientMsg {
-    let decision = match (approve, reason) {
-        (true, reason) => WireDecision::Approve { reason },
-        (false, reason) => WireDecision::Reject {
-            reason: reason.unwrap_or_default(),
-        },
-    };
-    ClientMsg::Decide {
-        re: Some(Utc::now().timestamp_millis().unsigned_abs()),
-        id,
-        decision,
-        by: decider(),
-    }
 }

@@ -134,9 +134,14 @@ pub(super) struct Room<'a> {
 pub(super) enum Link {
     /// The host runs on a thread of this process, and the folder is here.
     Local,
-    /// The host runs elsewhere, reached through its protocol.
-    Attached(super::attached::Attached),
+    /// The host runs elsewhere, reached through its protocol: given the
+    /// channel of what the room asks, this starts the room's feeds.
+    Attached(StartFeeds),
 }
+
+/// Starts an attached room's feeds (see [`Link::Attached`]).
+pub(super) type StartFeeds =
+    Box<dyn FnOnce(mpsc::UnboundedReceiver<crate::fleet::wire::ClientMsg>) -> Feeds>;
 
 /// Where the room's news besides the host's messages comes from: the output
 /// followed, and the approval requests listed.
@@ -201,10 +206,10 @@ pub(super) async fn room_loop(
     history_ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let (asks, feeds) = match link {
         Link::Local => (None, Feeds::local(files)),
-        Link::Attached(attached) => {
+        Link::Attached(start) => {
             state.attached = true;
             let (asks, asked) = mpsc::unbounded_channel();
-            (Some(asks), attached.start(asked))
+            (Some(asks), start(asked))
         }
     };
     let Feeds {
@@ -454,7 +459,6 @@ fn ask_host(
     requests: &mpsc::UnboundedSender<HostRequest>,
     notes: &mut Vec<Note>,
 ) -> Option<UiCommand> {
-    use super::attached::decision;
     let selected = || {
         state
             .fleet
@@ -485,6 +489,32 @@ fn ask_host(
     };
     let _ = asks.send(ask);
     None
+}
+
+/// Who decides, as the request's record says: the user and this machine.
+fn decider() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "someone".to_string());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_default();
+    format!("{user}@{host} (attached room)")
+}
+
+/// A decision of an attached room, as the host takes it.
+fn decision(id: String, approve: bool, reason: Option<String>) -> crate::fleet::wire::ClientMsg {
+    use crate::fleet::wire::WireDecision;
+    let decision = match (approve, reason) {
+        (true, reason) => WireDecision::Approve { reason },
+        (false, reason) => WireDecision::Reject {
+            reason: reason.unwrap_or_default(),
+        },
+    };
+    crate::fleet::wire::ClientMsg::Decide {
+        re: Some(Utc::now().timestamp_millis().unsigned_abs()),
+        id,
+        decision,
+        by: decider(),
+    }
 }
 
 /// `o` or `e`: the program in the lane's folder, the screen suspended

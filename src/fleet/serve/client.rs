@@ -4,7 +4,7 @@
 //! is a refusal and a hang-up; the host goes on.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -29,6 +29,8 @@ pub(super) struct Context {
     hub: HubHandle,
     remote: mpsc::UnboundedSender<Remote>,
     options: Arc<ServeOptions>,
+    /// The connections being served now.
+    connected: Arc<AtomicUsize>,
 }
 
 impl Context {
@@ -43,19 +45,25 @@ impl Context {
             hub,
             remote,
             options: Arc::new(options),
+            connected: Arc::new(AtomicUsize::new(0)),
         }
     }
 
-    pub(super) fn root(&self) -> &std::path::Path {
-        &self.options.root
+    /// One of the `max` places for a client, if one is free; given back
+    /// when the [`Slot`] is dropped.
+    pub(super) fn take_slot(&self, max: usize) -> Option<Slot> {
+        let taken = self.connected.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(Arc::clone(&self.connected));
+        (taken < max).then_some(slot)
     }
+}
 
-    pub(super) fn format(&self) -> crate::agent::stream::AgentFormat {
-        self.options.format
-    }
+/// A client's place among the host's connections.
+pub(super) struct Slot(Arc<AtomicUsize>);
 
-    pub(super) fn clients(&self) -> usize {
-        self.hub.clients.load(Ordering::Relaxed)
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -70,7 +78,8 @@ pub(super) async fn refuse(mut stream: UnixStream, reason: String) {
     let _ = tokio::time::timeout(LAST_WORDS, write).await;
 }
 
-pub(super) async fn serve(stream: UnixStream, context: Context) {
+/// Serves one client while it holds `_slot`.
+pub(super) async fn serve(stream: UnixStream, context: Context, _slot: Slot) {
     let ours = nix::unistd::geteuid().as_raw();
     match stream.peer_cred() {
         Ok(peer) if peer.uid() == ours => {}
@@ -88,10 +97,12 @@ pub(super) async fn serve(stream: UnixStream, context: Context) {
     let (stop, stopped) = oneshot::channel();
     let hello = Arc::clone(&context.hello);
     let writing = tokio::spawn(write_lines(writer, hello, queue, stopped));
+    let (queued, snapshot_queued) = oneshot::channel();
     let joined = Joined {
         lines: lines.clone(),
+        queued,
     };
-    if context.hub.join.send(joined).is_ok() {
+    if context.hub.join.send(joined).is_ok() && snapshot_queued.await.is_ok() {
         read_lines(BufReader::new(reader), &context, &lines).await;
     }
     // What is queued (a refusal, say) is still written, then the queue closes,
@@ -177,7 +188,11 @@ async fn read_lines(
         let answer = match parse_client_line(&buffer) {
             Ok(ClientMsg::Follow { lane, file }) => {
                 _following = None;
-                match output::follow_for(context, lines, &lane, &file) {
+                let folder = match &context.options.outputs {
+                    Some(outputs) => outputs.clone(),
+                    None => crate::fleet::lane_files_dir(&context.options.root, &lane),
+                };
+                match output::follow_for(&folder, context.options.format, lines, &lane, &file) {
                     Ok(follower) => {
                         _following = Some(follower);
                         None

@@ -8,10 +8,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::ServeOptions;
 use crate::fleet::LaneName;
@@ -26,9 +25,11 @@ const RECENT: usize = 200;
 /// again while a client is connected.
 const TICK: Duration = Duration::from_millis(250);
 
-/// A client's queue, as the hub holds it.
+/// A client's queue, as the hub holds it; `queued` hears when the snapshot
+/// is in it, so that nothing the client asks is answered before it.
 pub(super) struct Joined {
     pub(super) lines: mpsc::Sender<Arc<str>>,
+    pub(super) queued: oneshot::Sender<()>,
 }
 
 /// How the connections reach the hub.
@@ -37,7 +38,6 @@ pub(super) struct HubHandle {
     pub(super) join: mpsc::UnboundedSender<Joined>,
     /// Ask for the requests to be read again now (after a decision).
     pub(super) rescan: mpsc::UnboundedSender<()>,
-    pub(super) clients: Arc<AtomicUsize>,
 }
 
 struct Client {
@@ -52,7 +52,6 @@ pub(super) struct Hub {
     local: Option<mpsc::UnboundedSender<HostMsg>>,
     root: PathBuf,
     approvals_dir: PathBuf,
-    count: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -73,21 +72,15 @@ impl Hub {
     ) -> HubHandle {
         let (join, joins) = mpsc::unbounded_channel();
         let (rescan, rescans) = mpsc::unbounded_channel();
-        let clients = Arc::new(AtomicUsize::new(0));
         let hub = Hub {
             state: State::default(),
             clients: Vec::new(),
             local,
             root: options.root.clone(),
             approvals_dir: options.approvals_dir.clone(),
-            count: Arc::clone(&clients),
         };
         tokio::spawn(hub.run(from_host, joins, rescans));
-        HubHandle {
-            join,
-            rescan,
-            clients,
-        }
+        HubHandle { join, rescan }
     }
 
     async fn run(
@@ -117,7 +110,9 @@ impl Hub {
                     scanning = false;
                     self.on_requests(requests);
                 }
-                _ = tick.tick() => {
+                // With no client there is nothing to catch up on or to list
+                // for: an idle host is not woken.
+                _ = tick.tick(), if !self.clients.is_empty() => {
                     self.catch_up();
                     scan = !self.clients.is_empty();
                 }
@@ -169,8 +164,8 @@ impl Hub {
                 lines: joined.lines,
                 dropped: None,
             });
+            let _ = joined.queued.send(());
         }
-        self.count.store(self.clients.len(), Ordering::Relaxed);
     }
 
     fn broadcast(&mut self, message: &ServerMsg) {
@@ -189,7 +184,6 @@ impl Hub {
                 Err(mpsc::error::TrySendError::Closed(_)) => false,
             }
         });
-        self.count.store(self.clients.len(), Ordering::Relaxed);
     }
 
     /// A client that fell behind and has room again: told so, then given the
@@ -216,7 +210,6 @@ impl Hub {
             }
         }
         self.clients.retain(|client| !client.lines.is_closed());
-        self.count.store(self.clients.len(), Ordering::Relaxed);
     }
 }
 

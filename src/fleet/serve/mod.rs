@@ -7,6 +7,7 @@
 mod client;
 mod hub;
 mod output;
+pub mod single;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -29,13 +30,46 @@ pub fn socket_path(root: &Path) -> PathBuf {
 /// Whether a host serves the fleet in `folder` now; if not, what to do.
 pub fn check_served(folder: &Path) -> Result<(), String> {
     let path = socket_path(folder);
-    match std::os::unix::net::UnixStream::connect(&path) {
+    match connect(&path) {
         Ok(_) => Ok(()),
         Err(err) => Err(format!(
             "no clowder host serves {} ({err}); start one there with `clowder --headless`, or attach to another with ssh://host/path or --via 'COMMAND'",
             path.display()
         )),
     }
+}
+
+/// The longest path a socket address holds (`sun_path`, with its final NUL).
+const SUN_PATH: usize = 108;
+
+/// Connects to the host socket at `path`, however deep its folder: a path
+/// too long for a socket address is reached through the folder's descriptor.
+pub fn connect(path: &Path) -> std::io::Result<std::os::unix::net::UnixStream> {
+    through_folder(path, |short| std::os::unix::net::UnixStream::connect(short))
+}
+
+/// Calls `use_path` with `path`, or, when that is too long for a socket
+/// address, with `/proc/self/fd/N/NAME`, N an open descriptor of its folder.
+fn through_folder<T>(
+    path: &Path,
+    use_path: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().len() < SUN_PATH {
+        return use_path(path);
+    }
+    let (Some(folder), Some(name)) = (path.parent(), path.file_name()) else {
+        return use_path(path);
+    };
+    let folder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(folder)?;
+    let short = Path::new("/proc/self/fd")
+        .join(folder.as_raw_fd().to_string())
+        .join(name);
+    use_path(&short)
 }
 
 /// A request a client sent, for the host's loop; `reply` hears how it went.
@@ -67,6 +101,9 @@ pub struct ServeOptions {
     pub approvals_dir: PathBuf,
     /// How the lanes' output files are read, for clients that follow one.
     pub format: crate::agent::stream::AgentFormat,
+    /// A single loop's output folder: a followed file must be in it (else in
+    /// the lane's own folder).
+    pub outputs: Option<PathBuf>,
 }
 
 /// Starts the hub that fans `from_host` out to `local` (the control room on
@@ -103,7 +140,7 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         .and_then(|()| std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o700)))
         .map_err(|err| format!("cannot make {} private: {err}", folder.display()))?;
     if std::fs::symlink_metadata(path).is_ok() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        if connect(path).is_ok() {
             return Err(format!(
                 "{} is served by another running host: not taken",
                 path.display()
@@ -112,7 +149,7 @@ fn bind(path: &Path) -> Result<UnixListener, String> {
         std::fs::remove_file(path)
             .map_err(|err| format!("cannot replace the stale {}: {err}", path.display()))?;
     }
-    let listener = UnixListener::bind(path)
+    let listener = through_folder(path, |path| UnixListener::bind(path))
         .map_err(|err| format!("cannot serve {}: {err}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
         .map_err(|err| format!("cannot make {} private: {err}", path.display()))?;
@@ -126,14 +163,16 @@ async fn accept(listener: UnixListener, context: client::Context) {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             continue;
         };
-        if context.clients() >= MAX_CLIENTS {
+        // Counted here, before the connection's task starts: a burst of
+        // connections must not all pass before the first of them is counted.
+        let Some(slot) = context.take_slot(MAX_CLIENTS) else {
             tokio::spawn(client::refuse(
                 stream,
                 format!("the host serves at most {MAX_CLIENTS} clients at once"),
             ));
             continue;
-        }
-        tokio::spawn(client::serve(stream, context.clone()));
+        };
+        tokio::spawn(client::serve(stream, context.clone(), slot));
     }
 }
 

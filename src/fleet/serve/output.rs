@@ -8,19 +8,20 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::client::Context;
 use crate::agent::follow::{FollowUpdate, Follower, follow};
+use crate::agent::stream::AgentFormat;
 use crate::fleet::LaneName;
 use crate::fleet::wire::{Output, OutputLine, ServerMsg, line};
 
-/// Starts following `file` for one client, whose queue is `lines`.
+/// Starts following `file` of the fleet in `root` for one client, whose
+/// queue is `lines`.
 pub(super) fn follow_for(
-    context: &Context,
+    folder: &Path,
+    format: AgentFormat,
     lines: &mpsc::Sender<Arc<str>>,
     lane: &LaneName,
     file: &Path,
 ) -> Result<Follower, String> {
-    let folder = crate::fleet::lane_files_dir(context.root(), lane);
     let inside = folder
         .canonicalize()
         .ok()
@@ -33,7 +34,7 @@ pub(super) fn follow_for(
         ));
     }
     let (updates, mut read) = mpsc::unbounded_channel::<FollowUpdate>();
-    let follower = follow(file.to_path_buf(), context.format(), updates);
+    let follower = follow(file.to_path_buf(), format, updates);
     let (lines, lane) = (lines.clone(), lane.clone());
     tokio::spawn(async move {
         let mut missed = 0usize;

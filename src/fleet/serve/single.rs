@@ -86,13 +86,18 @@ fn lane_name(root: &Path) -> LaneName {
         .map(|name| name.to_string_lossy().to_lowercase())
         .unwrap_or_default()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .skip_while(|c| !c.is_ascii_alphanumeric())
         .take(40)
         .collect();
-    LaneName::parse(name.trim_end_matches(['.', '-'])).unwrap_or_else(|_| {
-        LaneName::parse("loop").expect("\"loop\" follows the lane-name rule")
-    })
+    LaneName::parse(name.trim_end_matches(['.', '-']))
+        .unwrap_or_else(|_| LaneName::parse("loop").expect("\"loop\" follows the lane-name rule"))
 }
 
 fn forward_snapshots(
@@ -131,7 +136,10 @@ async fn take_requests(
 ) {
     while let Some(remote) = requests.recv().await {
         let answer = match remote.request {
-            HostRequest::Command { lane: asked, command } if asked == lane => commands
+            HostRequest::Command {
+                lane: asked,
+                command,
+            } if asked == lane => commands
                 .send(command)
                 .map(|()| "sent to the loop".to_string())
                 .map_err(|_| "the loop has ended".to_string()),
