@@ -395,14 +395,22 @@ fn run_command(command: Command) -> i32 {
         Command::Gate(args) => approvals::gate(args),
         Command::Init(args) => init::init(args),
         Command::Queue(mut args) => match resolve_queue_dir(&mut args.dir) {
-            Ok(()) => approvals::queue(args, &|requests| {
-                crate::fleet::request_lane::attribute(Path::new("."), requests)
-            }),
+            Ok(()) => {
+                let listed = host_of(&args.dir).map(|host| {
+                    let requests = host.snapshot.requests.into_iter();
+                    requests
+                        .map(crate::fleet::wire::PendingRequest::into_request)
+                        .collect()
+                });
+                approvals::queue(args, listed, &|requests| {
+                    crate::fleet::request_lane::attribute(Path::new("."), requests)
+                })
+            }
             Err(code) => code,
         },
         Command::Approve(mut args) => match resolve_queue_dir(&mut args.dir) {
-            Ok(()) => approvals::decide(
-                &args.dir.dir,
+            Ok(()) => decide(
+                &args.dir,
                 &args.id,
                 crate::approvals::Decision::Approve,
                 args.reason,
@@ -410,8 +418,8 @@ fn run_command(command: Command) -> i32 {
             Err(code) => code,
         },
         Command::Reject(mut args) => match resolve_queue_dir(&mut args.dir) {
-            Ok(()) => approvals::decide(
-                &args.dir.dir,
+            Ok(()) => decide(
+                &args.dir,
                 &args.id,
                 crate::approvals::Decision::Reject(args.reason),
                 None,
@@ -423,6 +431,47 @@ fn run_command(command: Command) -> i32 {
             Err(code) => code,
         },
     }
+}
+
+/// The host serving this folder, when the queue is its own (no `--dir`).
+fn host_of(dir: &approvals::DirArg) -> Option<crate::fleet::client::Client> {
+    dir.given
+        .is_none()
+        .then(|| crate::fleet::client::connect(Path::new(".")))
+        .flatten()
+}
+
+/// `clowder approve` / `reject`: through the host serving this folder, which
+/// writes the decision as the CLI would; else, or when the host refuses it,
+/// on the files, which say why in the CLI's own words and exit code.
+fn decide(
+    dir: &approvals::DirArg,
+    id: &str,
+    decision: crate::approvals::Decision,
+    note: Option<String>,
+) -> i32 {
+    use crate::fleet::client::{Answer, note as trouble};
+    use crate::fleet::wire::WireDecision;
+    if let Some(mut host) = host_of(dir) {
+        let (who, verb) = approvals::decider(&decision);
+        let wire = match &decision {
+            crate::approvals::Decision::Approve => WireDecision::Approve {
+                reason: note.clone(),
+            },
+            crate::approvals::Decision::Reject(reason) => WireDecision::Reject {
+                reason: reason.clone(),
+            },
+        };
+        match host.decide(id, wire, who) {
+            Answer::Done(_) => {
+                println!("{verb} {id}");
+                return 0;
+            }
+            Answer::Refused(_) => {}
+            Answer::Trouble(err) => trouble(&err),
+        }
+    }
+    approvals::decide(&dir.dir, id, decision, note)
 }
 
 /// Commands that only print a listing and start nothing.

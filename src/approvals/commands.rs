@@ -640,20 +640,32 @@ struct Listed<'a> {
 
 /// `clowder queue`: the pending requests, their lanes set by `attribute` from
 /// the fleet's records (a request's own word is not taken).
-pub fn queue(args: QueueArgs, attribute: &dyn Fn(&mut [Request])) -> i32 {
+/// `listed`: the requests as a host serving the folder lists them (attributed),
+/// instead of the queue's files.
+pub fn queue(
+    args: QueueArgs,
+    listed: Option<Vec<Request>>,
+    attribute: &dyn Fn(&mut [Request]),
+) -> i32 {
     let queue = match open_queue(&args.dir.dir, "clowder queue") {
         Ok(queue) => queue,
         Err(code) => return code,
     };
-    let (mut requests, refused) = queue.scan_pending();
-    attribute(&mut requests);
-    for (name, reason) in &refused {
-        eprintln!(
-            "clowder queue: refused pending/{}: {}",
-            escape(name),
-            escape(reason)
-        );
-    }
+    let mut requests = match listed {
+        Some(requests) => requests,
+        None => {
+            let (mut requests, refused) = queue.scan_pending();
+            attribute(&mut requests);
+            for (name, reason) in &refused {
+                eprintln!(
+                    "clowder queue: refused pending/{}: {}",
+                    escape(name),
+                    escape(reason)
+                );
+            }
+            requests
+        }
+    };
     let swept = queue.sweep_listed(&requests, args.prune, std::time::SystemTime::now());
     if !swept.abandoned.is_empty() {
         eprintln!(
@@ -749,17 +761,10 @@ fn clip(text: &str, max: usize) -> String {
 
 /// `clowder approve ID` / `clowder reject ID --reason …`.
 pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) -> i32 {
-    let who = match decision {
-        Decision::Approve => "clowder approve",
-        Decision::Reject(_) => "clowder reject",
-    };
+    let (who, verb) = decider(&decision);
     let queue = match open_queue(dir, who) {
         Ok(queue) => queue.deciding_as(who),
         Err(code) => return code,
-    };
-    let verb = match decision {
-        Decision::Approve => "approved",
-        Decision::Reject(_) => "rejected",
     };
     let result = match decision {
         Decision::Approve => queue.approve_with_reason(id, note),
@@ -784,6 +789,15 @@ pub fn decide(dir: &Path, id: &str, decision: Decision, note: Option<String>) ->
             eprintln!("{who}: error: {}", escape(&err.to_string()));
             EXIT_ERROR
         }
+    }
+}
+
+/// Who decides from the command line, as the request's record names it, and
+/// what `clowder approve` / `reject` print once done (`approved ID`).
+pub fn decider(decision: &Decision) -> (&'static str, &'static str) {
+    match decision {
+        Decision::Approve => ("clowder approve", "approved"),
+        Decision::Reject(_) => ("clowder reject", "rejected"),
     }
 }
 

@@ -285,7 +285,10 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
         |config| config.dir.0.clone(),
     );
     let now = chrono::Utc::now();
-    let (mut rows, unclaimed) = lanes::rows(root, &registry, &approvals, now);
+    let (mut rows, unclaimed) = match super::client::connect(root) {
+        Some(host) => host_rows(root, &registry, &host.snapshot, now),
+        None => lanes::rows(root, &registry, &approvals, now),
+    };
     for (lane, row) in registry.lanes.iter().zip(rows.iter_mut()) {
         task_lane::fill_row(root, lane, row, now);
         // The agent may have rewritten its worktree's rules: said, never used.
@@ -329,6 +332,31 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
         println!("clowder: orphan: {}", orphan_line(orphan));
     }
     Ok(())
+}
+
+/// The rows as the host serving the folder reports them: its lanes' latest
+/// states and its pending requests (attributed as `clowder queue` does); a lane
+/// it never reported is read from its status file.
+fn host_rows(
+    root: &Path,
+    registry: &registry::Registry,
+    host: &super::wire::HostSnapshot,
+    now: chrono::DateTime<chrono::Utc>,
+) -> (Vec<LaneRow>, usize) {
+    let requests: Vec<_> = host
+        .requests
+        .iter()
+        .cloned()
+        .map(super::wire::PendingRequest::into_request)
+        .collect();
+    let reported = |name: &LaneName| {
+        let facts = host.facts.iter().find(|facts| &facts.lane == name)?;
+        Some((
+            std::sync::Arc::clone(facts.snapshot.as_ref()?),
+            facts.queued,
+        ))
+    };
+    lanes::rows_of(root, registry, &requests, &reported, now)
 }
 
 fn pending_line(pending: &registry::Pending) -> String {

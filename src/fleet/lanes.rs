@@ -3,12 +3,14 @@
 //! without losing work, and find orphaned worktrees.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use super::registry::{self, Change, Lane, LaneKind, LaneState, Pending, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
 use crate::lane_status::LaneStatus;
+use crate::protocol::Snapshot;
 use crate::store::lock::{InstanceLock, LockError, STATE_DIR};
 use crate::supervisor::runtime::QUEUED_MARK;
 
@@ -860,18 +862,44 @@ pub fn rows(
     approvals_dir: &Path,
     now: DateTime<Utc>,
 ) -> (Vec<LaneRow>, usize) {
-    let (pending, unclaimed) = approvals_by_lane(root, registry, approvals_dir);
+    let (_, requests) = crate::approvals::list_pending_requests(&root.join(approvals_dir));
+    rows_of(root, registry, &requests, &|_| None, now)
+}
+
+/// The latest state a host reported for a lane (and whether it waits for a
+/// session slot), if it reported one.
+pub type Reported<'a> = dyn Fn(&LaneName) -> Option<(Arc<Snapshot>, bool)> + 'a;
+
+/// The rows of `clowder lanes` from `requests` (the pending approval requests)
+/// and the lanes' states as `reported` (a host serving the folder) says them,
+/// else as their status files do. The rest comes from the registry and git.
+pub fn rows_of(
+    root: &Path,
+    registry: &Registry,
+    requests: &[crate::approvals::Request],
+    reported: &Reported,
+    now: DateTime<Utc>,
+) -> (Vec<LaneRow>, usize) {
+    let (pending, unclaimed) = approvals_by_lane(root, registry, requests);
     let rows = registry
         .lanes
         .iter()
         .zip(pending)
-        .map(|(lane, pending)| row(root, lane, pending, now))
+        .map(|(lane, pending)| {
+            let mut row = row(lane, pending);
+            match reported(&lane.name) {
+                Some((snapshot, queued)) => fill_from_status(&mut row, &snapshot, queued, now),
+                None => fill_from_file(root, &mut row, &lane.name, now),
+            }
+            count_ahead(root, lane, &mut row);
+            row
+        })
         .collect();
     (rows, unclaimed)
 }
 
-fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> LaneRow {
-    let mut row = LaneRow {
+fn row(lane: &Lane, pending_approvals: u64) -> LaneRow {
+    LaneRow {
         name: lane.name.to_string(),
         kind: lane.kind,
         dir: lane.dir.clone(),
@@ -891,13 +919,16 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
         commits_ahead: None,
         pending_approvals,
         problems: Vec::new(),
-    };
-    let status = status_path(root, &lane.name);
+    }
+}
+
+fn fill_from_file(root: &Path, row: &mut LaneRow, name: &LaneName, now: DateTime<Utc>) {
+    let status = status_path(root, name);
     if status.exists() {
         match crate::store::status::read(&status) {
             Ok((snapshot, _)) => {
-                let queued = lane_files_dir(root, &lane.name).join(QUEUED_MARK).exists();
-                fill_from_status(&mut row, &snapshot, queued, now);
+                let queued = lane_files_dir(root, name).join(QUEUED_MARK).exists();
+                fill_from_status(row, &snapshot, queued, now);
             }
             Err(err) => {
                 row.state = LaneStatus::Unknown.word().to_string();
@@ -905,13 +936,15 @@ fn row(root: &Path, lane: &Lane, pending_approvals: u64, now: DateTime<Utc>) -> 
             }
         }
     }
+}
+
+fn count_ahead(root: &Path, lane: &Lane, row: &mut LaneRow) {
     if let (Some(base), Some(branch)) = (&lane.base, &lane.branch) {
         match worktree::commits_ahead(root, base, &format!("refs/heads/{branch}")) {
             Ok(ahead) => row.commits_ahead = Some(ahead),
             Err(err) => row.problems.push(err),
         }
     }
-    row
 }
 
 fn fill_from_status(
@@ -954,9 +987,12 @@ fn fill_from_status(
 /// Pending approval requests per lane (in registry order), each claimed by the
 /// lane the fleet's records say it comes from (see [`super::request_lane`]).
 /// Also returns how many no lane claims.
-fn approvals_by_lane(root: &Path, registry: &Registry, approvals_dir: &Path) -> (Vec<u64>, usize) {
+fn approvals_by_lane(
+    root: &Path,
+    registry: &Registry,
+    requests: &[crate::approvals::Request],
+) -> (Vec<u64>, usize) {
     let mut counts = vec![0; registry.lanes.len()];
-    let (_, requests) = crate::approvals::list_pending_requests(&root.join(approvals_dir));
     let folders = super::request_lane::LaneFolders::new(root, registry);
     let mut unclaimed = 0;
     for request in requests {

@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod cli;
+pub mod client;
 mod forge;
 pub mod host;
 pub mod lanes;
