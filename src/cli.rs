@@ -613,16 +613,24 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
     let started = Instant::now();
     let _notices = (verbosity != Verbosity::Quiet)
         .then(|| crate::fleet::waiting_notice::start(&cwd, cwd.join(&config.approvals.dir.0)));
+    let approvals_dir = cwd.join(&config.approvals.dir.0);
+    let ui = config.ui.clone();
+    let root = cwd.clone();
     let options = RuntimeOptions {
         working_dir: cwd,
         verbose: verbosity == Verbosity::Verbose,
     };
     let outcome = runtime.block_on(async {
-        let (supervisor, _snapshots) =
+        let (supervisor, snapshots) =
             Runtime::new(config, options, Box::new(Console::new(verbosity)))?;
+        // Nobody watches: the loop calls its human itself (`[ui] on_attention`).
+        let attention = crate::fleet::attention::watch_loop(&root, approvals_dir, &ui, snapshots);
         // Headless: nobody sends commands; the sender lives as long as the loop.
         let (_commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
-        Ok::<_, String>(supervisor.run(commands_rx).await)
+        let outcome = supervisor.run(commands_rx).await;
+        attention.loop_ended(&outcome.reason);
+        attention.finish();
+        Ok::<_, String>(outcome)
     });
     match outcome {
         Ok(outcome) => {
