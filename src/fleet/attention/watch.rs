@@ -186,7 +186,10 @@ impl Watcher {
     }
 
     fn run(mut self, seen: &std_mpsc::Receiver<Seen>) {
-        let mut polled: Option<Instant> = None;
+        // The loop's first state is seen before it can end.
+        self.poll();
+        let mut polled = Instant::now();
+        self.look();
         loop {
             let closed = match seen.recv_timeout(POLL) {
                 Ok(first) => {
@@ -203,9 +206,9 @@ impl Watcher {
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,
             };
-            if closed || polled.is_none_or(|at| at.elapsed() >= POLL) {
+            if closed || polled.elapsed() >= POLL {
                 self.poll();
-                polled = Some(Instant::now());
+                polled = Instant::now();
             }
             self.look();
             if closed {
