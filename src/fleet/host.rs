@@ -167,12 +167,8 @@ fn run_with(
     let _notices = (headless && verbosity != Verbosity::Quiet)
         .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
     // The host calls its human (`[ui] on_attention`), whether a room is attached or not.
-    let (from_host, attention) = super::attention::watch_host(
-        &root,
-        approvals_dir.clone(),
-        &config.ui,
-        watchers.from_host,
-    );
+    let (from_host, attention) =
+        super::attention::watch_host(&root, approvals_dir.clone(), &config.ui, watchers.from_host);
     let mut host = Host::new(root.clone(), config, verbosity);
     host.room = Some(watchers.room);
     host.headless = headless;

@@ -10,8 +10,8 @@ use std::path::Path;
 use super::app::AppState;
 use super::app::observe::observe;
 use super::attention::Notifier;
-use crate::fleet::attention::{AttentionEvent, Observation, detect};
 use crate::config::UiConfig;
+use crate::fleet::attention::{AttentionEvent, Observation, detect};
 
 pub(super) struct Caller {
     notifier: Notifier,

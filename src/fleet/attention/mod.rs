@@ -133,7 +133,6 @@ fn approval_event(request: &PendingRequest) -> AttentionEvent {
     }
 }
 
-
 /// A lane's attention state from how its loop ended in this run, or else its
 /// last snapshot; `None` before either (then its first state, even done from
 /// an earlier run, is its first sight, not a change).
@@ -147,7 +146,8 @@ pub fn lane_state(
     };
     // Failed as its row says, though its exit code may be 0 (an agent that
     // exited non-zero in every session ends the loop with max_iterations).
-    if (snapshot.is_some() || ended.is_some()) && LaneStatus::of(snapshot, facts) == LaneStatus::Failed
+    if (snapshot.is_some() || ended.is_some())
+        && LaneStatus::of(snapshot, facts) == LaneStatus::Failed
     {
         return Some(AttentionState::Failed);
     }

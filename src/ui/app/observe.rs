@@ -16,8 +16,9 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
             .collect(),
         None => {
             let ended = state.finished.clone().map(Ok);
-            let attention = crate::fleet::attention::lane_state(Some(&state.snapshot), ended.as_ref())
-                .unwrap_or(AttentionState::Other);
+            let attention =
+                crate::fleet::attention::lane_state(Some(&state.snapshot), ended.as_ref())
+                    .unwrap_or(AttentionState::Other);
             [(loop_name.to_string(), attention)].into()
         }
     };
@@ -49,12 +50,12 @@ mod tests {
     use super::*;
     use crate::approvals::{Request, RequestKind};
     use crate::fleet::LaneName;
+    use crate::fleet::attention::{EventKind, detect};
     use crate::fleet::link::{HostMsg, LaneEntry, LaneReport};
     use crate::fleet::registry::{LaneKind, LaneState};
     use crate::protocol::{ExitReason, LoopState};
     use crate::ui::app::lanes::placeholder;
     use crate::ui::app::{Msg, update};
-    use crate::fleet::attention::{EventKind, detect};
 
     fn t0() -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000, 0).expect("valid time")
