@@ -25,10 +25,15 @@ pub enum AttentionState {
 
 impl AttentionState {
     /// A lane's state as its snapshot tells it (`state`, `exit_reason`): held;
-    /// or, once stopped, done when it ended well (exit code 0) and failed otherwise.
+    /// or, once stopped, done when it ended well (exit code 0) and failed
+    /// otherwise. Stopped by a signal or a closed terminal, someone stopped it:
+    /// no call (a Ctrl-C on a headless fleet calls nobody).
     pub fn of(state: LoopState, exit_reason: Option<&ExitReason>) -> AttentionState {
         match (state, exit_reason) {
             (LoopState::Held, _) => AttentionState::Held,
+            (LoopState::Stopped, Some(ExitReason::Signal { .. } | ExitReason::TerminalClosed)) => {
+                AttentionState::Other
+            }
             (LoopState::Stopped, Some(reason)) if reason.exit_code() == 0 => AttentionState::Done,
             (LoopState::Stopped, Some(_)) => AttentionState::Failed,
             _ => AttentionState::Other,
@@ -193,6 +198,15 @@ mod tests {
             message: "boom".into(),
         };
         assert_eq!(of(LoopState::Stopped, Some(&fatal)), Failed);
+        let signal = ExitReason::Signal {
+            signal: "SIGINT".into(),
+            forced: false,
+        };
+        assert_eq!(of(LoopState::Stopped, Some(&signal)), Other);
+        assert_eq!(
+            of(LoopState::Stopped, Some(&ExitReason::TerminalClosed)),
+            Other
+        );
     }
 
     fn kinds(events: &[AttentionEvent]) -> Vec<(String, &'static str)> {

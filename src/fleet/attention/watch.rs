@@ -294,3 +294,79 @@ impl Watcher {
         self.last = Some(now);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::LaneName;
+    use crate::fleet::link::LaneEntry;
+    use crate::fleet::registry::{LaneKind, LaneState};
+
+    fn name(lane: &str) -> LaneName {
+        LaneName::parse(lane).expect("a valid name")
+    }
+
+    fn lanes(names: &[&str]) -> Seen {
+        let entries = names
+            .iter()
+            .map(|lane| LaneEntry {
+                name: name(lane),
+                requested: LaneState::Active,
+                max_iterations: Some(1),
+                kind: LaneKind::Worktree,
+            })
+            .collect();
+        Seen::Host(HostMsg::Lanes(entries))
+    }
+
+    fn snapshot(lane: &str, state: LoopState) -> Seen {
+        let mut snapshot = Snapshot::starting(1, "agent".into(), chrono::Utc::now());
+        snapshot.state = state;
+        let report = LaneReport::Snapshot {
+            snapshot: Arc::new(snapshot),
+            queued: false,
+        };
+        Seen::Host(HostMsg::Lane {
+            lane: name(lane),
+            report,
+        })
+    }
+
+    fn ended(lane: &str, reason: ExitReason) -> Seen {
+        let report = LaneReport::Ended(Ok(reason));
+        Seen::Host(HostMsg::Lane {
+            lane: name(lane),
+            report,
+        })
+    }
+
+    /// A registered lane that runs then ends well calls once, even when its
+    /// last snapshot and its end come together; a lane stopped by a signal, or
+    /// one the registry does not list, calls nobody.
+    #[test]
+    fn the_host_messages_make_the_calls() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("calls.txt");
+        let command = format!("echo \"$CLOWDER_LANE $CLOWDER_EVENT\" >> {}", log.display());
+        let mut watcher = Watcher::new(dir.path(), dir.path().join("none"), &command, None);
+        let mut feed = |seen: Seen| {
+            watcher.apply(seen);
+            watcher.look();
+        };
+        feed(lanes(&["a", "b"]));
+        for lane in ["a", "b", "x"] {
+            feed(snapshot(lane, LoopState::SessionRunning));
+        }
+        feed(snapshot("a", LoopState::Stopped));
+        feed(ended("a", ExitReason::MaxIterations));
+        let signal = ExitReason::Signal {
+            signal: "SIGINT".into(),
+            forced: false,
+        };
+        feed(ended("b", signal));
+        feed(ended("x", ExitReason::MaxIterations));
+        watcher.calls.wait(Duration::from_secs(20));
+        let calls = std::fs::read_to_string(&log).expect("a call");
+        assert_eq!(calls, "a lane_done\n");
+    }
+}
