@@ -662,6 +662,9 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
     let started = Instant::now();
     let _notices = (verbosity != Verbosity::Quiet)
         .then(|| crate::fleet::waiting_notice::start(&cwd, cwd.join(&config.approvals.dir.0)));
+    let approvals_dir = cwd.join(&config.approvals.dir.0);
+    let ui = config.ui.clone();
+    let root = cwd.clone();
     let options = RuntimeOptions {
         working_dir: cwd.clone(),
         verbose: verbosity == Verbosity::Verbose,
@@ -671,7 +674,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
         let single = crate::fleet::serve::single::SingleLoop::new(&cwd);
         let serve_options = crate::fleet::serve::ServeOptions {
             root: cwd.clone(),
-            approvals_dir: cwd.join(&config.approvals.dir.0),
+            approvals_dir: approvals_dir.clone(),
             format: config.agent.format,
             outputs: Some(cwd.join(&config.session.output_dir.0)),
         };
@@ -682,7 +685,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
         let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
         let served = single.serve(
             serve_options,
-            snapshots,
+            snapshots.clone(),
             commands_tx.clone(),
             max_iterations,
         );
@@ -696,8 +699,12 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
                 None
             }
         };
+        // Nobody watches: the loop calls its human itself (`[ui] on_attention`).
+        let attention = crate::fleet::attention::watch_loop(&root, approvals_dir, &ui, snapshots);
         let outcome = supervisor.run(commands_rx).await;
         drop(commands_tx);
+        attention.loop_ended(&outcome.reason);
+        attention.finish();
         Ok::<_, String>(outcome)
     });
     match outcome {

@@ -1,6 +1,7 @@
-//! The control room's attention calls, its new-lane dialog and the stop of a
-//! task lane, end to end: the real binary in a real terminal (tmux), keys sent
-//! with `send-keys`, the screen read with `capture-pane`, files and `/proc` checked.
+//! The attention calls with a control room (made by the host, once), its
+//! new-lane dialog and the stop of a task lane, end to end: the real binary in
+//! a real terminal (tmux), keys sent with `send-keys`, the screen read with
+//! `capture-pane`, files and `/proc` checked.
 
 mod common;
 
@@ -56,6 +57,17 @@ fn wait_for_call(file: &Path, call: &str) {
     );
 }
 
+/// Every call in `file` was made once: by the host (or the loop's watcher),
+/// not again by the room.
+fn once_each(file: &Path) {
+    let said = calls(file);
+    let mut lines: Vec<&str> = said.lines().collect();
+    let all = lines.len();
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), all, "a call made twice:\n{said}");
+}
+
 /// A gate's request and lanes ending call for attention through `[ui]
 /// on_attention`; `n` opens the new-lane dialog, whose lane the host adds to
 /// fleet.json and starts, and whose end calls as well.
@@ -105,6 +117,8 @@ fn attention_calls_and_the_new_lane_dialog_work_in_the_control_room() {
 
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
+    // The host calls, the room only rings: each call is made once.
+    once_each(&file);
     let worktrees = root.join(".clowder/worktrees");
     assert!(
         wait_until(DEADLINE, || processes_mentioning(
@@ -218,8 +232,9 @@ fn s_stops_a_task_lane_through_its_state_json() {
     assert!(wait_until(DEADLINE, || !pid_alive(pid)), "clowder is left");
 }
 
-/// The single loop's control room calls too: its loop ending well is
-/// `lane_done`, the lane named after the folder.
+/// The single loop with its control room calls too (the loop's watcher, not
+/// the screen, and once): its loop ending well is `lane_done`, the lane named
+/// after the folder.
 #[test]
 fn the_single_loops_end_calls_for_attention() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -252,4 +267,5 @@ fn the_single_loops_end_calls_for_attention() {
     wait_for_call(&file, &format!("{folder} lane_done"));
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
+    once_each(&file);
 }

@@ -1,4 +1,5 @@
-//! `[ui]` in harness.toml: how the control room calls a human when something needs them.
+//! `[ui]` in harness.toml: how a human is called when something needs them (the
+//! room's terminal signals, and the host's `on_attention` command).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -10,8 +11,9 @@ pub struct UiConfig {
     /// is signalled on the terminal: `bell`, `osc` (a desktop notification,
     /// OSC 9 and OSC 777), `both` or `off`.
     pub notify: Notify,
-    /// A shell command run (with `sh -c`, in the fleet's folder) on the same
-    /// occasions, with `CLOWDER_LANE` and `CLOWDER_EVENT` set; `""`: none.
+    /// A shell command the host runs (with `sh -c`, in the fleet's folder) on
+    /// the same occasions, whether a control room is attached or not, with
+    /// `CLOWDER_LANE`, `CLOWDER_EVENT` and `CLOWDER_TEXT` set; `""`: none.
     pub on_attention: String,
 }
 

@@ -166,6 +166,9 @@ fn run_with(
     // Headless (no room): a waiting request is said on the console.
     let _notices = (headless && verbosity != Verbosity::Quiet)
         .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
+    // The host calls its human (`[ui] on_attention`), whether a room is attached or not.
+    let (from_host, attention) =
+        super::attention::watch_host(&root, approvals_dir.clone(), &config.ui, watchers.from_host);
     let mut host = Host::new(root.clone(), config, verbosity);
     host.room = Some(watchers.room);
     host.headless = headless;
@@ -185,7 +188,7 @@ fn run_with(
             format,
             outputs: None,
         };
-        let serving = super::serve::start(options, watchers.from_host, watchers.local, remote_tx);
+        let serving = super::serve::start(options, from_host, watchers.local, remote_tx);
         let _serving = match serving {
             Ok(serving) => Some(serving),
             Err(why) => {
@@ -198,6 +201,9 @@ fn run_with(
         };
         host.run().await
     });
+    // Its tasks hold senders of the host's messages: the watcher ends once they are gone.
+    drop(local);
+    attention.finish();
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
 

@@ -3,6 +3,7 @@
 //! lane commands that work on files, and the host that runs the lanes together.
 
 pub mod actions;
+pub mod attention;
 pub mod cli;
 pub mod client;
 mod forge;

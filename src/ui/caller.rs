@@ -1,15 +1,17 @@
 //! Calls a human from the control room: after each batch of news the state is
 //! observed ([`observe`]); the calls for attention between two observations
 //! ([`detect`]) are signalled on the terminal after the next draw, so that an
-//! escape never lands in the middle of a frame.
+//! escape never lands in the middle of a frame. Only the terminal is rung:
+//! `on_attention` is run by the host.
 
 use std::io::Write;
 use std::path::Path;
 
 use super::app::AppState;
 use super::app::observe::observe;
-use super::attention::{AttentionEvent, Notifier, Observation, detect};
+use super::attention::Notifier;
 use crate::config::UiConfig;
+use crate::fleet::attention::{AttentionEvent, Observation, detect};
 
 pub(super) struct Caller {
     notifier: Notifier,
@@ -20,7 +22,7 @@ pub(super) struct Caller {
 }
 
 impl Caller {
-    /// `dir` is the fleet's (or the loop's) folder: `on_attention` runs there.
+    /// `dir` is the fleet's (or the loop's) folder, whose name is the single loop's.
     pub(super) fn new(config: &UiConfig, dir: &Path) -> Caller {
         let full = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         let loop_name = full
@@ -28,7 +30,7 @@ impl Caller {
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
         Caller {
-            notifier: Notifier::new(config, dir),
+            notifier: Notifier::new(config),
             loop_name,
             last: None,
             due: Vec::new(),

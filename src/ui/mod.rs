@@ -103,14 +103,19 @@ pub fn run(
             working_dir,
             verbose: false,
         };
+        let (ui, approvals_dir) = (config.ui.clone(), files.approvals_dir.clone());
         let (supervisor, snapshots) =
             Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
+        // `on_attention` is not the screen's: the loop's watcher runs it.
+        let attention =
+            crate::fleet::attention::watch_loop(&files.root, approvals_dir, &ui, snapshots.clone());
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
         let screen = Screen {
             format,
             detach: detacher,
             caller,
+            attention,
         };
         let outcome = event_loop(guard, supervisor, snapshots, log_rx, &files, screen).await;
         outcome.map_err(|err| format!("terminal error: {err}"))
@@ -239,6 +244,8 @@ struct Screen {
     format: AgentFormat,
     detach: Option<Detacher>,
     caller: caller::Caller,
+    /// Told when the loop ends, and finished with it.
+    attention: crate::fleet::attention::Attention,
 }
 
 async fn event_loop(
@@ -253,6 +260,7 @@ async fn event_loop(
         format,
         detach,
         mut caller,
+        attention,
     } = screen;
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -364,6 +372,7 @@ async fn event_loop(
             finished = &mut supervisor, if outcome.is_none() => {
                 messages.push(Msg::Snapshot(Arc::new(finished.snapshot.clone())));
                 let reason = finished.reason.clone();
+                attention.loop_ended(&reason);
                 let signalled = matches!(reason, ExitReason::Signal { .. });
                 outcome = Some(finished);
                 messages.push(Msg::Finished(reason));
@@ -460,8 +469,12 @@ async fn event_loop(
             // Still attached to the terminal: say so, and run on as before.
             eprintln!("clowder: cannot detach ({err}); the loop goes on here, in the foreground");
         }
-        return Ok(supervisor.await);
+        let outcome = supervisor.await;
+        attention.loop_ended(&outcome.reason);
+        attention.finish();
+        return Ok(outcome);
     }
+    attention.finish();
     match outcome {
         Some(outcome) => Ok(outcome),
         None => Err(io::Error::other("the control room ended before the loop")),

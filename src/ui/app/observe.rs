@@ -1,11 +1,9 @@
 //! What attention looks at in the control room's state: each lane's state and
-//! the pending requests, as an [`Observation`] for [`crate::ui::attention::detect`].
+//! the pending requests, as an [`Observation`] for [`crate::fleet::attention::detect`].
 
 use super::AppState;
 use super::lanes::LaneRow;
-use crate::lane_status::LaneStatus;
-use crate::protocol::LoopState;
-use crate::ui::attention::{AttentionState, Observation, PendingRequest};
+use crate::fleet::attention::{AttentionState, Observation, PendingRequest};
 
 /// The state's observation. With lanes, one entry per lane; a single loop is
 /// one entry named `loop_name` (the folder's name).
@@ -17,22 +15,10 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
             .filter_map(|row| Some((row.name.to_string(), lane_state(row)?)))
             .collect(),
         None => {
-            let snapshot = &state.snapshot;
-            let reason = state.finished.as_ref().or(snapshot.exit_reason.as_ref());
-            let loop_state = if state.finished.is_some() {
-                LoopState::Stopped
-            } else {
-                snapshot.state
-            };
-            let facts = crate::lane_status::Facts {
-                ended: state.finished.as_ref().map(Ok),
-                ..Default::default()
-            };
-            let attention = if LaneStatus::of(Some(snapshot), facts) == LaneStatus::Failed {
-                AttentionState::Failed
-            } else {
-                AttentionState::of(loop_state, reason)
-            };
+            let ended = state.finished.clone().map(Ok);
+            let attention =
+                crate::fleet::attention::lane_state(Some(&state.snapshot), ended.as_ref())
+                    .unwrap_or(AttentionState::Other);
             [(loop_name.to_string(), attention)].into()
         }
     };
@@ -50,21 +36,9 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
     Observation { lanes, pending }
 }
 
-/// A lane's state from how its loop ended in this run, or else its last
-/// snapshot; `None` before either (then its first state, even done from an
-/// earlier run, is its first sight, not a change).
+/// A lane's state as the host's watcher tells it, from the row's last snapshot and end.
 fn lane_state(row: &LaneRow) -> Option<AttentionState> {
-    // Failed as its row says, though its exit code may be 0 (an agent that
-    // exited non-zero in every session ends the loop with max_iterations).
-    if row.status == LaneStatus::Failed {
-        return Some(AttentionState::Failed);
-    }
-    Some(match (&row.ended, &row.snapshot) {
-        (Some(Ok(reason)), _) => AttentionState::of(LoopState::Stopped, Some(reason)),
-        (Some(Err(_)), _) => AttentionState::Failed,
-        (None, Some(snapshot)) => AttentionState::of(snapshot.state, snapshot.exit_reason.as_ref()),
-        (None, None) => return None,
-    })
+    crate::fleet::attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref())
 }
 
 #[cfg(test)]
@@ -76,12 +50,12 @@ mod tests {
     use super::*;
     use crate::approvals::{Request, RequestKind};
     use crate::fleet::LaneName;
+    use crate::fleet::attention::{EventKind, detect};
     use crate::fleet::link::{HostMsg, LaneEntry, LaneReport};
     use crate::fleet::registry::{LaneKind, LaneState};
-    use crate::protocol::ExitReason;
+    use crate::protocol::{ExitReason, LoopState};
     use crate::ui::app::lanes::placeholder;
     use crate::ui::app::{Msg, update};
-    use crate::ui::attention::{EventKind, detect};
 
     fn t0() -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000, 0).expect("valid time")
