@@ -121,8 +121,10 @@ fn an_attached_room_decides_pauses_and_leaves_the_host_running() {
     let fleet = Fleet::new(&["api", "docs"]);
     let host = fleet.host("docs");
     let tmux = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
+    let other = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
     tmux.wait_for("attached to the host");
     tmux.wait_for("Approvals (1 waiting)");
+    other.wait_for("Approvals (1 waiting)");
     tmux.keys(&["a"]);
     assert!(
         wait_until(DEADLINE, || fleet.answer("docs").contains("allow")),
@@ -130,6 +132,11 @@ fn an_attached_room_decides_pauses_and_leaves_the_host_running() {
         tmux.screen()
     );
     tmux.wait_for(" approved");
+    // The other room sees the request go, and who decided it.
+    other.wait_for(" approved");
+    other.wait_for("nothing waiting");
+    other.keys(&["q"]);
+    other.wait_for("ATTACH_EXIT=0");
 
     let screen = tmux.wait_for("● running");
     let lane = selected_lane(&screen).expect("a lane is selected");
@@ -591,4 +598,55 @@ fn a_headless_single_loop_is_served_as_a_fleet_of_one() {
     send_signal(clowder.id(), libc::SIGTERM);
     let _ = common::wait_with_deadline(clowder, DEADLINE);
     assert!(!socket.exists(), "the socket outlived its loop");
+}
+
+#[test]
+fn a_single_loop_detached_from_its_room_is_attached_again() {
+    let project = common::Project::new(&common::fast_config(
+        &["slow", "600"],
+        "[watchdog]\nstale_timeout_mins = 10\n",
+    ));
+    let command = format!(
+        "{} 1; echo LOOP_EXIT=$?; sleep 600",
+        clowder_bin().display()
+    );
+    let first = Tmux::start(project.root(), &command, 120, 40);
+    let status = || {
+        std::fs::read_to_string(project.path("harness.status"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(DEADLINE, || status()["state"] == "session_running"),
+        "no session started; screen:\n{}",
+        first.screen()
+    );
+    first.keys(&["q"]);
+    first.keys(&["d"]);
+    first.wait_for("LOOP_EXIT=0");
+    let pid = status()["pid"].as_u64().expect("the loop's pid") as u32;
+    assert!(pid_alive(pid as i32), "the detached loop is gone");
+    drop(first);
+
+    let again = Tmux::start(project.root(), &attach_command(""), 120, 40);
+    again.wait_for("attached to the host");
+    again.wait_for("● running");
+    again.keys(&["q"]);
+    again.wait_for("ATTACH_EXIT=0");
+    assert!(
+        pid_alive(pid as i32),
+        "quitting the attached room ended the loop"
+    );
+    send_signal(pid, libc::SIGTERM);
+    let _ = wait_until(DEADLINE, || {
+        status()["stop_pending"] == true || !pid_alive(pid as i32)
+    });
+    if pid_alive(pid as i32) {
+        send_signal(pid, libc::SIGTERM);
+    }
+    assert!(
+        wait_until(DEADLINE, || !pid_alive(pid as i32)),
+        "the detached loop did not end"
+    );
 }

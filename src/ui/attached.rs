@@ -333,10 +333,9 @@ impl Carrier {
             }
             RemoteEvent::Reply { ok, text, .. } => {
                 let name = self.host_name(host);
+                // A decision made is told to every room by the host itself.
                 if !ok {
                     self.say(Level::Warn, format!("{name}: {text}"));
-                } else if text.starts_with("request ") {
-                    self.say(Level::Info, text);
                 }
             }
             RemoteEvent::Refused(why) => {

@@ -104,8 +104,37 @@ pub fn run(
             verbose: false,
         };
         let (ui, approvals_dir) = (config.ui.clone(), files.approvals_dir.clone());
-        let (supervisor, snapshots) =
-            Runtime::new(config, options, Box::new(ChannelReporter { lines: log_tx }))?;
+        // Served as a fleet of one, so that `clowder attach` reaches it, detached too.
+        let single = crate::fleet::serve::single::SingleLoop::new(&files.root);
+        let serve_options = crate::fleet::serve::ServeOptions {
+            root: files.root.clone(),
+            approvals_dir: approvals_dir.clone(),
+            format: config.agent.format,
+            outputs: Some(files.root.join(&config.session.output_dir.0)),
+        };
+        let max_iterations = config.session.max_iterations.0;
+        let reporter = single.reporter(Box::new(ChannelReporter {
+            lines: log_tx.clone(),
+        }));
+        let (supervisor, snapshots) = Runtime::new(config, options, reporter)?;
+        let commands = mpsc::unbounded_channel();
+        let served = single.serve(
+            serve_options,
+            snapshots.clone(),
+            commands.0.clone(),
+            max_iterations,
+        );
+        let _serving = match served {
+            Ok(serving) => Some(serving),
+            Err(why) => {
+                let _ = log_tx.send(Msg::Log {
+                    at: chrono::Utc::now(),
+                    level: Level::Warn,
+                    text: format!("not served to `clowder attach`: {why}"),
+                });
+                None
+            }
+        };
         // `on_attention` is not the screen's: the loop's watcher runs it.
         let attention =
             crate::fleet::attention::watch_loop(&files.root, approvals_dir, &ui, snapshots.clone());
@@ -116,6 +145,7 @@ pub fn run(
             detach: detacher,
             caller,
             attention,
+            commands,
         };
         let outcome = event_loop(guard, supervisor, snapshots, log_rx, &files, screen).await;
         outcome.map_err(|err| format!("terminal error: {err}"))
@@ -246,6 +276,11 @@ struct Screen {
     caller: caller::Caller,
     /// Told when the loop ends, and finished with it.
     attention: crate::fleet::attention::Attention,
+    /// The loop's commands: from this screen and from attached rooms.
+    commands: (
+        mpsc::UnboundedSender<crate::protocol::Command>,
+        mpsc::UnboundedReceiver<crate::protocol::Command>,
+    ),
 }
 
 async fn event_loop(
@@ -261,10 +296,10 @@ async fn event_loop(
         detach,
         mut caller,
         attention,
+        commands: (command_tx, command_rx),
     } = screen;
     let approvals_dir = files.approvals_dir.as_path();
     let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let (command_tx, command_rx) = mpsc::unbounded_channel();
     // The live session's lines come from its reader; a follower reads the rest.
     let (tap_tx, mut tap_rx) = mpsc::unbounded_channel::<FollowUpdate>();
     supervisor.show_output_to(tap_tx);

@@ -16,7 +16,7 @@ use super::output;
 use super::{Remote, ServeOptions};
 use crate::agent::follow::Follower;
 use crate::approvals::{DecideError, Decision, Queue};
-use crate::fleet::link::HostRequest;
+use crate::fleet::link::{HostMsg, HostRequest};
 use crate::fleet::wire::{
     ClientMsg, Hello, MAX_CLIENT_LINE, PROTOCOL_VERSION, ServerMsg, WireDecision, line,
     parse_client_line,
@@ -248,6 +248,14 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
         } => {
             let done = decide(context, id, decision, by).await;
             let _ = context.hub.rescan.send(());
+            // Every room sees who decided, the host's own included.
+            if let Ok(text) = &done {
+                let said = HostMsg::Log {
+                    level: crate::supervisor::core::Level::Info,
+                    text: text.clone(),
+                };
+                let _ = context.hub.news.send(said);
+            }
             match re {
                 Some(re) => Some(reply(re, done)),
                 None => done.err().map(|reason| ServerMsg::Refused {

@@ -38,6 +38,8 @@ pub(super) struct HubHandle {
     pub(super) join: mpsc::UnboundedSender<Joined>,
     /// Ask for the requests to be read again now (after a decision).
     pub(super) rescan: mpsc::UnboundedSender<()>,
+    /// A line for every watcher (who decided a request), as if the host said it.
+    pub(super) news: mpsc::UnboundedSender<HostMsg>,
 }
 
 struct Client {
@@ -72,6 +74,7 @@ impl Hub {
     ) -> HubHandle {
         let (join, joins) = mpsc::unbounded_channel();
         let (rescan, rescans) = mpsc::unbounded_channel();
+        let (news, told) = mpsc::unbounded_channel();
         let hub = Hub {
             state: State::default(),
             clients: Vec::new(),
@@ -79,15 +82,18 @@ impl Hub {
             root: options.root.clone(),
             approvals_dir: options.approvals_dir.clone(),
         };
-        tokio::spawn(hub.run(from_host, joins, rescans));
-        HubHandle { join, rescan }
+        tokio::spawn(hub.run(from_host, joins, (rescans, told)));
+        HubHandle { join, rescan, news }
     }
 
     async fn run(
         mut self,
         mut from_host: mpsc::UnboundedReceiver<HostMsg>,
         mut joins: mpsc::UnboundedReceiver<Joined>,
-        mut rescans: mpsc::UnboundedReceiver<()>,
+        (mut rescans, mut told): (
+            mpsc::UnboundedReceiver<()>,
+            mpsc::UnboundedReceiver<HostMsg>,
+        ),
     ) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -106,6 +112,7 @@ impl Hub {
                     scan = true;
                 }
                 Some(()) = rescans.recv() => scan = true,
+                Some(message) = told.recv() => self.on_host(message),
                 Some(requests) = listed.recv() => {
                     scanning = false;
                     self.on_requests(requests);
