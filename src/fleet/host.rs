@@ -405,10 +405,12 @@ impl Host {
         let mut order = order.unwrap_or_default();
         self.end_leftovers_of_idle_lanes(&order).await;
         if self.running.is_empty() && self.driver.is_none() {
-            self.say(
-                Level::Info,
-                "no lane to run: every lane is stopped, paused or finished",
-            );
+            let said = if self.stay {
+                "no lane to run yet: lanes added or resumed start here (--stay)"
+            } else {
+                "no lane to run: every lane is stopped, paused or finished"
+            };
+            self.say(Level::Info, said);
         }
         let mut poll = tokio::time::interval(REGISTRY_POLL);
         if let Some(room) = &self.room {
