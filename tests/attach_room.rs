@@ -10,96 +10,22 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use common::fleet::lane_status;
-use common::git::{clowder_in, init_with_one_commit};
+use common::git::clowder_in;
+use common::host::{HostFleet, stop_host};
 use common::tmux::Tmux;
 use common::{DEADLINE, cannot_run, clowder_bin, pid_alive, send_signal, wait_until};
 use tempfile::TempDir;
 
-struct Fleet {
-    repo: TempDir,
-    out: TempDir,
+type Fleet = HostFleet;
+
+/// `lanes` of three sessions each.
+fn fleet(lanes: &[&str]) -> Fleet {
+    HostFleet::new(lanes, 3)
 }
 
-impl Fleet {
-    fn new(lanes: &[&str]) -> Fleet {
-        let fleet = Fleet {
-            repo: tempfile::tempdir().expect("tempdir"),
-            out: tempfile::tempdir().expect("tempdir"),
-        };
-        let root = fleet.root();
-        init_with_one_commit(root);
-        std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
-        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
-        let config = format!(
-            "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 3\n\n[watchdog]\nmin_output_bytes = 1\n",
-            agent.display().to_string()
-        );
-        std::fs::write(root.join("harness.toml"), config).expect("write");
-        for lane in lanes {
-            clowder_in(root, &["lane", "add", lane]);
-        }
-        fleet
-    }
-
-    fn root(&self) -> &Path {
-        self.repo.path()
-    }
-
-    /// `clowder --headless` here; the lane `gate_lane` asks once through the gate.
-    fn host(&self, gate_lane: &str) -> Child {
-        let child = Command::new(clowder_bin())
-            .arg("--headless")
-            .current_dir(self.root())
-            .env("FLEET_AGENT_SECS", "120")
-            .env("FLEET_AGENT_OUT", self.out.path())
-            .env("FLEET_AGENT_GATE_LANE", gate_lane)
-            .env("FLEET_AGENT_CLOWDER", clowder_bin())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the host");
-        let socket = self.root().join(".clowder/host.sock");
-        assert!(
-            wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(
-                &socket
-            )
-            .is_ok()),
-            "the host never served {}",
-            socket.display()
-        );
-        child
-    }
-
-    fn answer(&self, lane: &str) -> String {
-        std::fs::read_to_string(self.out.path().join(format!("answer-{lane}.json")))
-            .unwrap_or_default()
-    }
-}
-
-/// Ends a host as a service manager would: SIGTERM (finish the sessions),
-/// then SIGTERM again once it was taken (kill them now).
-fn stop(root: &Path, mut host: Child) {
-    let pid = host.id();
-    send_signal(pid, libc::SIGTERM);
-    let lanes = common::fleet::registered_lanes(root);
-    let taken = || {
-        lanes.iter().any(|lane| {
-            lane_status(root, lane).is_some_and(|status| status["stop_pending"] == true)
-        })
-    };
-    let _ = wait_until(DEADLINE, || {
-        taken() || matches!(host.try_wait(), Ok(Some(_)))
-    });
-    if matches!(host.try_wait(), Ok(None)) {
-        send_signal(pid, libc::SIGTERM);
-    }
-    let ended = wait_until(DEADLINE, || matches!(host.try_wait(), Ok(Some(_))));
-    if !ended {
-        let _ = host.kill();
-    }
-    let _ = host.wait();
-    assert!(ended, "the host {pid} did not end on SIGTERM twice");
+/// Ends a host: SIGTERM, then again once taken.
+fn stop(root: &Path, host: Child) {
+    stop_host(root, host);
 }
 
 fn attach_command(args: &str) -> String {
@@ -118,7 +44,7 @@ fn selected_lane(screen: &str) -> Option<String> {
 
 #[test]
 fn an_attached_room_decides_pauses_and_leaves_the_host_running() {
-    let fleet = Fleet::new(&["api", "docs"]);
+    let fleet = fleet(&["api", "docs"]);
     let host = fleet.host("docs");
     let tmux = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
     let other = Tmux::start(fleet.root(), &attach_command(""), 120, 40);
@@ -170,7 +96,7 @@ fn an_attached_room_decides_pauses_and_leaves_the_host_running() {
 
 #[test]
 fn attach_with_no_host_says_how_to_start_one() {
-    let fleet = Fleet::new(&["api"]);
+    let fleet = fleet(&["api"]);
     let output = Command::new(clowder_bin())
         .arg("attach")
         .current_dir(fleet.root())
@@ -186,7 +112,7 @@ fn attach_with_no_host_says_how_to_start_one() {
 
 #[test]
 fn a_room_through_via_sees_a_host_killed_and_started_again() {
-    let fleet = Fleet::new(&["api", "docs"]);
+    let fleet = fleet(&["api", "docs"]);
     let host = fleet.host("none");
     let via = format!(
         "--via '{} attach --stdio {}'",
@@ -317,7 +243,7 @@ fn a_room_over_ssh_decides_and_survives_a_cut_connection() {
     let Some(sshd) = Sshd::start() else {
         return;
     };
-    let fleet = Fleet::new(&["api", "docs"]);
+    let fleet = fleet(&["api", "docs"]);
     let host = fleet.host("docs");
     let target = format!(
         "ssh://root@127.0.0.1:{}{}",
@@ -390,7 +316,7 @@ fn rooms_in(folder: &Path) -> Vec<i32> {
 
 #[test]
 fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
-    let fleet = Fleet::new(&["api", "docs"]);
+    let fleet = fleet(&["api", "docs"]);
     let host = fleet.host("none");
     let running = |lane: &str| {
         lane_status(fleet.root(), lane).is_some_and(|status| status["state"] == "session_running")
@@ -422,12 +348,12 @@ fn closing_the_terminal_of_an_attached_room_stops_no_lane() {
 
 #[test]
 fn a_staying_host_serves_with_no_lane_and_starts_lanes_added_later() {
-    let fleet = Fleet::new(&[]);
+    let fleet = fleet(&[]);
     let host = Command::new(clowder_bin())
         .args(["--headless", "--stay"])
         .current_dir(fleet.root())
         .env("FLEET_AGENT_SECS", "120")
-        .env("FLEET_AGENT_OUT", fleet.out.path())
+        .env("FLEET_AGENT_OUT", fleet.out_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -453,9 +379,9 @@ fn a_staying_host_serves_with_no_lane_and_starts_lanes_added_later() {
 
 #[test]
 fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
-    let one = Fleet::new(&["api"]);
-    let two = Fleet::new(&["api", "docs"]);
-    let three = Fleet::new(&["web"]);
+    let one = fleet(&["api"]);
+    let two = fleet(&["api", "docs"]);
+    let three = fleet(&["web"]);
     let hosts = [one.host("none"), two.host("docs"), three.host("none")];
     let args = format!(
         "one={} two={} three={}",
@@ -509,7 +435,7 @@ fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
 
 #[test]
 fn plain_clowder_where_a_host_runs_attaches_to_it() {
-    let fleet = Fleet::new(&["api"]);
+    let fleet = fleet(&["api"]);
     let host = fleet.host("none");
     let command = format!("{}; echo ROOM_EXIT=$?; sleep 600", clowder_bin().display());
     let tmux = Tmux::start(fleet.root(), &command, 120, 40);
@@ -522,8 +448,8 @@ fn plain_clowder_where_a_host_runs_attaches_to_it() {
 
 #[test]
 fn hosts_in_harness_toml_are_attached_by_name() {
-    let one = Fleet::new(&["api"]);
-    let two = Fleet::new(&["api"]);
+    let one = fleet(&["api"]);
+    let two = fleet(&["api"]);
     let hosts = [one.host("none"), two.host("none")];
     let laptop = tempfile::tempdir().expect("tempdir");
     let config = format!(

@@ -14,71 +14,24 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::fleet::lane_status;
-use common::git::{clowder_in, init_with_one_commit};
-use common::{DEADLINE, clowder_bin, send_signal, stderr_of, stdout_of, wait_until};
+use common::host::{HostFleet, stop_host};
+use common::{DEADLINE, clowder_bin, stderr_of, stdout_of, wait_until};
 use serde_json::Value;
-use tempfile::TempDir;
 
-struct Fleet {
-    repo: TempDir,
-    out: TempDir,
+/// A fleet whose host runs headless, and the CLI run both ways in it.
+struct Fleet(HostFleet);
+
+impl std::ops::Deref for Fleet {
+    type Target = HostFleet;
+
+    fn deref(&self) -> &HostFleet {
+        &self.0
+    }
 }
 
 impl Fleet {
     fn new(lanes: &[&str]) -> Fleet {
-        let fleet = Fleet {
-            repo: tempfile::tempdir().expect("tempdir"),
-            out: tempfile::tempdir().expect("tempdir"),
-        };
-        let root = fleet.root();
-        init_with_one_commit(root);
-        std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
-        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
-        let config = format!(
-            "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 3\n\n[watchdog]\nmin_output_bytes = 1\n",
-            agent.display().to_string()
-        );
-        std::fs::write(root.join("harness.toml"), config).expect("write");
-        for lane in lanes {
-            clowder_in(root, &["lane", "add", lane]);
-        }
-        fleet
-    }
-
-    fn root(&self) -> &Path {
-        self.repo.path()
-    }
-
-    /// `clowder --headless` here; the lane `gate_lane` asks once through the gate.
-    fn host(&self, gate_lane: &str) -> Child {
-        let child = Command::new(clowder_bin())
-            .arg("--headless")
-            .current_dir(self.root())
-            .env("FLEET_AGENT_SECS", "120")
-            .env("FLEET_AGENT_OUT", self.out.path())
-            .env("FLEET_AGENT_GATE_LANE", gate_lane)
-            .env("FLEET_AGENT_CLOWDER", clowder_bin())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the host");
-        assert!(
-            wait_until(DEADLINE, || UnixStream::connect(self.socket()).is_ok()),
-            "the host never served {}",
-            self.socket().display()
-        );
-        child
-    }
-
-    fn socket(&self) -> std::path::PathBuf {
-        self.root().join(".clowder/host.sock")
-    }
-
-    fn answer(&self, lane: &str) -> String {
-        std::fs::read_to_string(self.out.path().join(format!("answer-{lane}.json")))
-            .unwrap_or_default()
+        Fleet(HostFleet::new(lanes, 3))
     }
 
     /// `clowder ARGS` here: through the host when `socket`, else on the files.
@@ -142,29 +95,8 @@ fn same_both_ways(fleet: &Fleet, args: &[&str]) -> (Option<i32>, String, String)
     }
 }
 
-/// Ends a host as a service manager would: SIGTERM, then SIGTERM again once
-/// its lanes took the first.
-fn stop(root: &Path, mut host: Child) {
-    let pid = host.id();
-    send_signal(pid, libc::SIGTERM);
-    let lanes = common::fleet::registered_lanes(root);
-    let taken = || {
-        lanes.iter().any(|lane| {
-            lane_status(root, lane).is_some_and(|status| status["stop_pending"] == true)
-        })
-    };
-    let _ = wait_until(DEADLINE, || {
-        taken() || matches!(host.try_wait(), Ok(Some(_)))
-    });
-    if matches!(host.try_wait(), Ok(None)) {
-        send_signal(pid, libc::SIGTERM);
-    }
-    let ended = wait_until(DEADLINE, || matches!(host.try_wait(), Ok(Some(_))));
-    if !ended {
-        let _ = host.kill();
-    }
-    let _ = host.wait();
-    assert!(ended, "the host {pid} did not end on SIGTERM twice");
+fn stop(root: &Path, host: Child) {
+    stop_host(root, host);
 }
 
 /// Waits until lane `docs` asks through the gate; returns the request's id.

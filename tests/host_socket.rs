@@ -15,16 +15,24 @@ use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use common::fleet::{lane_session_group, lane_status};
-use common::git::{clowder_command, clowder_in, init_with_one_commit};
+use common::git::clowder_command;
+use common::host::HostFleet;
 use common::{DEADLINE, cannot_run, clowder_bin, stdout_of, wait_until, wait_with_deadline};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-/// A repository with lanes whose agent is the fleet's fake agent.
+/// A repository with lanes whose agent is the fleet's fake agent, and its host.
 struct Fleet {
-    dir: TempDir,
-    out: TempDir,
+    base: HostFleet,
     host: Option<Child>,
+}
+
+impl std::ops::Deref for Fleet {
+    type Target = HostFleet;
+
+    fn deref(&self) -> &HostFleet {
+        &self.base
+    }
 }
 
 impl Fleet {
@@ -34,44 +42,10 @@ impl Fleet {
     }
 
     fn in_folder(dir: TempDir, lanes: &[&str], iterations: u32) -> Fleet {
-        let fleet = Fleet {
-            dir,
-            out: tempfile::tempdir().expect("tempdir"),
+        Fleet {
+            base: HostFleet::in_folder(dir, lanes, iterations),
             host: None,
-        };
-        let root = fleet.root();
-        init_with_one_commit(root);
-        std::fs::write(root.join("PROMPT.md"), "Do the work.\n").expect("write");
-        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
-        let config = format!(
-            "[agent]\ncommand = \"sh\"\nargs = [{:?}]\n\n[session]\nmax_iterations = {iterations}\n\n[backoff]\ninitial_delay_secs = 0.2\n\n[watchdog]\nmin_output_bytes = 1\n",
-            agent.display().to_string()
-        );
-        std::fs::write(root.join("harness.toml"), config).expect("write");
-        for lane in lanes {
-            clowder_in(root, &["lane", "add", lane]);
         }
-        fleet
-    }
-
-    fn root(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.root().join(".clowder/host.sock")
-    }
-
-    /// `clowder --headless`, each session `secs` long; the agent of
-    /// `gate_lane` asks through `clowder gate` first.
-    fn host_command(&self, secs: u32, gate_lane: &str) -> Command {
-        let mut command = clowder_command(self.root(), &["--headless"]);
-        command
-            .env("FLEET_AGENT_SECS", secs.to_string())
-            .env("FLEET_AGENT_OUT", self.out.path())
-            .env("FLEET_AGENT_GATE_LANE", gate_lane)
-            .env("FLEET_AGENT_CLOWDER", clowder_bin());
-        command
     }
 
     /// Starts the host and waits until its socket answers; its pid.
@@ -100,10 +74,6 @@ impl Fleet {
         let snapshot = client.next();
         assert_eq!(snapshot["type"], "snapshot", "{snapshot}");
         (client, snapshot)
-    }
-
-    fn out(&self, name: &str) -> String {
-        std::fs::read_to_string(self.out.path().join(name)).unwrap_or_default()
     }
 
     /// The host's resident memory, in kB.

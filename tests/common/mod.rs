@@ -5,6 +5,7 @@
 
 pub mod fleet;
 pub mod git;
+pub mod host;
 pub mod plan;
 pub mod tmux;
 
