@@ -145,6 +145,12 @@ fn approve_and_reject_answer_the_same_through_the_host_and_the_files() {
     let fleet = Fleet::new(&["api", "docs"]);
     let host = fleet.host("docs");
     let id = wait_for_request(&fleet);
+    // No client has looked before: the host's first answer lists it, at once.
+    let first = answer_of(&fleet.clowder(&["queue", "--json"], true));
+    assert!(
+        first.1.contains(&id),
+        "the host's first listing missed {id}: {first:?}"
+    );
     let unknown = same_both_ways(&fleet, &["approve", "q-nosuch"]);
     assert_eq!(unknown.0, Some(1), "{unknown:?}");
 
@@ -257,10 +263,12 @@ fn a_served_folder_is_answered_from_the_socket_not_the_files() {
     let host = fleet.host("docs");
     let (hello, mut snapshot) = capture(&fleet);
     stop(fleet.root(), host);
-    // What only the socket says: lane api at iteration 77, a request's title.
+    // What only the socket says: lane api at iteration 77 (newer than its
+    // status file, which the stopped host wrote last), a request's title.
     let facts = snapshot["facts"].as_array_mut().expect("facts");
     for facts in facts.iter_mut().filter(|facts| facts["lane"] == "api") {
         facts["snapshot"]["iteration"] = Value::from(77);
+        facts["snapshot"]["last_update"] = Value::from("2100-01-01T00:00:00Z");
     }
     let request = &mut snapshot["requests"][0]["request"];
     request["title"] = Value::from("asked through the socket");

@@ -888,14 +888,24 @@ pub fn rows_of(
         .map(|(lane, pending)| {
             let mut row = row(lane, pending);
             match reported(&lane.name) {
-                Some((snapshot, queued)) => fill_from_status(&mut row, &snapshot, queued, now),
-                None => fill_from_file(root, &mut row, &lane.name, now),
+                // The host sends a lane's states at most every 100 ms; its
+                // status file, written at each change, may be newer.
+                Some((snapshot, queued)) if !file_is_newer(root, &lane.name, &snapshot) => {
+                    fill_from_status(&mut row, &snapshot, queued, now)
+                }
+                _ => fill_from_file(root, &mut row, &lane.name, now),
             }
             count_ahead(root, lane, &mut row);
             row
         })
         .collect();
     (rows, unclaimed)
+}
+
+/// Whether the lane's status file says something newer than `reported`.
+fn file_is_newer(root: &Path, name: &LaneName, reported: &Snapshot) -> bool {
+    crate::store::status::read(&status_path(root, name))
+        .is_ok_and(|(file, _)| file.last_update > reported.last_update)
 }
 
 fn row(lane: &Lane, pending_approvals: u64) -> LaneRow {

@@ -99,6 +99,9 @@ impl Hub {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let (listed_tx, mut listed) = mpsc::unbounded_channel();
         let mut scanning = false;
+        // A new client's snapshot waits for a listing of the requests begun
+        // after it came: with nobody connected, the last listing may be old.
+        let (mut waiting, mut in_scan): (Vec<Joined>, Vec<Joined>) = (Vec::new(), Vec::new());
         loop {
             let mut scan = false;
             tokio::select! {
@@ -108,7 +111,7 @@ impl Hub {
                     None => return,
                 },
                 Some(joined) = joins.recv() => {
-                    self.join(joined);
+                    waiting.push(joined);
                     scan = true;
                 }
                 Some(()) = rescans.recv() => scan = true,
@@ -116,6 +119,10 @@ impl Hub {
                 Some(requests) = listed.recv() => {
                     scanning = false;
                     self.on_requests(requests);
+                    for joined in in_scan.drain(..) {
+                        self.join(joined);
+                    }
+                    scan = !waiting.is_empty();
                 }
                 // With no client there is nothing to catch up on or to list
                 // for: an idle host is not woken.
@@ -126,6 +133,7 @@ impl Hub {
             }
             if scan && !scanning {
                 scanning = true;
+                in_scan.append(&mut waiting);
                 self.scan(listed_tx.clone());
             }
         }
