@@ -220,28 +220,40 @@ class PaneStream:
         self.file.close()
 
 
+def selected():
+    """The lane the room's first line names."""
+    words = screen().splitlines()[0].split()
+    return words[words.index("lane") + 1] if "lane" in words else None
+
+
 def key_latency(presses, label):
-    """Each press of j/k timed until the room's first line names the lane it selects:
-    (a) from send-keys to the frame's bytes on the pane's stream, (b) from send-keys
-    to capture-pane showing it; and capture-pane's own cost."""
-    first = "h1/l1"
-    if "lane " + first not in screen().splitlines()[0]:
-        sys.exit(f"the header names no {first}: {screen().splitlines()[0]!r}")
+    """Each press of j (then k, back) timed until the room's first line names another
+    lane: (a) from send-keys to the frame's bytes on the pane's stream, (b) from
+    send-keys to capture-pane showing it; and capture-pane's own cost."""
+    first = selected()
+    if first is None:
+        sys.exit(f"the header names no lane: {screen().splitlines()[0]!r}")
     stream = PaneStream()
     to_bytes, to_capture = [], []
+    previous = first
     for i in range(presses):
-        key, want = ("j", "h1/l2") if i % 2 == 0 else ("k", "h1/l1")
+        key = "j" if i % 2 == 0 else "k"
         mark = stream.mark()
         started = time.perf_counter()
         tmux("send-keys", "-t", "room", key)
         deadline = started + 5
-        while not screen().splitlines()[0].count("lane " + want):
+        while (name := selected()) == previous:
             if time.perf_counter() > deadline:
-                sys.exit(f"the screen never showed lane {want}")
+                sys.exit(f"the screen never moved off lane {previous} ({key})")
         to_capture.append(time.perf_counter() - started)
-        stamp = stream.first_after(mark, want.encode(), started + 5)
+        # Only changed cells are written: the first cell of the header's lane name
+        # that differs, found by its cursor move (row 1, that column).
+        header = screen().splitlines()[0]
+        column = header.index("lane ") + 6 + len(os.path.commonprefix([previous, name]))
+        stamp = stream.first_after(mark, f"\x1b[1;{column}H".encode(), started + 5)
         if stamp is not None:
             to_bytes.append(stamp - started)
+        previous = name
         time.sleep(0.05)
     stream.close()
     noop = []
@@ -258,16 +270,12 @@ def key_latency(presses, label):
     print(f"{label}: load {load()}", flush=True)
 
 
-def lanes_word(hosts, lanes):
-    return f"Lanes {hosts * lanes}"
-
-
 def attached(hosts, lanes, busy, measure):
     start_sims(hosts, lanes, busy)
     try:
-        pid, took = start_room(hosts, f"h{hosts}/l{1}")
-        print(f"{hosts} hosts x {lanes} lanes, {busy} busy: the room showed the last host's "
-              f"lanes {took:.2f} s after it started", flush=True)
+        pid, took = start_room(hosts, f"Lanes {hosts * lanes} ")
+        print(f"{hosts} hosts x {lanes} lanes, {busy} busy: the room showed every lane "
+              f"{took:.2f} s after it started", flush=True)
         time.sleep(2)
         measure(pid)
     finally:
@@ -317,7 +325,7 @@ def mode_restart():
     targets_marker = "sim-agent"
     start_sims(HOSTS, LANES, 0)
     try:
-        start_room(HOSTS, f"h{HOSTS}/l1")
+        start_room(HOSTS, f"Lanes {HOSTS * LANES} ")
         # h1/l1 is selected: its agent command shows in the lane's pane.
         if targets_marker not in screen():
             sys.exit("the selected lane's agent command is not on screen")
@@ -369,9 +377,9 @@ def mode_real():
         tmux("-f", "/dev/null", "new-session", "-d", "-s", "room", "-x", "200", "-y", "60",
              "-c", work, f"exec {CLOWDER} attach {folder}")
         deadline = time.time() + 60
-        while f"l{REAL_LANES}" not in screen():
+        while f"Lanes {REAL_LANES} " not in screen():
             if time.time() > deadline:
-                sys.exit("the attached room never showed the last lane")
+                sys.exit("the attached room never showed every lane")
             time.sleep(0.05)
         time.sleep(2)
         room = int(tmux("list-panes", "-t", "room", "-F", "#{pane_pid}").stdout.split()[0])

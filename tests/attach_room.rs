@@ -504,10 +504,7 @@ fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
 fn plain_clowder_where_a_host_runs_attaches_to_it() {
     let fleet = Fleet::new(&["api"]);
     let host = fleet.host("none");
-    let command = format!(
-        "{}; echo ROOM_EXIT=$?; sleep 600",
-        clowder_bin().display()
-    );
+    let command = format!("{}; echo ROOM_EXIT=$?; sleep 600", clowder_bin().display());
     let tmux = Tmux::start(fleet.root(), &command, 120, 40);
     tmux.wait_for("attached to the host");
     tmux.keys(&["q"]);
