@@ -124,7 +124,7 @@ def start_sim(index, lanes, busy, marker="sim-agent"):
     if os.path.exists(sock):
         os.unlink(sock)
     sims[index] = subprocess.Popen([SIM, folder, "--lanes", str(lanes), "--busy", str(busy),
-                                    "--rate", str(RATE), "--marker", marker])
+                                    "--rate", str(RATE), "--marker", marker], cwd=folder)
     return sock
 
 
@@ -182,7 +182,7 @@ class PaneStream:
     FIFO), each read stamped with the time it arrived."""
 
     def __init__(self):
-        self.fifo = os.path.join(work, "pane.fifo")
+        self.fifo = tempfile.mktemp(prefix="pane-", suffix=".fifo", dir=work)
         os.mkfifo(self.fifo)
         self.chunks = []
         self.lock = threading.Lock()
@@ -218,6 +218,7 @@ class PaneStream:
     def close(self):
         tmux("pipe-pane", "-t", "room")
         self.file.close()
+        os.unlink(self.fifo)
 
 
 def selected():
