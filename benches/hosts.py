@@ -305,9 +305,13 @@ def mode_scale():
 
 
 def mode_restart():
-    """h1 killed and restarted with another agent command, which its rows then show."""
+    """The host of the selected lane killed and restarted with another agent command,
+    which the room's header then shows."""
     def measure(_pid):
-        victim = 0
+        name = selected() or ""
+        if not name.startswith("h") or "/" not in name:
+            sys.exit(f"the header names no lane of a host: {name!r}")
+        victim = int(name[1:name.index("/")]) - 1
         for round_, down in enumerate(DOWNS):
             sims[victim].kill()
             sims[victim].wait()
@@ -317,7 +321,7 @@ def mode_restart():
             start_sim(victim, LANES, 0, marker)
             while marker not in screen():
                 if time.perf_counter() - restarted > 60:
-                    sys.exit(f"h1 not back on screen 60 s after its restart ({down} s down)")
+                    sys.exit(f"h{victim + 1} not back on screen 60 s after its restart ({down} s down)")
                 time.sleep(0.02)
             back = time.perf_counter() - restarted
             print(f"restart: host down {down:.1f} s, restart -> its lanes on screen {back:.2f} s, "
@@ -327,7 +331,7 @@ def mode_restart():
     start_sims(HOSTS, LANES, 0)
     try:
         start_room(HOSTS, f"Lanes {HOSTS * LANES} ")
-        # h1/l1 is selected: its agent command shows in the lane's pane.
+        # The selected lane's agent command shows in the header.
         if targets_marker not in screen():
             sys.exit("the selected lane's agent command is not on screen")
         measure(None)
