@@ -51,6 +51,8 @@ run "$waiters waiting asks: idle CPU and decision latency" \
 run "stream-json parse throughput against jq" bash "$benches/parse.sh"
 run "a fleet of lanes, headless" bash "$benches/fleet.sh"
 run "plan check on a long chain" bash "$benches/plan_check.sh"
+run "one room attached to many hosts (simulated), and a real host's socket" \
+  python3 "$benches/hosts.py" idle busy keys restart real scale
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
 # (agent, sleep, tee, tmux) whose working folder is one of the benchmarks' temp folders.
@@ -61,7 +63,7 @@ leftovers=$(
     exe=$(readlink "$proc/exe" 2>/dev/null) || continue
     cwd=$(readlink "$proc/cwd" 2>/dev/null) || continue
     if [ "${exe% (deleted)}" = "$CLOWDER_BIN" ] ||
-      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters|fleet)- ]]; then
+      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters|fleet|hosts)- ]]; then
       echo "  $pid $(tr '\0' ' ' < "$proc/cmdline")"
     fi
   done

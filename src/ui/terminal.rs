@@ -3,6 +3,7 @@
 //! pastes, the terminal's end, and the signals that concern the screen.
 
 use std::io::{self, Stdout};
+use std::task::Poll;
 
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
@@ -12,7 +13,7 @@ use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -145,11 +146,11 @@ impl Inputs {
 
     pub(super) async fn next(&mut self) -> Input {
         if let Some(event) = self.held_back.take() {
-            return self.on_event(Some(event));
+            return self.on_event(Some(event)).await;
         }
         tokio::select! {
             event = next_event(&mut self.events) => {
-                let input = self.on_event(event);
+                let input = self.on_event(event).await;
                 if matches!(input, Input::Closed) {
                     self.events = None;
                 }
@@ -165,12 +166,12 @@ impl Inputs {
         }
     }
 
-    fn on_event(&mut self, event: Option<io::Result<Event>>) -> Input {
+    async fn on_event(&mut self, event: Option<io::Result<Event>>) -> Input {
         match event {
             Some(Ok(Event::Key(key))) if is_suspend_key(&key) => Input::Suspend,
             Some(Ok(Event::Key(key))) => {
                 let mut keys = vec![key];
-                self.take_ready_keys(&mut keys);
+                self.take_ready_keys(&mut keys).await;
                 if is_burst(&keys) {
                     Input::Burst(keys)
                 } else {
@@ -184,19 +185,28 @@ impl Inputs {
     }
 
     /// The keys that arrived with the first, in the same read of the terminal.
-    fn take_ready_keys(&mut self, keys: &mut Vec<KeyEvent>) {
+    /// Polled with the room's own waker: crossterm's reader thread keeps the
+    /// waker of the poll that found nothing, and with a no-op one
+    /// (`now_or_never`) the next key woke nobody until a tick did, up to a
+    /// second later.
+    async fn take_ready_keys(&mut self, keys: &mut Vec<KeyEvent>) {
         let Some(events) = self.events.as_mut() else {
             return;
         };
-        while let Some(Some(event)) = events.next().now_or_never() {
-            match event {
-                Ok(Event::Key(key)) => keys.push(key),
-                other => {
-                    self.held_back = Some(other);
-                    break;
+        let held_back = &mut self.held_back;
+        std::future::poll_fn(|cx| {
+            while let Poll::Ready(Some(event)) = events.poll_next_unpin(cx) {
+                match event {
+                    Ok(Event::Key(key)) => keys.push(key),
+                    other => {
+                        *held_back = Some(other);
+                        break;
+                    }
                 }
             }
-        }
+            Poll::Ready(())
+        })
+        .await;
     }
 }
 
