@@ -21,6 +21,8 @@ const REMOTE_COMMAND_ENV: &str = "CLOWDER_REMOTE_COMMAND";
 const SSH_ENV: &str = "CLOWDER_SSH";
 /// The longest line taken from a host: a snapshot of thousands of lanes fits.
 const MAX_HOST_LINE: usize = 256 << 20;
+/// How often a host in a folder here is tried again.
+const LOCAL_RETRY: Duration = Duration::from_millis(500);
 /// The longest wait between two tries to reach a lost host.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -126,14 +128,19 @@ async fn reach(
     events: mpsc::UnboundedSender<RemoteEvent>,
     mut from_room: mpsc::UnboundedReceiver<ClientMsg>,
 ) {
-    let mut backoff = Duration::from_secs(1);
+    // A folder's socket costs nothing to try: a restarted host is seen at once.
+    let (first, most) = match target {
+        Target::Folder(_) => (LOCAL_RETRY, LOCAL_RETRY),
+        _ => (Duration::from_secs(1), MAX_BACKOFF),
+    };
+    let mut backoff = first;
     let mut lost_since: Option<DateTime<Utc>> = None;
     loop {
         let why = match open(&target).await {
             Ok(pipe) => {
                 let (why, spoke) = converse(pipe, &events, &mut from_room).await;
                 if spoke {
-                    backoff = Duration::from_secs(1);
+                    backoff = first;
                     lost_since = None;
                 }
                 why
@@ -161,7 +168,7 @@ async fn reach(
                 message = from_room.recv() => if message.is_none() { return },
             }
         }
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        backoff = (backoff * 2).min(most);
     }
 }
 

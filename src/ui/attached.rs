@@ -366,8 +366,8 @@ impl Carrier {
                 self.say(
                     Level::Warn,
                     format!(
-                        "⚠ {name} unreachable since {since}: {why}; trying again in {}s",
-                        retry.as_secs()
+                        "⚠ {name} unreachable since {since}: {why}; trying again in {:.1}s",
+                        retry.as_secs_f64()
                     ),
                 );
             }

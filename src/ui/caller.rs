@@ -6,6 +6,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use super::app::AppState;
 use super::app::observe::observe;
@@ -19,7 +20,14 @@ pub(super) struct Caller {
     loop_name: String,
     last: Option<Observation>,
     due: Vec<AttentionEvent>,
+    /// When the state was last observed: over thousands of lanes an
+    /// observation is the room's largest cost, so news is looked at at most
+    /// every [`LOOK_GAP`] (the room's one-second tick looks again).
+    looked: Option<Instant>,
 }
+
+/// The shortest time between two observations.
+const LOOK_GAP: Duration = Duration::from_millis(250);
 
 impl Caller {
     /// `dir` is the fleet's (or the loop's) folder, whose name is the single loop's.
@@ -34,11 +42,16 @@ impl Caller {
             loop_name,
             last: None,
             due: Vec::new(),
+            looked: None,
         }
     }
 
     /// Looks at the state after an update; what changed is signalled by [`Caller::signal`].
     pub(super) fn look(&mut self, state: &AppState) {
+        if self.looked.is_some_and(|at| at.elapsed() < LOOK_GAP) {
+            return;
+        }
+        self.looked = Some(Instant::now());
         let now = observe(state, &self.loop_name);
         if self.last.as_ref() == Some(&now) {
             return;

@@ -17,6 +17,8 @@ use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, LaneReport};
 use crate::fleet::wire::{HostSnapshot, LaneFacts, PendingRequest, ServerMsg, line};
 
+/// With a watcher on the queue, its full listing is made every this many ticks.
+const RELIST_TICKS: u64 = 8;
 /// Lines a client may have waiting before it counts as fallen behind.
 pub(super) const CLIENT_QUEUE: usize = 4_096;
 /// Log lines and events kept for a client that arrives later.
@@ -102,6 +104,9 @@ impl Hub {
         // A new client's snapshot waits for a listing of the requests begun
         // after it came: with nobody connected, the last listing may be old.
         let (mut waiting, mut in_scan): (Vec<Joined>, Vec<Joined>) = (Vec::new(), Vec::new());
+        let (hint, mut hints) = mpsc::unbounded_channel::<()>();
+        let mut watcher: Option<notify::RecommendedWatcher> = None;
+        let mut ticks: u64 = 0;
         loop {
             let mut scan = false;
             tokio::select! {
@@ -115,6 +120,10 @@ impl Hub {
                     scan = true;
                 }
                 Some(()) = rescans.recv() => scan = true,
+                Some(()) = hints.recv(), if !self.clients.is_empty() => {
+                    while hints.try_recv().is_ok() {}
+                    scan = true;
+                }
                 Some(message) = told.recv() => self.on_host(message),
                 Some(requests) = listed.recv() => {
                     scanning = false;
@@ -128,7 +137,13 @@ impl Hub {
                 // for: an idle host is not woken.
                 _ = tick.tick(), if !self.clients.is_empty() => {
                     self.catch_up();
-                    scan = !self.clients.is_empty();
+                    ticks += 1;
+                    // Changes in the queue are hinted by its watcher; a full
+                    // listing every few seconds covers a hint that was lost.
+                    if watcher.is_none() {
+                        watcher = watch_pending(&self.approvals_dir, hint.clone());
+                    }
+                    scan = ticks % RELIST_TICKS == 0 || watcher.is_none();
                 }
             }
             if scan && !scanning {
@@ -289,4 +304,26 @@ impl State {
             requests: self.requests.clone(),
         }
     }
+}
+
+/// Watches the queue's `pending/` folder; its events are only hints to list again.
+fn watch_pending(
+    approvals_dir: &std::path::Path,
+    hint: mpsc::UnboundedSender<()>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let pending = approvals_dir.join("pending");
+    if !pending.is_dir() {
+        return None;
+    }
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if crate::approvals::is_change_hint(&event) {
+            let _ = hint.send(());
+        }
+    })
+    .ok()?;
+    watcher
+        .watch(&pending, notify::RecursiveMode::NonRecursive)
+        .ok()?;
+    Some(watcher)
 }
