@@ -143,7 +143,7 @@ impl Hub {
                     if watcher.is_none() {
                         watcher = watch_pending(&self.approvals_dir, hint.clone());
                     }
-                    scan = ticks % RELIST_TICKS == 0 || watcher.is_none();
+                    scan = ticks.is_multiple_of(RELIST_TICKS) || watcher.is_none();
                 }
             }
             if scan && !scanning {
