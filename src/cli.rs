@@ -676,6 +676,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
             root: cwd.clone(),
             approvals_dir: approvals_dir.clone(),
             format: config.agent.format,
+            watched: std::sync::Arc::default(),
             outputs: Some(cwd.join(&config.session.output_dir.0)),
         };
         let max_iterations = config.session.max_iterations.0;

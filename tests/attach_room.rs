@@ -35,6 +35,27 @@ fn attach_command(args: &str) -> String {
     )
 }
 
+/// Moves the selection with `j` (then `k`, past the last row) until the
+/// header names `lane`, each key waited for; the last screen.
+fn walk_to(tmux: &Tmux, lane: &str) -> String {
+    for key in ["j", "k"] {
+        for _ in 0..8 {
+            let now = selected_lane(&tmux.screen());
+            if now.as_deref() == Some(lane) {
+                return tmux.screen();
+            }
+            tmux.keys(&[key]);
+            let moved = wait_until(std::time::Duration::from_secs(5), || {
+                selected_lane(&tmux.screen()) != now
+            });
+            if !moved {
+                break;
+            }
+        }
+    }
+    tmux.screen()
+}
+
 /// The lane the room's header names (the selected one).
 fn selected_lane(screen: &str) -> Option<String> {
     let header = screen.lines().next()?;
@@ -401,16 +422,8 @@ fn one_room_over_three_hosts_acts_on_each_lane_s_own_host() {
         tmux.screen()
     );
 
-    // Walk down to two/api and pause it: only host two's api pauses.
-    let mut screen = tmux.screen();
-    for _ in 0..8 {
-        if selected_lane(&screen).as_deref() == Some("two/api") {
-            break;
-        }
-        tmux.keys(&["j"]);
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        screen = tmux.screen();
-    }
+    // Walk to two/api and pause it: only host two's api pauses.
+    let screen = walk_to(&tmux, "two/api");
     assert_eq!(
         selected_lane(&screen).as_deref(),
         Some("two/api"),

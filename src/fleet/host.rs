@@ -187,6 +187,7 @@ fn run_with(
             approvals_dir,
             format,
             outputs: None,
+            watched: Arc::clone(&host.watched),
         };
         let serving = super::serve::start(options, from_host, watchers.local, remote_tx);
         let _serving = match serving {
@@ -356,6 +357,8 @@ struct Host {
     remote: Option<mpsc::UnboundedReceiver<super::serve::Remote>>,
     /// `--stay`: runs on with no lane running, until a signal.
     stay: bool,
+    /// Whether a room or a client watches (set by the hub).
+    watched: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Host {
@@ -388,6 +391,7 @@ impl Host {
             headless: true,
             remote: None,
             stay: false,
+            watched: Arc::default(),
         }
     }
 
@@ -414,7 +418,7 @@ impl Host {
         }
         let mut poll = tokio::time::interval(REGISTRY_POLL);
         if let Some(room) = &self.room {
-            room.start_facts(&self.root);
+            room.start_facts(&self.root, Arc::clone(&self.watched));
         }
         while self.ended.len() < self.running.len()
             || self.room_open()

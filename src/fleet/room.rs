@@ -201,7 +201,7 @@ impl RoomSide {
 
     /// Counts, every [`FACTS_EVERY`], the commits each lane's branch has that
     /// its base lacks; only branches whose tip moved are counted again.
-    pub(super) fn start_facts(&self, root: &Path) {
+    pub(super) fn start_facts(&self, root: &Path, watched: Arc<std::sync::atomic::AtomicBool>) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
@@ -211,6 +211,11 @@ impl RoomSide {
                 ticker.tick().await;
                 if to_ui.is_closed() {
                     return;
+                }
+                // Nobody looks: no git is run; counted again once someone does.
+                if !watched.load(std::sync::atomic::Ordering::Relaxed) {
+                    known.clear();
+                    continue;
                 }
                 let dir = root.clone();
                 let before = std::mem::take(&mut known);

@@ -110,6 +110,7 @@ pub fn run(
             root: files.root.clone(),
             approvals_dir: approvals_dir.clone(),
             format: config.agent.format,
+            watched: std::sync::Arc::default(),
             outputs: Some(files.root.join(&config.session.output_dir.0)),
         };
         let max_iterations = config.session.max_iterations.0;

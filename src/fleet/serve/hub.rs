@@ -56,6 +56,7 @@ pub(super) struct Hub {
     local: Option<mpsc::UnboundedSender<HostMsg>>,
     root: PathBuf,
     approvals_dir: PathBuf,
+    watched: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Default)]
@@ -83,7 +84,9 @@ impl Hub {
             local,
             root: options.root.clone(),
             approvals_dir: options.approvals_dir.clone(),
+            watched: Arc::clone(&options.watched),
         };
+        hub.mark_watched();
         tokio::spawn(hub.run(from_host, joins, (rescans, told)));
         HubHandle { join, rescan, news }
     }
@@ -151,6 +154,7 @@ impl Hub {
                 in_scan.append(&mut waiting);
                 self.scan(listed_tx.clone());
             }
+            self.mark_watched();
         }
     }
 
@@ -185,6 +189,13 @@ impl Hub {
         if !self.clients.is_empty() {
             self.broadcast(&ServerMsg::Host { msg: message });
         }
+    }
+
+    /// Tells the host whether anyone watches now.
+    fn mark_watched(&self) {
+        let watched = self.local.is_some() || !self.clients.is_empty();
+        self.watched
+            .store(watched, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn join(&mut self, joined: Joined) {

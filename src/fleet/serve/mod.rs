@@ -104,6 +104,9 @@ pub struct ServeOptions {
     /// A single loop's output folder: a followed file must be in it (else in
     /// the lane's own folder).
     pub outputs: Option<PathBuf>,
+    /// Set while someone watches (a room here, or a client): what only a
+    /// watcher reads (commits ahead) is not counted for nobody.
+    pub watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Starts the hub that fans `from_host` out to `local` (the control room on
