@@ -119,32 +119,14 @@ impl RoomSide {
         })
     }
 
-    /// Sends the lane's snapshots as they change, at most one per [`SNAPSHOT_GAP`].
+    /// Sends the lane's snapshots as they change (see [`forward_snapshots`]).
     pub(super) fn forward_snapshots(
         &self,
         lane: LaneName,
         files_dir: PathBuf,
-        mut snapshots: watch::Receiver<Arc<Snapshot>>,
+        snapshots: watch::Receiver<Arc<Snapshot>>,
     ) {
-        let to_ui = self.to_ui.clone();
-        tokio::task::spawn_local(async move {
-            loop {
-                let snapshot = snapshots.borrow_and_update().clone();
-                let queued = files_dir.join(QUEUED_MARK).exists();
-                let report = LaneReport::Snapshot { snapshot, queued };
-                let message = HostMsg::Lane {
-                    lane: lane.clone(),
-                    report,
-                };
-                if to_ui.send(message).is_err() {
-                    return;
-                }
-                tokio::time::sleep(SNAPSHOT_GAP).await;
-                if snapshots.changed().await.is_err() {
-                    return;
-                }
-            }
-        });
+        forward_snapshots(lane, self.to_ui.clone(), Some(files_dir), snapshots);
     }
 
     pub(super) fn lane_ended(&self, lane: &LaneName, outcome: &Result<Outcome, String>) {
@@ -364,6 +346,36 @@ impl RoomSide {
             let _ = to_ui.send(HostMsg::Lane { lane, report });
         });
     }
+}
+
+/// Sends a lane's snapshots to `to_hub` as they change, at most one per
+/// [`SNAPSHOT_GAP`]; a queued mark in `files_dir` says it waits for a session slot.
+pub(super) fn forward_snapshots(
+    lane: LaneName,
+    to_hub: mpsc::UnboundedSender<HostMsg>,
+    files_dir: Option<PathBuf>,
+    mut snapshots: watch::Receiver<Arc<Snapshot>>,
+) {
+    tokio::spawn(async move {
+        loop {
+            let snapshot = snapshots.borrow_and_update().clone();
+            let queued = files_dir
+                .as_ref()
+                .is_some_and(|dir| dir.join(QUEUED_MARK).exists());
+            let report = LaneReport::Snapshot { snapshot, queued };
+            let message = HostMsg::Lane {
+                lane: lane.clone(),
+                report,
+            };
+            if to_hub.send(message).is_err() {
+                return;
+            }
+            tokio::time::sleep(SNAPSHOT_GAP).await;
+            if snapshots.changed().await.is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// A lane's log lines and events, sent to the control room.

@@ -494,9 +494,7 @@ fn ask_host(
 /// Who decides, as the request's record says: the user and this machine.
 fn decider() -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "someone".to_string());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_string())
-        .unwrap_or_default();
+    let host = crate::fleet::serve::host_name();
     format!("{user}@{host} (attached room)")
 }
 

@@ -180,7 +180,7 @@ async fn accept(listener: UnixListener, context: client::Context) {
 }
 
 /// The machine's name, as `hostname` prints it.
-fn host_name() -> String {
+pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|name| name.trim().to_string())
         .ok()

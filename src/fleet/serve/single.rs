@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::{mpsc, watch};
@@ -16,9 +15,6 @@ use crate::fleet::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, Event, Snapshot};
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::Reporter;
-
-/// At most one snapshot this often, as a fleet lane's.
-const SNAPSHOT_GAP: Duration = Duration::from_millis(100);
 
 /// The single loop's side of the hub, before the loop starts.
 pub struct SingleLoop {
@@ -65,7 +61,8 @@ impl SingleLoop {
             kind: LaneKind::Dir,
         };
         let _ = self.to_hub.send(HostMsg::Lanes(vec![entry]));
-        forward_snapshots(self.lane.clone(), self.to_hub.clone(), snapshots);
+        let to_hub = self.to_hub.clone();
+        crate::fleet::room::forward_snapshots(self.lane.clone(), to_hub, None, snapshots);
         let (remote_tx, remote_rx) = mpsc::unbounded_channel();
         tokio::spawn(take_requests(
             self.lane,
@@ -98,33 +95,6 @@ fn lane_name(root: &Path) -> LaneName {
         .collect();
     LaneName::parse(name.trim_end_matches(['.', '-']))
         .unwrap_or_else(|_| LaneName::parse("loop").expect("\"loop\" follows the lane-name rule"))
-}
-
-fn forward_snapshots(
-    lane: LaneName,
-    to_hub: mpsc::UnboundedSender<HostMsg>,
-    mut snapshots: watch::Receiver<Arc<Snapshot>>,
-) {
-    tokio::spawn(async move {
-        loop {
-            let snapshot = snapshots.borrow_and_update().clone();
-            let report = LaneReport::Snapshot {
-                snapshot,
-                queued: false,
-            };
-            let message = HostMsg::Lane {
-                lane: lane.clone(),
-                report,
-            };
-            if to_hub.send(message).is_err() {
-                return;
-            }
-            tokio::time::sleep(SNAPSHOT_GAP).await;
-            if snapshots.changed().await.is_err() {
-                return;
-            }
-        }
-    });
 }
 
 async fn take_requests(
