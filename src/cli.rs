@@ -19,6 +19,7 @@ mod demo;
 mod init;
 mod meta;
 mod project;
+mod serve;
 
 /// Exit code for bad command-line input or configuration: nothing was run.
 pub const EXIT_USAGE: i32 = 2;
@@ -142,6 +143,8 @@ pub enum Command {
     Tasks(crate::worker::cli::TasksArgs),
     /// Open the control room on a running host: a folder, ssh://host/path, or --via 'COMMAND'
     Attach(attach::AttachArgs),
+    /// Serve the web inbox: see the fleet and decide its requests from a browser or a phone
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -391,6 +394,7 @@ fn run_command(command: Command) -> i32 {
         Command::Task(args) => crate::worker::cli::task(args),
         Command::Tasks(args) => crate::worker::cli::tasks(args),
         Command::Attach(args) => attach::run(args),
+        Command::Serve(args) => serve::run(args),
         // The gate reads the config itself (a broken one must deny, not fail open).
         Command::Gate(args) => approvals::gate(args),
         Command::Init(args) => init::init(args),

@@ -23,4 +23,5 @@ pub mod store;
 pub mod supervisor;
 pub mod ui;
 pub mod wake;
+pub mod web;
 pub mod worker;

@@ -24,7 +24,7 @@ const FLOORS: &[&[&str]] = &[
     &["console"],
     &["fleet"],
     &["plan"],
-    &["ui"],
+    &["ui", "web"],
     &["cli"],
 ];
 

@@ -1,9 +1,29 @@
-//! `clowder attach [TARGET…]`: which hosts the room attaches to.
+//! `clowder attach [TARGET…]` and `clowder serve --http [TARGET…]`: which
+//! hosts the room (or the web inbox) attaches to.
 
 use crate::fleet::remote::Target;
 
 /// Opens the room on the hosts named (the current folder by default).
 pub fn run(targets: Vec<String>, via: Vec<String>) -> i32 {
+    let parsed = match resolve(targets, via) {
+        Ok(parsed) => parsed,
+        Err(code) => return code,
+    };
+    let hosts = parsed
+        .into_iter()
+        .map(|(name, target)| crate::ui::HostTarget { name, target })
+        .collect();
+    crate::ui::run_attached(hosts)
+}
+
+/// The hosts that `TARGET…` and `--via` name, else `[[hosts]]` of
+/// harness.toml, else the current folder; `Err`: the exit code, the error
+/// said. One folder alone with no host is said now, not as a page or a
+/// room that waits.
+pub fn resolve(
+    targets: Vec<String>,
+    via: Vec<String>,
+) -> Result<Vec<(Option<String>, Target)>, i32> {
     let mut parsed: Vec<(Option<String>, Target)> = Vec::new();
     for text in &targets {
         let (name, text) = named(text);
@@ -11,35 +31,27 @@ pub fn run(targets: Vec<String>, via: Vec<String>) -> i32 {
             Ok(target) => parsed.push((name, target)),
             Err(err) => {
                 eprintln!("clowder: error: {err}");
-                return super::EXIT_USAGE;
+                return Err(super::EXIT_USAGE);
             }
         }
     }
     parsed.extend(via.into_iter().map(|command| (None, Target::Via(command))));
     if parsed.is_empty() {
-        match configured_hosts() {
-            Ok(hosts) => parsed = hosts,
-            Err(err) => {
-                eprintln!("clowder: error: {err}");
-                return super::EXIT_USAGE;
-            }
-        }
+        parsed = configured_hosts().map_err(|err| {
+            eprintln!("clowder: error: {err}");
+            super::EXIT_USAGE
+        })?;
     }
     if parsed.is_empty() {
         parsed.push((None, Target::Folder(std::path::PathBuf::from("."))));
     }
-    // One folder alone with no host: said now, not as a room that waits.
     if let [(_, Target::Folder(folder))] = parsed.as_slice()
         && let Err(why) = crate::fleet::serve::check_served(folder)
     {
         eprintln!("clowder: error: {why}");
-        return 1;
+        return Err(1);
     }
-    let hosts = parsed
-        .into_iter()
-        .map(|(name, target)| crate::ui::HostTarget { name, target })
-        .collect();
-    crate::ui::run_attached(hosts)
+    Ok(parsed)
 }
 
 /// `NAME=TARGET`: the name the room gives the host's lanes (`NAME/lane`).

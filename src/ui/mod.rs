@@ -10,7 +10,7 @@ pub mod app;
 mod attached;
 pub mod attention;
 mod caller;
-mod event_text;
+pub mod event_text;
 mod fleet;
 mod foreground;
 pub mod keymap;

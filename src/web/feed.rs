@@ -1,0 +1,104 @@
+//! One page's live feed: the fleet's state when it changes (coalesced, so a
+//! burst of changes costs one message), and the followed lane's new output.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::sse::Event;
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use super::follow::Follower;
+use super::hosts::Shared;
+
+/// The shortest time between two states sent to one page.
+const STATE_EVERY: Duration = Duration::from_millis(100);
+
+pub struct Feed {
+    shared: Arc<Shared>,
+    changes: watch::Receiver<u64>,
+    follower: Option<Arc<Follower>>,
+    output: Option<broadcast::Receiver<Arc<str>>>,
+    /// The followed lane's kept lines, sent right after the first state.
+    kept: Option<String>,
+    started: bool,
+    last_state: Option<Instant>,
+}
+
+impl Feed {
+    pub fn new(shared: Arc<Shared>, follower: Option<Arc<Follower>>) -> Feed {
+        let changes = shared.changes();
+        let (kept, output) = match &follower {
+            Some(follower) => {
+                let (kept, output) = follower.subscribe_with_kept();
+                (Some(kept), Some(output))
+            }
+            None => (None, None),
+        };
+        Feed {
+            shared,
+            changes,
+            follower,
+            output,
+            kept,
+            started: false,
+            last_state: None,
+        }
+    }
+
+    /// The next message for the page; `None` ends the stream.
+    pub async fn next(&mut self) -> Option<Event> {
+        if !self.started {
+            self.started = true;
+            self.changes.mark_unchanged();
+            return Some(self.state());
+        }
+        if let Some(kept) = self.kept.take() {
+            return Some(output_event(&kept));
+        }
+        tokio::select! {
+            changed = self.changes.changed() => {
+                changed.ok()?;
+                if let Some(last) = self.last_state {
+                    tokio::time::sleep_until(last + STATE_EVERY).await;
+                }
+                self.changes.mark_unchanged();
+                Some(self.state())
+            }
+            chunk = recv_output(&mut self.output) => match chunk {
+                Ok(json) => Some(output_event(&json)),
+                // Too far behind: start again from the kept lines.
+                Err(_) => {
+                    let follower = self.follower.as_ref()?;
+                    let (kept, output) = follower.subscribe_with_kept();
+                    self.output = Some(output);
+                    Some(output_event(&kept))
+                }
+            },
+        }
+    }
+
+    fn state(&mut self) -> Event {
+        self.last_state = Some(Instant::now());
+        let data = format!(
+            r#"{{"now":"{}","view":{}}}"#,
+            chrono::Utc::now().to_rfc3339(),
+            self.shared.view_json()
+        );
+        Event::default().event("state").data(data)
+    }
+}
+
+fn output_event(json: &str) -> Event {
+    Event::default().event("output").data(json)
+}
+
+/// The next output message; never, for a page that follows no lane.
+async fn recv_output(
+    output: &mut Option<broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match output {
+        Some(output) => output.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,244 @@
+//! What the web inbox knows of the fleet: each host's lanes, facts and
+//! pending requests, and the latest events, kept from the host protocol's
+//! messages; and the page's view of it as JSON.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::fleet::LaneName;
+use crate::fleet::link::{HostMsg, LaneEntry, LaneReport};
+use crate::fleet::remote::RemoteEvent;
+use crate::fleet::wire::{Hello, HostSnapshot, PendingRequest};
+use crate::lane_status::{Facts, LaneStatus};
+use crate::protocol::{ExitReason, Snapshot};
+use crate::supervisor::core::Level;
+
+/// Events the page shows, per host: as many as the room's pane keeps.
+const EVENTS_KEPT: usize = 200;
+
+/// One host as the page knows it.
+#[derive(Default)]
+pub struct HostState {
+    /// The name its lanes go by when the page shows several hosts.
+    pub label: Option<String>,
+    pub hello: Option<Hello>,
+    pub lanes: Vec<LaneEntry>,
+    pub facts: HashMap<LaneName, LaneFacts>,
+    pub requests: Vec<PendingRequest>,
+    /// Why it cannot be reached now, if it cannot.
+    pub lost: Option<String>,
+    pub events: VecDeque<EventLine>,
+}
+
+/// What the host said of one lane.
+#[derive(Default, Clone)]
+pub struct LaneFacts {
+    pub snapshot: Option<Arc<Snapshot>>,
+    pub queued: bool,
+    pub ahead: Option<Option<u64>>,
+    pub ended: Option<Result<ExitReason, String>>,
+}
+
+/// One line of the events list.
+#[derive(Debug, Clone, Serialize)]
+pub struct EventLine {
+    pub at: DateTime<Utc>,
+    pub level: &'static str,
+    pub lane: Option<String>,
+    pub text: String,
+}
+
+/// The fleet over every host the page serves.
+pub struct Model {
+    pub hosts: Vec<HostState>,
+    /// Several hosts: lanes are named `HOST/lane`.
+    pub multi: bool,
+}
+
+impl Model {
+    pub fn new(labels: Vec<Option<String>>) -> Model {
+        let multi = labels.len() > 1;
+        let hosts = labels
+            .into_iter()
+            .map(|label| HostState {
+                label,
+                lost: Some("not reached yet".to_string()),
+                ..HostState::default()
+            })
+            .collect();
+        Model { hosts, multi }
+    }
+
+    /// Takes one event of host `index`; whether the page's view changed.
+    pub fn apply(&mut self, index: usize, event: &RemoteEvent, now: DateTime<Utc>) -> bool {
+        let Some(host) = self.hosts.get_mut(index) else {
+            return false;
+        };
+        match event {
+            RemoteEvent::Hello(hello) => {
+                host.hello = Some(hello.clone());
+                host.lost = None;
+            }
+            RemoteEvent::Snapshot(snapshot) => host.take_snapshot(snapshot, now),
+            RemoteEvent::Host(msg) => return host.take(msg, now),
+            RemoteEvent::Requests(requests) => host.requests = requests.clone(),
+            RemoteEvent::Refused(reason) => host.log(now, Level::Warn, None, reason),
+            RemoteEvent::Lost { since, why, retry } => {
+                let text = format!(
+                    "⚠ host unreachable since {}: {why}; trying again in {}s",
+                    crate::fmt::clock_short(*since),
+                    retry.as_secs().max(1)
+                );
+                host.lost = Some(why.clone());
+                host.log(now, Level::Warn, None, &text);
+            }
+            RemoteEvent::Reply { .. } | RemoteEvent::Overflowed(_) | RemoteEvent::Output(_) => {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The host and its own name for a lane the page names (`HOST/lane` when
+    /// several hosts are served).
+    pub fn locate(&self, shown: &str) -> Option<(usize, LaneName)> {
+        self.hosts.iter().enumerate().find_map(|(index, host)| {
+            host.lanes
+                .iter()
+                .find(|entry| self.shown_name(host, &entry.name) == shown)
+                .map(|entry| (index, entry.name.clone()))
+        })
+    }
+
+    /// The host that holds request `id`.
+    pub fn host_of_request(&self, id: &str) -> Option<usize> {
+        self.hosts
+            .iter()
+            .position(|host| host.requests.iter().any(|r| r.request.id == id))
+    }
+
+    pub fn shown_name(&self, host: &HostState, lane: &LaneName) -> String {
+        match (self.multi, host_label(host)) {
+            (true, Some(label)) => format!("{label}/{lane}"),
+            _ => lane.to_string(),
+        }
+    }
+}
+
+/// A host's name: the one given on the command line, else its own.
+pub fn host_label(host: &HostState) -> Option<String> {
+    host.label
+        .clone()
+        .or_else(|| host.hello.as_ref().map(|hello| hello.host.clone()))
+}
+
+impl HostState {
+    fn take_snapshot(&mut self, snapshot: &HostSnapshot, now: DateTime<Utc>) {
+        self.lanes = snapshot.lanes.clone();
+        self.requests = snapshot.requests.clone();
+        self.facts = snapshot
+            .facts
+            .iter()
+            .map(|facts| {
+                let lane = LaneFacts {
+                    snapshot: facts.snapshot.clone(),
+                    queued: facts.queued,
+                    ahead: facts.ahead,
+                    ended: facts.ended.clone(),
+                };
+                (facts.lane.clone(), lane)
+            })
+            .collect();
+        // A snapshot's recent lines are what the host kept: they replace ours,
+        // so that a reconnection does not show them twice.
+        self.events.clear();
+        for msg in &snapshot.recent {
+            self.take(msg, now);
+        }
+    }
+
+    /// Takes one message; whether the view changed.
+    fn take(&mut self, msg: &HostMsg, now: DateTime<Utc>) -> bool {
+        match msg {
+            HostMsg::Lane { lane, report } => return self.take_report(lane, report),
+            HostMsg::Lanes(lanes) => self.lanes = lanes.clone(),
+            HostMsg::Log { level, text } => self.log(now, *level, None, text),
+            HostMsg::LaneAdded { lane, result } => {
+                let (level, text) = match result {
+                    Ok(text) => (Level::Info, text.clone()),
+                    Err(why) => (Level::Warn, format!("lane {lane} not added: {why}")),
+                };
+                self.log(now, level, Some(lane), &text);
+            }
+            HostMsg::Idle { .. } | HostMsg::Plans(_) => return false,
+        }
+        true
+    }
+
+    fn take_report(&mut self, lane: &LaneName, report: &LaneReport) -> bool {
+        let facts = self.facts.entry(lane.clone()).or_default();
+        match report {
+            LaneReport::Snapshot { snapshot, queued } => {
+                facts.snapshot = Some(Arc::clone(snapshot));
+                facts.queued = *queued;
+            }
+            LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
+            LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
+            LaneReport::Log { at, level, text } => {
+                if crate::ui::event_text::repeats_an_event(text) {
+                    return false;
+                }
+                let text = crate::ui::event_text::log_summary(text);
+                self.log(*at, *level, Some(lane), &text);
+            }
+            LaneReport::Event { at, event } => {
+                let level = crate::ui::event_text::level(event);
+                let words = crate::ui::event_text::summaries(event);
+                let text = words.into_iter().next().unwrap_or_default();
+                self.log(*at, level, Some(lane), &text);
+            }
+            LaneReport::Diff(_) | LaneReport::Removed(_) => return false,
+        }
+        true
+    }
+
+    pub fn log(&mut self, at: DateTime<Utc>, level: Level, lane: Option<&LaneName>, text: &str) {
+        if self.events.len() == EVENTS_KEPT {
+            self.events.pop_front();
+        }
+        self.events.push_back(EventLine {
+            at,
+            level: level.as_str(),
+            lane: lane.map(ToString::to_string),
+            text: crate::escape::one_line(text),
+        });
+    }
+
+    /// The lane's state in the one vocabulary, as the room's Lanes rows say it.
+    pub fn status(&self, entry: &LaneEntry) -> LaneStatus {
+        let facts = self.facts.get(&entry.name);
+        let snapshot = facts.and_then(|facts| facts.snapshot.as_deref());
+        let ended = facts.and_then(|facts| facts.ended.as_ref());
+        let pending = self.pending_of(&entry.name);
+        LaneStatus::of(
+            snapshot,
+            Facts {
+                ended: ended.map(|ended| ended.as_ref().map_err(|_| ())),
+                queued: facts.is_some_and(|facts| facts.queued),
+                pending,
+                paused: entry.requested == crate::fleet::registry::LaneState::Paused,
+            },
+        )
+    }
+
+    /// The host's requests that name this lane.
+    pub fn pending_of(&self, lane: &LaneName) -> usize {
+        self.requests
+            .iter()
+            .filter(|pending| pending.request.lane.as_deref() == Some(lane.as_str()))
+            .count()
+    }
+}

@@ -1,0 +1,288 @@
+//! The web inbox's HTTP side: the token check in front of everything, the
+//! embedded page, its state and event stream, and the two things it may
+//! change (decide a request, tell a lane), each behind `Origin` and CSRF.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{ConnectInfo, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::stream::{self, Stream};
+use serde::Deserialize;
+
+use super::auth::{self, Brake};
+use super::hosts::{Answer, Shared};
+use crate::fleet::wire::WireDecision;
+
+const INDEX_HTML: &str = include_str!("../../assets/web/index.html");
+const APP_JS: &str = include_str!("../../assets/web/app.js");
+const APP_CSS: &str = include_str!("../../assets/web/app.css");
+
+/// Headers on every answer: the page runs only its own script, is never
+/// framed, and never leaks its address (with a token in it) as a referrer.
+const SECURITY_HEADERS: [(&str, &str); 5] = [
+    (
+        "content-security-policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("x-frame-options", "DENY"),
+    ("cache-control", "no-store"),
+];
+
+/// What the handlers share.
+pub struct App {
+    pub shared: Arc<Shared>,
+    pub token: String,
+    pub csrf: String,
+    pub brake: Brake,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route(
+            "/app.js",
+            get(|| async { asset("text/javascript", APP_JS) }),
+        )
+        .route("/app.css", get(|| async { asset("text/css", APP_CSS) }))
+        .route("/api/state", get(state))
+        .route("/api/events", get(events))
+        .route("/api/decide", post(decide))
+        .route("/api/tell", post(tell))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
+        .with_state(app)
+}
+
+/// Lets through only a request with the right token (cookie or `?token=`);
+/// an address that guessed wrong too often waits first.
+async fn guard(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let now = Instant::now();
+    if let Some(wait) = app.brake.locked(peer.ip(), now) {
+        return too_many(wait);
+    }
+    let from_query = query_token(request.uri().query());
+    let from_cookie = request
+        .headers()
+        .get(header::COOKIE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|cookie| auth::cookie_value(cookie, auth::COOKIE))
+        .map(str::to_string);
+    let given = from_query.clone().or(from_cookie);
+    let Some(given) = given.filter(|given| auth::same_secret(given, &app.token)) else {
+        app.brake.failed(peer.ip(), now);
+        return secured(unauthorized());
+    };
+    app.brake.succeeded(peer.ip());
+    if from_query.is_some() {
+        // The token leaves the address bar for a cookie scripts cannot read.
+        return secured(
+            (
+                StatusCode::SEE_OTHER,
+                [
+                    (header::LOCATION, "/".to_string()),
+                    (header::SET_COOKIE, auth::set_cookie(&given)),
+                ],
+            )
+                .into_response(),
+        );
+    }
+    secured(next.run(request).await)
+}
+
+fn query_token(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(key, _)| key == "token")
+        .map(|(_, value)| value.into_owned())
+}
+
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in SECURITY_HEADERS {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "401: open the address `clowder serve --http` printed, with its token\n",
+    )
+        .into_response()
+}
+
+fn too_many(wait: Duration) -> Response {
+    let secs = wait.as_secs().max(1).to_string();
+    secured(
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(header::RETRY_AFTER, secs)],
+            "429: too many wrong tokens from this address; wait and try again\n",
+        )
+            .into_response(),
+    )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+async fn index() -> Response {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+async fn state(State(app): State<Arc<App>>) -> Response {
+    let body = format!(
+        r#"{{"csrf":"{}","now":"{}","view":{}}}"#,
+        app.csrf,
+        chrono::Utc::now().to_rfc3339(),
+        app.shared.view_json()
+    );
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+#[derive(Deserialize)]
+struct EventsQuery {
+    lane: Option<String>,
+}
+
+/// The page's live feed: `state` at once and after every change (at most
+/// ten a second), and, with `?lane=`, that lane's `output`.
+async fn events(
+    State(app): State<Arc<App>>,
+    Query(query): Query<EventsQuery>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let follower = query
+        .lane
+        .as_deref()
+        .and_then(|lane| app.shared.follow(lane));
+    let feed = super::feed::Feed::new(Arc::clone(&app.shared), follower);
+    let stream = stream::unfold(feed, |mut feed| async move {
+        let event = feed.next().await?;
+        Some((Ok(event), feed))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+}
+
+#[derive(Deserialize)]
+struct DecideBody {
+    id: String,
+    decision: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn decide(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: axum::Json<DecideBody>,
+) -> Response {
+    if let Some(refused) = refuse_foreign(&app, &headers) {
+        return refused;
+    }
+    let reason = body.reason.trim().to_string();
+    let decision = match body.decision.as_str() {
+        "approve" => WireDecision::Approve {
+            reason: (!reason.is_empty()).then_some(reason),
+        },
+        "reject" if reason.is_empty() => {
+            return answer_json(
+                StatusCode::BAD_REQUEST,
+                false,
+                "a rejection needs a reason: the agent is told it",
+            );
+        }
+        "reject" => WireDecision::Reject { reason },
+        other => {
+            let text = format!("decision {other:?}: expected \"approve\" or \"reject\"");
+            return answer_json(StatusCode::BAD_REQUEST, false, &text);
+        }
+    };
+    let by = format!("web {peer}");
+    let answer = app.shared.decide(&body.id, decision, by).await;
+    if let Answer::Done(text) = &answer {
+        eprintln!("clowder serve: {text}");
+    }
+    answer_response(answer)
+}
+
+#[derive(Deserialize)]
+struct TellBody {
+    lane: String,
+    text: String,
+}
+
+async fn tell(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: axum::Json<TellBody>,
+) -> Response {
+    if let Some(refused) = refuse_foreign(&app, &headers) {
+        return refused;
+    }
+    let text = body.text.trim().to_string();
+    if text.is_empty() {
+        return answer_json(StatusCode::BAD_REQUEST, false, "the note is empty");
+    }
+    let answer = app.shared.tell(&body.lane, text).await;
+    answer_response(match answer {
+        Answer::Done(text) if text.is_empty() => {
+            Answer::Done(format!("{} is told at its next session", body.lane))
+        }
+        other => other,
+    })
+}
+
+/// A state-changing request from anywhere but the page itself.
+fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|value: &HeaderValue| value.to_str().ok())
+    };
+    if !auth::same_origin(text(header::ORIGIN.as_str()), text(header::HOST.as_str())) {
+        return Some(answer_json(
+            StatusCode::FORBIDDEN,
+            false,
+            "refused: the request did not come from this page (Origin)",
+        ));
+    }
+    let csrf = text(auth::CSRF_HEADER).unwrap_or("");
+    if !auth::same_secret(csrf, &app.csrf) {
+        return Some(answer_json(
+            StatusCode::FORBIDDEN,
+            false,
+            "refused: a missing or stale CSRF token; reload the page",
+        ));
+    }
+    None
+}
+
+fn answer_response(answer: Answer) -> Response {
+    match answer {
+        Answer::Done(text) => answer_json(StatusCode::OK, true, &text),
+        Answer::Refused(text) => answer_json(StatusCode::CONFLICT, false, &text),
+        Answer::Unreachable(text) => answer_json(StatusCode::BAD_GATEWAY, false, &text),
+    }
+}
+
+fn answer_json(status: StatusCode, ok: bool, text: &str) -> Response {
+    let body = serde_json::json!({ "ok": ok, "text": text });
+    (status, axum::Json(body)).into_response()
+}

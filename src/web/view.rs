@@ -1,0 +1,138 @@
+//! The page's view of the fleet as JSON: the lanes as the room's rows show
+//! them, the requests oldest first, the events newest last. Times go as
+//! timestamps (sent with the server's `now`), so that the page counts ages
+//! itself and nothing is sent while nothing changes.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::model::{EventLine, HostState, Model, host_label};
+use crate::fleet::link::LaneEntry;
+use crate::fleet::wire::PendingRequest;
+
+#[derive(Serialize)]
+pub struct View<'a> {
+    pub hosts: Vec<HostView>,
+    pub lanes: Vec<LaneView>,
+    pub requests: Vec<RequestView>,
+    pub events: Vec<&'a EventLine>,
+}
+
+#[derive(Serialize)]
+pub struct HostView {
+    pub name: Option<String>,
+    pub folder: Option<String>,
+    /// Why it cannot be reached now; `null` while it is.
+    pub lost: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct LaneView {
+    pub name: String,
+    pub glyph: &'static str,
+    pub state: &'static str,
+    /// The state with its one fact: `✗ failed (exit 1)`.
+    pub label: String,
+    pub needs_you: bool,
+    pub iteration: Option<u64>,
+    pub max_iterations: Option<u64>,
+    /// Since when no output was written (the watchdog's clock), while a
+    /// session runs.
+    pub idle_since: Option<DateTime<Utc>>,
+    pub stale_limit_secs: Option<f64>,
+    #[serde(serialize_with = "crate::fmt::usd_json")]
+    pub cost_usd: Option<f64>,
+    pub ahead: Option<u64>,
+    pub pending: usize,
+}
+
+#[derive(Serialize)]
+pub struct RequestView {
+    pub id: String,
+    pub lane: Option<String>,
+    pub kind: &'static str,
+    pub tool: Option<String>,
+    pub title: String,
+    /// The full command or file: what the decision is about.
+    pub subject: String,
+    /// A patch or a question's text, when the request carries one.
+    pub body: Option<String>,
+    pub created: DateTime<Utc>,
+    pub abandoned: bool,
+}
+
+/// The whole view as the page reads it.
+pub fn view(model: &Model) -> View<'_> {
+    let mut lanes = Vec::new();
+    let mut requests = Vec::new();
+    let mut events: Vec<&EventLine> = Vec::new();
+    for host in &model.hosts {
+        lanes.extend(host.lanes.iter().map(|entry| lane_view(model, host, entry)));
+        requests.extend(host.requests.iter().map(|r| request_view(model, host, r)));
+        events.extend(host.events.iter());
+    }
+    requests.sort_by_key(|request| request.created);
+    events.sort_by_key(|event| event.at);
+    let hosts = model
+        .hosts
+        .iter()
+        .map(|host| HostView {
+            name: host_label(host),
+            folder: host.hello.as_ref().map(|hello| hello.folder.clone()),
+            lost: host.lost.clone(),
+        })
+        .collect();
+    View {
+        hosts,
+        lanes,
+        requests,
+        events,
+    }
+}
+
+fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView {
+    let status = host.status(entry);
+    let facts = host.facts.get(&entry.name);
+    let snapshot = facts.and_then(|facts| facts.snapshot.as_deref());
+    let running = snapshot.is_some_and(|s| s.session_start.is_some() && !status.is_over());
+    LaneView {
+        name: model.shown_name(host, &entry.name),
+        glyph: status.glyph(),
+        state: status.word(),
+        label: status.label(snapshot),
+        needs_you: status.needs_you(),
+        iteration: snapshot.map(|s| s.iteration),
+        max_iterations: snapshot.map(|s| s.max_iterations).or(entry.max_iterations),
+        idle_since: snapshot
+            .filter(|_| running)
+            .and_then(|s| s.last_output_growth.or(s.session_start)),
+        stale_limit_secs: snapshot.map(|s| s.stale_timeout_secs),
+        cost_usd: snapshot.and_then(|s| s.totals.cost_usd),
+        ahead: facts.and_then(|facts| facts.ahead.flatten()),
+        pending: host.pending_of(&entry.name),
+    }
+}
+
+fn request_view(model: &Model, host: &HostState, pending: &PendingRequest) -> RequestView {
+    let request = &pending.request;
+    let lane = request
+        .lane
+        .as_deref()
+        .and_then(|lane| host.lanes.iter().find(|entry| entry.name.as_str() == lane))
+        .map(|entry| model.shown_name(host, &entry.name));
+    RequestView {
+        id: request.id.clone(),
+        lane,
+        kind: match request.kind {
+            crate::approvals::RequestKind::Tool => "tool",
+            crate::approvals::RequestKind::Ask => "ask",
+            crate::approvals::RequestKind::Session => "session",
+        },
+        tool: request.tool_name.clone(),
+        title: request.title.clone(),
+        subject: request.subject(),
+        body: request.body.clone(),
+        created: request.created,
+        abandoned: pending.abandoned,
+    }
+}
