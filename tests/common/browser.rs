@@ -153,6 +153,21 @@ impl Browser {
         );
     }
 
+    /// Waits until the texts of every element matching `css`, a line each,
+    /// satisfy `ok`; returns them.
+    pub fn wait_texts(&self, css: &str, mut ok: impl FnMut(&str) -> bool) -> String {
+        let start = Instant::now();
+        let mut last = String::new();
+        while start.elapsed() < DEADLINE {
+            last = self.texts(css).join("\n");
+            if ok(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("waited {DEADLINE:?} for the texts of {css}; last:\n{last}");
+    }
+
     /// The text of the first element matching `css`, or None without one.
     pub fn try_text(&self, css: &str) -> Option<String> {
         let script =
