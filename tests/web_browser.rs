@@ -233,33 +233,12 @@ fn a_phone_sees_the_lanes_and_approves_a_request_that_came_after_it_loaded() {
     assert!(!flash.is_empty(), "the decision is confirmed");
 }
 
-/// 4, 5, 6 on a desktop: a rejection with a reason (by keyboard: `r`, the
-/// reason, Enter) reaches the agent; a paused lane shows paused without a
-/// reload; output with HTML and terminal escapes shows as text.
+/// 4, 5 on a desktop: a rejection with a reason (by keyboard: `r`, the
+/// reason, Enter) reaches the agent; a paused lane shows paused without a reload.
 #[test]
-fn a_desktop_rejects_with_a_reason_sees_a_pause_and_shows_hostile_output_as_text() {
-    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &["beta"], "gamma");
+fn a_desktop_rejects_by_keyboard_with_a_reason_and_sees_a_lane_paused() {
+    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &["beta"], "");
     let browser = fleet.open(DESKTOP);
-
-    browser.click("#lanes .lane[data-lane='gamma']");
-    browser.wait_text("#output-title", |t| t.contains("gamma"));
-    let hostile = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
-    browser.wait_js(
-        "gamma's HTML line",
-        &format!("return [...document.querySelectorAll('#output .out-line')].some(l => l.textContent.includes({hostile:?}));"),
-    );
-    let escaped = browser.wait_texts("#output .out-line", |t| t.contains("after"));
-    assert!(
-        !escaped.contains('\u{1b}') && !escaped.contains('\u{7}'),
-        "terminal escapes are not passed to the page: {escaped:?}"
-    );
-    assert_eq!(
-        browser.count("#output script, #output img, #output *:not(.out-line)"),
-        0
-    );
-    assert_eq!(browser.count("script"), 1, "only the page's own script");
-    assert_eq!(browser.alert_text(), None, "no alert opened");
-
     fleet.go("beta");
     let id = request_of(&browser, "beta");
     browser.keys("r");
@@ -275,9 +254,75 @@ fn a_desktop_rejects_with_a_reason_sees_a_pause_and_shows_hostile_output_as_text
         "the agent is told why: {reason:?}"
     );
     assert_eq!(status, "0");
+    browser.wait_js(
+        "the card gone",
+        "return document.querySelector('#requests .request') === null;",
+    );
 
+    browser.wait_for("#lanes .lane[data-lane='alpha'] .state");
     common::git::clowder_in(fleet.base.root(), &["lane", "pause", "alpha"]);
     browser.wait_text("#lanes .lane[data-lane='alpha'] .state", |t| t == "paused");
+}
+
+/// 6: a lane whose agent prints HTML: the page shows it as text, makes no
+/// element of it and runs none of it.
+#[test]
+fn agent_output_with_html_shows_as_text_and_runs_nothing() {
+    let fleet = WebFleet::start(&["alpha", "gamma"], &[], "gamma");
+    let browser = fleet.open(PHONE);
+    browser.click("#lanes .lane[data-lane='gamma']");
+    browser.wait_text("#output-title", |t| t.contains("gamma"));
+    let hostile = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
+    let lines = browser.wait_texts("#output .out-line", |t| t.contains("tick 1"));
+    assert!(lines.lines().any(|line| line == hostile), "{lines}");
+    assert_eq!(
+        browser.count("#output *:not(.out-line)"),
+        0,
+        "no element made of output"
+    );
+    assert_eq!(browser.count("script"), 1, "only the page's own script");
+    assert_eq!(browser.count("img"), 0);
+    assert_eq!(browser.alert_text(), None, "no alert opened");
+}
+
+/// 6: terminal escapes an agent prints are not put on the page as they are:
+/// colours (which the room draws) leave no `ESC[31m` behind, and the other
+/// sequences are removed, as in the control room.
+#[test]
+fn agent_output_with_terminal_escapes_shows_no_escape_codes() {
+    let fleet = WebFleet::start(&["gamma"], &[], "gamma");
+    let browser = fleet.open(DESKTOP);
+    browser.wait_text("#output-title", |t| t.contains("gamma"));
+    let lines = browser.wait_texts("#output .out-line", |t| t.contains("after"));
+    let line = lines
+        .lines()
+        .find(|line| line.starts_with("esc "))
+        .unwrap_or_default();
+    assert!(
+        !line.contains('\u{1b}') && !line.contains("[31m") && !line.contains('\u{7}'),
+        "the line shows escape codes: {line:?}"
+    );
+    assert!(line.contains("red") && line.contains("after"), "{line:?}");
+}
+
+/// A lane is picked with a press as long as a person's (300 ms), while
+/// the lanes write output and the page's state changes several times a second.
+#[test]
+fn a_lane_is_picked_with_a_press_while_the_fleet_is_busy() {
+    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &[], "");
+    for size in [PHONE, DESKTOP] {
+        let browser = fleet.open(size);
+        for lane in ["beta", "gamma", "alpha"] {
+            let row = format!("#lanes .lane[data-lane='{lane}']");
+            browser.wait_text(&format!("{row} .state"), |t| t == "running");
+            browser.press(&row, Duration::from_millis(300));
+            let shown = browser.try_text("#output-title").unwrap_or_default();
+            assert!(
+                shown.contains(lane),
+                "pressed {lane} at {size:?}; the page shows {shown:?}"
+            );
+        }
+    }
 }
 
 /// One HTTP/1.1 answer: its status, its headers (names lowercased), its body.
@@ -328,8 +373,8 @@ fn http(addr: &str, method: &str, path: &str, headers: &[String], body: &str) ->
 /// the URL becomes a cookie scripts cannot read.
 #[test]
 fn without_the_token_everything_is_refused_and_the_token_becomes_a_strict_cookie() {
-    let fleet = HostFleet::new(&["alpha"], 1);
-    let served = Served::start(fleet.root(), fleet.out_dir().join("serve.err"));
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
     let addr = served.addr();
     let cookie = |token: &str| vec![format!("Cookie: clowder_token={token}")];
     for path in ["/", "/app.js", "/api/state", "/api/events"] {
@@ -370,8 +415,8 @@ fn without_the_token_everything_is_refused_and_the_token_becomes_a_strict_cookie
 /// and the CSRF token of its state. Refused ones never reach the host.
 #[test]
 fn a_decision_from_another_origin_or_without_the_csrf_token_is_refused() {
-    let fleet = HostFleet::new(&["alpha"], 1);
-    let served = Served::start(fleet.root(), fleet.out_dir().join("serve.err"));
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
     let addr = served.addr();
     let cookie = format!("Cookie: clowder_token={}", served.token());
     let state = http(addr, "GET", "/api/state", std::slice::from_ref(&cookie), "");
@@ -420,8 +465,8 @@ fn a_decision_from_another_origin_or_without_the_csrf_token_is_refused() {
 /// wait is over, the right token works again.
 #[test]
 fn a_thousand_wrong_tokens_are_slowed_down_and_the_right_one_works_after_the_wait() {
-    let fleet = HostFleet::new(&["alpha"], 1);
-    let served = Served::start(fleet.root(), fleet.out_dir().join("serve.err"));
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
     let addr = served.addr();
     let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
     let mut retry_after = None;
@@ -572,8 +617,14 @@ fn the_browser_helper_clicks_reads_and_leaves_no_process() {
     let viewport = browser.execute("return [window.innerWidth, window.innerHeight];");
     assert_eq!(viewport, serde_json::json!([390, 844]));
     browser.send_keys("#name", "phone");
-    browser.click("#go");
+    browser.press("#go", Duration::from_millis(300));
     assert_eq!(browser.wait_text("#out", |t| !t.is_empty()), "hello phone");
+    browser.send_keys("#name", "!");
+    browser.click("#go");
+    assert_eq!(
+        browser.wait_text("#out", |t| t.ends_with('!')),
+        "hello phone!"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let shot = dir.path().join("shot.png");
     browser.screenshot(&shot);

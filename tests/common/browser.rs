@@ -35,6 +35,8 @@ const MIN_WINDOW_WIDTH: u32 = 500;
 pub struct Browser {
     runtime: tokio::runtime::Runtime,
     client: Option<Client>,
+    /// A phone's viewport: touch, not a mouse.
+    phone: bool,
     driver: Child,
     /// Chromium's profile and chromedriver's log; its path is in the command
     /// line of every Chromium process of this browser, which is how
@@ -61,6 +63,7 @@ impl Browser {
         let mut browser = Browser {
             runtime,
             client: None,
+            phone: size.0 < MIN_WINDOW_WIDTH,
             driver,
             profile,
         };
@@ -201,13 +204,71 @@ impl Browser {
     }
 
     /// Clicks the first element matching `css` as a user would (WebDriver's
-    /// click: scrolled into view, refused when covered), once it exists.
+    /// click: scrolled into view, refused when covered), once it exists. An
+    /// element redrawn between finding it and clicking it is found again.
     pub fn click(&self, css: &str) {
         self.wait_for(css);
-        let clicked = self
-            .runtime
-            .block_on(async { self.client().find(Locator::Css(css)).await?.click().await });
-        clicked.unwrap_or_else(|e| panic!("click {css}: {e}"));
+        let mut tries = 0;
+        loop {
+            let clicked = self
+                .runtime
+                .block_on(async { self.client().find(Locator::Css(css)).await?.click().await });
+            match clicked {
+                Ok(()) => return,
+                Err(e) if tries < 20 && is_stale(&e) => tries += 1,
+                Err(e) => panic!("click {css}: {e}"),
+            }
+        }
+    }
+
+    /// Presses the middle of the first element matching `css` for `hold`, as
+    /// a finger (on a phone-sized browser) or a mouse button does, then lets
+    /// go. The place is pressed, not the element: one redrawn meanwhile is
+    /// what a person would press.
+    pub fn press(&self, css: &str, hold: Duration) {
+        use fantoccini::actions::{
+            InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction, TouchActions,
+        };
+        self.wait_for(css);
+        let script = format!(
+            "const e = document.querySelector({css:?}); e.scrollIntoView({{block: 'center'}});
+             const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2];"
+        );
+        let middle = self.execute(&script);
+        let at = |i: usize| {
+            middle[i]
+                .as_f64()
+                .unwrap_or_else(|| panic!("no place for {css}"))
+        };
+        let steps = [
+            PointerAction::MoveTo {
+                duration: None,
+                x: at(0).round(),
+                y: at(1).round(),
+            },
+            PointerAction::Down {
+                button: MOUSE_BUTTON_LEFT,
+            },
+            PointerAction::Pause { duration: hold },
+            PointerAction::Up {
+                button: MOUSE_BUTTON_LEFT,
+            },
+        ];
+        let pressed = self.runtime.block_on(async {
+            if self.phone {
+                let touch = steps
+                    .into_iter()
+                    .fold(TouchActions::new("finger".into()), InputSource::then);
+                self.client().perform_actions(touch).await?;
+            } else {
+                let mouse = steps
+                    .into_iter()
+                    .fold(MouseActions::new("mouse".into()), InputSource::then);
+                self.client().perform_actions(mouse).await?;
+            }
+            self.client().release_actions().await
+        });
+        pressed.unwrap_or_else(|e| panic!("press {css}: {e}"));
     }
 
     /// Types `text` into the first element matching `css`, once it exists
@@ -294,6 +355,10 @@ impl Drop for Browser {
             );
         }
     }
+}
+
+fn is_stale(error: &fantoccini::error::CmdError) -> bool {
+    error.to_string().contains("stale element")
 }
 
 /// The variable in the environment of every process of a browser, its value the browser's folder.
@@ -410,14 +475,18 @@ fn capabilities(profile: &Path, size: (u32, u32)) -> serde_json::Map<String, Val
         format!("--window-size={},{}", size.0, size.1),
     ])
     .collect::<Vec<_>>();
-    let mut options = json!({ "binary": CHROMIUM, "args": args });
-    if size.0 < MIN_WINDOW_WIDTH {
-        // Chromium's windows are never narrower than 500 px, headless too: a
-        // phone's viewport is emulated, touch and mobile layout included.
-        options["mobileEmulation"] = json!({ "deviceMetrics": {
-            "width": size.0, "height": size.1, "pixelRatio": 1.0, "touch": true, "mobile": true,
-        }});
-    }
+    // The viewport is emulated: a window is never narrower than 500 px, and a
+    // headless one still keeps room for a toolbar it does not draw. Below
+    // that width it is a phone: touch and mobile layout.
+    let phone = size.0 < MIN_WINDOW_WIDTH;
+    let metrics = json!({
+        "width": size.0, "height": size.1, "pixelRatio": 1.0, "touch": phone, "mobile": phone,
+    });
+    let options = json!({
+        "binary": CHROMIUM,
+        "args": args,
+        "mobileEmulation": { "deviceMetrics": metrics },
+    });
     let capabilities = json!({ "browserName": "chrome", "goog:chromeOptions": options });
     match capabilities {
         Value::Object(map) => map,
