@@ -305,16 +305,22 @@ fn agent_output_with_terminal_escapes_shows_no_escape_codes() {
     assert!(line.contains("red") && line.contains("after"), "{line:?}");
 }
 
-/// A lane is picked with a press as long as a person's (300 ms), while
-/// the lanes write output and the page's state changes several times a second.
+/// A lane is picked with a press as long as a person's (300 ms), by finger
+/// and by mouse, while the lanes write output and the page's state changes
+/// several times a second. (A row replaced between press and release gets
+/// no click.) The output pane is let grow to its full height first, so
+/// that the layout no longer moves.
 #[test]
 fn a_lane_is_picked_with_a_press_while_the_fleet_is_busy() {
     let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &[], "");
     for size in [PHONE, DESKTOP] {
         let browser = fleet.open(size);
+        browser.wait_js(
+            "the output pane at its full height",
+            "const o = document.querySelector('#output'); return o.scrollHeight > o.clientHeight + 40;",
+        );
         for lane in ["beta", "gamma", "alpha"] {
             let row = format!("#lanes .lane[data-lane='{lane}']");
-            browser.wait_text(&format!("{row} .state"), |t| t == "running");
             browser.press(&row, Duration::from_millis(300));
             let shown = browser.try_text("#output-title").unwrap_or_default();
             assert!(
@@ -531,37 +537,46 @@ fn the_demo_fleet_is_approved_from_a_phone_and_its_screenshots_are_taken() {
     );
     let served = Served::start(&fleet, dir.path().join("serve.err"));
 
-    let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/screenshots");
-    for (size, name) in [(DESKTOP, "web-desktop.png"), (PHONE, "web-phone.png")] {
-        let browser = Browser::start(size);
-        browser.goto(&served.url);
-        let id = request_of(&browser, "release");
-        for lane in ["api", "docs", "release"] {
-            browser.wait_for(&format!("#lanes .lane[data-lane='{lane}']"));
-        }
-        browser.screenshot(&shots.join(name));
-        let png = std::fs::read(shots.join(name)).expect("read the screenshot");
-        assert_eq!(browser::png_size(&png), Some(size), "{name}");
-        if std::env::var_os("CLOWDER_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
-            let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("docs")
-                .join(name);
-            std::fs::copy(shots.join(name), &docs).expect("copy the screenshot to docs/");
-        }
-        if size != PHONE {
-            continue;
-        }
-        let card = format!("#requests .request[data-id='{id}']");
-        assert_eq!(
-            browser.text(&format!("{card} .req-subject")),
-            "./release.sh --publish"
-        );
-        browser.click(&format!("{card} button.approve"));
-        browser.click("#lanes .lane[data-lane='release']");
-        browser.wait_texts("#output .out-line", |t| t.contains("published v0.3.0"));
-    }
+    let phone = open_demo(&served, PHONE, "web-phone.png");
+    drop(open_demo(&served, DESKTOP, "web-desktop.png"));
+
+    let id = request_of(&phone, "release");
+    let card = format!("#requests .request[data-id='{id}']");
+    assert_eq!(
+        phone.text(&format!("{card} .req-subject")),
+        "./release.sh --publish"
+    );
+    phone.click(&format!("{card} button.approve"));
+    phone.click("#lanes .lane[data-lane='release']");
+    phone.wait_texts("#output .out-line", |t| t.contains("published v0.3.0"));
     drop(served);
     drop(demo);
+}
+
+/// A browser of `size` on the demo's page once lane `release` asks, its
+/// screenshot in target/screenshots/`name` (and docs/`name` when
+/// CLOWDER_UPDATE_SCREENSHOTS=1).
+fn open_demo(served: &Served, size: (u32, u32), name: &str) -> Browser {
+    let browser = Browser::start(size);
+    browser.goto(&served.url);
+    request_of(&browser, "release");
+    for lane in ["api", "docs", "release"] {
+        browser.wait_for(&format!("#lanes .lane[data-lane='{lane}']"));
+    }
+    browser.wait_texts("#output .out-line", |t| t.contains("release.sh --publish"));
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/screenshots")
+        .join(name);
+    browser.screenshot(&shot);
+    let png = std::fs::read(&shot).expect("read the screenshot");
+    assert_eq!(browser::png_size(&png), Some(size), "{name}");
+    if std::env::var_os("CLOWDER_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(name);
+        std::fs::copy(&shot, &docs).expect("copy the screenshot to docs/");
+    }
+    browser
 }
 
 /// The demo's host, ended as a service manager would end it.
