@@ -73,6 +73,20 @@ impl Served {
     }
 }
 
+impl Served {
+    /// SIGTERM, as a service manager would stop it; its exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        send_signal(self.child.id(), libc::SIGTERM);
+        let ended = wait_until(DEADLINE, || matches!(self.child.try_wait(), Ok(Some(_))));
+        assert!(
+            ended,
+            "clowder serve did not end on SIGTERM:\n{}",
+            self.stderr()
+        );
+        self.child.wait().expect("wait for clowder serve")
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
@@ -234,9 +248,10 @@ fn a_phone_sees_the_lanes_and_approves_a_request_that_came_after_it_loaded() {
 }
 
 /// 4, 5 on a desktop: a rejection with a reason (by keyboard: `r`, the
-/// reason, Enter) reaches the agent; a paused lane shows paused without a reload.
+/// reason, Enter) reaches the agent; a paused lane shows paused without a
+/// reload; Tell leaves a note for the selected lane.
 #[test]
-fn a_desktop_rejects_by_keyboard_with_a_reason_and_sees_a_lane_paused() {
+fn a_desktop_rejects_by_keyboard_sees_a_lane_paused_and_tells_a_lane() {
     let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &["beta"], "");
     let browser = fleet.open(DESKTOP);
     fleet.go("beta");
@@ -262,6 +277,69 @@ fn a_desktop_rejects_by_keyboard_with_a_reason_and_sees_a_lane_paused() {
     browser.wait_for("#lanes .lane[data-lane='alpha'] .state");
     common::git::clowder_in(fleet.base.root(), &["lane", "pause", "alpha"]);
     browser.wait_text("#lanes .lane[data-lane='alpha'] .state", |t| t == "paused");
+
+    browser.click("#lanes .lane[data-lane='alpha']");
+    browser.wait_text("#output-title", |t| t.contains("alpha"));
+    browser.send_keys("#tell-text", "keep the diff small");
+    browser.click("#tell-send");
+    browser.wait_text("#flash", |t| t.contains("sent") || t.contains("told"));
+    let lane_files = fleet.base.root().join(".clowder/lanes/alpha");
+    assert!(
+        wait_until(DEADLINE, || holds_text(&lane_files, "keep the diff small")),
+        "the note is left for alpha's next session; the page says {:?}",
+        browser.try_text("#flash")
+    );
+}
+
+/// Whether a file under `dir` holds `text`.
+fn holds_text(dir: &Path, text: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            holds_text(&path, text)
+        } else {
+            std::fs::read_to_string(&path).is_ok_and(|content| content.contains(text))
+        }
+    })
+}
+
+/// A request decided elsewhere (`clowder approve` in a terminal) leaves the
+/// page without a reload, and a late decision from the page is refused with
+/// 409, saying it was decided.
+#[test]
+fn a_request_approved_in_a_terminal_leaves_the_page_and_a_late_decision_is_refused() {
+    let fleet = WebFleet::start(&["alpha"], &["alpha"], "");
+    let browser = fleet.open(PHONE);
+    fleet.go("alpha");
+    let id = request_of(&browser, "alpha");
+    let root = fleet.base.root();
+    let queue = root.join(".clowder/approvals");
+    common::git::clowder_in(root, &["approve", &id, "--dir", &queue.to_string_lossy()]);
+    let (decision, _, _) = fleet.gate_answer("alpha");
+    assert_eq!(decision, "allow");
+    browser.wait_js(
+        "the card gone",
+        "return document.querySelector('#requests .request') === null;",
+    );
+
+    let served = fleet.served();
+    let addr = served.addr();
+    let cookie = format!("Cookie: clowder_token={}", served.token());
+    let state = http(addr, "GET", "/api/state", std::slice::from_ref(&cookie), "");
+    let state: Value = serde_json::from_str(&state.body).expect("the state is JSON");
+    let headers = [
+        cookie,
+        "Content-Type: application/json".to_string(),
+        format!("Origin: http://{addr}"),
+        format!("X-Clowder-Csrf: {}", state["csrf"].as_str().expect("csrf")),
+    ];
+    let body = format!(r#"{{"id": {id:?}, "decision": "reject", "reason": "too late"}}"#);
+    let late = http(addr, "POST", "/api/decide", &headers, &body);
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert!(late.body.contains("decided"), "{}", late.body);
 }
 
 /// 6: a lane whose agent prints HTML: the page shows it as text, makes no
