@@ -26,19 +26,13 @@ pub const WEB_URL_FILE: &str = "web-url";
 /// What `clowder serve --http` was given.
 pub struct WebOptions {
     pub addr: SocketAddr,
-    pub token_file: Option<PathBuf>,
+    /// From [`token_for`].
+    pub token: String,
     pub hosts: Vec<WebHost>,
 }
 
 /// Serves the page until SIGINT or SIGTERM: 0, or 1 when it cannot start.
 pub fn run(options: WebOptions) -> i32 {
-    let token = match check(&options) {
-        Ok(token) => token,
-        Err(err) => {
-            eprintln!("clowder serve: error: {err}");
-            return 2;
-        }
-    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -49,7 +43,7 @@ pub fn run(options: WebOptions) -> i32 {
             return 1;
         }
     };
-    match runtime.block_on(serve(options, token)) {
+    match runtime.block_on(serve(options)) {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("clowder serve: error: {err}");
@@ -58,21 +52,22 @@ pub fn run(options: WebOptions) -> i32 {
     }
 }
 
-/// The token, once the address is known to be safe to serve on.
-fn check(options: &WebOptions) -> Result<String, String> {
-    if !options.addr.ip().is_loopback() && options.token_file.is_none() {
+/// The page's token: `token_file`'s, or a new one; refused for an address
+/// other machines can reach without a token file.
+pub fn token_for(addr: SocketAddr, token_file: Option<&Path>) -> Result<String, String> {
+    if !addr.ip().is_loopback() && token_file.is_none() {
         return Err(format!(
-            "{} is reachable from other machines: this page decides what agents may run, so it needs --token-file FILE with a long secret (e.g. `openssl rand -hex 32 > FILE`)",
-            options.addr
+            "--http {addr} is reachable from other machines: this page decides what agents may run, so it needs --token-file FILE with a long secret (e.g. `openssl rand -hex 32 > FILE`)"
         ));
     }
-    match &options.token_file {
+    match token_file {
         Some(path) => auth::token_from_file(path),
         None => auth::random_token(),
     }
 }
 
-async fn serve(options: WebOptions, token: String) -> Result<(), String> {
+async fn serve(options: WebOptions) -> Result<(), String> {
+    let token = options.token;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", options.addr))?;

@@ -84,6 +84,7 @@ impl Model {
             }
             RemoteEvent::Snapshot(snapshot) => host.take_snapshot(snapshot, now),
             RemoteEvent::Host(msg) => return host.take(msg, now),
+            RemoteEvent::Requests(requests) if *requests == host.requests => return false,
             RemoteEvent::Requests(requests) => host.requests = requests.clone(),
             RemoteEvent::Refused(reason) => host.log(now, Level::Warn, None, reason),
             RemoteEvent::Lost { since, why, retry } => {
