@@ -31,7 +31,9 @@ impl Page {
             .expect("start clowder serve");
         let stdout = child.stdout.take().expect("stdout");
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read the address");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the address");
         let url = line.trim().to_string();
         let (base, token) = url.split_once("?token=").expect("an address with a token");
         assert!(base.starts_with("http://127.0.0.1:"), "{url}");
@@ -125,7 +127,10 @@ fn the_address_opens_with_its_token_and_sets_a_strict_cookie() {
     assert_eq!(response.headers()["location"], "/");
     let cookie = response.headers()["set-cookie"].to_str().expect("text");
     assert!(cookie.starts_with(&page.cookie), "{cookie}");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     assert_eq!(response.headers()["referrer-policy"], "no-referrer");
     let state = wait_for_state(&page, "lane a", |state| {
         state["view"]["lanes"][0]["name"] == "a"
@@ -152,14 +157,20 @@ fn a_decision_from_the_page_reaches_the_gate_and_is_taken_once() {
         json!({"id": id, "decision": "reject", "reason": "not on a Friday"}),
     );
     assert_eq!(status, 200, "{answer}");
-    assert!(wait_until(DEADLINE, || fleet.answer("b").contains("not on a Friday")));
+    assert!(wait_until(DEADLINE, || fleet
+        .answer("b")
+        .contains("not on a Friday")));
     assert!(fleet.answer("b").contains("deny"), "{}", fleet.answer("b"));
     // Decided: the page says who decided, and a second decision is refused.
     let (status, again) = page.post("api/decide", json!({"id": id, "decision": "approve"}));
     assert_eq!(status, 409, "{again}");
     wait_for_state(&page, "the decision in the events", |state| {
-        state["view"]["requests"].as_array().is_some_and(Vec::is_empty)
-            && state["view"]["events"].to_string().contains("rejected by web 127.0.0.1:")
+        state["view"]["requests"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            && state["view"]["events"]
+                .to_string()
+                .contains("rejected by web 127.0.0.1:")
     });
     page.stop();
     stop_host(fleet.root(), host);
@@ -170,7 +181,9 @@ fn a_note_from_the_page_waits_for_the_lanes_next_session() {
     let fleet = HostFleet::new(&["a"], 1);
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
-    wait_for_state(&page, "lane a", |state| state["view"]["lanes"][0]["name"] == "a");
+    wait_for_state(&page, "lane a", |state| {
+        state["view"]["lanes"][0]["name"] == "a"
+    });
     let (status, answer) = page.post(
         "api/tell",
         json!({"lane": "a", "text": "use the staging database"}),
@@ -178,7 +191,10 @@ fn a_note_from_the_page_waits_for_the_lanes_next_session() {
     assert_eq!(status, 200, "{answer}");
     let lane_dir = fleet.root().join(".clowder/lanes/a");
     assert!(
-        wait_until(DEADLINE, || files_hold(&lane_dir, "use the staging database")),
+        wait_until(DEADLINE, || files_hold(
+            &lane_dir,
+            "use the staging database"
+        )),
         "no note in {}",
         lane_dir.display()
     );
@@ -196,7 +212,10 @@ fn the_page_names_itself_beside_the_socket_while_it_runs() {
     let file = fleet.root().join(".clowder/web-url");
     let written = std::fs::read_to_string(&file).expect("web-url");
     assert_eq!(written.trim(), page.base);
-    assert!(!written.contains(&page.token), "the token must not be written");
+    assert!(
+        !written.contains(&page.token),
+        "the token must not be written"
+    );
     page.stop();
     assert!(!file.exists(), "web-url outlived the page");
     stop_host(fleet.root(), host);
@@ -209,7 +228,11 @@ fn serve_refuses_what_it_cannot_serve_safely() {
         .output()
         .expect("run");
     assert_eq!(open.status.code(), Some(2));
-    assert!(stderr_of(&open).contains("needs --token-file"), "{}", stderr_of(&open));
+    assert!(
+        stderr_of(&open).contains("needs --token-file"),
+        "{}",
+        stderr_of(&open)
+    );
 
     let token = dir.path().join("token");
     std::fs::write(&token, "short\n").expect("write");
@@ -227,13 +250,21 @@ fn serve_refuses_what_it_cannot_serve_safely() {
         .output()
         .expect("run");
     assert_eq!(no_host.status.code(), Some(1));
-    assert!(stderr_of(&no_host).contains("no clowder host"), "{}", stderr_of(&no_host));
+    assert!(
+        stderr_of(&no_host).contains("no clowder host"),
+        "{}",
+        stderr_of(&no_host)
+    );
 
     let bad = clowder_command(dir.path(), &["serve", "--http", "not an address"])
         .output()
         .expect("run");
     assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr_of(&bad).contains("expected HOST:PORT"), "{}", stderr_of(&bad));
+    assert!(
+        stderr_of(&bad).contains("expected HOST:PORT"),
+        "{}",
+        stderr_of(&bad)
+    );
 }
 
 /// Whether any file under `dir` holds `text`.

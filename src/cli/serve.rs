@@ -50,11 +50,7 @@ pub fn run(args: ServeArgs) -> i32 {
         .into_iter()
         .map(|(name, target)| crate::web::WebHost { name, target })
         .collect();
-    crate::web::run(crate::web::WebOptions {
-        addr,
-        token,
-        hosts,
-    })
+    crate::web::run(crate::web::WebOptions { addr, token, hosts })
 }
 
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {
