@@ -23,7 +23,7 @@ pub struct UiConfig {
         deserialize_with = "notify_url",
         skip_serializing_if = "Option::is_none"
     )]
-    #[schemars(regex(pattern = r"^[hH][tT][tT][pP][sS]?://\S+$"))]
+    #[schemars(with = "String", regex(pattern = r"^[hH][tT][tT][pP][sS]?://\S+$"))]
     pub notify_url: Option<String>,
 }
 
