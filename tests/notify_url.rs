@@ -209,9 +209,15 @@ fn a_headless_fleet_posts_its_requests_and_ended_lanes() {
     let root = repo.path();
     fleet(root, &["alpha", "beta"], &server.url);
     let host = headless_host(root, out.path(), "alpha");
-    let asked = server.wait_for(|post| post.body.contains("approval requested"), "the request");
+    let asked = server.wait_for(
+        |post| post.body.contains("approval requested"),
+        "the request",
+    );
     assert_eq!(asked.title, "clowder: alpha");
-    assert!(asked.body.starts_with("alpha: approval requested: "), "{asked:?}");
+    assert!(
+        asked.body.starts_with("alpha: approval requested: "),
+        "{asked:?}"
+    );
     assert!(asked.body.contains("git push origin"), "{asked:?}");
     approve_all(root);
     let output = wait_with_deadline(host, DEADLINE * 2);
@@ -267,7 +273,10 @@ fn a_failing_server_gets_three_attempts_and_the_host_goes_on() {
     assert!(output.status.success(), "{stdout}");
     let posts = server.posts();
     assert_eq!(posts.len(), 3, "{posts:?}");
-    assert!(posts.iter().all(|p| p.body == "lane solo is done"), "{posts:?}");
+    assert!(
+        posts.iter().all(|p| p.body == "lane solo is done"),
+        "{posts:?}"
+    );
     let said = format!("notify_url: POST {} failed: it answered 500", server.url);
     let retrying = stdout.matches(&format!("{said}; retrying")).count();
     assert_eq!(retrying, 2, "{stdout}");

@@ -101,9 +101,14 @@ mod tests {
 
     #[test]
     fn a_bad_notify_url_is_refused_with_its_key_and_line() {
-        for bad in ["ntfy.sh/my-topic", "ftp://host/x", "https://", "", " https://a/b"] {
-            let err = parse(&format!("notify = \"off\"\nnotify_url = {bad:?}\n"))
-                .expect_err(bad);
+        for bad in [
+            "ntfy.sh/my-topic",
+            "ftp://host/x",
+            "https://",
+            "",
+            " https://a/b",
+        ] {
+            let err = parse(&format!("notify = \"off\"\nnotify_url = {bad:?}\n")).expect_err(bad);
             assert_eq!(err.key.as_deref(), Some("notify_url"), "{bad}");
             assert_eq!(err.position.map(|p| p.0), Some(2), "{bad}");
             assert!(err.message.contains("http:// or https:// URL"), "{err:?}");

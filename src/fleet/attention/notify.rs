@@ -158,7 +158,10 @@ impl Sender {
                     warn(&self.say, &format!("{said}; retrying"));
                     std::thread::sleep(*pause);
                 }
-                None => warn(&self.say, &format!("{said}; gave up after {attempts} attempts")),
+                None => warn(
+                    &self.say,
+                    &format!("{said}; gave up after {attempts} attempts"),
+                ),
             }
         }
     }
@@ -226,7 +229,13 @@ impl Message {
 /// `text` with what a header cannot hold (beyond printable ASCII) as `?`.
 fn ascii(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect()
 }
 
@@ -278,8 +287,15 @@ mod tests {
         assert_eq!(message.tag, "approval_requested");
         assert_eq!(message.priority, Some("high"));
         assert!(!message.body.contains('\n'), "{message:?}");
-        assert!(message.body.starts_with("release: approval requested: Bash"));
-        let done = Message::of(&event("", EventKind::LaneDone, "x is done"), Some("http://h/"));
+        assert!(
+            message
+                .body
+                .starts_with("release: approval requested: Bash")
+        );
+        let done = Message::of(
+            &event("", EventKind::LaneDone, "x is done"),
+            Some("http://h/"),
+        );
         assert_eq!(done.title, "clowder");
         assert_eq!(done.priority, None);
         assert_eq!(done.body, "x is done — open http://h/");
@@ -296,7 +312,10 @@ mod tests {
         let file = state.join(WEB_URL_FILE);
         for (text, link) in [
             ("http://127.0.0.1:7700/\n", Some("http://127.0.0.1:7700/")),
-            ("https://box.tail.ts.net:7700/?token=s3cret#t\n", Some("https://box.tail.ts.net:7700/")),
+            (
+                "https://box.tail.ts.net:7700/?token=s3cret#t\n",
+                Some("https://box.tail.ts.net:7700/"),
+            ),
             ("http://u:pw@host/\n", Some("http://host/")),
             ("javascript:alert(1)\n", None),
             ("", None),
@@ -308,6 +327,9 @@ mod tests {
 
     #[test]
     fn the_url_said_in_a_log_line_has_no_secret() {
-        assert_eq!(shown("https://u:pw@ntfy.sh/topic?auth=tk"), "https://ntfy.sh/topic");
+        assert_eq!(
+            shown("https://u:pw@ntfy.sh/topic?auth=tk"),
+            "https://ntfy.sh/topic"
+        );
     }
 }
