@@ -325,6 +325,48 @@ mod tests {
         }
     }
 
+    /// With a server that never answers, the queue fills and what does not
+    /// fit is dropped and said; sending never waits.
+    #[test]
+    fn a_full_queue_drops_the_call_and_says_so() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/t", listener.local_addr().expect("address"));
+        let said = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let heard = Arc::clone(&said);
+        let say: Say = Arc::new(move |_, text: &str| {
+            heard.lock().expect("lock").push(text.to_string());
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let notifier = Notifier::start(&url, dir.path(), say).expect("started");
+        for _ in 0..QUEUE + 4 {
+            notifier.send(&event("a", EventKind::LaneDone, "lane a is done"));
+        }
+        drop(listener);
+        let said = said.lock().expect("lock").clone();
+        let dropped =
+            format!("notify_url: lane_done not sent to {url}: {QUEUE} calls still waiting");
+        assert!(said.contains(&dropped), "{said:?}");
+    }
+
+    /// An `https://` URL is spoken to in TLS: the server is sent a handshake
+    /// record (0x16), not plain HTTP (nor refused for want of TLS).
+    #[test]
+    fn an_https_url_is_spoken_to_in_tls() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("address").port();
+        let first = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("accept");
+            let mut byte = [0u8; 1];
+            stream.read_exact(&mut byte).expect("read");
+            byte[0]
+        });
+        let posted = agent()
+            .post(&format!("https://127.0.0.1:{port}/topic"))
+            .send("x");
+        assert!(posted.is_err(), "no TLS server there");
+        assert_eq!(first.join().expect("the server"), 0x16);
+    }
+
     #[test]
     fn the_url_said_in_a_log_line_has_no_secret() {
         assert_eq!(
