@@ -115,8 +115,8 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-/// The URL as said in a log line: no user, password, query or fragment (where
-/// a topic's access token would be).
+/// The URL as said in a log line or sent as the page's link: no user,
+/// password, query or fragment (where a token would be).
 fn shown(url: &str) -> String {
     let Ok(mut parsed) = url::Url::parse(url) else {
         return url.to_string();
@@ -252,15 +252,7 @@ fn web_link(root: &Path) -> Option<String> {
         .read_to_string(&mut text)
         .ok()?;
     let text = text.trim();
-    if !crate::config::valid_http_url(text) {
-        return None;
-    }
-    let mut url = url::Url::parse(text).ok()?;
-    url.set_query(None);
-    url.set_fragment(None);
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    Some(url.to_string())
+    crate::config::valid_http_url(text).then(|| shown(text))
 }
 
 #[cfg(test)]
