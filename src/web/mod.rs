@@ -67,6 +67,9 @@ pub fn token_for(addr: SocketAddr, token_file: Option<&Path>) -> Result<String, 
 }
 
 async fn serve(options: WebOptions) -> Result<(), String> {
+    // Taken before the address is printed: a Ctrl-C right after it must
+    // still end the page cleanly.
+    let stop = stop_signal()?;
     let token = options.token;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
@@ -75,30 +78,28 @@ async fn serve(options: WebOptions) -> Result<(), String> {
         .local_addr()
         .map_err(|err| format!("cannot read the address listened on: {err}"))?;
     let base = format!("http://{local}/");
-    let folders: Vec<PathBuf> = options
+    let written: Vec<PathBuf> = options
         .hosts
         .iter()
         .filter_map(|host| match &host.target {
             Target::Folder(folder) => Some(folder.join(".clowder").join(WEB_URL_FILE)),
             _ => None,
         })
+        .filter(|path| write_web_url(path, &base))
         .collect();
-    announce(&base, &token, local);
     let shared = hosts::Shared::start(options.hosts);
     let app = Arc::new(routes::App {
         shared,
         token,
         csrf: auth::random_token()?,
         brake: auth::Brake::default(),
+        feeds: Arc::default(),
     });
-    let written: Vec<PathBuf> = folders
-        .into_iter()
-        .filter(|path| write_web_url(path, &base))
-        .collect();
+    announce(&base, &app.token, local);
     let service = routes::router(app).into_make_service_with_connect_info::<SocketAddr>();
     let served = tokio::select! {
         served = axum::serve(listener, service) => served.map_err(|err| format!("the server failed: {err}")),
-        () = stop_signal() => Ok(()),
+        () = stop => Ok(()),
     };
     for path in written {
         remove_web_url(&path, &base);
@@ -127,18 +128,18 @@ fn announce(base: &str, token: &str, local: SocketAddr) {
     }
 }
 
-async fn stop_signal() {
+/// Ends at the first SIGTERM or SIGINT.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let listen = |kind| signal(kind).map_err(|err| format!("cannot take signals: {err}"));
+    let mut term = listen(SignalKind::terminate())?;
+    let mut int = listen(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 /// Names the page for the folder's host; false when the folder has no
