@@ -705,7 +705,9 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
             }
         };
         // Nobody watches: the loop calls its human itself (`[ui] on_attention`).
-        let attention = crate::fleet::attention::watch_loop(&root, approvals_dir, &ui, snapshots);
+        let say = crate::fleet::attention::console_say(verbosity);
+        let attention =
+            crate::fleet::attention::watch_loop(&root, approvals_dir, &ui, snapshots, say);
         let outcome = supervisor.run(commands_rx).await;
         drop(commands_tx);
         attention.loop_ended(&outcome.reason);

@@ -27,7 +27,7 @@ pub use fleet::FleetConfig;
 pub use hosts::HostEntry;
 pub(crate) use located::{line_column, parse_located};
 pub use signals::{SignalsConfig, Sigterm};
-pub use ui::{Notify, UiConfig};
+pub use ui::{Notify, UiConfig, valid_http_url};
 pub use values::*;
 use values::{deserialize_count_u32, deserialize_count_u64, positive_duration};
 pub use wait::Wait;

@@ -150,6 +150,7 @@ invalid_config_cases!(
     guard_negative_cost,
     bad_continuation_mode,
     ui_bad_notify,
+    ui_bad_notify_url,
     signals_bad_sigterm,
 );
 

@@ -12,6 +12,7 @@
   let shownLane = null; // the lane whose output shows
   let selected = 0; // index of the selected request
   let source = null;
+  const decidedHere = new Set(); // requests this page decided
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -85,7 +86,13 @@
       fillRequest(card, request);
       return card;
     });
-    for (const gone of cards.values()) gone.remove();
+    for (const gone of cards.values()) {
+      const typing =
+        !decidedHere.has(gone.dataset.id) &&
+        (gone.contains(document.activeElement) || gone.querySelector(".reason").value);
+      if (typing) flash(`Request ${gone.dataset.id} was decided elsewhere: the events say by whom.`, true);
+      gone.remove();
+    }
     const inOrder = wanted.every((card, index) => box.children[index] === card);
     if (!inOrder) box.replaceChildren(...wanted);
     selected = Math.min(selected, Math.max(0, wanted.length - 1));
@@ -280,8 +287,12 @@
     const card = document.querySelector(`.request[data-id="${CSS.escape(id)}"]`);
     const buttons = card ? card.querySelectorAll("button") : [];
     buttons.forEach((button) => (button.disabled = true));
+    decidedHere.add(id);
     const done = await post("/api/decide", { id, decision, reason });
-    if (!done) buttons.forEach((button) => (button.disabled = false));
+    if (!done) {
+      decidedHere.delete(id);
+      buttons.forEach((button) => (button.disabled = false));
+    }
   }
 
   function rejectFrom(card) {
@@ -367,6 +378,9 @@
 
   document.addEventListener("keydown", onKey);
   $("#tell").addEventListener("submit", tell);
+  $("#tell-text").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) tell(event);
+  });
   setInterval(tick, 1000);
   start();
 })();

@@ -35,6 +35,13 @@ pub fn run(args: ServeArgs) -> i32 {
             return super::EXIT_USAGE;
         }
     };
+    let token = match crate::web::token_for(addr, args.token_file.as_deref()) {
+        Ok(token) => token,
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            return super::EXIT_USAGE;
+        }
+    };
     let hosts = match super::attach_room::resolve(args.targets, args.via) {
         Ok(hosts) => hosts,
         Err(code) => return code,
@@ -43,11 +50,7 @@ pub fn run(args: ServeArgs) -> i32 {
         .into_iter()
         .map(|(name, target)| crate::web::WebHost { name, target })
         .collect();
-    crate::web::run(crate::web::WebOptions {
-        addr,
-        token_file: args.token_file,
-        hosts,
-    })
+    crate::web::run(crate::web::WebOptions { addr, token, hosts })
 }
 
 fn parse_addr(text: &str) -> Result<SocketAddr, String> {

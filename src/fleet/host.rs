@@ -166,9 +166,19 @@ fn run_with(
     // Headless (no room): a waiting request is said on the console.
     let _notices = (headless && verbosity != Verbosity::Quiet)
         .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
-    // The host calls its human (`[ui] on_attention`), whether a room is attached or not.
-    let (from_host, attention) =
-        super::attention::watch_host(&root, approvals_dir.clone(), &config.ui, watchers.from_host);
+    // The host calls its human (`[ui] on_attention`, `notify_url`), whether a
+    // room is attached or not; a headless host says on its console how it went.
+    let say = match headless {
+        true => super::attention::console_say(verbosity),
+        false => super::attention::unsaid(),
+    };
+    let (from_host, attention) = super::attention::watch_host(
+        &root,
+        approvals_dir.clone(),
+        &config.ui,
+        watchers.from_host,
+        say,
+    );
     let mut host = Host::new(root.clone(), config, verbosity);
     host.room = Some(watchers.room);
     host.headless = headless;

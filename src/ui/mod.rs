@@ -137,8 +137,22 @@ pub fn run(
             }
         };
         // `on_attention` is not the screen's: the loop's watcher runs it.
-        let attention =
-            crate::fleet::attention::watch_loop(&files.root, approvals_dir, &ui, snapshots.clone());
+        let log = log_tx.clone();
+        let say: crate::fleet::attention::Say = Arc::new(move |level, text: &str| {
+            let text = text.to_string();
+            let _ = log.send(Msg::Log {
+                at: chrono::Utc::now(),
+                level,
+                text,
+            });
+        });
+        let attention = crate::fleet::attention::watch_loop(
+            &files.root,
+            approvals_dir,
+            &ui,
+            snapshots.clone(),
+            say,
+        );
         let guard =
             TerminalGuard::enter().map_err(|err| format!("cannot set up the terminal: {err}"))?;
         let screen = Screen {

@@ -26,19 +26,13 @@ pub const WEB_URL_FILE: &str = "web-url";
 /// What `clowder serve --http` was given.
 pub struct WebOptions {
     pub addr: SocketAddr,
-    pub token_file: Option<PathBuf>,
+    /// From [`token_for`].
+    pub token: String,
     pub hosts: Vec<WebHost>,
 }
 
 /// Serves the page until SIGINT or SIGTERM: 0, or 1 when it cannot start.
 pub fn run(options: WebOptions) -> i32 {
-    let token = match check(&options) {
-        Ok(token) => token,
-        Err(err) => {
-            eprintln!("clowder serve: error: {err}");
-            return 2;
-        }
-    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -49,7 +43,7 @@ pub fn run(options: WebOptions) -> i32 {
             return 1;
         }
     };
-    match runtime.block_on(serve(options, token)) {
+    match runtime.block_on(serve(options)) {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("clowder serve: error: {err}");
@@ -58,21 +52,25 @@ pub fn run(options: WebOptions) -> i32 {
     }
 }
 
-/// The token, once the address is known to be safe to serve on.
-fn check(options: &WebOptions) -> Result<String, String> {
-    if !options.addr.ip().is_loopback() && options.token_file.is_none() {
+/// The page's token: `token_file`'s, or a new one; refused for an address
+/// other machines can reach without a token file.
+pub fn token_for(addr: SocketAddr, token_file: Option<&Path>) -> Result<String, String> {
+    if !addr.ip().is_loopback() && token_file.is_none() {
         return Err(format!(
-            "{} is reachable from other machines: this page decides what agents may run, so it needs --token-file FILE with a long secret (e.g. `openssl rand -hex 32 > FILE`)",
-            options.addr
+            "--http {addr} is reachable from other machines: this page decides what agents may run, so it needs --token-file FILE with a long secret (e.g. `openssl rand -hex 32 > FILE`)"
         ));
     }
-    match &options.token_file {
+    match token_file {
         Some(path) => auth::token_from_file(path),
         None => auth::random_token(),
     }
 }
 
-async fn serve(options: WebOptions, token: String) -> Result<(), String> {
+async fn serve(options: WebOptions) -> Result<(), String> {
+    // Taken before the address is printed: a Ctrl-C right after it must
+    // still end the page cleanly.
+    let stop = stop_signal()?;
+    let token = options.token;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|err| format!("cannot listen on {}: {err}", options.addr))?;
@@ -80,30 +78,28 @@ async fn serve(options: WebOptions, token: String) -> Result<(), String> {
         .local_addr()
         .map_err(|err| format!("cannot read the address listened on: {err}"))?;
     let base = format!("http://{local}/");
-    let folders: Vec<PathBuf> = options
+    let written: Vec<PathBuf> = options
         .hosts
         .iter()
         .filter_map(|host| match &host.target {
             Target::Folder(folder) => Some(folder.join(".clowder").join(WEB_URL_FILE)),
             _ => None,
         })
+        .filter(|path| write_web_url(path, &base))
         .collect();
-    announce(&base, &token, local);
     let shared = hosts::Shared::start(options.hosts);
     let app = Arc::new(routes::App {
         shared,
         token,
         csrf: auth::random_token()?,
         brake: auth::Brake::default(),
+        feeds: Arc::default(),
     });
-    let written: Vec<PathBuf> = folders
-        .into_iter()
-        .filter(|path| write_web_url(path, &base))
-        .collect();
+    announce(&base, &app.token, local);
     let service = routes::router(app).into_make_service_with_connect_info::<SocketAddr>();
     let served = tokio::select! {
         served = axum::serve(listener, service) => served.map_err(|err| format!("the server failed: {err}")),
-        () = stop_signal() => Ok(()),
+        () = stop => Ok(()),
     };
     for path in written {
         remove_web_url(&path, &base);
@@ -132,18 +128,18 @@ fn announce(base: &str, token: &str, local: SocketAddr) {
     }
 }
 
-async fn stop_signal() {
+/// Ends at the first SIGTERM or SIGINT.
+fn stop_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let listen = |kind| signal(kind).map_err(|err| format!("cannot take signals: {err}"));
+    let mut term = listen(SignalKind::terminate())?;
+    let mut int = listen(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 /// Names the page for the folder's host; false when the folder has no

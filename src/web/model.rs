@@ -84,6 +84,7 @@ impl Model {
             }
             RemoteEvent::Snapshot(snapshot) => host.take_snapshot(snapshot, now),
             RemoteEvent::Host(msg) => return host.take(msg, now),
+            RemoteEvent::Requests(requests) if *requests == host.requests => return false,
             RemoteEvent::Requests(requests) => host.requests = requests.clone(),
             RemoteEvent::Refused(reason) => host.log(now, Level::Warn, None, reason),
             RemoteEvent::Lost { since, why, retry } => {
@@ -240,5 +241,105 @@ impl HostState {
             .iter()
             .filter(|pending| pending.request.lane.as_deref() == Some(lane.as_str()))
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::wire::HostSnapshot;
+    use std::time::Duration;
+
+    fn snapshot(lanes: &[&str], requests: &[(&str, &str, &str)]) -> HostSnapshot {
+        let lanes = lanes
+            .iter()
+            .map(|name| {
+                serde_json::from_value(serde_json::json!({
+                    "name": name, "requested": "active", "max_iterations": 3, "kind": "worktree"
+                }))
+                .expect("a lane entry")
+            })
+            .collect();
+        let requests = requests
+            .iter()
+            .map(|(id, lane, created)| {
+                let request = serde_json::from_value(serde_json::json!({
+                    "id": id, "created": created, "kind": "tool", "title": "Bash: make",
+                    "tool_name": "Bash", "tool_input": {"command": "make"}, "lane": lane
+                }))
+                .expect("a request");
+                PendingRequest::from_listing(request)
+            })
+            .collect();
+        HostSnapshot {
+            lanes,
+            requests,
+            ..HostSnapshot::default()
+        }
+    }
+
+    fn hello(host: &str) -> RemoteEvent {
+        RemoteEvent::Hello(Hello {
+            protocol: 1,
+            clowder: "0".into(),
+            host: host.into(),
+            folder: "/srv".into(),
+            pid: 1,
+        })
+    }
+
+    #[test]
+    fn several_hosts_name_their_lanes_and_requests_by_host() {
+        let mut model = Model::new(vec![Some("laptop".into()), None]);
+        let now = Utc::now();
+        model.apply(0, &hello("ann"), now);
+        model.apply(1, &hello("build1"), now);
+        let older = snapshot(&["api"], &[("r1", "api", "2026-01-01T10:00:00Z")]);
+        let newer = snapshot(&["api"], &[("r2", "api", "2026-01-01T09:00:00Z")]);
+        model.apply(0, &RemoteEvent::Snapshot(Box::new(older)), now);
+        model.apply(1, &RemoteEvent::Snapshot(Box::new(newer)), now);
+        let view = serde_json::to_value(super::super::view::view(&model)).expect("json");
+        let lanes: Vec<_> = view["lanes"]
+            .as_array()
+            .expect("lanes")
+            .iter()
+            .map(|l| l["name"].clone())
+            .collect();
+        assert_eq!(lanes, ["laptop/api", "build1/api"]);
+        // Oldest first, whichever host holds it.
+        assert_eq!(view["requests"][0]["id"], "r2");
+        assert_eq!(view["requests"][0]["lane"], "build1/api");
+        assert_eq!(view["lanes"][1]["state"], "waiting");
+        assert_eq!(model.host_of_request("r1"), Some(0));
+        assert_eq!(model.locate("build1/api").map(|(host, _)| host), Some(1));
+        assert_eq!(model.locate("api"), None);
+    }
+
+    #[test]
+    fn a_lost_host_is_said_and_its_events_are_bounded() {
+        let mut model = Model::new(vec![None]);
+        let now = Utc::now();
+        let lost = RemoteEvent::Lost {
+            since: now,
+            why: "the host hung up".into(),
+            retry: Duration::from_secs(2),
+        };
+        for _ in 0..EVENTS_KEPT + 5 {
+            assert!(model.apply(0, &lost, now));
+        }
+        assert_eq!(model.hosts[0].lost.as_deref(), Some("the host hung up"));
+        assert_eq!(model.hosts[0].events.len(), EVENTS_KEPT);
+        assert!(model.hosts[0].events[0].text.contains("host unreachable"));
+        model.apply(0, &hello("ann"), now);
+        assert_eq!(model.hosts[0].lost, None);
+    }
+
+    #[test]
+    fn the_same_requests_again_change_nothing() {
+        let mut model = Model::new(vec![None]);
+        let now = Utc::now();
+        let listed = snapshot(&["api"], &[("r1", "api", "2026-01-01T10:00:00Z")]).requests;
+        assert!(model.apply(0, &RemoteEvent::Requests(listed.clone()), now));
+        assert!(!model.apply(0, &RemoteEvent::Requests(listed), now));
     }
 }

@@ -5,16 +5,17 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::stream::{self, Stream};
+use futures_util::stream;
 use serde::Deserialize;
 
 use super::auth::{self, Brake};
@@ -44,6 +45,8 @@ pub struct App {
     pub token: String,
     pub csrf: String,
     pub brake: Brake,
+    /// Event streams open now.
+    pub feeds: Arc<AtomicUsize>,
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -163,20 +166,44 @@ struct EventsQuery {
 
 /// The page's live feed: `state` at once and after every change (at most
 /// ten a second), and, with `?lane=`, that lane's `output`.
-async fn events(
-    State(app): State<Arc<App>>,
-    Query(query): Query<EventsQuery>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -> Response {
+    let Some(seat) = Seat::take(&app.feeds) else {
+        let text = format!("503: {MAX_FEEDS} pages are open already; close one");
+        return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+    };
     let follower = query
         .lane
         .as_deref()
         .and_then(|lane| app.shared.follow(lane));
     let feed = super::feed::Feed::new(Arc::clone(&app.shared), follower);
-    let stream = stream::unfold(feed, |mut feed| async move {
+    let stream = stream::unfold((feed, seat), |(mut feed, seat)| async move {
         let event = feed.next().await?;
-        Some((Ok(event), feed))
+        Some((Ok::<_, Infallible>(event), (feed, seat)))
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+    Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// Open event streams at most: each holds a connection and a little memory.
+const MAX_FEEDS: usize = 256;
+
+/// One open event stream, counted until it closes.
+struct Seat(Arc<AtomicUsize>);
+
+impl Seat {
+    fn take(open: &Arc<AtomicUsize>) -> Option<Seat> {
+        let taken = open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |count| {
+            (count < MAX_FEEDS).then_some(count + 1)
+        });
+        taken.ok().map(|_| Seat(Arc::clone(open)))
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 #[derive(Deserialize)]

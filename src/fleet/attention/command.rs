@@ -91,7 +91,7 @@ impl Calls {
 
 /// The event's text for the environment: one line, no control characters
 /// (nor NUL, which an environment cannot hold), cut.
-fn one_line(text: &str) -> String {
+pub(super) fn one_line(text: &str) -> String {
     let visible = crate::escape::one_line(text);
     if visible.chars().count() <= MAX_TEXT {
         return visible;

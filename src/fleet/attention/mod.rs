@@ -1,9 +1,11 @@
 //! Calling a human, on the host: which changes need one ([`detect`], pure),
-//! what the host sees of its lanes and loop ([`watch`]) and the `[ui]
-//! on_attention` command it runs for each call ([`command`]). The host calls
-//! whether a control room is attached or not; a room only rings its terminal.
+//! what the host sees of its lanes and loop ([`watch`]), the `[ui]
+//! on_attention` command it runs for each call ([`command`]) and the `[ui]
+//! notify_url` it POSTs each call to ([`notify`]). The host calls whether a
+//! control room is attached or not; a room only rings its terminal.
 
 mod command;
+mod notify;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -12,7 +14,21 @@ use crate::lane_status::{Facts, LaneStatus};
 use crate::protocol::{ExitReason, LoopState, Snapshot};
 
 pub use command::COMMAND_TIMEOUT;
+pub use notify::Say;
 pub use watch::{Attention, watch_host, watch_loop};
+
+/// Says the watcher's lines on the console, as a headless run says its own.
+pub fn console_say(verbosity: crate::console::Verbosity) -> Say {
+    use crate::supervisor::runtime::Reporter;
+    std::sync::Arc::new(move |level, text: &str| {
+        crate::console::Console::new(verbosity).log(chrono::Utc::now(), level, text);
+    })
+}
+
+/// Says the watcher's lines nowhere but in the diagnostics (`CLOWDER_LOG`).
+pub fn unsaid() -> Say {
+    std::sync::Arc::new(|_, _: &str| {})
+}
 
 /// What matters of a lane's state for attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The host's watcher: on a thread of its own it follows what the host knows —
 //! each lane's snapshots and end (a copy of the host's messages) or the single
 //! loop's snapshots, and the pending approval requests (polled) — and runs
-//! `on_attention` for every call [`detect`] finds.
+//! `on_attention`, and POSTs to `notify_url`, for every call [`detect`] finds.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,10 +12,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
 use super::command::{COMMAND_TIMEOUT, Calls};
-use super::{Observation, PendingRequest, detect, lane_state};
+use super::notify::{Notifier, Say};
+use super::{AttentionEvent, Observation, PendingRequest, detect, lane_state};
 use crate::config::UiConfig;
 use crate::fleet::link::{HostMsg, LaneReport};
 use crate::protocol::{ExitReason, LoopState, Snapshot};
+use crate::supervisor::core::Level;
 
 /// How often the queue (and the single loop's snapshot) is read.
 const POLL: Duration = Duration::from_millis(500);
@@ -62,18 +64,27 @@ impl Attention {
 }
 
 /// Watches a host's lanes: returns the messages of `from_host`, unchanged and
-/// in order, to be read in its place (by the hub), and the watcher. With no
-/// `on_attention`, `from_host` itself and a watcher that does nothing.
+/// in order, to be read in its place (by the hub), and the watcher. With
+/// neither `on_attention` nor `notify_url`, `from_host` itself and a watcher
+/// that does nothing. What the watcher has to say goes to `say` (the console
+/// of a headless host) and, as the host's log lines, to the hub.
 pub fn watch_host(
     root: &Path,
     approvals_dir: PathBuf,
     ui: &UiConfig,
     mut from_host: mpsc::UnboundedReceiver<HostMsg>,
+    say: Say,
 ) -> (mpsc::UnboundedReceiver<HostMsg>, Attention) {
-    let Some(command) = ui.on_attention() else {
+    if !Callers::wanted(ui) {
         return (from_host, Attention::idle());
-    };
+    }
     let (to_hub, hub_rx) = mpsc::unbounded_channel();
+    let logs = to_hub.clone();
+    let say: Say = Arc::new(move |level: Level, text: &str| {
+        say(level, text);
+        let text = text.to_string();
+        let _ = logs.send(HostMsg::Log { level, text });
+    });
     let (tell, seen) = std_mpsc::channel();
     let copier = std::thread::Builder::new()
         .name("attention-copy".into())
@@ -89,28 +100,32 @@ pub fn watch_host(
         tracing::warn!("[ui] on_attention: cannot watch the lanes: {err}");
         return (hub_rx, Attention::idle());
     }
-    let watcher = Watcher::new(root, approvals_dir, command, None);
+    let callers = Callers::of(root, ui, say);
+    let watcher = Watcher::new(root, approvals_dir, callers, None);
     let done = watcher.start(seen);
     (hub_rx, Attention { tell: None, done })
 }
 
-/// Watches a single loop (no lanes) in `root`, named after its folder.
+/// Watches a single loop (no lanes) in `root`, named after its folder; what
+/// the watcher has to say goes to `say`.
 pub fn watch_loop(
     root: &Path,
     approvals_dir: PathBuf,
     ui: &UiConfig,
     snapshots: watch::Receiver<Arc<Snapshot>>,
+    say: Say,
 ) -> Attention {
-    let Some(command) = ui.on_attention() else {
+    if !Callers::wanted(ui) {
         return Attention::idle();
-    };
+    }
     let full = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let name = full
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
     let (tell, seen) = std_mpsc::channel();
-    let watcher = Watcher::new(root, approvals_dir, command, Some((name, snapshots)));
+    let callers = Callers::of(root, ui, say);
+    let watcher = Watcher::new(root, approvals_dir, callers, Some((name, snapshots)));
     let done = watcher.start(seen);
     Attention {
         tell: Some(tell),
@@ -137,10 +152,54 @@ struct LaneSeen {
     ended: Option<Result<ExitReason, String>>,
 }
 
+/// Who is called for attention: the `on_attention` command and the
+/// `notify_url` push, each when set.
+struct Callers {
+    command: Option<Calls>,
+    notify: Option<Notifier>,
+}
+
+impl Callers {
+    fn wanted(ui: &UiConfig) -> bool {
+        ui.on_attention().is_some() || ui.notify_url.is_some()
+    }
+
+    fn of(root: &Path, ui: &UiConfig, say: Say) -> Callers {
+        let dir = root.to_path_buf();
+        Callers {
+            command: ui.on_attention().map(|command| Calls::new(command, dir)),
+            notify: (ui.notify_url.as_deref()).and_then(|url| Notifier::start(url, root, say)),
+        }
+    }
+
+    fn call(&self, event: &AttentionEvent) {
+        if let Some(command) = &self.command {
+            command.run(event);
+        }
+        if let Some(notify) = &self.notify {
+            notify.send(event);
+        }
+    }
+
+    /// Lets the last calls end, for [`COMMAND_TIMEOUT`] at most in all.
+    fn finish(&mut self) {
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        if let Some(notify) = &mut self.notify {
+            notify.close();
+        }
+        if let Some(command) = &self.command {
+            command.wait(COMMAND_TIMEOUT);
+        }
+        if let Some(notify) = &mut self.notify {
+            notify.wait(deadline);
+        }
+    }
+}
+
 struct Watcher {
     root: PathBuf,
     approvals_dir: PathBuf,
-    calls: Calls,
+    calls: Callers,
     /// The single loop's name and snapshots; `None` for a host's lanes.
     single: Option<(String, watch::Receiver<Arc<Snapshot>>)>,
     /// The registry's lanes (or the single loop), by name.
@@ -153,13 +212,13 @@ impl Watcher {
     fn new(
         root: &Path,
         approvals_dir: PathBuf,
-        command: &str,
+        calls: Callers,
         single: Option<(String, watch::Receiver<Arc<Snapshot>>)>,
     ) -> Watcher {
         Watcher {
             root: root.to_path_buf(),
             approvals_dir,
-            calls: Calls::new(command, root.to_path_buf()),
+            calls,
             single,
             lanes: BTreeMap::new(),
             pending: BTreeMap::new(),
@@ -215,7 +274,7 @@ impl Watcher {
                 break;
             }
         }
-        self.calls.wait(COMMAND_TIMEOUT);
+        self.calls.finish();
     }
 
     fn apply(&mut self, seen: Seen) {
@@ -289,7 +348,7 @@ impl Watcher {
             return;
         }
         for event in detect(self.last.as_ref(), &now) {
-            self.calls.run(&event);
+            self.calls.call(&event);
         }
         self.last = Some(now);
     }
@@ -348,7 +407,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let log = dir.path().join("calls.txt");
         let command = format!("echo \"$CLOWDER_LANE $CLOWDER_EVENT\" >> {}", log.display());
-        let mut watcher = Watcher::new(dir.path(), dir.path().join("none"), &command, None);
+        let callers = Callers {
+            command: Some(Calls::new(&command, dir.path().to_path_buf())),
+            notify: None,
+        };
+        let mut watcher = Watcher::new(dir.path(), dir.path().join("none"), callers, None);
         let mut feed = |seen: Seen| {
             watcher.apply(seen);
             watcher.look();
@@ -365,7 +428,7 @@ mod tests {
         };
         feed(ended("b", signal));
         feed(ended("x", ExitReason::MaxIterations));
-        watcher.calls.wait(Duration::from_secs(20));
+        watcher.calls.finish();
         let calls = std::fs::read_to_string(&log).expect("a call");
         assert_eq!(calls, "a lane_done\n");
     }
