@@ -493,6 +493,17 @@ fn without_the_token_everything_is_refused_and_the_token_becomes_a_strict_cookie
         state["csrf"].as_str().is_some_and(|csrf| csrf.len() >= 32),
         "{state}"
     );
+    let web_url = fleet.base.root().join(".clowder/web-url");
+    assert_eq!(read(&web_url), format!("http://{addr}/\n"));
+    let mode = std::fs::metadata(&web_url).expect("web-url").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let mut fleet = fleet;
+    let status = fleet.served.take().expect("served").stop();
+    assert!(status.success(), "SIGTERM ends it with 0: {status:?}");
+    assert!(!web_url.exists(), "web-url is removed on exit");
 }
 
 /// A POST that changes things must come from the page: its own `Origin`
