@@ -354,9 +354,9 @@ fn agent_output_with_html_shows_as_text_and_runs_nothing() {
     let lines = browser.wait_texts("#output .out-line", |t| t.contains("tick 1"));
     assert!(lines.lines().any(|line| line == hostile), "{lines}");
     assert_eq!(
-        browser.count("#output *:not(.out-line)"),
+        browser.count("#output *:not(.out-line):not(span[class^='sgr-'])"),
         0,
-        "no element made of output"
+        "no element made of output but the page's own colour spans"
     );
     assert_eq!(browser.count("script"), 1, "only the page's own script");
     assert_eq!(browser.count("img"), 0);
@@ -367,7 +367,7 @@ fn agent_output_with_html_shows_as_text_and_runs_nothing() {
 /// colours (which the room draws) leave no `ESC[31m` behind, and the other
 /// sequences are removed, as in the control room.
 #[test]
-fn agent_output_with_terminal_escapes_shows_no_escape_codes() {
+fn agent_output_with_terminal_escapes_shows_colours_and_no_escape_codes() {
     let fleet = WebFleet::start(&["gamma"], &[], "gamma");
     let browser = fleet.open(DESKTOP);
     browser.wait_text("#output-title", |t| t.contains("gamma"));
@@ -381,6 +381,9 @@ fn agent_output_with_terminal_escapes_shows_no_escape_codes() {
         "the line shows escape codes: {line:?}"
     );
     assert!(line.contains("red") && line.contains("after"), "{line:?}");
+    // The colour the agent asked for is kept, as a class: the text stays text.
+    let red = browser.try_text("#output .out-line .sgr-31").unwrap_or_default();
+    assert_eq!(red, "red");
 }
 
 /// A lane is picked with a press as long as a person's (300 ms), by finger

@@ -152,30 +152,47 @@
   }
 
   function drawLanes() {
+    const box = $("#lanes");
+    const old = new Map([...box.children].map((row) => [row.dataset.lane, row]));
     const rows = view.lanes.map((lane) => {
-      const row = el("div", `lane state-${lane.state.replace(/ /g, "-")}`);
-      row.dataset.lane = lane.name;
-      row.classList.toggle("needs-you", lane.needs_you);
-      row.classList.toggle("shown", lane.name === shownLane);
-      row.append(el("span", "glyph", lane.glyph), el("span", "name", lane.name), el("span", "state", lane.state));
-      const facts = el("div", "facts");
-      const iteration =
-        lane.iteration === null ? "" : `#${lane.iteration}${lane.max_iterations ? `/${lane.max_iterations}` : ""}`;
-      const idle = el("span", "idle", idleText(lane));
-      idle.dataset.since = lane.idle_since || "";
-      idle.dataset.limit = lane.stale_limit_secs || "";
-      facts.append(
-        el("span", "iteration", iteration),
-        idle,
-        el("span", "cost", lane.cost_usd === null || lane.cost_usd === undefined ? "" : `$${Number(lane.cost_usd).toFixed(2)}`),
-        el("span", "ahead", lane.ahead ? `${lane.ahead} ahead` : ""),
-        el("span", "pending", lane.pending ? `${lane.pending} waiting` : ""),
-      );
-      row.append(facts);
-      row.addEventListener("click", () => showLane(lane.name));
+      const row = old.get(lane.name) || laneRow(lane.name);
+      fillLane(row, lane);
       return row;
     });
-    $("#lanes").replaceChildren(...rows);
+    const inOrder = rows.length === box.children.length && rows.every((row, index) => box.children[index] === row);
+    if (!inOrder) box.replaceChildren(...rows);
+  }
+
+  // A row is made once and then filled in place: a row replaced under the
+  // pointer between press and release gets no click.
+  function laneRow(name) {
+    const row = el("div", "lane");
+    row.dataset.lane = name;
+    const facts = el("div", "facts");
+    facts.append(el("span", "iteration"), el("span", "idle"), el("span", "cost"), el("span", "ahead"), el("span", "pending"));
+    row.append(el("span", "glyph"), el("span", "name", name), el("span", "state"), facts);
+    row.addEventListener("click", () => showLane(name));
+    return row;
+  }
+
+  function fillLane(row, lane) {
+    const set = (selector, text) => {
+      const node = row.querySelector(selector);
+      if (node.textContent !== text) node.textContent = text;
+    };
+    row.className = `lane state-${lane.state.replace(/ /g, "-")}`;
+    row.classList.toggle("needs-you", lane.needs_you);
+    row.classList.toggle("shown", lane.name === shownLane);
+    set(".glyph", lane.glyph);
+    set(".state", lane.state);
+    set(".iteration", lane.iteration === null ? "" : `#${lane.iteration}${lane.max_iterations ? `/${lane.max_iterations}` : ""}`);
+    set(".idle", idleText(lane));
+    const idle = row.querySelector(".idle");
+    idle.dataset.since = lane.idle_since || "";
+    idle.dataset.limit = lane.stale_limit_secs || "";
+    set(".cost", lane.cost_usd === null || lane.cost_usd === undefined ? "" : `$${Number(lane.cost_usd).toFixed(2)}`);
+    set(".ahead", lane.ahead ? `${lane.ahead} ahead` : "");
+    set(".pending", lane.pending ? `${lane.pending} waiting` : "");
   }
 
   function idleText(lane) {
@@ -231,12 +248,47 @@
     const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
     if (chunk.reset) box.replaceChildren();
     for (const line of chunk.lines) {
-      const row = el("div", `out-line kind-${line.kind}`, line.text);
+      const row = el("div", `out-line kind-${line.kind}`);
+      row.append(...coloured(line.text));
       if (line.is_error) row.classList.add("is-error");
       box.append(row);
     }
     while (box.children.length > OUTPUT_KEPT) box.firstChild.remove();
     if (atBottom || chunk.reset) box.scrollTop = box.scrollHeight;
+  }
+
+  // The host keeps colour codes (SGR) in output lines, as the room draws
+  // them; here they become spans with a class each, the text still text.
+  const SGR = /\x1b\[([0-9;:]*)m/g;
+
+  function coloured(text) {
+    const parts = [];
+    let style = { fg: null, bold: false };
+    let at = 0;
+    for (const match of text.matchAll(SGR)) {
+      if (match.index > at) parts.push(span(text.slice(at, match.index), style));
+      style = applySgr(style, match[1]);
+      at = match.index + match[0].length;
+    }
+    if (at < text.length) parts.push(span(text.slice(at), style));
+    return parts;
+  }
+
+  function applySgr(style, codes) {
+    const next = { ...style };
+    for (const code of (codes || "0").split(/[;:]/).map(Number)) {
+      if (code === 0) Object.assign(next, { fg: null, bold: false });
+      else if (code === 1) next.bold = true;
+      else if (code === 22) next.bold = false;
+      else if (code === 39) next.fg = null;
+      else if ((code >= 30 && code <= 37) || (code >= 90 && code <= 97)) next.fg = code;
+    }
+    return next;
+  }
+
+  function span(text, style) {
+    const classes = [style.fg ? `sgr-${style.fg}` : "", style.bold ? "sgr-bold" : ""].join(" ").trim();
+    return classes ? el("span", classes, text) : document.createTextNode(text);
   }
 
   // ---- the live feed --------------------------------------------------
