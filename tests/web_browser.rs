@@ -382,7 +382,9 @@ fn agent_output_with_terminal_escapes_shows_colours_and_no_escape_codes() {
     );
     assert!(line.contains("red") && line.contains("after"), "{line:?}");
     // The colour the agent asked for is kept, as a class: the text stays text.
-    let red = browser.try_text("#output .out-line .sgr-31").unwrap_or_default();
+    let red = browser
+        .try_text("#output .out-line .sgr-31")
+        .unwrap_or_default();
     assert_eq!(red, "red");
 }
 

@@ -269,9 +269,10 @@ async fn tell(
     }
     let answer = app.shared.tell(&body.lane, text).await;
     answer_response(match answer {
-        Answer::Done(text) if text.is_empty() => {
-            Answer::Done(format!("{} is told at its next session", body.lane))
-        }
+        Answer::Done(_) => Answer::Done(format!(
+            "a note is left for {}: its next session starts with it",
+            body.lane
+        )),
         other => other,
     })
 }

@@ -143,10 +143,13 @@ impl Hub {
                     ticks += 1;
                     // Changes in the queue are hinted by its watcher; a full
                     // listing every few seconds covers a hint that was lost.
-                    if watcher.is_none() {
+                    // A watcher just made has missed what came before it
+                    // (the first request makes the folder it watches): list now.
+                    let unwatched = watcher.is_none();
+                    if unwatched {
                         watcher = watch_pending(&self.approvals_dir, hint.clone());
                     }
-                    scan = ticks.is_multiple_of(RELIST_TICKS) || watcher.is_none();
+                    scan = ticks.is_multiple_of(RELIST_TICKS) || unwatched;
                 }
             }
             if scan && !scanning {
