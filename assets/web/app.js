@@ -112,7 +112,8 @@
     const approve = el("button", "approve", "Approve");
     approve.type = "button";
     const reason = el("input", "reason");
-    reason.placeholder = "Reason to reject (the agent is told)";
+    reason.placeholder = "Reason to reject";
+    reason.title = "The agent is told the reason";
     reason.setAttribute("aria-label", "Reason to reject");
     const reject = el("button", "reject", "Reject");
     reject.type = "button";
