@@ -55,7 +55,8 @@ pub fn run(args: DemoArgs) -> i32 {
     };
     eprintln!(
         "clowder demo: a fleet of {} lanes in {}; lane release asks for approval: \
-         press a in the control room, or run `clowder queue` and `clowder approve ID` there",
+         press a in the control room, or run `clowder queue` and `clowder approve ID` there \
+         (or `clowder serve --http` there, for the web inbox)",
         LANES.len(),
         root.display()
     );
