@@ -247,6 +247,43 @@ fn a_phone_sees_the_lanes_and_approves_a_request_that_came_after_it_loaded() {
     assert!(!flash.is_empty(), "the decision is confirmed");
 }
 
+/// The keyboard alone: `j` and `k` move between two requests, `a`
+/// approves the one selected, and the other one keeps waiting.
+#[test]
+fn the_keys_move_between_requests_and_approve_the_selected_one() {
+    let fleet = WebFleet::start(&["alpha", "beta"], &["alpha", "beta"], "");
+    let browser = fleet.open(DESKTOP);
+    fleet.go("alpha");
+    let first = request_of(&browser, "alpha");
+    fleet.go("beta");
+    let second = request_of(&browser, "beta");
+    let selected = "return document.querySelector('#requests .request.selected').dataset.id;";
+    assert_eq!(
+        browser.execute(selected),
+        first.as_str(),
+        "the oldest is selected"
+    );
+    browser.keys("j");
+    assert_eq!(browser.execute(selected), second.as_str());
+    browser.keys("k");
+    assert_eq!(browser.execute(selected), first.as_str());
+    browser.keys("j");
+    browser.keys("a");
+    let (decision, _, status) = fleet.gate_answer("beta");
+    assert_eq!((decision.as_str(), status.as_str()), ("allow", "0"));
+    browser.wait_js(
+        "beta's card gone, alpha's still there",
+        &format!(
+            "return document.querySelector('[data-id=\"{second}\"]') === null
+                && document.querySelector('[data-id=\"{first}\"]') !== null;"
+        ),
+    );
+    assert!(
+        fleet.base.out("gate-exit-alpha").is_empty(),
+        "alpha still waits"
+    );
+}
+
 /// 4, 5 on a desktop: a rejection with a reason (by keyboard: `r`, the
 /// reason, Enter) reaches the agent; a paused lane shows paused without a
 /// reload; Tell leaves a note for the selected lane.
