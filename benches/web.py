@@ -65,6 +65,7 @@ if not clowder:
     clowder = os.path.join(target, "release", "clowder")
 work = tempfile.mkdtemp(prefix="clowder-web-")
 folder = os.path.join(work, "fleet")
+lanes_env = os.path.join(work, "lanes-env")
 env = dict(os.environ, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL="/dev/null")
 for name in ("CLOWDER_LANE", "CLOWDER_APPROVALS_DIR", "CLOWDER_GATE_RULES", "CLOWDER_GATE_RULES_SHA256"):
     env.pop(name, None)
@@ -149,9 +150,13 @@ def spread(values):
 
 def make_fleet():
     os.makedirs(folder)
+    os.makedirs(lanes_env)
     agent = os.path.join(work, "idle.sh")
     with open(agent, "w") as f:
-        f.write("#!/bin/sh\necho '{\"type\":\"system\",\"subtype\":\"init\"}'\nexec sleep 100000\n")
+        # What a lane gives its agent (environment, folder), for the gates started as if
+        # the agent ran them.
+        f.write(f"#!/bin/sh\nenv -0 > {lanes_env}/$CLOWDER_LANE.env\npwd > {lanes_env}/$CLOWDER_LANE.cwd\n"
+                "echo '{\"type\":\"system\",\"subtype\":\"init\"}'\nexec sleep 100000\n")
     os.chmod(agent, 0o755)
     git = ["git", "-C", folder]
     subprocess.run(git + ["init", "-q", "-b", "main"], check=True, env=env)
@@ -226,7 +231,7 @@ class Server:
             code, state = self.call("/api/state")
             if code == 200:
                 self.csrf = state["csrf"]
-                lanes = state["lanes"]
+                lanes = state["view"]["lanes"]
                 if len(lanes) == LANES and all(lane["state"] == "running" for lane in lanes):
                     return
             if time.time() > deadline:
@@ -370,50 +375,76 @@ return true;
 """
 
 
-def latency(driver, session, server):
-    driver.run(session, OBSERVER)
-    to_dom, to_frame = [], []
-    for i in range(REQUESTS):
-        marker = f"bench-{i:04d}-{os.getpid()}"
-        command = f"git push origin {marker}"
-        hook = json.dumps({"session_id": "bench", "cwd": folder, "hook_event_name": "PreToolUse",
-                           "tool_name": "Bash", "tool_input": {"command": command},
-                           "tool_use_id": f"toolu_{i}"})
-        created = time.time() * 1000
-        gate = subprocess.Popen([clowder, "gate", "--timeout", "60s"], cwd=folder, env=env,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        started.append(gate)
-        gate.stdin.write(hook.encode())
-        gate.stdin.close()
-        deadline = time.time() + 30
-        entry = None
-        while entry is None or entry["frame"] is None:
-            shown = driver.run(session, "return window.__shown.filter(e => e.subject.includes(arguments[0]))",
-                               marker)
-            entry = shown[0] if shown else None
-            if time.time() > deadline:
-                sys.exit(f"request {i} ({command}) never showed in the page")
-            if entry is None or entry["frame"] is None:
-                time.sleep(0.02)
-        to_dom.append(entry["dom"] - created)
-        to_frame.append(entry["frame"] - created)
-        code, answer = server.call("/api/decide", {"id": entry["id"], "decision": "approve", "reason": ""})
-        if code != 200:
-            sys.exit(f"POST /api/decide {entry['id']}: {code} {answer}")
-        gate.wait(timeout=30)
-        out = gate.stdout.read()
-        if gate.returncode != 0 or b'"allow"' not in out:
-            sys.exit(f"{entry['id']}: the gate exited {gate.returncode}: {out!r}")
-        # The card leaves the page before the next request is asked.
-        while driver.run(session, "return document.querySelectorAll('#requests .request').length"):
-            if time.time() > deadline:
-                sys.exit(f"request {i} stayed on the page after its approval")
+def lane_env(lane):
+    """The environment and folder of lane `lane`'s agent."""
+    with open(os.path.join(lanes_env, f"{lane}.env"), "rb") as f:
+        pairs = [item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item]
+    with open(os.path.join(lanes_env, f"{lane}.cwd")) as f:
+        cwd = f.read().strip()
+    return {k.decode(): v.decode() for k, v in pairs}, cwd
+
+
+def ask_and_approve(driver, session, server, i):
+    """One request asked by a gate in lane l(i), as its agent would: (created -> DOM,
+    created -> frame) in ms, once the gate has been approved and the card is gone."""
+    lane = f"l{i % LANES + 1}"
+    agent_env, cwd = lane_env(lane)
+    marker = f"bench-{i:04d}-{os.getpid()}"
+    command = f"git push origin {marker}"
+    hook = json.dumps({"session_id": "bench", "cwd": cwd, "hook_event_name": "PreToolUse",
+                       "tool_name": "Bash", "tool_input": {"command": command},
+                       "tool_use_id": f"toolu_{i}"})
+    created = time.time() * 1000
+    gate = subprocess.Popen([clowder, "gate", "--timeout", "60s"], cwd=cwd, env=agent_env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    started.append(gate)
+    gate.stdin.write(hook.encode())
+    gate.stdin.close()
+    deadline = time.time() + 30
+    entry = None
+    while entry is None or entry["frame"] is None:
+        shown = driver.run(session, "return window.__shown.filter(e => e.subject.includes(arguments[0]))",
+                           marker)
+        entry = shown[0] if shown else None
+        if time.time() > deadline:
+            sys.exit(f"request {i} ({command}) never showed in the page")
+        if entry is None or entry["frame"] is None:
             time.sleep(0.02)
+    code, answer = server.call("/api/decide", {"id": entry["id"], "decision": "approve", "reason": ""})
+    if code != 200:
+        sys.exit(f"POST /api/decide {entry['id']}: {code} {answer}")
+    gate.wait(timeout=30)
+    out = gate.stdout.read()
+    if gate.returncode != 0 or b'"allow"' not in out:
+        sys.exit(f"{entry['id']}: the gate exited {gate.returncode}: {out!r}")
+    # The card leaves the page before the next request is asked.
+    while driver.run(session, "return document.querySelectorAll('#requests .request').length"):
+        if time.time() > deadline:
+            sys.exit(f"request {i} stayed on the page after its approval")
+        time.sleep(0.02)
+    return entry["dom"] - created, entry["frame"] - created
+
+
+def latency(driver, session, server):
+    """The first request of a folder whose queue has never held one, then REQUESTS more."""
+    driver.run(session, OBSERVER)
+    first_dom, _ = ask_and_approve(driver, session, server, 0)
+    print(f"the first request in a fresh folder: created -> card in the page's DOM {first_dom:.0f} ms",
+          flush=True)
+    to_dom, to_frame = [], []
+    for i in range(1, REQUESTS + 1):
         time.sleep(0.2)
-    print(f"request created -> card in the page's DOM: {spread(to_dom)} (load {load()})", flush=True)
-    print(f"request created -> next animation frame:  {spread(to_frame)}", flush=True)
+        dom, frame = ask_and_approve(driver, session, server, i)
+        to_dom.append(dom)
+        to_frame.append(frame)
+    if os.environ.get("VERBOSE"):
+        print("each, in order (ms): " + " ".join(f"{v:.0f}" for v in to_dom), flush=True)
+    print(f"the next {REQUESTS}: request created -> card in the page's DOM: {spread(to_dom)} "
+          f"(load {load()})", flush=True)
+    print(f"the next {REQUESTS}: request created -> next animation frame:  {spread(to_frame)}", flush=True)
     p99 = percentile(to_dom, 99)
-    print(f"target p99 < 300 ms: {'met' if p99 < 300 else 'MISSED'} ({p99:.0f} ms)", flush=True)
+    print(f"target p99 < 300 ms: {'met' if p99 < 300 else 'MISSED'} ({p99:.0f} ms over the {REQUESTS} "
+          f"after the first; the first {first_dom:.0f} ms)", flush=True)
 
 
 def window(pids, secs):
