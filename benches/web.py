@@ -447,22 +447,44 @@ def latency(driver, session, server):
           f"after the first; the first {first_dom:.0f} ms)", flush=True)
 
 
+def cpu_ns(pid):
+    """CPU time of every thread of a process, in ns (schedstat: exact, where the stat
+    file counts 10 ms ticks; threads that ended are not counted)."""
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return total
+
+
 def window(pids, secs):
-    """CPU of each process over `secs` s, in % of one core."""
-    before = {pid: cpu_ticks(pid) for pid in pids}
+    """CPU of each process over `secs` s, in % of one core: (from utime+stime, from
+    schedstat)."""
+    before = {pid: (cpu_ticks(pid), cpu_ns(pid)) for pid in pids}
     time.sleep(secs)
-    return {pid: 100 * (cpu_ticks(pid) - before[pid]) / CLK_TCK / secs for pid in pids}
+    return {pid: (100 * (cpu_ticks(pid) - before[pid][0]) / CLK_TCK / secs,
+                  (cpu_ns(pid) - before[pid][1]) / 1e7 / secs) for pid in pids}
 
 
-def cpu_window(label, host, server, driver=None):
-    pids = [host.pid, server.proc.pid]
+def cpu_window(label, host, server=None, driver=None):
+    pids = [host.pid] + ([server.proc.pid] if server else [])
     browsers = driver.browsers() if driver else []
     shares = window(pids + browsers, SECS)
-    host_cpu, serve_cpu = shares[host.pid], shares[server.proc.pid]
-    browser_cpu = sum(shares[pid] for pid in browsers)
-    print(f"cpu, {label}: host {host_cpu:.2f}%, serve {serve_cpu:.2f}%, together {host_cpu + serve_cpu:.2f}% "
-          f"of a core over {SECS} s" + (f"; the browsers ({len(browsers)} processes) {browser_cpu:.1f}%"
-                                        if driver else "") + f" (load {load()})", flush=True)
+    (host_cpu, host_exact), (serve_cpu, serve_exact) = shares[host.pid], shares.get(
+        server.proc.pid if server else None, (0.0, 0.0))
+    browser_cpu = sum(shares[pid][0] for pid in browsers)
+    what = (f"host {host_cpu:.2f}%" + (f", serve {serve_cpu:.2f}%, together {host_cpu + serve_cpu:.2f}%"
+                                       if server else "") + f" of a core over {SECS} s")
+    exact = f"host {host_exact:.3f}%" + (f", serve {serve_exact:.3f}%" if server else "")
+    print(f"cpu, {label}: {what} [schedstat: {exact}]"
+          + (f"; the browsers ({len(browsers)} processes) {browser_cpu:.1f}%" if driver else "")
+          + f" (load {load()})", flush=True)
     return host_cpu + serve_cpu
 
 
@@ -490,14 +512,35 @@ def rss(label, server, pages):
     return kb
 
 
+def follow_each(driver, server):
+    """Each of the pages shows another lane's output (l1, l2, ...): one follower each."""
+    lane = 0
+    for session in driver.sessions:
+        for handle in driver.call("GET", f"/session/{session}/window/handles")["value"]:
+            lane += 1
+            name = f"l{(lane - 1) % LANES + 1}"
+            driver.call("POST", f"/session/{session}/window", {"handle": handle})
+            driver.run(session, "document.querySelector(`.lane[data-lane='${arguments[0]}']`).click()", name)
+            deadline = time.time() + 30
+            while not driver.run(session, "return document.querySelector('#output-title').textContent"
+                                          ".includes(arguments[0]) && "
+                                          "document.querySelector('#conn').textContent === 'live'", name):
+                if time.time() > deadline:
+                    sys.exit(f"the page never showed lane {name}'s output")
+                time.sleep(0.1)
+
+
 def main(modes):
     print(f"{os.cpu_count()} cores, load {load()}; {LANES} idle lanes, {clowder}", flush=True)
     make_fleet()
     host = start_host()
+    if "cpu" in modes:
+        time.sleep(3)
+        alone = cpu_window("no serve --http", host)
     server = Server()
     server.wait_for_lanes()
     time.sleep(3)
-    idle = cpu_window("0 pages", host, server) if "cpu" in modes else None
+    idle = cpu_window("serve --http, 0 pages", host, server) if "cpu" in modes else None
     rss0 = rss("no page", server, 0)
     if "probe" in modes:
         probe(server, PROBE_SECS)
@@ -513,7 +556,7 @@ def main(modes):
         busy = cpu_window(f"{PAGES} browsers, one page each", host, server, driver)
         more = busy - idle
         print(f"target < 1% of a core more with {PAGES} browsers: {'met' if more < 1 else 'MISSED'} "
-              f"({more:+.2f}%)", flush=True)
+              f"({more:+.2f}%; {busy - alone:+.2f}% against the host with no serve --http)", flush=True)
     if "memory" in modes:
         rss5 = rss(f"{PAGES} browsers", server, PAGES)
         for session in driver.sessions:
@@ -526,6 +569,10 @@ def main(modes):
         print(f"memory per page: {per_page:.0f} kB over 20 pages (the first 5: {first5:.0f} kB each, "
               f"the next 15: {next15:.0f} kB each)", flush=True)
         print(f"target < 1 MB per page: {'met' if per_page < 1024 else 'MISSED'}", flush=True)
+        follow_each(driver, server)
+        rss_each = rss("each page following another lane", server, PAGES * TABS)
+        print(f"memory per page following a lane of its own: {(rss_each - rss0) / (PAGES * TABS):.0f} kB",
+              flush=True)
     driver.quit()
 
 
