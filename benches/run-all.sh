@@ -2,7 +2,7 @@
 # Runs every benchmark in turn and prints each figure; BENCHMARKS.md says what each
 # one measures. Builds the release binary once, into ${CARGO_TARGET_DIR:-target}.
 #
-#   bash benches/run-all.sh            # the published figures: about 20 minutes
+#   bash benches/run-all.sh            # the published figures: about 30 minutes
 #   QUICK=1 bash benches/run-all.sh    # a smoke run: short windows, smaller sizes
 #
 # Ends by checking that no process started by the benchmarks is left behind.
