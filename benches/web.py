@@ -4,14 +4,17 @@ host of LANES lanes whose agents sleep, and headless Chromium pages driven over
 chromedriver's WebDriver HTTP API (standard library only).
 
   latency   one page open, a MutationObserver stamps Date.now() when a
-            `.request[data-id]` appears; REQUESTS requests, each asked by a `clowder gate`
-            (Claude Code's PreToolUse hook) in the host's folder: wall time just before
-            the gate starts -> the card in the page's DOM (and -> the next animation
-            frame); each approved over POST /api/decide before the next is asked
-  cpu       utime+stime (/proc/PID/stat) of the host and of the serve process over SECS
-            s with no page open, then with PAGES (5) browsers open (one chromedriver
-            session each, one Chromium each); also the browsers' own CPU
-  memory    VmRSS of the serve process with 0, 5 and 20 pages open (5 browsers x 4 tabs)
+            `.request[data-id]` appears; the first request of the fresh queue, then
+            REQUESTS more, each asked by a `clowder gate` (Claude Code's PreToolUse hook)
+            run in lane l(i)'s worktree with the environment its agent has: wall time
+            just before the gate starts -> the card in the page's DOM (and -> the next
+            animation frame); each approved over POST /api/decide before the next
+  cpu       utime+stime (/proc/PID/stat; schedstat in brackets) of the host alone, then
+            of the host and the serve process over SECS s with no page open, with PAGES
+            (5) browsers open (one chromedriver session, one Chromium, one page each; also
+            the browsers' own CPU), and with no page again at the end
+  memory    VmRSS of the serve process with 0, 5 and 20 pages open (5 browsers x 4 tabs),
+            then with each of the 20 following another lane's output
   probe     what a page is sent while the fleet idles: `state` messages and bytes on
             /api/events over PROBE_SECS s (a raw HTTP client, not a browser)
 
@@ -19,7 +22,7 @@ chromedriver's WebDriver HTTP API (standard library only).
   QUICK=1 python3 benches/web.py         # 10 lanes, 10 requests, 10 s windows
   SECS=20 python3 benches/web.py cpu
 
-Everything runs in that order in one fleet; the modes named on the command line (default
+Everything runs in one fleet (host, serve, probe, latency, 5 browsers, 20 pages); the modes named on the command line (default
 all) choose what is measured. Builds the release binary unless CLOWDER_BIN names one.
 Chromium (/usr/bin/chromium, or CHROMIUM) and chromedriver (CHROMEDRIVER) must be installed.
 """
