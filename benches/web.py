@@ -21,6 +21,7 @@ chromedriver's WebDriver HTTP API (standard library only).
   python3 benches/web.py                 # LANES=100 REQUESTS=50 SECS=60
   QUICK=1 python3 benches/web.py         # 10 lanes, 10 requests, 10 s windows
   SECS=20 python3 benches/web.py cpu
+  VERBOSE=1 python3 benches/web.py       # also every latency, the host's busiest threads
 
 Everything runs in one fleet (host, serve, probe, latency, 5 browsers, 20 pages); the modes named on the command line (default
 all) choose what is measured. Builds the release binary unless CLOWDER_BIN names one.
