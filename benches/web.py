@@ -23,8 +23,8 @@ chromedriver's WebDriver HTTP API (standard library only).
   SECS=20 python3 benches/web.py cpu
   VERBOSE=1 python3 benches/web.py       # also every latency, the host's busiest threads
 
-Everything runs in one fleet (host, serve, probe, latency, 5 browsers, 20 pages); the modes named on the command line (default
-all) choose what is measured. Builds the release binary unless CLOWDER_BIN names one.
+Everything runs in one fleet (host, serve, probe, latency, 5 browsers, 20 pages); the
+modes named on the command line (default all) choose what is measured. Builds the release binary unless CLOWDER_BIN names one.
 Chromium (/usr/bin/chromium, or CHROMIUM) and chromedriver (CHROMEDRIVER) must be installed.
 """
 import json
