@@ -2,7 +2,7 @@
 # Runs every benchmark in turn and prints each figure; BENCHMARKS.md says what each
 # one measures. Builds the release binary once, into ${CARGO_TARGET_DIR:-target}.
 #
-#   bash benches/run-all.sh            # the published figures: about 20 minutes
+#   bash benches/run-all.sh            # the published figures: about 30 minutes
 #   QUICK=1 bash benches/run-all.sh    # a smoke run: short windows, smaller sizes
 #
 # Ends by checking that no process started by the benchmarks is left behind.
@@ -53,9 +53,14 @@ run "a fleet of lanes, headless" bash "$benches/fleet.sh"
 run "plan check on a long chain" bash "$benches/plan_check.sh"
 run "one room attached to many hosts (simulated), and a real host's socket" \
   python3 "$benches/hosts.py" idle busy keys restart real scale
+if command -v "${CHROMEDRIVER:-chromedriver}" > /dev/null && [ -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
+  run "the web inbox: request -> browser, CPU and memory per page" python3 "$benches/web.py"
+else
+  echo "(the web inbox benchmark needs chromium and chromedriver: skipped)" | tee -a "$results"
+fi
 
 # Nothing the benchmarks started may be left: no clowder of this build, and no process
-# (agent, sleep, tee, tmux) whose working folder is one of the benchmarks' temp folders.
+# (agent, sleep, tee, tmux, Chromium) whose working folder is one of the benchmarks' temp folders.
 leftovers=$(
   for proc in /proc/[0-9]*; do
     pid=${proc#/proc/}
@@ -63,7 +68,7 @@ leftovers=$(
     exe=$(readlink "$proc/exe" 2>/dev/null) || continue
     cwd=$(readlink "$proc/cwd" 2>/dev/null) || continue
     if [ "${exe% (deleted)}" = "$CLOWDER_BIN" ] ||
-      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters|fleet|hosts)- ]]; then
+      [[ $cwd =~ /clowder-(capture|tui-load|loop-compare|reaction|approvals|latency|waiters|fleet|hosts|web)- ]]; then
       echo "  $pid $(tr '\0' ' ' < "$proc/cmdline")"
     fi
   done
