@@ -218,15 +218,20 @@
     if (atBottom) box.scrollTop = box.scrollHeight;
   }
 
-  // Ages count on without a message from the server.
+  // Ages count on without a message from the server; a hidden page (a phone
+  // in a pocket) draws nothing.
   function tick() {
+    if (document.hidden) return;
+    const put = (node, text) => {
+      if (node.textContent !== text) node.textContent = text;
+    };
     for (const waited of document.querySelectorAll(".req-waited")) {
-      if (waited.dataset.since) waited.textContent = `waiting ${duration(ageOf(waited.dataset.since))}`;
+      if (waited.dataset.since) put(waited, `waiting ${duration(ageOf(waited.dataset.since))}`);
     }
     for (const idle of document.querySelectorAll(".lane .idle")) {
       if (!idle.dataset.since) continue;
       const limit = idle.dataset.limit ? ` of ${duration(Number(idle.dataset.limit))}` : "";
-      idle.textContent = `idle ${duration(ageOf(idle.dataset.since))}${limit}`;
+      put(idle, `idle ${duration(ageOf(idle.dataset.since))}${limit}`);
     }
   }
 
