@@ -320,15 +320,19 @@ impl State {
     }
 }
 
-/// Watches the queue's `pending/` folder; its events are only hints to list again.
+/// Watches the queue's `pending/` folder (made if need be); its events are
+/// only hints to list again.
 fn watch_pending(
     approvals_dir: &std::path::Path,
     hint: mpsc::UnboundedSender<()>,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::Watcher;
     let pending = approvals_dir.join("pending");
+    // Made now (as the first gate would make it), so that the first request
+    // is hinted like the others, and the queue is not listed every tick
+    // until it comes.
     if !pending.is_dir() {
-        return None;
+        crate::approvals::Queue::open(approvals_dir).ok()?;
     }
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if crate::approvals::is_change_hint(&event) {
