@@ -562,6 +562,9 @@ fn a_single_loop_detached_from_its_room_is_attached_again() {
         first.screen()
     );
     first.keys(&["q"]);
+    // A key that comes in the same read as the one that asked is dropped
+    // (a paste never answers a question): the question is waited for.
+    first.wait_for("d  detach");
     first.keys(&["d"]);
     first.wait_for("LOOP_EXIT=0");
     let pid = status()["pid"].as_u64().expect("the loop's pid") as u32;
