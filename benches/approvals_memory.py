@@ -72,7 +72,9 @@ def make_project(pending_count):
     with open(os.path.join(work, "PROMPT.md"), "w") as f:
         f.write("go\n")
     with open(os.path.join(work, "harness.toml"), "w") as f:
-        f.write(f'[agent]\ncommand = "{fake_agent}"\nargs = ["hang"]\n'
+        # Output files are named after the agent's command unless the prefix is set.
+        f.write('[session]\noutput_prefix = "claude-iteration"\n'
+                f'[agent]\ncommand = "{fake_agent}"\nargs = ["hang"]\n'
                 "[watchdog]\nstale_timeout_mins = 60\n")
     queue = os.path.join(work, ".clowder", "approvals")
     for sub in ("", "pending", "decided", "done"):
@@ -172,7 +174,9 @@ def timestamp(ts):
 
 def set_stale_timeout(work, minutes):
     with open(os.path.join(work, "harness.toml"), "w") as f:
-        f.write(f'[agent]\ncommand = "{fake_agent}"\nargs = ["hang"]\n'
+        # Output files are named after the agent's command unless the prefix is set.
+        f.write('[session]\noutput_prefix = "claude-iteration"\n'
+                f'[agent]\ncommand = "{fake_agent}"\nargs = ["hang"]\n'
                 f"[watchdog]\nstale_timeout_mins = {minutes}\n")
     for name in os.listdir(work):
         if name.startswith("claude-iteration-") or name in ("harness-events.jsonl", ".iteration_counter",

@@ -49,7 +49,9 @@ def project(command, args, extra):
     with open(os.path.join(work, "PROMPT.md"), "w") as f:
         f.write("go\n")
     with open(os.path.join(work, "harness.toml"), "w") as f:
-        f.write(f"[agent]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n{extra}")
+        # Output files are named after the agent's command unless the prefix is set.
+        f.write(f'[session]\noutput_prefix = "claude-iteration"\n'
+                f"[agent]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n{extra}")
     return work
 
 
