@@ -123,6 +123,34 @@ pub fn keep_reached(
     to_host
 }
 
+/// [`keep_reached`] for host `index` of several: its events go to `tagged`,
+/// marked with `index`, so that one receiver hears every host.
+pub fn keep_reached_as(
+    index: usize,
+    target: Target,
+    tagged: mpsc::UnboundedSender<(usize, RemoteEvent)>,
+) -> mpsc::UnboundedSender<ClientMsg> {
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let to_host = keep_reached(target, events_tx);
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if tagged.send((index, event)).is_err() {
+                return;
+            }
+        }
+    });
+    to_host
+}
+
+/// How a lost host is said, in the room's events and on the web page alike.
+pub fn unreachable_text(name: &str, since: DateTime<Utc>, why: &str, retry: Duration) -> String {
+    let since = since.with_timezone(&chrono::Local).format("%H:%M");
+    format!(
+        "⚠ {name} unreachable since {since}: {why}; trying again in {:.1}s",
+        retry.as_secs_f64()
+    )
+}
+
 async fn reach(
     target: Target,
     events: mpsc::UnboundedSender<RemoteEvent>,

@@ -4,7 +4,6 @@
 //! room would do to files itself (decide a request, follow an output file,
 //! leave a note) it asks of the host.
 
-use chrono::Local;
 use tokio::sync::mpsc;
 
 use super::fleet::{Feeds, Link, Room, room_loop};
@@ -13,7 +12,7 @@ use crate::agent::follow::FollowUpdate;
 use crate::approvals::Request;
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, PlanSummary};
-use crate::fleet::remote::{RemoteEvent, Target, keep_reached};
+use crate::fleet::remote::{RemoteEvent, Target, keep_reached_as, unreachable_text};
 use crate::fleet::wire::{ClientMsg, PendingRequest};
 use crate::supervisor::core::Level;
 
@@ -96,17 +95,7 @@ impl Attached {
             .into_iter()
             .enumerate()
             .map(|(index, HostTarget { name, target })| {
-                let (events_tx, mut events) = mpsc::unbounded_channel();
-                let to_host = keep_reached(target, events_tx);
-                let tagged_tx = tagged_tx.clone();
-                tokio::spawn(async move {
-                    while let Some(event) = events.recv().await {
-                        if tagged_tx.send((index, event)).is_err() {
-                            return;
-                        }
-                    }
-                });
-                HostLink::new(to_host, name)
+                HostLink::new(keep_reached_as(index, target, tagged_tx.clone()), name)
             })
             .collect();
         let carrier = Carrier {
@@ -358,18 +347,11 @@ impl Carrier {
                 let _ = self.feed_tx.send(update);
             }
             RemoteEvent::Lost { since, why, retry } => {
-                let since = since.with_timezone(&Local).format("%H:%M");
                 let name = match &self.hosts[host].label {
                     Some(label) if self.multi => format!("host {label}"),
                     _ => "host".to_string(),
                 };
-                self.say(
-                    Level::Warn,
-                    format!(
-                        "⚠ {name} unreachable since {since}: {why}; trying again in {:.1}s",
-                        retry.as_secs_f64()
-                    ),
-                );
+                self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
             }
         }
     }

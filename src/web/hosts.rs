@@ -15,7 +15,7 @@ use super::follow::Follower;
 use super::model::Model;
 use crate::fleet::LaneName;
 use crate::fleet::link::HostRequest;
-use crate::fleet::remote::{RemoteEvent, Target, keep_reached};
+use crate::fleet::remote::{RemoteEvent, Target, keep_reached_as};
 use crate::fleet::wire::{ClientMsg, WireDecision};
 
 /// How long the page waits for a host to answer a decision or a note.
@@ -58,18 +58,9 @@ impl Shared {
         let mut to_hosts = Vec::new();
         let mut labels = Vec::new();
         for (index, WebHost { name, target }) in hosts.into_iter().enumerate() {
-            let (events_tx, mut events) = mpsc::unbounded_channel();
-            to_hosts.push(keep_reached(target.clone(), events_tx));
+            to_hosts.push(keep_reached_as(index, target.clone(), tagged_tx.clone()));
             targets.push(target);
             labels.push(name);
-            let tagged_tx = tagged_tx.clone();
-            tokio::spawn(async move {
-                while let Some(event) = events.recv().await {
-                    if tagged_tx.send((index, event)).is_err() {
-                        return;
-                    }
-                }
-            });
         }
         let shared = Arc::new(Shared {
             model: Mutex::new(Model::new(labels)),

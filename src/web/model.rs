@@ -88,11 +88,11 @@ impl Model {
             RemoteEvent::Requests(requests) => host.requests = requests.clone(),
             RemoteEvent::Refused(reason) => host.log(now, Level::Warn, None, reason),
             RemoteEvent::Lost { since, why, retry } => {
-                let text = format!(
-                    "⚠ host unreachable since {}: {why}; trying again in {}s",
-                    crate::fmt::clock_short(*since),
-                    retry.as_secs().max(1)
-                );
+                let name = match (self.multi, host_label(host)) {
+                    (true, Some(label)) => format!("host {label}"),
+                    _ => "host".to_string(),
+                };
+                let text = crate::fleet::remote::unreachable_text(&name, *since, why, *retry);
                 host.lost = Some(why.clone());
                 host.log(now, Level::Warn, None, &text);
             }
