@@ -26,6 +26,10 @@ pub const MAX_CLIENT_LINE: usize = 1 << 20;
 /// `.clowder/host.sock`, beside the fleet's other files.
 pub const SOCKET_FILE: &str = "host.sock";
 
+/// `.clowder/web-url`: the web inbox's address (no token) while
+/// `clowder serve --http` serves the folder, for the host's notices.
+pub const WEB_URL_FILE: &str = "web-url";
+
 /// What the host says.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -18,10 +18,8 @@ use std::sync::Arc;
 pub use hosts::WebHost;
 
 use crate::fleet::remote::Target;
-
-/// The file beside a served folder's socket that names the page (without
-/// its token), for the notices a host sends (`[ui] notify_url`).
-pub const WEB_URL_FILE: &str = "web-url";
+use crate::fleet::wire::WEB_URL_FILE;
+use crate::store::lock::STATE_DIR;
 
 /// What `clowder serve --http` was given.
 pub struct WebOptions {
@@ -82,7 +80,7 @@ async fn serve(options: WebOptions) -> Result<(), String> {
         .hosts
         .iter()
         .filter_map(|host| match &host.target {
-            Target::Folder(folder) => Some(folder.join(".clowder").join(WEB_URL_FILE)),
+            Target::Folder(folder) => Some(folder.join(STATE_DIR).join(WEB_URL_FILE)),
             _ => None,
         })
         .filter(|path| write_web_url(path, &base))

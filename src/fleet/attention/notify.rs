@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{AttentionEvent, EventKind};
+use crate::fleet::wire::WEB_URL_FILE;
 use crate::supervisor::core::Level;
 
 /// Where the host says how its notifications went (its console, its room).
@@ -24,8 +25,6 @@ const BACKOFF: [Duration; 2] = [Duration::from_millis(500), Duration::from_milli
 /// Connecting gives up after this long; the whole POST after [`POST_TIMEOUT`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const POST_TIMEOUT: Duration = Duration::from_secs(5);
-/// The file `clowder serve --http` writes, in the folder, with the page's base URL.
-const WEB_URL_FILE: &str = "web-url";
 /// Longest link read from [`WEB_URL_FILE`], in bytes.
 const MAX_LINK: u64 = 512;
 
