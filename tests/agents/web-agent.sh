@@ -1,5 +1,5 @@
 #!/bin/sh
-# A fake agent for the web inbox's browser tests (tests/web_browser.rs). In
+# A fake agent for the web inbox's browser tests (tests/it/web_browser.rs). In
 # each lane named in WEB_AGENT_GATE_LANES it waits for the test's word (the
 # file WEB_AGENT_OUT/go-LANE), so that the page is open before the request
 # is, then asks through `clowder gate` as Claude Code's PreToolUse hook would;

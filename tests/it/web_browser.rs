@@ -1,0 +1,785 @@
+//! The web inbox (`clowder serve --http`) in a real headless Chromium driven
+//! over WebDriver (tests/common/browser.rs), and its refusals through real
+//! HTTP: a headless fleet of fake agents (`tests/agents/web-agent.sh`), the
+//! real binary serving it, and the page used as a person would. Needs
+//! Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
+
+#[path = "common/browser.rs"]
+mod browser;
+use crate::common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::Duration;
+
+use browser::{Browser, DESKTOP, PHONE};
+use common::git::clowder_command;
+use common::host::{HostFleet, stop_host};
+use common::{DEADLINE, clowder_bin, send_signal, wait_until};
+use serde_json::Value;
+
+/// `clowder serve --http 127.0.0.1:0` in a folder, ended (SIGTERM) on drop.
+struct Served {
+    child: Child,
+    /// The page's address with its token, as printed.
+    url: String,
+    log: PathBuf,
+}
+
+impl Served {
+    /// Starts it in `folder`, its stderr in `log`, and reads the URL it prints.
+    fn start(folder: &Path, log: PathBuf) -> Served {
+        let stderr = std::fs::File::create(&log).expect("create the serve log");
+        let mut child = clowder_command(folder, &["serve", "--http", "127.0.0.1:0"])
+            .stderr(stderr)
+            .spawn()
+            .expect("start clowder serve");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next());
+            // Nothing else is printed; reading on keeps a stray line from blocking it.
+            for _ in lines {}
+        });
+        let first = rx.recv_timeout(DEADLINE);
+        let url = match first {
+            Ok(Some(Ok(line))) => line,
+            other => panic!(
+                "clowder serve printed no URL ({other:?}); stderr:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            ),
+        };
+        Served { child, url, log }
+    }
+
+    /// `127.0.0.1:PORT`.
+    fn addr(&self) -> &str {
+        let rest = self.url.strip_prefix("http://").expect("an http:// URL");
+        rest.split('/').next().expect("a host")
+    }
+
+    fn token(&self) -> &str {
+        self.url
+            .split("?token=")
+            .nth(1)
+            .expect("a token in the URL")
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Served {
+    /// SIGTERM, as a service manager would stop it; its exit status.
+    fn stop(mut self) -> std::process::ExitStatus {
+        send_signal(self.child.id(), libc::SIGTERM);
+        let ended = wait_until(DEADLINE, || matches!(self.child.try_wait(), Ok(Some(_))));
+        assert!(
+            ended,
+            "clowder serve did not end on SIGTERM:\n{}",
+            self.stderr()
+        );
+        self.child.wait().expect("wait for clowder serve")
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            send_signal(self.child.id(), libc::SIGTERM);
+        }
+        if !wait_until(DEADLINE, || matches!(self.child.try_wait(), Ok(Some(_)))) {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A repository with lanes of the web fake agent, its headless host, and
+/// `clowder serve --http` over it.
+struct WebFleet {
+    base: HostFleet,
+    host: Option<Child>,
+    served: Option<Served>,
+}
+
+impl WebFleet {
+    /// Lanes `lanes`; those in `gate_lanes` ask through the gate once told
+    /// ([`WebFleet::go`]); `hostile` prints HTML and terminal escapes.
+    fn start(lanes: &[&str], gate_lanes: &[&str], hostile: &str) -> WebFleet {
+        let base = HostFleet::new(lanes, 1);
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/web-agent.sh");
+        let config = format!(
+            "[agent]\ncommand = \"sh\"\nargs = [{:?}]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n",
+            agent.display().to_string()
+        );
+        std::fs::write(base.root().join("harness.toml"), config).expect("write harness.toml");
+        let log = |name: &str| std::fs::File::create(base.out_dir().join(name)).expect("log");
+        let host = clowder_command(base.root(), &["--headless"])
+            .env("WEB_AGENT_OUT", base.out_dir())
+            .env("WEB_AGENT_GATE_LANES", gate_lanes.join(" "))
+            .env("WEB_AGENT_HOSTILE_LANE", hostile)
+            .env("WEB_AGENT_SECS", "120")
+            .env("WEB_AGENT_CLOWDER", clowder_bin())
+            .stdout(log("host.out"))
+            .stderr(log("host.err"))
+            .spawn()
+            .expect("start the host");
+        let socket = base.socket();
+        let up = wait_until(DEADLINE, || {
+            std::os::unix::net::UnixStream::connect(&socket).is_ok()
+        });
+        assert!(up, "the host never served {}", socket.display());
+        let served = Served::start(base.root(), base.out_dir().join("serve.err"));
+        WebFleet {
+            base,
+            host: Some(host),
+            served: Some(served),
+        }
+    }
+
+    fn served(&self) -> &Served {
+        self.served.as_ref().expect("served until drop")
+    }
+
+    /// Lets lane `lane`'s agent ask through the gate.
+    fn go(&self, lane: &str) {
+        std::fs::write(self.base.out_dir().join(format!("go-{lane}")), "").expect("write go");
+    }
+
+    /// The gate's answer in `lane` once the gate has exited: its decision,
+    /// its reason and its exit status.
+    fn gate_answer(&self, lane: &str) -> (String, String, String) {
+        let exited = wait_until(DEADLINE, || {
+            !self.base.out(&format!("gate-exit-{lane}")).is_empty()
+        });
+        assert!(
+            exited,
+            "the gate in {lane} never exited; serve said:\n{}",
+            self.served().stderr()
+        );
+        let answer: Value = serde_json::from_str(&self.base.answer(lane))
+            .unwrap_or_else(|e| panic!("the gate's answer in {lane} is not JSON: {e}"));
+        let out = &answer["hookSpecificOutput"];
+        let text = |key: &str| out[key].as_str().unwrap_or_default().to_string();
+        let status = self
+            .base
+            .out(&format!("gate-exit-{lane}"))
+            .trim()
+            .to_string();
+        (
+            text("permissionDecision"),
+            text("permissionDecisionReason"),
+            status,
+        )
+    }
+
+    /// A browser of `size` on the page, its first state drawn.
+    fn open(&self, size: (u32, u32)) -> Browser {
+        let browser = Browser::start(size);
+        browser.goto(&self.served().url);
+        browser.wait_for("body[data-ready='1']");
+        browser
+    }
+}
+
+impl Drop for WebFleet {
+    fn drop(&mut self) {
+        self.served.take();
+        if let Some(host) = self.host.take() {
+            stop_host(self.base.root(), host);
+        }
+    }
+}
+
+/// Waits for lane `lane`'s request card; its `data-id`.
+fn request_of(browser: &Browser, lane: &str) -> String {
+    let find = format!(
+        "const card = [...document.querySelectorAll('#requests .request')]
+             .find(c => c.querySelector('.req-lane').textContent === {lane:?});"
+    );
+    browser.wait_js(
+        &format!("{lane}'s request"),
+        &format!("{find} return !!card;"),
+    );
+    let id = browser.execute(&format!("{find} return card.dataset.id;"));
+    id.as_str().expect("a request id").to_string()
+}
+
+/// 1, 2, 3: a phone opens the printed URL: the three lanes show; a request
+/// made after the page loaded appears in it without a reload, and Approve
+/// lets the waiting `clowder gate` exit with allow.
+#[test]
+fn a_phone_sees_the_lanes_and_approves_a_request_that_came_after_it_loaded() {
+    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &["beta"], "");
+    let browser = fleet.open(PHONE);
+    for lane in ["alpha", "beta", "gamma"] {
+        browser.wait_for(&format!("#lanes .lane[data-lane='{lane}'] .state"));
+    }
+    assert_eq!(browser.count("#lanes .lane"), 3, "{}", browser.page_text());
+    assert_eq!(browser.count("#requests .request"), 0, "nothing asked yet");
+    browser.execute("window.sameDocument = true;");
+
+    fleet.go("beta");
+    let id = request_of(&browser, "beta");
+    let card = format!("#requests .request[data-id='{id}']");
+    let subject = browser.text(&format!("{card} .req-subject"));
+    assert_eq!(subject, "git push origin clowder/beta");
+    assert_eq!(browser.text(&format!("{card} .req-tool")), "Bash");
+    assert_eq!(
+        browser.execute("return window.sameDocument === true;"),
+        true,
+        "the request came in without a reload"
+    );
+
+    browser.click(&format!("{card} button.approve"));
+    let (decision, _, status) = fleet.gate_answer("beta");
+    assert_eq!((decision.as_str(), status.as_str()), ("allow", "0"));
+    browser.wait_js(
+        "the card gone",
+        &format!("return document.querySelector({card:?}) === null;"),
+    );
+    let flash = browser.text("#flash");
+    assert!(!flash.is_empty(), "the decision is confirmed");
+}
+
+/// The keyboard alone: `j` and `k` move between two requests, `a`
+/// approves the one selected, and the other one keeps waiting.
+#[test]
+fn the_keys_move_between_requests_and_approve_the_selected_one() {
+    let fleet = WebFleet::start(&["alpha", "beta"], &["alpha", "beta"], "");
+    let browser = fleet.open(DESKTOP);
+    fleet.go("alpha");
+    let first = request_of(&browser, "alpha");
+    fleet.go("beta");
+    let second = request_of(&browser, "beta");
+    let selected = "return document.querySelector('#requests .request.selected').dataset.id;";
+    assert_eq!(
+        browser.execute(selected),
+        first.as_str(),
+        "the oldest is selected"
+    );
+    browser.keys("j");
+    assert_eq!(browser.execute(selected), second.as_str());
+    browser.keys("k");
+    assert_eq!(browser.execute(selected), first.as_str());
+    browser.keys("j");
+    browser.keys("a");
+    let (decision, _, status) = fleet.gate_answer("beta");
+    assert_eq!((decision.as_str(), status.as_str()), ("allow", "0"));
+    browser.wait_js(
+        "beta's card gone, alpha's still there",
+        &format!(
+            "return document.querySelector('[data-id=\"{second}\"]') === null
+                && document.querySelector('[data-id=\"{first}\"]') !== null;"
+        ),
+    );
+    assert!(
+        fleet.base.out("gate-exit-alpha").is_empty(),
+        "alpha still waits"
+    );
+}
+
+/// 4, 5 on a desktop: a rejection with a reason (by keyboard: `r`, the
+/// reason, Enter) reaches the agent; a paused lane shows paused without a
+/// reload; Tell leaves a note for the selected lane.
+#[test]
+fn a_desktop_rejects_by_keyboard_sees_a_lane_paused_and_tells_a_lane() {
+    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &["beta"], "");
+    let browser = fleet.open(DESKTOP);
+    fleet.go("beta");
+    let id = request_of(&browser, "beta");
+    browser.keys("r");
+    browser.wait_js(
+        "the reason field focused",
+        "return document.activeElement.classList.contains('reason');",
+    );
+    browser.keys("not now: the CI is red\u{E007}");
+    let (decision, reason, status) = fleet.gate_answer("beta");
+    assert_eq!(decision, "deny", "request {id}");
+    assert!(
+        reason.contains("not now: the CI is red"),
+        "the agent is told why: {reason:?}"
+    );
+    assert_eq!(status, "0");
+    browser.wait_js(
+        "the card gone",
+        "return document.querySelector('#requests .request') === null;",
+    );
+
+    browser.wait_for("#lanes .lane[data-lane='alpha'] .state");
+    common::git::clowder_in(fleet.base.root(), &["lane", "pause", "alpha"]);
+    browser.wait_text("#lanes .lane[data-lane='alpha'] .state", |t| t == "paused");
+
+    browser.click("#lanes .lane[data-lane='alpha']");
+    browser.wait_text("#output-title", |t| t.contains("alpha"));
+    browser.send_keys("#tell-text", "keep the diff small");
+    browser.click("#tell-send");
+    browser.wait_text("#flash", |t| t.contains("a note is left for alpha"));
+    let lane_files = fleet.base.root().join(".clowder/lanes/alpha");
+    assert!(
+        wait_until(DEADLINE, || holds_text(&lane_files, "keep the diff small")),
+        "the note is left for alpha's next session; the page says {:?}",
+        browser.try_text("#flash")
+    );
+}
+
+/// Whether a file under `dir` holds `text`.
+fn holds_text(dir: &Path, text: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let path = entry.path();
+        if path.is_dir() {
+            holds_text(&path, text)
+        } else {
+            std::fs::read_to_string(&path).is_ok_and(|content| content.contains(text))
+        }
+    })
+}
+
+/// A request decided elsewhere (`clowder approve` in a terminal) leaves the
+/// page without a reload, and a late decision from the page is refused with
+/// 409, saying it was decided.
+#[test]
+fn a_request_approved_in_a_terminal_leaves_the_page_and_a_late_decision_is_refused() {
+    let fleet = WebFleet::start(&["alpha"], &["alpha"], "");
+    let browser = fleet.open(PHONE);
+    fleet.go("alpha");
+    let id = request_of(&browser, "alpha");
+    let root = fleet.base.root();
+    let queue = root.join(".clowder/approvals");
+    common::git::clowder_in(root, &["approve", &id, "--dir", &queue.to_string_lossy()]);
+    let (decision, _, _) = fleet.gate_answer("alpha");
+    assert_eq!(decision, "allow");
+    browser.wait_js(
+        "the card gone",
+        "return document.querySelector('#requests .request') === null;",
+    );
+
+    let served = fleet.served();
+    let addr = served.addr();
+    let cookie = format!("Cookie: clowder_token={}", served.token());
+    let state = http(addr, "GET", "/api/state", std::slice::from_ref(&cookie), "");
+    let state: Value = serde_json::from_str(&state.body).expect("the state is JSON");
+    let headers = [
+        cookie,
+        "Content-Type: application/json".to_string(),
+        format!("Origin: http://{addr}"),
+        format!("X-Clowder-Csrf: {}", state["csrf"].as_str().expect("csrf")),
+    ];
+    let body = format!(r#"{{"id": {id:?}, "decision": "reject", "reason": "too late"}}"#);
+    let late = http(addr, "POST", "/api/decide", &headers, &body);
+    assert_eq!(late.status, 409, "{}", late.body);
+    assert!(late.body.contains("decided"), "{}", late.body);
+}
+
+/// 6: a lane whose agent prints HTML: the page shows it as text, makes no
+/// element of it and runs none of it.
+#[test]
+fn agent_output_with_html_shows_as_text_and_runs_nothing() {
+    let fleet = WebFleet::start(&["alpha", "gamma"], &[], "gamma");
+    let browser = fleet.open(PHONE);
+    browser.click("#lanes .lane[data-lane='gamma']");
+    browser.wait_text("#output-title", |t| t.contains("gamma"));
+    let hostile = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
+    let lines = browser.wait_texts("#output .out-line", |t| t.contains("tick 1"));
+    assert!(lines.lines().any(|line| line == hostile), "{lines}");
+    assert_eq!(
+        browser.count("#output *:not(.out-line):not(span[class^='sgr-'])"),
+        0,
+        "no element made of output but the page's own colour spans"
+    );
+    assert_eq!(browser.count("script"), 1, "only the page's own script");
+    assert_eq!(browser.count("img"), 0);
+    assert_eq!(browser.alert_text(), None, "no alert opened");
+}
+
+/// 6: terminal escapes an agent prints are not put on the page as they are:
+/// colours (which the room draws) leave no `ESC[31m` behind, and the other
+/// sequences are removed, as in the control room.
+#[test]
+fn agent_output_with_terminal_escapes_shows_colours_and_no_escape_codes() {
+    let fleet = WebFleet::start(&["gamma"], &[], "gamma");
+    let browser = fleet.open(DESKTOP);
+    browser.wait_text("#output-title", |t| t.contains("gamma"));
+    let lines = browser.wait_texts("#output .out-line", |t| t.contains("after"));
+    let line = lines
+        .lines()
+        .find(|line| line.starts_with("esc "))
+        .unwrap_or_default();
+    assert!(
+        !line.contains('\u{1b}') && !line.contains("[31m") && !line.contains('\u{7}'),
+        "the line shows escape codes: {line:?}"
+    );
+    assert!(line.contains("red") && line.contains("after"), "{line:?}");
+    // The colour the agent asked for is kept, as a class: the text stays text.
+    let red = browser
+        .try_text("#output .out-line .sgr-31")
+        .unwrap_or_default();
+    assert_eq!(red, "red");
+}
+
+/// A lane is picked with a press as long as a person's (300 ms), by finger
+/// and by mouse, while the lanes write output and the page's state changes
+/// several times a second. (A row replaced between press and release gets
+/// no click.) The output pane is let grow to its full height first, so
+/// that the layout no longer moves.
+#[test]
+fn a_lane_is_picked_with_a_press_while_the_fleet_is_busy() {
+    let fleet = WebFleet::start(&["alpha", "beta", "gamma"], &[], "");
+    for size in [PHONE, DESKTOP] {
+        let browser = fleet.open(size);
+        browser.wait_js(
+            "the output pane at its full height",
+            "const o = document.querySelector('#output'); return o.scrollHeight > o.clientHeight + 40;",
+        );
+        for lane in ["beta", "gamma", "alpha"] {
+            let row = format!("#lanes .lane[data-lane='{lane}']");
+            browser.press(&row, Duration::from_millis(300));
+            let shown = browser.try_text("#output-title").unwrap_or_default();
+            assert!(
+                shown.contains(lane),
+                "pressed {lane} at {size:?}; the page shows {shown:?}"
+            );
+        }
+    }
+}
+
+/// One HTTP/1.1 answer: its status, its headers (names lowercased), its body.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        let found = self.headers.iter().find(|(key, _)| key == name);
+        found.map(|(_, value)| value.as_str())
+    }
+}
+
+/// `method path` to `addr` over a connection of its own, with `headers`
+/// (`Name: value` lines) and `body`.
+fn http(addr: &str, method: &str, path: &str, headers: &[String], body: &str) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    stream
+        .set_read_timeout(Some(DEADLINE))
+        .expect("read timeout");
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for header in headers {
+        request.push_str(&format!("{header}\r\n"));
+    }
+    request.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read the answer");
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let mut lines = head.lines();
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok());
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(key, value)| (key.trim().to_ascii_lowercase(), value.trim().to_string()))
+        .collect();
+    Reply {
+        status: status.unwrap_or_else(|| panic!("no status in {answer:?}")),
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// Through real HTTP: no page and no API without the token; the token in
+/// the URL becomes a cookie scripts cannot read.
+#[test]
+fn without_the_token_everything_is_refused_and_the_token_becomes_a_strict_cookie() {
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
+    let addr = served.addr();
+    let cookie = |token: &str| vec![format!("Cookie: clowder_token={token}")];
+    for path in ["/", "/app.js", "/api/state", "/api/events"] {
+        assert_eq!(
+            http(addr, "GET", path, &[], "").status,
+            401,
+            "GET {path} without a token"
+        );
+    }
+    let wrong = http(addr, "GET", "/?token=0123456789abcdef", &[], "");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.body.contains("open the address"), "{}", wrong.body);
+    assert_eq!(
+        http(addr, "GET", "/api/state", &cookie("nope"), "").status,
+        401
+    );
+
+    let opened = http(addr, "GET", &format!("/?token={}", served.token()), &[], "");
+    assert_eq!(opened.status, 303);
+    assert_eq!(opened.header("location"), Some("/"));
+    let set = opened.header("set-cookie").expect("a cookie");
+    assert!(
+        set.starts_with(&format!("clowder_token={};", served.token()))
+            && set.contains("HttpOnly")
+            && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let state = http(addr, "GET", "/api/state", &cookie(served.token()), "");
+    assert_eq!(state.status, 200, "{}", state.body);
+    let state: Value = serde_json::from_str(&state.body).expect("the state is JSON");
+    assert!(
+        state["csrf"].as_str().is_some_and(|csrf| csrf.len() >= 32),
+        "{state}"
+    );
+    let web_url = fleet.base.root().join(".clowder/web-url");
+    assert_eq!(read(&web_url), format!("http://{addr}/\n"));
+    let mode = std::fs::metadata(&web_url).expect("web-url").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+    let mut fleet = fleet;
+    let status = fleet.served.take().expect("served").stop();
+    assert!(status.success(), "SIGTERM ends it with 0: {status:?}");
+    assert!(!web_url.exists(), "web-url is removed on exit");
+}
+
+/// A POST that changes things must come from the page: its own `Origin`
+/// and the CSRF token of its state. Refused ones never reach the host.
+#[test]
+fn a_decision_from_another_origin_or_without_the_csrf_token_is_refused() {
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
+    let addr = served.addr();
+    let cookie = format!("Cookie: clowder_token={}", served.token());
+    let state = http(addr, "GET", "/api/state", std::slice::from_ref(&cookie), "");
+    let state: Value = serde_json::from_str(&state.body).expect("the state is JSON");
+    let csrf = state["csrf"].as_str().expect("a csrf token").to_string();
+    let body = r#"{"id": "no-such-request", "decision": "approve"}"#;
+    let post = |origin: Option<&str>, csrf: &str| {
+        let mut headers = vec![cookie.clone(), "Content-Type: application/json".to_string()];
+        headers.extend(origin.map(|origin| format!("Origin: {origin}")));
+        headers.push(format!("X-Clowder-Csrf: {csrf}"));
+        http(addr, "POST", "/api/decide", &headers, body)
+    };
+    let own = format!("http://{addr}");
+    for (origin, token, why) in [
+        (
+            Some("http://evil.example"),
+            csrf.as_str(),
+            "a foreign Origin",
+        ),
+        (Some("null"), csrf.as_str(), "an opaque Origin"),
+        (None, csrf.as_str(), "no Origin"),
+        (Some(own.as_str()), "stale", "a wrong CSRF token"),
+        (Some(own.as_str()), "", "no CSRF token"),
+    ] {
+        let reply = post(origin, token);
+        assert_eq!(reply.status, 403, "{why}: {}", reply.body);
+    }
+    let reply = post(Some(&own), &csrf);
+    assert_ne!(
+        reply.status, 403,
+        "the page's own request passes: {}",
+        reply.body
+    );
+    assert_ne!(reply.status, 401, "{}", reply.body);
+    let mut headers = vec![
+        "Content-Type: application/json".to_string(),
+        format!("Origin: {own}"),
+    ];
+    headers.push(format!("X-Clowder-Csrf: {csrf}"));
+    let without_cookie = http(addr, "POST", "/api/decide", &headers, body);
+    assert_eq!(without_cookie.status, 401);
+}
+
+/// 1,000 wrong tokens from one address: past the first few, they are
+/// answered 429 with a `Retry-After`, without even being checked; once the
+/// wait is over, the right token works again.
+#[test]
+fn a_thousand_wrong_tokens_are_slowed_down_and_the_right_one_works_after_the_wait() {
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let served = fleet.served();
+    let addr = served.addr();
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let mut retry_after = None;
+    for attempt in 0..1000 {
+        let reply = http(addr, "GET", &format!("/?token=guess{attempt:04}"), &[], "");
+        *statuses.entry(reply.status).or_default() += 1;
+        if reply.status == 429 {
+            retry_after = reply.header("retry-after").map(str::to_string);
+        }
+    }
+    let slowed = statuses.get(&429).copied().unwrap_or(0);
+    assert!(
+        slowed >= 900,
+        "most wrong tokens are answered 429: {statuses:?}"
+    );
+    assert_eq!(
+        statuses.keys().copied().collect::<Vec<_>>(),
+        [401, 429],
+        "{statuses:?}"
+    );
+    let wait: u64 = retry_after
+        .and_then(|s| s.parse().ok())
+        .expect("Retry-After in seconds");
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+
+    let right = format!("/?token={}", served.token());
+    let mut status = 0;
+    let through = wait_until(Duration::from_secs(wait + 30), || {
+        status = http(addr, "GET", &right, &[], "").status;
+        status == 303
+    });
+    assert!(through, "the right token after the wait: {status}");
+}
+
+/// The fleet demo (`clowder demo --headless` in a scratch folder) served:
+/// screenshots of the page at a phone's and a desktop's size while lane
+/// `release` waits for its request (copied to docs/ when
+/// CLOWDER_UPDATE_SCREENSHOTS=1), then Approve from the phone, and the lane
+/// goes on: its agent prints the tool's result.
+#[test]
+fn the_demo_fleet_is_approved_from_a_phone_and_its_screenshots_are_taken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = |name: &str| std::fs::File::create(dir.path().join(name)).expect("log file");
+    let demo = clowder_command(dir.path(), &["demo", "--headless"])
+        .env("DEMO_PACE", "0.1")
+        .stdout(log("demo.out"))
+        .stderr(log("demo.err"))
+        .spawn()
+        .expect("start clowder demo");
+    let fleet = dir.path().join("target/demo/fleet");
+    let made = wait_until(DEADLINE, || {
+        std::os::unix::net::UnixStream::connect(fleet.join(".clowder/host.sock")).is_ok()
+    });
+    let demo = DemoHost {
+        root: fleet.clone(),
+        child: Some(demo),
+    };
+    assert!(
+        made,
+        "the demo's host never served: {}",
+        read(&dir.path().join("demo.err"))
+    );
+    let served = Served::start(&fleet, dir.path().join("serve.err"));
+
+    let phone = open_demo(&served, PHONE, "web-phone.png");
+    drop(open_demo(&served, DESKTOP, "web-desktop.png"));
+
+    let id = request_of(&phone, "release");
+    let card = format!("#requests .request[data-id='{id}']");
+    assert_eq!(
+        phone.text(&format!("{card} .req-subject")),
+        "./release.sh --publish"
+    );
+    phone.click(&format!("{card} button.approve"));
+    phone.click("#lanes .lane[data-lane='release']");
+    phone.wait_texts("#output .out-line", |t| t.contains("published v0.3.0"));
+    drop(served);
+    drop(demo);
+}
+
+/// A browser of `size` on the demo's page once lane `release` asks, its
+/// screenshot in target/screenshots/`name` (and docs/`name` when
+/// CLOWDER_UPDATE_SCREENSHOTS=1).
+fn open_demo(served: &Served, size: (u32, u32), name: &str) -> Browser {
+    let browser = Browser::start(size);
+    browser.goto(&served.url);
+    request_of(&browser, "release");
+    for lane in ["api", "docs", "release"] {
+        browser.wait_for(&format!("#lanes .lane[data-lane='{lane}']"));
+    }
+    browser.wait_texts("#output .out-line", |t| t.contains("release.sh --publish"));
+    let shot = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/screenshots")
+        .join(name);
+    browser.screenshot(&shot);
+    let png = std::fs::read(&shot).expect("read the screenshot");
+    assert_eq!(browser::png_size(&png), Some(size), "{name}");
+    if std::env::var_os("CLOWDER_UPDATE_SCREENSHOTS").is_some_and(|v| v == "1") {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(name);
+        std::fs::copy(&shot, &docs).expect("copy the screenshot to docs/");
+    }
+    browser
+}
+
+/// The demo's host, ended as a service manager would end it.
+struct DemoHost {
+    root: PathBuf,
+    child: Option<Child>,
+}
+
+impl Drop for DemoHost {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            stop_host(&self.root, child);
+        }
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// A page that answers a click, served by axum on a thread of its own.
+fn serve_test_page() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("local address");
+    listener.set_nonblocking(true).expect("nonblocking");
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("tokio listener");
+            const PAGE: &str = "<!doctype html><meta name=viewport content='width=device-width'>\
+                 <input id=name><button id=go onclick=\"document.getElementById('out')\
+                 .textContent = 'hello ' + document.getElementById('name').value\">Go</button>\
+                 <p id=out></p>";
+            let page = || async { axum::response::Html(PAGE) };
+            let app = axum::Router::new().route("/", axum::routing::get(page));
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    addr
+}
+
+/// The browser helper itself: a phone-sized page, typing, a click, text read
+/// back, a screenshot of the phone's size, and no browser process left once
+/// it is dropped.
+#[test]
+fn the_browser_helper_clicks_reads_and_leaves_no_process() {
+    let addr = serve_test_page();
+    let browser = Browser::start(PHONE);
+    browser.goto(&format!("http://{addr}/"));
+    let viewport = browser.execute("return [window.innerWidth, window.innerHeight];");
+    assert_eq!(viewport, serde_json::json!([390, 844]));
+    browser.send_keys("#name", "phone");
+    browser.press("#go", Duration::from_millis(300));
+    assert_eq!(browser.wait_text("#out", |t| !t.is_empty()), "hello phone");
+    browser.send_keys("#name", "!");
+    browser.click("#go");
+    assert_eq!(
+        browser.wait_text("#out", |t| t.ends_with('!')),
+        "hello phone!"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shot = dir.path().join("shot.png");
+    browser.screenshot(&shot);
+    let png = std::fs::read(&shot).expect("read the screenshot");
+    assert_eq!(browser::png_size(&png), Some(PHONE));
+
+    let (driver, marker) = (browser.driver_pid(), browser.marker());
+    assert!(browser.processes().len() > 2, "{:?}", browser.processes());
+    drop(browser);
+    let left = browser::browser_processes(driver, &marker);
+    assert!(left.is_empty(), "left running after drop: {left:?}");
+}
