@@ -259,8 +259,36 @@ struct HookInput {
     #[serde(default)]
     hook_event_name: Option<String>,
     tool_name: String,
+    /// Kept as text until [`tool_input_value`] reads it, so that input nested
+    /// deeper than the JSON reader follows still reaches a person.
     #[serde(default)]
-    tool_input: Option<serde_json::Value>,
+    tool_input: Option<Box<serde_json::value::RawValue>>,
+}
+
+/// The tool's input as JSON. A field nested deeper than the JSON reader follows
+/// (128 levels) is kept as its exact text, a string, so that the request can be
+/// stored, shown whole and decided by a person (rules read only the fields they
+/// know, such as a command, which stay as they are).
+fn tool_input_value(raw: &serde_json::value::RawValue) -> serde_json::Value {
+    use serde_json::Value;
+    use serde_json::value::RawValue;
+    if let Ok(value) = serde_json::from_str::<Value>(raw.get()) {
+        return value;
+    }
+    let as_text = |raw: &RawValue| Value::String(raw.get().to_string());
+    match serde_json::from_str::<std::collections::BTreeMap<String, Box<RawValue>>>(raw.get()) {
+        Ok(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, field)| {
+                    let value = serde_json::from_str::<Value>(field.get())
+                        .unwrap_or_else(|_| as_text(&field));
+                    (key, value)
+                })
+                .collect(),
+        ),
+        Err(_) => as_text(raw),
+    }
 }
 
 #[derive(Serialize)]
@@ -363,7 +391,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         kind: RequestKind::Tool,
         title: String::new(),
         tool_name: Some(hook.tool_name.clone()),
-        tool_input: hook.tool_input,
+        tool_input: hook.tool_input.as_deref().map(tool_input_value),
         session_id: hook.session_id,
         cwd: hook.cwd,
         body: None,

@@ -57,6 +57,8 @@ pub(super) struct Script {
     pub(super) unprovable: Vec<String>,
     /// Commands judged because a program runs them: each can hold more.
     wrapped_judged: usize,
+    /// The code being parsed, innermost last: the parser's positions index into it.
+    code: Vec<Vec<char>>,
 }
 
 /// One simple command: the words a program is started with, and what in them
@@ -179,11 +181,28 @@ impl Script {
         let mut parser = brush_parser::Parser::new(text.as_bytes(), &parser_options());
         match parser.parse_program() {
             Ok(program) => {
+                self.code.push(text.chars().collect());
                 for list in &program.complete_commands {
                     self.list(list, depth);
                 }
+                self.code.pop();
             }
             Err(err) => self.flag(format!("a command the shell parser cannot read ({err})")),
+        }
+    }
+
+    /// What the parser read as `(( … ))`: arithmetic, or, where the two
+    /// parentheses are apart (`( ( ls ) )`), two subshells, as Bash reads them.
+    fn arithmetic(&mut self, command: &ast::ArithmeticCommand, depth: usize) {
+        let at = command.loc.start.index;
+        let adjacent = self
+            .code
+            .last()
+            .is_some_and(|code| code.get(at..at + 2) == Some(&['(', '('][..]));
+        if adjacent {
+            self.flag("arithmetic evaluation `(( … ))`");
+        } else {
+            self.source(&command.expr.value, depth);
         }
     }
 
@@ -230,7 +249,7 @@ impl Script {
     fn compound(&mut self, compound: &ast::CompoundCommand, depth: usize) {
         use ast::CompoundCommand as C;
         match compound {
-            C::Arithmetic(_) => self.flag("arithmetic evaluation `(( … ))`"),
+            C::Arithmetic(command) => self.arithmetic(command, depth),
             C::ArithmeticForClause(clause) => {
                 self.flag("arithmetic evaluation `(( … ))`");
                 self.list(&clause.body.list, depth);
@@ -477,25 +496,7 @@ impl Script {
                     }
                 }
             },
-            ast::IoRedirect::HereDocument(_, here) => {
-                self.flag("a here-document (`<<`)");
-                if here.requires_expansion {
-                    // Only so that deny rules see what its substitutions run.
-                    if let Ok(pieces) =
-                        brush_parser::word::parse_heredoc(&here.doc.value, &parser_options())
-                    {
-                        let (mut text, mut literal) = (String::new(), true);
-                        self.pieces(
-                            &here.doc.value,
-                            &pieces,
-                            &mut text,
-                            &mut literal,
-                            true,
-                            depth,
-                        );
-                    }
-                }
-            }
+            ast::IoRedirect::HereDocument(_, here) => self.here_document(here, depth),
             ast::IoRedirect::HereString(_, word) => {
                 self.flag("a here-string (`<<<`)");
                 self.word(word, depth);
@@ -504,6 +505,33 @@ impl Script {
                 let word = self.word(word, depth);
                 self.write_to(&word);
             }
+        }
+    }
+
+    /// A here-document is the command's input. Quoted (`<<'EOF'`), or with
+    /// nothing to expand, it is plain data, like a file read with `<`; one that
+    /// expands is asked, and its substitutions are read so that deny rules see
+    /// what they run.
+    fn here_document(&mut self, here: &ast::IoHereDocument, depth: usize) {
+        if !here.requires_expansion {
+            return;
+        }
+        let Ok(pieces) = brush_parser::word::parse_heredoc(&here.doc.value, &parser_options())
+        else {
+            self.flag("a here-document (`<<`) the shell parser cannot read");
+            return;
+        };
+        let (mut text, mut literal) = (String::new(), true);
+        self.pieces(
+            &here.doc.value,
+            &pieces,
+            &mut text,
+            &mut literal,
+            true,
+            depth,
+        );
+        if !literal {
+            self.flag("a here-document (`<<`) that expands `$…` or `` `…` ``");
         }
     }
 

@@ -158,9 +158,22 @@ const TABLE: &[(&str, &str)] = &[
     ("cargo test < Cargo.toml", "allow"),
     ("cargo test < /dev/tcp/example.com/80", "ask"),
     // Here-documents and here-strings.
-    ("cargo test <<EOF\nx\nEOF", "ask"),
+    // A here-document that expands nothing is data, like a file read with `<`.
+    ("cargo test <<EOF\nx\nEOF", "allow"),
+    ("cargo test <<'EOF'\n$(rm -rf ~) `id` $HOME\nEOF", "allow"),
+    ("cargo test <<\"EOF\"\nrm -rf ~\nEOF", "allow"),
+    ("cargo test <<EOF\n$HOME\nEOF", "ask"),
+    ("cargo test <<'EOF' > out.txt\nx\nEOF", "ask"),
+    ("cargo test <<'EOF'; rm -rf ~\nx\nEOF", "deny"),
     ("cat <<EOF\n$(rm -rf ~)\nEOF", "deny"),
     ("cargo test <<< x", "ask"),
+    // `( (` apart is two subshells; `((` together is arithmetic.
+    ("( ( cargo test ) )", "allow"),
+    ("( (cargo test) )", "allow"),
+    ("( ( cargo test ) ); ( ( id ) )", "ask"),
+    ("( ( rm -rf ~ ) )", "deny"),
+    ("((cargo test))", "ask"),
+    ("(( x = $(id) ))", "ask"),
     // Code in a string.
     ("eval \"cargo test\"", "ask"),
     ("sh -c \"cargo test\"", "ask"),
@@ -759,4 +772,40 @@ fn a_in_the_control_room_on_a_command_that_overflowed_the_parser_approves_once()
     tmux.wait_for("✓ done: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
+}
+
+/// Input nested deeper than a JSON reader follows (128 levels) still reaches a
+/// person, who sees the deep field as its exact text and can approve it.
+#[test]
+fn input_nested_past_the_json_readers_limit_is_asked_and_can_be_approved() {
+    let project = Project::new("[approvals]\ntimeout = \"60s\"\n");
+    let deep = format!("{}1{}", "{\"a\":".repeat(300), "}".repeat(300));
+    let input = format!(
+        "{{\"session_id\":\"s-1\",\"hook_event_name\":\"PreToolUse\",\"tool_name\":\"Bash\",\"tool_input\":{{\"command\":\"touch x\",\"deep\":{deep}}},\"tool_use_id\":\"toolu_1\"}}"
+    );
+    let mut gate = project
+        .command(&["gate"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn clowder gate");
+    let mut stdin = gate.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write hook");
+    drop(stdin);
+    let mut waiting = None;
+    assert!(
+        wait_until(DEADLINE, || {
+            waiting = pending(&project).into_iter().next();
+            waiting.is_some()
+        }),
+        "the deep call was not queued for a human"
+    );
+    let request = waiting.expect("queued");
+    assert_eq!(request["tool_input"]["command"], "touch x");
+    assert_eq!(request["tool_input"]["deep"], deep.as_str());
+    let id = request["id"].as_str().expect("id").to_string();
+    let approved = project.run(&["approve", &id]);
+    assert_eq!(approved.status.code(), Some(0), "{}", stderr_of(&approved));
+    let output = wait_with_deadline(gate, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(gate_answer(&output).0, "allow");
 }

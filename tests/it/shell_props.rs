@@ -86,7 +86,7 @@ const HAZARD_COMMANDS: &[&str] = &[
     "watch ls",
     "export X=1",
     "printf -v x y",
-    "cat <<EOF\nx\nEOF",
+    "cat <<EOF\n$HOME\nEOF",
 ];
 
 const SEPARATORS: &[&str] = &["; ", " && ", " || ", " | ", "\n"];
@@ -102,8 +102,9 @@ fn script() -> impl Strategy<Value = (String, bool)> {
         prop_oneof![
             (inner.clone(), inner.clone(), select(SEPARATORS))
                 .prop_map(|((a, x), (b, y), sep)| (format!("{a}{sep}{b}"), x || y)),
-            // `( ( a ) )` would read as arithmetic `(( … ))` to the parser.
             inner.clone().prop_map(|(a, x)| (format!("( {a}; )"), x)),
+            // The parser reads `( ( a ) )` as arithmetic; the gate, as Bash does.
+            inner.clone().prop_map(|(a, x)| (format!("( ( {a} ) )"), x)),
             inner.clone().prop_map(|(a, x)| (format!("{{ {a}; }}"), x)),
             (inner.clone(), inner.clone())
                 .prop_map(|((a, x), (b, y))| (format!("if {a}; then {b}; fi"), x || y)),
