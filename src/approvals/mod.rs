@@ -31,6 +31,7 @@ pub mod host_rules;
 pub mod patch;
 pub mod policy;
 mod queue;
+mod safe_options;
 pub mod safe_read;
 mod shell;
 pub mod subject;

@@ -65,6 +65,25 @@ impl RuleRef<'_> {
         self.starts(literal.map(|w| w.text.as_str()))
             && self.pattern_matches(&command.text())
             && command.needs.iter().all(|power| self.names(power, command))
+            && self.known_safe(command)
+    }
+
+    /// Whether a prefix rule for a program of the known-safe table covers the
+    /// command's options: only those known to be safe, and those its prefix
+    /// writes. A pattern rule, or a program not in the table, is not limited.
+    fn known_safe(&self, command: &Simple) -> bool {
+        let Some(prefix) = self.prefix else {
+            return true;
+        };
+        let words: Vec<super::safe_options::Arg> = command
+            .words
+            .iter()
+            .map(|w| super::safe_options::Arg {
+                text: &w.text,
+                literal: w.literal,
+            })
+            .collect();
+        super::safe_options::covers(&words, prefix_words(prefix).len())
     }
 
     /// Whether the rule names a power: its prefix starts with the program or

@@ -11,6 +11,7 @@ mod approvals_always;
 mod approvals_codex;
 mod approvals_files;
 mod approvals_gate;
+mod approvals_known_safe;
 mod approvals_policy;
 mod approvals_rules;
 mod approvals_scripts;
