@@ -5,9 +5,9 @@
 
 use crate::common;
 
-use std::io::Write;
-use std::process::{Child, Stdio};
+use std::process::Child;
 
+use common::gate::spawn_gate;
 use common::*;
 
 /// One prefix rule per program of the table, as people write them.
@@ -151,32 +151,6 @@ const READS: &[&str] = &[
     "cargo tree -e normal --depth 1",
 ];
 
-fn hook(command: &str) -> String {
-    serde_json::json!({
-        "session_id": "s-1",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": { "command": command },
-        "tool_use_id": "toolu_1",
-    })
-    .to_string()
-}
-
-fn spawn_gate(project: &Project, command: &str) -> Child {
-    let mut child = project
-        .command(&["gate", "--timeout", "3s"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn clowder gate");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(hook(command).as_bytes())
-        .expect("write hook");
-    drop(stdin);
-    child
-}
-
 /// `allow`, or `ask` (queued for a person, then timed out), for each command.
 fn decisions(commands: &[&str]) -> Vec<String> {
     let rules: Vec<String> = RULES
@@ -184,7 +158,10 @@ fn decisions(commands: &[&str]) -> Vec<String> {
         .map(|prefix| format!("{{ tool = \"Bash\", prefix = {prefix:?} }}"))
         .collect();
     let project = Project::new(&format!("[approvals]\nallow = [{}]\n", rules.join(", ")));
-    let gates: Vec<Child> = commands.iter().map(|c| spawn_gate(&project, c)).collect();
+    let gates: Vec<Child> = commands
+        .iter()
+        .map(|c| spawn_gate(&project, c, &["--timeout", "3s"]))
+        .collect();
     gates
         .into_iter()
         .map(|gate| {
@@ -235,7 +212,10 @@ fn a_rule_that_names_an_option_covers_it() {
         ("sort -o sorted.txt -r data.txt", "allow"),
         ("sort -o sorted.txt --compress-program=sh data.txt", "ask"),
     ] {
-        let output = wait_with_deadline(spawn_gate(&project, command), DEADLINE);
+        let output = wait_with_deadline(
+            spawn_gate(&project, command, &["--timeout", "3s"]),
+            DEADLINE,
+        );
         let (decision, reason) = gate_answer(&output);
         let got = if reason.starts_with("timed out") {
             "ask"

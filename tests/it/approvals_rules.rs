@@ -10,6 +10,7 @@ use std::io::Write;
 use std::process::{Child, Stdio};
 
 use clowder::approvals::policy::{Call, RuleRef, Verdict, always_rule, decide};
+use common::gate::spawn_gate;
 use common::*;
 
 const ALLOW: &[RuleRef<'static>] = &[
@@ -489,36 +490,6 @@ const REPORTED: &[&str] = &[
     "cargo testify --evil",
 ];
 
-fn hook(command: &str) -> String {
-    serde_json::json!({
-        "session_id": "s-1",
-        "transcript_path": "/tmp/t.jsonl",
-        "cwd": "/work/project",
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": { "command": command, "description": "run it" },
-        "tool_use_id": "toolu_1",
-    })
-    .to_string()
-}
-
-fn spawn_gate(project: &Project, command: &str, extra: &[&str]) -> Child {
-    let mut args = vec!["gate"];
-    args.extend_from_slice(extra);
-    let mut child = project
-        .command(&args)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn clowder gate");
-    let mut stdin = child.stdin.take().expect("stdin");
-    stdin
-        .write_all(hook(command).as_bytes())
-        .expect("write hook");
-    drop(stdin);
-    child
-}
-
 fn pending(project: &Project) -> Vec<serde_json::Value> {
     let output = project.run(&["queue", "--json"]);
     serde_json::from_slice(&output.stdout).expect("queue --json")
@@ -741,7 +712,7 @@ fn a_in_the_control_room_on_a_command_that_overflowed_the_parser_approves_once()
         "[agent]\ncommand = \"./agent.sh\"\nargs = []\n\n[watchdog]\nstale_timeout_mins = 10\n",
     );
     let command = format!("cargo test; [[ {}-n x ]]", "! ".repeat(12_000));
-    project.write("hook.json", &hook(&command));
+    project.write("hook.json", &common::gate::bash_hook(&command));
     project.write(
         "agent.sh",
         &format!(

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod gate;
 pub mod git;
 pub mod host;
 pub mod plan;
