@@ -88,7 +88,10 @@ impl DirArg {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct GateArgs {
+    #[command(subcommand)]
+    pub action: Option<GateAction>,
     #[command(flatten)]
     pub dir: DirArg,
     /// How long to wait for a decision before denying (90s, 10m, 1h, never). The
@@ -96,6 +99,25 @@ pub struct GateArgs {
     /// Claude Code lets the call run when the hook itself times out.
     #[arg(long = "timeout", value_name = "DURATION")]
     pub timeout: Option<Wait>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum GateAction {
+    /// Run a labelled corpus (JSON lines of `tool`, `input`, `expect`) through this
+    /// folder's rules and count what they allow, deny and ask; exit 1 when a
+    /// destructive call is allowed
+    Eval(EvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Corpus files: one call a line, `{"tool": "Bash", "input": {"command": "…"},
+    /// "expect": "safe" | "destructive", "note": "…"}`
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Print the counts and every destructive call allowed as JSON
+    #[arg(long = "json")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -324,6 +346,9 @@ pub fn hook_answer(allow: bool, reason: &str) -> String {
 /// `clowder gate`: a Claude Code PreToolUse hook that holds the tool call until a
 /// human decides. Fails closed: every error, a panic included, exits 2 (blocks).
 pub fn gate(mut args: GateArgs) -> i32 {
+    if let Some(GateAction::Eval(eval)) = &args.action {
+        return gate_eval(eval);
+    }
     std::panic::set_hook(Box::new(|info| {
         let _ = writeln!(
             std::io::stderr(),
@@ -355,6 +380,31 @@ pub fn gate(mut args: GateArgs) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// `clowder gate eval`: 0 when no destructive call is allowed, 1 when one is,
+/// 2 when the rules or the corpus cannot be read.
+fn gate_eval(args: &EvalArgs) -> i32 {
+    let report = approvals_config().and_then(|config| super::eval::evaluate(&args.files, &config));
+    let report = match report {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("clowder gate eval: {}", escape(&err));
+            return EXIT_ERROR;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(json) => println!("{json}"),
+            Err(err) => {
+                eprintln!("clowder gate eval: {err}");
+                return EXIT_ERROR;
+            }
+        }
+    } else {
+        print!("{}", report.table());
+    }
+    i32::from(!report.destructive_allowed.is_empty())
 }
 
 fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<i32, String> {

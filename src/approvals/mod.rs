@@ -25,6 +25,7 @@
 pub mod claude_hook;
 pub mod codex_hook;
 pub mod commands;
+pub mod eval;
 mod events;
 mod formats;
 pub mod host_rules;

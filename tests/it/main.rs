@@ -9,6 +9,7 @@ mod source;
 
 mod approvals_always;
 mod approvals_codex;
+mod approvals_eval;
 mod approvals_files;
 mod approvals_gate;
 mod approvals_known_safe;
