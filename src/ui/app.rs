@@ -20,7 +20,7 @@ use crate::fleet::link::{HostMsg, HostRequest};
 use crate::fleet::registry::LaneKind;
 use crate::protocol::{Command, Event, ExitReason, LoopState, Snapshot};
 use crate::supervisor::core::Level;
-use crate::ui::event_text;
+use crate::fleet::event_text;
 use crate::ui::keymap::{self, Action, Context};
 use crate::ui::new_lane::{DialogOutcome, NewLaneDialog};
 

@@ -189,15 +189,15 @@ impl HostState {
             LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
             LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
             LaneReport::Log { at, level, text } => {
-                if crate::ui::event_text::repeats_an_event(text) {
+                if crate::fleet::event_text::repeats_an_event(text) {
                     return false;
                 }
-                let text = crate::ui::event_text::log_summary(text);
+                let text = crate::fleet::event_text::log_summary(text);
                 self.log(*at, *level, Some(lane), &text);
             }
             LaneReport::Event { at, event } => {
-                let level = crate::ui::event_text::level(event);
-                let words = crate::ui::event_text::summaries(event);
+                let level = crate::fleet::event_text::level(event);
+                let words = crate::fleet::event_text::summaries(event);
                 let text = words.into_iter().next().unwrap_or_default();
                 self.log(*at, level, Some(lane), &text);
             }
