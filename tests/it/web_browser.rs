@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use browser::{Browser, DESKTOP, PHONE};
 use common::git::clowder_command;
-use common::host::{HostFleet, stop_host};
+use common::host::{Asking, HostFleet, stop_host};
 use common::{DEADLINE, clowder_bin, send_signal, wait_until};
 use serde_json::Value;
 
@@ -341,6 +341,44 @@ fn holds_text(dir: &Path, text: &str) -> bool {
             std::fs::read_to_string(&path).is_ok_and(|content| content.contains(text))
         }
     })
+}
+
+/// A command that hides what it does in bidi and zero-width characters
+/// shows them escaped, not reordered; a 100,028-character one says, under
+/// its start, its length and how it ends.
+#[test]
+fn a_card_shows_invisible_characters_escaped_and_a_long_commands_end() {
+    let fleet = WebFleet::start(&["alpha"], &[], "");
+    let browser = fleet.open(PHONE);
+    let root = fleet.base.root();
+    let long = format!(
+        "make deploy ARGS={} && ./release.sh --publish",
+        "A".repeat(99_985)
+    );
+    let _asking = [
+        Asking::start(root, "echo \u{202e}; ~ fr- mr\u{202c}"),
+        Asking::start(root, &long),
+    ];
+    browser.wait_js(
+        "two cards",
+        "return document.querySelectorAll('#requests .request').length === 2;",
+    );
+    let subjects = browser.texts("#requests .req-subject");
+    assert!(
+        subjects.contains(&r"echo \u{202e}; ~ fr- mr\u{202c}".to_string()),
+        "{:?}",
+        subjects.iter().map(|s| s.chars().take(60).collect::<String>()).collect::<Vec<_>>()
+    );
+    let ends = browser.texts("#requests .req-end");
+    let said = ends.iter().find(|end| !end.is_empty()).expect("a long command's end");
+    assert!(
+        said.starts_with("100,028 characters; it ends: …")
+            && said.ends_with("AAA && ./release.sh --publish"),
+        "{said}"
+    );
+    let shown = "return [...document.querySelectorAll('#requests .req-end')]
+        .filter(e => e.offsetHeight > 0).length;";
+    assert_eq!(browser.execute(shown), 1, "only the long command's end shows");
 }
 
 /// A request decided elsewhere (`clowder approve` in a terminal) leaves the

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 
 use common::git::clowder_command;
-use common::host::{HostFleet, stop_host};
+use common::host::{Asking, HostFleet, stop_host};
 use common::{DEADLINE, send_signal, stderr_of, wait_until};
 use serde_json::{Value, json};
 
@@ -268,36 +268,6 @@ fn the_page_names_itself_beside_the_socket_while_it_runs() {
     page.stop();
     assert!(!file.exists(), "web-url outlived the page");
     stop_host(fleet.root(), host);
-}
-
-/// `clowder gate` asking about `command` in `root`'s queue, as an agent's
-/// hook would; killed on drop.
-struct Asking(Child);
-
-impl Asking {
-    fn start(root: &Path, command: &str) -> Asking {
-        let mut child = clowder_command(root, &["gate", "--timeout", "120s"])
-            .env("CLOWDER_APPROVALS_DIR", root.join(".clowder/approvals"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start clowder gate");
-        let hook = json!({
-            "session_id": "s-1", "cwd": root, "hook_event_name": "PreToolUse",
-            "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "toolu_1"
-        });
-        let mut stdin = child.stdin.take().expect("stdin");
-        std::io::Write::write_all(&mut stdin, hook.to_string().as_bytes()).expect("write the hook");
-        Asking(child)
-    }
-}
-
-impl Drop for Asking {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A command with bidi and zero-width characters shows them escaped (as
