@@ -61,10 +61,12 @@ impl Served {
         rest.split('/').next().expect("a host")
     }
 
+    /// The token after `#token=` (or an older `?token=`).
     fn token(&self) -> &str {
         self.url
-            .split("#token=")
-            .nth(1)
+            .split_once("#token=")
+            .or_else(|| self.url.split_once("?token="))
+            .map(|(_, token)| token)
             .expect("a token in the URL")
     }
 

@@ -43,7 +43,10 @@ impl Page {
             .read_line(&mut line)
             .expect("read the address");
         let url = line.trim().to_string();
-        let (base, token) = url.split_once("#token=").expect("an address with a token");
+        let (base, token) = url
+            .split_once("#token=")
+            .or_else(|| url.split_once("?token="))
+            .expect("an address with a token");
         assert!(base.starts_with("http://") && base.ends_with('/'), "{url}");
         Page {
             child,
