@@ -62,7 +62,9 @@ pub fn announce(bases: &[String], token: &str, local: SocketAddr) {
         .collect();
     // A reader that took the first line and went must not end the page.
     let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(lines.as_bytes()).and_then(|()| stdout.flush());
+    let _ = stdout
+        .write_all(lines.as_bytes())
+        .and_then(|()| stdout.flush());
     eprintln!(
         "clowder serve: the web inbox is at the address above; the token after `#` stays in the browser (no server is sent it) and the page keeps it while its tab is open"
     );

@@ -167,7 +167,11 @@ mod tests {
         }
         assert_eq!(brake.failed(addr, start), Some(MAX_WAIT));
         let later = start + FORGET_AFTER;
-        assert_eq!(brake.failed(addr, later), None, "forgotten after a quiet while");
+        assert_eq!(
+            brake.failed(addr, later),
+            None,
+            "forgotten after a quiet while"
+        );
         let other: IpAddr = [10, 0, 0, 1].into();
         assert_eq!(brake.failed(other, start), None);
     }

@@ -20,8 +20,8 @@ use futures_util::stream;
 use serde::Deserialize;
 
 use super::auth::{self, Brake};
-use super::listen::Door;
 use super::hosts::{Answer, Shared};
+use super::listen::Door;
 use crate::fleet::wire::WireDecision;
 
 const INDEX_HTML: &str = include_str!("../../assets/web/index.html");
@@ -67,7 +67,9 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .route("/app.css", get(|| async { asset("text/css", APP_CSS) }))
         .merge(api)
-        .layer(middleware::map_response(|response| async { secured(response) }))
+        .layer(middleware::map_response(|response| async {
+            secured(response)
+        }))
 }
 
 /// Lets through a request with the right token in its `Authorization`

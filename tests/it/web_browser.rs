@@ -369,10 +369,16 @@ fn a_card_shows_invisible_characters_escaped_and_a_long_commands_end() {
     assert!(
         subjects.contains(&r"echo \u{202e}; ~ fr- mr\u{202c}".to_string()),
         "{:?}",
-        subjects.iter().map(|s| s.chars().take(60).collect::<String>()).collect::<Vec<_>>()
+        subjects
+            .iter()
+            .map(|s| s.chars().take(60).collect::<String>())
+            .collect::<Vec<_>>()
     );
     let ends = browser.texts("#requests .req-end");
-    let said = ends.iter().find(|end| !end.is_empty()).expect("a long command's end");
+    let said = ends
+        .iter()
+        .find(|end| !end.is_empty())
+        .expect("a long command's end");
     assert!(
         said.starts_with("100,028 characters; it ends: …")
             && said.ends_with("AAA && ./release.sh --publish"),
@@ -380,7 +386,11 @@ fn a_card_shows_invisible_characters_escaped_and_a_long_commands_end() {
     );
     let shown = "return [...document.querySelectorAll('#requests .req-end')]
         .filter(e => e.offsetHeight > 0).length;";
-    assert_eq!(browser.execute(shown), 1, "only the long command's end shows");
+    assert_eq!(
+        browser.execute(shown),
+        1,
+        "only the long command's end shows"
+    );
 }
 
 /// A request decided elsewhere (`clowder approve` in a terminal) leaves the
@@ -616,7 +626,10 @@ impl Recorder {
     }
 
     fn heads(&self) -> Vec<String> {
-        self.heads.lock().map(|heads| heads.clone()).unwrap_or_default()
+        self.heads
+            .lock()
+            .map(|heads| heads.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -630,9 +643,20 @@ fn the_token_reaches_no_other_server_on_this_machine() {
     let served = fleet.served();
     let addr = served.addr();
     let bar = browser.execute("return location.href;");
-    assert_eq!(bar, format!("http://{addr}/").as_str(), "the token left the address bar");
+    assert_eq!(
+        bar,
+        format!("http://{addr}/").as_str(),
+        "the token left the address bar"
+    );
     browser.goto(&format!("http://{addr}/"));
     browser.wait_for("body[data-ready='1']");
+    // The older form of the address opens the page too.
+    let older = Browser::start(PHONE);
+    older.goto(&format!("http://{addr}/?token={}", served.token()));
+    older.wait_for("body[data-ready='1']");
+    let bar = older.execute("return location.href;");
+    assert_eq!(bar, format!("http://{addr}/").as_str());
+    drop(older);
 
     let recorder = Recorder::start();
     browser.goto(&format!("http://{}/", recorder.addr));
@@ -666,9 +690,16 @@ fn the_token_reaches_no_other_server_on_this_machine() {
         replayed.push(format!("Origin: http://{addr}"));
         replayed.push("Content-Type: application/json".to_string());
         let decided = http(addr, "POST", "/api/decide", &replayed, &body);
-        assert_eq!(decided.status, 401, "replayed {replayed:?}: {}", decided.body);
+        assert_eq!(
+            decided.status, 401,
+            "replayed {replayed:?}: {}",
+            decided.body
+        );
     }
-    assert!(fleet.base.out("gate-exit-alpha").is_empty(), "nothing approved");
+    assert!(
+        fleet.base.out("gate-exit-alpha").is_empty(),
+        "nothing approved"
+    );
 }
 
 /// The id of the first request waiting, through the API with `token`.
@@ -678,7 +709,9 @@ fn wait_for_request(addr: &str, token: &str) -> String {
     let seen = wait_until(DEADLINE, || {
         let state = http(addr, "GET", "/api/state", std::slice::from_ref(&auth), "");
         let state: Value = serde_json::from_str(&state.body).unwrap_or_default();
-        id = state["view"]["requests"][0]["id"].as_str().map(str::to_string);
+        id = state["view"]["requests"][0]["id"]
+            .as_str()
+            .map(str::to_string);
         id.is_some()
     });
     assert!(seen, "no request came");

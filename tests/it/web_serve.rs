@@ -137,7 +137,11 @@ fn get(page: &Page, path: &str, headers: &[(&str, &str)]) -> (u16, Option<String
         .get("set-cookie")
         .map(|value| value.to_str().unwrap_or_default().to_string());
     let status = response.status().as_u16();
-    (status, cookie, response.body_mut().read_to_string().unwrap_or_default())
+    (
+        status,
+        cookie,
+        response.body_mut().read_to_string().unwrap_or_default(),
+    )
 }
 
 /// The page itself holds nothing secret and sets no cookie; its API answers
@@ -166,7 +170,11 @@ fn the_api_takes_the_token_only_in_a_header_and_no_cookie_is_ever_set() {
         ("/api/state", vec![], "no token"),
         ("/api/state", vec![("Cookie", cookie.as_str())], "a cookie"),
         (state_query.as_str(), vec![], "the query"),
-        ("/api/events", vec![("Authorization", wrong.as_str())], "a wrong token"),
+        (
+            "/api/events",
+            vec![("Authorization", wrong.as_str())],
+            "a wrong token",
+        ),
     ] {
         let (status, _, body) = get(&page, path, &headers);
         assert_eq!(status, 401, "GET {path} with {why}: {body}");
@@ -334,7 +342,11 @@ fn a_host_that_ends_is_said_once_while_it_is_retried() {
             .as_array()
             .expect("events")
             .iter()
-            .filter(|event| event["text"].as_str().is_some_and(|t| t.contains("unreachable")))
+            .filter(|event| {
+                event["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("unreachable"))
+            })
             .count();
         assert_eq!(said, 1, "{:#}", state["view"]["events"]);
         std::thread::sleep(std::time::Duration::from_millis(250));
@@ -382,7 +394,10 @@ fn a_right_token_always_works_while_wrong_ones_are_braked() {
     for thread in braked {
         let (status, took) = thread.join().expect("a wrong attempt");
         assert_eq!(status, 429);
-        assert!(took >= std::time::Duration::from_millis(900), "answered after {took:?}");
+        assert!(
+            took >= std::time::Duration::from_millis(900),
+            "answered after {took:?}"
+        );
     }
     page.stop();
     stop_host(fleet.root(), host);
@@ -396,7 +411,10 @@ fn half_open_connections_never_keep_the_page_away() {
     let fleet = HostFleet::new(&["a"], 1);
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
-    let addr = page.base.trim_start_matches("http://").trim_end_matches('/');
+    let addr = page
+        .base
+        .trim_start_matches("http://")
+        .trim_end_matches('/');
     let mut open: Vec<std::net::TcpStream> = (0..2_000)
         .map(|_| {
             let mut stream = std::net::TcpStream::connect(addr).expect("connect");
