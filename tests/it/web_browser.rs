@@ -700,6 +700,16 @@ fn the_token_reaches_no_other_server_on_this_machine() {
         fleet.base.out("gate-exit-alpha").is_empty(),
         "nothing approved"
     );
+
+    // A second page on this machine, opened in the same tab, has its own
+    // token: the first one still opens without its address.
+    let second = Served::start(fleet.base.root(), fleet.base.out_dir().join("serve2.err"));
+    assert_ne!(second.token(), served.token());
+    browser.goto(&second.url);
+    browser.wait_for("body[data-ready='1']");
+    browser.goto(&format!("http://{addr}/"));
+    browser.wait_for("body[data-ready='1']");
+    assert_eq!(browser.try_text("#flash").unwrap_or_default(), "");
 }
 
 /// The id of the first request waiting, through the API with `token`.
