@@ -213,11 +213,12 @@ class Server:
         parsed = urllib.parse.urlsplit(self.url)
         self.origin = f"{parsed.scheme}://{parsed.netloc}"
         self.port = parsed.port
-        self.token = urllib.parse.parse_qs(parsed.query)["token"][0]
+        # The token comes after `#token=` (a browser sends the fragment nowhere).
+        self.token = urllib.parse.parse_qs(parsed.fragment or parsed.query)["token"][0]
         self.csrf = None
 
     def call(self, path, body=None):
-        headers = {"Cookie": f"clowder_token={self.token}"}
+        headers = {"Authorization": f"Bearer {self.token}"}
         data = None
         if body is not None:
             data = json.dumps(body).encode()
@@ -249,7 +250,7 @@ def probe(server, secs):
     first (which every page gets when it connects)."""
     sock = socket.create_connection(("127.0.0.1", server.port))
     sock.sendall((f"GET /api/events HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
-                  f"Cookie: clowder_token={server.token}\r\nAccept: text/event-stream\r\n\r\n").encode())
+                  f"Authorization: Bearer {server.token}\r\nAccept: text/event-stream\r\n\r\n").encode())
     seen = b""
     deadline = time.time() + 10
     while b"event: state" not in seen and b"event:state" not in seen:

@@ -1,5 +1,9 @@
 // The clowder web inbox. Everything the fleet says is put on the page as
 // text (textContent), never as HTML: agent output and commands stay inert.
+// The token comes in the address's fragment (`#token=…`, which the browser
+// sends to no server), is kept in this tab's sessionStorage (which belongs
+// to this origin, port included) and goes in a header on every request:
+// never in a cookie, which would go to every server on 127.0.0.1.
 "use strict";
 
 (() => {
@@ -11,8 +15,28 @@
   let view = { hosts: [], lanes: [], requests: [], events: [] };
   let shownLane = null; // the lane whose output shows
   let selected = 0; // index of the selected request
-  let source = null;
+  let feed = null; // the AbortController of the live feed
+  let feedUp = false;
   const decidedHere = new Set(); // requests this page decided
+  const TOKEN_KEY = "clowder-token";
+  const token = takeToken();
+
+  // The token of the address opened (`#token=`, or the older `?token=`),
+  // else the one this tab kept; the address bar is left without it.
+  function takeToken() {
+    const given =
+      new URLSearchParams(location.hash.slice(1)).get("token") ||
+      new URLSearchParams(location.search).get("token");
+    if (given) {
+      sessionStorage.setItem(TOKEN_KEY, given);
+      history.replaceState(null, "", "/");
+    }
+    return sessionStorage.getItem(TOKEN_KEY) || "";
+  }
+
+  function authorized(headers) {
+    return { ...headers, Authorization: `Bearer ${token}` };
+  }
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -61,6 +85,7 @@
     drawRequests();
     drawLanes();
     drawEvents();
+    showConn();
     const waiting = view.requests.length;
     $("#summary").textContent =
       `${view.lanes.length} lane${view.lanes.length === 1 ? "" : "s"}` +
@@ -107,6 +132,7 @@
     const head = el("div", "req-head");
     head.append(el("span", "req-lane"), el("span", "req-tool"), el("span", "req-waited"));
     const subject = el("pre", "req-subject");
+    const end = el("pre", "req-end");
     const body = el("pre", "req-body");
     const actions = el("div", "req-actions");
     const approve = el("button", "approve", "Approve");
@@ -118,7 +144,7 @@
     const reject = el("button", "reject", "Reject");
     reject.type = "button";
     actions.append(approve, reason, reject);
-    card.append(head, subject, body, actions);
+    card.append(head, subject, end, body, actions);
     approve.addEventListener("click", () => decide(card.dataset.id, "approve", ""));
     reject.addEventListener("click", () => rejectFrom(card));
     reason.addEventListener("keydown", (event) => {
@@ -146,6 +172,13 @@
     card.querySelector(".req-waited").textContent = `waiting ${duration(ageOf(request.created))}`;
     card.querySelector(".req-waited").dataset.since = request.created;
     card.querySelector(".req-subject").textContent = request.subject || request.title;
+    // A subject too long to read whole: its length and how it ends, so that
+    // what follows padding is seen before Approve.
+    const end = card.querySelector(".req-end");
+    end.textContent = request.subject_end
+      ? `${request.subject_chars.toLocaleString("en")} characters; it ends: …${request.subject_end}`
+      : "";
+    end.hidden = !request.subject_end;
     const body = card.querySelector(".req-body");
     body.textContent = request.body || "";
     body.hidden = !request.body;
@@ -299,28 +332,75 @@
 
   // ---- the live feed --------------------------------------------------
 
+  // EventSource cannot send a header: the feed is read with fetch, and its
+  // `event:`/`data:` blocks parsed here.
   function connect() {
-    if (source) source.close();
+    if (feed) feed.abort();
+    const controller = new AbortController();
+    feed = controller;
     const address = shownLane ? `/api/events?lane=${encodeURIComponent(shownLane)}` : "/api/events";
-    source = new EventSource(address);
-    const current = source;
-    source.addEventListener("open", () => setConnected(true));
-    source.addEventListener("state", (message) => take(JSON.parse(message.data)));
-    source.addEventListener("output", (message) => takeOutput(JSON.parse(message.data)));
-    source.addEventListener("error", () => {
-      if (current !== source) return;
+    follow(address, controller).catch(() => {}).finally(() => {
+      if (feed !== controller) return;
       setConnected(false);
-      if (current.readyState === EventSource.CLOSED) {
-        // Refused (a restarted server has a new token): ask again later.
-        setTimeout(() => current === source && start(), 3000);
-      }
+      setTimeout(() => feed === controller && start(), 2000);
     });
   }
 
+  async function follow(address, controller) {
+    const response = await fetch(address, { headers: authorized({}), signal: controller.signal });
+    if (!response.ok) {
+      if (response.status === 401) refused(response.status);
+      return;
+    }
+    setConnected(true);
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || feed !== controller) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        dispatch(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+      }
+    }
+  }
+
+  function dispatch(block) {
+    let name = "message";
+    const data = [];
+    for (const line of block.split("\n")) {
+      if (line.startsWith("event:")) name = line.slice(6).trim();
+      else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+    }
+    if (!data.length) return;
+    if (name === "state") take(JSON.parse(data.join("\n")));
+    else if (name === "output") takeOutput(JSON.parse(data.join("\n")));
+  }
+
   function setConnected(up) {
+    feedUp = up;
+    showConn();
+  }
+
+  // The header says what is true now: this page's own link to `clowder
+  // serve`, then each host's behind it.
+  function showConn() {
     const conn = $("#conn");
-    conn.textContent = up ? "live" : "reconnecting…";
-    conn.className = up ? "conn-up" : "conn-down";
+    const gone = view.hosts.filter((host) => host.lost);
+    let text = "live";
+    if (!feedUp) text = "reconnecting…";
+    else if (gone.length) {
+      const named = view.hosts.length > 1 ? ` ${gone.map((host) => host.name || "?").join(", ")}` : "";
+      text = gone.every((host) => host.folder === null) ? `reaching host${named}…` : `host${named} gone, retrying`;
+    }
+    if (conn.textContent !== text) conn.textContent = text;
+    conn.className = text === "live" ? "conn-up" : "conn-down";
+  }
+
+  function refused(status) {
+    flash(`Refused (${status}): open the address that \`clowder serve --http\` printed, with its #token=.`, true);
   }
 
   // ---- what the page may change -----------------------------------------
@@ -329,7 +409,7 @@
     try {
       const response = await fetch(path, {
         method: "POST",
-        headers: { "Content-Type": "application/json", "X-Clowder-Csrf": csrf },
+        headers: authorized({ "Content-Type": "application/json", "X-Clowder-Csrf": csrf }),
         body: JSON.stringify(body),
       });
       const answer = await response.json().catch(() => ({ ok: false, text: `HTTP ${response.status}` }));
@@ -417,11 +497,18 @@
   // ---- start ----------------------------------------------------------------
 
   async function start() {
+    if (!token) {
+      refused(401);
+      setConnected(false);
+      return;
+    }
     try {
-      const response = await fetch("/api/state");
+      const response = await fetch("/api/state", { headers: authorized({}) });
       if (!response.ok) {
-        flash(`Refused (${response.status}): open the address that \`clowder serve --http\` printed.`, true);
+        refused(response.status);
         setConnected(false);
+        // A restarted page has a new token; one with the same (--token-file) comes back.
+        setTimeout(start, 3000);
         return;
       }
       const state = await response.json();

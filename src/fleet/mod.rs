@@ -6,6 +6,7 @@ pub mod actions;
 pub mod attention;
 pub mod cli;
 pub mod client;
+pub mod event_text;
 mod forge;
 pub mod host;
 pub mod lanes;

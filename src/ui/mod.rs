@@ -10,7 +10,6 @@ pub mod app;
 mod attached;
 pub mod attention;
 mod caller;
-pub mod event_text;
 mod fleet;
 mod foreground;
 pub mod keymap;

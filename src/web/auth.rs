@@ -1,6 +1,8 @@
 //! Who may use the web inbox: the token (a random one per start, or
-//! `--token-file`), its cookie, the CSRF token of state-changing requests,
-//! the `Origin` check, and the brake on failed token attempts.
+//! `--token-file`), which the page keeps to itself and sends in an
+//! `Authorization` header, never in a cookie (a cookie would go to every
+//! server on the same host name, whatever its port); the CSRF token and the
+//! `Origin` check of state-changing requests; and the brake on wrong tokens.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -8,16 +10,16 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The cookie that carries the token once the printed URL was opened.
-pub const COOKIE: &str = "clowder_token";
 /// The header a page's state-changing request carries its CSRF token in.
 pub const CSRF_HEADER: &str = "x-clowder-csrf";
 /// A token file's token is at least this long: it guards what agents may run.
 const MIN_TOKEN_LEN: usize = 16;
-/// Failed attempts from one address before it must wait.
+/// Wrong tokens from one address that are answered at once.
 const FREE_FAILURES: u32 = 10;
-/// The longest wait after failed attempts.
-const MAX_LOCK: Duration = Duration::from_secs(60);
+/// The longest an answer to a wrong token is held back.
+const MAX_WAIT: Duration = Duration::from_secs(60);
+/// An address that sent no wrong token for this long starts afresh.
+const FORGET_AFTER: Duration = Duration::from_secs(600);
 /// Addresses remembered at most: a flood of addresses cannot grow memory.
 const MAX_REMEMBERED: usize = 10_000;
 
@@ -42,7 +44,7 @@ pub fn token_from_file(path: &Path) -> Result<String, String> {
     }
     if !token.chars().all(|c| c.is_ascii_graphic()) || token.contains([';', ',', '"', '\\']) {
         return Err(format!(
-            "{}: line 1: the token must be printable ASCII without `;`, `,`, quotes or backslashes (it goes into a cookie)",
+            "{}: line 1: the token must be printable ASCII without `;`, `,`, quotes or backslashes (it goes into a header)",
             path.display()
         ));
     }
@@ -59,17 +61,10 @@ pub fn same_secret(given: &str, expected: &str) -> bool {
     differ == 0
 }
 
-/// The value of cookie `name` in a `Cookie` header.
-pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
-    header.split(';').find_map(|pair| {
-        let (key, value) = pair.trim().split_once('=')?;
-        (key == name).then_some(value)
-    })
-}
-
-/// The `Set-Cookie` that keeps the token in the browser, out of scripts' reach.
-pub fn set_cookie(token: &str) -> String {
-    format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/")
+/// The token of an `Authorization: Bearer TOKEN` header.
+pub fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// Whether a state-changing request comes from the page itself: its
@@ -81,7 +76,9 @@ pub fn same_origin(origin: Option<&str>, host: Option<&str>) -> bool {
     }
 }
 
-/// Failed token attempts per address, and how long each must wait.
+/// Wrong tokens per address, and how long the answer to the next one is
+/// held back. A right token is never braked: every local process shares
+/// 127.0.0.1 with the page's own browser and its SSH tunnels.
 #[derive(Default)]
 pub struct Brake {
     seen: Mutex<HashMap<IpAddr, Failures>>,
@@ -90,47 +87,34 @@ pub struct Brake {
 #[derive(Clone, Copy)]
 struct Failures {
     count: u32,
-    locked_until: Option<Instant>,
+    last: Instant,
 }
 
 impl Brake {
-    /// `Some(wait)` while `addr` must wait before its next attempt is even
-    /// read: a right token is not taken either, or guessing would go on at
-    /// full speed.
-    pub fn locked(&self, addr: IpAddr, now: Instant) -> Option<Duration> {
-        let seen = self.seen.lock().ok()?;
-        let until = seen.get(&addr)?.locked_until?;
-        (until > now).then(|| until - now)
-    }
-
-    /// A wrong token from `addr`: past the free attempts, each one doubles its wait.
-    pub fn failed(&self, addr: IpAddr, now: Instant) {
-        let Ok(mut seen) = self.seen.lock() else {
-            return;
-        };
+    /// A wrong token from `addr`: how long to hold its answer back, `None`
+    /// for the first few. Past them each one waits twice as long as the one
+    /// before, up to a minute, so that guessing goes no faster than the
+    /// connections a guesser may keep open ([`super::listen::MAX_UNTRUSTED`])
+    /// allow.
+    pub fn failed(&self, addr: IpAddr, now: Instant) -> Option<Duration> {
+        let mut seen = self.seen.lock().ok()?;
         if seen.len() >= MAX_REMEMBERED && !seen.contains_key(&addr) {
-            seen.retain(|_, failures| failures.locked_until.is_some_and(|until| until > now));
+            seen.retain(|_, failures| now.duration_since(failures.last) < FORGET_AFTER);
             if seen.len() >= MAX_REMEMBERED {
-                return;
+                return Some(MAX_WAIT);
             }
         }
         let failures = seen.entry(addr).or_insert(Failures {
             count: 0,
-            locked_until: None,
+            last: now,
         });
+        if now.duration_since(failures.last) >= FORGET_AFTER {
+            failures.count = 0;
+        }
         failures.count = failures.count.saturating_add(1);
-        if failures.count >= FREE_FAILURES {
-            let doublings = (failures.count - FREE_FAILURES).min(6);
-            let wait = Duration::from_secs(1 << doublings).min(MAX_LOCK);
-            failures.locked_until = Some(now + wait);
-        }
-    }
-
-    /// A right token from `addr`: its failures are forgotten.
-    pub fn succeeded(&self, addr: IpAddr) {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.remove(&addr);
-        }
+        failures.last = now;
+        let past = failures.count.checked_sub(FREE_FAILURES + 1)?;
+        Some(Duration::from_secs(1 << past.min(6)).min(MAX_WAIT))
     }
 }
 
@@ -148,11 +132,11 @@ mod tests {
     }
 
     #[test]
-    fn the_cookie_is_found_among_others() {
-        let header = "a=1; clowder_token=s3cret; b=2";
-        assert_eq!(cookie_value(header, COOKIE), Some("s3cret"));
-        assert_eq!(cookie_value("a=1", COOKIE), None);
-        assert!(set_cookie("t").contains("HttpOnly; SameSite=Strict"));
+    fn the_token_is_read_from_a_bearer_header() {
+        assert_eq!(bearer("Bearer s3cret"), Some("s3cret"));
+        assert_eq!(bearer("bearer  s3cret "), Some("s3cret"));
+        assert_eq!(bearer("Basic s3cret"), None);
+        assert_eq!(bearer("s3cret"), None);
     }
 
     #[test]
@@ -169,21 +153,27 @@ mod tests {
     }
 
     #[test]
-    fn failures_past_the_free_ones_lock_the_address_longer_each_time() {
+    fn wrong_tokens_past_the_free_ones_wait_longer_each_time_and_are_forgotten() {
         let brake = Brake::default();
         let addr: IpAddr = [127, 0, 0, 1].into();
         let start = Instant::now();
-        for _ in 0..FREE_FAILURES - 1 {
+        for _ in 0..FREE_FAILURES {
+            assert_eq!(brake.failed(addr, start), None);
+        }
+        assert_eq!(brake.failed(addr, start), Some(Duration::from_secs(1)));
+        assert_eq!(brake.failed(addr, start), Some(Duration::from_secs(2)));
+        for _ in 0..10 {
             brake.failed(addr, start);
         }
-        assert_eq!(brake.locked(addr, start), None);
-        brake.failed(addr, start);
-        assert_eq!(brake.locked(addr, start), Some(Duration::from_secs(1)));
-        brake.failed(addr, start);
-        assert_eq!(brake.locked(addr, start), Some(Duration::from_secs(2)));
-        assert_eq!(brake.locked(addr, start + Duration::from_secs(3)), None);
-        brake.succeeded(addr);
-        assert_eq!(brake.locked(addr, start), None);
+        assert_eq!(brake.failed(addr, start), Some(MAX_WAIT));
+        let later = start + FORGET_AFTER;
+        assert_eq!(
+            brake.failed(addr, later),
+            None,
+            "forgotten after a quiet while"
+        );
+        let other: IpAddr = [10, 0, 0, 1].into();
+        assert_eq!(brake.failed(other, start), None);
     }
 
     #[test]

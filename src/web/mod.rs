@@ -1,18 +1,22 @@
 //! `clowder serve --http`: the inbox in a browser. A small page, embedded in
 //! the binary, shows the fleet of one or more hosts (reached over the host
 //! protocol, as `clowder attach` reaches them) and decides their requests,
-//! behind a token, its cookie, an `Origin` check and a CSRF token.
+//! behind a token the page sends in a header, an `Origin` check and a CSRF
+//! token.
 
+mod announce;
 mod auth;
 mod feed;
 mod follow;
 mod hosts;
+mod listen;
 mod model;
 mod routes;
+mod url_file;
 mod view;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 pub use hosts::WebHost;
@@ -75,16 +79,9 @@ async fn serve(options: WebOptions) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|err| format!("cannot read the address listened on: {err}"))?;
-    let base = format!("http://{local}/");
-    let written: Vec<PathBuf> = options
-        .hosts
-        .iter()
-        .filter_map(|host| match &host.target {
-            Target::Folder(folder) => Some(folder.join(STATE_DIR).join(WEB_URL_FILE)),
-            _ => None,
-        })
-        .filter(|path| write_web_url(path, &base))
-        .collect();
+    let bases = announce::bases(local);
+    let base = bases.first().cloned().unwrap_or_default();
+    let named = name_the_page(&options.hosts, &base);
     let shared = hosts::Shared::start(options.hosts);
     let app = Arc::new(routes::App {
         shared,
@@ -93,37 +90,34 @@ async fn serve(options: WebOptions) -> Result<(), String> {
         brake: auth::Brake::default(),
         feeds: Arc::default(),
     });
-    announce(&base, &app.token, local);
-    let service = routes::router(app).into_make_service_with_connect_info::<SocketAddr>();
-    let served = tokio::select! {
-        served = axum::serve(listener, service) => served.map_err(|err| format!("the server failed: {err}")),
-        () = stop => Ok(()),
-    };
-    for path in written {
-        remove_web_url(&path, &base);
+    announce::announce(&bases, &app.token, local);
+    tokio::select! {
+        () = listen::serve(listener, routes::router(app)) => {}
+        () = stop => {}
     }
-    served
+    drop(named);
+    Ok(())
 }
 
-/// The page's address on stdout (the one line a script reads), and how to
-/// reach it safely on stderr.
-fn announce(base: &str, token: &str, local: SocketAddr) {
-    use std::io::Write;
-    println!("{base}?token={token}");
-    let _ = std::io::stdout().flush();
-    eprintln!(
-        "clowder serve: the web inbox is at the address above; it sets a cookie, so the token need not be typed again"
-    );
-    if local.ip().is_loopback() {
-        eprintln!(
-            "clowder serve: from another machine, tunnel to it: ssh -L {port}:127.0.0.1:{port} THIS-HOST, then open http://127.0.0.1:{port}/?token=…",
-            port = local.port()
-        );
-    } else {
-        eprintln!(
-            "clowder serve: {local} is open to the network: reach it only through a private network (Tailscale, WireGuard) or an SSH tunnel, never from the internet"
-        );
+/// Names the page in `.clowder/web-url` of each folder it serves, unless
+/// another page that still runs is named there.
+fn name_the_page(hosts: &[WebHost], base: &str) -> Vec<url_file::WebUrl> {
+    let mut named = Vec::new();
+    for host in hosts {
+        let Target::Folder(folder) = &host.target else {
+            continue;
+        };
+        let path = folder.join(STATE_DIR).join(WEB_URL_FILE);
+        match url_file::claim(&path, base) {
+            url_file::Claim::Named(file) => named.push(file),
+            url_file::Claim::Taken(other) => eprintln!(
+                "clowder serve: {} names another page that still runs ({other}); the host's notices keep pointing there",
+                path.display()
+            ),
+            url_file::Claim::Skipped => {}
+        }
     }
+    named
 }
 
 /// Ends at the first SIGTERM or SIGINT.
@@ -138,30 +132,4 @@ fn stop_signal() -> Result<impl std::future::Future<Output = ()>, String> {
             _ = int.recv() => {}
         }
     })
-}
-
-/// Names the page for the folder's host; false when the folder has no
-/// `.clowder` (no host was ever there) or the file cannot be written.
-fn write_web_url(path: &Path, base: &str) -> bool {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if !path.parent().is_some_and(Path::is_dir) {
-        return false;
-    }
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut file| file.write_all(format!("{base}\n").as_bytes()));
-    written.is_ok()
-}
-
-/// Removes the page's name, unless another server wrote its own since.
-fn remove_web_url(path: &Path, base: &str) {
-    let ours = std::fs::read_to_string(path).is_ok_and(|text| text.trim() == base);
-    if ours {
-        let _ = std::fs::remove_file(path);
-    }
 }

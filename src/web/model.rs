@@ -49,6 +49,10 @@ pub struct EventLine {
     pub level: &'static str,
     pub lane: Option<String>,
     pub text: String,
+    /// The line that says its host is unreachable: each retry updates it
+    /// rather than adding one.
+    #[serde(skip)]
+    pub lost: bool,
 }
 
 /// The fleet over every host the page serves.
@@ -94,7 +98,7 @@ impl Model {
                 };
                 let text = crate::fleet::remote::unreachable_text(&name, *since, why, *retry);
                 host.lost = Some(why.clone());
-                host.log(now, Level::Warn, None, &text);
+                host.say_lost(now, &text);
             }
             RemoteEvent::Reply { .. } | RemoteEvent::Overflowed(_) | RemoteEvent::Output(_) => {
                 return false;
@@ -189,21 +193,36 @@ impl HostState {
             LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
             LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
             LaneReport::Log { at, level, text } => {
-                if crate::ui::event_text::repeats_an_event(text) {
+                if crate::fleet::event_text::repeats_an_event(text) {
                     return false;
                 }
-                let text = crate::ui::event_text::log_summary(text);
+                let text = crate::fleet::event_text::log_summary(text);
                 self.log(*at, *level, Some(lane), &text);
             }
             LaneReport::Event { at, event } => {
-                let level = crate::ui::event_text::level(event);
-                let words = crate::ui::event_text::summaries(event);
+                let level = crate::fleet::event_text::level(event);
+                let words = crate::fleet::event_text::summaries(event);
                 let text = words.into_iter().next().unwrap_or_default();
                 self.log(*at, level, Some(lane), &text);
             }
             LaneReport::Diff(_) | LaneReport::Removed(_) => return false,
         }
         true
+    }
+
+    /// Says the host is unreachable once, and then updates that line while
+    /// it stays so.
+    fn say_lost(&mut self, now: DateTime<Utc>, text: &str) {
+        let said = self.events.back_mut().filter(|line| line.lost);
+        match said {
+            Some(line) => line.text = crate::escape::one_line(text),
+            None => {
+                self.log(now, Level::Warn, None, text);
+                if let Some(line) = self.events.back_mut() {
+                    line.lost = true;
+                }
+            }
+        }
     }
 
     pub fn log(&mut self, at: DateTime<Utc>, level: Level, lane: Option<&LaneName>, text: &str) {
@@ -215,6 +234,7 @@ impl HostState {
             level: level.as_str(),
             lane: lane.map(ToString::to_string),
             text: crate::escape::one_line(text),
+            lost: false,
         });
     }
 
@@ -328,8 +348,12 @@ mod tests {
             assert!(model.apply(0, &lost, now));
         }
         assert_eq!(model.hosts[0].lost.as_deref(), Some("the host hung up"));
-        assert_eq!(model.hosts[0].events.len(), EVENTS_KEPT);
+        assert_eq!(model.hosts[0].events.len(), 1, "said once, then updated");
         assert!(model.hosts[0].events[0].text.contains("host unreachable"));
+        for index in 0..EVENTS_KEPT + 5 {
+            model.hosts[0].log(now, Level::Info, None, &format!("line {index}"));
+        }
+        assert_eq!(model.hosts[0].events.len(), EVENTS_KEPT);
         model.apply(0, &hello("ann"), now);
         assert_eq!(model.hosts[0].lost, None);
     }

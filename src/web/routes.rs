@@ -1,6 +1,7 @@
-//! The web inbox's HTTP side: the token check in front of everything, the
-//! embedded page, its state and event stream, and the two things it may
-//! change (decide a request, tell a lane), each behind `Origin` and CSRF.
+//! The web inbox's HTTP side: the embedded page (which holds nothing secret
+//! and needs no token), and behind the token check its state, its event
+//! stream and the two things it may change (decide a request, tell a lane),
+//! these two also behind `Origin` and CSRF.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 
 use super::auth::{self, Brake};
 use super::hosts::{Answer, Shared};
+use super::listen::Door;
 use crate::fleet::wire::WireDecision;
 
 const INDEX_HTML: &str = include_str!("../../assets/web/index.html");
@@ -50,6 +52,13 @@ pub struct App {
 }
 
 pub fn router(app: Arc<App>) -> Router {
+    let api = Router::new()
+        .route("/api/state", get(state))
+        .route("/api/events", get(events))
+        .route("/api/decide", post(decide))
+        .route("/api/tell", post(tell))
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
+        .with_state(app);
     Router::new()
         .route("/", get(index))
         .route(
@@ -57,59 +66,42 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| async { asset("text/javascript", APP_JS) }),
         )
         .route("/app.css", get(|| async { asset("text/css", APP_CSS) }))
-        .route("/api/state", get(state))
-        .route("/api/events", get(events))
-        .route("/api/decide", post(decide))
-        .route("/api/tell", post(tell))
-        .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
-        .with_state(app)
+        .merge(api)
+        .layer(middleware::map_response(|response| async {
+            secured(response)
+        }))
 }
 
-/// Lets through only a request with the right token (cookie or `?token=`);
-/// an address that guessed wrong too often waits first.
+/// Lets through a request with the right token in its `Authorization`
+/// header, always; a wrong one is answered 401, and past the first few its
+/// answer is held back, longer each time.
 async fn guard(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     request: Request,
     next: Next,
 ) -> Response {
-    let now = Instant::now();
-    if let Some(wait) = app.brake.locked(peer.ip(), now) {
-        return too_many(wait);
-    }
-    let from_query = query_token(request.uri().query());
-    let from_cookie = request
+    let given = request
         .headers()
-        .get(header::COOKIE)
+        .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|cookie| auth::cookie_value(cookie, auth::COOKIE))
-        .map(str::to_string);
-    let given = from_query.clone().or(from_cookie);
-    let Some(given) = given.filter(|given| auth::same_secret(given, &app.token)) else {
-        app.brake.failed(peer.ip(), now);
-        return secured(unauthorized());
+        .and_then(auth::bearer);
+    let Some(given) = given else {
+        return unauthorized();
     };
-    app.brake.succeeded(peer.ip());
-    if from_query.is_some() {
-        // The token leaves the address bar for a cookie scripts cannot read.
-        return secured(
-            (
-                StatusCode::SEE_OTHER,
-                [
-                    (header::LOCATION, "/".to_string()),
-                    (header::SET_COOKIE, auth::set_cookie(&given)),
-                ],
-            )
-                .into_response(),
-        );
+    if auth::same_secret(given, &app.token) {
+        if let Some(door) = request.extensions().get::<Arc<Door>>() {
+            door.trust();
+        }
+        return next.run(request).await;
     }
-    secured(next.run(request).await)
-}
-
-fn query_token(query: Option<&str>) -> Option<String> {
-    url::form_urlencoded::parse(query?.as_bytes())
-        .find(|(key, _)| key == "token")
-        .map(|(_, value)| value.into_owned())
+    match app.brake.failed(peer.ip(), Instant::now()) {
+        Some(wait) => {
+            tokio::time::sleep(wait).await;
+            too_many(wait)
+        }
+        None => unauthorized(),
+    }
 }
 
 fn secured(mut response: Response) -> Response {
@@ -124,21 +116,19 @@ fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "401: open the address `clowder serve --http` printed, with its token\n",
+        "401: a missing or wrong token: open the address `clowder serve --http` printed\n",
     )
         .into_response()
 }
 
 fn too_many(wait: Duration) -> Response {
     let secs = wait.as_secs().max(1).to_string();
-    secured(
-        (
-            StatusCode::TOO_MANY_REQUESTS,
-            [(header::RETRY_AFTER, secs)],
-            "429: too many wrong tokens from this address; wait and try again\n",
-        )
-            .into_response(),
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, secs)],
+        "429: too many wrong tokens from this address: each answer now waits longer\n",
     )
+        .into_response()
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {

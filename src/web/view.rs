@@ -10,6 +10,11 @@ use super::model::{EventLine, HostState, Model, host_label};
 use crate::fleet::link::LaneEntry;
 use crate::fleet::wire::PendingRequest;
 
+/// A subject longer than this many characters gets its end said apart.
+const LONG_SUBJECT: usize = 400;
+/// The characters of a long subject's end that are said.
+const SUBJECT_END: usize = 160;
+
 #[derive(Serialize)]
 pub struct View<'a> {
     pub hosts: Vec<HostView>,
@@ -53,8 +58,15 @@ pub struct RequestView {
     pub kind: &'static str,
     pub tool: Option<String>,
     pub title: String,
-    /// The full command or file: what the decision is about.
+    /// The full command or file: what the decision is about, every
+    /// character that would show as nothing or reorder the text (bidi and
+    /// zero-width ones, controls) in its visible form, `\u{202e}`.
     pub subject: String,
+    /// The subject's length in characters.
+    pub subject_chars: usize,
+    /// How a subject too long to read whole in its card ends, as the room's
+    /// popup says it: a tail after padding is seen before it is approved.
+    pub subject_end: Option<String>,
     /// A patch or a question's text, when the request carries one.
     pub body: Option<String>,
     pub created: DateTime<Utc>,
@@ -120,6 +132,12 @@ fn request_view(model: &Model, host: &HostState, pending: &PendingRequest) -> Re
         .as_deref()
         .and_then(|lane| host.lanes.iter().find(|entry| entry.name.as_str() == lane))
         .map(|entry| model.shown_name(host, &entry.name));
+    let subject = request.subject();
+    let subject_chars = subject.chars().count();
+    let subject_end = (subject_chars > LONG_SUBJECT).then(|| {
+        let tail: String = subject.chars().skip(subject_chars - SUBJECT_END).collect();
+        crate::escape::one_line(&tail)
+    });
     RequestView {
         id: request.id.clone(),
         lane,
@@ -128,10 +146,15 @@ fn request_view(model: &Model, host: &HostState, pending: &PendingRequest) -> Re
             crate::approvals::RequestKind::Ask => "ask",
             crate::approvals::RequestKind::Session => "session",
         },
-        tool: request.tool_name.clone(),
-        title: request.title.clone(),
-        subject: request.subject(),
-        body: request.body.clone(),
+        tool: request.tool_name.as_deref().map(crate::escape::one_line),
+        title: crate::escape::one_line(&request.title),
+        subject: crate::escape::visible_lines(&subject).into_owned(),
+        subject_chars,
+        subject_end,
+        body: request
+            .body
+            .as_deref()
+            .map(|body| crate::escape::visible_lines(body).into_owned()),
         created: request.created,
         abandoned: pending.abandoned,
     }

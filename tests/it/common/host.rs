@@ -1,8 +1,9 @@
 //! A fleet repository whose host runs headless, for the tests of the host's
 //! socket, `clowder attach` and the CLI through the socket: lanes of the
 //! fleet's fake agent (`tests/agents/fleet-agent.sh`), the host started with
-//! sessions of a chosen length, one lane asking once through the gate, and
-//! the host ended as a service manager would end it.
+//! sessions of a chosen length, one lane asking once through the gate (or a
+//! test asking with a command of its own), and the host ended as a service
+//! manager would end it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -125,4 +126,34 @@ pub fn stop_host(root: &Path, mut host: Child) {
     }
     let _ = host.wait();
     assert!(ended, "the host {pid} did not end on SIGTERM twice");
+}
+
+/// `clowder gate` asking about `command` in `root`'s queue, as an agent's
+/// hook would; killed on drop.
+pub struct Asking(Child);
+
+impl Asking {
+    pub fn start(root: &Path, command: &str) -> Asking {
+        let mut child = clowder_command(root, &["gate", "--timeout", "120s"])
+            .env("CLOWDER_APPROVALS_DIR", root.join(".clowder/approvals"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start clowder gate");
+        let hook = serde_json::json!({
+            "session_id": "s-1", "cwd": root, "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "toolu_1"
+        });
+        let mut stdin = child.stdin.take().expect("stdin");
+        std::io::Write::write_all(&mut stdin, hook.to_string().as_bytes()).expect("write the hook");
+        Asking(child)
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

@@ -1,5 +1,6 @@
-//! The events pane's words: each supervisor event said in a few words, with the
-//! full record kept for when the user opens it.
+//! The words of the events lists, the room's pane and the web page's alike:
+//! each supervisor event said in a few words, with the full record kept for
+//! when the user opens it. Both clients read them from here, below both.
 
 use chrono::{DateTime, Utc};
 
