@@ -132,7 +132,7 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
-    /// Plans: steps with dependencies, each run as a lane (check, run, status, pause, resume, stop, merge, retry)
+    /// Plans: steps with dependencies, each run as a lane (check, run, status, pause, resume, stop, merge, retry, rm)
     #[command(subcommand)]
     Plan(crate::plan::cli::PlanCommand),
     /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
