@@ -286,6 +286,10 @@ pub fn run(args: Args) -> i32 {
         return run_fleet(config, cwd, &args);
     }
     let problem = preflight(&config, &cwd).err();
+    // The agent would be given the placeholder: said before the settings and at start.
+    if let Some(warning) = project::template_warning(config.prompt_path()) {
+        eprintln!("clowder: warning: {warning}");
+    }
     if args.dry_run {
         // The settings are worth seeing even when the agent or prompt is missing.
         let printed = print_dry_run(&config, &config_path, required, &cwd);
