@@ -53,7 +53,10 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
     // `symlink_metadata`: a dangling link there is a file to keep, too.
     let [keep_harness, keep_prompt] = FILES.map(|f| std::fs::symlink_metadata(f).is_ok());
     let (agent, harness) = if keep_harness {
-        for (flag, given) in [("--budget", budget.is_some()), ("--promise", promise.is_some())] {
+        for (flag, given) in [
+            ("--budget", budget.is_some()),
+            ("--promise", promise.is_some()),
+        ] {
             if given {
                 println!(
                     "clowder: {flag} not applied: harness.toml is there and is kept (set it there)"
@@ -75,7 +78,13 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
         write_new(FILES[1], PROMPT_MD)?;
     }
     let excluded = exclude_state_dir()?;
-    summary(agent, [keep_harness, keep_prompt], hook_file, &command, excluded.as_deref());
+    summary(
+        agent,
+        [keep_harness, keep_prompt],
+        hook_file,
+        &command,
+        excluded.as_deref(),
+    );
     Ok(())
 }
 
@@ -138,7 +147,11 @@ fn summary(agent: Agent, kept: [bool; 2], hook_file: &str, command: &str, exclud
         println!(
             "clowder: kept {} as {} (nothing in {} was changed)",
             kept.join(" and "),
-            if kept.len() == 1 { "it was" } else { "they were" },
+            if kept.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            },
             if kept.len() == 1 { "it" } else { "them" },
         );
     }
@@ -154,7 +167,9 @@ fn summary(agent: Agent, kept: [bool; 2], hook_file: &str, command: &str, exclud
     if wrote.contains(&FILES[1]) {
         println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");
     } else {
-        println!("next: `clowder --dry-run` shows the settings, then run `clowder` (or `clowder --headless 5`)");
+        println!(
+            "next: `clowder --dry-run` shows the settings, then run `clowder` (or `clowder --headless 5`)"
+        );
     }
 }
 
@@ -195,7 +210,7 @@ fn choose_agent(asked: Option<Agent>) -> Agent {
     chosen
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(super) fn on_path(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -153,7 +153,10 @@ fn a_second_init_keeps_every_file_and_writes_only_what_is_missing() {
         said.contains("kept harness.toml and PROMPT.md as they were"),
         "{said}"
     );
-    assert!(said.contains("--promise not applied: harness.toml is there"), "{said}");
+    assert!(
+        said.contains("--promise not applied: harness.toml is there"),
+        "{said}"
+    );
     let after: Vec<String> = files.iter().map(|f| setup.read(f)).collect();
     assert_eq!(before, after);
 
@@ -165,7 +168,11 @@ fn a_second_init_keeps_every_file_and_writes_only_what_is_missing() {
     assert!(said.contains("wrote harness.toml"), "{said}");
     assert!(said.contains("kept PROMPT.md as it was"), "{said}");
     assert_eq!(setup.read("PROMPT.md"), "Fix the flaky test.\n");
-    assert!(setup.read("harness.toml").contains("prompt_file = \"PROMPT.md\""));
+    assert!(
+        setup
+            .read("harness.toml")
+            .contains("prompt_file = \"PROMPT.md\"")
+    );
     // The hook and the exclude line stay single.
     assert_eq!(exclude_lines(&setup), 1);
     let settings: serde_json::Value =
