@@ -87,6 +87,7 @@ mod tui_lane_numbers;
 mod tui_plan;
 mod tui_room_keys;
 mod tui_room_sizes;
+mod tui_room_waiting;
 mod tui_signals;
 mod tui_tmux;
 mod ui_fleet_snapshots;
