@@ -138,10 +138,13 @@ fn summary(agent: Agent, kept: [bool; 2], hook_file: &str, command: &str, exclud
     }
     let kept = kept_files;
     if !wrote.is_empty() {
-        println!(
-            "clowder: wrote {} (every file clowder writes goes under {STATE_DIR}/)",
-            wrote.join(" and ")
-        );
+        // Only a harness.toml of init's own puts clowder's files there.
+        let under = if wrote.contains(&FILES[0]) {
+            format!(" (every file clowder writes goes under {STATE_DIR}/)")
+        } else {
+            String::new()
+        };
+        println!("clowder: wrote {}{under}", wrote.join(" and "));
     }
     if !kept.is_empty() {
         println!(

@@ -43,7 +43,10 @@ fn a_waiting_tool_call_makes_the_loop_wait_and_is_shown_and_rejected_whole() {
     drop(stdin);
 
     // Cut to `rm -rf…` before: the path now shows on the rows below.
-    tmux.wait_for_all(&["? waiting: a request waits in the inbox", "/tmp/clowder-test/build-"]);
+    tmux.wait_for_all(&[
+        "? waiting: a request waits in the inbox",
+        "/tmp/clowder-test/build-",
+    ]);
     tmux.keys(&["r"]);
     tmux.wait_for_all(&["the loop asks (request", &format!("▶ Bash  {COMMAND}")]);
     tmux.type_text("not the cache");
@@ -58,5 +61,7 @@ fn a_waiting_tool_call_makes_the_loop_wait_and_is_shown_and_rejected_whole() {
     tmux.keys(&["q"]);
     tmux.wait_for("Quit clowder?");
     tmux.keys(&["S"]);
-    assert!(wait_until(DEADLINE, || !tmux.screen().contains("Quit clowder?")));
+    assert!(wait_until(DEADLINE, || !tmux
+        .screen()
+        .contains("Quit clowder?")));
 }
