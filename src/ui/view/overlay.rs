@@ -525,9 +525,13 @@ fn draw_reject(
     let width = 70.min(area.width);
     let inner = width.saturating_sub(2) as usize;
     let request = state.approvals.iter().find(|r| r.id == id);
-    let mut about = vec![match request.and_then(|r| r.lane.as_deref()) {
-        Some(lane) => format!("lane {} asks (request {}):", one_line(lane), one_line(id)),
-        None => format!("the loop asks (request {}):", one_line(id)),
+    let id = one_line(id);
+    let mut about = vec![match request.map(|r| r.lane.as_deref()) {
+        Some(Some(lane)) => format!("lane {} asks (request {id}):", one_line(lane)),
+        Some(None) if state.fleet.is_some() => format!("asked outside any lane (request {id}):"),
+        Some(None) => format!("the loop asks (request {id}):"),
+        // Decided elsewhere meanwhile: the host refuses a second decision.
+        None => format!("request {id} is no longer waiting"),
     }];
     if let Some(request) = request {
         about.extend(super::approvals::described(request, inner, REJECT_SHOWN));
