@@ -140,6 +140,7 @@ fn first_snapshot(options: &Options) -> Result<HostSnapshot> {
             requested: LaneState::Active,
             max_iterations: Some(100),
             kind: LaneKind::Worktree,
+            base: Some("main".into()),
         });
         snapshot.facts.push(LaneFacts {
             lane: name,

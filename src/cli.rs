@@ -132,7 +132,7 @@ pub enum Command {
     Config(meta::ConfigCommand),
     #[command(flatten)]
     Fleet(crate::fleet::cli::FleetCommand),
-    /// Plans: steps with dependencies, each run as a lane (check, run, status, pause, resume, stop, merge, retry)
+    /// Plans: steps with dependencies, each run as a lane (check, run, status, pause, resume, stop, merge, retry, rm)
     #[command(subcommand)]
     Plan(crate::plan::cli::PlanCommand),
     /// Run a task directory's JSON-actions loop: the LLM answers, sandboxed file tools act
@@ -286,6 +286,10 @@ pub fn run(args: Args) -> i32 {
         return run_fleet(config, cwd, &args);
     }
     let problem = preflight(&config, &cwd).err();
+    // The agent would be given the placeholder: said before the settings and at start.
+    if let Some(warning) = project::template_warning(config.prompt_path()) {
+        eprintln!("clowder: warning: {warning}");
+    }
     if args.dry_run {
         // The settings are worth seeing even when the agent or prompt is missing.
         let printed = print_dry_run(&config, &config_path, required, &cwd);

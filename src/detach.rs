@@ -16,6 +16,13 @@
 //! which no handler in the child can catch. And it stops (as the shell's job)
 //! only once the child, suspended by Ctrl-Z or SIGTSTP, has given the terminal
 //! back.
+//!
+//! The other way round, the child ends with the parent: the shell knows only the
+//! parent's PID, so SIGTERM, SIGHUP and SIGINT sent to it by a process are
+//! passed on (those the terminal sends reach the child itself), and if the
+//! parent dies, SIGKILL included, the child is sent SIGHUP by the kernel
+//! (`PR_SET_PDEATHSIG`): its room leaves as when the terminal hangs up and
+//! gives the terminal back, instead of drawing over the shell.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -38,10 +45,58 @@ const DETACHED: u8 = b'D';
 /// parent stops too, so the shell sees its job stopped and takes the terminal.
 const SUSPENDED: u8 = b'S';
 
-static FORWARD_TERM: AtomicI32 = AtomicI32::new(0);
+/// The signals to pass on to the child, one bit per signal number.
+static TO_FORWARD: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn note_sigterm(_: libc::c_int) {
-    FORWARD_TERM.store(1, Ordering::SeqCst);
+/// The signals the parent passes on.
+const FORWARDED: [Signal; 3] = [Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT];
+
+extern "C" fn note_signal(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel hands a SA_SIGINFO handler a valid siginfo, or null.
+    let code = unsafe { info.as_ref() }.map_or(0, |info| info.si_code);
+    // A signal the kernel made (the terminal's Ctrl-C or hang-up: SI_KERNEL)
+    // went to the child too; one a process sent (SI_USER, SI_QUEUE, SI_TKILL:
+    // codes of 0 and below) named this process alone. SIGTERM only ever comes
+    // from someone who named it.
+    if signal == libc::SIGTERM || code <= 0 {
+        TO_FORWARD.fetch_or(1 << signal, Ordering::SeqCst);
+    }
+}
+
+/// Passes on to `child` what [`note_signal`] has kept.
+fn forward_noted(child: Pid) {
+    let noted = TO_FORWARD.swap(0, Ordering::SeqCst);
+    for signal in FORWARDED {
+        if noted & (1 << signal as i32) != 0 {
+            let _ = signal::kill(child, signal);
+        }
+    }
+}
+
+/// Whether whoever started clowder set SIGHUP to be ignored (`nohup`).
+pub fn hangup_ignored() -> bool {
+    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: with no new action, sigaction only writes the current one into
+    // `current`, which is zeroed memory of the right type.
+    let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), current.as_mut_ptr()) };
+    // SAFETY: zeroed is a valid `sigaction`, and a successful call filled it.
+    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// In the child: the signal that ends it when the parent dies, SIGKILL
+/// included. SIGHUP, which the room takes as its terminal gone; SIGTERM under
+/// `nohup`, where SIGHUP is ignored.
+fn end_with(parent: Pid) {
+    let signal = if hangup_ignored() {
+        Signal::SIGTERM
+    } else {
+        Signal::SIGHUP
+    };
+    let set = nix::sys::prctl::set_pdeathsig(signal);
+    // Died before it was set: nobody else will send it.
+    if set.is_ok() && nix::unistd::getppid() != parent {
+        let _ = signal::raise(signal);
+    }
 }
 
 /// Forks the waiting parent. Returns in the child (which goes on) with the
@@ -59,11 +114,13 @@ pub fn fork_waiter() -> Option<Detacher> {
     let (from_child, to_parent) = pipe2(OFlag::O_CLOEXEC).ok()?;
     // Saved before the child can touch the terminal.
     let terminal = SavedTerminal::save();
+    let parent = nix::unistd::getpid();
     // SAFETY: called before any other thread exists (see above), so the child
     // holds no lock another thread owned.
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(from_child);
+            end_with(parent);
             Some(Detacher { to_parent })
         }
         Ok(ForkResult::Parent { child }) => {
@@ -86,18 +143,19 @@ fn single_threaded() -> bool {
 /// exit code, and whether the child died by a signal.
 fn wait_for_child(child: Pid, from_child: &OwnedFd) -> (i32, bool) {
     // The terminal sends SIGINT and SIGHUP to the child as well (same process
-    // group); forwarding them would double them. SIGTERM comes from someone
-    // who named this process: pass it on.
+    // group): only those a process sent to this one are passed on (see
+    // `note_signal`). Under nohup SIGHUP stays ignored.
     let ignore = SigAction::new(SigHandler::SigIgn, SaFlags::empty(), SigSet::empty());
     let forward = SigAction::new(
-        SigHandler::Handler(note_sigterm),
+        SigHandler::SigAction(note_signal),
         SaFlags::empty(),
         SigSet::empty(),
     );
+    let hangup = if hangup_ignored() { &ignore } else { &forward };
     // SAFETY: the handlers only store to an atomic.
     unsafe {
-        let _ = signal::sigaction(Signal::SIGINT, &ignore);
-        let _ = signal::sigaction(Signal::SIGHUP, &ignore);
+        let _ = signal::sigaction(Signal::SIGINT, &forward);
+        let _ = signal::sigaction(Signal::SIGHUP, hangup);
         let _ = signal::sigaction(Signal::SIGQUIT, &ignore);
         // The parent stops when the child says it has (see SUSPENDED), not
         // before the child has given the terminal back.
@@ -106,9 +164,7 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> (i32, bool) {
     }
     let mut byte = [0u8; 1];
     loop {
-        if FORWARD_TERM.swap(0, Ordering::SeqCst) == 1 {
-            let _ = signal::kill(child, Signal::SIGTERM);
-        }
+        forward_noted(child);
         match nix::unistd::read(from_child, &mut byte) {
             Ok(1) if byte[0] == DETACHED => return (0, false),
             Ok(1) if byte[0] == SUSPENDED => {
@@ -126,11 +182,7 @@ fn wait_for_child(child: Pid, from_child: &OwnedFd) -> (i32, bool) {
             Ok(WaitStatus::Exited(_, code)) => return (code, false),
             Ok(WaitStatus::Signaled(_, signal, _)) => return (128 + signal as i32, true),
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => {
-                if FORWARD_TERM.swap(0, Ordering::SeqCst) == 1 {
-                    let _ = signal::kill(child, Signal::SIGTERM);
-                }
-            }
+            Err(nix::errno::Errno::EINTR) => forward_noted(child),
             Err(_) => return (1, false),
         }
     }
@@ -183,6 +235,8 @@ impl Detacher {
         // Leave the session and the terminal first, then let the shell go: once
         // the parent has exited, this process already is what it says it is.
         setsid().map_err(io::Error::from)?;
+        // The parent exits now, and this process goes on.
+        nix::sys::prctl::set_pdeathsig(None).map_err(io::Error::from)?;
         let null = std::fs::OpenOptions::new()
             .read(true)
             .write(true)

@@ -53,10 +53,11 @@ pub fn run(args: DemoArgs) -> i32 {
             return 1;
         }
     };
+    let clowder = command_name(&exe);
     eprintln!(
         "clowder demo: a fleet of {} lanes in {}; lane release asks for approval: \
-         press a in the control room, or run `clowder queue` and `clowder approve ID` there \
-         (or `clowder serve --http` there, for the web inbox)",
+         press a in the control room, or run `{clowder} queue` and `{clowder} approve ID` there \
+         (or `{clowder} serve --http` there, for the web inbox)",
         LANES.len(),
         root.display()
     );
@@ -72,6 +73,21 @@ pub fn run(args: DemoArgs) -> i32 {
     let err = command.exec();
     eprintln!("clowder demo: error: cannot run {}: {err}", exe.display());
     1
+}
+
+/// How to run this clowder from another terminal: `clowder` when that is
+/// what PATH finds, else the path of this binary (`cargo run` built it, nothing
+/// installed it).
+fn command_name(exe: &Path) -> String {
+    let same = |found: PathBuf| {
+        let canonical = |path: &Path| std::fs::canonicalize(path).ok();
+        canonical(&found).is_some_and(|found| Some(found) == canonical(exe))
+    };
+    if super::project::on_path("clowder").is_some_and(same) {
+        "clowder".to_string()
+    } else {
+        crate::escape::one_line(&exe.display().to_string())
+    }
 }
 
 /// Makes the demo in `root`: the repository, its first commit and the lanes.

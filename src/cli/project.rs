@@ -1,5 +1,7 @@
 //! `clowder init` without a hook flag: sets up a project in the current folder
 //! (`harness.toml`, `PROMPT.md`, the agent's gate hook, `.clowder/` kept out of git).
+//! A file that is there already (a shell loop's `PROMPT.md`) is kept, never
+//! overwritten: init writes what is missing and says which is which.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -41,13 +43,6 @@ pub fn init(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) 
 }
 
 fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Result<(), String> {
-    // Refused before anything is written, so a refusal changes nothing.
-    // `symlink_metadata`: a dangling link there would make the write fail later.
-    if let Some(existing) = FILES.iter().find(|f| std::fs::symlink_metadata(f).is_ok()) {
-        return Err(format!(
-            "{existing} already exists; nothing was written (move it aside to start afresh)"
-        ));
-    }
     if let Some(budget) = budget
         && !(budget.is_finite() && budget > 0.0)
     {
@@ -55,7 +50,51 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
             "--budget {budget}: expected a positive number of USD"
         ));
     }
-    let agent = choose_agent(agent);
+    // `symlink_metadata`: a dangling link there is a file to keep, too.
+    let [keep_harness, keep_prompt] = FILES.map(|f| std::fs::symlink_metadata(f).is_ok());
+    let (agent, harness) = if keep_harness {
+        for (flag, given) in [
+            ("--budget", budget.is_some()),
+            ("--promise", promise.is_some()),
+        ] {
+            if given {
+                println!(
+                    "clowder: {flag} not applied: harness.toml is there and is kept (set it there)"
+                );
+            }
+        }
+        (agent.unwrap_or(configured_agent()?), None)
+    } else {
+        let agent = choose_agent(agent);
+        let harness = new_harness(agent, budget, promise)?;
+        (agent, Some(harness))
+    };
+    let command = codex_hook::gate_command()?;
+    let hook_file = write_hook(agent, &command)?;
+    if let Some(harness) = &harness {
+        write_new(FILES[0], harness)?;
+    }
+    if !keep_prompt {
+        write_new(FILES[1], PROMPT_MD)?;
+    }
+    let excluded = exclude_state_dir()?;
+    summary(
+        agent,
+        [keep_harness, keep_prompt],
+        hook_file,
+        &command,
+        excluded.as_deref(),
+    );
+    Ok(())
+}
+
+/// A new project's `harness.toml`, asked for what the flags do not say (at a
+/// terminal), and refused before anything is written if the config would be.
+fn new_harness(
+    agent: Agent,
+    budget: Option<f64>,
+    promise: Option<String>,
+) -> Result<String, String> {
     let interactive = std::io::stdin().is_terminal();
     let budget = match budget {
         None if interactive => ask_budget()?,
@@ -69,19 +108,56 @@ fn run(agent: Option<Agent>, budget: Option<f64>, promise: Option<String>) -> Re
     // A promise the config refuses (one on two lines) is refused here, before any write.
     crate::config::Config::parse(&harness, Path::new(FILES[0]))
         .map_err(|err| format!("{err}; nothing was written"))?;
-    let command = codex_hook::gate_command()?;
-    let hook_file = write_hook(agent, &command)?;
-    write_new(FILES[0], &harness)?;
-    write_new(FILES[1], PROMPT_MD)?;
-    let excluded = exclude_state_dir()?;
-    summary(agent, hook_file, &command, excluded.as_deref());
-    Ok(())
+    Ok(harness)
 }
 
-fn summary(agent: Agent, hook_file: &str, command: &str, exclude: Option<&Path>) {
-    println!(
-        "clowder: wrote harness.toml and PROMPT.md (every file clowder writes goes under {STATE_DIR}/)"
-    );
+/// The agent of the `harness.toml` that is kept: its hook is the one to merge.
+fn configured_agent() -> Result<Agent, String> {
+    let config = crate::config::Config::load(Path::new(FILES[0]), true)
+        .map_err(|err| format!("{err}; nothing was written"))?;
+    let program = Path::new(&config.agent.command.0)
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(if program == "codex" {
+        Agent::Codex
+    } else {
+        Agent::Claude
+    })
+}
+
+fn summary(agent: Agent, kept: [bool; 2], hook_file: &str, command: &str, exclude: Option<&Path>) {
+    let mut wrote = Vec::new();
+    let mut kept_files = Vec::new();
+    for (file, was_there) in FILES.into_iter().zip(kept) {
+        if was_there {
+            kept_files.push(file);
+        } else {
+            wrote.push(file);
+        }
+    }
+    let kept = kept_files;
+    if !wrote.is_empty() {
+        // Only a harness.toml of init's own puts clowder's files there.
+        let under = if wrote.contains(&FILES[0]) {
+            format!(" (every file clowder writes goes under {STATE_DIR}/)")
+        } else {
+            String::new()
+        };
+        println!("clowder: wrote {}{under}", wrote.join(" and "));
+    }
+    if !kept.is_empty() {
+        println!(
+            "clowder: kept {} as {} (nothing in {} was changed)",
+            kept.join(" and "),
+            if kept.len() == 1 {
+                "it was"
+            } else {
+                "they were"
+            },
+            if kept.len() == 1 { "it" } else { "them" },
+        );
+    }
     println!("clowder: {hook_file} runs `{}`", escape(command));
     if let Some(exclude) = exclude {
         println!("clowder: {STATE_DIR}/ is listed in {}", exclude.display());
@@ -91,7 +167,27 @@ fn summary(agent: Agent, hook_file: &str, command: &str, exclude: Option<&Path>)
             "clowder: Codex runs the hook only in a project it trusts: `codex exec --trust` once"
         );
     }
-    println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");
+    if wrote.contains(&FILES[1]) {
+        println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");
+    } else {
+        println!(
+            "next: `clowder --dry-run` shows the settings, then run `clowder` (or `clowder --headless 5`)"
+        );
+    }
+}
+
+/// The warning for a prompt file that still is init's template: the agent
+/// would be given "Describe the task here."; `None` when it is not (or
+/// cannot be read: the preflight says that).
+pub fn template_warning(prompt: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(prompt).ok()?;
+    let placeholder = PROMPT_MD.lines().last().unwrap_or_default();
+    text.lines().any(|line| line.trim() == placeholder).then(|| {
+        format!(
+            "{} is still the template `clowder init` wrote (\"{placeholder}\"): write the task there first",
+            prompt.display()
+        )
+    })
 }
 
 /// `--agent`, else claude if it is on PATH, else codex if it is, else claude.
@@ -117,7 +213,7 @@ fn choose_agent(asked: Option<Agent>) -> Agent {
     chosen
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(super) fn on_path(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -725,7 +725,7 @@ fn check_nothing_ahead(root: &Path, lane: &Lane, branch: &str, tip: &str) -> Res
     let ahead = worktree::commits_only_in(root, tip, branch, base)?;
     if ahead > 0 {
         return Err(Failure::Refused(format!(
-            "{branch} has {ahead} commit{} not in {} or any other branch: merge {}, or use --force (removes the worktree, keeps the branch)",
+            "{branch} has {ahead} commit{} that neither {} nor any other branch, local or remote-tracking, has: merge or push {}, or use --force (removes the worktree, keeps the branch)",
             if ahead == 1 { "" } else { "s" },
             short_ref(base),
             if ahead == 1 { "it" } else { "them" }

@@ -51,6 +51,9 @@ pub struct LaneEntry {
     pub max_iterations: Option<u64>,
     /// A task lane is stopped through its state.json, not by a signal.
     pub kind: LaneKind,
+    /// The branch it merges into (`M`, `clowder lane merge`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// From the host to the control room.

@@ -158,6 +158,7 @@ impl RoomSide {
                 requested: lane.state,
                 max_iterations: lane.max_iterations,
                 kind: lane.kind,
+                base: lane.base.clone(),
             })
             .collect();
         if entries == self.entries {

@@ -226,8 +226,9 @@ pub fn ignored(worktree: &Path) -> Result<Vec<String>, String> {
         .collect())
 }
 
-/// How many commits of `tip` are in no branch but `branch` and not in `base`:
-/// what deleting `branch` would lose.
+/// How many commits of `tip` are in no branch but `branch`, in no
+/// remote-tracking branch, and not in `base`: what deleting `branch` would
+/// lose (a pushed commit is kept by the remote).
 pub fn commits_only_in(repo: &Path, tip: &str, branch: &str, base: &str) -> Result<u64, String> {
     let exclude = format!("--exclude={branch}");
     let args = [
@@ -238,6 +239,7 @@ pub fn commits_only_in(repo: &Path, tip: &str, branch: &str, base: &str) -> Resu
         base,
         &exclude,
         "--branches",
+        "--remotes",
         "--",
     ];
     let count = git(repo, &args)?;

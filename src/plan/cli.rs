@@ -32,6 +32,8 @@ pub enum PlanCommand {
     Merge(MergeArgs),
     /// Start a failed plan's failed or blocked steps (or those named) again, on fresh branches
     Retry(RetryArgs),
+    /// Forget a plan that does not run: its state, events and folder go; its steps' lanes, worktrees and branches stay
+    Rm(NameArgs),
 }
 
 #[derive(Debug, Args)]
@@ -109,6 +111,27 @@ pub fn run(command: PlanCommand, open_room: super::run::OpenRoom) -> i32 {
         PlanCommand::Merge(args) => control(&args.name, Request::Merge(args.step)),
         PlanCommand::Retry(args) => {
             super::run::retry(&args.name, &args.steps, args.headless, open_room)
+        }
+        PlanCommand::Rm(args) => remove(&args.name),
+    }
+}
+
+fn remove(name: &str) -> i32 {
+    let root = match std::env::current_dir() {
+        Ok(root) => root,
+        Err(err) => {
+            eprintln!("clowder: error: cannot read the current folder: {err}");
+            return EXIT_FAILED;
+        }
+    };
+    match super::remove::remove(&root, name) {
+        Ok(said) => {
+            println!("clowder: {said}");
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            EXIT_FAILED
         }
     }
 }

@@ -247,7 +247,7 @@ fn fresh_scratch(root: &Path, scratch: &Path, commit: &str) -> Result<(), String
     .map(drop)
 }
 
-fn remove_scratch(root: &Path, scratch: &Path) {
+pub(super) fn remove_scratch(root: &Path, scratch: &Path) {
     if scratch.exists() {
         let _ = git(
             root,

@@ -13,6 +13,7 @@ pub mod fingerprint;
 mod home;
 pub mod lane_merge;
 mod merge;
+mod remove;
 mod restart;
 mod retry;
 mod room;

@@ -39,15 +39,7 @@ pub fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
 }
 
-/// Whether whoever started clowder set SIGHUP to be ignored (`nohup`).
-pub fn hangup_ignored() -> bool {
-    let mut current = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
-    // SAFETY: with no new action, sigaction only writes the current one into
-    // `current`, which is zeroed memory of the right type.
-    let read = unsafe { libc::sigaction(libc::SIGHUP, std::ptr::null(), current.as_mut_ptr()) };
-    // SAFETY: zeroed is a valid `sigaction`, and a successful call filled it.
-    read == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
-}
+pub use crate::detach::hangup_ignored;
 
 /// Makes clowder the reaper of orphans from its sessions, so their zombies do not
 /// stay in the group (and look alive) on systems whose init does not reap.

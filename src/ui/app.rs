@@ -75,6 +75,8 @@ pub enum Dialog {
     StopNow,
     /// `X`: remove the selected lane (as `lane rm`).
     RemoveLane,
+    /// `M`: merge the selected lane into its base (as `lane merge`).
+    MergeLane,
 }
 
 /// Which session the output pane shows.

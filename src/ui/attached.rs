@@ -42,6 +42,7 @@ pub fn run_attached(targets: Vec<HostTarget>) -> i32 {
         config_path: std::path::PathBuf::new(),
         stop_file: std::path::PathBuf::new(),
     };
+    let hosts = host_labels(&targets);
     let done = runtime.block_on(async {
         let (host_tx, from_host) = mpsc::unbounded_channel();
         let (requests, requests_rx) = mpsc::unbounded_channel();
@@ -66,12 +67,38 @@ pub fn run_attached(targets: Vec<HostTarget>) -> i32 {
             .map_err(|err| format!("terminal error: {err}"))
     });
     match done {
-        Ok(()) => 0,
+        Ok(()) => {
+            // `q` left at once, without a question: say that nothing stopped.
+            use std::io::Write;
+            let mut out = std::io::stdout();
+            let _ = writeln!(
+                out,
+                "clowder: left the room; the lanes go on ({hosts}): `clowder attach` shows them again"
+            );
+            let _ = out.flush();
+            0
+        }
         Err(err) => {
             eprintln!("clowder: error: {err}");
             1
         }
     }
+}
+
+/// The hosts as the message on leaving names them: a folder by its full path.
+fn host_labels(targets: &[HostTarget]) -> String {
+    let labels: Vec<String> = targets
+        .iter()
+        .map(|host| match (&host.name, &host.target) {
+            (Some(name), _) => name.clone(),
+            (None, Target::Folder(folder)) => std::fs::canonicalize(folder)
+                .unwrap_or_else(|_| folder.clone())
+                .display()
+                .to_string(),
+            (None, target) => target.label(),
+        })
+        .collect();
+    crate::escape::one_line(&labels.join(", "))
 }
 
 /// An attached room's hosts and channels, before the room starts.

@@ -16,7 +16,7 @@ pub enum Context {
     /// A full text on top of everything: a tool call, an event, the help.
     Detail,
     QuitDialog,
-    /// The kill and stop-now questions.
+    /// The kill, stop-now, remove and merge questions.
     Confirm,
     /// The Plan view (`P`), while it is shown.
     Plan,
@@ -34,7 +34,7 @@ impl Context {
             Context::Events => "Events pane",
             Context::Detail => "A full text (tool call, event, this help)",
             Context::QuitDialog => "Quit dialog",
-            Context::Confirm => "Kill / stop-now questions",
+            Context::Confirm => "Kill / stop-now / remove / merge questions",
             Context::Plan => "Plan view (P)",
         }
     }
@@ -204,7 +204,7 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('1'), k('2'), k('3'), k('4'), k('5'), k('6'), k('7'), k('8'), k('9')], "1 … 9", C::Main, A::SelectLane, "show the lane with that number in its row (with lanes)", None),
     bind(&[k('D')], "D", C::Main, A::Diff, "the selected lane's diff against its base: git diff --stat, then the patch", Some(("D", "diff"))),
     bind(&[k('X')], "X", C::Main, A::RemoveLane, "remove the selected lane as `clowder lane rm` does (asks first; refuses to lose work)", None),
-    bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base, checked, as `clowder lane merge`", None),
+    bind(&[k('M')], "M", C::Main, A::MergeLane, "merge the selected lane's committed branch into its base, checked, as `clowder lane merge` (asks first)", None),
     bind(&[k('U')], "U", C::Main, A::PushLane, "push the selected lane's branch, as `clowder lane push` (says the pull-request page)", None),
     bind(&[k('R')], "R", C::Main, A::RestartLane, "run the selected finished lane again from iteration 1 (`clowder lane restart`)", None),
     bind(&[k('o')], "o", C::Main, A::OpenShell, "a shell ($SHELL) in the selected lane's worktree; exit it to come back", None),

@@ -96,7 +96,11 @@ fn an_attached_room_decides_pauses_and_leaves_the_host_running() {
     );
     tmux.wait_for("‖ paused");
     tmux.keys(&["q"]);
-    tmux.wait_for("ATTACH_EXIT=0");
+    // It leaves without a question, and says that nothing stopped.
+    let screen = tmux.wait_for("ATTACH_EXIT=0");
+    let root = std::fs::canonicalize(fleet.root()).expect("canonical root");
+    let said = format!("left the room; the lanes go on ({})", root.display());
+    assert!(screen.replace('\n', "").contains(&said), "{screen}");
     assert!(
         pid_alive(host.id() as i32),
         "quitting the room stopped the host"

@@ -1,5 +1,6 @@
 //! `clowder init` without a hook flag: a project set up in one command, its
-//! files kept under `.clowder/` and out of git through a whole session.
+//! files kept under `.clowder/` and out of git through a whole session; files
+//! already there (a shell loop's `PROMPT.md`) kept, the template prompt warned of.
 
 use crate::common;
 
@@ -135,51 +136,44 @@ fn init_writes_a_project_whose_session_leaves_git_clean() {
 }
 
 #[test]
-fn a_second_init_refuses_and_changes_nothing() {
+fn a_second_init_keeps_every_file_and_writes_only_what_is_missing() {
     let setup = Setup::new(&["claude"]);
     setup.init(&["--promise", "DONE"]);
-    let before: Vec<String> = [
+    let files = [
         "harness.toml",
         "PROMPT.md",
         ".claude/settings.json",
         ".git/info/exclude",
-    ]
-    .iter()
-    .map(|f| setup.read(f))
-    .collect();
+    ];
+    let before: Vec<String> = files.iter().map(|f| setup.read(f)).collect();
 
-    let again = setup.clowder(&["init", "--promise", "OTHER"], false);
-    assert_eq!(again.status.code(), Some(2));
+    let again = setup.init(&["--promise", "OTHER"]);
+    let said = stdout_of(&again);
     assert!(
-        stderr_of(&again).contains("harness.toml already exists"),
-        "{}",
-        stderr_of(&again)
+        said.contains("kept harness.toml and PROMPT.md as they were"),
+        "{said}"
     );
-    let after: Vec<String> = [
-        "harness.toml",
-        "PROMPT.md",
-        ".claude/settings.json",
-        ".git/info/exclude",
-    ]
-    .iter()
-    .map(|f| setup.read(f))
-    .collect();
+    assert!(
+        said.contains("--promise not applied: harness.toml is there"),
+        "{said}"
+    );
+    let after: Vec<String> = files.iter().map(|f| setup.read(f)).collect();
     assert_eq!(before, after);
 
-    // With only PROMPT.md left, init still refuses, naming it, and writes no harness.toml.
+    // With only PROMPT.md left, init writes harness.toml and keeps the prompt.
+    std::fs::write(setup.root().join("PROMPT.md"), "Fix the flaky test.\n").expect("write");
     std::fs::remove_file(setup.root().join("harness.toml")).expect("rm");
-    let again = setup.clowder(&["init"], false);
-    assert_eq!(again.status.code(), Some(2));
+    let again = setup.init(&[]);
+    let said = stdout_of(&again);
+    assert!(said.contains("wrote harness.toml"), "{said}");
+    assert!(said.contains("kept PROMPT.md as it was"), "{said}");
+    assert_eq!(setup.read("PROMPT.md"), "Fix the flaky test.\n");
     assert!(
-        stderr_of(&again).contains("PROMPT.md already exists"),
-        "{}",
-        stderr_of(&again)
+        setup
+            .read("harness.toml")
+            .contains("prompt_file = \"PROMPT.md\"")
     );
-    assert!(!setup.root().join("harness.toml").exists());
-
-    // Once both are gone, init runs again: the hook and the exclude line stay single.
-    std::fs::remove_file(setup.root().join("PROMPT.md")).expect("rm");
-    setup.init(&[]);
+    // The hook and the exclude line stay single.
     assert_eq!(exclude_lines(&setup), 1);
     let settings: serde_json::Value =
         serde_json::from_str(&setup.read(".claude/settings.json")).expect("settings json");
@@ -187,6 +181,48 @@ fn a_second_init_refuses_and_changes_nothing() {
         settings["hooks"]["PreToolUse"].as_array().map(Vec::len),
         Some(1)
     );
+}
+
+/// A folder a shell loop ran in: its `PROMPT.md` is kept, the rest is set up,
+/// and the loop runs on it with no warning about a template.
+#[test]
+fn init_in_a_shell_loops_folder_keeps_its_prompt() {
+    let setup = Setup::new(&["claude"]);
+    let prompt = "Read TODO.md and do the first item. Commit.\n";
+    std::fs::write(setup.root().join("PROMPT.md"), prompt).expect("write");
+    let out = setup.init_with(&[], true);
+    let said = stdout_of(&out);
+    assert!(said.contains("wrote harness.toml ("), "{said}");
+    assert!(said.contains("kept PROMPT.md as it was"), "{said}");
+    assert!(said.contains("next: `clowder --dry-run`"), "{said}");
+    assert_eq!(setup.read("PROMPT.md"), prompt);
+    assert!(setup.root().join(".claude/settings.json").is_file());
+    let dry = setup.clowder(&["--dry-run"], true);
+    assert!(dry.status.success(), "dry run: {}", stderr_of(&dry));
+    assert!(!stderr_of(&dry).contains("template"), "{}", stderr_of(&dry));
+}
+
+/// The prompt init wrote, never filled in, is said at `--dry-run` and at start.
+#[test]
+fn a_prompt_left_as_inits_template_is_warned_about() {
+    let setup = Setup::new(&["claude"]);
+    setup.init_with(&[], true);
+    let warning = "clowder: warning: PROMPT.md is still the template `clowder init` wrote (\"Describe the task here.\"): write the task there first";
+    let dry = setup.clowder(&["--dry-run"], true);
+    assert!(dry.status.success(), "dry run: {}", stderr_of(&dry));
+    assert!(stderr_of(&dry).contains(warning), "{}", stderr_of(&dry));
+    let harness = setup.read("harness.toml").replace(
+        "args = [\"-p\", \"{prompt}\", \"--dangerously-skip-permissions\", \"--verbose\", \"--output-format\", \"stream-json\"]",
+        "args = [\"normal\"]",
+    );
+    std::fs::write(setup.root().join("harness.toml"), harness).expect("write harness.toml");
+    let run = setup.clowder(&["--headless", "1"], true);
+    assert!(run.status.success(), "session: {}", stderr_of(&run));
+    assert!(stderr_of(&run).contains(warning), "{}", stderr_of(&run));
+    // Written, the warning goes.
+    std::fs::write(setup.root().join("PROMPT.md"), "Do the work.\n").expect("write");
+    let dry = setup.clowder(&["--dry-run"], true);
+    assert!(!stderr_of(&dry).contains("warning"), "{}", stderr_of(&dry));
 }
 
 #[test]

@@ -96,6 +96,26 @@ fn the_fleet_demo_runs_three_lanes_and_one_asks_through_the_inbox() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    // The banner names a command that runs from another terminal: the binary
+    // cargo built, unless PATH finds that same binary as `clowder`.
+    let banner = read_log("demo.err");
+    let built = common::clowder_bin();
+    let installed = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::canonicalize(dir.join("clowder")).ok() == std::fs::canonicalize(&built).ok()
+        })
+    });
+    let named = if installed {
+        "clowder".to_string()
+    } else {
+        built.display().to_string()
+    };
+    assert!(
+        banner.contains(&format!(
+            "run `{named} queue` and `{named} approve ID` there"
+        )),
+        "{banner}"
+    );
     let stdout = read_log("demo.out");
     assert_eq!(
         status.code(),

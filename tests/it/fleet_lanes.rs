@@ -384,7 +384,7 @@ fn rm_refuses_uncommitted_changes_untracked_files_and_unmerged_commits() {
     repo.commit_in_lane("auth", "work.txt");
     let out = repo.expect(&["lane", "rm", "auth"], 1);
     assert!(
-        out.contains("clowder/auth has 1 commit not in main"),
+        out.contains("clowder/auth has 1 commit that neither main nor any other branch"),
         "{out}"
     );
 
@@ -724,7 +724,7 @@ fn rm_of_a_step_merged_into_the_base_past_its_dependency_is_allowed() {
     repo.commit_in_lane("cl-c", "c.txt");
     let out = repo.expect(&["lane", "rm", "cl-c"], 1);
     assert!(
-        out.contains("clowder/cl-c has 1 commit not in clowder/cl-a or any other branch"),
+        out.contains("clowder/cl-c has 1 commit that neither clowder/cl-a nor any other branch, local or remote-tracking, has"),
         "{out}"
     );
 }

@@ -210,11 +210,11 @@ fn the_control_room_runs_pauses_kills_diffs_and_guards_every_lane() {
     // The events pane's record says why.
     tmux.keys(&["Tab", "Tab", "Tab", "Tab", "Tab"]);
     tmux.keys(&["Enter"]);
-    tmux.wait_for("has 1 commit not in main");
+    tmux.wait_for("1 commit that neither main");
     tmux.keys(&["Escape"]);
     assert!(wait_until(DEADLINE, || !tmux
         .screen()
-        .contains("has 1 commit not in main")));
+        .contains("1 commit that neither main")));
     assert!(fleet.commits_ahead("alpha") >= 1);
     assert!(fleet.root().join(".clowder/worktrees/alpha").is_dir());
     let lanes =

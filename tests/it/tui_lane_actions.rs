@@ -84,6 +84,16 @@ fn m_merges_the_selected_lane_into_its_base() {
     // Its commits are counted before the merge.
     tmux.wait_for(" +1 ");
     tmux.keys(&["M"]);
+    // It asks first, naming the lane, the base and the commits; nothing moves meanwhile.
+    tmux.wait_for_all(&[
+        "Merge the lane?",
+        "Merge lane alpha into main: its 1 commit ahead",
+    ]);
+    assert_eq!(
+        git_in(root, &["rev-list", "--count", "main..clowder/alpha"]),
+        "1"
+    );
+    tmux.keys(&["y"]);
     let merged = wait_until(DEADLINE, || {
         git_in(root, &["rev-list", "--count", "main..clowder/alpha"]) == "0"
     });

@@ -138,5 +138,6 @@ fn n_in_the_single_loop_room_says_why_it_does_nothing() {
     let tmux = room(repo.path(), "", 80, 24);
     tmux.wait_for("Session output");
     tmux.keys(&["n"]);
-    tmux.wait_for("n adds a lane: this room runs a single loop");
+    // How to make one: the whole command, in 80 columns.
+    tmux.wait_for("n adds a lane to a fleet: quit, `clowder lane add NAME`, then `clowder`");
 }

@@ -1,6 +1,7 @@
 //! The control room and what reaches it from outside, end to end in tmux: the
 //! terminal closing in every state of the room, signals once the loop has
-//! ended, Ctrl-Z and `fg`, a SIGKILL of the room, and pastes. Processes are
+//! ended (to the room and to the parent the shell waits for), Ctrl-Z and `fg`,
+//! a SIGKILL of the room or of its parent, and pastes. Processes are
 //! checked in `/proc`.
 
 use crate::common;
@@ -277,6 +278,71 @@ fn a_room_whose_loop_has_ended_leaves_on_sigterm_sighup_and_sigint() {
         assert!(left, "signal {signal} ignored:\n{}", tmux.screen());
         assert!(!pid_alive(pid));
     }
+}
+
+/// The process the shell waits for: the room's waiting parent.
+fn waiting_parent(room: i32) -> i32 {
+    let parent = crate::procs_common::ppid(room).expect("the room has a parent");
+    let name = std::fs::read_to_string(format!("/proc/{parent}/comm")).unwrap_or_default();
+    assert_eq!(name.trim(), "clowder", "the room's parent is not clowder's");
+    parent
+}
+
+#[test]
+fn the_waiting_parent_passes_on_sighup_and_sigint_once_the_loop_has_ended() {
+    for signal in [libc::SIGHUP, libc::SIGINT] {
+        let project = Project::new(&fast_config(&["normal"], ""));
+        let (tmux, _) = room(&project, 1, "✓ done: max_iterations");
+        let pid = room_pid(&tmux);
+        let parent = waiting_parent(pid);
+        send_signal(parent as u32, signal);
+        let left = wait_until(GONE_WITHIN, || tmux.screen().contains("CLOWDER_EXIT="));
+        if !left {
+            send_signal(pid as u32, libc::SIGKILL);
+        }
+        assert!(
+            left,
+            "signal {signal} to the parent ignored:\n{}",
+            tmux.screen()
+        );
+        assert!(!pid_alive(pid) && !pid_alive(parent));
+    }
+}
+
+#[test]
+fn a_sigkilled_waiting_parent_ends_the_room_and_gives_the_terminal_back() {
+    let project = long_sessions();
+    let pidfile = project.path("pids.txt");
+    // The shell reads the terminal's modes once the test says the room is gone.
+    let then = format!(
+        "echo CLOWDER_EXIT=$?; while [ ! -e room-gone ]; do sleep 0.1; done; {}",
+        THEN_PRINT_TERMINAL_MODES.trim_start_matches("echo CLOWDER_EXIT=$?; ")
+    );
+    let command = room_command(&pidfile, 3, &then);
+    let tmux = Tmux::start(project.root(), &command, 120, 40);
+    tmux.wait_for("global 1");
+    let group = first_group(&pidfile);
+    let pid = room_pid(&tmux);
+    send_signal(waiting_parent(pid) as u32, libc::SIGKILL);
+    let gone = wait_until(DEADLINE, || !pid_alive(pid));
+    if !gone {
+        send_signal(pid as u32, libc::SIGKILL);
+    }
+    assert!(gone, "the room outlived its parent:\n{}", tmux.screen());
+    assert!(wait_until(DEADLINE, || live_group_members(group).is_empty()));
+    std::fs::write(project.path("room-gone"), "").expect("write");
+    let settings = wait_until(DEADLINE, || {
+        let screen = tmux.screen();
+        ["icanon", "echo"]
+            .iter()
+            .all(|flag| screen.lines().any(|line| line.trim() == *flag))
+    });
+    assert!(settings, "raw mode left on:\n{}", tmux.screen());
+    assert_eq!(tmux.pane_format("#{alternate_on}"), "0");
+    assert_eq!(tmux.pane_format("#{cursor_flag}"), "1");
+    let ends = project.events_named("loop_end");
+    assert_eq!(ends.len(), 1, "{:#?}", project.events());
+    assert_eq!(ends[0]["reason"], "terminal_closed", "{}", ends[0]);
 }
 
 #[test]

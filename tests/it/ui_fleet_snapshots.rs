@@ -83,6 +83,7 @@ fn fleet() -> AppState {
             requested: LaneState::Active,
             max_iterations: Some(10),
             kind: LaneKind::Worktree,
+            base: Some("main".into()),
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());
@@ -231,6 +232,7 @@ fn fleet_of_a_hundred_lanes_scrolls_at_80x24() {
             requested: LaneState::Active,
             max_iterations: Some(10),
             kind: LaneKind::Worktree,
+            base: Some("main".into()),
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());

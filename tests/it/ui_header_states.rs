@@ -43,6 +43,7 @@ fn room(snapshot: Snapshot, queued: bool) -> AppState {
         requested: LaneState::Active,
         max_iterations: Some(10),
         kind: LaneKind::Worktree,
+        base: Some("main".into()),
     };
     update(&mut state, Msg::Host(HostMsg::Lanes(vec![entry])), now());
     report(

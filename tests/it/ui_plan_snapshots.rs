@@ -60,6 +60,7 @@ fn room() -> AppState {
             requested: LaneState::Active,
             max_iterations: Some(5),
             kind: LaneKind::Worktree,
+            base: Some("main".into()),
         })
         .collect();
     update(&mut state, Msg::Host(HostMsg::Lanes(entries)), now());

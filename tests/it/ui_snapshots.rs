@@ -417,6 +417,40 @@ fn approvals_at_80x24() {
     insta::assert_snapshot!("approvals_at_80x24_zoomed", render(&state, 80, 24, now()));
 }
 
+/// One request at 80x24: the pane's free rows show its whole command, wrapped,
+/// and the reject dialog names the lane that asks and what it asks.
+#[test]
+fn one_request_at_80x24_shows_its_whole_command_and_r_names_the_lane() {
+    let mut state = state_with(snapshot());
+    let mut asked = request(
+        "req-7",
+        1,
+        "Bash",
+        serde_json::json!({"command": "rm -rf /home/me/projects/acme/build/cache node_modules"}),
+    );
+    asked.lane = Some("api".into());
+    update(
+        &mut state,
+        Msg::Approvals {
+            dir_exists: true,
+            pending: vec![asked],
+        },
+        now(),
+    );
+    let screen = render(&state, 80, 24, now());
+    insta::assert_snapshot!(screen);
+    update(&mut state, key(KeyCode::Char('r')), now());
+    let screen = render(&state, 80, 24, now());
+    assert!(
+        screen.contains("lane api asks (request req-7):"),
+        "{screen}"
+    );
+    insta::assert_snapshot!(
+        "reject_dialog_at_80x24_names_the_lane_and_the_command",
+        screen
+    );
+}
+
 #[test]
 fn approval_reject_dialog() {
     let mut state = with_approvals();

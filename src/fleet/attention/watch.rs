@@ -373,6 +373,7 @@ mod tests {
                 requested: LaneState::Active,
                 max_iterations: Some(1),
                 kind: LaneKind::Worktree,
+                base: Some("main".into()),
             })
             .collect();
         Seen::Host(HostMsg::Lanes(entries))

@@ -59,6 +59,7 @@ impl SingleLoop {
             requested: LaneState::Active,
             max_iterations: Some(max_iterations),
             kind: LaneKind::Dir,
+            base: None,
         };
         let _ = self.to_hub.send(HostMsg::Lanes(vec![entry]));
         let to_hub = self.to_hub.clone();

@@ -223,6 +223,7 @@ pub(super) fn act(
         Action::FocusNext => state.focus = cycle(state, 1),
         Action::FocusPrev => state.focus = cycle(state, -1),
         Action::RemoveLane => state.dialog = Some(Dialog::RemoveLane),
+        Action::MergeLane => state.dialog = Some(Dialog::MergeLane),
         Action::NewLane => {
             if let Some(fleet) = state.fleet.as_mut() {
                 let taken = fleet.rows.iter().map(|row| row.name.to_string());
@@ -231,11 +232,9 @@ pub(super) fn act(
         }
         Action::Diff => show_diff(state, commands),
         Action::Tell => tell::open(state),
-        Action::MergeLane
-        | Action::PushLane
-        | Action::RestartLane
-        | Action::OpenShell
-        | Action::OpenEditor => on_lane_work(state, action, commands),
+        Action::PushLane | Action::RestartLane | Action::OpenShell | Action::OpenEditor => {
+            on_lane_work(state, action, commands)
+        }
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
@@ -509,7 +508,9 @@ pub(super) fn answer_dialog(
 ) {
     let context = match dialog {
         Dialog::Quit => Context::QuitDialog,
-        Dialog::KillSession | Dialog::StopNow | Dialog::RemoveLane => Context::Confirm,
+        Dialog::KillSession | Dialog::StopNow | Dialog::RemoveLane | Dialog::MergeLane => {
+            Context::Confirm
+        }
     };
     let mut action = keymap::lookup(context, &key).map(|b| b.action);
     // The key that asked the question also answers it.
@@ -517,6 +518,7 @@ pub(super) fn answer_dialog(
         Dialog::KillSession => Some(Action::Kill),
         Dialog::StopNow => Some(Action::StopNow),
         Dialog::RemoveLane => Some(Action::RemoveLane),
+        Dialog::MergeLane => Some(Action::MergeLane),
         Dialog::Quit => None,
     };
     if action.is_none()
@@ -550,6 +552,12 @@ pub(super) fn answer_dialog(
             state.dialog = None;
             if let Some(lane) = state.fleet.as_ref().and_then(|f| f.selected.clone()) {
                 commands.push(UiCommand::Host(HostRequest::Remove(lane)));
+            }
+        }
+        (Dialog::MergeLane, Some(Action::Confirm)) => {
+            state.dialog = None;
+            if let Some(lane) = state.fleet.as_ref().and_then(|f| f.selected.clone()) {
+                commands.push(UiCommand::Host(HostRequest::MergeLane(lane)));
             }
         }
         (Dialog::Quit, Some(Action::Detach)) if state.can_detach => {

@@ -39,6 +39,8 @@ pub struct LaneRow {
     pub pending: usize,
     pub status: LaneStatus,
     pub kind: LaneKind,
+    /// The branch `M` merges it into.
+    pub base: Option<String>,
 }
 
 impl LaneRow {
@@ -54,6 +56,7 @@ impl LaneRow {
             pending: 0,
             status: LaneStatus::Queued,
             kind: entry.kind,
+            base: entry.base.clone(),
         };
         row.status = status_of(&row);
         row
@@ -512,6 +515,7 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
         row.requested = entry.requested;
         row.max_iterations = entry.max_iterations;
         row.kind = entry.kind;
+        row.base = entry.base.clone();
         row.status = status_of(&row);
         fleet.rows.push(row);
     }

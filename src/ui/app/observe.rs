@@ -69,6 +69,7 @@ mod tests {
                 requested: LaneState::Active,
                 max_iterations: Some(2),
                 kind: LaneKind::Worktree,
+                base: Some("main".into()),
             })
             .collect();
         Msg::Host(HostMsg::Lanes(entries))

@@ -18,6 +18,12 @@ pub fn why_not(state: &AppState, action: Action, key: &str) -> Option<String> {
         }
     };
     let (does, why) = match action {
+        // A folder's loop and its lanes do not run at once: the lanes are a
+        // fleet that `clowder` starts in place of the single loop.
+        Action::NewLane if single => (
+            "adds a lane to a fleet",
+            "quit, `clowder lane add NAME`, then `clowder`".to_string(),
+        ),
         Action::NewLane => ("adds a lane", no_lane()),
         Action::SelectLane => ("shows a lane", no_lane()),
         Action::Diff => ("shows a lane's diff", no_lane()),
@@ -109,14 +115,16 @@ mod tests {
     }
 
     #[test]
-    fn n_in_the_single_loop_room_says_why_it_does_nothing() {
+    fn n_in_the_single_loop_room_says_how_to_make_a_fleet() {
         let snapshot = Arc::new(lanes::placeholder("loop", Some(5)));
         let mut state = AppState::new(snapshot, true);
         assert!(!status_line(&state).contains("new lane"));
         press(&mut state, 'n');
         let line = status_line(&state);
         assert!(
-            line.contains("n adds a lane: this room runs a single loop"),
+            line.contains(
+                "n adds a lane to a fleet: quit, `clowder lane add NAME`, then `clowder`"
+            ),
             "{line}"
         );
         // The next key that acts takes the words away.

@@ -3,7 +3,8 @@
 //! request whose waiter is gone is marked abandoned (deciding it is refused).
 //! Texts too long for the pane end with `…` at a word's end (one longer than a
 //! title keeps its end and says its length); paths lose their middle and keep
-//! the file name.
+//! the file name. The selected request takes the rows the others leave free,
+//! and shows its whole text there, wrapped.
 
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
@@ -164,6 +165,137 @@ fn take_width(text: &str, width: usize) -> &str {
     text
 }
 
+/// A request in the pane: one line, its age (or "abandoned") at the end; in
+/// up to `rows` lines when its text does not fit one, wrapped, the age after
+/// it where there is room.
+fn request_rows(
+    request: &Request,
+    width: usize,
+    rows: usize,
+    now: DateTime<Utc>,
+) -> Vec<Line<'static>> {
+    let (tail, tail_color, color) = if request.abandoned {
+        ("  abandoned".to_string(), Color::Red, Color::DarkGray)
+    } else {
+        let waited = format!("  {}", short_duration(request.age_secs(now)));
+        (waited, Color::DarkGray, Color::Yellow)
+    };
+    if let Some(mut lines) = wrapped(request, width, rows) {
+        let last = lines.pop().unwrap_or_default();
+        let tail = if last.width() + tail.width() <= width {
+            tail
+        } else {
+            String::new()
+        };
+        let mut out: Vec<Line> = lines
+            .into_iter()
+            .map(|line| Line::styled(line, Style::default().fg(color)))
+            .collect();
+        out.push(Line::from(vec![
+            Span::styled(last, Style::default().fg(color)),
+            Span::styled(tail, Style::default().fg(tail_color)),
+        ]));
+        return out;
+    }
+    // The age (or the word "abandoned": the ⊘ stays) gives way to keep
+    // the first word or the file name whole.
+    let keep = essential_width(request) + tail.width() <= width || essential_width(request) > width;
+    let tail = if keep { tail } else { String::new() };
+    let room = width.saturating_sub(tail.width());
+    vec![Line::from(vec![
+        Span::styled(request_line(request, room), Style::default().fg(color)),
+        Span::styled(tail, Style::default().fg(tail_color)),
+    ])]
+}
+
+/// The head and the whole text in lines of `width` (the text's own lines
+/// indented by two), when it needs more than one and `rows` allow more; the
+/// last row ends with `…` when even they are too few.
+fn wrapped(request: &Request, width: usize, rows: usize) -> Option<Vec<String>> {
+    const INDENT: &str = "  ";
+    let (head, text) = request_parts(request);
+    let first = width.checked_sub(head.width())?;
+    if rows < 2 || first < 4 || head.width() + text.width() <= width {
+        return None;
+    }
+    let mut lines = wrap_text(&text, first, width - INDENT.len(), rows);
+    if lines.len() > rows {
+        lines.truncate(rows);
+        if let Some(last) = lines.last_mut() {
+            let room = if rows == 1 {
+                first
+            } else {
+                width - INDENT.len()
+            };
+            *last = format!("{}…", take_width(last, room.saturating_sub(1)));
+        }
+    }
+    Some(
+        lines
+            .into_iter()
+            .enumerate()
+            .map(|(n, line)| match n {
+                0 => format!("{head}{line}"),
+                _ => format!("{INDENT}{line}"),
+            })
+            .collect(),
+    )
+}
+
+/// Rows the selected request may take beyond its one, to show its whole text.
+const SELECTED_EXTRA_ROWS: usize = 4;
+
+/// The rows the pane's list wants inside its border, `width` wide: one per
+/// request, and those the selected one needs to be read whole (up to
+/// [`SELECTED_EXTRA_ROWS`] more).
+pub(super) fn wanted_rows(state: &AppState, width: usize) -> usize {
+    let count = state.approvals.len();
+    let extra = state
+        .selected_approval()
+        .and_then(|request| wrapped(request, width, 1 + SELECTED_EXTRA_ROWS))
+        .map_or(0, |lines| lines.len().saturating_sub(1));
+    count + extra
+}
+
+/// What a request asks, as the pane writes it (`▶ Bash  rm -rf build`, its
+/// lane in brackets), whole in up to `rows` lines of `width`: for a dialog
+/// about it.
+pub(super) fn described(request: &Request, width: usize, rows: usize) -> Vec<String> {
+    wrapped(request, width, rows).unwrap_or_else(|| vec![request_line(request, width)])
+}
+
+/// `text` in lines of `first` cells, then of `rest`: broken after a space
+/// where one fits, else inside the word (a long path is shown whole). At most
+/// `limit + 1` lines are made: a long command costs no more than the pane shows.
+fn wrap_text(text: &str, first: usize, rest: usize, limit: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    let mut used = 0;
+    let mut room = first.max(1);
+    for word in text.split_inclusive(' ') {
+        if used + word.trim_end().width() > room && !line.is_empty() {
+            lines.push(std::mem::take(&mut line).trim_end().to_string());
+            (used, room) = (0, rest.max(1));
+        }
+        for c in word.chars() {
+            let cells = c.width().unwrap_or(0);
+            if used + cells > room && c != ' ' {
+                lines.push(std::mem::take(&mut line));
+                (used, room) = (0, rest.max(1));
+            }
+            line.push(c);
+            used += cells;
+            if lines.len() > limit {
+                return lines;
+            }
+        }
+    }
+    if !line.trim_end().is_empty() || lines.is_empty() {
+        lines.push(line.trim_end().to_string());
+    }
+    lines
+}
+
 /// The history view: finished requests, newest first, with how each ended.
 fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, area: Rect) {
     let block = pane_block(
@@ -262,33 +394,26 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
         let start = state
             .approval_selected
             .saturating_sub(height.saturating_sub(1));
+        // The rows no request needs go to the selected one, whose whole text
+        // is then read before it is decided.
+        let spare = height.saturating_sub(count);
         state
             .approvals
             .iter()
             .enumerate()
             .skip(start)
             .take(height)
-            .map(|(index, request)| {
-                let (tail, tail_color, color) = if request.abandoned {
-                    ("  abandoned".to_string(), Color::Red, Color::DarkGray)
-                } else {
-                    let waited = format!("  {}", short_duration(request.age_secs(now)));
-                    (waited, Color::DarkGray, Color::Yellow)
-                };
-                // The age (or the word "abandoned": the ⊘ stays) gives way to keep
-                // the first word or the file name whole.
-                let keep = essential_width(request) + tail.width() <= width
-                    || essential_width(request) > width;
-                let tail = if keep { tail } else { String::new() };
-                let room = width.saturating_sub(tail.width());
-                let mut line = Line::from(vec![
-                    Span::styled(request_line(request, room), Style::default().fg(color)),
-                    Span::styled(tail, Style::default().fg(tail_color)),
-                ]);
-                if index == state.approval_selected {
-                    line = line.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+            .flat_map(|(index, request)| {
+                let selected = index == state.approval_selected;
+                let rows = if selected { 1 + spare } else { 1 };
+                let mut lines = request_rows(request, width, rows, now);
+                if selected {
+                    for line in &mut lines {
+                        *line = std::mem::take(line)
+                            .patch_style(Style::default().add_modifier(Modifier::REVERSED));
+                    }
                 }
-                line
+                lines
             })
             .collect()
     };
@@ -308,6 +433,16 @@ mod tests {
         assert_eq!(fit_words("cargo test --release", 15), "cargo test…");
         assert_eq!(fit_words("supercalifragilistic", 8), "superca…");
         assert_eq!(fit_words("abc", 0), "…");
+    }
+
+    #[test]
+    fn a_long_command_wraps_whole_words_and_cuts_long_ones() {
+        assert_eq!(
+            wrap_text("rm -rf /tmp/build-output/cache", 10, 12, 5),
+            vec!["rm -rf", "/tmp/build-o", "utput/cache"]
+        );
+        assert_eq!(wrap_text("ls", 10, 12, 5), vec!["ls"]);
+        assert_eq!(wrap_text(&"x ".repeat(10_000), 4, 4, 2).len(), 3);
     }
 
     #[test]

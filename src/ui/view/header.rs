@@ -155,8 +155,10 @@ fn shown_status(state: &AppState) -> LaneStatus {
     if let Some(row) = state.fleet.as_ref().and_then(|f| f.selected_row()) {
         return row.status;
     }
+    // A single loop's requests are all its own, as a lane's are in its row.
     let facts = Facts {
         ended: state.finished.as_ref().map(Ok),
+        pending: state.approvals.iter().filter(|r| !r.abandoned).count(),
         ..Facts::default()
     };
     LaneStatus::of(Some(&state.snapshot), facts)

@@ -69,7 +69,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, now: DateTime<Utc>) {
         // Waiting requests get room: they are what needs the human.
         let shown = match &state.approval_history {
             Some(records) => records.len().max(1),
-            None => state.approvals.len(),
+            None => approvals::wanted_rows(state, side.saturating_sub(2) as usize),
         };
         let approvals_height = (shown as u16 + 2).clamp(3, 10);
         // On a short screen the counters' lowest rows give way to two events.

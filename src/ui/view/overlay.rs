@@ -360,22 +360,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
         );
     }
     if let Some((id, text)) = &state.reject_box {
-        let rect = centered(area, 70, 7);
-        frame.render_widget(Clear, rect);
-        let block = Block::default()
-            .borders(Borders::ALL)
-            .border_type(BorderType::Double)
-            .border_style(Style::default().fg(Color::Red))
-            .title(Span::styled(
-                format!(
-                    " Reject {} — reason, Enter rejects, Esc cancels ",
-                    one_line(id)
-                ),
-                Style::default().add_modifier(Modifier::BOLD),
-            ));
-        let inner = block.inner(rect);
-        frame.render_widget(block, rect);
-        frame.render_widget(text, inner);
+        draw_reject(state, id, text, frame, area);
     }
     if let Some(open) = &state.tell_box {
         let rect = centered(area, 70, 3);
@@ -487,9 +472,90 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect) {
                     Color::Red,
                 )
             }
+            Dialog::MergeLane => merge_question(state),
         };
         dialog_box(frame, area, title, lines, keys, color);
     }
+}
+
+/// `M`: which lane goes into which base, and how many commits.
+fn merge_question(state: &AppState) -> (&'static str, Vec<Line<'static>>, Option<String>, Color) {
+    let row = state.fleet.as_ref().and_then(|f| f.selected_row());
+    let lane = row.map_or_else(String::new, |row| row.name.to_string());
+    let base = row
+        .and_then(|row| row.base.as_deref())
+        .map_or("its base", |base| {
+            base.strip_prefix("refs/heads/").unwrap_or(base)
+        });
+    let commits = match row.and_then(|row| row.ahead) {
+        Some(1) => "its 1 commit".to_string(),
+        Some(n) => format!("its {n} commits"),
+        None => "its commits (not counted yet)".to_string(),
+    };
+    (
+        "Merge the lane?",
+        vec![
+            Line::raw(format!(
+                "Merge lane {lane} into {}: {commits} ahead of it.",
+                one_line(base)
+            )),
+            Line::raw("Made in a scratch worktree and checked ([fleet] verify) first;"),
+            Line::raw(format!(
+                "{} moves only if the check passes (as `clowder lane merge`).",
+                one_line(base)
+            )),
+        ],
+        Some(confirm_keys("merge")),
+        Color::Yellow,
+    )
+}
+
+/// Lines of the rejected request's text at most, in the reject dialog.
+const REJECT_SHOWN: usize = 6;
+
+/// `r`: which lane asks what (the command whole, wrapped), then the reason
+/// being typed.
+fn draw_reject(
+    state: &AppState,
+    id: &str,
+    text: &ratatui_textarea::TextArea<'static>,
+    frame: &mut Frame,
+    area: Rect,
+) {
+    let width = 70.min(area.width);
+    let inner = width.saturating_sub(2) as usize;
+    let request = state.approvals.iter().find(|r| r.id == id);
+    let id = one_line(id);
+    let mut about = vec![match request.map(|r| r.lane.as_deref()) {
+        Some(Some(lane)) => format!("lane {} asks (request {id}):", one_line(lane)),
+        Some(None) if state.fleet.is_some() => format!("asked outside any lane (request {id}):"),
+        Some(None) => format!("the loop asks (request {id}):"),
+        // Decided elsewhere meanwhile: the host refuses a second decision.
+        None => format!("request {id} is no longer waiting"),
+    }];
+    if let Some(request) = request {
+        about.extend(super::approvals::described(request, inner, REJECT_SHOWN));
+    }
+    about.push(String::new());
+    let height = (about.len() + 3 + 2) as u16;
+    let rect = centered(area, width, height);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(Style::default().fg(Color::Red))
+        .title(Span::styled(
+            " Reject — reason, Enter rejects, Esc cancels ",
+            Style::default().add_modifier(Modifier::BOLD),
+        ));
+    let inside = block.inner(rect);
+    frame.render_widget(block, rect);
+    let [top, bottom] =
+        Layout::vertical([Constraint::Length(about.len() as u16), Constraint::Min(1)])
+            .areas(inside);
+    let lines: Vec<Line> = about.into_iter().map(Line::raw).collect();
+    frame.render_widget(Paragraph::new(lines), top);
+    frame.render_widget(text, bottom);
 }
 
 /// A question in a box as tall as its wrapped text, with the keys that answer

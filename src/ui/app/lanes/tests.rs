@@ -17,6 +17,7 @@ fn entry(text: &str) -> LaneEntry {
         requested: LaneState::Active,
         max_iterations: Some(5),
         kind: LaneKind::Worktree,
+        base: Some("main".into()),
     }
 }
 
