@@ -24,7 +24,6 @@ use crate::approvals::host_rules::{self, HostRules};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, say, summary_line};
 use crate::protocol::{Command, Event, ExitReason};
-use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
 use crate::supervisor::fleet_budget::{FleetBudget, SharedBudget};
@@ -483,7 +482,7 @@ impl Host {
             .filter(|name| !self.running.contains_key(*name))
             .collect();
         for name in idle {
-            let dir = super::lane_files_dir(&self.root, name).join(RUNNING_DIR);
+            let dir = self.config.lane_files(&self.root, name.as_str()).running_dir();
             let running = crate::store::running::Running::in_dir(dir);
             for ended in leftovers::end_abandoned(&running, grace).await {
                 let record = &ended.record;
@@ -832,11 +831,8 @@ impl Host {
             (APPROVALS_DIR_ENV.into(), approvals),
         ];
         // A gate in the worktree logs to the lane's own event log, not into the worktree.
-        if let Some(events) = config.event_log_path() {
-            env.push((
-                EVENT_LOG_ENV.into(),
-                files_dir.join(events).display().to_string(),
-            ));
+        if let Some(events) = config.lane_files(&self.root, &name).event_log {
+            env.push((EVENT_LOG_ENV.into(), events.display().to_string()));
         }
         // The gate judges by the host's rules, never by the worktree's harness.toml.
         let rules = HostRules {

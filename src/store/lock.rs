@@ -11,8 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// The folder of clowder's own files in a project (the approval queue lives in it too).
-pub const STATE_DIR: &str = ".clowder";
+pub use super::paths::STATE_DIR;
 /// The lock file, in [`STATE_DIR`].
 pub const LOCK_FILE: &str = "lock";
 
@@ -147,6 +146,18 @@ pub fn record_holder(working_dir: &Path) {
         let _ = file.set_len(0);
         let _ = file.write_all(format!("{}\n", std::process::id()).as_bytes());
     }
+}
+
+/// Whether a live process holds the lock file `path`, without creating it or
+/// its folder (a probe from outside, e.g. the gate in an agent's folder).
+pub fn is_held(path: &Path) -> bool {
+    let Ok(file) = OpenOptions::new().read(true).open(path) else {
+        return false;
+    };
+    // A shared lock is refused while anyone holds the exclusive one.
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// Whether `pid` is a live process (a zombie holds no files any more).

@@ -20,8 +20,7 @@ const FORMAT: Format = Format {
     in_struct: false,
 };
 
-/// The folder of the records, in [`STATE_DIR`].
-pub const RUNNING_DIR: &str = "running";
+pub use super::paths::RUNNING_DIR;
 
 /// One started process group, with what proves that a process is its.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
