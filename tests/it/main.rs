@@ -57,6 +57,7 @@ mod lane_actions;
 mod layers;
 mod notify_url;
 mod parser_fuzz;
+mod paths_new_user;
 mod plan_check;
 mod plan_props;
 mod plan_retry;
