@@ -217,6 +217,30 @@ fn run_with(
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
 
+/// A lane's exit code: its reason's, but 1 for a lane that ran out of
+/// iterations with nothing to show (see [`crate::protocol::Counters::none_succeeded`]),
+/// which the lane listings call failed.
+fn lane_exit_code(
+    name: &LaneName,
+    reason: &ExitReason,
+    snapshot: &crate::protocol::Snapshot,
+) -> i32 {
+    let ending = crate::protocol::Ending::of(Some(reason), Some(snapshot));
+    match reason.exit_code() {
+        0 if ending == crate::protocol::Ending::Failed => {
+            say(&format!(
+                "lane={name} no session came to anything ({} sessions, {} productive, {} exited non-zero, {} error results): counted as failed, exit code 1",
+                snapshot.counters.sessions,
+                snapshot.counters.productive,
+                snapshot.counters.failed_exits,
+                snapshot.counters.error_results
+            ));
+            1
+        }
+        code => code,
+    }
+}
+
 /// Prints one summary line per lane and the fleet's; returns the exit code.
 fn finish(
     ended: Vec<(LaneName, Result<Outcome, String>)>,
@@ -231,7 +255,7 @@ fn finish(
                     "lane={name} {}",
                     summary_line(&outcome.reason, &outcome.snapshot, secs)
                 ));
-                outcome.reason.exit_code()
+                lane_exit_code(name, &outcome.reason, &outcome.snapshot)
             }
             Err(err) => {
                 say(&format!("lane={name} clowder: error: {err}; exit code 1"));
@@ -484,6 +508,9 @@ impl Host {
         for name in idle {
             let dir = self.config.lane_files(&self.root, name.as_str()).running_dir();
             let running = crate::store::running::Running::in_dir(dir);
+            for warning in running.set_aside_unreadable() {
+                self.say(Level::Warn, &format!("lane={name} {warning}"));
+            }
             for ended in leftovers::end_abandoned(&running, grace).await {
                 let record = &ended.record;
                 if ended.group_killed == 0 && ended.escaped.is_empty() {

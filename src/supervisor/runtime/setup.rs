@@ -45,7 +45,7 @@ impl Runtime {
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
         core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
         if lane.is_some()
-            && let Some(earlier) = unfinished_run(&files.status_path)
+            && let Some(earlier) = unfinished_run(&files.status_path)?
         {
             core.continue_from(&earlier);
         }
