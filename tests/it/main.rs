@@ -48,6 +48,7 @@ mod engine_transcripts;
 mod engine_unknown_turns;
 mod fleet_gate;
 mod fleet_git_input;
+mod fleet_lane_state;
 mod fleet_lanes;
 mod fleet_run;
 mod function_length;

@@ -104,7 +104,7 @@ fn run_the_loop(user: &NewUser) {
     let status = user.ok(&["--status", "--json"]);
     let status: Value = serde_json::from_str(&status).expect("status JSON");
     assert_eq!(status["exit_reason"], "completed", "{status}");
-    assert_eq!(status["last_completed_iteration"], 1, "{status}");
+    assert_eq!(status["iteration"], 1, "the iteration that ran: {status}");
     assert!(user.root().join("work-loop.txt").exists());
 }
 
