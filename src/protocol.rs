@@ -334,7 +334,8 @@ impl Ending {
     pub fn of(reason: Option<&ExitReason>, snapshot: Option<&Snapshot>) -> Ending {
         match reason {
             Some(ExitReason::MaxIterations)
-                if snapshot.is_some_and(|s| s.failed_every_session() || s.counters.none_succeeded()) =>
+                if snapshot
+                    .is_some_and(|s| s.failed_every_session() || s.counters.none_succeeded()) =>
             {
                 Ending::Failed
             }

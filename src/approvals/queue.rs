@@ -84,9 +84,11 @@ impl Queue {
         // than opening the queue.
         let path = match &self.event_log {
             Some(path) => path.clone(),
-            None => crate::config::Config::of_folder(Path::new(""))
-                .loop_files(Path::new(""))
-                .event_log,
+            None => {
+                crate::config::Config::of_folder(Path::new(""))
+                    .loop_files(Path::new(""))
+                    .event_log
+            }
         };
         if let Some(path) = path {
             let _ = events::append(&path, event);

@@ -506,7 +506,10 @@ impl Host {
             .filter(|name| !self.running.contains_key(*name))
             .collect();
         for name in idle {
-            let dir = self.config.lane_files(&self.root, name.as_str()).running_dir();
+            let dir = self
+                .config
+                .lane_files(&self.root, name.as_str())
+                .running_dir();
             let running = crate::store::running::Running::in_dir(dir);
             for warning in running.set_aside_unreadable() {
                 self.say(Level::Warn, &format!("lane={name} {warning}"));

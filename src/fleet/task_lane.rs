@@ -318,14 +318,13 @@ impl Watcher {
             .open(&output_path)
             .map_err(|err| format!("cannot open {}: {err}", output_path.display()))?;
         let places = config.lane_files(root, lane.name.as_str());
-        let events = match &places.event_log {
-            Some(path) => {
-                Some(EventLog::open(path).map_err(|err| {
+        let events =
+            match &places.event_log {
+                Some(path) => Some(EventLog::open(path).map_err(|err| {
                     format!("cannot open the event log {}: {err}", path.display())
-                })?)
-            }
-            None => None,
-        };
+                })?),
+                None => None,
+            };
         let mut snapshot = placeholder();
         snapshot.agent_command = format!("watch-task {}", dir.display());
         snapshot.stale_timeout_secs = config.stale_timeout().as_secs_f64();

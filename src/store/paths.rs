@@ -107,7 +107,9 @@ pub fn aside(path: &Path, why: &str) -> PathBuf {
 
 /// `./x` and `x` name the same file; keep `.` out of the paths users read.
 fn tidy(path: &Path) -> PathBuf {
-    path.components().filter(|c| *c != Component::CurDir).collect()
+    path.components()
+        .filter(|c| *c != Component::CurDir)
+        .collect()
 }
 
 /// The records of running sessions, in a loop's control folder.
@@ -148,6 +150,17 @@ pub fn lane_lock(root: &Path, lane: &str) -> PathBuf {
     state_dir(root).join("lane-locks").join(lane)
 }
 
+/// Where plans are saved, under the project folder: `NAME.json`, its events and its folder.
+pub const PLANS_DIR: &str = ".clowder/plans";
+
+/// `.clowder/lane-merge`: the scratch worktrees and check logs of lane merges.
+pub const LANE_MERGE_DIR: &str = ".clowder/lane-merge";
+
+/// `.clowder/prompts/NAME.md`: a prompt typed in the new-lane dialog.
+pub fn typed_prompt(root: &Path, lane: &str) -> PathBuf {
+    state_dir(root).join("prompts").join(format!("{lane}.md"))
+}
+
 /// `.clowder/lanes-removed`: the files of removed lanes.
 pub fn lanes_removed_dir(root: &Path) -> PathBuf {
     state_dir(root).join("lanes-removed")
@@ -172,7 +185,10 @@ mod tests {
     fn a_lane_keeps_every_file_under_its_own_folder() {
         let root = Path::new("/p");
         let lane = LoopFiles::lane(root, "a", &names(".clowder/harness.status"));
-        assert_eq!(lane.status, Path::new("/p/.clowder/lanes/a/.clowder/harness.status"));
+        assert_eq!(
+            lane.status,
+            Path::new("/p/.clowder/lanes/a/.clowder/harness.status")
+        );
         assert_eq!(lane.output_dir, Path::new("/p/.clowder/lanes/a"));
         let absolute = LoopFiles::lane(root, "a", &names("/var/run/s.json"));
         assert_eq!(absolute.status, Path::new("/p/.clowder/lanes/a/s.json"));
@@ -184,5 +200,8 @@ mod tests {
             Some((PathBuf::from("/p"), "a".to_string()))
         );
         assert_eq!(lane_of_dir(Path::new("/p/x/a")), None);
+        for fixed in [PLANS_DIR, LANE_MERGE_DIR] {
+            assert_eq!(Path::new(fixed).parent(), Some(Path::new(STATE_DIR)));
+        }
     }
 }

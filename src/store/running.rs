@@ -175,7 +175,11 @@ mod tests {
         assert_eq!(running.all(), vec![record]);
         let said = running.set_aside_unreadable();
         assert!(said[0].contains("junk.json.unreadable"), "{said:?}");
-        assert!(dir.path().join(".clowder/running/junk.json.unreadable").exists());
+        assert!(
+            dir.path()
+                .join(".clowder/running/junk.json.unreadable")
+                .exists()
+        );
         running.remove("1.2.s3");
         assert!(running.all().is_empty());
     }

@@ -273,7 +273,7 @@ fn leave_note(
             format!("lane {lane}"),
         ),
         None => (
-            files.root.join(crate::store::lock::STATE_DIR),
+            crate::store::paths::state_dir(&files.root),
             "the loop".to_string(),
         ),
     };

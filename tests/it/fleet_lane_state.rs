@@ -90,7 +90,10 @@ fn a_resumed_lane_over_its_own_budget_pays_for_no_more_sessions() {
     assert_eq!(first.status.code(), Some(4), "{}", stdout_of(&first));
     assert_eq!(fleet.sessions_started(), 2);
     let row = fleet.lane_row();
-    assert_eq!(row["iteration"], 2, "the iteration that ran, not the next: {row}");
+    assert_eq!(
+        row["iteration"], 2,
+        "the iteration that ran, not the next: {row}"
+    );
     fleet.expect(&["lane", "resume", "a"], 0);
     let again = fleet.clowder(&["--headless"], Some(&cost));
     let stdout = stdout_of(&again);
@@ -121,7 +124,10 @@ fn a_lane_whose_status_file_is_corrupt_is_not_started_and_the_file_is_kept() {
     assert_eq!(fleet.sessions_started(), 1, "{said}");
     assert_eq!(fleet.lane_row()["state"], "unknown");
     let status_said = fleet.expect(&["--status"], 0);
-    assert!(status_said.contains("lane=a state=unknown"), "{status_said}");
+    assert!(
+        status_said.contains("lane=a state=unknown"),
+        "{status_said}"
+    );
 }
 
 #[test]
@@ -133,7 +139,10 @@ fn an_unreadable_running_record_is_kept_aside_with_a_warning() {
     let said = fleet.expect(&["--headless"], 0);
     let aside = running.join("1-2.s3.json.unreadable");
     assert!(said.contains(&aside.display().to_string()), "{said}");
-    assert_eq!(std::fs::read_to_string(&aside).expect("kept"), "{\"token\": ");
+    assert_eq!(
+        std::fs::read_to_string(&aside).expect("kept"),
+        "{\"token\": "
+    );
 }
 
 #[test]
@@ -145,6 +154,9 @@ fn a_lane_whose_every_result_is_an_error_fails_though_its_agent_exits_0() {
     let output = fleet.clowder(&["--headless"], Some(&transcript));
     let stdout = stdout_of(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("lane=a no session came to anything"), "{stdout}");
+    assert!(
+        stdout.contains("lane=a no session came to anything"),
+        "{stdout}"
+    );
     assert_eq!(fleet.lane_row()["state"], "failed");
 }

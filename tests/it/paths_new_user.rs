@@ -164,7 +164,8 @@ fn the_same_path_with_the_default_file_names() {
     std::fs::write(user.root().join("harness.toml"), config).expect("write");
     std::fs::write(user.root().join("PROMPT.md"), "Do the task.\n").expect("write");
     // The default files land in the folder: a user keeps them out of git.
-    let ignore = "harness.status\nharness-events.jsonl\n.iteration_counter\nclaude-iteration-*\n.clowder/\n";
+    let ignore =
+        "harness.status\nharness-events.jsonl\n.iteration_counter\nclaude-iteration-*\n.clowder/\n";
     std::fs::write(user.root().join(".gitignore"), ignore).expect("write");
     user.git(&["add", "-A"]);
     user.git(&["commit", "-q", "-m", "clowder by hand"]);

@@ -11,9 +11,9 @@ use super::super::registry::{Lane, LaneKind, LaneState, Registry};
 use super::super::{LaneName, worktree};
 use super::short_ref;
 use crate::config::Config;
-use crate::store::paths::LoopFiles;
 use crate::lane_status::LaneStatus;
 use crate::protocol::Snapshot;
+use crate::store::paths::LoopFiles;
 use crate::supervisor::runtime::QUEUED_MARK;
 
 /// One row of `clowder lanes`.

@@ -60,6 +60,12 @@ impl Core {
         self.last_completed_iteration = earlier.last_completed_iteration;
         self.last_completed_global = earlier.last_completed_global;
         self.last_committed = earlier.last_committed;
+        // A run that ends before its first session still says how the last one went.
+        self.last_exit_code = earlier.last_exit_code;
+        self.last_session = earlier
+            .global_iteration
+            .zip(earlier.output_file.clone())
+            .map(|(global, file)| (global, file, earlier.output_bytes));
         self.last_session_stats = earlier.last_session.clone();
     }
 

@@ -148,14 +148,13 @@ impl Files {
             pattern_strings(&config.detect.rate_limit_patterns),
             pattern_strings(&config.detect.commit_patterns),
         )?;
-        let event_log = match &places.event_log {
-            Some(path) => {
-                Some(EventLog::open(path).map_err(|err| {
+        let event_log =
+            match &places.event_log {
+                Some(path) => Some(EventLog::open(path).map_err(|err| {
                     format!("cannot open the event log {}: {err}", path.display())
-                })?)
-            }
-            None => None,
-        };
+                })?),
+                None => None,
+            };
         let status_path = places.status.clone();
         let counter_path = places.counter.clone();
         if is_lane {
@@ -163,9 +162,8 @@ impl Files {
             // need (`.clowder/` under init's config) are made, as the output folder is.
             for path in [&status_path, &counter_path] {
                 if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|err| {
-                        format!("cannot create {}: {err}", parent.display())
-                    })?;
+                    std::fs::create_dir_all(parent)
+                        .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
                 }
             }
         }
