@@ -116,7 +116,7 @@ fn run_two_lanes(user: &NewUser) {
     let rows: Value = serde_json::from_str(&user.ok(&["lanes", "--json"])).expect("lanes JSON");
     for row in rows.as_array().expect("rows") {
         assert_eq!(row["state"], "done", "{row}");
-        assert_eq!(row["global_iteration"].as_u64().is_some(), true, "{row}");
+        assert_eq!(row["iteration"], 1, "the iteration that ran: {row}");
     }
     let status = user.ok(&["--status"]);
     assert_eq!(status.matches("state=done").count(), 2, "{status}");
