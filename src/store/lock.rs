@@ -63,7 +63,7 @@ impl InstanceLock {
     /// Takes `working_dir/.clowder/lock` without waiting, creating `.clowder`
     /// (mode 0700) if needed, and writes this process's PID in it.
     pub fn acquire(working_dir: &Path) -> Result<InstanceLock, LockError> {
-        InstanceLock::acquire_file(&working_dir.join(STATE_DIR).join(LOCK_FILE))
+        InstanceLock::acquire_file(&super::paths::state_dir(working_dir).join(LOCK_FILE))
     }
 
     /// Takes the lock file `path` as [`InstanceLock::acquire`] does, creating
@@ -141,7 +141,7 @@ impl InstanceLock {
 /// holds through an open file a fork shared with it (see
 /// [`InstanceLock::write_holder`]). Best effort: the PID only informs.
 pub fn record_holder(working_dir: &Path) {
-    let path = working_dir.join(STATE_DIR).join(LOCK_FILE);
+    let path = super::paths::state_dir(working_dir).join(LOCK_FILE);
     if let Ok(mut file) = OpenOptions::new().write(true).open(path) {
         let _ = file.set_len(0);
         let _ = file.write_all(format!("{}\n", std::process::id()).as_bytes());

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::lock::STATE_DIR;
 use super::versioned::{self, Format};
 
 /// Version 0 is a record written before versions were kept: the same fields.
@@ -52,7 +51,7 @@ pub struct Running {
 impl Running {
     pub fn new(working_dir: &Path) -> Running {
         Running {
-            dir: working_dir.join(STATE_DIR).join(RUNNING_DIR),
+            dir: super::paths::state_dir(working_dir).join(RUNNING_DIR),
         }
     }
 
