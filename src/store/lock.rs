@@ -173,6 +173,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_probe_sees_a_held_lock_and_creates_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(STATE_DIR).join(LOCK_FILE);
+        assert!(!is_held(&path));
+        assert!(!dir.path().join(STATE_DIR).exists());
+        let lock = InstanceLock::acquire(dir.path()).expect("lock");
+        assert!(is_held(&path));
+        drop(lock);
+        assert!(!is_held(&path));
+    }
+
+    #[test]
     fn a_second_lock_in_the_same_folder_is_refused_with_the_holder_pid() {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = InstanceLock::acquire(dir.path()).expect("first");
