@@ -160,7 +160,7 @@ pub(crate) fn configure(
     }
     let dir = task_dir(root, lane);
     write_worker_config(&worker_config_path(root, lane), config)?;
-    let stop_file = lane_files_dir(root, &lane.name).join(&config.shutdown.stop_file.0);
+    let stop_file = config.lane_files(root, lane.name.as_str()).stop;
     let heartbeat = dir.join(task::HEARTBEAT_FILE);
     let on_stale: StaleHook = Box::new(move |idle_secs: f64| {
         let reason = format!("heartbeat stale {idle_secs:.0}s: stopped by the lane's watchdog");
@@ -317,15 +317,14 @@ impl Watcher {
             .append(true)
             .open(&output_path)
             .map_err(|err| format!("cannot open {}: {err}", output_path.display()))?;
-        let events = match config.event_log_path() {
-            Some(path) => {
-                let path = files.join(path);
-                Some(EventLog::open(&path).map_err(|err| {
+        let places = config.lane_files(root, lane.name.as_str());
+        let events =
+            match &places.event_log {
+                Some(path) => Some(EventLog::open(path).map_err(|err| {
                     format!("cannot open the event log {}: {err}", path.display())
-                })?)
-            }
-            None => None,
-        };
+                })?),
+                None => None,
+            };
         let mut snapshot = placeholder();
         snapshot.agent_command = format!("watch-task {}", dir.display());
         snapshot.stale_timeout_secs = config.stale_timeout().as_secs_f64();
@@ -333,8 +332,8 @@ impl Watcher {
         snapshot.output_file = Some(output_path.clone());
         let (snapshots, _) = watch::channel(Arc::new(snapshot.clone()));
         Ok(Watcher {
-            stop_file: files.join(&config.shutdown.stop_file.0),
-            status_path: files.join(&config.output.status_file.0),
+            stop_file: places.stop,
+            status_path: places.status,
             stale: config.stale_timeout(),
             poll: config
                 .watchdog

@@ -7,6 +7,7 @@ pub mod counter;
 pub mod events;
 pub mod lock;
 pub mod notes;
+pub mod paths;
 pub mod running;
 pub mod small_file;
 pub mod status;

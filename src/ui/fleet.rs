@@ -63,7 +63,7 @@ fn run_fleet_plans(
         root: root.clone(),
         approvals_dir: root.join(&config.approvals.dir.0),
         config_path: root.join(config_path),
-        stop_file: root.join(&config.shutdown.stop_file.0),
+        stop_file: config.loop_files(&root).stop,
     };
     let format = config.agent.format;
     let caller = Caller::new(&config.ui, &root);
