@@ -105,7 +105,11 @@ pub fn request_stop(root: &Path, lane: &Lane) -> Result<String, String> {
             dir.join(task::STATE_FILE).display()
         )),
         StopAsked::AlreadyEnded(status) => Ok(format!("its task is already {}", status.as_str())),
-        StopAsked::NotStarted => Ok("its task has not started: nothing to stop".to_string()),
+        StopAsked::BeforeStart => Ok(format!(
+            "its task had not started: {} now says stopped, so it does not start (`clowder task resume {}` undoes it)",
+            task::STATE_FILE,
+            dir.display()
+        )),
     }
 }
 
@@ -607,7 +611,10 @@ fn read_records(dir: &Path, offset: u64, cap: u64) -> (Vec<ActionRecord>, u64) {
             Ok(_) if !line.ends_with(b"\n") => break,
             Ok(n) => {
                 at += n as u64;
-                if let Ok(record) = serde_json::from_slice::<ActionRecord>(&line) {
+                if let Some(record) = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(task::parse_action_line)
+                {
                     records.push(record);
                 }
             }

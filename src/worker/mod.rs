@@ -9,11 +9,14 @@
 mod answer;
 pub mod cli;
 mod context;
+mod journal;
 mod list;
 mod llm;
+mod resume;
 mod run;
 mod sandbox;
 pub(crate) mod show;
+mod start;
 pub(crate) mod task;
 mod tools;
 
