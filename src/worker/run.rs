@@ -142,7 +142,7 @@ impl Worker<'_> {
             self.state.iteration,
             self.task.constraints.max_iterations
         );
-        if let Err(end) = self.save_unless_stopped("starting") {
+        if let Err(end) = self.save_start() {
             return end;
         }
         if let Err(end) = self.finish_interrupted() {
@@ -263,6 +263,23 @@ impl Worker<'_> {
             return Err(end);
         }
         self.heartbeat(self.state.iteration, phase, None)
+    }
+
+    /// Saves the state the worker starts from. A stopped task goes on (its
+    /// `stopped` is replaced), but a stop written since it was read is kept.
+    fn save_start(&mut self) -> Result<(), End> {
+        let read = self.state.updated_at;
+        self.state.updated_at = Some(Utc::now());
+        let stopped_since = || match task::read_state(&self.dir) {
+            Ok(Some(now)) => now.status == Status::Stopped && now.updated_at != read,
+            _ => false,
+        };
+        let written =
+            task::write_state_if(&self.dir, &self.state, || !stopped_since()).map_err(fatal)?;
+        if !written {
+            return Err(End::StopRequested);
+        }
+        self.heartbeat(self.state.iteration, "starting", None)
     }
 
     fn context(&self, iteration: u64) -> String {

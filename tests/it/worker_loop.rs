@@ -196,7 +196,12 @@ fn a_task_runs_its_iterations_and_every_bad_answer_is_logged_and_counted() {
     }
     assert_eq!(actions[0]["results"][0]["ok"], true);
     assert_eq!(actions[0]["results"][1]["ok"], false);
-    assert_eq!(actions[0]["reasoning"], "because");
+    // The reasoning is in the answer, kept once.
+    assert!(actions[0].get("reasoning").is_none(), "{}", actions[0]);
+    assert_eq!(actions[0]["schema_version"], 1);
+    let first_answer: Value =
+        serde_json::from_str(actions[0]["llm_response"].as_str().expect("answer")).expect("json");
+    assert_eq!(first_answer["reasoning"], "because");
     assert!(
         actions[1]["error"]
             .as_str()
