@@ -49,7 +49,7 @@ pub(crate) fn post_json(
         Err(err) => return Err(format!("{url} is unreachable: {err}")),
     };
     let status = response.status();
-    let status_text = status.to_string();
+    let status_text = status_text(status.as_u16(), status.canonical_reason());
     if is_busy(status.as_u16()) {
         let retry_after = response
             .headers()
@@ -89,6 +89,16 @@ pub(crate) fn post_json(
     match serde_json::from_slice(&bytes) {
         Ok(value) => Ok(Reply::Json(value)),
         Err(err) => Ok(Reply::Unusable(format!("the reply is not JSON: {err}"))),
+    }
+}
+
+/// `429 Too Many Requests`; `529 Overloaded`, Anthropic's word for a code that
+/// HTTP does not name.
+fn status_text(code: u16, reason: Option<&str>) -> String {
+    match (code, reason) {
+        (_, Some(reason)) => format!("{code} {reason}"),
+        (529, None) => "529 Overloaded".to_string(),
+        (_, None) => code.to_string(),
     }
 }
 
