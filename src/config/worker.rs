@@ -19,11 +19,9 @@ pub struct WorkerConfig {
     pub llm_timeout: PositiveSeconds,
     /// How many past iterations go into the context.
     pub context_iterations: PositiveCount,
-    /// How many times a busy LLM (HTTP 429, 503, 529) is asked again for one answer
-    /// before the task fails; 0: never.
+    /// How often a busy LLM (HTTP 429, 503, 529) is asked again for one answer; 0: never.
     pub llm_busy_retries: u32,
-    /// The most time spent waiting on a busy LLM for one answer, all tries together
-    /// (its `Retry-After` is honoured within it).
+    /// The most time waited on a busy LLM for one answer, all tries together.
     pub llm_busy_wait: PositiveSeconds,
 }
 

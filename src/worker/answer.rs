@@ -213,7 +213,10 @@ mod tests {
         assert!(parse("").expect_err("empty").contains("empty"));
         let twice = parse(r#"{"actions":[{"tool":"x","args":{"a":{"b":1,"b":2}}}]}"#);
         let err = twice.expect_err("duplicate");
-        assert!(err.contains("duplicate key \"b\"") && err.contains("column"), "{err}");
+        assert!(
+            err.contains("duplicate key \"b\"") && err.contains("column"),
+            "{err}"
+        );
         let action = r#"{"tool":"read_file","args":{"path":"a"}}"#;
         let many = |n: usize| format!(r#"{{"actions":[{}]}}"#, vec![action; n].join(","));
         assert!(parse(&many(MAX_ACTIONS)).is_ok());

@@ -113,7 +113,11 @@ impl Journal {
 
     fn ends_a_line(&self) -> Result<bool, FileError> {
         use std::os::unix::fs::FileExt;
-        let len = self.file.metadata().map_err(|err| error(&self.path, err))?.len();
+        let len = self
+            .file
+            .metadata()
+            .map_err(|err| error(&self.path, err))?
+            .len();
         let mut last = [0u8];
         match len {
             0 => Ok(true),
@@ -233,7 +237,8 @@ mod tests {
             .append(true)
             .open(dir.path().join(JOURNAL_FILE))
             .expect("open");
-        file.write_all(br#"{"done":[1,{"tool":"re"#).expect("a cut line");
+        file.write_all(br#"{"done":[1,{"tool":"re"#)
+            .expect("a cut line");
         let found = read(dir.path()).expect("read").expect("some");
         assert_eq!(found.iteration, 3);
         assert_eq!(found.llm_response, r#"{"actions":[]}"#);
@@ -254,11 +259,7 @@ mod tests {
         let path = dir.path().join(JOURNAL_FILE);
         std::fs::write(&path, r#"{"schema_version":1,"iteration":2,"times"#).expect("write");
         assert!(read(dir.path()).expect("cut").is_none());
-        std::fs::write(
-            &path,
-            "{\"schema_version\":9,\"iteration\":2}\n",
-        )
-        .expect("write");
+        std::fs::write(&path, "{\"schema_version\":9,\"iteration\":2}\n").expect("write");
         let err = read(dir.path()).expect_err("newer");
         assert!(err.to_string().contains("newer clowder"), "{err}");
     }

@@ -69,7 +69,11 @@ impl Found {
     fn say(&self, iteration: u64) -> String {
         let list = |numbers: &[usize]| {
             let words: Vec<String> = numbers.iter().map(ToString::to_string).collect();
-            let noun = if numbers.len() == 1 { "action" } else { "actions" };
+            let noun = if numbers.len() == 1 {
+                "action"
+            } else {
+                "actions"
+            };
             format!("{noun} {}", words.join(", "))
         };
         let mut parts = Vec::new();

@@ -503,7 +503,11 @@ impl Waiter for Waiting<'_, '_> {
             true => String::new(),
             false => format!(": {}", show::piece(&busy.message)),
         };
-        let asked = if retry.asked { ", as its Retry-After asks" } else { "" };
+        let asked = if retry.asked {
+            ", as its Retry-After asks"
+        } else {
+            ""
+        };
         let note = format!(
             "the LLM is busy ({}{said}): retry {} of {} in {} s{asked}",
             busy.status,

@@ -129,9 +129,7 @@ fn state_on_disk(dir: &Path) -> Result<Option<State>, i32> {
             Err(0)
         }
         Status::Failed => {
-            println!(
-                "clowder: the task failed ({reason}): not restarted; {resume} lets it go on"
-            );
+            println!("clowder: the task failed ({reason}): not restarted; {resume} lets it go on");
             Err(EXIT_FAILED)
         }
     }

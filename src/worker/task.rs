@@ -530,6 +530,24 @@ mod tests {
     }
 
     #[test]
+    fn action_lines_of_version_0_read_and_the_reasoning_comes_from_the_answer() {
+        let answer = r#"{"reasoning":"look","actions":[]}"#;
+        let old = serde_json::json!({"iteration": 2, "timestamp": "2026-01-01T00:00:00Z",
+            "llm_response": answer, "reasoning": "look", "results": []});
+        let record = parse_action_line(&old.to_string()).expect("a v0 line");
+        assert_eq!(record.reasoning().as_deref(), Some("look"));
+        let line =
+            String::from_utf8(ACTIONS_FORMAT.to_vec(&record).expect("encode")).expect("utf8");
+        assert!(
+            line.starts_with(r#"{"schema_version":1,"#) && !line.contains(r#""reasoning":"look""#)
+        );
+        assert!(
+            parse_action_line(&line.replace(r#""schema_version":1"#, r#""schema_version":2"#))
+                .is_none()
+        );
+    }
+
+    #[test]
     fn a_hand_written_stop_reads_and_a_broken_state_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
         assert!(read_state(dir.path()).expect("no state").is_none());

@@ -93,6 +93,6 @@ mod ui_plan_snapshots;
 mod ui_snapshots;
 mod web_browser;
 mod web_serve;
-mod worker_resume;
 mod worker_loop;
 mod worker_ollama;
+mod worker_resume;

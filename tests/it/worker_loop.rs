@@ -789,3 +789,44 @@ fn a_fifo_in_place_of_a_task_file_never_hangs_the_worker_or_the_listing() {
         "the LLM was called"
     );
 }
+
+#[test]
+fn an_answer_with_a_key_twice_is_refused_and_an_absolute_path_inside_the_task_works() {
+    let f = Fixture::new("");
+    f.new_task(&["--allowed-path", ".", "--max-iterations", "2"]);
+    // Which `actions` was meant? Refused, not guessed.
+    f.answer(
+        1,
+        r#"{"actions":[{"tool":"write_file","args":{"path":"artifacts/a.md","content":"a"}}],"actions":[]}"#,
+    );
+    let inside = f.task("artifacts/abs.md").display().to_string();
+    let outside = f.project.path("elsewhere.md").display().to_string();
+    f.answer(
+        2,
+        &answer(vec![
+            write_file(&inside, "abs"),
+            write_file(&outside, "no"),
+            write_file(&f.task("task.json").display().to_string(), "{}"),
+        ]),
+    );
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let actions = f.actions();
+    let refused = actions[0]["error"].as_str().expect("refused");
+    assert!(refused.contains("duplicate key \"actions\""), "{refused}");
+    assert!(!f.task("artifacts/a.md").exists());
+    let found = results(&f, 2);
+    assert!(found[0].0, "{found:?}");
+    assert_eq!(f.project.read("task/artifacts/abs.md"), "abs");
+    let (ok, violation, error) = &found[1];
+    assert!(!ok && *violation, "{found:?}");
+    assert!(
+        error.contains("outside the allowed paths") && !error.contains(".."),
+        "{error}"
+    );
+    assert!(!f.project.path("elsewhere.md").exists());
+    assert!(
+        found[2].1 && found[2].2.contains("the worker's own file"),
+        "{found:?}"
+    );
+}

@@ -229,7 +229,15 @@ fn a_busy_ollama_is_waited_for_as_its_retry_after_asks_and_the_task_goes_on() {
 fn an_llm_busy_past_the_limit_fails_the_task_and_task_resume_lets_it_go_on() {
     let (port, _seen) = serve_with_headers(vec![busy(503, ""), busy(503, "")]);
     let project = Project::new(&config(port, "llm_busy_retries = 1"));
-    let new = project.run(&["task", "new", "task", "--prompt", "Cats.", "--max-iterations", "1"]);
+    let new = project.run(&[
+        "task",
+        "new",
+        "task",
+        "--prompt",
+        "Cats.",
+        "--max-iterations",
+        "1",
+    ]);
     assert!(new.status.success(), "{}", stderr_of(&new));
     let output = project.run(&["worker", "task"]);
     assert_eq!(output.status.code(), Some(1));
@@ -260,7 +268,11 @@ fn an_llm_busy_past_the_limit_fails_the_task_and_task_resume_lets_it_go_on() {
     assert_eq!(state(&project)["status"], "completed");
     let again = project.run(&["task", "resume", "task"]);
     assert_eq!(again.status.code(), Some(1));
-    assert!(stderr_of(&again).contains("it is completed"), "{}", stderr_of(&again));
+    assert!(
+        stderr_of(&again).contains("it is completed"),
+        "{}",
+        stderr_of(&again)
+    );
 }
 
 #[test]
@@ -292,7 +304,14 @@ fn an_answer_over_ten_mib_fails_only_its_iteration() {
     let log = project.read("task/actions.jsonl");
     let first: Value = serde_json::from_str(log.lines().next().expect("a line")).expect("json");
     let error = first["error"].as_str().expect("refused");
-    assert!(error.contains("over the") && error.contains("limit"), "{error}");
-    assert!(log.len() < 64 * 1024, "the huge answer was logged: {} bytes", log.len());
+    assert!(
+        error.contains("over the") && error.contains("limit"),
+        "{error}"
+    );
+    assert!(
+        log.len() < 64 * 1024,
+        "the huge answer was logged: {} bytes",
+        log.len()
+    );
     assert_eq!(project.read("task/artifacts/after.md"), "after.md");
 }

@@ -63,7 +63,10 @@ fn a_worker_killed_while_its_actions_run_is_resumed_without_running_any_twice() 
             kill_during_actions(&f).map(|journal| (f, journal))
         })
         .expect("the worker was never caught while its actions ran");
-    let done_before = journal.iter().filter(|l| l.starts_with("{\"done\"")).count();
+    let done_before = journal
+        .iter()
+        .filter(|l| l.starts_with("{\"done\""))
+        .count();
 
     let output = f.project.run(&["worker", "task"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
@@ -76,13 +79,20 @@ fn a_worker_killed_while_its_actions_run_is_resumed_without_running_any_twice() 
     let records = f.actions();
     assert_eq!(records.len(), 1, "{records:?}");
     let record = &records[0];
-    assert!(record["resumed"].as_str().is_some_and(|r| r.contains("resumed")));
+    assert!(
+        record["resumed"]
+            .as_str()
+            .is_some_and(|r| r.contains("resumed"))
+    );
     let results = record["results"].as_array().expect("results");
     assert_eq!(results.len(), 20);
     let mut interrupted = 0;
     for (n, result) in results.iter().enumerate() {
         let error = result["error"].as_str().unwrap_or_default();
-        assert!(!error.contains("File exists"), "action {n} ran twice: {error}");
+        assert!(
+            !error.contains("File exists"),
+            "action {n} ran twice: {error}"
+        );
         if result["interrupted"] == true {
             interrupted += 1;
             assert!(error.starts_with("interrupted:"), "{error}");
@@ -104,7 +114,10 @@ fn an_action_under_way_at_the_kill_is_reported_and_not_run_again() {
     f.new_task(&["--max-iterations", "1"]);
     // As the killed worker left it: action 1 done, action 2 under way (its file
     // made, its result not yet written down), action 3 not started.
-    let frozen = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/state/iteration-v1.jsonl");
+    let frozen = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/state/iteration-v1.jsonl"
+    );
     std::fs::copy(frozen, f.task("iteration.jsonl")).expect("copy the journal");
     std::fs::write(f.task("artifacts/a.md"), "a").expect("a");
     std::fs::write(f.task("artifacts/b.md"), "b").expect("b");
@@ -121,7 +134,10 @@ action 1 had run (not run again); action 2 was under way (not run again; what it
 action 3 had not started (run now)";
     let stdout = stdout_of(&output);
     assert!(stdout.contains(said), "{stdout}");
-    assert!(stdout.contains("#1 create_file artifacts/b.md ✗ interrupted"), "{stdout}");
+    assert!(
+        stdout.contains("#1 create_file artifacts/b.md ✗ interrupted"),
+        "{stdout}"
+    );
     assert_eq!(llm_calls(&f), 0);
     let record = &f.actions()[0];
     assert_eq!(record["resumed"], said);

@@ -69,7 +69,12 @@ pub(crate) fn post_json(
             message: error_message(&text),
         }));
     }
-    let bytes = match response.body_mut().with_config().limit(max_bytes).read_to_vec() {
+    let bytes = match response
+        .body_mut()
+        .with_config()
+        .limit(max_bytes)
+        .read_to_vec()
+    {
         Ok(bytes) => bytes,
         Err(ureq::Error::Timeout(_)) => return Ok(Reply::TimedOut),
         Err(ureq::Error::BodyExceedsLimit(limit)) if status.is_success() => {
@@ -130,7 +135,10 @@ mod tests {
 
     #[test]
     fn error_messages_are_found_in_each_shape() {
-        assert_eq!(error_message(r#"{"error":"model not found"}"#), "model not found");
+        assert_eq!(
+            error_message(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
         assert_eq!(
             error_message(r#"{"error":{"type":"overloaded_error","message":"Overloaded"}}"#),
             "Overloaded"

@@ -57,7 +57,9 @@ pub(super) fn attempt(
 /// The reply's `response` text; a reply without one is a bad answer.
 fn answer_of(reply: &Value, url: &str) -> Call {
     match reply["response"].as_str() {
-        Some(text) if text.len() as u64 > ANSWER_CAP => Call::Invalid(super::too_big(text.len() as u64)),
+        Some(text) if text.len() as u64 > ANSWER_CAP => {
+            Call::Invalid(super::too_big(text.len() as u64))
+        }
         Some(text) => Call::Answer(text.to_string()),
         None => Call::Invalid(format!("Ollama at {url}: the reply has no `response` text")),
     }

@@ -19,7 +19,11 @@ const STDERR_TAIL: usize = 2000;
 
 /// The program runs in the worker's own folder (where `harness.toml` names it), not
 /// in the task directory: it reads the context, not the files.
-pub(super) fn call(config: &WorkerConfig, context: &str, waiter: &mut dyn Waiter) -> Result<Call, String> {
+pub(super) fn call(
+    config: &WorkerConfig,
+    context: &str,
+    waiter: &mut dyn Waiter,
+) -> Result<Call, String> {
     let (program, args) = config
         .llm
         .split_first()
@@ -147,4 +151,3 @@ fn end_group(child: &mut Child) {
     }
     let _ = child.wait();
 }
-

@@ -96,7 +96,11 @@ pub(crate) fn parse_retry_after(
         return Some(Duration::from_secs(secs));
     }
     let when = chrono::DateTime::parse_from_rfc2822(value).ok()?;
-    Some((when.with_timezone(&chrono::Utc) - now).to_std().unwrap_or(Duration::ZERO))
+    Some(
+        (when.with_timezone(&chrono::Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 #[cfg(test)]
@@ -132,9 +136,15 @@ mod tests {
             max_wait: Duration::from_secs(60),
         });
         let retry = backoff.next(&busy(Some(40))).expect("a try");
-        assert_eq!((retry.number, retry.wait.as_secs(), retry.asked), (1, 40, true));
+        assert_eq!(
+            (retry.number, retry.wait.as_secs(), retry.asked),
+            (1, 40, true)
+        );
         let err = backoff.next(&busy(Some(30))).expect_err("over the budget");
-        assert!(err.contains("wait of 30 s") && err.contains("20 s left"), "{err}");
+        assert!(
+            err.contains("wait of 30 s") && err.contains("20 s left"),
+            "{err}"
+        );
         let mut none = Backoff::new(Policy {
             retries: 0,
             max_wait: Duration::from_secs(60),
@@ -147,7 +157,10 @@ mod tests {
         let now = chrono::DateTime::parse_from_rfc3339("2015-10-21T07:27:00Z")
             .expect("date")
             .with_timezone(&chrono::Utc);
-        assert_eq!(parse_retry_after(" 20 ", now), Some(Duration::from_secs(20)));
+        assert_eq!(
+            parse_retry_after(" 20 ", now),
+            Some(Duration::from_secs(20))
+        );
         assert_eq!(
             parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
             Some(Duration::from_secs(60))
