@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
-use super::run::EXIT_USAGE;
+use super::EXIT_USAGE;
 use super::task::{self, Constraints, Task};
 use crate::config::{Config, DEFAULT_CONFIG_FILE};
 

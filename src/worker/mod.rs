@@ -21,3 +21,8 @@ pub(crate) mod task;
 mod tools;
 
 pub use crate::config::WorkerConfig;
+
+/// Bad input, as clap's own.
+pub(crate) const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_FAILED: i32 = 1;
+pub(crate) const EXIT_TIMEOUT: i32 = 4;

@@ -32,10 +32,7 @@ use super::tools::{self, ActionResult};
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 /// Looks again at an unreadable state.json this many times, 100 ms apart.
 const CORRUPT_RETRIES: u32 = 5;
-/// Bad input, as clap's own.
-pub(crate) const EXIT_USAGE: i32 = 2;
-pub(crate) const EXIT_FAILED: i32 = 1;
-pub(crate) const EXIT_TIMEOUT: i32 = 4;
+use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// Why the loop ended.
 pub(super) enum End {

@@ -7,8 +7,8 @@ use std::time::{Duration, SystemTime};
 
 use chrono::Utc;
 
-use super::run::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE};
 use super::task::{self, State, Status, Task};
+use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// A temporary file of a task file this old is no write in flight any more: one
 /// that a killed worker (or stopper) left.
