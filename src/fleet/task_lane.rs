@@ -296,6 +296,8 @@ struct Watcher {
     stale_said: bool,
     /// The iteration whose LLM call was last shown.
     call_shown: Option<u64>,
+    /// The last note of a worker waiting for a busy LLM shown, so each is shown once.
+    busy_shown: Option<String>,
     /// state.json was asked to say stopped (a STOP or stop-now request).
     stop_asked: bool,
     snapshot: Snapshot,
@@ -353,6 +355,7 @@ impl Watcher {
             offset: 0,
             stale_said: false,
             call_shown: None,
+            busy_shown: None,
             stop_asked: false,
             snapshot,
             snapshots,
@@ -463,6 +466,14 @@ impl Watcher {
             && self.call_shown.replace(beat.iteration) != Some(beat.iteration)
         {
             self.write_lines(&[format!("#{} calling the LLM", beat.iteration)]);
+        }
+        if let Some(beat) = beat.as_ref().filter(|b| b.status == "llm_busy")
+            && let Some(note) = &beat.note
+            && self.busy_shown.as_ref() != Some(note)
+        {
+            self.busy_shown = Some(note.clone());
+            let line = format!("#{} {}", beat.iteration, crate::escape::visible(note));
+            self.write_lines(&[line]);
         }
         match age {
             Some(age) if age >= self.stale => {

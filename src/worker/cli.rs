@@ -177,9 +177,12 @@ fn resume_task(args: StopArgs) -> i32 {
     let dir = args.dir.display();
     match task::request_resume(&args.dir) {
         Ok(task::ResumeAsked::Resumed { was, reason }) => {
+            let how = match was {
+                task::Status::Failed => "had failed",
+                _ => "was stopped",
+            };
             println!(
-                "clowder: the task was {} ({reason}); it now says running: `clowder worker {dir}` goes on with it",
-                was.as_str()
+                "clowder: the task {how} ({reason}); it now says running: `clowder worker {dir}` goes on with it"
             );
             0
         }

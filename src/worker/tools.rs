@@ -661,6 +661,7 @@ mod tests {
             Just("state.json"),
             Just("heartbeat.json"),
             Just("actions.jsonl"),
+            Just("iteration.jsonl"),
             Just(".state.json.abc123.tmp"),
             Just(".task.json.x"),
         ];

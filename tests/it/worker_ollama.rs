@@ -260,7 +260,7 @@ fn an_llm_busy_past_the_limit_fails_the_task_and_task_resume_lets_it_go_on() {
     project.write("harness.toml", &config(port, ""));
     let resume = project.run(&["task", "resume", "task"]);
     assert_eq!(resume.status.code(), Some(0), "{}", stderr_of(&resume));
-    assert!(common::stdout_of(&resume).contains("the task was failed"));
+    assert!(common::stdout_of(&resume).contains("the task had failed (error: the LLM stayed busy"));
     assert_eq!(state(&project)["status"], "running");
     let output = project.run(&["worker", "task"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
