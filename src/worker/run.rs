@@ -6,6 +6,8 @@
 //! when someone wrote `"status": "stopped"` into `state.json` (exit 0) or when
 //! `timeout_seconds` have passed since `started_at` (reason `timeout`, exit 4);
 //! `failed` on a fatal error (exit 1). A corrupt `state.json` is left as it is.
+//! An answer's actions are written down in the journal before they run, so that a
+//! worker killed meanwhile is finished by the next one without running any twice.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -16,7 +18,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 
-use super::WorkerConfig;
 use super::answer::{self, Action};
 use super::context::{self, Context};
 use super::journal::{self, Journal};
@@ -27,12 +28,12 @@ use super::show;
 use super::start;
 use super::task::{self, ActionRecord, Counters, Heartbeat, State, Status, Task};
 use super::tools::{self, ActionResult};
+use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, WorkerConfig};
 
 /// While the LLM thinks, the heartbeat is rewritten this often.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 /// Looks again at an unreadable state.json this many times, 100 ms apart.
 const CORRUPT_RETRIES: u32 = 5;
-use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE};
 
 /// Why the loop ended.
 pub(super) enum End {
