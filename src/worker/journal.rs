@@ -112,21 +112,7 @@ impl Journal {
     }
 
     fn ends_a_line(&self) -> Result<bool, FileError> {
-        use std::os::unix::fs::FileExt;
-        let len = self
-            .file
-            .metadata()
-            .map_err(|err| error(&self.path, err))?
-            .len();
-        let mut last = [0u8];
-        match len {
-            0 => Ok(true),
-            _ => self
-                .file
-                .read_exact_at(&mut last, len - 1)
-                .map(|()| last[0] == b'\n')
-                .map_err(|err| error(&self.path, err)),
-        }
+        super::task::ends_a_line(&self.file).map_err(|err| error(&self.path, err))
     }
 
     pub(crate) fn start(&mut self, action: usize) -> Result<(), FileError> {

@@ -104,7 +104,10 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig, config_path: &Path) -> i32 
         worker.state.iteration = worker.state.iteration.max(last.iteration);
     }
     let end = worker.run_loop();
-    worker.finish(end)
+    let code = worker.finish(end);
+    // Those too young to clear at the start may be old enough now.
+    start::clear_interrupted_writes(dir);
+    code
 }
 
 /// The LLM runs in its own process group, out of reach of a Ctrl-C: the worker

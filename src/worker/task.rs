@@ -440,9 +440,29 @@ pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), Fil
     {
         return Err(file_error(&path, "not a regular file"));
     }
+    // A worker killed in the middle of a line leaves it cut: end it, so that the
+    // new line is whole (the cut one is skipped when read).
+    let cut = std::fs::File::open(&path)
+        .and_then(|reader| ends_a_line(&reader))
+        .map_err(|err| file_error(&path, err))?;
+    if !cut {
+        line.insert(0, b'\n');
+    }
     file.write_all(&line)
         .and_then(|()| file.sync_data())
         .map_err(|err| file_error(&path, err))
+}
+
+/// Whether the file `reader` reads is empty or ends with a newline.
+pub(crate) fn ends_a_line(reader: &std::fs::File) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let len = reader.metadata()?.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    let mut last = [0u8];
+    reader.read_exact_at(&mut last, len - 1)?;
+    Ok(last[0] == b'\n')
 }
 
 /// The last `keep` records of `actions.jsonl` (unreadable lines skipped), read in one
@@ -545,6 +565,24 @@ mod tests {
             parse_action_line(&line.replace(r#""schema_version":1"#, r#""schema_version":2"#))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_line_cut_by_a_kill_does_not_swallow_the_next_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        append_action(dir.path(), &record(1)).expect("append");
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(ACTIONS_FILE))
+            .expect("open");
+        file.write_all(br#"{"iteration":2,"timest"#)
+            .expect("a cut line");
+        append_action(dir.path(), &record(2)).expect("append");
+        let kept: Vec<u64> = recent_actions(dir.path(), 5)
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        assert_eq!(kept, [1, 2]);
     }
 
     #[test]
