@@ -105,7 +105,11 @@ pub fn request_stop(root: &Path, lane: &Lane) -> Result<String, String> {
             dir.join(task::STATE_FILE).display()
         )),
         StopAsked::AlreadyEnded(status) => Ok(format!("its task is already {}", status.as_str())),
-        StopAsked::NotStarted => Ok("its task has not started: nothing to stop".to_string()),
+        StopAsked::BeforeStart => Ok(format!(
+            "its task had not started: {} now says stopped, so it does not start (`clowder task resume {}` undoes it)",
+            task::STATE_FILE,
+            dir.display()
+        )),
     }
 }
 
@@ -292,6 +296,8 @@ struct Watcher {
     stale_said: bool,
     /// The iteration whose LLM call was last shown.
     call_shown: Option<u64>,
+    /// The last note of a worker waiting for a busy LLM shown, so each is shown once.
+    busy_shown: Option<String>,
     /// state.json was asked to say stopped (a STOP or stop-now request).
     stop_asked: bool,
     snapshot: Snapshot,
@@ -348,6 +354,7 @@ impl Watcher {
             offset: 0,
             stale_said: false,
             call_shown: None,
+            busy_shown: None,
             stop_asked: false,
             snapshot,
             snapshots,
@@ -458,6 +465,14 @@ impl Watcher {
             && self.call_shown.replace(beat.iteration) != Some(beat.iteration)
         {
             self.write_lines(&[format!("#{} calling the LLM", beat.iteration)]);
+        }
+        if let Some(beat) = beat.as_ref().filter(|b| b.status == "llm_busy")
+            && let Some(note) = &beat.note
+            && self.busy_shown.as_ref() != Some(note)
+        {
+            self.busy_shown = Some(note.clone());
+            let line = format!("#{} {}", beat.iteration, crate::escape::visible(note));
+            self.write_lines(&[line]);
         }
         match age {
             Some(age) if age >= self.stale => {
@@ -606,7 +621,10 @@ fn read_records(dir: &Path, offset: u64, cap: u64) -> (Vec<ActionRecord>, u64) {
             Ok(_) if !line.ends_with(b"\n") => break,
             Ok(n) => {
                 at += n as u64;
-                if let Ok(record) = serde_json::from_slice::<ActionRecord>(&line) {
+                if let Some(record) = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(task::parse_action_line)
+                {
                     records.push(record);
                 }
             }

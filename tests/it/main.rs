@@ -102,3 +102,4 @@ mod web_browser;
 mod web_serve;
 mod worker_loop;
 mod worker_ollama;
+mod worker_resume;
