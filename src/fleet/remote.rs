@@ -61,6 +61,13 @@ impl Target {
             .host_str()
             .filter(|host| !host.is_empty())
             .ok_or_else(|| format!("{text:?}: no host name"))?;
+        // ssh reads a destination that starts with `-` as one of its options
+        // (`-oProxyCommand=…` runs a command here): never a host or user name.
+        if host.starts_with('-') || url.username().starts_with('-') {
+            return Err(format!(
+                "{text:?}: a host or user name cannot start with `-`; expected ssh://[user@]host[:port]/path"
+            ));
+        }
         let destination = match url.username() {
             "" => host.to_string(),
             user => format!("{user}@{host}"),
@@ -76,16 +83,59 @@ impl Target {
         })
     }
 
-    /// How the room names the host before it has said its own name.
-    pub fn label(&self) -> String {
-        match self {
-            Target::Folder(folder) => folder.display().to_string(),
-            Target::Ssh {
-                destination, path, ..
-            } => format!("{destination}:{path}"),
-            Target::Via(command) => command.clone(),
-        }
+    /// A name for the host from the target alone: the folder's name, the
+    /// ssh address's host, or `via`.
+    fn short_name(&self) -> String {
+        let name = match self {
+            Target::Folder(folder) => std::fs::canonicalize(folder)
+                .unwrap_or_else(|_| folder.clone())
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            Target::Ssh { destination, .. } => destination
+                .rsplit_once('@')
+                .map_or(destination.as_str(), |(_, host)| host)
+                .to_string(),
+            Target::Via(_) => String::new(),
+        };
+        let safe: String = name
+            .chars()
+            .map(|c| if c == '/' || c.is_whitespace() { '_' } else { c })
+            .collect();
+        if safe.is_empty() { "via".to_string() } else { safe }
     }
+}
+
+/// The name each host's lanes go by in a room of several (`NAME/lane`):
+/// its `NAME=` where given, else one made from its target alone (the
+/// folder's name, the ssh host, `via-N` for `--via`), so that it does not
+/// depend on which host answers first. A made name that another host would
+/// share gets the host's place in the list (`repo-2`).
+pub fn host_labels(hosts: &[(Option<String>, Target)]) -> Vec<String> {
+    let made: Vec<String> = hosts.iter().map(|(_, target)| target.short_name()).collect();
+    let given: Vec<&str> = hosts.iter().filter_map(|(name, _)| name.as_deref()).collect();
+    let mut labels: Vec<String> = Vec::with_capacity(hosts.len());
+    for (index, (name, target)) in hosts.iter().enumerate() {
+        if let Some(name) = name {
+            labels.push(name.clone());
+            continue;
+        }
+        let base = &made[index];
+        let shared = made
+            .iter()
+            .enumerate()
+            .any(|(other, name)| other != index && hosts[other].0.is_none() && name == base);
+        let mut label = if matches!(target, Target::Via(_)) || shared || given.contains(&base.as_str()) {
+            format!("{base}-{}", index + 1)
+        } else {
+            base.clone()
+        };
+        while given.contains(&label.as_str()) || labels.contains(&label) {
+            label = format!("{label}-{}", index + 1);
+        }
+        labels.push(label);
+    }
+    labels
 }
 
 /// What the room hears of one host.
@@ -242,7 +292,9 @@ async fn open(target: &Target) -> Result<Pipe, String> {
             }
             let remote = remote_command();
             let quoted = shlex::try_quote(path).map_err(|err| format!("{path:?}: {err}"))?;
+            // `--`: whatever the destination says, ssh takes no option from it.
             command
+                .arg("--")
                 .arg(destination)
                 .arg(format!("{remote} attach --stdio {quoted}"));
             spawn(command)

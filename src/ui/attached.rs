@@ -90,12 +90,18 @@ impl Attached {
         let (hint_tx, _hints) = mpsc::unbounded_channel();
         let (tagged_tx, tagged) = mpsc::unbounded_channel();
         let multi = self.targets.len() > 1;
-        let hosts = self
+        let pairs: Vec<(Option<String>, Target)> = self
             .targets
             .into_iter()
+            .map(|HostTarget { name, target }| (name, target))
+            .collect();
+        let labels = crate::fleet::remote::host_labels(&pairs);
+        let hosts = pairs
+            .into_iter()
+            .zip(labels)
             .enumerate()
-            .map(|(index, HostTarget { name, target })| {
-                HostLink::new(keep_reached_as(index, target, tagged_tx.clone()), name)
+            .map(|(index, ((_, target), label))| {
+                HostLink::new(keep_reached_as(index, target, tagged_tx.clone()), label)
             })
             .collect();
         let carrier = Carrier {
@@ -123,7 +129,7 @@ impl Attached {
 struct HostLink {
     to_host: mpsc::UnboundedSender<ClientMsg>,
     /// How its lanes are named in a room of several hosts (`LABEL/lane`).
-    label: Option<String>,
+    label: String,
     /// The output file the room shows, if on this host: followed again after
     /// a reconnection.
     following: Option<ClientMsg>,
@@ -137,10 +143,10 @@ struct HostLink {
 }
 
 impl HostLink {
-    fn new(to_host: mpsc::UnboundedSender<ClientMsg>, name: Option<String>) -> HostLink {
+    fn new(to_host: mpsc::UnboundedSender<ClientMsg>, label: String) -> HostLink {
         HostLink {
             to_host,
-            label: name.map(|name| label_safe(&name)),
+            label,
             following: None,
             attached_once: false,
             hello: None,
@@ -150,19 +156,6 @@ impl HostLink {
             idle: None,
         }
     }
-}
-
-/// A host's name as the first part of `HOST/lane`: no slash, no space.
-fn label_safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c == '/' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 /// Carries the hosts' events to the room and the room's asks to the host of
@@ -206,7 +199,7 @@ impl Carrier {
     /// The room's name for `lane` of `host`.
     fn outward(&self, host: usize, lane: &LaneName) -> LaneName {
         match (&self.hosts[host].label, self.multi) {
-            (Some(label), true) => LaneName::on_host(label, lane),
+            (label, true) => LaneName::on_host(label, lane),
             _ => lane.clone(),
         }
     }
@@ -220,7 +213,7 @@ impl Carrier {
         let host = self
             .hosts
             .iter()
-            .position(|host| host.label.as_deref() == Some(label))?;
+            .position(|host| host.label == label)?;
         Some((host, lane))
     }
 
@@ -306,7 +299,7 @@ impl Carrier {
     /// How the room names a host in its lines.
     fn host_name(&self, host: usize) -> String {
         match (&self.hosts[host].label, self.multi) {
-            (Some(label), true) => format!("host {label}"),
+            (label, true) => format!("host {label}"),
             _ => "the host".to_string(),
         }
     }
@@ -348,7 +341,7 @@ impl Carrier {
             }
             RemoteEvent::Lost { since, why, retry } => {
                 let name = match &self.hosts[host].label {
-                    Some(label) if self.multi => format!("host {label}"),
+                    label if self.multi => format!("host {label}"),
                     _ => "host".to_string(),
                 };
                 self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
@@ -357,22 +350,6 @@ impl Carrier {
     }
 
     fn on_hello(&mut self, host: usize, hello: &crate::fleet::wire::Hello) {
-        if self.hosts[host].label.is_none() {
-            // The machine's name; for a second folder on one machine, the folder's.
-            let folder = std::path::Path::new(&hello.folder)
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let taken = |label: &str| self.hosts.iter().any(|h| h.label.as_deref() == Some(label));
-            let mut label = label_safe(&hello.host);
-            if taken(&label) {
-                label = label_safe(&folder);
-            }
-            if taken(&label) || label.is_empty() {
-                label = format!("{}-{}", label_safe(&hello.host), host + 1);
-            }
-            self.hosts[host].label = Some(label);
-        }
         let name = self.host_name(host);
         // Said once the snapshot has made the lanes, so that every lane shows it.
         self.hosts[host].hello = Some(format!(
@@ -460,7 +437,7 @@ impl Carrier {
         for (index, host) in self.hosts.iter().enumerate() {
             for plan in &host.plans {
                 let mut plan = plan.clone();
-                if let (true, Some(label)) = (self.multi, &self.hosts[index].label) {
+                if let (true, label) = (self.multi, &self.hosts[index].label) {
                     plan.address = format!("{label}/{}", plan.address);
                     for step in &mut plan.steps {
                         step.lane = format!("{label}/{}", step.lane);
@@ -479,9 +456,8 @@ impl Carrier {
         for (index, host) in self.hosts.iter().enumerate() {
             for pending in &host.requests {
                 let mut request = pending.clone().into_request();
-                if self.multi
-                    && let Some(label) = &host.label
-                {
+                if self.multi {
+                    let label = &host.label;
                     request.lane = Some(match request.lane {
                         Some(lane) => format!("{label}/{lane}"),
                         None => label.clone(),

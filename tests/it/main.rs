@@ -52,6 +52,7 @@ mod fleet_lanes;
 mod fleet_run;
 mod function_length;
 mod host_attention;
+mod host_fairness;
 mod host_socket;
 mod lane_actions;
 mod layers;
