@@ -63,7 +63,10 @@ pub fn resolve(
 fn unique_names(hosts: &[(Option<String>, Target)]) -> Result<(), String> {
     for (index, (name, _)) in hosts.iter().enumerate() {
         let Some(name) = name else { continue };
-        if hosts[..index].iter().any(|(other, _)| other.as_ref() == Some(name)) {
+        if hosts[..index]
+            .iter()
+            .any(|(other, _)| other.as_ref() == Some(name))
+        {
             return Err(format!(
                 "two hosts are named {name:?}: each host needs a name of its own (NAME=TARGET, or `name` in [[hosts]])"
             ));

@@ -113,6 +113,7 @@ impl Attached {
             asked: 0,
             current: 0,
             decisions: std::collections::HashMap::new(),
+            unsaid: Vec::new(),
         };
         let task = tokio::spawn(carrier.run(tagged, self.requests, asks));
         Feeds {
@@ -140,6 +141,10 @@ struct HostLink {
     plans: Vec<PlanSummary>,
     requests: Vec<PendingRequest>,
     idle: Option<(bool, bool)>,
+    /// Not reached since then; `None` while it answers.
+    lost: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why, as last said in the events: said again only when it changes.
+    lost_why: String,
 }
 
 impl HostLink {
@@ -154,9 +159,14 @@ impl HostLink {
             plans: Vec::new(),
             requests: Vec::new(),
             idle: None,
+            lost: None,
+            lost_why: String::new(),
         }
     }
 }
+
+/// The most lines kept for the first lanes.
+const UNSAID: usize = 20;
 
 /// Carries the hosts' events to the room and the room's asks to the host of
 /// the lane (or request) they are about.
@@ -172,6 +182,9 @@ struct Carrier {
     current: usize,
     /// Which host each listed request is waiting on.
     decisions: std::collections::HashMap<String, usize>,
+    /// Lines said while no host had shown a lane: said again to the first
+    /// lanes (the screen without lanes that showed them is gone by then).
+    unsaid: Vec<(Level, String)>,
 }
 
 impl Carrier {
@@ -210,15 +223,37 @@ impl Carrier {
             return Some((0, lane.clone()));
         }
         let (label, lane) = lane.host_and_lane()?;
-        let host = self
-            .hosts
-            .iter()
-            .position(|host| host.label == label)?;
+        let host = self.hosts.iter().position(|host| host.label == label)?;
         Some((host, lane))
     }
 
     fn send(&mut self, host: usize, message: ClientMsg) {
         let _ = self.hosts[host].to_host.send(message);
+    }
+
+    /// Sends what a key asked of `host`; a lost host is said to be lost, and
+    /// tried again now (what was asked is not kept for later: it may no
+    /// longer make sense when the host is back).
+    fn send_asked(&mut self, host: usize, message: ClientMsg, what: &str) {
+        if let Some(since) = self.hosts[host].lost {
+            let name = format!("host {}", self.hosts[host].label);
+            let since = since.with_timezone(&chrono::Local).format("%H:%M");
+            self.say(
+                Level::Warn,
+                format!("not sent to {name} (unreachable since {since}): {what}; trying to reach it again now"),
+            );
+        }
+        self.send(host, message);
+    }
+
+    /// Every lane of `host`, as the room names it, told whether its host is lost.
+    fn mark_reach(&self, host: usize) {
+        let since = self.hosts[host].lost;
+        for entry in &self.hosts[host].lanes {
+            let lane = self.outward(host, &entry.name);
+            let report = crate::fleet::link::LaneReport::Unreachable(since);
+            let _ = self.host_tx.send(HostMsg::Lane { lane, report });
+        }
     }
 
     fn request(&mut self, request: HostRequest) {
@@ -228,7 +263,7 @@ impl Carrier {
         };
         self.asked += 1;
         let re = Some(self.asked);
-        self.send(host, ClientMsg::Request { re, request });
+        self.send_asked(host, ClientMsg::Request { re, request }, "the request");
     }
 
     /// The host a request is for, and the request as that host names things.
@@ -283,7 +318,8 @@ impl Carrier {
             }
             ClientMsg::Decide { ref id, .. } => {
                 let host = self.decisions.get(id).copied().unwrap_or(self.current);
-                self.send(host, ask);
+                let what = format!("the decision on request {id}");
+                self.send_asked(host, ask, &what);
             }
             other => {
                 let host = self.current;
@@ -292,7 +328,10 @@ impl Carrier {
         }
     }
 
-    fn say(&self, level: Level, text: String) {
+    fn say(&mut self, level: Level, text: String) {
+        if self.hosts.iter().all(|host| host.lanes.is_empty()) && self.unsaid.len() < UNSAID {
+            self.unsaid.push((level, text.clone()));
+        }
         let _ = self.host_tx.send(HostMsg::Log { level, text });
     }
 
@@ -340,16 +379,25 @@ impl Carrier {
                 let _ = self.feed_tx.send(update);
             }
             RemoteEvent::Lost { since, why, retry } => {
-                let name = match &self.hosts[host].label {
-                    label if self.multi => format!("host {label}"),
-                    _ => "host".to_string(),
-                };
-                self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
+                let name = format!("host {}", self.hosts[host].label);
+                // Each try again is not news: a new reason is.
+                if self.hosts[host].lost.is_none() || self.hosts[host].lost_why != why {
+                    self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
+                    self.hosts[host].lost_why = why;
+                }
+                if self.hosts[host].lost.is_none() {
+                    self.hosts[host].lost = Some(since);
+                    self.mark_reach(host);
+                }
             }
         }
     }
 
     fn on_hello(&mut self, host: usize, hello: &crate::fleet::wire::Hello) {
+        if self.hosts[host].lost.take().is_some() {
+            self.hosts[host].lost_why.clear();
+            self.mark_reach(host);
+        }
         let name = self.host_name(host);
         // Said once the snapshot has made the lanes, so that every lane shows it.
         self.hosts[host].hello = Some(format!(
@@ -417,7 +465,13 @@ impl Carrier {
             }
             log @ HostMsg::Log { .. } => log,
         };
+        let lanes_came = matches!(&renamed, HostMsg::Lanes(lanes) if !lanes.is_empty());
         let _ = self.host_tx.send(renamed);
+        if lanes_came {
+            for (level, text) in std::mem::take(&mut self.unsaid) {
+                let _ = self.host_tx.send(HostMsg::Log { level, text });
+            }
+        }
     }
 
     fn all_lanes(&self) -> Vec<LaneEntry> {

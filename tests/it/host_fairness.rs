@@ -74,7 +74,9 @@ fn ping_times(fleet: &HostFleet, count: u64) -> Vec<Duration> {
     for re in 1..=count {
         let asked = Instant::now();
         let line = json!({"type": "ping", "re": re});
-        writer.write_all(format!("{line}\n").as_bytes()).expect("ping");
+        writer
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("ping");
         loop {
             let message = read(&mut reader).expect("the host answers");
             if message["type"] == "reply" && message["re"] == re {
@@ -104,7 +106,9 @@ fn a_client_that_floods_requests_slows_no_other_client_and_grows_no_queue() {
         let lane = if n % 2 == 0 { "api" } else { "docs" };
         json!({"type": "request", "request": {"diff": lane}})
     };
-    let flooders: Vec<_> = (0..2).map(|_| flood(&fleet, 400, Arc::clone(&stop), request)).collect();
+    let flooders: Vec<_> = (0..2)
+        .map(|_| flood(&fleet, 400, Arc::clone(&stop), request))
+        .collect();
     std::thread::sleep(Duration::from_secs(2));
     let busy = ping_times(&fleet, 30);
     let peak = Arc::new(AtomicU64::new(0));
@@ -127,6 +131,7 @@ fn a_client_that_floods_requests_slows_no_other_client_and_grows_no_queue() {
         "the host grew by {grown} kB under a flood of {sent} requests"
     );
     // The host still answers and acts after the flood.
-    assert!(wait_until(DEADLINE, || ping_times(&fleet, 1)[0] < Duration::from_secs(1)));
+    assert!(wait_until(DEADLINE, || ping_times(&fleet, 1)[0]
+        < Duration::from_secs(1)));
     stop_host(fleet.root(), host);
 }

@@ -16,6 +16,7 @@ mod approvals_rules;
 mod approvals_scripts;
 mod approvals_subject;
 mod approvals_waiters;
+mod attach_hosts;
 mod attach_room;
 mod cli_init;
 mod cli_meta;

@@ -190,7 +190,9 @@ async fn read_lines(
         // A client that asks faster than its share is read more slowly: what
         // it sent waits in its own socket, not in the host.
         let cost = parsed.as_ref().map_or(1, cost_of);
-        tokio::time::sleep_until(pace.take(cost, tokio::time::Instant::now())).await;
+        if cost > 0 {
+            tokio::time::sleep_until(pace.take(cost, tokio::time::Instant::now())).await;
+        }
         let answer = match parsed {
             Ok(ClientMsg::Follow { lane, file }) => {
                 _following = None;
@@ -226,10 +228,11 @@ async fn read_lines(
 }
 
 /// What a message costs of a client's share of the host: git work (a diff,
-/// a merge, a push) most, a ping least.
+/// a merge, a push) most. A ping costs nothing: it asks nothing of the host,
+/// and its answer waits in the client's own bounded queue.
 fn cost_of(message: &ClientMsg) -> u32 {
     match message {
-        ClientMsg::Hello { .. } | ClientMsg::Ping { .. } => 1,
+        ClientMsg::Hello { .. } | ClientMsg::Ping { .. } => 0,
         ClientMsg::Decide { .. } | ClientMsg::Follow { .. } => 4,
         ClientMsg::Request { request, .. } => match request {
             HostRequest::Command { .. }

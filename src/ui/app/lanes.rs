@@ -39,6 +39,9 @@ pub struct LaneRow {
     pub pending: usize,
     pub status: LaneStatus,
     pub kind: LaneKind,
+    /// In an attached room: its host cannot be reached since then, and
+    /// what it last said of the lane may be old.
+    pub unreachable: Option<DateTime<Utc>>,
 }
 
 impl LaneRow {
@@ -54,6 +57,7 @@ impl LaneRow {
             pending: 0,
             status: LaneStatus::Queued,
             kind: entry.kind,
+            unreachable: None,
         };
         row.status = status_of(&row);
         row
@@ -592,6 +596,10 @@ fn on_lane(
         }
         LaneReport::Ahead(ahead) => {
             row.ahead = ahead;
+            Vec::new()
+        }
+        LaneReport::Unreachable(since) => {
+            row.unreachable = since;
             Vec::new()
         }
         LaneReport::Diff(text) => {
