@@ -269,3 +269,39 @@ fn attach_stdio_fails_when_the_host_refuses_it_or_serves_another_folder() {
     );
     stop_host(fleet.root(), host);
 }
+
+#[test]
+fn a_key_for_a_lost_host_behind_a_pipe_tries_it_again_at_once() {
+    let fleet = fleet_in("piped", &["api"]);
+    let host = fleet.host("none");
+    let via = format!(
+        "--via '{} attach --stdio {}'",
+        clowder_bin().display(),
+        fleet.root().display()
+    );
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let tmux = Tmux::start(elsewhere.path(), &attach_command("", &via), 160, 40);
+    tmux.wait_for_all(&["attached to the host", "● running"]);
+    send_signal(host.id(), libc::SIGKILL);
+    let mut host = host;
+    let _ = host.wait();
+    tmux.wait_for("⚠ unreachable");
+    // Tries at 1, 2, 4, 8 s: the next one is 16 s after the last.
+    std::thread::sleep(std::time::Duration::from_secs(16));
+    let again = fleet.host("none");
+    let asked = std::time::Instant::now();
+    tmux.keys(&["p"]);
+    tmux.wait_for("not sent to host");
+    let back = wait_until(DEADLINE, || {
+        tmux.screen().matches("attached to the host").count() >= 2
+    });
+    let took = asked.elapsed();
+    assert!(back, "the room never came back:\n{}", tmux.screen());
+    assert!(
+        took < std::time::Duration::from_secs(6),
+        "the host was tried again only after {took:?}"
+    );
+    tmux.keys(&["q"]);
+    tmux.wait_for("ATTACH_EXIT=0");
+    stop_host(fleet.root(), again);
+}
