@@ -97,6 +97,15 @@ fn configured_hosts() -> Result<Vec<(Option<String>, Target)>, String> {
     for (index, entry) in config.hosts.iter().enumerate() {
         let key = format!("{file}: key `hosts[{index}]`");
         crate::fleet::LaneName::parse(&entry.name).map_err(|err| format!("{key}.name: {err}"))?;
+        if let Some(first) = config.hosts[..index]
+            .iter()
+            .position(|other| other.name == entry.name)
+        {
+            return Err(format!(
+                "{key}.name: {:?} is already the name of hosts[{first}]; each host needs a name of its own",
+                entry.name
+            ));
+        }
         let target = match (&entry.target, &entry.via) {
             (Some(target), None) => {
                 Target::parse(target).map_err(|err| format!("{key}.target: {err}"))?

@@ -134,7 +134,12 @@ fn two_hosts_of_one_name_are_refused() {
     .expect("write");
     let (code, stderr) = attach_refused(dir.path(), &[], &ssh_args);
     assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("two hosts are named \"east\""), "{stderr}");
+    assert!(
+        stderr.contains(
+            "harness.toml: key `hosts[1]`.name: \"east\" is already the name of hosts[0]"
+        ),
+        "{stderr}"
+    );
     assert!(!ssh_args.exists(), "a refused room ran ssh");
 }
 
