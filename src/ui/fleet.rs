@@ -493,9 +493,7 @@ fn ask_host(
 
 /// Who decides, as the request's record says: the user and this machine.
 fn decider() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "someone".to_string());
-    let host = crate::fleet::serve::host_name();
-    format!("{user}@{host} (attached room)")
+    format!("{} (attached room)", crate::fleet::serve::user_at_host())
 }
 
 /// A decision of an attached room, as the host takes it.
