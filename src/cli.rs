@@ -318,7 +318,7 @@ pub fn run(args: Args) -> i32 {
             return EXIT_USAGE;
         }
     };
-    crate::store::status_pointer::record(&cwd, &config.output.status_file.0);
+    crate::store::status_pointer::record(&cwd, &config.loop_files(&cwd).status);
     let headless = args.headless || !std::io::stdout().is_terminal();
     if !headless {
         let format = config.agent.format;
@@ -347,10 +347,8 @@ fn status_path(cwd: &Path, config_path: &Path, required: bool) -> PathBuf {
         return recorded;
     }
     // A broken config must not hide the status of a loop that is running.
-    let status_file = Config::load(config_path, required)
-        .map(|c| c.output.status_file.0)
-        .unwrap_or_else(|_| PathBuf::from("harness.status"));
-    cwd.join(status_file)
+    let config = Config::load(config_path, required).unwrap_or_default();
+    config.loop_files(cwd).status
 }
 
 /// Leaves a request for the loop running in this folder, which takes it within
@@ -685,7 +683,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
             approvals_dir: approvals_dir.clone(),
             format: config.agent.format,
             watched: std::sync::Arc::default(),
-            outputs: Some(cwd.join(&config.session.output_dir.0)),
+            outputs: Some(config.loop_files(&cwd).output_dir),
         };
         let max_iterations = config.session.max_iterations.0;
         let reporter = single.reporter(Box::new(Console::new(verbosity)));

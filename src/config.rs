@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 mod duplicate;
+mod files;
 mod fleet;
 mod hosts;
 mod located;

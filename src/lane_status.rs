@@ -137,9 +137,8 @@ impl LaneStatus {
 
     /// As [`LaneStatus::ended`], from an event's counters (`loop_end`).
     pub fn ended_with(reason: &ExitReason, counters: &Counters) -> LaneStatus {
-        let failed_every = counters.sessions > 0 && counters.failed_exits >= counters.sessions;
         match reason {
-            ExitReason::MaxIterations if failed_every => LaneStatus::Failed,
+            ExitReason::MaxIterations if counters.none_succeeded() => LaneStatus::Failed,
             _ => LaneStatus::ended(Some(reason), None),
         }
     }

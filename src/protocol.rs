@@ -334,7 +334,8 @@ impl Ending {
     pub fn of(reason: Option<&ExitReason>, snapshot: Option<&Snapshot>) -> Ending {
         match reason {
             Some(ExitReason::MaxIterations)
-                if snapshot.is_some_and(Snapshot::failed_every_session) =>
+                if snapshot
+                    .is_some_and(|s| s.failed_every_session() || s.counters.none_succeeded()) =>
             {
                 Ending::Failed
             }
@@ -560,6 +561,22 @@ pub struct Counters {
     /// Sessions whose agent exited non-zero, but for those a person killed.
     #[serde(default)]
     pub failed_exits: u64,
+    /// Sessions whose final result says it is an error (`is_error`), whatever
+    /// the agent's exit code.
+    #[serde(default)]
+    pub error_results: u64,
+}
+
+impl Counters {
+    /// Sessions ran, and none of them came to anything: each exited non-zero,
+    /// or none was productive (every one printed too little), or each one's
+    /// result was an error.
+    pub fn none_succeeded(&self) -> bool {
+        self.sessions > 0
+            && (self.failed_exits >= self.sessions
+                || self.productive == 0
+                || self.error_results >= self.sessions)
+    }
 }
 
 /// Which set of hooks.

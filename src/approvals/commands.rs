@@ -242,9 +242,12 @@ fn signal_name(signal: i32) -> String {
 /// Opens the queue with the event log the agent was given (see [`EVENT_LOG_ENV`]).
 fn open_for_agent(dir: &Path) -> Result<Queue, QueueError> {
     let queue = Queue::open(dir)?;
+    let in_lane = std::env::var_os(LANE_ENV).is_some_and(|lane| !lane.is_empty());
     Ok(
         match std::env::var_os(EVENT_LOG_ENV).filter(|path| !path.is_empty()) {
             Some(path) => queue.with_event_log(Some(PathBuf::from(path))),
+            // A lane whose event log is off: nothing goes into its worktree.
+            None if in_lane => queue.with_event_log(None),
             None => queue,
         },
     )
@@ -262,13 +265,21 @@ fn open_queue(dir: &Path, who: &str) -> Result<Queue, i32> {
     })
 }
 
-/// Whether a clowder loop is running in the current folder (its `harness.status`
-/// names a live clowder process).
+/// Whether a clowder holds this folder: in a lane, the fleet that runs it
+/// (the lane's files folder is where the host put the lane's rules); else the
+/// loop of the current folder. Its lock says so, wherever `[output]` put its
+/// status file.
 fn loop_running() -> bool {
-    crate::store::status::read(Path::new("harness.status")).is_ok_and(|(snapshot, _)| {
-        snapshot.state != crate::protocol::LoopState::Stopped
-            && crate::store::status::writer_alive(&snapshot)
-    })
+    use crate::store::{lock, paths};
+    let lane = std::env::var_os(super::host_rules::RULES_ENV)
+        .and_then(|rules| Path::new(&rules).parent().and_then(paths::lane_of_dir));
+    match lane {
+        Some((root, name)) => {
+            lock::is_held(&paths::lane_lock(&root, &name))
+                || lock::is_held(&paths::state_dir(&root).join(lock::LOCK_FILE))
+        }
+        None => lock::is_held(&paths::state_dir(Path::new("")).join(lock::LOCK_FILE)),
+    }
 }
 
 /// The PreToolUse hook input (unknown fields are allowed: Claude Code adds some).
@@ -502,7 +513,7 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
     );
     if !loop_running() {
         eprintln!(
-            "clowder gate: no clowder loop holds this folder (no live harness.status): the request is queued anyway"
+            "clowder gate: no clowder loop holds this folder (no clowder holds its lock): the request is queued anyway"
         );
     }
     // The timeout counts from the start: reading the input took part of it.

@@ -62,9 +62,6 @@ pub use waiter::Liveness;
 /// Where requests wait, relative to the working directory.
 pub use crate::config::DEFAULT_APPROVALS_DIR as DEFAULT_DIR;
 
-/// The event log the queue appends to, relative to the working directory.
-pub const DEFAULT_EVENT_LOG: &str = "harness-events.jsonl";
-
 /// How often a waiting producer looks at its own files when its doorbell is quiet
 /// (a decision written by another tool does not ring it).
 pub const RESCAN: Duration = Duration::from_secs(1);

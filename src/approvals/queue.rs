@@ -7,7 +7,8 @@ use super::*;
 /// An open approval queue.
 pub struct Queue {
     dir: PathBuf,
-    event_log: Option<PathBuf>,
+    /// `None`: the event log of the loop in the current folder (see [`Queue::log`]).
+    event_log: Option<Option<PathBuf>>,
     /// Bad files already reported by this process (a file left in place is not
     /// reported again on every rescan).
     reported: Mutex<HashSet<String>>,
@@ -19,7 +20,8 @@ impl Queue {
     /// Opens the queue in `dir`, creating it and its `pending/`, `decided/` and
     /// `done/` folders (mode 0700) as needed. A folder that another user owns or
     /// that is group- or world-writable is refused: whoever can write there can
-    /// approve. Events go to `harness-events.jsonl` in the current folder.
+    /// approve. Events go to the event log of the loop in the current folder
+    /// (`[output] event_log`).
     pub fn open(dir: &Path) -> Result<Queue, QueueError> {
         DirBuilder::new()
             .recursive(true)
@@ -43,7 +45,7 @@ impl Queue {
         }
         Ok(Queue {
             dir: dir.to_path_buf(),
-            event_log: Some(PathBuf::from(DEFAULT_EVENT_LOG)),
+            event_log: None,
             reported: Mutex::new(HashSet::new()),
             decider: decider("clowder"),
         })
@@ -58,7 +60,7 @@ impl Queue {
 
     /// Sends the queue's events to `path` instead (`None`: nowhere).
     pub fn with_event_log(mut self, path: Option<PathBuf>) -> Queue {
-        self.event_log = path;
+        self.event_log = Some(path);
         self
     }
 
@@ -78,8 +80,18 @@ impl Queue {
 
     /// Appends an event to the log; the log is best effort and never fails a caller.
     pub fn log(&self, event: &ApprovalEvent) {
-        if let Some(path) = &self.event_log {
-            let _ = events::append(path, event);
+        // Asked only when something is logged: reading the config costs more
+        // than opening the queue.
+        let path = match &self.event_log {
+            Some(path) => path.clone(),
+            None => {
+                crate::config::Config::of_folder(Path::new(""))
+                    .loop_files(Path::new(""))
+                    .event_log
+            }
+        };
+        if let Some(path) = path {
+            let _ = events::append(&path, event);
         }
     }
 

@@ -45,6 +45,10 @@ pub fn resolve(
     if parsed.is_empty() {
         parsed.push((None, Target::Folder(std::path::PathBuf::from("."))));
     }
+    if let Err(err) = unique_names(&parsed) {
+        eprintln!("clowder: error: {err}");
+        return Err(super::EXIT_USAGE);
+    }
     if let [(_, Target::Folder(folder))] = parsed.as_slice()
         && let Err(why) = crate::fleet::serve::check_served(folder)
     {
@@ -52,6 +56,23 @@ pub fn resolve(
         return Err(1);
     }
     Ok(parsed)
+}
+
+/// Every key acts on the host its lane's name says: two hosts of one name
+/// would let a key act on the wrong one.
+fn unique_names(hosts: &[(Option<String>, Target)]) -> Result<(), String> {
+    for (index, (name, _)) in hosts.iter().enumerate() {
+        let Some(name) = name else { continue };
+        if hosts[..index]
+            .iter()
+            .any(|(other, _)| other.as_ref() == Some(name))
+        {
+            return Err(format!(
+                "two hosts are named {name:?}: each host needs a name of its own (NAME=TARGET, or `name` in [[hosts]])"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `NAME=TARGET`: the name the room gives the host's lanes (`NAME/lane`).
@@ -76,6 +97,15 @@ fn configured_hosts() -> Result<Vec<(Option<String>, Target)>, String> {
     for (index, entry) in config.hosts.iter().enumerate() {
         let key = format!("{file}: key `hosts[{index}]`");
         crate::fleet::LaneName::parse(&entry.name).map_err(|err| format!("{key}.name: {err}"))?;
+        if let Some(first) = config.hosts[..index]
+            .iter()
+            .position(|other| other.name == entry.name)
+        {
+            return Err(format!(
+                "{key}.name: {:?} is already the name of hosts[{first}]; each host needs a name of its own",
+                entry.name
+            ));
+        }
         let target = match (&entry.target, &entry.via) {
             (Some(target), None) => {
                 Target::parse(target).map_err(|err| format!("{key}.target: {err}"))?

@@ -66,7 +66,10 @@ pub fn run(args: DemoArgs) -> i32 {
         .current_dir(&root)
         .env("CLOWDER_BIN", &exe)
         .env("DEMO_COMMIT", "1")
-        .env("DEMO_STATE_DIR", root.join(".clowder/demo-agent"));
+        .env(
+            "DEMO_STATE_DIR",
+            crate::store::paths::state_dir(&root).join("demo-agent"),
+        );
     if args.headless {
         command.arg("--headless");
     }

@@ -28,7 +28,7 @@ impl Agent {
 }
 
 /// The folder every file clowder writes goes in, kept out of git.
-const STATE_DIR: &str = ".clowder";
+use crate::store::paths::STATE_DIR;
 const FILES: [&str; 2] = ["harness.toml", "PROMPT.md"];
 
 /// `clowder init [--agent A] [--budget USD] [--promise WORD]`.

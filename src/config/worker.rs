@@ -19,6 +19,10 @@ pub struct WorkerConfig {
     pub llm_timeout: PositiveSeconds,
     /// How many past iterations go into the context.
     pub context_iterations: PositiveCount,
+    /// How often a busy LLM (HTTP 429, 503, 529) is asked again for one answer; 0: never.
+    pub llm_busy_retries: u32,
+    /// The most time waited on a busy LLM for one answer, all tries together.
+    pub llm_busy_wait: PositiveSeconds,
 }
 
 impl Default for WorkerConfig {
@@ -31,6 +35,8 @@ impl Default for WorkerConfig {
             model: "qwen2.5-coder".to_string(),
             llm_timeout: PositiveSeconds(Duration::from_secs(300)),
             context_iterations: PositiveCount(5),
+            llm_busy_retries: 6,
+            llm_busy_wait: PositiveSeconds(Duration::from_secs(600)),
         }
     }
 }

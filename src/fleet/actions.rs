@@ -178,7 +178,7 @@ pub fn restart(root: &Path, name: &LaneName) -> Result<Vec<String>, Failure> {
     // status no longer says where to go on from.
     let mut done = Vec::new();
     if status.exists() {
-        let kept = status.with_file_name("harness.status.before-restart");
+        let kept = crate::store::paths::aside(&status, "before-restart");
         std::fs::rename(&status, &kept).map_err(|err| {
             Failure::Failed(format!("cannot move {} aside: {err}", status.display()))
         })?;

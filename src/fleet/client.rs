@@ -62,7 +62,7 @@ pub fn connect(root: &Path) -> Option<Client> {
             return None;
         }
     };
-    match Client::start(stream) {
+    match Client::start(stream, root) {
         Ok(client) => Some(client),
         Err(err) => {
             note(&format!("the host on {}: {err}", path.display()));
@@ -89,7 +89,7 @@ pub fn note(what: &str) {
 }
 
 impl Client {
-    fn start(stream: UnixStream) -> Result<Client, String> {
+    fn start(stream: UnixStream, root: &Path) -> Result<Client, String> {
         let set = |err: std::io::Error| format!("cannot set a timeout: {err}");
         stream.set_read_timeout(Some(DEADLINE)).map_err(set)?;
         stream.set_write_timeout(Some(DEADLINE)).map_err(set)?;
@@ -99,6 +99,13 @@ impl Client {
         let mut reader = BufReader::new(stream);
         let deadline = Instant::now() + DEADLINE;
         let hello = match read_message(&mut reader, deadline)? {
+            ServerMsg::Hello(hello) if !super::serve::serves(&hello.folder, root) => {
+                return Err(format!(
+                    "it serves {}, not {}",
+                    hello.folder,
+                    root.display()
+                ));
+            }
             ServerMsg::Hello(hello) if hello.protocol == PROTOCOL_VERSION => hello,
             ServerMsg::Hello(hello) => {
                 return Err(format!(

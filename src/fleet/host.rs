@@ -24,7 +24,6 @@ use crate::approvals::host_rules::{self, HostRules};
 use crate::config::{Config, Usd};
 use crate::console::{Console, Verbosity, say, summary_line};
 use crate::protocol::{Command, Event, ExitReason};
-use crate::store::running::RUNNING_DIR;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Level, StopSignal};
 use crate::supervisor::fleet_budget::{FleetBudget, SharedBudget};
@@ -218,6 +217,30 @@ fn run_with(
     finish(ended, budget.as_ref(), started.elapsed().as_secs() as i64)
 }
 
+/// A lane's exit code: its reason's, but 1 for a lane that ran out of
+/// iterations with nothing to show (see [`crate::protocol::Counters::none_succeeded`]),
+/// which the lane listings call failed.
+fn lane_exit_code(
+    name: &LaneName,
+    reason: &ExitReason,
+    snapshot: &crate::protocol::Snapshot,
+) -> i32 {
+    let ending = crate::protocol::Ending::of(Some(reason), Some(snapshot));
+    match reason.exit_code() {
+        0 if ending == crate::protocol::Ending::Failed => {
+            say(&format!(
+                "lane={name} no session came to anything ({} sessions, {} productive, {} exited non-zero, {} error results): counted as failed, exit code 1",
+                snapshot.counters.sessions,
+                snapshot.counters.productive,
+                snapshot.counters.failed_exits,
+                snapshot.counters.error_results
+            ));
+            1
+        }
+        code => code,
+    }
+}
+
 /// Prints one summary line per lane and the fleet's; returns the exit code.
 fn finish(
     ended: Vec<(LaneName, Result<Outcome, String>)>,
@@ -232,7 +255,7 @@ fn finish(
                     "lane={name} {}",
                     summary_line(&outcome.reason, &outcome.snapshot, secs)
                 ));
-                outcome.reason.exit_code()
+                lane_exit_code(name, &outcome.reason, &outcome.snapshot)
             }
             Err(err) => {
                 say(&format!("lane={name} clowder: error: {err}; exit code 1"));
@@ -483,8 +506,14 @@ impl Host {
             .filter(|name| !self.running.contains_key(*name))
             .collect();
         for name in idle {
-            let dir = super::lane_files_dir(&self.root, name).join(RUNNING_DIR);
+            let dir = self
+                .config
+                .lane_files(&self.root, name.as_str())
+                .running_dir();
             let running = crate::store::running::Running::in_dir(dir);
+            for warning in running.set_aside_unreadable() {
+                self.say(Level::Warn, &format!("lane={name} {warning}"));
+            }
             for ended in leftovers::end_abandoned(&running, grace).await {
                 let record = &ended.record;
                 if ended.group_killed == 0 && ended.escaped.is_empty() {
@@ -832,11 +861,8 @@ impl Host {
             (APPROVALS_DIR_ENV.into(), approvals),
         ];
         // A gate in the worktree logs to the lane's own event log, not into the worktree.
-        if let Some(events) = config.event_log_path() {
-            env.push((
-                EVENT_LOG_ENV.into(),
-                files_dir.join(events).display().to_string(),
-            ));
+        if let Some(events) = config.lane_files(&self.root, &name).event_log {
+            env.push((EVENT_LOG_ENV.into(), events.display().to_string()));
         }
         // The gate judges by the host's rules, never by the worktree's harness.toml.
         let rules = HostRules {

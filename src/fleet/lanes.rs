@@ -8,7 +8,8 @@ use chrono::Utc;
 
 use super::registry::{self, Change, Lane, LaneKind, LaneState, Pending, Registry};
 use super::{LaneName, lane_files_dir, worktree, worktree_path, worktrees_dir};
-use crate::store::lock::{InstanceLock, LockError, STATE_DIR};
+use crate::store::lock::{InstanceLock, LockError};
+use crate::store::paths;
 
 mod rows;
 
@@ -413,9 +414,8 @@ pub fn fleet_running(root: &Path) -> Option<Option<u32>> {
     }
 }
 
-/// The request files a running fleet takes from a lane's files folder, as the
-/// single loop takes `.clowder/pause` and `.clowder/resume`.
-pub const STOP_FILE: &str = "STOP";
+/// The request file a running fleet takes from a lane's files folder (its STOP
+/// file is wherever `[shutdown] stop_file` puts it, see [`super::lane_files`]).
 pub const STOP_NOW_REQUEST: &str = "stop-now";
 /// Left by the fleet when a lane's loop ended on its own (not by a signal or a
 /// kill): such a lane is not started again until it is resumed.
@@ -443,11 +443,10 @@ pub fn set_state(
         previous.as_str(),
         registry::path(Path::new("")).display()
     )];
-    let files = lane_files_dir(root, name);
+    let files = super::lane_files(root, name);
     let running = fleet_running(root);
-    let mut leave = |file: &str| -> Result<(), Failure> {
-        let path = files.join(file);
-        std::fs::create_dir_all(&files)
+    let mut leave = |path: PathBuf| -> Result<(), Failure> {
+        std::fs::create_dir_all(path.parent().unwrap_or(&files.control_dir))
             .and_then(|()| std::fs::write(&path, b""))
             .map_err(|err| Failure::Failed(format!("cannot write {}: {err}", path.display())))?;
         done.push(format!("left {} for the running clowder", path.display()));
@@ -456,21 +455,21 @@ pub fn set_state(
     use crate::store::control::{PAUSE_REQUEST, RESUME_REQUEST};
     match (state, running.is_some()) {
         (LaneState::Stopped, true) => {
-            leave(STOP_FILE)?;
+            leave(files.stop.clone())?;
             if now {
-                leave(STOP_NOW_REQUEST)?;
+                leave(files.mark(STOP_NOW_REQUEST))?;
             }
         }
-        (LaneState::Paused, true) => leave(PAUSE_REQUEST)?,
-        (LaneState::Active, true) => leave(RESUME_REQUEST)?,
+        (LaneState::Paused, true) => leave(files.mark(PAUSE_REQUEST))?,
+        (LaneState::Active, true) => leave(files.mark(RESUME_REQUEST))?,
         (_, false) => done.push("no clowder runs in this folder: recorded only".to_string()),
     }
     if state == LaneState::Active {
         // A STOP left for the lane would end its next run at once.
         // Resumed: a lane that had finished runs again.
-        let _ = std::fs::remove_file(files.join(FINISHED_MARK));
-        if std::fs::remove_file(files.join(STOP_FILE)).is_ok() {
-            done.push(format!("removed {}", files.join(STOP_FILE).display()));
+        let _ = std::fs::remove_file(files.mark(FINISHED_MARK));
+        if std::fs::remove_file(&files.stop).is_ok() {
+            done.push(format!("removed {}", files.stop.display()));
         }
     }
     Ok(done)
@@ -482,7 +481,7 @@ fn no_lane(name: &LaneName) -> Failure {
 
 /// Where a lane's status file is.
 pub fn status_path(root: &Path, name: &LaneName) -> PathBuf {
-    lane_files_dir(root, name).join("harness.status")
+    super::lane_files(root, name).status
 }
 
 /// The lane's loop, when its status file says one is running now.
@@ -670,7 +669,7 @@ fn keep_ignored_files(root: &Path, lane: &Lane, path: &Path) -> Result<Vec<Strin
     if ignored.is_empty() {
         return Ok(Vec::new());
     }
-    let kept = Path::new(STATE_DIR).join("lanes-removed").join(format!(
+    let kept = paths::lanes_removed_dir(Path::new("")).join(format!(
         "{}-{}-ignored",
         lane.name,
         Utc::now().format("%Y%m%dT%H%M%S%.3fZ")
@@ -752,7 +751,7 @@ fn archive_lane_files(root: &Path, name: &LaneName) -> Result<Vec<String>, Failu
         let _ = std::fs::remove_dir(&files);
         return Ok(Vec::new());
     }
-    let removed = root.join(STATE_DIR).join("lanes-removed");
+    let removed = paths::lanes_removed_dir(root);
     let target = removed.join(format!(
         "{name}-{}",
         Utc::now().format("%Y%m%dT%H%M%S%.3fZ")

@@ -40,6 +40,10 @@ pub enum LaneReport {
     Diff(Result<String, String>),
     /// What `lane rm` did, or why it refused.
     Removed(Result<Vec<String>, String>),
+    /// Said by an attached room to itself, never on the wire: the lane's
+    /// host cannot be reached since then (`None`: it is reached again).
+    #[serde(skip)]
+    Unreachable(Option<DateTime<Utc>>),
 }
 
 /// One registered lane, in registry order.

@@ -30,11 +30,11 @@ use std::path::{Path, PathBuf};
 
 pub use name::LaneName;
 
-use crate::store::lock::STATE_DIR;
+use crate::store::paths::{self, LoopFiles};
 
 /// `.clowder/worktrees`: one git worktree per lane.
 pub fn worktrees_dir(root: &Path) -> PathBuf {
-    root.join(STATE_DIR).join("worktrees")
+    paths::worktrees_dir(root)
 }
 
 /// `.clowder/worktrees/NAME`: the lane's worktree, the agent's working folder.
@@ -45,12 +45,18 @@ pub fn worktree_path(root: &Path, name: &LaneName) -> PathBuf {
 /// `.clowder/lanes/NAME`: the lane's status, events, counter, output files and
 /// requests. clowder writes nothing into a lane's worktree.
 pub fn lane_files_dir(root: &Path, name: &LaneName) -> PathBuf {
-    root.join(STATE_DIR).join("lanes").join(name.as_str())
+    paths::lane_dir(root, name.as_str())
+}
+
+/// Where each file of lane `name` is, as the fleet in `root` places it
+/// (by its `harness.toml`; see [`crate::config::Config::of_folder`]).
+pub fn lane_files(root: &Path, name: &LaneName) -> LoopFiles {
+    crate::config::Config::of_folder(root).lane_files(root, name.as_str())
 }
 
 /// `.clowder/lane-locks/NAME`: held (flock) by the clowder that runs the lane,
 /// and by `lane rm` while it removes it. Never deleted, so that two processes
 /// never hold two different files of one name.
 pub fn lane_lock_path(root: &Path, name: &LaneName) -> PathBuf {
-    root.join(STATE_DIR).join("lane-locks").join(name.as_str())
+    paths::lane_lock(root, name.as_str())
 }

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use super::LaneName;
 use super::lanes::{self, AddOptions};
-use crate::store::lock::STATE_DIR;
 
 /// Where a new lane's prompt comes from.
 #[derive(
@@ -45,9 +44,7 @@ pub fn submit(root: &Path, request: &NewLaneRequest) -> Result<String, String> {
         PromptSource::Default => (None, None),
         PromptSource::File(file) => (Some(file.clone()), None),
         PromptSource::Typed(text) => {
-            let relative = Path::new(STATE_DIR)
-                .join("prompts")
-                .join(format!("{name}.md"));
+            let relative = crate::store::paths::typed_prompt(Path::new(""), name.as_str());
             let path = root.join(&relative);
             write_new(&path, text)?;
             (Some(relative), Some(path))

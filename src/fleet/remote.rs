@@ -21,8 +21,10 @@ const REMOTE_COMMAND_ENV: &str = "CLOWDER_REMOTE_COMMAND";
 const SSH_ENV: &str = "CLOWDER_SSH";
 /// The longest line taken from a host: a snapshot of thousands of lanes fits.
 const MAX_HOST_LINE: usize = 256 << 20;
-/// How often a host in a folder here is tried again.
+/// How soon a host in a folder here is tried again, at first and at most
+/// (its socket is watched besides).
 const LOCAL_RETRY: Duration = Duration::from_millis(500);
+const MAX_LOCAL_RETRY: Duration = Duration::from_secs(5);
 /// The longest wait between two tries to reach a lost host.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -61,6 +63,13 @@ impl Target {
             .host_str()
             .filter(|host| !host.is_empty())
             .ok_or_else(|| format!("{text:?}: no host name"))?;
+        // ssh reads a destination that starts with `-` as one of its options
+        // (`-oProxyCommand=…` runs a command here): never a host or user name.
+        if host.starts_with('-') || url.username().starts_with('-') {
+            return Err(format!(
+                "{text:?}: a host or user name cannot start with `-`; expected ssh://[user@]host[:port]/path"
+            ));
+        }
         let destination = match url.username() {
             "" => host.to_string(),
             user => format!("{user}@{host}"),
@@ -76,7 +85,8 @@ impl Target {
         })
     }
 
-    /// How the room names the host before it has said its own name.
+    /// The target as a person wrote it, for messages: the folder, the ssh
+    /// address with its path, or the `--via` command.
     pub fn label(&self) -> String {
         match self {
             Target::Folder(folder) => folder.display().to_string(),
@@ -86,6 +96,77 @@ impl Target {
             Target::Via(command) => command.clone(),
         }
     }
+
+    /// A name for the host from the target alone: the folder's name, the
+    /// ssh address's host, or `via`.
+    fn short_name(&self) -> String {
+        let name = match self {
+            Target::Folder(folder) => std::fs::canonicalize(folder)
+                .unwrap_or_else(|_| folder.clone())
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            Target::Ssh { destination, .. } => destination
+                .rsplit_once('@')
+                .map_or(destination.as_str(), |(_, host)| host)
+                .to_string(),
+            Target::Via(_) => String::new(),
+        };
+        let safe: String = name
+            .chars()
+            .map(|c| {
+                if c == '/' || c.is_whitespace() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        if safe.is_empty() {
+            "via".to_string()
+        } else {
+            safe
+        }
+    }
+}
+
+/// The name each host's lanes go by in a room of several (`NAME/lane`):
+/// its `NAME=` where given, else one made from its target alone (the
+/// folder's name, the ssh host, `via-N` for `--via`), so that it does not
+/// depend on which host answers first. A made name that another host would
+/// share gets the host's place in the list (`repo-2`).
+pub fn host_labels(hosts: &[(Option<String>, Target)]) -> Vec<String> {
+    let made: Vec<String> = hosts
+        .iter()
+        .map(|(_, target)| target.short_name())
+        .collect();
+    let given: Vec<&str> = hosts
+        .iter()
+        .filter_map(|(name, _)| name.as_deref())
+        .collect();
+    let mut labels: Vec<String> = Vec::with_capacity(hosts.len());
+    for (index, (name, target)) in hosts.iter().enumerate() {
+        if let Some(name) = name {
+            labels.push(name.clone());
+            continue;
+        }
+        let base = &made[index];
+        let shared = made
+            .iter()
+            .enumerate()
+            .any(|(other, name)| other != index && hosts[other].0.is_none() && name == base);
+        let mut label =
+            if matches!(target, Target::Via(_)) || shared || given.contains(&base.as_str()) {
+                format!("{base}-{}", index + 1)
+            } else {
+                base.clone()
+            };
+        while given.contains(&label.as_str()) || labels.contains(&label) {
+            label = format!("{label}-{}", index + 1);
+        }
+        labels.push(label);
+    }
+    labels
 }
 
 /// What the room hears of one host.
@@ -156,9 +237,10 @@ async fn reach(
     events: mpsc::UnboundedSender<RemoteEvent>,
     mut from_room: mpsc::UnboundedReceiver<ClientMsg>,
 ) {
-    // A folder's socket costs nothing to try: a restarted host is seen at once.
+    // A folder's socket is watched: a restarted host is seen as it binds
+    // it, and the tries between are only in case a change was missed.
     let (first, most) = match target {
-        Target::Folder(_) => (LOCAL_RETRY, LOCAL_RETRY),
+        Target::Folder(_) => (LOCAL_RETRY, MAX_LOCAL_RETRY),
         _ => (Duration::from_secs(1), MAX_BACKOFF),
     };
     let mut backoff = first;
@@ -166,7 +248,11 @@ async fn reach(
     loop {
         let why = match open(&target).await {
             Ok(pipe) => {
-                let (why, spoke) = converse(pipe, &events, &mut from_room).await;
+                let folder = match &target {
+                    Target::Folder(folder) => Some(folder.as_path()),
+                    _ => None,
+                };
+                let (why, spoke) = converse(pipe, folder, &events, &mut from_room).await;
                 if spoke {
                     backoff = first;
                     lost_since = None;
@@ -187,17 +273,53 @@ async fn reach(
         if events.send(lost).is_err() {
             return;
         }
-        // Messages meanwhile are for a host that is not there: dropped.
+        // A message meanwhile is for a host that is not there: it is dropped
+        // (the room says so), and the host is tried again now.
+        let (_watcher, mut changed) = match &target {
+            Target::Folder(folder) => watch_socket(folder),
+            _ => (None, mpsc::unbounded_channel().1),
+        };
         let deadline = tokio::time::sleep(backoff);
         tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                () = &mut deadline => break,
-                message = from_room.recv() => if message.is_none() { return },
-            }
+        tokio::select! {
+            () = &mut deadline => {}
+            Some(()) = changed.recv() => {}
+            message = from_room.recv() => if message.is_none() { return },
         }
         backoff = (backoff * 2).min(most);
     }
+}
+
+/// Watches where the socket of the host in `folder` is made: its `.clowder`
+/// folder, or the folder itself until that exists. (A socket made in the
+/// instant before the watch began is found by the next try.)
+fn watch_socket(
+    folder: &std::path::Path,
+) -> (
+    Option<notify::RecommendedWatcher>,
+    mpsc::UnboundedReceiver<()>,
+) {
+    use notify::Watcher;
+    let (changed_tx, changed) = mpsc::unbounded_channel();
+    let socket = super::serve::socket_path(folder);
+    let watched = match socket.parent() {
+        Some(state) if state.is_dir() => state.to_path_buf(),
+        _ => folder.to_path_buf(),
+    };
+    let hint = changed_tx;
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            let _ = hint.send(());
+        }
+    })
+    .ok()
+    .and_then(|mut watcher| {
+        watcher
+            .watch(&watched, notify::RecursiveMode::NonRecursive)
+            .ok()
+            .map(|()| watcher)
+    });
+    (watcher, changed)
 }
 
 /// The two ends of a connection, and the process behind them if any.
@@ -205,6 +327,9 @@ struct Pipe {
     read: Box<dyn AsyncRead + Unpin + Send>,
     write: Box<dyn AsyncWrite + Unpin + Send>,
     child: Option<tokio::process::Child>,
+    /// The last line the process wrote on its stderr (ssh's reason for
+    /// failing: a refused login, a closed port), once it has closed it.
+    said: Option<tokio::task::JoinHandle<String>>,
 }
 
 async fn open(target: &Target) -> Result<Pipe, String> {
@@ -217,12 +342,13 @@ async fn open(target: &Target) -> Result<Pipe, String> {
                     stream.set_nonblocking(true)?;
                     tokio::net::UnixStream::from_std(stream)
                 })
-                .map_err(|err| format!("no host serves {} ({err})", path.display()))?;
+                .map_err(|err| super::serve::unreached(&path, &err))?;
             let (read, write) = stream.into_split();
             Ok(Pipe {
                 read: Box::new(read),
                 write: Box::new(write),
                 child: None,
+                said: None,
             })
         }
         Target::Ssh {
@@ -242,7 +368,9 @@ async fn open(target: &Target) -> Result<Pipe, String> {
             }
             let remote = remote_command();
             let quoted = shlex::try_quote(path).map_err(|err| format!("{path:?}: {err}"))?;
+            // `--`: whatever the destination says, ssh takes no option from it.
             command
+                .arg("--")
                 .arg(destination)
                 .arg(format!("{remote} attach --stdio {quoted}"));
             spawn(command)
@@ -266,36 +394,107 @@ fn spawn(mut command: tokio::process::Command) -> Result<Pipe, String> {
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
     let shown = format!("{:?}", command.as_std());
     let mut child = command
         .spawn()
         .map_err(|err| format!("cannot run {shown}: {err}"))?;
-    let (Some(write), Some(read)) = (child.stdin.take(), child.stdout.take()) else {
+    let (Some(write), Some(read), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
         return Err(format!("{shown} gave no pipe"));
     };
     Ok(Pipe {
         read: Box::new(read),
         write: Box::new(write),
         child: Some(child),
+        said: Some(tokio::spawn(last_line(stderr))),
     })
+}
+
+/// The longest stderr line kept: the start of a reason, not a flood.
+const MAX_SAID: usize = 300;
+
+/// Reads `stderr` to its end; its last line that is not blank.
+async fn last_line(stderr: tokio::process::ChildStderr) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut lines = BufReader::new(stderr);
+    let mut last = String::new();
+    let mut buffer = Vec::new();
+    loop {
+        buffer.clear();
+        // A line without end is cut, not held whole.
+        let read = (&mut lines)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut buffer)
+            .await;
+        match read {
+            Ok(0) | Err(_) => return last,
+            Ok(_) => {}
+        }
+        let text = String::from_utf8_lossy(&buffer);
+        let text = crate::escape::one_line(text.trim());
+        if !text.is_empty() {
+            last = text.chars().take(MAX_SAID).collect();
+        }
+    }
+}
+
+/// How long a process that gave up may take to finish saying why.
+const LAST_WORDS: Duration = Duration::from_secs(2);
+
+/// `why`, with what the process last said on its stderr, if anything.
+async fn with_last_words(why: String, said: Option<tokio::task::JoinHandle<String>>) -> String {
+    let Some(said) = said else {
+        return why;
+    };
+    match tokio::time::timeout(LAST_WORDS, said).await {
+        Ok(Ok(line)) if !line.is_empty() => {
+            // The far clowder's own error repeats the refusal already said.
+            let own = line.strip_prefix("clowder: error: ").unwrap_or(&line);
+            if why.contains(own) {
+                why
+            } else {
+                // Its words first: they say what went wrong (a refused
+                // login, a closed port), the room's only when it ended.
+                format!("{line} ({why})")
+            }
+        }
+        _ => why,
+    }
 }
 
 /// Reads and writes until the connection ends; why it ended, and whether the
 /// host spoke at all (then the next try starts with a short wait again).
 async fn converse(
     pipe: Pipe,
+    folder: Option<&std::path::Path>,
     events: &mpsc::UnboundedSender<RemoteEvent>,
     from_room: &mut mpsc::UnboundedReceiver<ClientMsg>,
 ) -> (String, bool) {
     let Pipe {
         read,
-        mut write,
+        write,
         child,
+        said,
     } = pipe;
     // Dropped at the end of the conversation: the ssh or --via command is killed.
     let _child = child;
+    let (why, spoke) = talk(read, write, folder, events, from_room).await;
+    if events.is_closed() {
+        return (why, spoke);
+    }
+    (with_last_words(why, said).await, spoke)
+}
+
+async fn talk(
+    read: Box<dyn AsyncRead + Unpin + Send>,
+    mut write: Box<dyn AsyncWrite + Unpin + Send>,
+    folder: Option<&std::path::Path>,
+    events: &mpsc::UnboundedSender<RemoteEvent>,
+    from_room: &mut mpsc::UnboundedReceiver<ClientMsg>,
+) -> (String, bool) {
     let mut lines = BufReader::new(read);
     let mut spoke = false;
     let mut buffer = Vec::new();
@@ -305,6 +504,17 @@ async fn converse(
             read = read_line(&mut lines, &mut buffer) => match read {
                 Ok(true) => {
                     let event = parse_host_line(&buffer);
+                    if let (RemoteEvent::Hello(hello), Some(folder)) = (&event, folder)
+                        && !super::serve::serves(&hello.folder, folder)
+                    {
+                        let why = format!(
+                            "the host on {} serves {}, not {}",
+                            super::serve::socket_path(folder).display(),
+                            hello.folder,
+                            folder.display()
+                        );
+                        return (why, false);
+                    }
                     spoke |= matches!(event, RemoteEvent::Hello(_));
                     let refused = matches!(event, RemoteEvent::Refused(_));
                     let why = match &event {
@@ -403,6 +613,43 @@ mod tests {
         );
         let refused = Target::parse("http://build-1/srv").unwrap_err();
         assert!(refused.contains("only ssh://"), "{refused}");
+    }
+
+    #[test]
+    fn a_host_or_user_that_ssh_would_take_for_an_option_is_refused() {
+        for text in ["ssh://-oProxyCommand=sh/srv", "ssh://-x@build-1/srv"] {
+            let refused = Target::parse(text).unwrap_err();
+            assert!(refused.contains("cannot start with `-`"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn unnamed_hosts_are_named_from_their_targets_alone() {
+        let ssh = |text: &str| Target::parse(text).expect("an ssh target");
+        let hosts = vec![
+            (None, Target::Folder(PathBuf::from("/srv/a/repo"))),
+            (None, Target::Folder(PathBuf::from("/srv/b/repo"))),
+            (None, ssh("ssh://ann@build-1/srv/repo")),
+            (Some("build-2".to_string()), ssh("ssh://build-9/srv")),
+            (None, ssh("ssh://build-2/srv")),
+            (
+                None,
+                Target::Via("kubectl exec -i pod-0 -- clowder attach --stdio /w".into()),
+            ),
+            (None, Target::Folder(PathBuf::from("/srv/docs"))),
+        ];
+        assert_eq!(
+            host_labels(&hosts),
+            [
+                "repo-1",
+                "repo-2",
+                "build-1",
+                "build-2",
+                "build-2-5",
+                "via-6",
+                "docs"
+            ]
+        );
     }
 
     #[test]

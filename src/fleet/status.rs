@@ -1,5 +1,5 @@
 //! `clowder --status` in a folder with lanes: one line per lane, from its
-//! `.clowder/lanes/NAME/harness.status`.
+//! status file (where [`super::lane_files`] says it is).
 
 use std::path::Path;
 
@@ -17,9 +17,10 @@ pub fn print(root: &Path, json: bool) -> i32 {
         }
     };
     let mut all = serde_json::Map::new();
+    let config = crate::config::Config::of_folder(root);
     for lane in &registry.lanes {
-        let path = super::lanes::status_path(root, &lane.name);
-        let read = status::read(&path);
+        let files = config.lane_files(root, lane.name.as_str());
+        let read = status::read(&files.status);
         if json {
             let value = read
                 .as_ref()
@@ -31,12 +32,19 @@ pub fn print(root: &Path, json: bool) -> i32 {
         }
         match read {
             Ok((snapshot, _)) => {
-                let queued = super::lane_files_dir(root, &lane.name)
-                    .join(crate::supervisor::runtime::QUEUED_MARK)
-                    .exists();
+                let queued = files.mark(crate::supervisor::runtime::QUEUED_MARK).exists();
                 let note = super::task_lane::status_note(root, lane, chrono::Utc::now());
                 println!("{}{note}", line(&lane.name, &snapshot, queued));
             }
+            // As `clowder lanes`: no file is a lane not started, a file
+            // that cannot be read is one whose state is unknown.
+            Err(err) if std::fs::symlink_metadata(&files.status).is_ok() => println!(
+                "lane={} state={} requested={} ({})",
+                lane.name,
+                crate::lane_status::LaneStatus::Unknown.word(),
+                lane.state.as_str(),
+                crate::escape::one_line(&err)
+            ),
             Err(_) => println!(
                 "lane={} state={} requested={}",
                 lane.name,

@@ -105,7 +105,11 @@ pub fn request_stop(root: &Path, lane: &Lane) -> Result<String, String> {
             dir.join(task::STATE_FILE).display()
         )),
         StopAsked::AlreadyEnded(status) => Ok(format!("its task is already {}", status.as_str())),
-        StopAsked::NotStarted => Ok("its task has not started: nothing to stop".to_string()),
+        StopAsked::BeforeStart => Ok(format!(
+            "its task had not started: {} now says stopped, so it does not start (`clowder task resume {}` undoes it)",
+            task::STATE_FILE,
+            dir.display()
+        )),
     }
 }
 
@@ -160,7 +164,7 @@ pub(crate) fn configure(
     }
     let dir = task_dir(root, lane);
     write_worker_config(&worker_config_path(root, lane), config)?;
-    let stop_file = lane_files_dir(root, &lane.name).join(&config.shutdown.stop_file.0);
+    let stop_file = config.lane_files(root, lane.name.as_str()).stop;
     let heartbeat = dir.join(task::HEARTBEAT_FILE);
     let on_stale: StaleHook = Box::new(move |idle_secs: f64| {
         let reason = format!("heartbeat stale {idle_secs:.0}s: stopped by the lane's watchdog");
@@ -292,6 +296,8 @@ struct Watcher {
     stale_said: bool,
     /// The iteration whose LLM call was last shown.
     call_shown: Option<u64>,
+    /// The last note of a worker waiting for a busy LLM shown, so each is shown once.
+    busy_shown: Option<String>,
     /// state.json was asked to say stopped (a STOP or stop-now request).
     stop_asked: bool,
     snapshot: Snapshot,
@@ -317,15 +323,14 @@ impl Watcher {
             .append(true)
             .open(&output_path)
             .map_err(|err| format!("cannot open {}: {err}", output_path.display()))?;
-        let events = match config.event_log_path() {
-            Some(path) => {
-                let path = files.join(path);
-                Some(EventLog::open(&path).map_err(|err| {
+        let places = config.lane_files(root, lane.name.as_str());
+        let events =
+            match &places.event_log {
+                Some(path) => Some(EventLog::open(path).map_err(|err| {
                     format!("cannot open the event log {}: {err}", path.display())
-                })?)
-            }
-            None => None,
-        };
+                })?),
+                None => None,
+            };
         let mut snapshot = placeholder();
         snapshot.agent_command = format!("watch-task {}", dir.display());
         snapshot.stale_timeout_secs = config.stale_timeout().as_secs_f64();
@@ -333,8 +338,8 @@ impl Watcher {
         snapshot.output_file = Some(output_path.clone());
         let (snapshots, _) = watch::channel(Arc::new(snapshot.clone()));
         Ok(Watcher {
-            stop_file: files.join(&config.shutdown.stop_file.0),
-            status_path: files.join(&config.output.status_file.0),
+            stop_file: places.stop,
+            status_path: places.status,
             stale: config.stale_timeout(),
             poll: config
                 .watchdog
@@ -349,6 +354,7 @@ impl Watcher {
             offset: 0,
             stale_said: false,
             call_shown: None,
+            busy_shown: None,
             stop_asked: false,
             snapshot,
             snapshots,
@@ -459,6 +465,14 @@ impl Watcher {
             && self.call_shown.replace(beat.iteration) != Some(beat.iteration)
         {
             self.write_lines(&[format!("#{} calling the LLM", beat.iteration)]);
+        }
+        if let Some(beat) = beat.as_ref().filter(|b| b.status == "llm_busy")
+            && let Some(note) = &beat.note
+            && self.busy_shown.as_ref() != Some(note)
+        {
+            self.busy_shown = Some(note.clone());
+            let line = format!("#{} {}", beat.iteration, crate::escape::visible(note));
+            self.write_lines(&[line]);
         }
         match age {
             Some(age) if age >= self.stale => {
@@ -607,7 +621,10 @@ fn read_records(dir: &Path, offset: u64, cap: u64) -> (Vec<ActionRecord>, u64) {
             Ok(_) if !line.ends_with(b"\n") => break,
             Ok(n) => {
                 at += n as u64;
-                if let Ok(record) = serde_json::from_slice::<ActionRecord>(&line) {
+                if let Some(record) = std::str::from_utf8(&line)
+                    .ok()
+                    .and_then(task::parse_action_line)
+                {
                     records.push(record);
                 }
             }

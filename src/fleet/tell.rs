@@ -5,8 +5,9 @@ use std::path::Path;
 
 use super::LaneName;
 use super::lanes::Failure;
-use crate::store::lock::{InstanceLock, STATE_DIR};
+use crate::store::lock::InstanceLock;
 use crate::store::notes;
+use crate::store::paths;
 
 /// `clowder tell TEXT`, in the current folder; the exit code.
 pub fn run(words: &[String]) -> i32 {
@@ -26,8 +27,12 @@ pub fn for_the_loop(root: &Path, words: &[String]) -> Result<Vec<String>, Failur
                 .into(),
         ));
     }
-    let note = notes::leave(&root.join(STATE_DIR), &words.join(" "), chrono::Utc::now())
-        .map_err(Failure::Usage)?;
+    let note = notes::leave(
+        &paths::state_dir(root),
+        &words.join(" "),
+        chrono::Utc::now(),
+    )
+    .map_err(Failure::Usage)?;
     // Taking the lock means nobody holds it: no loop runs here now.
     let running = InstanceLock::acquire(root).is_err();
     let when = if running {

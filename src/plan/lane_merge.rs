@@ -174,10 +174,9 @@ fn log_merged(
     tip: &str,
     merged: &str,
 ) {
-    let Some(log) = config.event_log_path() else {
+    let Some(path) = config.lane_files(root, name.as_str()).event_log else {
         return;
     };
-    let path = crate::fleet::lane_files_dir(root, name).join(log);
     let event = MergedEvent {
         ts: Utc::now(),
         event: "lane_merged",
@@ -187,7 +186,7 @@ fn log_merged(
         tip,
         merge_commit: merged,
     };
-    let written = std::fs::create_dir_all(crate::fleet::lane_files_dir(root, name))
+    let written = std::fs::create_dir_all(path.parent().unwrap_or(root))
         .and_then(|()| append_json(&path, &event));
     if let Err(err) = written {
         eprintln!("clowder: warning: cannot write {}: {err}", path.display());

@@ -71,8 +71,7 @@ impl MergeOf<'_> {
     }
 }
 
-/// `.clowder/lane-merge`: the scratch worktrees and check logs of lane merges.
-pub const LANE_MERGE_DIR: &str = ".clowder/lane-merge";
+pub use crate::store::paths::LANE_MERGE_DIR;
 
 /// One merge at a time in this process: the queue's and those asked by hand
 /// share the scratch worktree.

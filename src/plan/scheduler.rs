@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -642,12 +642,12 @@ pub(crate) fn workspace(state: &PlanState, step: &StepState) -> Workspace {
     let (branch, worktree) = match LaneName::parse(&step.lane) {
         Ok(lane) => (
             lane.branch(),
-            PathBuf::from(".clowder/worktrees").join(lane.as_str()),
+            crate::store::paths::worktrees_dir(Path::new("")).join(lane.as_str()),
         ),
         // `plan check` refuses such names; a hand-edited state still gets a place.
         Err(_) => (
             format!("clowder/{}", step.lane),
-            PathBuf::from(".clowder/worktrees").join(&step.lane),
+            crate::store::paths::worktrees_dir(Path::new("")).join(&step.lane),
         ),
     };
     Workspace::New {

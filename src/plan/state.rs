@@ -47,8 +47,7 @@ fn migrate(from: u64, value: &mut serde_json::Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Where plans are saved, under the project folder.
-pub const PLANS_DIR: &str = ".clowder/plans";
+pub use crate::store::paths::PLANS_DIR;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -277,7 +277,8 @@ pub fn judge(root: &Path, checks: &Checks, step: &StepState) -> Outcome {
         Ok(name) => name,
         Err(err) => return failed(err, String::new()),
     };
-    let snapshot = crate::store::status::read(&lanes::status_path(root, &name))
+    let files = crate::fleet::lane_files(root, &name);
+    let snapshot = crate::store::status::read(&files.status)
         .ok()
         .map(|(snapshot, _)| snapshot);
     let reason = snapshot
@@ -290,7 +291,7 @@ pub fn judge(root: &Path, checks: &Checks, step: &StepState) -> Outcome {
     let last = snapshot
         .as_ref()
         .and_then(|s| s.output_file.clone())
-        .map(|file| last_result(&lane_files_dir(root, &name), &file))
+        .map(|file| last_result(&files.base.join(file)))
         .unwrap_or_default();
     let completed = snapshot
         .as_ref()
@@ -299,7 +300,7 @@ pub fn judge(root: &Path, checks: &Checks, step: &StepState) -> Outcome {
         if completed {
             return Outcome::Done;
         }
-        let exits = session_exits(&lane_files_dir(root, &name), step.started_at);
+        let exits = session_exits(files.event_log.as_deref(), step.started_at);
         let reason = match sessions_text(&exits) {
             Some(sessions) => format!("{sessions}; the lane ended: {reason}"),
             None => format!("the lane ended: {reason}"),
@@ -330,9 +331,11 @@ const EVENT_LOG_BYTES: u64 = 256 * 1024;
 
 /// The exit codes of the lane's sessions that ended since `since` (this attempt's),
 /// from its event log.
-fn session_exits(files_dir: &Path, since: Option<chrono::DateTime<Utc>>) -> Vec<i64> {
-    let path = files_dir.join(crate::approvals::DEFAULT_EVENT_LOG);
-    let text = crate::store::small_file::tail(&path, EVENT_LOG_BYTES).unwrap_or_default();
+fn session_exits(event_log: Option<&Path>, since: Option<chrono::DateTime<Utc>>) -> Vec<i64> {
+    let Some(path) = event_log else {
+        return Vec::new();
+    };
+    let text = crate::store::small_file::tail(path, EVENT_LOG_BYTES).unwrap_or_default();
     text.lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|event| event["event"] == "session_complete")
@@ -380,7 +383,7 @@ pub fn stop_when_done(root: &Path, checks: &Checks, step: &StepState) {
     };
     let dir = root.join(step.worktree.clone().unwrap_or_default());
     if done_command(checks, &dir, step).is_ok() {
-        let _ = std::fs::write(lane_files_dir(root, &name).join(lanes::STOP_FILE), b"");
+        let _ = std::fs::write(crate::fleet::lane_files(root, &name).stop, b"");
     }
 }
 
@@ -416,9 +419,8 @@ fn done_command(checks: &Checks, dir: &Path, step: &StepState) -> Result<(), (St
 
 /// The last session's final result (a stream-json `result` line's text), else
 /// its last lines.
-fn last_result(files_dir: &Path, file: &Path) -> String {
-    let path = files_dir.join(file);
-    let Ok(text) = crate::store::small_file::tail(&path, LAST_OUTPUT_BYTES) else {
+fn last_result(path: &Path) -> String {
+    let Ok(text) = crate::store::small_file::tail(path, LAST_OUTPUT_BYTES) else {
         return String::new();
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -5,8 +5,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::lock::STATE_DIR;
-
 /// Pause the running session.
 pub const PAUSE_REQUEST: &str = "pause";
 /// Resume a paused session, or a loop held by a rejected session gate.
@@ -14,7 +12,7 @@ pub const RESUME_REQUEST: &str = "resume";
 
 /// Where `request` is left for the loop in `working_dir`.
 pub fn request_path(working_dir: &Path, request: &str) -> PathBuf {
-    working_dir.join(STATE_DIR).join(request)
+    super::paths::state_dir(working_dir).join(request)
 }
 
 /// Leaves `request` for the loop in `working_dir`.

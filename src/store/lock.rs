@@ -11,8 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// The folder of clowder's own files in a project (the approval queue lives in it too).
-pub const STATE_DIR: &str = ".clowder";
+pub use super::paths::STATE_DIR;
 /// The lock file, in [`STATE_DIR`].
 pub const LOCK_FILE: &str = "lock";
 
@@ -64,7 +63,7 @@ impl InstanceLock {
     /// Takes `working_dir/.clowder/lock` without waiting, creating `.clowder`
     /// (mode 0700) if needed, and writes this process's PID in it.
     pub fn acquire(working_dir: &Path) -> Result<InstanceLock, LockError> {
-        InstanceLock::acquire_file(&working_dir.join(STATE_DIR).join(LOCK_FILE))
+        InstanceLock::acquire_file(&super::paths::state_dir(working_dir).join(LOCK_FILE))
     }
 
     /// Takes the lock file `path` as [`InstanceLock::acquire`] does, creating
@@ -142,11 +141,23 @@ impl InstanceLock {
 /// holds through an open file a fork shared with it (see
 /// [`InstanceLock::write_holder`]). Best effort: the PID only informs.
 pub fn record_holder(working_dir: &Path) {
-    let path = working_dir.join(STATE_DIR).join(LOCK_FILE);
+    let path = super::paths::state_dir(working_dir).join(LOCK_FILE);
     if let Ok(mut file) = OpenOptions::new().write(true).open(path) {
         let _ = file.set_len(0);
         let _ = file.write_all(format!("{}\n", std::process::id()).as_bytes());
     }
+}
+
+/// Whether a live process holds the lock file `path`, without creating it or
+/// its folder (a probe from outside, e.g. the gate in an agent's folder).
+pub fn is_held(path: &Path) -> bool {
+    let Ok(file) = OpenOptions::new().read(true).open(path) else {
+        return false;
+    };
+    // A shared lock is refused while anyone holds the exclusive one.
+    // SAFETY: flock on a descriptor this function owns; no memory is passed.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }
 
 /// Whether `pid` is a live process (a zombie holds no files any more).
@@ -160,6 +171,18 @@ fn process_is_running(pid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_sees_a_held_lock_and_creates_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(STATE_DIR).join(LOCK_FILE);
+        assert!(!is_held(&path));
+        assert!(!dir.path().join(STATE_DIR).exists());
+        let lock = InstanceLock::acquire(dir.path()).expect("lock");
+        assert!(is_held(&path));
+        drop(lock);
+        assert!(!is_held(&path));
+    }
 
     #[test]
     fn a_second_lock_in_the_same_folder_is_refused_with_the_holder_pid() {

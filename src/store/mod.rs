@@ -7,6 +7,7 @@ pub mod counter;
 pub mod events;
 pub mod lock;
 pub mod notes;
+pub mod paths;
 pub mod running;
 pub mod small_file;
 pub mod status;
@@ -78,6 +79,18 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
 /// start does. Only for files no other process writes meanwhile (clowder holds the
 /// instance lock): another writer's temp file in flight would be taken from it.
 pub fn remove_interrupted_writes(path: &Path) -> io::Result<usize> {
+    remove_interrupted_writes_before(path, std::time::SystemTime::now() + ONE_DAY)
+}
+
+const ONE_DAY: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// As [`remove_interrupted_writes`], only the temp files last written before
+/// `before`: for a file that others write too, whose temp file in flight is
+/// seconds old at most.
+pub fn remove_interrupted_writes_before(
+    path: &Path,
+    before: std::time::SystemTime,
+) -> io::Result<usize> {
     let prefix = temp_prefix(path);
     let entries = match std::fs::read_dir(parent_dir(path)) {
         Ok(entries) => entries,
@@ -97,6 +110,10 @@ pub fn remove_interrupted_writes(path: &Path) -> io::Result<usize> {
             });
         if !is_ours || !entry.file_type()?.is_file() {
             continue;
+        }
+        match entry.metadata().and_then(|meta| meta.modified()) {
+            Ok(written) if written < before => {}
+            _ => continue,
         }
         match std::fs::remove_file(entry.path()) {
             Ok(()) => removed += 1,

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::lock::STATE_DIR;
 use super::versioned::{self, Format};
 
 /// Version 0 is a record written before versions were kept: the same fields.
@@ -20,8 +19,7 @@ const FORMAT: Format = Format {
     in_struct: false,
 };
 
-/// The folder of the records, in [`STATE_DIR`].
-pub const RUNNING_DIR: &str = "running";
+pub use super::paths::RUNNING_DIR;
 
 /// One started process group, with what proves that a process is its.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +51,7 @@ pub struct Running {
 impl Running {
     pub fn new(working_dir: &Path) -> Running {
         Running {
-            dir: working_dir.join(STATE_DIR).join(RUNNING_DIR),
+            dir: super::paths::state_dir(working_dir).join(RUNNING_DIR),
         }
     }
 
@@ -77,10 +75,11 @@ impl Running {
         let _ = std::fs::remove_file(self.path(token));
     }
 
-    /// Every readable record; files that are not records are removed with the
-    /// temp files of interrupted writes (nobody else writes here: the instance
-    /// lock is held). A record made by a newer clowder is left in place, unread,
-    /// and said in the log: its process is that clowder's to end.
+    /// Every readable record. The temp files of interrupted writes are removed
+    /// (nobody else writes here: the instance lock is held); a record that
+    /// cannot be read is left for [`Running::set_aside_unreadable`]. A record
+    /// made by a newer clowder is left in place, unread, and said in the log:
+    /// its process is that clowder's to end.
     pub fn all(&self) -> Vec<Record> {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
@@ -88,21 +87,68 @@ impl Running {
         let mut records = Vec::new();
         for entry in entries.filter_map(Result::ok) {
             let path = entry.path();
-            let parsed = super::small_file::read_to_string(&path)
-                .map_err(|err| err.to_string())
-                .and_then(|text| FORMAT.parse::<Record>(&text));
-            match parsed {
-                Ok(record) if path.extension().is_some_and(|e| e == "json") => records.push(record),
+            if !is_record(&path) {
+                if is_temp(&path) {
+                    let _ = std::fs::remove_file(&path);
+                }
+                continue;
+            }
+            match read_record(&path) {
+                Ok(record) => records.push(record),
                 Err(err) if versioned::is_newer(&err) => {
                     tracing::warn!("{}: {err}: left as it is", path.display());
                 }
-                _ => {
-                    let _ = std::fs::remove_file(&path);
-                }
+                Err(_) => {}
             }
         }
         records
     }
+
+    /// Moves each record that cannot be read aside, to `NAME.json.unreadable`:
+    /// it may be the only trace of processes still to end, for a person to
+    /// look at. Returns a warning for each.
+    pub fn set_aside_unreadable(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut said = Vec::new();
+        for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+            let err = match read_record(&path) {
+                Err(err) if is_record(&path) && !versioned::is_newer(&err) => err,
+                _ => continue,
+            };
+            let aside = super::paths::aside(&path, "unreadable");
+            said.push(match std::fs::rename(&path, &aside) {
+                Ok(()) => format!(
+                    "{}: not a record of a running session ({err}): kept as {}; any process it named is not ended",
+                    path.display(),
+                    aside.display()
+                ),
+                Err(move_err) => format!(
+                    "{}: not a record of a running session ({err}), and cannot be moved aside: {move_err}",
+                    path.display()
+                ),
+            });
+        }
+        said
+    }
+}
+
+fn read_record(path: &Path) -> Result<Record, String> {
+    super::small_file::read_to_string(path)
+        .map_err(|err| err.to_string())
+        .and_then(|text| FORMAT.parse::<Record>(&text))
+}
+
+fn is_record(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "json")
+}
+
+/// `.NAME.XXXXXX.tmp`: a write that never finished.
+fn is_temp(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
 }
 
 #[cfg(test)]
@@ -124,8 +170,15 @@ mod tests {
             cgroup: Some(PathBuf::from("/sys/fs/cgroup/x")),
         };
         running.add(&record).expect("add");
-        std::fs::write(dir.path().join(".clowder/running/junk"), "x").expect("junk");
+        std::fs::write(dir.path().join(".clowder/running/junk.json"), "x").expect("junk");
         assert_eq!(running.all(), vec![record]);
+        let said = running.set_aside_unreadable();
+        assert!(said[0].contains("junk.json.unreadable"), "{said:?}");
+        assert!(
+            dir.path()
+                .join(".clowder/running/junk.json.unreadable")
+                .exists()
+        );
         running.remove("1.2.s3");
         assert!(running.all().is_empty());
     }

@@ -3,13 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::lock::STATE_DIR;
-
-/// The pointer's name in [`STATE_DIR`].
+/// The pointer's name in `.clowder/`.
 pub const POINTER_FILE: &str = "status-file";
 
 fn pointer(working_dir: &Path) -> PathBuf {
-    working_dir.join(STATE_DIR).join(POINTER_FILE)
+    super::paths::state_dir(working_dir).join(POINTER_FILE)
 }
 
 /// Records `status_file` (absolute) as the status of the loop starting in
@@ -17,7 +15,7 @@ fn pointer(working_dir: &Path) -> PathBuf {
 pub fn record(working_dir: &Path, status_file: &Path) {
     let path = pointer(working_dir);
     let absolute = working_dir.join(status_file);
-    let written = std::fs::create_dir_all(working_dir.join(STATE_DIR))
+    let written = std::fs::create_dir_all(super::paths::state_dir(working_dir))
         .and_then(|()| super::replace_atomically(&path, absolute.as_os_str().as_encoded_bytes()));
     if let Err(err) = written {
         tracing::warn!("cannot write {}: {err}", path.display());

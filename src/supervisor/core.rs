@@ -473,6 +473,8 @@ pub struct Core {
     loop_start: Option<Now>,
     /// Iterations finished: productive, empty after every retry, or skipped by a hook.
     completed_iterations: u64,
+    /// The iteration of this run's last session that ended (0: none yet).
+    last_ran_iteration: u64,
     empty_retries_this_iteration: u32,
     consecutive_rate_limits: u64,
     consecutive_errors: u64,
@@ -522,6 +524,7 @@ impl Core {
             phase: Phase::NotStarted,
             loop_start: None,
             completed_iterations: 0,
+            last_ran_iteration: 0,
             empty_retries_this_iteration: 0,
             consecutive_rate_limits: 0,
             consecutive_errors: 0,

@@ -510,11 +510,20 @@ fn git_head(cwd: &Path) -> Option<String> {
 /// A lane's last run, when it ended before its work was done (stopped, a
 /// signal, a budget, killed): a resumed or restarted lane goes on from it. One
 /// that ran all its iterations or kept its promise starts afresh when run again.
-fn unfinished_run(status_path: &Path) -> Option<Snapshot> {
-    let (earlier, _) = status::read(status_path).ok()?;
+fn unfinished_run(status_path: &Path) -> Result<Option<Snapshot>, String> {
+    if std::fs::symlink_metadata(status_path).is_err() {
+        return Ok(None);
+    }
+    // Its iterations and cost are the lane's budgets: a lane that cannot read
+    // them does not start from 1 at $0, nor replace the file that holds them.
+    let (earlier, _) = status::read(status_path).map_err(|err| {
+        format!(
+            "{err}; the lane is not started, and the file is kept: repair it, or move it away to start the lane afresh (`clowder lane restart` moves it aside)"
+        )
+    })?;
     let finished = matches!(
         earlier.exit_reason,
         Some(ExitReason::MaxIterations | ExitReason::Completed)
     );
-    (!finished).then_some(earlier)
+    Ok((!finished).then_some(earlier))
 }

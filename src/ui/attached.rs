@@ -117,12 +117,18 @@ impl Attached {
         let (hint_tx, _hints) = mpsc::unbounded_channel();
         let (tagged_tx, tagged) = mpsc::unbounded_channel();
         let multi = self.targets.len() > 1;
-        let hosts = self
+        let pairs: Vec<(Option<String>, Target)> = self
             .targets
             .into_iter()
+            .map(|HostTarget { name, target }| (name, target))
+            .collect();
+        let labels = crate::fleet::remote::host_labels(&pairs);
+        let hosts = pairs
+            .into_iter()
+            .zip(labels)
             .enumerate()
-            .map(|(index, HostTarget { name, target })| {
-                HostLink::new(keep_reached_as(index, target, tagged_tx.clone()), name)
+            .map(|(index, ((_, target), label))| {
+                HostLink::new(keep_reached_as(index, target, tagged_tx.clone()), label)
             })
             .collect();
         let carrier = Carrier {
@@ -134,6 +140,7 @@ impl Attached {
             asked: 0,
             current: 0,
             decisions: std::collections::HashMap::new(),
+            unsaid: Vec::new(),
         };
         let task = tokio::spawn(carrier.run(tagged, self.requests, asks));
         Feeds {
@@ -150,7 +157,7 @@ impl Attached {
 struct HostLink {
     to_host: mpsc::UnboundedSender<ClientMsg>,
     /// How its lanes are named in a room of several hosts (`LABEL/lane`).
-    label: Option<String>,
+    label: String,
     /// The output file the room shows, if on this host: followed again after
     /// a reconnection.
     following: Option<ClientMsg>,
@@ -161,13 +168,17 @@ struct HostLink {
     plans: Vec<PlanSummary>,
     requests: Vec<PendingRequest>,
     idle: Option<(bool, bool)>,
+    /// Not reached since then; `None` while it answers.
+    lost: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why, as last said in the events: said again only when it changes.
+    lost_why: String,
 }
 
 impl HostLink {
-    fn new(to_host: mpsc::UnboundedSender<ClientMsg>, name: Option<String>) -> HostLink {
+    fn new(to_host: mpsc::UnboundedSender<ClientMsg>, label: String) -> HostLink {
         HostLink {
             to_host,
-            label: name.map(|name| label_safe(&name)),
+            label,
             following: None,
             attached_once: false,
             hello: None,
@@ -175,22 +186,14 @@ impl HostLink {
             plans: Vec::new(),
             requests: Vec::new(),
             idle: None,
+            lost: None,
+            lost_why: String::new(),
         }
     }
 }
 
-/// A host's name as the first part of `HOST/lane`: no slash, no space.
-fn label_safe(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c == '/' || c.is_whitespace() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect()
-}
+/// The most lines kept for the first lanes.
+const UNSAID: usize = 20;
 
 /// Carries the hosts' events to the room and the room's asks to the host of
 /// the lane (or request) they are about.
@@ -206,6 +209,9 @@ struct Carrier {
     current: usize,
     /// Which host each listed request is waiting on.
     decisions: std::collections::HashMap<String, usize>,
+    /// Lines said while no host had shown a lane: said again to the first
+    /// lanes (the screen without lanes that showed them is gone by then).
+    unsaid: Vec<(Level, String)>,
 }
 
 impl Carrier {
@@ -233,7 +239,7 @@ impl Carrier {
     /// The room's name for `lane` of `host`.
     fn outward(&self, host: usize, lane: &LaneName) -> LaneName {
         match (&self.hosts[host].label, self.multi) {
-            (Some(label), true) => LaneName::on_host(label, lane),
+            (label, true) => LaneName::on_host(label, lane),
             _ => lane.clone(),
         }
     }
@@ -244,15 +250,37 @@ impl Carrier {
             return Some((0, lane.clone()));
         }
         let (label, lane) = lane.host_and_lane()?;
-        let host = self
-            .hosts
-            .iter()
-            .position(|host| host.label.as_deref() == Some(label))?;
+        let host = self.hosts.iter().position(|host| host.label == label)?;
         Some((host, lane))
     }
 
     fn send(&mut self, host: usize, message: ClientMsg) {
         let _ = self.hosts[host].to_host.send(message);
+    }
+
+    /// Sends what a key asked of `host`; a lost host is said to be lost, and
+    /// tried again now (what was asked is not kept for later: it may no
+    /// longer make sense when the host is back).
+    fn send_asked(&mut self, host: usize, message: ClientMsg, what: &str) {
+        if let Some(since) = self.hosts[host].lost {
+            let name = format!("host {}", self.hosts[host].label);
+            let since = since.with_timezone(&chrono::Local).format("%H:%M");
+            self.say(
+                Level::Warn,
+                format!("not sent to {name} (unreachable since {since}): {what}; trying to reach it again now"),
+            );
+        }
+        self.send(host, message);
+    }
+
+    /// Every lane of `host`, as the room names it, told whether its host is lost.
+    fn mark_reach(&self, host: usize) {
+        let since = self.hosts[host].lost;
+        for entry in &self.hosts[host].lanes {
+            let lane = self.outward(host, &entry.name);
+            let report = crate::fleet::link::LaneReport::Unreachable(since);
+            let _ = self.host_tx.send(HostMsg::Lane { lane, report });
+        }
     }
 
     fn request(&mut self, request: HostRequest) {
@@ -262,7 +290,7 @@ impl Carrier {
         };
         self.asked += 1;
         let re = Some(self.asked);
-        self.send(host, ClientMsg::Request { re, request });
+        self.send_asked(host, ClientMsg::Request { re, request }, "the request");
     }
 
     /// The host a request is for, and the request as that host names things.
@@ -317,7 +345,8 @@ impl Carrier {
             }
             ClientMsg::Decide { ref id, .. } => {
                 let host = self.decisions.get(id).copied().unwrap_or(self.current);
-                self.send(host, ask);
+                let what = format!("the decision on request {id}");
+                self.send_asked(host, ask, &what);
             }
             other => {
                 let host = self.current;
@@ -326,14 +355,17 @@ impl Carrier {
         }
     }
 
-    fn say(&self, level: Level, text: String) {
+    fn say(&mut self, level: Level, text: String) {
+        if self.hosts.iter().all(|host| host.lanes.is_empty()) && self.unsaid.len() < UNSAID {
+            self.unsaid.push((level, text.clone()));
+        }
         let _ = self.host_tx.send(HostMsg::Log { level, text });
     }
 
     /// How the room names a host in its lines.
     fn host_name(&self, host: usize) -> String {
         match (&self.hosts[host].label, self.multi) {
-            (Some(label), true) => format!("host {label}"),
+            (label, true) => format!("host {label}"),
             _ => "the host".to_string(),
         }
     }
@@ -374,31 +406,24 @@ impl Carrier {
                 let _ = self.feed_tx.send(update);
             }
             RemoteEvent::Lost { since, why, retry } => {
-                let name = match &self.hosts[host].label {
-                    Some(label) if self.multi => format!("host {label}"),
-                    _ => "host".to_string(),
-                };
-                self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
+                let name = format!("host {}", self.hosts[host].label);
+                // Each try again is not news: a new reason is.
+                if self.hosts[host].lost.is_none() || self.hosts[host].lost_why != why {
+                    self.say(Level::Warn, unreachable_text(&name, since, &why, retry));
+                    self.hosts[host].lost_why = why;
+                }
+                if self.hosts[host].lost.is_none() {
+                    self.hosts[host].lost = Some(since);
+                    self.mark_reach(host);
+                }
             }
         }
     }
 
     fn on_hello(&mut self, host: usize, hello: &crate::fleet::wire::Hello) {
-        if self.hosts[host].label.is_none() {
-            // The machine's name; for a second folder on one machine, the folder's.
-            let folder = std::path::Path::new(&hello.folder)
-                .file_name()
-                .map(|name| name.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let taken = |label: &str| self.hosts.iter().any(|h| h.label.as_deref() == Some(label));
-            let mut label = label_safe(&hello.host);
-            if taken(&label) {
-                label = label_safe(&folder);
-            }
-            if taken(&label) || label.is_empty() {
-                label = format!("{}-{}", label_safe(&hello.host), host + 1);
-            }
-            self.hosts[host].label = Some(label);
+        if self.hosts[host].lost.take().is_some() {
+            self.hosts[host].lost_why.clear();
+            self.mark_reach(host);
         }
         let name = self.host_name(host);
         // Said once the snapshot has made the lanes, so that every lane shows it.
@@ -467,7 +492,13 @@ impl Carrier {
             }
             log @ HostMsg::Log { .. } => log,
         };
+        let lanes_came = matches!(&renamed, HostMsg::Lanes(lanes) if !lanes.is_empty());
         let _ = self.host_tx.send(renamed);
+        if lanes_came {
+            for (level, text) in std::mem::take(&mut self.unsaid) {
+                let _ = self.host_tx.send(HostMsg::Log { level, text });
+            }
+        }
     }
 
     fn all_lanes(&self) -> Vec<LaneEntry> {
@@ -487,7 +518,7 @@ impl Carrier {
         for (index, host) in self.hosts.iter().enumerate() {
             for plan in &host.plans {
                 let mut plan = plan.clone();
-                if let (true, Some(label)) = (self.multi, &self.hosts[index].label) {
+                if let (true, label) = (self.multi, &self.hosts[index].label) {
                     plan.address = format!("{label}/{}", plan.address);
                     for step in &mut plan.steps {
                         step.lane = format!("{label}/{}", step.lane);
@@ -506,9 +537,8 @@ impl Carrier {
         for (index, host) in self.hosts.iter().enumerate() {
             for pending in &host.requests {
                 let mut request = pending.clone().into_request();
-                if self.multi
-                    && let Some(label) = &host.label
-                {
+                if self.multi {
+                    let label = &host.label;
                     request.lane = Some(match request.lane {
                         Some(lane) => format!("{label}/{lane}"),
                         None => label.clone(),

@@ -63,7 +63,7 @@ fn run_fleet_plans(
         root: root.clone(),
         approvals_dir: root.join(&config.approvals.dir.0),
         config_path: root.join(config_path),
-        stop_file: root.join(&config.shutdown.stop_file.0),
+        stop_file: config.loop_files(&root).stop,
     };
     let format = config.agent.format;
     let caller = Caller::new(&config.ui, &root);
@@ -493,9 +493,7 @@ fn ask_host(
 
 /// Who decides, as the request's record says: the user and this machine.
 fn decider() -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "someone".to_string());
-    let host = crate::fleet::serve::host_name();
-    format!("{user}@{host} (attached room)")
+    format!("{} (attached room)", crate::fleet::serve::user_at_host())
 }
 
 /// A decision of an attached room, as the host takes it.

@@ -93,7 +93,7 @@ pub fn run(
         root: working_dir.clone(),
         approvals_dir: working_dir.join(&config.approvals.dir.0),
         config_path: working_dir.join(config_path),
-        stop_file: working_dir.join(&config.shutdown.stop_file.0),
+        stop_file: config.loop_files(&working_dir).stop,
     };
     let caller = caller::Caller::new(&config.ui, &working_dir);
     let result = runtime.block_on(async move {
@@ -110,7 +110,7 @@ pub fn run(
             approvals_dir: approvals_dir.clone(),
             format: config.agent.format,
             watched: std::sync::Arc::default(),
-            outputs: Some(files.root.join(&config.session.output_dir.0)),
+            outputs: Some(config.loop_files(&files.root).output_dir),
         };
         let max_iterations = config.session.max_iterations.0;
         let reporter = single.reporter(Box::new(ChannelReporter {
@@ -272,7 +272,7 @@ fn leave_note(
             format!("lane {lane}"),
         ),
         None => (
-            files.root.join(crate::store::lock::STATE_DIR),
+            crate::store::paths::state_dir(&files.root),
             "the loop".to_string(),
         ),
     };

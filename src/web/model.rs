@@ -205,7 +205,9 @@ impl HostState {
                 let text = words.into_iter().next().unwrap_or_default();
                 self.log(*at, level, Some(lane), &text);
             }
-            LaneReport::Diff(_) | LaneReport::Removed(_) => return false,
+            LaneReport::Diff(_) | LaneReport::Removed(_) | LaneReport::Unreachable(_) => {
+                return false;
+            }
         }
         true
     }

@@ -1,6 +1,8 @@
 //! The LLM's answer: exactly `{"reasoning"?: string, "actions": [{"tool", "args"}]}`,
-//! checked strictly, and the same shape as a JSON schema for Ollama's `format`.
+//! checked strictly (a key twice in one object is ambiguous, so refused), and the
+//! same shape as a JSON schema for Ollama's `format`.
 
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -29,8 +31,9 @@ pub(crate) fn parse(text: &str) -> Result<Answer, String> {
     if text.is_empty() {
         return Err("empty answer: expected one JSON object".into());
     }
-    let value: Value =
-        serde_json::from_str(text).map_err(|err| format!("invalid answer: not JSON: {err}"))?;
+    let value = serde_json::from_str::<Strict>(text)
+        .map_err(|err| format!("invalid answer: not JSON: {err}"))?
+        .0;
     // serde would also take a struct from an array (`[null, []]`): only objects count.
     let objects = value.as_object().is_some_and(|answer| {
         answer
@@ -66,8 +69,83 @@ pub(crate) fn unwrap_envelope(text: &str) -> String {
     text.to_string()
 }
 
-/// The answer's JSON schema (Ollama's `format`).
-pub(crate) fn json_schema() -> Value {
+/// The reasoning of a valid answer in `text`, if it has one.
+pub(crate) fn reasoning_of(text: &str) -> Option<String> {
+    parse(text).ok().and_then(|answer| answer.reasoning)
+}
+
+/// Any JSON, read as a [`Value`], but a key repeated in one object is an error
+/// (serde_json alone keeps the last one, silently).
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!(
+                    "duplicate key {key:?}: an answer with a key twice is ambiguous"
+                )));
+            }
+            let Strict(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// The answer's JSON schema (Ollama's `format`), its tools named `tools`.
+pub(crate) fn json_schema(tools: &[&str]) -> Value {
     serde_json::json!({
         "type": "object",
         "properties": {
@@ -78,7 +156,7 @@ pub(crate) fn json_schema() -> Value {
                 "items": {
                     "type": "object",
                     "properties": {
-                        "tool": {"type": "string", "enum": super::tools::TOOL_NAMES},
+                        "tool": {"type": "string", "enum": tools},
                         "args": {"type": "object"}
                     },
                     "required": ["tool", "args"],
@@ -126,10 +204,19 @@ mod tests {
             "null",
             r#"["", []]"#,
             r#"{"actions":[["read_file",{"path":"a"}]]}"#,
+            r#"{"actions":[],"actions":[{"tool":"x","args":{}}]}"#,
+            r#"{"actions":[{"tool":"x","tool":"y","args":{}}]}"#,
+            r#"{"actions":[{"tool":"x","args":{"path":"a","path":"b"}}]}"#,
         ] {
             assert!(parse(bad).is_err(), "accepted {bad:?}");
         }
         assert!(parse("").expect_err("empty").contains("empty"));
+        let twice = parse(r#"{"actions":[{"tool":"x","args":{"a":{"b":1,"b":2}}}]}"#);
+        let err = twice.expect_err("duplicate");
+        assert!(
+            err.contains("duplicate key \"b\"") && err.contains("column"),
+            "{err}"
+        );
         let action = r#"{"tool":"read_file","args":{"path":"a"}}"#;
         let many = |n: usize| format!(r#"{{"actions":[{}]}}"#, vec![action; n].join(","));
         assert!(parse(&many(MAX_ACTIONS)).is_ok());

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use chrono::Utc;
 use clap::{Args, Subcommand};
 
-use super::run::EXIT_USAGE;
+use super::EXIT_USAGE;
 use super::task::{self, Constraints, Task};
 use crate::config::{Config, DEFAULT_CONFIG_FILE};
 
@@ -31,6 +31,8 @@ pub enum TaskCommand {
     New(NewArgs),
     /// Ask the worker running a task to stop (writes "status": "stopped" into state.json)
     Stop(StopArgs),
+    /// Let a failed or stopped task go on: state.json says "running" again, for the next `clowder worker`
+    Resume(StopArgs),
 }
 
 #[derive(Debug, Args)]
@@ -94,6 +96,7 @@ pub fn task(args: TaskArgs) -> i32 {
     match args.command {
         TaskCommand::New(args) => new_task(args),
         TaskCommand::Stop(args) => stop_task(args),
+        TaskCommand::Resume(args) => resume_task(args),
     }
 }
 
@@ -155,12 +158,40 @@ fn stop_task(args: StopArgs) -> i32 {
             println!("clowder: the task is already {}", status.as_str());
             0
         }
-        Ok(task::StopAsked::NotStarted) => {
-            eprintln!(
-                "clowder: error: {}: the task has not started (no {})",
-                args.dir.display(),
-                task::STATE_FILE
+        Ok(task::StopAsked::BeforeStart) => {
+            println!(
+                "clowder: the task had not started: {} now says stopped, so its worker stops at once (`clowder task resume {}` undoes it)",
+                task::STATE_FILE,
+                args.dir.display()
             );
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder: error: {err}");
+            1
+        }
+    }
+}
+
+fn resume_task(args: StopArgs) -> i32 {
+    let dir = args.dir.display();
+    match task::request_resume(&args.dir) {
+        Ok(task::ResumeAsked::Resumed { was, reason }) => {
+            let how = match was {
+                task::Status::Failed => "had failed",
+                _ => "was stopped",
+            };
+            println!(
+                "clowder: the task {how} ({reason}); it now says running: `clowder worker {dir}` goes on with it"
+            );
+            0
+        }
+        Ok(task::ResumeAsked::NotNeeded(why)) => {
+            println!("clowder: nothing to resume: {why}");
+            0
+        }
+        Ok(task::ResumeAsked::Refused(why)) => {
+            eprintln!("clowder: error: {dir}: not resumed: {why}");
             1
         }
         Err(err) => {

@@ -136,7 +136,7 @@ mod tests {
             timestamp: chrono::Utc::now(),
             llm_response: "x".repeat(50_000),
             error: Some("invalid answer".into()),
-            reasoning: None,
+            resumed: None,
             results: vec![tools::ActionResult {
                 tool: "read_file".into(),
                 args: serde_json::Map::new(),
@@ -145,6 +145,7 @@ mod tests {
                 error: None,
                 security_violation: false,
                 skipped: false,
+                interrupted: false,
             }],
         };
         let text = history(&[record]);

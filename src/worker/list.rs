@@ -90,7 +90,7 @@ fn last_record(dir: &Path) -> Option<ActionRecord> {
     // A regular file only: a FIFO there must not hang `clowder tasks`.
     let text = crate::store::small_file::tail(&dir.join(task::ACTIONS_FILE), TAIL_BYTES).ok()?;
     let line = text.lines().rev().find(|line| !line.trim().is_empty())?;
-    serde_json::from_str(line).ok()
+    task::parse_action_line(line)
 }
 
 fn summary(record: &ActionRecord) -> String {

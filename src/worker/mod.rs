@@ -9,12 +9,20 @@
 mod answer;
 pub mod cli;
 mod context;
+mod journal;
 mod list;
 mod llm;
+mod resume;
 mod run;
 mod sandbox;
 pub(crate) mod show;
+mod start;
 pub(crate) mod task;
 mod tools;
 
 pub use crate::config::WorkerConfig;
+
+/// Bad input, as clap's own.
+pub(crate) const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_FAILED: i32 = 1;
+pub(crate) const EXIT_TIMEOUT: i32 = 4;

@@ -6,6 +6,8 @@
 //! when someone wrote `"status": "stopped"` into `state.json` (exit 0) or when
 //! `timeout_seconds` have passed since `started_at` (reason `timeout`, exit 4);
 //! `failed` on a fatal error (exit 1). A corrupt `state.json` is left as it is.
+//! An answer's actions are written down in the journal before they run, so that a
+//! worker killed meanwhile is finished by the next one without running any twice.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -16,26 +18,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use chrono::Utc;
 
-use super::WorkerConfig;
-use super::answer;
+use super::answer::{self, Action};
 use super::context::{self, Context};
-use super::llm::{self, Call};
+use super::journal::{self, Journal};
+use super::llm::retry::{Busy, Retry};
+use super::llm::{self, Call, Waiter};
 use super::sandbox::Sandbox;
 use super::show;
-use super::task::{self, ActionRecord, Heartbeat, State, Status, Task};
-use super::tools;
+use super::start;
+use super::task::{self, ActionRecord, Counters, Heartbeat, State, Status, Task};
+use super::tools::{self, ActionResult};
+use super::{EXIT_FAILED, EXIT_TIMEOUT, EXIT_USAGE, WorkerConfig};
 
 /// While the LLM thinks, the heartbeat is rewritten this often.
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 /// Looks again at an unreadable state.json this many times, 100 ms apart.
 const CORRUPT_RETRIES: u32 = 5;
-/// Bad input, as clap's own.
-pub(crate) const EXIT_USAGE: i32 = 2;
-pub(crate) const EXIT_FAILED: i32 = 1;
-pub(crate) const EXIT_TIMEOUT: i32 = 4;
 
 /// Why the loop ended.
-enum End {
+pub(super) enum End {
     Completed,
     StopRequested,
     /// SIGINT or SIGTERM (the number): a stop too, but of the worker itself.
@@ -46,11 +47,11 @@ enum End {
     Corrupt(String),
 }
 
-struct Worker<'a> {
-    dir: PathBuf,
+pub(super) struct Worker<'a> {
+    pub(super) dir: PathBuf,
     task: Task,
     config: &'a WorkerConfig,
-    state: State,
+    pub(super) state: State,
     sandbox: Sandbox,
     recent: VecDeque<ActionRecord>,
     /// The number of a SIGINT or SIGTERM received, 0 before.
@@ -68,21 +69,20 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig, config_path: &Path) -> i32 
         }
     };
     // Held until the process ends: one worker per task.
-    let _lock = match lock(dir) {
+    let _lock = match start::lock(dir) {
         Ok(lock) => lock,
         Err(message) => {
             eprintln!("clowder: error: {message}");
             return EXIT_FAILED;
         }
     };
-    let mut state = match resume_state(dir) {
+    start::clear_interrupted_writes(dir);
+    let mut state = match start::state_to_run(dir, &task) {
         Ok(state) => state,
         Err(code) => return code,
     };
-    if let Err(message) = fix_allowed_paths(dir, &task, &mut state) {
-        eprintln!("clowder: error: {message}");
-        return EXIT_USAGE;
-    }
+    // A task resumed after a stop before its start starts its clock now.
+    state.started_at.get_or_insert_with(Utc::now);
     let mut never_written: Vec<PathBuf> = task::OWN_FILES.iter().map(|f| dir.join(f)).collect();
     never_written.push(config_path.to_path_buf());
     let sandbox = match Sandbox::open(dir, &task.constraints.allowed_paths, &never_written) {
@@ -104,7 +104,10 @@ pub(crate) fn run(dir: &Path, config: &WorkerConfig, config_path: &Path) -> i32 
         worker.state.iteration = worker.state.iteration.max(last.iteration);
     }
     let end = worker.run_loop();
-    worker.finish(end)
+    let code = worker.finish(end);
+    // Those too young to clear at the start may be old enough now.
+    start::clear_interrupted_writes(dir);
+    code
 }
 
 /// The LLM runs in its own process group, out of reach of a Ctrl-C: the worker
@@ -118,95 +121,6 @@ fn catch_signals() -> Arc<AtomicUsize> {
         }
     }
     received
-}
-
-fn lock(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, String> {
-    let path = dir.join(task::TASK_FILE);
-    let file = std::fs::File::open(&path).map_err(|err| format!("{}: {err}", path.display()))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        format!(
-            "another worker is running this task (it holds a lock on {})",
-            path.display()
-        )
-    })
-}
-
-fn fresh_state() -> State {
-    let now = Utc::now();
-    State {
-        status: Status::Running,
-        iteration: 0,
-        started_at: Some(now),
-        updated_at: Some(now),
-        termination_reason: None,
-        counters: Default::default(),
-        pid: None,
-        allowed_paths: None,
-    }
-}
-
-/// The state to continue from, or the exit code when the task is not to run.
-fn resume_state(dir: &Path) -> Result<State, i32> {
-    let state = match task::read_state(dir) {
-        Ok(Some(state)) => state,
-        Ok(None) => return Ok(fresh_state()),
-        Err(err) => {
-            eprintln!("clowder: error: {err}; left as it is, nothing was run");
-            return Err(EXIT_USAGE);
-        }
-    };
-    let reason = state.termination_reason.clone().unwrap_or_default();
-    match state.status {
-        Status::Running => Ok(state),
-        Status::Stopped if reason == "timeout" => {
-            println!(
-                "clowder: the task timed out (timeout_seconds after started_at): not run again"
-            );
-            Err(EXIT_TIMEOUT)
-        }
-        Status::Stopped => {
-            println!(
-                "clowder: resuming the stopped task after iteration {}",
-                state.iteration
-            );
-            Ok(State {
-                status: Status::Running,
-                termination_reason: None,
-                ..state
-            })
-        }
-        Status::Completed => {
-            println!(
-                "clowder: the task is already completed ({reason}, iteration {}): not run again",
-                state.iteration
-            );
-            Err(0)
-        }
-        Status::Failed => {
-            println!(
-                "clowder: the task failed ({reason}): not restarted; set \"status\" to \"running\" in state.json to try again"
-            );
-            Err(EXIT_FAILED)
-        }
-    }
-}
-
-/// The allowed paths are fixed when the task first starts, in `state.json` (which
-/// the tools never write): a `task.json` changed since then is refused.
-fn fix_allowed_paths(dir: &Path, task: &Task, state: &mut State) -> Result<(), String> {
-    let now = &task.constraints.allowed_paths;
-    match &state.allowed_paths {
-        None => {
-            state.allowed_paths = Some(now.clone());
-            Ok(())
-        }
-        Some(fixed) if fixed == now => Ok(()),
-        Some(fixed) => Err(format!(
-            "{}: key `constraints.allowed_paths` is {now:?}, but the task started with {fixed:?} (kept in {}): allowed paths are fixed when a task starts; nothing was run (make a new task with `clowder task new` to change them)",
-            dir.join(task::TASK_FILE).display(),
-            task::STATE_FILE
-        )),
-    }
 }
 
 fn finish_without_sandbox(dir: &Path, mut state: State, message: String) -> i32 {
@@ -229,7 +143,10 @@ impl Worker<'_> {
             self.state.iteration,
             self.task.constraints.max_iterations
         );
-        if let Err(end) = self.save("starting") {
+        if let Err(end) = self.save_start() {
+            return end;
+        }
+        if let Err(end) = self.finish_interrupted() {
             return end;
         }
         loop {
@@ -288,10 +205,9 @@ impl Worker<'_> {
     fn iterate(&mut self) -> Result<(), End> {
         let iteration = self.state.iteration + 1;
         let prompt = self.context(iteration);
-        self.heartbeat(iteration, "calling_llm")?;
+        self.heartbeat(iteration, "calling_llm", None)?;
         println!("#{iteration} calling the LLM");
-        let call = self.call_llm(iteration, &prompt)?;
-        let record = match call {
+        let record = match self.call_llm(iteration, &prompt)? {
             Call::Stopped => return Err(End::StopRequested),
             Call::TimedOut => {
                 self.state.counters.llm_timeouts += 1;
@@ -304,24 +220,36 @@ impl Worker<'_> {
                     ),
                 )
             }
+            Call::Invalid(why) => {
+                self.state.counters.invalid_answers += 1;
+                refused(iteration, String::new(), format!("invalid answer: {why}"))
+            }
             Call::Answer(raw) => self.act(iteration, answer::unwrap_envelope(&raw))?,
         };
-        task::append_action(&self.dir, &record).map_err(|err| End::Fatal(err.to_string()))?;
+        self.record(record)
+    }
+
+    /// Logs a finished iteration, then moves the state past it.
+    pub(super) fn record(&mut self, record: ActionRecord) -> Result<(), End> {
+        task::append_action(&self.dir, &record).map_err(fatal)?;
+        // Once the iteration is in actions.jsonl, nothing of it is to be resumed.
+        journal::remove(&self.dir).map_err(fatal)?;
         for line in show::record_lines(&record) {
             println!("{line}");
         }
+        let iteration = record.iteration;
         self.recent.push_back(record);
         while self.recent.len() > self.config.context_iterations() {
             self.recent.pop_front();
         }
         self.state.iteration = iteration;
-        self.save_unless_stopped()
+        self.save_unless_stopped("idle")
     }
 
     /// Saves the state, looking for a stop request once the new file is on disk and
     /// just before it replaces the old one: a stop written meanwhile is not overwritten
     /// (short of a write landing in the microseconds between that look and the rename).
-    fn save_unless_stopped(&mut self) -> Result<(), End> {
+    fn save_unless_stopped(&mut self, phase: &str) -> Result<(), End> {
         self.state.updated_at = Some(Utc::now());
         let mut stop = None;
         task::write_state_if(&self.dir, &self.state, || match self.check_stop_request() {
@@ -331,11 +259,28 @@ impl Worker<'_> {
                 false
             }
         })
-        .map_err(|err| End::Fatal(err.to_string()))?;
+        .map_err(fatal)?;
         if let Some(end) = stop {
             return Err(end);
         }
-        self.heartbeat(self.state.iteration, "idle")
+        self.heartbeat(self.state.iteration, phase, None)
+    }
+
+    /// Saves the state the worker starts from. A stopped task goes on (its
+    /// `stopped` is replaced), but a stop written since it was read is kept.
+    fn save_start(&mut self) -> Result<(), End> {
+        let read = self.state.updated_at;
+        self.state.updated_at = Some(Utc::now());
+        let stopped_since = || match task::read_state(&self.dir) {
+            Ok(Some(now)) => now.status == Status::Stopped && now.updated_at != read,
+            _ => false,
+        };
+        let written =
+            task::write_state_if(&self.dir, &self.state, || !stopped_since()).map_err(fatal)?;
+        if !written {
+            return Err(End::StopRequested);
+        }
+        self.heartbeat(self.state.iteration, "starting", None)
     }
 
     fn context(&self, iteration: u64) -> String {
@@ -360,25 +305,16 @@ impl Worker<'_> {
 
     /// Waits for the LLM, keeping the heartbeat and watching for a stop or the timeout.
     fn call_llm(&self, iteration: u64, prompt: &str) -> Result<Call, End> {
-        let mut stop: Option<End> = None;
-        let mut last_beat = Instant::now();
-        let mut tick = || -> Result<bool, String> {
-            if let Some(end) = self.should_stop_while_waiting() {
-                stop = Some(end);
-                return Ok(true);
-            }
-            if last_beat.elapsed() >= HEARTBEAT_EVERY {
-                last_beat = Instant::now();
-                self.heartbeat(iteration, "calling_llm")
-                    .map_err(|end| match end {
-                        End::Fatal(message) => message,
-                        _ => "cannot write heartbeat.json".to_string(),
-                    })?;
-            }
-            Ok(false)
+        let mut waiting = Waiting {
+            worker: self,
+            iteration,
+            stop: None,
+            last_beat: Instant::now(),
+            note: None,
         };
-        let call = llm::call(self.config, prompt, &mut tick).map_err(End::Fatal)?;
-        match (call, stop) {
+        let format = answer::json_schema(&tools::TOOL_NAMES);
+        let call = llm::call(self.config, prompt, &format, &mut waiting).map_err(End::Fatal)?;
+        match (call, waiting.stop) {
             (_, Some(end)) => Err(end),
             (Call::Stopped, None) => Err(End::StopRequested),
             (call, None) => Ok(call),
@@ -392,7 +328,8 @@ impl Worker<'_> {
         (self.seconds_left() <= 0).then_some(End::TimedOut)
     }
 
-    /// Validates the answer and runs its actions.
+    /// Validates the answer and runs its actions, each written down in the
+    /// journal before it runs.
     fn act(&mut self, iteration: u64, raw: String) -> Result<ActionRecord, End> {
         let answer = match answer::parse(&raw) {
             Ok(answer) => answer,
@@ -401,44 +338,50 @@ impl Worker<'_> {
                 return Ok(refused(iteration, raw, error));
             }
         };
-        self.heartbeat(iteration, "executing_action")?;
+        self.heartbeat(iteration, "executing_action", None)?;
+        let mut journal = Journal::begin(&self.dir, iteration, &raw).map_err(fatal)?;
         let mut results = Vec::with_capacity(answer.actions.len());
-        for action in &answer.actions {
-            let result = tools::execute(&self.sandbox, action);
-            let counters = &mut self.state.counters;
-            if result.skipped {
-                counters.unknown_tools += 1;
-            } else if result.security_violation {
-                counters.security_violations += 1;
-            } else if !result.ok {
-                counters.tool_errors += 1;
-            }
-            results.push(result);
+        for (number, action) in answer.actions.iter().enumerate() {
+            results.push(self.run_action(&mut journal, number, action)?);
         }
         Ok(ActionRecord {
             iteration,
             timestamp: Utc::now(),
             llm_response: raw,
             error: None,
-            reasoning: answer.reasoning,
             results,
+            resumed: None,
         })
     }
 
-    fn heartbeat(&self, iteration: u64, phase: &str) -> Result<(), End> {
+    /// Runs one action, noted in the journal as started before and done after.
+    pub(super) fn run_action(
+        &mut self,
+        journal: &mut Journal,
+        number: usize,
+        action: &Action,
+    ) -> Result<ActionResult, End> {
+        journal.start(number).map_err(fatal)?;
+        let result = tools::execute(&self.sandbox, action);
+        count(&mut self.state.counters, &result);
+        journal.done(number, &result).map_err(fatal)?;
+        Ok(result)
+    }
+
+    pub(super) fn heartbeat(
+        &self,
+        iteration: u64,
+        phase: &str,
+        note: Option<String>,
+    ) -> Result<(), End> {
         let beat = Heartbeat {
             iteration,
             timestamp: Utc::now(),
             status: phase.to_string(),
             pid: Some(std::process::id()),
+            note,
         };
-        task::write_heartbeat(&self.dir, &beat).map_err(|err| End::Fatal(err.to_string()))
-    }
-
-    fn save(&mut self, phase: &str) -> Result<(), End> {
-        self.state.updated_at = Some(Utc::now());
-        task::write_state(&self.dir, &self.state).map_err(|err| End::Fatal(err.to_string()))?;
-        self.heartbeat(self.state.iteration, phase)
+        task::write_heartbeat(&self.dir, &beat).map_err(fatal)
     }
 
     /// Writes the terminal state (unless state.json is corrupt) and says how it ended.
@@ -458,14 +401,18 @@ impl Worker<'_> {
             End::Fatal(message) => (Status::Failed, format!("error: {message}"), EXIT_FAILED),
             End::Corrupt(message) => {
                 eprintln!("clowder: error: {message}; state.json left as it is");
-                let _ = self.heartbeat(self.state.iteration, "failed");
+                let _ = self.heartbeat(self.state.iteration, "failed", None);
                 return EXIT_FAILED;
             }
         };
         self.state.status = status;
         self.state.termination_reason = Some(reason.clone());
         self.state.pid = None;
-        if let Err(End::Fatal(message)) = self.save(status.as_str()) {
+        self.state.updated_at = Some(Utc::now());
+        let saved = task::write_state(&self.dir, &self.state).map_err(fatal);
+        if let Err(End::Fatal(message)) =
+            saved.and_then(|()| self.heartbeat(self.state.iteration, status.as_str(), None))
+        {
             eprintln!("clowder: error: {message}");
             return EXIT_FAILED;
         }
@@ -477,6 +424,10 @@ impl Worker<'_> {
         );
         if code == EXIT_FAILED {
             eprintln!("{line}");
+            eprintln!(
+                "clowder: `clowder task resume {}` lets it go on",
+                self.dir.display()
+            );
         } else {
             println!("{line}");
         }
@@ -493,13 +444,98 @@ impl Worker<'_> {
     }
 }
 
+/// A task file that cannot be written ends the task.
+pub(super) fn fatal(err: task::FileError) -> End {
+    End::Fatal(err.to_string())
+}
+
+/// Counts what went wrong with one action.
+pub(super) fn count(counters: &mut Counters, result: &ActionResult) {
+    if result.skipped {
+        counters.unknown_tools += 1;
+    } else if result.security_violation {
+        counters.security_violations += 1;
+    } else if !result.ok {
+        counters.tool_errors += 1;
+    }
+}
+
+/// The worker waiting for an answer: it beats, watches for a stop, and says
+/// when the LLM is busy.
+struct Waiting<'w, 'a> {
+    worker: &'w Worker<'a>,
+    iteration: u64,
+    stop: Option<End>,
+    last_beat: Instant,
+    /// While a busy LLM is waited for: what is waited for.
+    note: Option<String>,
+}
+
+impl Waiting<'_, '_> {
+    fn beat(&mut self) -> Result<(), String> {
+        self.last_beat = Instant::now();
+        let phase = match self.note {
+            Some(_) => "llm_busy",
+            None => "calling_llm",
+        };
+        self.worker
+            .heartbeat(self.iteration, phase, self.note.clone())
+            .map_err(|end| match end {
+                End::Fatal(message) => message,
+                _ => "cannot write heartbeat.json".to_string(),
+            })
+    }
+}
+
+impl Waiter for Waiting<'_, '_> {
+    fn tick(&mut self) -> Result<bool, String> {
+        if let Some(end) = self.worker.should_stop_while_waiting() {
+            self.stop = Some(end);
+            return Ok(true);
+        }
+        if self.last_beat.elapsed() >= HEARTBEAT_EVERY {
+            self.beat()?;
+        }
+        Ok(false)
+    }
+
+    fn busy(&mut self, busy: &Busy, retry: &Retry) {
+        let said = match busy.message.is_empty() {
+            true => String::new(),
+            false => format!(": {}", show::piece(&busy.message)),
+        };
+        let asked = if retry.asked {
+            ", as its Retry-After asks"
+        } else {
+            ""
+        };
+        let note = format!(
+            "the LLM is busy ({}{said}): retry {} of {} in {} s{asked}",
+            busy.status,
+            retry.number,
+            retry.of,
+            retry.wait.as_secs_f64().ceil()
+        );
+        println!("#{} {note}", self.iteration);
+        self.note = Some(note);
+        // A heartbeat that cannot be written is met again at the next tick.
+        let _ = self.beat();
+    }
+
+    fn retrying(&mut self) {
+        self.note = None;
+        println!("#{} calling the LLM again", self.iteration);
+        let _ = self.beat();
+    }
+}
+
 fn refused(iteration: u64, raw: String, error: String) -> ActionRecord {
     ActionRecord {
         iteration,
         timestamp: Utc::now(),
         llm_response: raw,
         error: Some(error),
-        reasoning: None,
         results: Vec::new(),
+        resumed: None,
     }
 }

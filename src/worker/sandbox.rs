@@ -62,6 +62,9 @@ pub(crate) struct Sandbox {
     /// Longest prefix first, so that a nested allowed path wins.
     roots: Vec<Root>,
     guarded: Vec<Guarded>,
+    /// The task directory as an absolute path, as given and with its links
+    /// resolved: an absolute tool path inside it is taken as relative to it.
+    task_dir: Vec<PathBuf>,
 }
 
 /// A resolved tool path: the allowed directory and the plain relative rest
@@ -110,7 +113,14 @@ impl Sandbox {
                 guarded.push(entry);
             }
         }
-        Ok(Sandbox { roots, guarded })
+        let mut task_dirs: Vec<PathBuf> = std::path::absolute(task_dir).into_iter().collect();
+        task_dirs.extend(task_dir.canonicalize());
+        task_dirs.dedup();
+        Ok(Sandbox {
+            roots,
+            guarded,
+            task_dir: task_dirs,
+        })
     }
 
     pub(crate) fn resolve(&self, path: &str) -> Result<Resolved<'_>, PathError> {
@@ -126,19 +136,35 @@ impl Sandbox {
             )));
         }
         let wanted = drop_cur_dir(Path::new(path));
-        for root in &self.roots {
-            let Ok(rest) = wanted.strip_prefix(&root.prefix) else {
-                continue;
-            };
-            if !rest.components().all(|c| matches!(c, Component::Normal(_))) {
-                return Err(PathError::Forbidden(format!(
-                    "path {path:?}: `..` is not allowed inside an allowed path"
-                )));
+        // An absolute path is matched against absolute allowed paths, then, if it
+        // is inside the task directory, as the relative path it names there.
+        let relative = match wanted.is_absolute() {
+            true => self
+                .task_dir
+                .iter()
+                .find_map(|dir| wanted.strip_prefix(dir).ok())
+                .map(Path::to_path_buf),
+            false => None,
+        };
+        for wanted in std::iter::once(&wanted).chain(relative.as_ref()) {
+            let roots = self
+                .roots
+                .iter()
+                .filter(|root| root.prefix.is_absolute() == wanted.is_absolute());
+            for root in roots {
+                let Ok(rest) = wanted.strip_prefix(&root.prefix) else {
+                    continue;
+                };
+                if !rest.components().all(|c| matches!(c, Component::Normal(_))) {
+                    return Err(PathError::Forbidden(format!(
+                        "path {path:?}: `..` is not allowed inside an allowed path"
+                    )));
+                }
+                return Ok(Resolved {
+                    dir: &root.dir,
+                    rest: rest.to_path_buf(),
+                });
             }
-            return Ok(Resolved {
-                dir: &root.dir,
-                rest: rest.to_path_buf(),
-            });
         }
         Err(PathError::Forbidden(format!(
             "path {path:?} is outside the allowed paths ({})",

@@ -23,11 +23,13 @@ pub(crate) fn record_lines(record: &ActionRecord) -> Vec<String> {
         "#{n} answer: {} action(s){}",
         record.results.len(),
         record
-            .reasoning
-            .as_deref()
-            .map(|r| format!(" — {}", piece(r)))
+            .reasoning()
+            .map(|r| format!(" — {}", piece(&r)))
             .unwrap_or_default()
     )];
+    if let Some(note) = &record.resumed {
+        lines.push(format!("#{n} {}", crate::escape::visible(note)));
+    }
     lines.extend(record.results.iter().map(|result| action_line(n, result)));
     lines
 }
@@ -105,6 +107,7 @@ mod tests {
             error: error.map(str::to_string),
             security_violation: false,
             skipped: false,
+            interrupted: false,
         }
     }
 
@@ -113,9 +116,10 @@ mod tests {
         let record = ActionRecord {
             iteration: 3,
             timestamp: Utc::now(),
-            llm_response: String::new(),
+            llm_response: json!({"reasoning": "write it\nthen \u{1b}[31mlook", "actions": []})
+                .to_string(),
             error: None,
-            reasoning: Some("write it\nthen \u{1b}[31mlook".into()),
+            resumed: None,
             results: vec![
                 result(
                     "write_file",
@@ -149,8 +153,8 @@ mod tests {
             timestamp: Utc::now(),
             llm_response: String::new(),
             error: Some("x".repeat(1000)),
-            reasoning: None,
             results: Vec::new(),
+            resumed: None,
         };
         let lines = record_lines(&record);
         assert_eq!(lines.len(), 1);

@@ -1,5 +1,6 @@
 //! The task directory's files: `task.json` (immutable), `state.json` (the truth),
-//! `heartbeat.json`, and `actions.jsonl` (one line per iteration, appended).
+//! `heartbeat.json`, and `actions.jsonl` (one line per iteration, appended); the
+//! iteration under way is in [`super::journal`]'s file.
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, Write};
@@ -18,6 +19,24 @@ use crate::store::versioned::{self, Format};
 const TASK_FORMAT: Format = unchanged_since_0(1);
 const STATE_FORMAT: Format = unchanged_since_0(1);
 const HEARTBEAT_FORMAT: Format = unchanged_since_0(1);
+/// A line of `actions.jsonl`. Version 1 no longer repeats the answer's reasoning
+/// beside the answer itself (`llm_response`, which holds it).
+const ACTIONS_FORMAT: Format = Format {
+    current: 1,
+    first: 0,
+    unversioned: Some(0),
+    migrate: actions_migrate,
+    in_struct: false,
+};
+
+fn actions_migrate(from: u64, value: &mut serde_json::Value) -> Result<(), String> {
+    if from == 0
+        && let Some(line) = value.as_object_mut()
+    {
+        line.remove("reasoning");
+    }
+    Ok(())
+}
 
 const fn unchanged_since_0(current: u64) -> Format {
     Format {
@@ -33,9 +52,16 @@ pub(crate) const TASK_FILE: &str = "task.json";
 pub(crate) const STATE_FILE: &str = "state.json";
 pub(crate) const HEARTBEAT_FILE: &str = "heartbeat.json";
 pub(crate) const ACTIONS_FILE: &str = "actions.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "iteration.jsonl";
 pub(crate) const ARTIFACTS_DIR: &str = "artifacts";
 /// The worker's files in a task directory, which its tools never write.
-pub(crate) const OWN_FILES: [&str; 4] = [TASK_FILE, STATE_FILE, HEARTBEAT_FILE, ACTIONS_FILE];
+pub(crate) const OWN_FILES: [&str; 5] = [
+    TASK_FILE,
+    STATE_FILE,
+    HEARTBEAT_FILE,
+    ACTIONS_FILE,
+    JOURNAL_FILE,
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -115,10 +141,14 @@ pub(crate) struct State {
 pub(crate) struct Heartbeat {
     pub iteration: u64,
     pub timestamp: DateTime<Utc>,
-    /// The phase: `starting`, `calling_llm`, `executing_action`, `idle`, or the final status.
+    /// The phase: `starting`, `calling_llm`, `llm_busy`, `executing_action`, `idle`,
+    /// or the final status.
     pub status: String,
     #[serde(default)]
     pub pid: Option<u32>,
+    /// What the phase waits for, when there is more to say (a busy LLM's next try).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// One line of `actions.jsonl`.
@@ -131,9 +161,26 @@ pub(crate) struct ActionRecord {
     /// Why the answer was refused; then no action ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasoning: Option<String>,
     pub results: Vec<ActionResult>,
+    /// What a worker found when it went on with this iteration after its worker
+    /// was killed while the actions ran: which had run, which was under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<String>,
+}
+
+impl ActionRecord {
+    /// The answer's reasoning, read from the answer itself.
+    pub(crate) fn reasoning(&self) -> Option<String> {
+        match self.error {
+            Some(_) => None,
+            None => super::answer::reasoning_of(&self.llm_response),
+        }
+    }
+}
+
+/// One line of `actions.jsonl` read, of any version this clowder reads.
+pub(crate) fn parse_action_line(line: &str) -> Option<ActionRecord> {
+    ACTIONS_FORMAT.parse(line).ok()
 }
 
 /// A task file that cannot be used: which file, and what is wrong.
@@ -215,6 +262,21 @@ pub(crate) fn write_state_if(
     Ok(true)
 }
 
+/// Writes a first `state.json` unless there is one; returns whether it did.
+pub(crate) fn create_state(dir: &Path, state: &State) -> Result<bool, FileError> {
+    let path = dir.join(STATE_FILE);
+    let temp = synced_temp(dir, &path, &STATE_FORMAT, state)?;
+    match temp.persist_noclobber(&path) {
+        Ok(_) => {}
+        Err(err) if err.error.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(err) => return Err(file_error(&path, err.error)),
+    }
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|err| file_error(dir, err))?;
+    Ok(true)
+}
+
 /// What became of a request to stop a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StopAsked {
@@ -222,27 +284,93 @@ pub(crate) enum StopAsked {
     Asked,
     /// The task had ended already, in this status; nothing was written.
     AlreadyEnded(Status),
-    /// No state.json: the task never started; nothing was written.
-    NotStarted,
+    /// No state.json yet: one saying `stopped` was written, which the worker
+    /// that starts (or is starting) honours; `clowder task resume` undoes it.
+    BeforeStart,
 }
 
 /// Writes `"status": "stopped"` with `reason` into the task's state.json,
-/// atomically and keeping its other fields, if the task runs.
+/// atomically and keeping its other fields, if the task runs or has not started.
 pub(crate) fn request_stop(dir: &Path, reason: &str) -> Result<StopAsked, FileError> {
-    let Some(state) = read_state(dir)? else {
-        return Ok(StopAsked::NotStarted);
-    };
-    if state.status != Status::Running {
-        return Ok(StopAsked::AlreadyEnded(state.status));
+    // A worker starting meanwhile may make state.json between the look and the write.
+    for _ in 0..3 {
+        let Some(state) = read_state(dir)? else {
+            let stopped = State {
+                status: Status::Stopped,
+                iteration: 0,
+                started_at: None,
+                updated_at: Some(Utc::now()),
+                termination_reason: Some(reason.to_string()),
+                counters: Counters::default(),
+                pid: None,
+                allowed_paths: None,
+            };
+            match create_state(dir, &stopped)? {
+                true => return Ok(StopAsked::BeforeStart),
+                false => continue,
+            }
+        };
+        if state.status != Status::Running {
+            return Ok(StopAsked::AlreadyEnded(state.status));
+        }
+        let stopped = State {
+            status: Status::Stopped,
+            termination_reason: Some(reason.to_string()),
+            updated_at: Some(Utc::now()),
+            ..state
+        };
+        write_state(dir, &stopped)?;
+        return Ok(StopAsked::Asked);
     }
-    let stopped = State {
-        status: Status::Stopped,
-        termination_reason: Some(reason.to_string()),
+    Err(file_error(
+        &dir.join(STATE_FILE),
+        "kept changing while a stop was written: try again",
+    ))
+}
+
+/// What became of a request to let a task go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ResumeAsked {
+    /// state.json says `running` again: `clowder worker` goes on with it.
+    Resumed { was: Status, reason: String },
+    /// Nothing to do: it runs, or has not started (`clowder worker` starts it).
+    NotNeeded(&'static str),
+    /// It ended for good (completed, or timed out): why.
+    Refused(String),
+}
+
+/// Sets a failed or stopped task's state.json back to `running`, keeping its
+/// iteration and counters, so that the next `clowder worker` goes on with it.
+pub(crate) fn request_resume(dir: &Path) -> Result<ResumeAsked, FileError> {
+    let Some(state) = read_state(dir)? else {
+        return Ok(ResumeAsked::NotNeeded("it has not started"));
+    };
+    let reason = state.termination_reason.clone().unwrap_or_default();
+    match state.status {
+        Status::Running => return Ok(ResumeAsked::NotNeeded("it is running")),
+        Status::Completed => {
+            return Ok(ResumeAsked::Refused(format!(
+                "it is completed ({reason}, iteration {})",
+                state.iteration
+            )));
+        }
+        Status::Stopped if reason == "timeout" => {
+            return Ok(ResumeAsked::Refused(
+                "it timed out (timeout_seconds after started_at): make a new task to go on".into(),
+            ));
+        }
+        Status::Stopped | Status::Failed => {}
+    }
+    let was = state.status;
+    let running = State {
+        status: Status::Running,
+        termination_reason: None,
+        pid: None,
         updated_at: Some(Utc::now()),
         ..state
     };
-    write_state(dir, &stopped)?;
-    Ok(StopAsked::Asked)
+    write_state(dir, &running)?;
+    Ok(ResumeAsked::Resumed { was, reason })
 }
 
 pub(crate) fn write_heartbeat(dir: &Path, heartbeat: &Heartbeat) -> Result<(), FileError> {
@@ -291,7 +419,9 @@ fn write_json<T: Serialize>(path: &Path, format: &Format, value: &T) -> Result<(
 /// Appends one line and syncs it before returning: the log is never behind the state.
 pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), FileError> {
     let path = dir.join(ACTIONS_FILE);
-    let mut line = serde_json::to_vec(record).map_err(|err| file_error(&path, err))?;
+    let mut line = ACTIONS_FORMAT
+        .to_vec(record)
+        .map_err(|err| file_error(&path, err))?;
     line.push(b'\n');
     // Non-blocking: a FIFO put in its place must not hang the worker.
     let mut file = OpenOptions::new()
@@ -310,9 +440,29 @@ pub(crate) fn append_action(dir: &Path, record: &ActionRecord) -> Result<(), Fil
     {
         return Err(file_error(&path, "not a regular file"));
     }
+    // A worker killed in the middle of a line leaves it cut: end it, so that the
+    // new line is whole (the cut one is skipped when read).
+    let cut = std::fs::File::open(&path)
+        .and_then(|reader| ends_a_line(&reader))
+        .map_err(|err| file_error(&path, err))?;
+    if !cut {
+        line.insert(0, b'\n');
+    }
     file.write_all(&line)
         .and_then(|()| file.sync_data())
         .map_err(|err| file_error(&path, err))
+}
+
+/// Whether the file `reader` reads is empty or ends with a newline.
+pub(crate) fn ends_a_line(reader: &std::fs::File) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let len = reader.metadata()?.len();
+    if len == 0 {
+        return Ok(true);
+    }
+    let mut last = [0u8];
+    reader.read_exact_at(&mut last, len - 1)?;
+    Ok(last[0] == b'\n')
 }
 
 /// The last `keep` records of `actions.jsonl` (unreadable lines skipped), read in one
@@ -324,7 +474,7 @@ pub(crate) fn recent_actions(dir: &Path, keep: usize) -> Vec<ActionRecord> {
     let mut recent = std::collections::VecDeque::with_capacity(keep + 1);
     for line in io::BufReader::new(file).lines() {
         let Ok(line) = line else { break };
-        if let Ok(record) = serde_json::from_str::<ActionRecord>(&line) {
+        if let Some(record) = parse_action_line(&line) {
             recent.push_back(record);
             if recent.len() > keep {
                 recent.pop_front();
@@ -375,8 +525,8 @@ mod tests {
             timestamp: Utc::now(),
             llm_response: String::new(),
             error: None,
-            reasoning: None,
             results: Vec::new(),
+            resumed: None,
         }
     }
 
@@ -397,6 +547,42 @@ mod tests {
             .collect();
         assert_eq!(kept, [5, 6, 7]);
         assert!(recent_actions(&dir.path().join("none"), 3).is_empty());
+    }
+
+    #[test]
+    fn action_lines_of_version_0_read_and_the_reasoning_comes_from_the_answer() {
+        let answer = r#"{"reasoning":"look","actions":[]}"#;
+        let old = serde_json::json!({"iteration": 2, "timestamp": "2026-01-01T00:00:00Z",
+            "llm_response": answer, "reasoning": "look", "results": []});
+        let record = parse_action_line(&old.to_string()).expect("a v0 line");
+        assert_eq!(record.reasoning().as_deref(), Some("look"));
+        let line =
+            String::from_utf8(ACTIONS_FORMAT.to_vec(&record).expect("encode")).expect("utf8");
+        assert!(
+            line.starts_with(r#"{"schema_version":1,"#) && !line.contains(r#""reasoning":"look""#)
+        );
+        assert!(
+            parse_action_line(&line.replace(r#""schema_version":1"#, r#""schema_version":2"#))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_line_cut_by_a_kill_does_not_swallow_the_next_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        append_action(dir.path(), &record(1)).expect("append");
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(ACTIONS_FILE))
+            .expect("open");
+        file.write_all(br#"{"iteration":2,"timest"#)
+            .expect("a cut line");
+        append_action(dir.path(), &record(2)).expect("append");
+        let kept: Vec<u64> = recent_actions(dir.path(), 5)
+            .iter()
+            .map(|r| r.iteration)
+            .collect();
+        assert_eq!(kept, [1, 2]);
     }
 
     #[test]

@@ -43,6 +43,27 @@ pub(crate) struct ActionResult {
     /// An unknown tool: nothing was run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skipped: bool,
+    /// Under way when its worker was killed: not run again, its effect unknown.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
+}
+
+impl ActionResult {
+    /// The result of `action` when it was under way as its worker was killed.
+    pub(crate) fn interrupted(action: &Action) -> ActionResult {
+        ActionResult {
+            tool: action.tool.clone(),
+            args: action.args.clone(),
+            ok: false,
+            output: None,
+            error: Some(
+                "interrupted: the worker was killed while this action ran; it was not run again, and what it did (if anything) stays".to_string(),
+            ),
+            security_violation: false,
+            skipped: false,
+            interrupted: true,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -95,6 +116,7 @@ pub(crate) fn execute(sandbox: &Sandbox, action: &Action) -> ActionResult {
         error: None,
         security_violation: false,
         skipped: false,
+        interrupted: false,
     };
     match outcome {
         Ok(output) => {
@@ -639,6 +661,7 @@ mod tests {
             Just("state.json"),
             Just("heartbeat.json"),
             Just("actions.jsonl"),
+            Just("iteration.jsonl"),
             Just(".state.json.abc123.tmp"),
             Just(".task.json.x"),
         ];

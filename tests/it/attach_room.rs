@@ -152,7 +152,7 @@ fn a_room_through_via_sees_a_host_killed_and_started_again() {
     send_signal(pid, libc::SIGKILL);
     let mut host = host;
     let _ = host.wait();
-    tmux.wait_for("host unreachable since");
+    tmux.wait_for(" unreachable since");
 
     let restarted = fleet.host("none");
     assert!(
@@ -299,7 +299,7 @@ fn a_room_over_ssh_decides_and_survives_a_cut_connection() {
     for pid in &clients {
         send_signal(*pid as u32, libc::SIGKILL);
     }
-    tmux.wait_for("host unreachable since");
+    tmux.wait_for(" unreachable since");
     assert!(
         wait_until(DEADLINE, || tmux
             .screen()

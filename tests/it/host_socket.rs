@@ -681,17 +681,24 @@ fn another_user_can_neither_reach_the_socket_nor_be_served_by_it() {
     let (said, code) = attach_as_nobody(fleet.root());
     assert_eq!(code, Some(1), "{said}");
     let refusal: Value = serde_json::from_str(said.trim()).expect("one JSON line");
+    let reason = refusal["reason"].as_str().expect("reason");
+    // A host of another user is not "no host": nothing to start there.
     assert!(
-        refusal["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("Permission denied"),
+        reason.contains("Permission denied")
+            && reason.contains("serves only the user it runs as")
+            && !reason.contains("start one"),
         "{refusal}"
     );
-    // With the modes opened, the host itself refuses the other uid.
+    // With the modes opened, the host itself refuses the other uid, and
+    // the bridge says it failed.
     chmod(&state, 0o755);
     chmod(&fleet.socket(), 0o666);
-    let (said, _) = attach_as_nobody(fleet.root());
+    let (said, code) = attach_as_nobody(fleet.root());
+    assert_eq!(
+        code,
+        Some(1),
+        "refused by the host, the bridge exited {code:?}: {said}"
+    );
     let first: Value =
         serde_json::from_str(said.lines().next().unwrap_or("")).expect("a JSON line");
     assert_eq!(first["type"], "refused", "{said}");

@@ -137,6 +137,64 @@ fn task_files_without_a_version_load() {
     }
 }
 
+/// The frozen actions.jsonl lines of a task (version 0: each answer's reasoning
+/// beside the answer) are the history a worker goes on from, and what
+/// `clowder tasks` shows; the worker appends lines of its own version after them.
+#[test]
+fn actions_lines_without_a_version_are_the_history_a_worker_goes_on_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut state: serde_json::Value =
+        serde_json::from_str(&fixture("task-state-v0.json")).expect("JSON");
+    state["status"] = "running".into();
+    state["iteration"] = 9.into();
+    state["started_at"] = chrono::Utc::now().to_rfc3339().into();
+    let task = task_dir(dir.path(), &state.to_string());
+    let frozen = fixture("actions-v0.jsonl");
+    put(&task.join("actions.jsonl"), &frozen);
+    put(
+        &dir.path().join("harness.toml"),
+        "[worker]\nllm = [\"sh\", \"-c\", \"cat > context.txt; echo '{\\\"actions\\\": []}'\"]\n",
+    );
+    let out = clowder(dir.path(), &["tasks", "crawl", "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("JSON");
+    assert!(
+        rows[0]["last_action"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("#3 refused")),
+        "{rows}"
+    );
+    let out = clowder(dir.path(), &["worker", "crawl"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let context = std::fs::read_to_string(dir.path().join("context.txt")).expect("context");
+    for seen in [
+        "## iteration 1",
+        "task.json (230 bytes)",
+        "wrote summary.txt (8 bytes)",
+        "`..` is not allowed",
+        "## iteration 3",
+        "Sure! Here is the JSON:",
+    ] {
+        assert!(context.contains(seen), "{seen}: {context}");
+    }
+    let log = std::fs::read_to_string(task.join("actions.jsonl")).expect("log");
+    let (old, new) = log.split_at(frozen.len());
+    assert_eq!(old, frozen, "the old lines are kept as written");
+    let line: serde_json::Value = serde_json::from_str(new.trim()).expect("one new line");
+    assert_eq!(line["schema_version"], 1);
+    assert_eq!(line["iteration"], 10);
+    // A line of a newer version is not taken for one this clowder knows.
+    put(
+        &task.join("actions.jsonl"),
+        &format!(
+            "{}\n",
+            with_version(frozen.lines().next().expect("a line"), 2).replace('\n', "")
+        ),
+    );
+    let out = clowder(dir.path(), &["tasks", "crawl", "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&stdout_of(&out)).expect("JSON");
+    assert!(rows[0]["last_action"].is_null(), "{rows}");
+}
+
 #[test]
 fn approval_files_status_and_running_records_without_a_version_load() {
     let dir = repo();

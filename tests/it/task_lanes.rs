@@ -472,3 +472,33 @@ fn a_frozen_worker_is_stopped_through_state_json_and_ended_by_the_watchdog() {
         "the LLM (PID {sleeper}) is still in /proc"
     );
 }
+
+#[test]
+fn a_watch_task_lane_shows_a_worker_waiting_for_a_busy_llm() {
+    let fleet = Fleet::new("", 3);
+    let now = chrono::Utc::now().to_rfc3339();
+    let state = |status: &str| {
+        json!({"status": status, "iteration": 0, "started_at": now, "allowed_paths": ["artifacts"]})
+            .to_string()
+    };
+    fleet.project.write("task/state.json", &state("running"));
+    // As a worker writes it while it waits for a rate-limited Ollama.
+    let note =
+        "the LLM is busy (429 Too Many Requests): retry 1 of 6 in 30 s, as its Retry-After asks";
+    let beat = json!({"schema_version": 1, "iteration": 1, "timestamp": now, "status": "llm_busy", "note": note});
+    fleet
+        .project
+        .write("task/heartbeat.json", &beat.to_string());
+    fleet.add(&["w", "--watch-task", "task"]);
+    let child = fleet.headless();
+    let shown = format!("#1 {note}");
+    assert!(
+        wait_until(DEADLINE, || fleet.lane_output("w").contains(&shown)),
+        "the wait was not shown: {}",
+        fleet.lane_output("w")
+    );
+    fleet.project.write("task/state.json", &state("stopped"));
+    let out = wait_with_deadline(child, DEADLINE);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
+    assert_eq!(fleet.lane_output("w").matches(&shown).count(), 1);
+}

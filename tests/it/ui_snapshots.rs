@@ -67,6 +67,7 @@ fn snapshot() -> Snapshot {
             commits: 2,
             overages: 0,
             failed_exits: 0,
+            error_results: 0,
         },
         exit_reason: None,
         held_reason: None,

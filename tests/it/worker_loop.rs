@@ -27,13 +27,13 @@ if [ -f "$dir/answer-$n" ]; then cat "$dir/answer-$n"; fi
 exit 0
 "#;
 
-struct Fixture {
-    project: Project,
+pub(crate) struct Fixture {
+    pub(crate) project: Project,
 }
 
 impl Fixture {
     /// A project whose `[worker] llm` is the fake LLM, plus `extra` keys for `[worker]`.
-    fn new(extra: &str) -> Fixture {
+    pub(crate) fn new(extra: &str) -> Fixture {
         let project = Project::new("");
         let llm = project.path("llm");
         std::fs::create_dir_all(&llm).expect("mkdir llm");
@@ -51,16 +51,16 @@ impl Fixture {
         Fixture { project }
     }
 
-    fn answer(&self, n: u32, text: &str) {
+    pub(crate) fn answer(&self, n: u32, text: &str) {
         self.project.write(&format!("llm/answer-{n}"), text);
     }
 
-    fn sleep(&self, n: u32, secs: u32) {
+    pub(crate) fn sleep(&self, n: u32, secs: u32) {
         self.project
             .write(&format!("llm/sleep-{n}"), &secs.to_string());
     }
 
-    fn new_task(&self, args: &[&str]) -> Output {
+    pub(crate) fn new_task(&self, args: &[&str]) -> Output {
         let mut all = vec!["task", "new", "task", "--prompt", "Write notes about cats."];
         all.extend_from_slice(args);
         let output = self.project.run(&all);
@@ -68,16 +68,16 @@ impl Fixture {
         output
     }
 
-    fn task(&self, rel: &str) -> PathBuf {
+    pub(crate) fn task(&self, rel: &str) -> PathBuf {
         self.project.path("task").join(rel)
     }
 
-    fn json(&self, rel: &str) -> Value {
+    pub(crate) fn json(&self, rel: &str) -> Value {
         let text = std::fs::read_to_string(self.task(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel} is not JSON: {e}\n{text}"))
     }
 
-    fn actions(&self) -> Vec<Value> {
+    pub(crate) fn actions(&self) -> Vec<Value> {
         std::fs::read_to_string(self.task("actions.jsonl"))
             .unwrap_or_default()
             .lines()
@@ -85,11 +85,11 @@ impl Fixture {
             .collect()
     }
 
-    fn context(&self, n: u32) -> String {
+    pub(crate) fn context(&self, n: u32) -> String {
         self.project.read(&format!("llm/context-{n}.txt"))
     }
 
-    fn pgid(&self, n: u32) -> i32 {
+    pub(crate) fn pgid(&self, n: u32) -> i32 {
         self.project
             .read(&format!("llm/pgid-{n}"))
             .trim()
@@ -98,7 +98,7 @@ impl Fixture {
     }
 
     /// Waits until the fake LLM's call `n` has started (it records its group).
-    fn wait_for_llm_call(&self, n: u32) {
+    pub(crate) fn wait_for_llm_call(&self, n: u32) {
         let started = self.project.path(&format!("llm/pgid-{n}"));
         assert!(
             wait_until(DEADLINE, || started.exists()),
@@ -107,7 +107,7 @@ impl Fixture {
     }
 
     /// Nothing of the fake LLM's call `n` is left running.
-    fn assert_llm_group_ends(&self, n: u32) {
+    pub(crate) fn assert_llm_group_ends(&self, n: u32) {
         let pgid = self.pgid(n);
         assert!(
             wait_until(DEADLINE, || live_group_members(pgid).is_empty()),
@@ -116,11 +116,11 @@ impl Fixture {
     }
 }
 
-fn write_file(path: &str, content: &str) -> Value {
+pub(crate) fn write_file(path: &str, content: &str) -> Value {
     json!({"tool": "write_file", "args": {"path": path, "content": content}})
 }
 
-fn answer(actions: Vec<Value>) -> String {
+pub(crate) fn answer(actions: Vec<Value>) -> String {
     json!({"reasoning": "because", "actions": actions}).to_string()
 }
 
@@ -196,7 +196,12 @@ fn a_task_runs_its_iterations_and_every_bad_answer_is_logged_and_counted() {
     }
     assert_eq!(actions[0]["results"][0]["ok"], true);
     assert_eq!(actions[0]["results"][1]["ok"], false);
-    assert_eq!(actions[0]["reasoning"], "because");
+    // The reasoning is in the answer, kept once.
+    assert!(actions[0].get("reasoning").is_none(), "{}", actions[0]);
+    assert_eq!(actions[0]["schema_version"], 1);
+    let first_answer: Value =
+        serde_json::from_str(actions[0]["llm_response"].as_str().expect("answer")).expect("json");
+    assert_eq!(first_answer["reasoning"], "because");
     assert!(
         actions[1]["error"]
             .as_str()
@@ -782,5 +787,46 @@ fn a_fifo_in_place_of_a_task_file_never_hangs_the_worker_or_the_listing() {
     assert!(
         !f.project.path("llm/counter").exists(),
         "the LLM was called"
+    );
+}
+
+#[test]
+fn an_answer_with_a_key_twice_is_refused_and_an_absolute_path_inside_the_task_works() {
+    let f = Fixture::new("");
+    f.new_task(&["--allowed-path", ".", "--max-iterations", "2"]);
+    // Which `actions` was meant? Refused, not guessed.
+    f.answer(
+        1,
+        r#"{"actions":[{"tool":"write_file","args":{"path":"artifacts/a.md","content":"a"}}],"actions":[]}"#,
+    );
+    let inside = f.task("artifacts/abs.md").display().to_string();
+    let outside = f.project.path("elsewhere.md").display().to_string();
+    f.answer(
+        2,
+        &answer(vec![
+            write_file(&inside, "abs"),
+            write_file(&outside, "no"),
+            write_file(&f.task("task.json").display().to_string(), "{}"),
+        ]),
+    );
+    let output = f.project.run(&["worker", "task"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let actions = f.actions();
+    let refused = actions[0]["error"].as_str().expect("refused");
+    assert!(refused.contains("duplicate key \"actions\""), "{refused}");
+    assert!(!f.task("artifacts/a.md").exists());
+    let found = results(&f, 2);
+    assert!(found[0].0, "{found:?}");
+    assert_eq!(f.project.read("task/artifacts/abs.md"), "abs");
+    let (ok, violation, error) = &found[1];
+    assert!(!ok && *violation, "{found:?}");
+    assert!(
+        error.contains("outside the allowed paths") && !error.contains(".."),
+        "{error}"
+    );
+    assert!(!f.project.path("elsewhere.md").exists());
+    assert!(
+        found[2].1 && found[2].2.contains("the worker's own file"),
+        "{found:?}"
     );
 }

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::super::registry::{Lane, LaneKind, LaneState, Registry};
-use super::super::{LaneName, lane_files_dir, worktree};
-use super::{short_ref, status_path};
+use super::super::{LaneName, worktree};
+use super::short_ref;
+use crate::config::Config;
 use crate::lane_status::LaneStatus;
 use crate::protocol::Snapshot;
+use crate::store::paths::LoopFiles;
 use crate::supervisor::runtime::QUEUED_MARK;
 
 /// One row of `clowder lanes`.
@@ -76,19 +78,21 @@ pub fn rows_of(
     now: DateTime<Utc>,
 ) -> (Vec<LaneRow>, usize) {
     let (pending, unclaimed) = approvals_by_lane(root, registry, requests);
+    let config = Config::of_folder(root);
     let rows = registry
         .lanes
         .iter()
         .zip(pending)
         .map(|(lane, pending)| {
             let mut row = row(lane, pending);
+            let files = config.lane_files(root, lane.name.as_str());
             match reported(&lane.name) {
                 // The host sends a lane's states at most every 100 ms; its
                 // status file, written at each change, may be newer.
-                Some((snapshot, queued)) if !file_is_newer(root, &lane.name, &snapshot) => {
+                Some((snapshot, queued)) if !file_is_newer(&files, &snapshot) => {
                     fill_from_status(&mut row, &snapshot, queued, now)
                 }
-                _ => fill_from_file(root, &mut row, &lane.name, now),
+                _ => fill_from_file(&files, &mut row, now),
             }
             count_ahead(root, lane, &mut row);
             row
@@ -98,8 +102,8 @@ pub fn rows_of(
 }
 
 /// Whether the lane's status file says something newer than `reported`.
-fn file_is_newer(root: &Path, name: &LaneName, reported: &Snapshot) -> bool {
-    crate::store::status::read(&status_path(root, name))
+fn file_is_newer(files: &LoopFiles, reported: &Snapshot) -> bool {
+    crate::store::status::read(&files.status)
         .is_ok_and(|(file, _)| file.last_update > reported.last_update)
 }
 
@@ -127,12 +131,11 @@ fn row(lane: &Lane, pending_approvals: u64) -> LaneRow {
     }
 }
 
-fn fill_from_file(root: &Path, row: &mut LaneRow, name: &LaneName, now: DateTime<Utc>) {
-    let status = status_path(root, name);
-    if status.exists() {
-        match crate::store::status::read(&status) {
+fn fill_from_file(files: &LoopFiles, row: &mut LaneRow, now: DateTime<Utc>) {
+    if std::fs::symlink_metadata(&files.status).is_ok() {
+        match crate::store::status::read(&files.status) {
             Ok((snapshot, _)) => {
-                let queued = lane_files_dir(root, name).join(QUEUED_MARK).exists();
+                let queued = files.mark(QUEUED_MARK).exists();
                 fill_from_status(row, &snapshot, queued, now);
             }
             Err(err) => {

@@ -162,6 +162,7 @@ async fn read_lines(
     let mut buffer = Vec::new();
     // Held for as long as the client follows a file: dropping it stops the reading.
     let mut _following: Option<Follower> = None;
+    let mut pace = Pace::new(tokio::time::Instant::now());
     loop {
         buffer.clear();
         let limit = MAX_CLIENT_LINE as u64 + 1;
@@ -185,7 +186,14 @@ async fn read_lines(
             .await;
             return;
         }
-        let answer = match parse_client_line(&buffer) {
+        let parsed = parse_client_line(&buffer);
+        // A client that asks faster than its share is read more slowly: what
+        // it sent waits in its own socket, not in the host.
+        let cost = parsed.as_ref().map_or(1, cost_of);
+        if cost > 0 {
+            tokio::time::sleep_until(pace.take(cost, tokio::time::Instant::now())).await;
+        }
+        let answer = match parsed {
             Ok(ClientMsg::Follow { lane, file }) => {
                 _following = None;
                 let folder = match &context.options.outputs {
@@ -219,6 +227,65 @@ async fn read_lines(
     }
 }
 
+/// What a message costs of a client's share of the host: git work (a diff,
+/// a merge, a push) most. A ping costs nothing: it asks nothing of the host,
+/// and its answer waits in the client's own bounded queue.
+fn cost_of(message: &ClientMsg) -> u32 {
+    match message {
+        ClientMsg::Hello { .. } | ClientMsg::Ping { .. } => 0,
+        ClientMsg::Decide { .. } | ClientMsg::Follow { .. } => 4,
+        ClientMsg::Request { request, .. } => match request {
+            HostRequest::Command { .. }
+            | HostRequest::Tell { .. }
+            | HostRequest::StopTask(_)
+            | HostRequest::Detached => 1,
+            HostRequest::Diff(_)
+            | HostRequest::Remove(_)
+            | HostRequest::MergeStep { .. }
+            | HostRequest::RetryPlan { .. }
+            | HostRequest::AddLane(_)
+            | HostRequest::MergeLane(_)
+            | HostRequest::PushLane(_)
+            | HostRequest::RestartLane(_) => 8,
+        },
+    }
+}
+
+/// Each client's share of the host: a bucket of [`PACE_BURST`] units that
+/// fills again at [`PACE_BURST`] a second. A person's keys never empty it;
+/// a script that floods the host waits for it, and every other client is
+/// served meanwhile.
+struct Pace {
+    units: f64,
+    at: tokio::time::Instant,
+}
+
+/// The units a client may spend at once, and again each second.
+const PACE_BURST: f64 = 64.0;
+
+impl Pace {
+    fn new(now: tokio::time::Instant) -> Pace {
+        Pace {
+            units: PACE_BURST,
+            at: now,
+        }
+    }
+
+    /// Takes `cost` units; when the message may be served.
+    fn take(&mut self, cost: u32, now: tokio::time::Instant) -> tokio::time::Instant {
+        // Never before the message ahead of it.
+        let from = now.max(self.at);
+        let refilled = from.duration_since(self.at).as_secs_f64() * PACE_BURST;
+        self.units = (self.units + refilled).min(PACE_BURST) - f64::from(cost);
+        self.at = from;
+        if self.units < 0.0 {
+            self.at += std::time::Duration::from_secs_f64(-self.units / PACE_BURST);
+            self.units = 0.0;
+        }
+        self.at
+    }
+}
+
 async fn send(lines: &mpsc::Sender<Arc<str>>, message: &ServerMsg) {
     let _ = lines.send(Arc::from(line(message))).await;
 }
@@ -237,8 +304,14 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
         ClientMsg::Hello { .. } | ClientMsg::Follow { .. } => None,
         ClientMsg::Ping { re } => Some(reply(re, Ok("pong".to_string()))),
         ClientMsg::Request { re, request } => {
-            let done = forward(request, context, re.is_some()).await;
-            re.map(|re| reply(re, done))
+            let done = forward(request, context).await;
+            match re {
+                Some(re) => Some(reply(re, done)),
+                None => done.err().map(|reason| ServerMsg::Refused {
+                    reason,
+                    closing: false,
+                }),
+            }
         }
         ClientMsg::Decide {
             re,
@@ -278,21 +351,19 @@ fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
     }
 }
 
-/// Hands a request to the host's loop; with `wait`, until it was taken.
-async fn forward(request: HostRequest, context: &Context, wait: bool) -> Result<String, String> {
+/// Hands a request to the host's loop, and waits until it was taken: a
+/// client has one request at a time in the host's hands.
+async fn forward(request: HostRequest, context: &Context) -> Result<String, String> {
     if matches!(request, HostRequest::Detached) {
         return Err("`detached` is for the room that started the host".to_string());
     }
     let (reply, answer) = oneshot::channel();
     let remote = Remote {
         request,
-        reply: wait.then_some(reply),
+        reply: Some(reply),
     };
     if context.remote.send(remote).is_err() {
         return Err("the host is stopping: it takes no more requests".to_string());
-    }
-    if !wait {
-        return Ok(String::new());
     }
     answer
         .await
@@ -329,4 +400,27 @@ async fn decide(
     })
     .await
     .unwrap_or_else(|err| Err(format!("the decision failed: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_client_within_its_share_waits_for_nothing_and_one_beyond_it_waits_its_turn() {
+        let start = tokio::time::Instant::now();
+        let mut pace = Pace::new(start);
+        for _ in 0..64 {
+            assert_eq!(pace.take(1, start), start);
+        }
+        let next = pace.take(8, start);
+        assert_eq!(next - start, Duration::from_millis(125));
+        // Its next message waits behind the one before.
+        let after = pace.take(8, start);
+        assert_eq!(after - start, Duration::from_millis(250));
+        // A second later the bucket is full again.
+        let later = start + Duration::from_secs(2);
+        assert_eq!(pace.take(64, later), later);
+    }
 }

@@ -293,7 +293,7 @@ impl State {
             LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
             LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
             LaneReport::Log { .. } | LaneReport::Event { .. } => self.keep_recent(message),
-            LaneReport::Diff(_) | LaneReport::Removed(_) => {}
+            LaneReport::Diff(_) | LaneReport::Removed(_) | LaneReport::Unreachable(_) => {}
         }
     }
 

@@ -32,11 +32,66 @@ pub fn check_served(folder: &Path) -> Result<(), String> {
     let path = socket_path(folder);
     match connect(&path) {
         Ok(_) => Ok(()),
-        Err(err) => Err(format!(
-            "no clowder host serves {} ({err}); start one there with `clowder --headless`, or attach to another with ssh://host/path or --via 'COMMAND'",
-            path.display()
+        Err(err) if is_no_host(&err) => Err(format!(
+            "{}; or attach to another with ssh://host/path or --via 'COMMAND'",
+            unreached(&path, &err)
         )),
+        Err(err) => Err(unreached(&path, &err)),
     }
+}
+
+/// Nobody listens there: no host runs, or one was killed.
+fn is_no_host(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        err.kind(),
+        ErrorKind::NotFound | ErrorKind::ConnectionRefused
+    )
+}
+
+/// Why the host socket at `path` could not be reached, and what to do:
+/// no host there is not the same as a host of another user.
+pub fn unreached(path: &Path, err: &std::io::Error) -> String {
+    let shown = path.display();
+    if is_no_host(err) {
+        return format!(
+            "no clowder host serves {shown} ({err}): start one there with `clowder --headless`"
+        );
+    }
+    if err.kind() == std::io::ErrorKind::PermissionDenied {
+        return format!(
+            "cannot open {shown} ({err}): its host serves only the user it runs as; attach as that user"
+        );
+    }
+    format!("cannot reach the host at {shown}: {err}")
+}
+
+/// Whether a hello's `folder` is `asked`: a socket reached through a link,
+/// or a folder moved while its host ran, may lead to another folder's host.
+pub fn serves(said: &str, asked: &Path) -> bool {
+    let canonical = |path: &Path| std::fs::canonicalize(path).ok();
+    match (canonical(Path::new(said)), canonical(asked)) {
+        (Some(said), Some(asked)) => said == asked,
+        _ => Path::new(said) == asked,
+    }
+}
+
+/// Who decides, as a decision's record says: the login name (from the
+/// password database when `USER` is unset), and this machine.
+pub fn user_at_host() -> String {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|key| std::env::var(key).ok())
+        .find(|name| !name.trim().is_empty())
+        .or_else(|| {
+            let uid = nix::unistd::geteuid();
+            nix::unistd::User::from_uid(uid)
+                .ok()
+                .flatten()
+                .map(|user| user.name)
+        })
+        .unwrap_or_else(|| format!("uid{}", nix::unistd::geteuid()));
+    format!("{user}@{}", host_name())
 }
 
 /// The longest path a socket address holds (`sun_path`, with its final NUL).
@@ -127,7 +182,11 @@ pub fn start(
         protocol: PROTOCOL_VERSION,
         clowder: env!("CARGO_PKG_VERSION").to_string(),
         host: host_name(),
-        folder: options.root.display().to_string(),
+        // Absolute, so that a client anywhere can tell it is the folder it asked for.
+        folder: std::fs::canonicalize(&options.root)
+            .unwrap_or_else(|_| options.root.clone())
+            .display()
+            .to_string(),
         pid: std::process::id(),
     };
     let context = client::Context::new(hello, hub, remote, options);

@@ -115,7 +115,7 @@ async fn take_requests(
                 .map(|()| "sent to the loop".to_string())
                 .map_err(|_| "the loop has ended".to_string()),
             HostRequest::Tell { lane: asked, text } if asked == lane => {
-                let dir = root.join(crate::store::lock::STATE_DIR);
+                let dir = crate::store::paths::state_dir(&root);
                 match crate::store::notes::leave(&dir, &text, Utc::now()) {
                     Ok(_) => {
                         let said = HostMsg::Log {

@@ -28,6 +28,13 @@ impl Core {
                 self.pid, self.settings.max_iterations, self.agent_command
             ),
         );
+        // A lane that goes on from an earlier run may have spent its budget
+        // already: it ends before paying for one more session.
+        self.check_run_cost(None, out);
+        if let Some(breach) = self.run_budget {
+            self.finish(now, breach.exit_reason(), out);
+            return;
+        }
         self.begin_iteration(out);
     }
 

@@ -150,6 +150,7 @@ impl Core {
             self.counters.failed_exits += 1;
         }
         self.last_session_wall = Some(session.started_wall);
+        self.last_ran_iteration = iteration;
         self.last_session = Some((
             session.global,
             session.output_file.clone(),
@@ -157,6 +158,9 @@ impl Core {
         ));
         if findings.committed {
             self.counters.commits += 1;
+        }
+        if findings.stats.result_is_error == Some(true) {
+            self.counters.error_results += 1;
         }
         self.count_overages(
             iteration,

@@ -23,7 +23,16 @@ impl Core {
 
     /// The iteration being worked on (1-based), or the last one once the loop is done.
     pub fn iteration(&self) -> u64 {
-        (self.completed_iterations + 1).min(self.settings.max_iterations)
+        let under_way = (self.completed_iterations + 1).min(self.settings.max_iterations);
+        if self.phase == Phase::Stopped {
+            // Nothing is under way once stopped: the last iteration that ran,
+            // finished or cut short (0 when none did).
+            return self
+                .completed_iterations
+                .max(self.last_ran_iteration)
+                .min(under_way);
+        }
+        under_way
     }
 
     pub fn completed_iterations(&self) -> u64 {
@@ -38,13 +47,25 @@ impl Core {
         if self.phase != Phase::NotStarted {
             return;
         }
-        // The status shows the iteration under way: the one after those done.
-        self.completed_iterations = earlier.iteration.saturating_sub(1);
+        // The status shows the iteration under way (the one after those
+        // done), or once stopped the last that ran, done if it completed.
+        let done_last = earlier.state == LoopState::Stopped
+            && earlier.last_completed_iteration == Some(earlier.iteration);
+        self.completed_iterations = match done_last {
+            true => earlier.iteration,
+            false => earlier.iteration.saturating_sub(1),
+        };
         self.counters = earlier.counters.clone();
         self.totals = earlier.totals.clone();
         self.last_completed_iteration = earlier.last_completed_iteration;
         self.last_completed_global = earlier.last_completed_global;
         self.last_committed = earlier.last_committed;
+        // A run that ends before its first session still says how the last one went.
+        self.last_exit_code = earlier.last_exit_code;
+        self.last_session = earlier
+            .global_iteration
+            .zip(earlier.output_file.clone())
+            .map(|(global, file)| (global, file, earlier.output_bytes));
         self.last_session_stats = earlier.last_session.clone();
     }
 

@@ -118,6 +118,9 @@ impl Runtime {
     /// Ends what a killed clowder's sessions and hooks left (see [`leftovers`]).
     pub(super) async fn end_leftovers(&mut self) {
         let grace = self.core.settings().kill_grace;
+        for warning in self.running.set_aside_unreadable() {
+            self.reporter.log(Utc::now(), Level::Warn, &warning);
+        }
         for ended in leftovers::end_abandoned(&self.running, grace).await {
             let record = &ended.record;
             if ended.group_killed == 0 && ended.escaped.is_empty() {

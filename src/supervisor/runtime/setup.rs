@@ -2,7 +2,7 @@
 //! before the first iteration, the settings its core runs by, and the
 //! machinery that ends its sessions' processes.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::Utc;
@@ -18,6 +18,7 @@ use crate::protocol::Snapshot;
 use crate::store::control;
 use crate::store::counter::{self, Counter};
 use crate::store::events::EventLog;
+use crate::store::paths::LoopFiles;
 use crate::store::running::Running;
 use crate::supervisor::cgroup::{self, KillMethod};
 use crate::supervisor::core::{Core, GuardSettings, Level, SessionGate, Settings, Watched};
@@ -33,14 +34,18 @@ impl Runtime {
         mut reporter: Box<dyn Reporter>,
     ) -> Result<(Runtime, watch::Receiver<Arc<Snapshot>>), String> {
         let cwd = options.working_dir.clone();
-        let places = Places::new(&cwd, lane.as_ref());
+        let places = match lane.as_ref() {
+            Some(lane) => LoopFiles::in_lane_dir(&lane.files_dir, &config.file_names()),
+            None => config.loop_files(&cwd),
+        };
         let files = Files::open(&config, &places, lane.is_some(), reporter.as_mut())?;
         let settings = settings_for(&config, lane.as_ref());
-        let machinery = Machinery::new(lane.as_ref(), &cwd, &settings, reporter.as_mut());
+        let running = Running::in_dir(places.running_dir());
+        let machinery = Machinery::new(lane.as_ref(), running, &settings, reporter.as_mut());
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
         core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
         if lane.is_some()
-            && let Some(earlier) = unfinished_run(&files.status_path)
+            && let Some(earlier) = unfinished_run(&files.status_path)?
         {
             core.continue_from(&earlier);
         }
@@ -114,36 +119,6 @@ struct Parts {
     snapshots: watch::Sender<Arc<Snapshot>>,
 }
 
-/// Where a loop's files live: the working directory, or a lane's own folder.
-struct Places {
-    files_base: PathBuf,
-    control_dir: PathBuf,
-}
-
-impl Places {
-    fn new(cwd: &Path, lane: Option<&LaneSetup>) -> Places {
-        match lane {
-            Some(lane) => Places {
-                files_base: lane.files_dir.clone(),
-                control_dir: lane.files_dir.clone(),
-            },
-            None => Places {
-                files_base: cwd.to_path_buf(),
-                control_dir: cwd.join(crate::store::lock::STATE_DIR),
-            },
-        }
-    }
-
-    /// `./x` and `x` name the same file; keep `.` out of the paths users read.
-    fn resolve(&self, path: &Path) -> PathBuf {
-        self.files_base
-            .join(path)
-            .components()
-            .filter(|c| *c != std::path::Component::CurDir)
-            .collect()
-    }
-}
-
 /// The files a loop opens or recovers before it starts.
 struct Files {
     output_dir: PathBuf,
@@ -158,11 +133,11 @@ struct Files {
 impl Files {
     fn open(
         config: &Config,
-        places: &Places,
+        places: &LoopFiles,
         is_lane: bool,
         reporter: &mut dyn Reporter,
     ) -> Result<Files, String> {
-        let output_dir = places.resolve(&config.session.output_dir.0);
+        let output_dir = places.output_dir.clone();
         std::fs::create_dir_all(&output_dir).map_err(|err| {
             format!(
                 "cannot create the output directory {}: {err}",
@@ -173,22 +148,30 @@ impl Files {
             pattern_strings(&config.detect.rate_limit_patterns),
             pattern_strings(&config.detect.commit_patterns),
         )?;
-        let event_log = match config.event_log_path() {
-            Some(path) => {
-                let path = places.resolve(path);
-                Some(EventLog::open(&path).map_err(|err| {
+        let event_log =
+            match &places.event_log {
+                Some(path) => Some(EventLog::open(path).map_err(|err| {
                     format!("cannot open the event log {}: {err}", path.display())
-                })?)
+                })?),
+                None => None,
+            };
+        let status_path = places.status.clone();
+        let counter_path = places.counter.clone();
+        if is_lane {
+            // A lane's folder is clowder's: the folders its configured names
+            // need (`.clowder/` under init's config) are made, as the output folder is.
+            for path in [&status_path, &counter_path] {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|err| format!("cannot create {}: {err}", parent.display()))?;
+                }
             }
-            None => None,
-        };
-        let status_path = places.resolve(&config.output.status_file.0);
-        let counter_path = places.resolve(&config.session.counter_file.0);
+        }
         clear_leftovers(places, [&status_path, &counter_path], is_lane, reporter);
         let loaded = counter::recover(
             &counter_path,
             &output_dir,
-            &config.session.output_prefix(&config.agent),
+            &places.output_prefix,
             event_log.as_ref().map(EventLog::path),
         );
         for warning in loaded.warnings {
@@ -197,7 +180,7 @@ impl Files {
         Ok(Files {
             output_dir,
             status_path,
-            stop_file: places.resolve(&config.shutdown.stop_file.0),
+            stop_file: places.stop.clone(),
             control_dir: places.control_dir.clone(),
             detectors,
             event_log,
@@ -208,7 +191,7 @@ impl Files {
 
 /// What an earlier loop left that is not for this one.
 fn clear_leftovers(
-    places: &Places,
+    places: &LoopFiles,
     written: [&PathBuf; 2],
     is_lane: bool,
     reporter: &mut dyn Reporter,
@@ -282,7 +265,7 @@ struct Machinery {
 impl Machinery {
     fn new(
         lane: Option<&LaneSetup>,
-        cwd: &Path,
+        running: Running,
         settings: &Settings,
         reporter: &mut dyn Reporter,
     ) -> Machinery {
@@ -300,10 +283,6 @@ impl Machinery {
                 ),
             );
         }
-        let running = match lane {
-            Some(lane) => Running::in_dir(lane.files_dir.join(crate::store::running::RUNNING_DIR)),
-            None => Running::new(cwd),
-        };
         let (hook_cancel, cancel) = watch::channel(false);
         let own_start =
             process::read_proc_stat(std::process::id() as i32).map_or(0, |info| info.start_ticks);

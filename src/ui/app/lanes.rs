@@ -41,6 +41,9 @@ pub struct LaneRow {
     pub kind: LaneKind,
     /// The branch `M` merges it into.
     pub base: Option<String>,
+    /// In an attached room: its host cannot be reached since then, and
+    /// what it last said of the lane may be old.
+    pub unreachable: Option<DateTime<Utc>>,
 }
 
 impl LaneRow {
@@ -57,6 +60,7 @@ impl LaneRow {
             status: LaneStatus::Queued,
             kind: entry.kind,
             base: entry.base.clone(),
+            unreachable: None,
         };
         row.status = status_of(&row);
         row
@@ -596,6 +600,10 @@ fn on_lane(
         }
         LaneReport::Ahead(ahead) => {
             row.ahead = ahead;
+            Vec::new()
+        }
+        LaneReport::Unreachable(since) => {
+            row.unreachable = since;
             Vec::new()
         }
         LaneReport::Diff(text) => {

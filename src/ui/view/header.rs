@@ -29,8 +29,22 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     }
     let snap = &state.snapshot;
     let status = shown_status(state);
-    let label = label(status, snap, state.finished.as_ref());
-    let color = color(status);
+    let lost = state
+        .fleet
+        .as_ref()
+        .and_then(|f| f.selected_row())
+        .and_then(|row| row.unreachable);
+    // What a lost host said last may be old: its state is not claimed.
+    let (label, color) = match lost {
+        Some(since) => (
+            format!(
+                "⚠ host unreachable since {}",
+                since.with_timezone(&chrono::Local).format("%H:%M")
+            ),
+            Color::DarkGray,
+        ),
+        None => (label(status, snap, state.finished.as_ref()), color(status)),
+    };
     // With lanes the header is the shown lane's.
     let label = match state.fleet.as_ref().and_then(|f| f.selected.as_ref()) {
         Some(lane) => format!("lane {lane}  {label}"),

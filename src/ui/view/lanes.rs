@@ -108,7 +108,11 @@ fn row_line(
     };
     let name = fmt::fit(row.name.as_str(), name_width);
     let text = format!("{marker} {key} {name:<name_width$} {}", row_text(row, now));
-    let mut style = Style::default().fg(color(row.status));
+    let shade = match row.unreachable {
+        Some(_) => Color::DarkGray,
+        None => color(row.status),
+    };
+    let mut style = Style::default().fg(shade);
     if selected {
         style = style.add_modifier(Modifier::BOLD);
         if state.focus == Pane::Lanes {
@@ -121,8 +125,15 @@ fn row_line(
 /// A row's columns after its name: what a lane's news can change on screen.
 pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
     let snapshot = row.snapshot.as_deref();
-    // A failed lane says how its agent last ended, a backoff until when.
-    let word = row.status.label(snapshot);
+    // A failed lane says how its agent last ended, a backoff until when; a
+    // lane whose host is lost, since when (what it said before may be old).
+    let word = match row.unreachable {
+        Some(since) => format!(
+            "⚠ unreachable {}",
+            since.with_timezone(&chrono::Local).format("%H:%M")
+        ),
+        None => row.status.label(snapshot),
+    };
     let iteration = snapshot.map_or_else(
         || "-".to_string(),
         |s| match s.max_iterations {
@@ -156,7 +167,10 @@ fn idle(row: &LaneRow, now: DateTime<Utc>) -> String {
     let Some(snapshot) = row.snapshot.as_deref() else {
         return "-".to_string();
     };
-    if row.ended.is_some() || snapshot.state != LoopState::SessionRunning {
+    if row.ended.is_some()
+        || row.unreachable.is_some()
+        || snapshot.state != LoopState::SessionRunning
+    {
         return "-".to_string();
     }
     let end = snapshot.paused_at.unwrap_or(now);

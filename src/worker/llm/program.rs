@@ -1,6 +1,5 @@
-//! Calling the LLM: a program (context on stdin, answer on stdout, its process group
-//! killed on timeout or stop) or Ollama's HTTP API with the answer schema as `format`.
-//! While waiting, `tick` is called several times a second (heartbeat, stop check).
+//! The LLM as a program: the context on its stdin, the answer on its stdout, run in
+//! its own process group, which is killed on a timeout, a stop, or once it exits.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -12,35 +11,19 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use super::WorkerConfig;
+use super::{ANSWER_CAP, Call, POLL, Waiter};
+use crate::config::WorkerConfig;
 
-/// Most bytes of an answer kept; a longer one is cut (and then fails validation).
-const ANSWER_CAP: u64 = 4 * 1024 * 1024;
 /// The end of the program's stderr kept for an error message.
 const STDERR_TAIL: usize = 2000;
-const POLL: Duration = Duration::from_millis(100);
-
-pub(crate) enum Call {
-    Answer(String),
-    TimedOut,
-    Stopped,
-}
-
-/// Called while waiting: `Ok(true)` asks to stop, `Err` is fatal.
-pub(crate) type Tick<'a> = &'a mut dyn FnMut() -> Result<bool, String>;
-
-/// `Err` is fatal: the LLM is missing, down or broken, and is not retried.
-pub(crate) fn call(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call, String> {
-    if config.ollama.is_empty() {
-        call_program(config, context, tick)
-    } else {
-        call_ollama(config, context, tick)
-    }
-}
 
 /// The program runs in the worker's own folder (where `harness.toml` names it), not
 /// in the task directory: it reads the context, not the files.
-fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call, String> {
+pub(super) fn call(
+    config: &WorkerConfig,
+    context: &str,
+    waiter: &mut dyn Waiter,
+) -> Result<Call, String> {
     let (program, args) = config
         .llm
         .split_first()
@@ -68,7 +51,7 @@ fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call
         .take()
         .map(|err| read_capped(err, 64 * 1024, None));
     let deadline = Instant::now() + config.llm_timeout.0;
-    let waited = wait(&mut child, deadline, tick, &closed);
+    let waited = wait(&mut child, deadline, waiter, &closed);
     // Whatever the leader left running in its group goes too, so the pipes close.
     end_group(&mut child);
     let status = match waited? {
@@ -76,13 +59,16 @@ fn call_program(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call
         Waited::TimedOut => return Ok(Call::TimedOut),
         Waited::Stopped => return Ok(Call::Stopped),
     };
-    let out = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
-    let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+    let (out, total) = stdout.and_then(|h| h.join().ok()).unwrap_or_default();
+    let (err, _) = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
     if !status.success() {
         return Err(format!(
             "the LLM program `{program}` failed ({status}): {}",
             tail(&String::from_utf8_lossy(&err), STDERR_TAIL).trim()
         ));
+    }
+    if total > ANSWER_CAP {
+        return Ok(Call::Invalid(super::too_big(total)));
     }
     Ok(Call::Answer(String::from_utf8_lossy(&out).into_owned()))
 }
@@ -98,7 +84,7 @@ enum Waited {
 fn wait(
     child: &mut Child,
     deadline: Instant,
-    tick: Tick,
+    waiter: &mut dyn Waiter,
     closed: &mpsc::Receiver<()>,
 ) -> Result<Waited, String> {
     let mut output_closed = false;
@@ -112,7 +98,7 @@ fn wait(
         if Instant::now() >= deadline {
             return Ok(Waited::TimedOut);
         }
-        if tick()? {
+        if waiter.tick()? {
             return Ok(Waited::Stopped);
         }
         if output_closed {
@@ -137,22 +123,24 @@ fn tail(text: &str, max: usize) -> &str {
     &text[start..]
 }
 
-/// Reads up to `cap` bytes, drains the rest, and says so on `done` at the end.
+/// Reads up to `cap` bytes, drains the rest, and says so on `done` at the end;
+/// yields what was kept and how many bytes there were in all.
 fn read_capped(
     stream: impl Read + Send + 'static,
     cap: u64,
     done: Option<mpsc::Sender<()>>,
-) -> thread::JoinHandle<Vec<u8>> {
+) -> thread::JoinHandle<(Vec<u8>, u64)> {
     thread::spawn(move || {
         let mut kept = Vec::new();
         let mut stream = stream;
         let _ = (&mut stream).take(cap).read_to_end(&mut kept);
         // Drain the rest so that the writer is never blocked on a full pipe.
-        let _ = std::io::copy(&mut stream, &mut std::io::sink());
+        let rest = std::io::copy(&mut stream, &mut std::io::sink()).unwrap_or(0);
         if let Some(done) = done {
             let _ = done.send(());
         }
-        kept
+        let total = kept.len() as u64 + rest;
+        (kept, total)
     })
 }
 
@@ -162,64 +150,4 @@ fn end_group(child: &mut Child) {
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
     }
     let _ = child.wait();
-}
-
-fn call_ollama(config: &WorkerConfig, context: &str, tick: Tick) -> Result<Call, String> {
-    let url = format!("{}/api/generate", config.ollama.trim_end_matches('/'));
-    let body = serde_json::json!({
-        "model": config.model,
-        "prompt": context,
-        "stream": false,
-        "format": super::answer::json_schema(),
-    });
-    let timeout = config.llm_timeout.0;
-    let (tx, rx) = mpsc::channel();
-    let request_url = url.clone();
-    // The request blocks; this thread keeps the heartbeat and the stop check going.
-    thread::spawn(move || {
-        let _ = tx.send(post(&request_url, &body, timeout));
-    });
-    loop {
-        match rx.recv_timeout(POLL) {
-            Ok(result) => return result,
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(format!("the request to {url} ended without an answer"));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-        }
-        if tick()? {
-            return Ok(Call::Stopped);
-        }
-    }
-}
-
-fn post(url: &str, body: &serde_json::Value, timeout: Duration) -> Result<Call, String> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(timeout))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut response = match agent.post(url).send_json(body) {
-        Ok(response) => response,
-        Err(ureq::Error::Timeout(_)) => return Ok(Call::TimedOut),
-        Err(err) => return Err(format!("Ollama at {url} is unreachable: {err}")),
-    };
-    let status = response.status();
-    let reply: serde_json::Value = match response.body_mut().read_json() {
-        Ok(reply) => reply,
-        Err(ureq::Error::Timeout(_)) => return Ok(Call::TimedOut),
-        Err(err) => {
-            return Err(format!(
-                "Ollama at {url}: unreadable reply ({status}): {err}"
-            ));
-        }
-    };
-    if !status.is_success() {
-        let message = reply["error"].as_str().unwrap_or("no error message");
-        return Err(format!("Ollama at {url} answered {status}: {message}"));
-    }
-    match reply["response"].as_str() {
-        Some(text) => Ok(Call::Answer(text.to_string())),
-        None => Err(format!("Ollama at {url}: the reply has no `response` text")),
-    }
 }
