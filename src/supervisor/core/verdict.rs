@@ -26,10 +26,12 @@ impl Verdict {
             && !rate_limited
             && findings.transient_error.is_some();
         let stopped = rate_limited || transient_error;
+        // Bytes alone do not show work: Claude Code's init line is longer
+        // than `min_output_bytes`, and a hung agent writes nothing else.
         let empty = agent_error.is_none()
             && !out_of_space
             && !stopped
-            && findings.output_bytes < min_output_bytes;
+            && (findings.output_bytes < min_output_bytes || findings.acted == Some(false));
         let productive = agent_error.is_none() && !out_of_space && !stopped && !empty;
         Verdict {
             agent_error,
@@ -371,14 +373,23 @@ impl Core {
         self.empty_retries_this_iteration += 1;
         self.counters.empty_retries += 1;
         let retry = self.empty_retries_this_iteration;
+        let why = if findings.output_bytes < self.settings.min_output_bytes {
+            format!(
+                "output={} bytes < {}",
+                findings.output_bytes, self.settings.min_output_bytes
+            )
+        } else {
+            format!(
+                "output={} bytes, nothing past the agent's start-up lines (no message, tool call or result)",
+                findings.output_bytes
+            )
+        };
         log(
             out,
             Level::Warn,
             format!(
-                "iteration={iteration} global={} status=retrying output={} bytes < {}: empty session, retry {retry}/{} in {:.1}s",
+                "iteration={iteration} global={} status=retrying {why}: empty session, retry {retry}/{} in {:.1}s",
                 session.global,
-                findings.output_bytes,
-                self.settings.min_output_bytes,
                 self.settings.max_empty_retries,
                 self.settings.retry_delay.as_secs_f64()
             ),
