@@ -790,11 +790,8 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
 
     fn check_codex_message(&mut self, kind: &str, message: &str, number: u64) {
         // `Reconnecting... 2/5 (…429…)` is Codex retrying inside the session:
-        // it stops the session only if nothing follows it. A retry after a
-        // 401 cannot succeed: the first one is the verdict.
-        if self.det.reconnecting.is_match(message.as_bytes())
-            && !self.det.auth_error_forms.is_match(message.as_bytes())
-        {
+        // it stops the session only if nothing follows it.
+        if self.det.reconnecting.is_match(message.as_bytes()) {
             self.on_reconnect(message, number);
             return;
         }

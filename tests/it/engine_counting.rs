@@ -207,7 +207,8 @@ fn a_codex_call_blocked_by_the_gate_is_a_tool_call() {
     assert_eq!(output.status.code(), Some(0), "{ctx}");
     let sessions = project.events_named("session_complete");
     assert_eq!(sessions.len(), 1, "{ctx}");
-    assert_eq!(sessions[0]["tool_calls"], 2, "{ctx}");
+    // Two commands ran; the third was blocked.
+    assert_eq!(sessions[0]["tool_calls"], 3, "{ctx}");
     let last = &project.status()["last_session"];
     assert_eq!(last["tool_errors"], 1, "{last}");
 }
