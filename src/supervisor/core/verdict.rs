@@ -76,8 +76,12 @@ impl Core {
         let exit_code = session.exit_code.unwrap_or(-1);
         self.guard_late_output(iteration, &mut session, &findings, out);
         let verdict = Verdict::judge(&findings, self.settings.min_output_bytes);
-        let will_retry_empty =
-            verdict.empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
+        // A person who killed the session wants the loop to move on, not the
+        // same session again.
+        let killed_by_you = matches!(session.kill, Some(KillReason::User));
+        let will_retry_empty = verdict.empty
+            && !killed_by_you
+            && self.empty_retries_this_iteration < self.settings.max_empty_retries;
         let stats = self.count_session(iteration, &session, &findings, exit_code, out);
         self.report_session_complete(iteration, &session, &findings, &verdict, &stats, out);
         self.last_session_stats = Some(stats.clone());
@@ -359,12 +363,17 @@ impl Core {
     ) {
         if !will_retry {
             self.counters.empty_iterations += 1;
+            let why = if session.kill == Some(KillReason::User) {
+                "empty and killed by you".to_owned()
+            } else {
+                format!("empty after {} retries", self.settings.max_empty_retries)
+            };
             log(
                 out,
                 Level::Warn,
                 format!(
-                    "iteration={iteration} global={} empty after {} retries, moving on",
-                    session.global, self.settings.max_empty_retries
+                    "iteration={iteration} global={} {why}, moving on",
+                    session.global
                 ),
             );
             self.complete_iteration(now, out);
