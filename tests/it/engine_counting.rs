@@ -54,7 +54,10 @@ fn a_session_killed_after_its_init_line_alone_is_not_productive() {
     }
     assert_eq!(project.events_named("empty_retry").len(), 1, "{ctx}");
     assert_eq!(counter(&project, "productive"), 0, "{ctx}");
-    assert!(stdout_of(&output).contains("nothing past the agent's start-up lines"), "{ctx}");
+    assert!(
+        stdout_of(&output).contains("nothing past the agent's start-up lines"),
+        "{ctx}"
+    );
     let status = stdout_of(&project.run(&["--status"]));
     assert!(status.contains("0 productive"), "{status}");
     assert!(!status.contains("✓ done"), "{status}");
@@ -158,7 +161,10 @@ fn status_counts_server_errors() {
 #[test]
 fn codex_at_capacity_is_a_server_error() {
     let project = Project::new(&config_with_backoff(
-        &["replay", &fixture("limits/codex_0.169_503_overloaded.jsonl")],
+        &[
+            "replay",
+            &fixture("limits/codex_0.169_503_overloaded.jsonl"),
+        ],
         "max_consecutive_errors = 1\n",
         "",
     ));
@@ -178,7 +184,11 @@ fn codex_at_capacity_is_a_server_error() {
 #[test]
 fn a_codex_older_than_0_44_is_not_supported_and_stops_the_loop() {
     let project = Project::new(&fast_config(
-        &["burst", &fixture("transcripts/codex_legacy_0_40.jsonl"), "600"],
+        &[
+            "burst",
+            &fixture("transcripts/codex_legacy_0_40.jsonl"),
+            "600",
+        ],
         "[watchdog]\nstale_timeout_mins = 10\n",
     ));
     let started = Instant::now();
@@ -199,7 +209,10 @@ fn a_codex_older_than_0_44_is_not_supported_and_stops_the_loop() {
 #[test]
 fn a_codex_call_blocked_by_the_gate_is_a_tool_call() {
     let project = Project::new(&fast_config(
-        &["replay", &fixture("transcripts/codex_0.169_gate_blocked.jsonl")],
+        &[
+            "replay",
+            &fixture("transcripts/codex_0.169_gate_blocked.jsonl"),
+        ],
         "",
     ));
     let output = project.run(&["--headless", "1"]);
@@ -219,7 +232,11 @@ fn a_codex_call_blocked_by_the_gate_is_a_tool_call() {
 #[test]
 fn a_rejected_key_stops_at_the_agents_first_retry() {
     let project = Project::new(&fast_config(
-        &["burst", &fixture("limits/claude_2.1.332_401_retrying.jsonl"), "600"],
+        &[
+            "burst",
+            &fixture("limits/claude_2.1.332_401_retrying.jsonl"),
+            "600",
+        ],
         "[watchdog]\nstale_timeout_mins = 10\n",
     ));
     let started = Instant::now();

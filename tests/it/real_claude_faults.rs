@@ -417,7 +417,10 @@ fn unauthorized_401_stops_at_the_first_authentication_failure() {
     let errors = project.events_named("agent_error");
     assert_eq!(errors.len(), 1, "{dump}");
     let last = exit_line(&output);
-    assert!(exit_reason(&last).contains("authenticate"), "{last}\n{dump}");
+    assert!(
+        exit_reason(&last).contains("authenticate"),
+        "{last}\n{dump}"
+    );
     assert!(project.events_named("transient_error").is_empty(), "{dump}");
     assert!(project.events_named("rate_limited").is_empty(), "{dump}");
     let status = stdout_of(&project.run(&["--status"]));

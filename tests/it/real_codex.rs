@@ -452,7 +452,8 @@ fn overloaded_503(cli: Cli) {
         "Our servers are currently overloaded. Please try again later.",
         &[],
     ))]);
-    let tables = "[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.2\nmax_consecutive_errors = 2\n";
+    let tables =
+        "[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.2\nmax_consecutive_errors = 2\n";
     let project = Project::new(&format!("{}\n{tables}", cli.agent_table()));
     let output = real_agents::run(cli, &server, &project, &["--headless", "3"]);
     let all = everything(&project, &output);
@@ -469,7 +470,11 @@ fn overloaded_503(cli: Cli) {
     }
     let counted = counter(&project, "transient_errors");
     checks.eq("counters.transient_errors", &counted.into(), 2);
-    checks.eq("counters.productive", &counter(&project, "productive").into(), 0);
+    checks.eq(
+        "counters.productive",
+        &counter(&project, "productive").into(),
+        0,
+    );
     let status = stdout_of(&project.run(&["--status"]));
     checks.eq(
         "--status counts the server errors",

@@ -362,37 +362,13 @@ impl Core {
         out: &mut Vec<Effect>,
     ) {
         if !will_retry {
-            self.counters.empty_iterations += 1;
-            let why = if session.kill == Some(KillReason::User) {
-                "empty and killed by you".to_owned()
-            } else {
-                format!("empty after {} retries", self.settings.max_empty_retries)
-            };
-            log(
-                out,
-                Level::Warn,
-                format!(
-                    "iteration={iteration} global={} {why}, moving on",
-                    session.global
-                ),
-            );
-            self.complete_iteration(now, out);
+            self.move_on_from_empty(now, iteration, session, out);
             return;
         }
         self.empty_retries_this_iteration += 1;
         self.counters.empty_retries += 1;
         let retry = self.empty_retries_this_iteration;
-        let why = if findings.output_bytes < self.settings.min_output_bytes {
-            format!(
-                "output={} bytes < {}",
-                findings.output_bytes, self.settings.min_output_bytes
-            )
-        } else {
-            format!(
-                "output={} bytes, nothing past the agent's start-up lines (no message, tool call or result)",
-                findings.output_bytes
-            )
-        };
+        let why = self.why_empty(findings);
         log(
             out,
             Level::Warn,
@@ -415,6 +391,46 @@ impl Core {
             return;
         }
         self.wait(now, WaitKind::Retry, self.settings.retry_delay, out);
+    }
+
+    /// The iteration ends without a productive session.
+    fn move_on_from_empty(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        session: &Session,
+        out: &mut Vec<Effect>,
+    ) {
+        self.counters.empty_iterations += 1;
+        let why = if session.kill == Some(KillReason::User) {
+            "empty and killed by you".to_owned()
+        } else {
+            format!("empty after {} retries", self.settings.max_empty_retries)
+        };
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={} {why}, moving on",
+                session.global
+            ),
+        );
+        self.complete_iteration(now, out);
+    }
+
+    /// What made a session empty, for its log line.
+    fn why_empty(&self, findings: &SessionFindings) -> String {
+        if findings.output_bytes < self.settings.min_output_bytes {
+            format!(
+                "output={} bytes < {}",
+                findings.output_bytes, self.settings.min_output_bytes
+            )
+        } else {
+            format!(
+                "output={} bytes, nothing past the agent's start-up lines (no message, tool call or result)",
+                findings.output_bytes
+            )
+        }
     }
 
     /// A productive session counts, and its post-session hooks run.
