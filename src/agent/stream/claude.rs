@@ -177,6 +177,9 @@ impl StreamParser {
             Some("user") => self.claude_user(event, out),
             Some("result") => self.claude_result(event, out),
             Some("rate_limit_event") => self.claude_rate_limit(event, out),
+            // Partial messages (`--include-partial-messages`): the model is
+            // answering, before its whole message is written.
+            Some("stream_event") => self.stats.acted = true,
             _ => {}
         }
         // Subagent (Task) traffic interleaves with the main agent's; a margin

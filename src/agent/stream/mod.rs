@@ -56,7 +56,7 @@ const UNRECOGNISED_FORMAT_LINES: u64 = 5;
 
 /// Why an agent that writes the JSON lines of Codex before 0.44 is stopped:
 /// its errors (a rejected key, a rate limit, a server error) cannot be read.
-pub const LEGACY_CODEX_NOTICE: &str = "the agent writes the JSON lines of Codex before 0.44 ({\"id\":…,\"msg\":{…}}), which clowder does not read: its errors (a rejected key, a rate limit, a server error) would go unseen — run Codex 0.44 or later";
+const LEGACY_CODEX_NOTICE: &str = "the agent writes the JSON lines of Codex before 0.44 ({\"id\":…,\"msg\":{…}}), which clowder does not read: its errors (a rejected key, a rate limit, a server error) would go unseen — run Codex 0.44 or later";
 
 /// What the screen says, once, of a stream it cannot read.
 pub const UNRECOGNISED_FORMAT_NOTICE: &str = "⚠ clowder does not recognise this agent's output format: turns, tokens and cost are not counted";
