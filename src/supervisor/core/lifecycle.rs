@@ -427,7 +427,7 @@ impl Core {
             out,
             Level::Error,
             format!(
-                "iteration={iteration} global={global} {reason}: ending the session now, retrying will not help"
+                "iteration={iteration} global={global} {reason} (the session ends now: retrying will not help)"
             ),
         );
         self.kill_session(KillReason::AgentError, out);
