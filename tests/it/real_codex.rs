@@ -11,6 +11,8 @@
 //!   it prints the error and `turn.failed` and exits 1.
 //! - 500: both print `Reconnecting... n/5 (We're currently experiencing high
 //!   demand…)` five times (about 6 s of backoff), then `turn.failed`, exit 1.
+//! - 503 `server_is_overloaded`: neither retries; both print `turn.failed`
+//!   "Selected model is at capacity. Please try a different model.", exit 1.
 //! - 401: both retry five times too (`Reconnecting... n/5 (unexpected status 401
 //!   Unauthorized…)`), then `turn.failed`, exit 1.
 //! - With Codex's default `request_max_retries` (4) a 500 is also retried inside
