@@ -68,6 +68,7 @@ fn a_one_line_bash_input_expands_as_text() {
     let screen = tmux.wait_for("command: cargo test");
     assert!(!screen.contains("\"command\":"), "{screen}");
     tmux.keys(&["Escape"]);
+    tmux.wait_gone("command: cargo test");
     quit(&tmux);
 }
 
