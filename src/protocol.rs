@@ -598,6 +598,8 @@ pub enum KillReason {
     Budget,
     /// The same tool call again and again (`[guard] doom_loop_threshold`).
     DoomLoop,
+    /// The agent cannot work (it cannot authenticate or pay).
+    AgentError,
 }
 
 /// A line of the event log, without its timestamp.

@@ -85,8 +85,9 @@ const BILLING_FORMS: &str = r"credit balance|billing|insufficient credit|payment
 const TRANSIENT_FORMS: &str = r"api error:?\s*5[0-9]{2}(?-u:\b)|overloaded_error|overloaded|internal server error|api_error|connection error|econnreset|econnrefused|socket hang up";
 
 /// What in a Codex `turn.failed` / `error` message means the server failed for
-/// now (Codex's words for a 500 are "We're currently experiencing high demand").
-const CODEX_TRANSIENT_FORMS: &str = r"high demand|temporar(?:y|ily) (?:error|unavailable)|(?-u:\b)5(?:00|02|03|04|29)(?-u:\b)|internal server error|service unavailable|bad gateway|gateway time-?out|overloaded|stream disconnected|connection (?:error|refused|reset|closed)|error sending request";
+/// now (Codex's words for a 500 are "We're currently experiencing high demand",
+/// for a 503 `server_is_overloaded` "Selected model is at capacity").
+const CODEX_TRANSIENT_FORMS: &str = r"high demand|at capacity|server_is_overloaded|temporar(?:y|ily) (?:error|unavailable)|(?-u:\b)5(?:00|02|03|04|29)(?-u:\b)|internal server error|service unavailable|bad gateway|gateway time-?out|overloaded|stream disconnected|connection (?:error|refused|reset|closed)|error sending request";
 
 /// Claude's `…limit reached|1755806400`: the epoch after the pipe is the reset time.
 const EPOCH_AFTER_PIPE: &str = r"(?-u)\|\s*([0-9]{10})(?:[^0-9]|$)";
@@ -395,6 +396,12 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
         }
     }
 
+    /// Why the agent cannot work, as soon as its output says so (not from
+    /// a `result`: the agent is ending then anyway).
+    pub(super) fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
     /// The agent's own retry, if its last lines are one.
     pub(super) fn retrying(&self) -> Option<Retrying> {
         self.retrying.as_ref().map(|c| Retrying {
@@ -672,8 +679,21 @@ impl<D: Deref<Target = Detectors>> Scanner<D> {
                 self.retrying = None;
             }
             Some("system") if scalar(event.subtype).str() == Some("api_retry") => {
-                if let ErrorField::Text(error) = &event.error {
-                    self.on_api_retry(error, number);
+                let ErrorField::Text(error) = &event.error else {
+                    return;
+                };
+                // Claude Code 2.1 retries a rejected key ten times over three
+                // minutes: the first refusal is the verdict.
+                match error.as_ref() {
+                    "authentication_failed" | "billing_error" => {
+                        self.retrying = None;
+                        if self.fatal.is_none() {
+                            let billing = error.as_ref() == "billing_error";
+                            let what = format!("api_retry error {}", excerpt(error));
+                            self.fatal = Some(fatal_message(billing, &what));
+                        }
+                    }
+                    _ => self.on_api_retry(error, number),
                 }
             }
             Some("turn.failed") => {

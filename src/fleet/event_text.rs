@@ -281,6 +281,7 @@ fn summary(event: &Event) -> String {
                 KillReason::StopNow => "to stop now",
                 KillReason::Budget => "over budget",
                 KillReason::DoomLoop => "in a doom loop",
+                KillReason::AgentError => "as the agent cannot work",
             };
             format!("#{global} killed {why}")
         }

@@ -181,21 +181,17 @@ pub fn render(
     }
     let c = &snapshot.counters;
     lines.push(format!(
-        "Counters: {} sessions, {} productive, {} empty retries, {} rate limits ({} in a row), {} watchdog kills, {} hook failures",
+        "Counters: {} sessions, {} productive, {} empty retries, {} rate limits ({} in a row), {} server errors ({} in a row), {} watchdog kills, {} hook failures",
         c.sessions,
         c.productive,
         c.empty_retries,
         c.rate_limits,
         snapshot.consecutive_rate_limits,
+        c.transient_errors,
+        snapshot.consecutive_errors,
         c.watchdog_kills,
         c.hook_failures
     ));
-    if c.transient_errors > 0 {
-        lines.push(format!(
-            "Server errors: {} ({} in a row; transient, not rate limits)",
-            c.transient_errors, snapshot.consecutive_errors
-        ));
-    }
     if c.overages > 0 {
         lines.push(format!(
             "Overage: {} (rate limits passed by paying for overage)",

@@ -32,6 +32,9 @@ pub struct Analysis {
     pub stats: SessionStats,
     /// The agent's final message held the completion promise.
     pub promise_kept: bool,
+    /// Whether the agent did something ([`StreamParser::acted`]); `None`
+    /// when its output cannot tell.
+    pub acted: Option<bool>,
     /// Tool calls not yet taken by [`SessionReader::progress`] (empty unless
     /// recording), for the guards to see one at a time.
     pub new_calls: Vec<ToolCallSig>,
@@ -48,6 +51,7 @@ impl Analysis {
             scan: OutputScan::default(),
             stats: SessionStats::default(),
             promise_kept: false,
+            acted: None,
             new_calls: Vec::new(),
             shown: Vec::new(),
         }
@@ -141,6 +145,11 @@ impl SessionReader {
                 rate_limit: found.kind == crate::agent::StopKind::RateLimit,
                 message: found.message,
             })
+    }
+
+    /// Why the agent cannot work, once its lines read so far say so.
+    pub fn agent_error(&self) -> Option<&str> {
+        self.parser.agent_error()
     }
 
     /// The statistics of everything read so far.
@@ -283,11 +292,16 @@ impl SessionReader {
             None => Vec::new(),
         };
         let mut parser = self.parser;
-        let scan = parser.take_scan().filter(|_| !failed).unwrap_or_default();
+        let mut scan = parser.take_scan().filter(|_| !failed).unwrap_or_default();
+        // An agent clowder cannot read must not loop unseen.
+        if scan.fatal_error.is_none() {
+            scan.fatal_error = parser.unsupported().map(str::to_owned);
+        }
         Analysis {
             output_bytes: end,
             scan,
             promise_kept: parser.final_text_has_watched(),
+            acted: parser.acted(),
             stats: parser.stats().clone(),
             new_calls: parser.take_tool_calls(),
             shown,

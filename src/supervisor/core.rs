@@ -165,6 +165,10 @@ pub struct SessionFindings {
     pub stats: SessionSummary,
     /// The agent's final message held the completion promise.
     pub promise_kept: bool,
+    /// Whether the agent did something: a result, a tool call, or output
+    /// past its start-up lines. `None` when its output cannot tell (a
+    /// plain-text agent): then only `min_output_bytes` decides.
+    pub acted: Option<bool>,
     /// The agent cannot work at all (credentials, billing): the whole message.
     pub agent_error: Option<String>,
     /// Tool calls not yet reported while the session ran, in order, so that the
@@ -254,6 +258,12 @@ pub enum Input {
     AgentRetrying {
         global: u64,
         retrying: Option<AgentRetrying>,
+    },
+    /// The running agent's output says it cannot work (it cannot
+    /// authenticate or pay): retrying, its own included, will not help.
+    AgentError {
+        global: u64,
+        reason: String,
     },
     /// A human's answer to [`Effect::RequestDoomLoopApproval`].
     DoomLoopApproval {
@@ -595,6 +605,7 @@ impl Core {
             Input::AgentRetrying { global, retrying } => {
                 self.on_agent_retrying(global, retrying, out)
             }
+            Input::AgentError { global, reason } => self.on_agent_error(global, reason, out),
             Input::SessionProgress {
                 global,
                 tool_calls,

@@ -50,6 +50,8 @@ pub enum Report {
     Progress(Progress),
     /// The agent started or stopped retrying a failed request on its own.
     Retrying(Option<AgentRetrying>),
+    /// The agent cannot work (it cannot authenticate or pay), said once.
+    AgentError(String),
     /// Display lines read since the last report, and the statistics so far
     /// (only from a reader told to [`SessionReader::show`]; the first comes
     /// at once, even without lines, to say the session's output is shown).
@@ -264,6 +266,7 @@ fn run(reader: SessionReader, signals: &Signals, sink: Sink, progress: bool) -> 
         grew_owed: false,
         announced: false,
         retrying: None,
+        agent_error_said: false,
     };
     loop {
         let due = reading
@@ -304,6 +307,7 @@ struct Reading {
     grew_owed: bool,
     announced: bool,
     retrying: Option<AgentRetrying>,
+    agent_error_said: bool,
 }
 
 impl Reading {
@@ -358,6 +362,12 @@ impl Reading {
         if now_retrying != self.retrying {
             self.retrying = now_retrying;
             (self.sink)(Report::Retrying(self.retrying.clone()));
+        }
+        if !self.agent_error_said
+            && let Some(reason) = self.reader.agent_error()
+        {
+            self.agent_error_said = true;
+            (self.sink)(Report::AgentError(reason.to_owned()));
         }
         if self.showing {
             let lines = self.reader.take_shown();

@@ -152,6 +152,11 @@ enum Internal {
         global: u64,
         retrying: Option<AgentRetrying>,
     },
+    /// The running agent's output says it cannot work.
+    AgentError {
+        global: u64,
+        reason: String,
+    },
     /// STOP, a request or the activity file changed: look at them all.
     Look,
     /// A session slot of the fleet is this lane's: prepare session `iteration`.

@@ -40,7 +40,8 @@ fn a_killed_sessions_reader_thread_ends_with_it() {
         &["hang"],
         "[watchdog]\nstale_timeout_mins = 0.02\ncheck_interval_secs = 0.1\n",
     ));
-    let child = project.spawn(&["--headless", "2"]);
+    // Each hung session did nothing: no retries, two sessions.
+    let child = project.spawn(&["--headless", "2", "--retries", "0"]);
     let (most, output) = watch_reader_threads(child, Duration::from_secs(60));
     assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
     assert_eq!(project.events_named("watchdog_kill").len(), 2);

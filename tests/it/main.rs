@@ -35,6 +35,7 @@ mod engine_agent;
 mod engine_basic;
 mod engine_cgroup;
 mod engine_cleanup;
+mod engine_counting;
 mod engine_disk;
 mod engine_escape;
 mod engine_fidelity;

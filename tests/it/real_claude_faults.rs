@@ -388,3 +388,42 @@ fn rate_limit_waited_out_inside_the_agent() {
     assert_eq!(counter(&project.status(), "rate_limits"), 1, "{dump}");
     assert_eq!(counter(&project.status(), "productive"), 0, "{dump}");
 }
+
+/// Claude Code 2.1 retries a 401 on its own, ten times over about three
+/// minutes, saying so in `api_retry` lines with `"error":"authentication_failed"`.
+/// Retrying cannot fix a rejected key: clowder ends the session at the first
+/// such line and stops the loop (exit 1), and `--status` never calls it a
+/// server error.
+#[test]
+fn unauthorized_401_stops_at_the_first_authentication_failure() {
+    let cli = Cli::Claude(CLAUDE_VERSIONS[0]);
+    if !cli.installed() {
+        return;
+    }
+    let server = anthropic::start();
+    server.script([Reply::FailAlways(anthropic::unauthorized())]);
+    let tables = format!("[backoff]\n{FAST_BACKOFF}");
+    let project = Project::new(&format!("{}\n{tables}", cli.agent_table()));
+    let command = real_agents::clowder(cli, &server, &project, &["--headless", "3"]);
+    let started = std::time::Instant::now();
+    let mut command = command;
+    let output = wait_with_deadline(command.spawn().expect("spawn clowder"), RUN_DEADLINE);
+    let took = started.elapsed();
+    let dump = dump(&project, &server, &output);
+
+    assert_eq!(output.status.code(), Some(1), "{dump}");
+    assert!(took < Duration::from_secs(60), "took {took:?}\n{dump}");
+    assert_eq!(project.events_named("session_start").len(), 1, "{dump}");
+    let errors = project.events_named("agent_error");
+    assert_eq!(errors.len(), 1, "{dump}");
+    let last = exit_line(&output);
+    assert!(
+        exit_reason(&last).contains("authenticate"),
+        "{last}\n{dump}"
+    );
+    assert!(project.events_named("transient_error").is_empty(), "{dump}");
+    assert!(project.events_named("rate_limited").is_empty(), "{dump}");
+    let status = stdout_of(&project.run(&["--status"]));
+    assert!(!status.contains("server error (the agent"), "{status}");
+    assert!(status.contains("0 server errors"), "{status}");
+}

@@ -11,6 +11,8 @@
 //!   it prints the error and `turn.failed` and exits 1.
 //! - 500: both print `Reconnecting... n/5 (We're currently experiencing high
 //!   demand…)` five times (about 6 s of backoff), then `turn.failed`, exit 1.
+//! - 503 `server_is_overloaded`: neither retries; both print `turn.failed`
+//!   "Selected model is at capacity. Please try a different model.", exit 1.
 //! - 401: both retry five times too (`Reconnecting... n/5 (unexpected status 401
 //!   Unauthorized…)`), then `turn.failed`, exit 1.
 //! - With Codex's default `request_max_retries` (4) a 500 is also retried inside
@@ -167,6 +169,7 @@ real_agents::per_version!(
     rate_limit_waited_out,
     rate_limit_past_the_stale_limit,
     server_error,
+    overloaded_503,
     unauthorized,
     hang_is_killed_with_its_children,
     stall_is_killed_with_its_children,
@@ -437,6 +440,52 @@ fn server_error(cli: Cli) {
 
 /// A 401: Codex retries five times, fails the turn; the loop stops at once with
 /// exit code 1 and `agent_error`, and counts no rate limit.
+/// A 503 `server_is_overloaded`: Codex does not retry it and ends the turn
+/// with `turn.failed` "Selected model is at capacity…". A server error, backed
+/// off and counted as one (`--status` says so), never a productive session.
+fn overloaded_503(cli: Cli) {
+    if !cli.installed() {
+        return;
+    }
+    let server = openai::start();
+    server.script([Reply::FailAlways(openai::error(
+        503,
+        "server_is_overloaded",
+        "Our servers are currently overloaded. Please try again later.",
+        &[],
+    ))]);
+    let tables =
+        "[backoff]\ninitial_delay_secs = 0.05\nmax_delay_secs = 0.2\nmax_consecutive_errors = 2\n";
+    let project = Project::new(&format!("{}\n{tables}", cli.agent_table()));
+    let output = real_agents::run(cli, &server, &project, &["--headless", "3"]);
+    let all = everything(&project, &output);
+    let first = std::fs::read_to_string(&session_files(&project)[0]).unwrap_or_default();
+    assert!(first.contains("turn.failed"), "{all}");
+    let ends = session_completes(&project);
+    let mut checks = Checks::default();
+    checks.eq("exit code", &output.status.code().into(), 5);
+    checks.eq("sessions", &ends.len().into(), 2);
+    for end in &ends {
+        checks.eq("session productive", &end["productive"], false);
+        checks.eq("session transient_error", &end["transient_error"], true);
+        checks.eq("session rate_limited", &end["rate_limited"], false);
+    }
+    let counted = counter(&project, "transient_errors");
+    checks.eq("counters.transient_errors", &counted.into(), 2);
+    checks.eq(
+        "counters.productive",
+        &counter(&project, "productive").into(),
+        0,
+    );
+    let status = stdout_of(&project.run(&["--status"]));
+    checks.eq(
+        "--status counts the server errors",
+        &status.contains("2 server errors (2 in a row)").into(),
+        true,
+    );
+    checks.done(&all);
+}
+
 fn unauthorized(cli: Cli) {
     if !cli.installed() {
         return;
@@ -713,6 +762,13 @@ fn gate(cli: Cli) {
         !status.contains("UNGATED"),
         "gated, yet said ungated: {status}"
     );
+    // The rejected call is in Codex's log only, yet it is a call, and a
+    // failed one: three calls, as the model asked for.
+    let ends = session_completes(&project);
+    assert_eq!(ends.len(), 1, "{all}");
+    assert_eq!(ends[0]["tool_calls"], 3, "{all}");
+    let last = &project.status()["last_session"];
+    assert_eq!(last["tool_errors"], 1, "{last}\n{all}");
 }
 
 /// Scenario 7 in the control room: the chained command shows in the Approvals

@@ -39,6 +39,7 @@ fn enter_on_a_tool_call_shows_its_input_and_whole_result() {
     tmux.wait_for_all(&["command: cat notes.txt", "── result ──", "gamma-hidden"]);
 
     tmux.keys(&["Escape"]);
+    tmux.wait_gone("── result ──");
     tmux.keys(&["C-c"]);
     tmux.wait_for("Quit clowder?");
     tmux.keys(&["S"]);

@@ -19,8 +19,13 @@ fn transcript_fixture(name: &str) -> String {
 
 /// The room over one session that writes `transcript` at once and then waits.
 fn room(transcript: &str) -> (Project, Tmux) {
+    room_over(&transcript_fixture(transcript))
+}
+
+/// The room over one session that writes the file at `path` at once and then waits.
+fn room_over(path: &str) -> (Project, Tmux) {
     let project = Project::new(&fast_config(
-        &["burst", &transcript_fixture(transcript), "600"],
+        &["burst", path, "600"],
         "[watchdog]\nstale_timeout_mins = 10\n",
     ));
     let pidfile = project.path("pids.txt");
@@ -63,13 +68,32 @@ fn a_one_line_bash_input_expands_as_text() {
     let screen = tmux.wait_for("command: cargo test");
     assert!(!screen.contains("\"command\":"), "{screen}");
     tmux.keys(&["Escape"]);
+    tmux.wait_gone("command: cargo test");
     quit(&tmux);
 }
 
 #[test]
 fn an_unrecognised_format_is_said_on_screen() {
-    let (_project, tmux) = room("codex_legacy_0_40.jsonl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream = dir.path().join("unknown.jsonl");
+    let lines: String = (0..6)
+        .map(|n| format!("{{\"event\":\"progress\",\"step\":{n}}}\n"))
+        .collect();
+    std::fs::write(&stream, lines).expect("write the stream");
+    let (_project, tmux) = room_over(&stream.display().to_string());
     let screen = tmux.wait_for("does not recognise this agent's output format");
     assert!(!screen.contains("0 in · 0 out"), "{screen}");
     quit(&tmux);
+}
+
+/// Codex before 0.44 is not supported: the room's loop ends at its first
+/// lines, with exit code 1 and the reason.
+#[test]
+fn a_codex_older_than_0_44_ends_the_loop_with_the_reason() {
+    let (_project, tmux) = room("codex_legacy_0_40.jsonl");
+    tmux.wait_for_all(&["✗ failed", "#1 agent error: the agent writes"]);
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("CLOWDER_EXIT=");
+    assert!(screen.contains("CLOWDER_EXIT=1"), "{screen}");
+    assert!(screen.contains("run Codex 0.44 or later"), "{screen}");
 }

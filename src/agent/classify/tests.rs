@@ -981,3 +981,16 @@ proptest! {
         prop_assert_eq!(scanner.finish(), one_pass);
     }
 }
+
+#[test]
+fn claude_retrying_a_rejected_key_is_fatal_not_a_server_error() {
+    let line = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":574,"error_status":401,"error":"authentication_failed","session_id":"s"}"#;
+    let message = fatal(&format!("{INIT}\n{line}\n"));
+    assert!(
+        message.starts_with("the agent cannot authenticate: api_retry error authentication_failed"),
+        "{message}"
+    );
+    let out = scan(&format!("{INIT}\n{line}\n"));
+    assert_eq!(out.transient_error, None, "{out:?}");
+    assert_eq!(out.rate_limit, None, "{out:?}");
+}

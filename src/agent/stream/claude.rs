@@ -177,6 +177,9 @@ impl StreamParser {
             Some("user") => self.claude_user(event, out),
             Some("result") => self.claude_result(event, out),
             Some("rate_limit_event") => self.claude_rate_limit(event, out),
+            // Partial messages (`--include-partial-messages`): the model is
+            // answering, before its whole message is written.
+            Some("stream_event") => self.stats.acted = true,
             _ => {}
         }
         // Subagent (Task) traffic interleaves with the main agent's; a margin
@@ -197,10 +200,8 @@ impl StreamParser {
         self.stats.turns = self.claude.turns();
         self.stats.cost_usd = self.claude.cost();
         self.stats.duration_ms = self.claude.duration_ms();
-        // A later invocation without its result yet leaves the file's
-        // figures partial.
-        let current = self.claude.current;
-        self.stats.ended = self.claude.parts.get(current).is_some_and(|p| p.ended);
+        // A later run without its result yet leaves the file's figures partial.
+        self.stats.ended = self.claude.ended();
     }
 
     /// What the token and turn totals are made of, outside a result: the
@@ -211,7 +212,7 @@ impl StreamParser {
             self.claude.usage_by_message.len(),
             self.claude.summed,
             self.stats.model.is_some(),
-            self.claude.parts.len(),
+            self.claude.parts.len() + self.claude.runs.len(),
         )
     }
 
@@ -305,6 +306,14 @@ impl StreamParser {
     }
 
     fn claude_init(&mut self, event: &Obj<'_>, out: &mut Vec<Rendered>) {
+        if self.claude.start_run() {
+            // The agent runs again (a resumed session): its own result decides
+            // the verdict, the text and the promise, not an earlier run's.
+            self.stats.result_subtype = None;
+            self.stats.result_is_error = None;
+            self.stats.result_text = None;
+            self.note_final_text(None);
+        }
         if let Some(id) = event.str("session_id").filter(|id| !id.is_empty()) {
             self.stats.agent_session_id = Some(clean(&id));
         }
@@ -382,6 +391,7 @@ impl StreamParser {
         // model turns and carry zero usage.
         let synthetic = error.is_some() || model == Some("<synthetic>");
         if !synthetic {
+            self.stats.acted = true;
             self.count_message(message);
         }
         let blocks: &[Block<'_>] = match &message.content {
@@ -460,7 +470,7 @@ impl StreamParser {
             claude
                 .usage_by_message
                 .insert(id.to_owned(), (current, Usage::default()));
-            claude.parts[current].messages += 1;
+            claude.run().messages += 1;
         }
         let Some(usage) = usage else {
             return;
@@ -537,6 +547,7 @@ impl StreamParser {
     }
 
     pub(super) fn count_tool(&mut self, name: &str) {
+        self.stats.acted = true;
         self.stats.tool_calls += 1;
         *self
             .stats
@@ -643,8 +654,12 @@ impl StreamParser {
         let did_nothing = failed && turns == Some(0);
         let first_result =
             self.stats.result_subtype.is_none() && self.stats.result_is_error.is_none();
+        self.stats.acted = true;
+        let run = self.claude.run();
+        run.ended = true;
+        run.result_turns = run.result_turns.max(turns);
+        run.duration_ms = run.duration_ms.max(duration);
         let part = self.claude.part();
-        part.ended = true;
         if let Some(models) = Obj::of(event.model_usage) {
             for (name, usage) in models.members() {
                 let Some(usage) = model_usage(usage) else {
@@ -660,12 +675,10 @@ impl StreamParser {
         if let Some(usage) = claude_usage(event.usage) {
             part.result_usage = Some(part.result_usage.unwrap_or_default().max(usage));
         }
-        part.result_turns = part.result_turns.max(turns);
         part.cost = match (part.cost, cost) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
-        part.duration_ms = part.duration_ms.max(duration);
         if first_result || !did_nothing {
             self.stats.result_subtype = subtype.clone();
             self.stats.result_is_error = is_error;

@@ -125,6 +125,7 @@ impl StreamParser {
                 out.push(line(LineKind::System, fit(text)));
             }
             Some("turn.completed") => {
+                self.stats.acted = true;
                 self.stats.turns += 1;
                 self.stats.ended = true;
                 // The run's verdict is its last turn's.
@@ -228,6 +229,10 @@ impl StreamParser {
             .str()
             .or_else(|| item.item_type.str())
             .unwrap_or_default();
+        // An `error` item is one of Codex's warnings, printed at start-up.
+        if kind != "error" {
+            self.stats.acted = true;
+        }
         match kind {
             "agent_message" | "assistant_message" | "plan" if completed => {
                 let text = item.text.str().unwrap_or_default();
@@ -472,6 +477,19 @@ fn argv(command: Option<&RawValue>) -> Vec<String> {
 }
 
 /// `Reconnecting... 2/5 (…)`: Codex retrying a dropped stream by itself.
+impl StreamParser {
+    /// A line of Codex's own log (stderr, in the same file): a call the
+    /// PreToolUse hook blocked appears only there (`ERROR
+    /// codex_core::tools::router: error=Command blocked by PreToolUse hook:
+    /// REASON. Command: …`), yet it is a tool call, and a failed one.
+    pub(super) fn codex_log_line(&mut self, line: &str) {
+        if line.contains("codex_core::tools") && line.contains("blocked by PreToolUse hook") {
+            self.count_tool("exec");
+            self.stats.tool_errors += 1;
+        }
+    }
+}
+
 fn is_reconnecting(message: &str) -> bool {
     message
         .trim_start()

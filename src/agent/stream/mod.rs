@@ -54,6 +54,10 @@ const AUTO_DETECT_LINES: u32 = 20;
 /// `{"id":…,"msg":{…}}` lines); a shorter stream is judged at its end.
 const UNRECOGNISED_FORMAT_LINES: u64 = 5;
 
+/// Why an agent that writes the JSON lines of Codex before 0.44 is stopped:
+/// its errors (a rejected key, a rate limit, a server error) cannot be read.
+const LEGACY_CODEX_NOTICE: &str = "the agent writes the JSON lines of Codex before 0.44 ({\"id\":…,\"msg\":{…}}), which clowder does not read: its errors (a rejected key, a rate limit, a server error) would go unseen — run Codex 0.44 or later";
+
 /// What the screen says, once, of a stream it cannot read.
 pub const UNRECOGNISED_FORMAT_NOTICE: &str = "⚠ clowder does not recognise this agent's output format: turns, tokens and cost are not counted";
 
@@ -161,6 +165,10 @@ pub struct SessionStats {
     /// The stream holds JSON objects but no event of a format clowder reads:
     /// nothing in it is counted (see [`UNRECOGNISED_FORMAT_NOTICE`]).
     pub unrecognised_format: bool,
+    /// The agent did something: a result, a tool call, or output past its
+    /// start-up lines (a model message, a Codex item other than a warning).
+    /// A session killed after its init line alone did nothing.
+    pub acted: bool,
 }
 
 /// One model's tokens in a session.
@@ -215,6 +223,9 @@ pub struct StreamParser {
     /// See [`StreamParser::watch_final_text`].
     watched: Option<String>,
     watched_in_final: bool,
+    /// The stream is in a format no agent clowder supports writes (Codex
+    /// before 0.44): why, for [`StreamParser::agent_error`].
+    unsupported: Option<&'static str>,
     /// Tool calls not yet taken, when recording (see [`StreamParser::record_tool_calls`]).
     tool_call_log: Option<Vec<ToolCallSig>>,
     /// Display lines are wanted (false: statistics only, see
@@ -236,11 +247,16 @@ struct ClaudeState {
     summed: Usage,
     /// One entry per `session_id` met in the file: a resumed session or a
     /// wrapper running `claude` several times writes several invocations to
-    /// one output file. Within one the largest report counts; different ones
-    /// add up.
+    /// one output file. A resumed session's cost and tokens are reported as
+    /// running totals, so within one `session_id` the largest report counts;
+    /// different ones add up.
     parts: Vec<Invocation>,
     /// Index in `parts` of the invocation being read.
     current: usize,
+    /// One entry per run of the agent (each starts with an `init` line): a
+    /// resumed session is a new run of the same `session_id`, whose turns
+    /// and duration are its own, added to the earlier runs'.
+    runs: Vec<Run>,
     /// tool_use ids already shown and counted.
     seen_tool_uses: HashSet<String>,
 }
@@ -251,19 +267,33 @@ struct Invocation {
     id: String,
     /// The model its init line named.
     main: Option<String>,
-    /// Assistant messages read.
-    messages: u64,
     /// Usage per model, from the assistant messages (subagents included).
     by_model: BTreeMap<String, Usage>,
     /// The largest usage a result line reported: the main model's only.
     result_usage: Option<Usage>,
     /// Usage per model as the result's `modelUsage` reported it.
     result_by_model: BTreeMap<String, Usage>,
-    result_turns: Option<u64>,
     cost: Option<f64>,
+}
+
+/// What one run of the agent (from its `init` line on) reported.
+#[derive(Debug, Default)]
+struct Run {
+    /// Its `init` line was read (lines before it belong to it too).
+    started: bool,
+    /// Assistant messages read.
+    messages: u64,
+    /// The largest `num_turns` its results reported.
+    result_turns: Option<u64>,
     duration_ms: Option<u64>,
     /// A result line was read.
     ended: bool,
+}
+
+impl Run {
+    fn turns(&self) -> u64 {
+        self.result_turns.unwrap_or(self.messages)
+    }
 }
 
 impl Invocation {
@@ -299,10 +329,6 @@ impl Invocation {
                     .fold(Usage::default(), Usage::plus)
             }),
         }
-    }
-
-    fn turns(&self) -> u64 {
-        self.result_turns.unwrap_or(self.messages)
     }
 }
 
@@ -363,6 +389,36 @@ impl ClaudeState {
         self.enter(None)
     }
 
+    /// The run being read.
+    fn run(&mut self) -> &mut Run {
+        if self.runs.is_empty() {
+            self.runs.push(Run::default());
+        }
+        let last = self.runs.len() - 1;
+        &mut self.runs[last]
+    }
+
+    /// An `init` line: the agent starts (again). True when it begins a run
+    /// after an earlier one.
+    fn start_run(&mut self) -> bool {
+        let run = self.run();
+        if !run.started {
+            run.started = true;
+            return false;
+        }
+        self.runs.push(Run {
+            started: true,
+            ..Run::default()
+        });
+        true
+    }
+
+    /// Whether the last run's result was read: an earlier run's does not
+    /// stand for one cut short.
+    fn ended(&self) -> bool {
+        self.runs.last().is_some_and(|run| run.ended)
+    }
+
     /// Per model, summed over the invocations.
     fn tokens_by_model(&self, main: Option<&str>) -> BTreeMap<String, ModelTokens> {
         // Nearly every file holds one invocation: nothing to add up.
@@ -394,11 +450,16 @@ impl ClaudeState {
     }
 
     fn turns(&self) -> u64 {
-        self.parts.iter().map(Invocation::turns).sum()
+        self.runs.iter().map(Run::turns).sum()
     }
 
-    /// Sum of the invocations' costs; unknown when none reported one.
+    /// Sum of the invocations' costs; unknown when none reported one, or
+    /// when the last run has not reported yet (a run cut short spent what
+    /// nobody knows).
     fn cost(&self) -> Option<f64> {
+        if !self.ended() {
+            return None;
+        }
         self.parts
             .iter()
             .filter_map(|p| p.cost)
@@ -406,7 +467,7 @@ impl ClaudeState {
     }
 
     fn duration_ms(&self) -> Option<u64> {
-        self.parts
+        self.runs
             .iter()
             .filter_map(|p| p.duration_ms)
             .fold(None, |sum, d| Some(sum.unwrap_or(0u64).saturating_add(d)))
@@ -497,6 +558,7 @@ impl StreamParser {
             codex: CodexState::default(),
             watched: None,
             watched_in_final: false,
+            unsupported: None,
             tool_call_log: None,
             render: true,
             classifier: None,
@@ -531,6 +593,22 @@ impl StreamParser {
     /// (`None` unless [`StreamParser::classify_with`] was called).
     pub fn agent_retrying(&self) -> Option<crate::agent::Retrying> {
         self.classifier.as_ref().and_then(Scanner::retrying)
+    }
+
+    /// Why the agent cannot work (it cannot authenticate or pay), once its
+    /// lines read so far say so (`None` unless [`StreamParser::classify_with`]
+    /// was called): retrying will not help.
+    pub fn agent_error(&self) -> Option<&str> {
+        self.classifier
+            .as_ref()
+            .and_then(Scanner::fatal)
+            .or(self.unsupported)
+    }
+
+    /// Why the agent is not one clowder can run: its output is in the
+    /// format of Codex before 0.44.
+    pub fn unsupported(&self) -> Option<&'static str> {
+        self.unsupported
     }
 
     /// The classification of everything fed, after [`StreamParser::finish`];
@@ -635,6 +713,18 @@ impl StreamParser {
         &self.stats
     }
 
+    /// Whether the agent did something ([`SessionStats::acted`]), when the
+    /// stream can tell: `None` for text, for a format clowder does not read,
+    /// and for a stream with no event of its format.
+    pub fn acted(&self) -> Option<bool> {
+        let structured = matches!(
+            self.format,
+            AgentFormat::ClaudeStreamJson | AgentFormat::CodexJson
+        );
+        (structured && self.known_objects > 0 && !self.stats.unrecognised_format)
+            .then_some(self.stats.acted)
+    }
+
     /// Auto resolves on the first JSON object line (Claude: has "type" among system/assistant/user/result/rate_limit_event...; Codex: type like "thread.started"/"turn.started"/"item.*"); a stream with no JSON object in its first 20 non-empty lines is Text.
     ///
     /// A JSON object whose `type` belongs to neither format does not resolve
@@ -726,6 +816,9 @@ impl StreamParser {
     fn plain_line(&mut self, line: &str, out: &mut Vec<Rendered>) {
         out.push(plain(line));
         self.text_lines += 1;
+        if self.format == AgentFormat::CodexJson {
+            self.codex_log_line(line);
+        }
         if self.format == AgentFormat::Auto
             && self.auto_lines >= AUTO_DETECT_LINES
             && !self.auto_saw_object
@@ -772,6 +865,9 @@ impl StreamParser {
             let event = (decoder.decode)(self, object, out);
             if let Ok(event) = &event {
                 let known = event.kind.str().is_some_and(decoder.owns);
+                if event.kind.str().is_none() {
+                    self.note_legacy_codex(object);
+                }
                 self.note_object(known, out);
             }
             return event;
@@ -779,6 +875,9 @@ impl StreamParser {
         // `Auto`: the event's `type` tells the format.
         let event = serde_json::from_str::<Signals<'t>>(object)?;
         self.auto_saw_object = true;
+        if event.kind.str().is_none() {
+            self.note_legacy_codex(object);
+        }
         let owner = event
             .kind
             .str()
@@ -801,6 +900,36 @@ impl StreamParser {
             return None;
         }
         Some(Detail::text(text.into_owned(), complete && !self.line_cut))
+    }
+}
+
+/// A line of Codex before 0.44: `{"id":"1","msg":{"type":"task_started"}}`.
+#[derive(serde::Deserialize)]
+struct LegacyCodexLine<'a> {
+    #[serde(borrow)]
+    #[allow(dead_code)]
+    id: &'a RawValue,
+    #[serde(borrow)]
+    msg: LegacyCodexMsg<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct LegacyCodexMsg<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+impl StreamParser {
+    /// An object without `type` in the shape of Codex before 0.44 marks the
+    /// agent as unsupported.
+    fn note_legacy_codex(&mut self, object: &str) {
+        if self.unsupported.is_some() || self.known_objects > 0 {
+            return;
+        }
+        if serde_json::from_str::<LegacyCodexLine<'_>>(object).is_ok_and(|l| !l.msg.kind.is_empty())
+        {
+            self.unsupported = Some(LEGACY_CODEX_NOTICE);
+        }
     }
 }
 

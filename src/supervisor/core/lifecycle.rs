@@ -419,6 +419,27 @@ impl Core {
         }
     }
 
+    /// The agent cannot work: its session ends now, not after its own
+    /// retries; the session's analysis then ends the loop.
+    pub(super) fn on_agent_error(&mut self, global: u64, reason: String, out: &mut Vec<Effect>) {
+        let iteration = self.iteration();
+        let Phase::Running(session) = &mut self.phase else {
+            return;
+        };
+        if session.global != global || session.kill.is_some() {
+            return;
+        }
+        session.retrying = None;
+        log(
+            out,
+            Level::Error,
+            format!(
+                "iteration={iteration} global={global} {reason} (the session ends now: retrying will not help)"
+            ),
+        );
+        self.kill_session(KillReason::AgentError, out);
+    }
+
     pub(super) fn on_post_hooks(
         &mut self,
         now: Now,

@@ -26,10 +26,12 @@ impl Verdict {
             && !rate_limited
             && findings.transient_error.is_some();
         let stopped = rate_limited || transient_error;
+        // Bytes alone do not show work: Claude Code's init line is longer
+        // than `min_output_bytes`, and a hung agent writes nothing else.
         let empty = agent_error.is_none()
             && !out_of_space
             && !stopped
-            && findings.output_bytes < min_output_bytes;
+            && (findings.output_bytes < min_output_bytes || findings.acted == Some(false));
         let productive = agent_error.is_none() && !out_of_space && !stopped && !empty;
         Verdict {
             agent_error,
@@ -74,8 +76,12 @@ impl Core {
         let exit_code = session.exit_code.unwrap_or(-1);
         self.guard_late_output(iteration, &mut session, &findings, out);
         let verdict = Verdict::judge(&findings, self.settings.min_output_bytes);
-        let will_retry_empty =
-            verdict.empty && self.empty_retries_this_iteration < self.settings.max_empty_retries;
+        // A person who killed the session wants the loop to move on, not the
+        // same session again.
+        let killed_by_you = matches!(session.kill, Some(KillReason::User));
+        let will_retry_empty = verdict.empty
+            && !killed_by_you
+            && self.empty_retries_this_iteration < self.settings.max_empty_retries;
         let stats = self.count_session(iteration, &session, &findings, exit_code, out);
         self.report_session_complete(iteration, &session, &findings, &verdict, &stats, out);
         self.last_session_stats = Some(stats.clone());
@@ -360,29 +366,19 @@ impl Core {
         out: &mut Vec<Effect>,
     ) {
         if !will_retry {
-            self.counters.empty_iterations += 1;
-            log(
-                out,
-                Level::Warn,
-                format!(
-                    "iteration={iteration} global={} empty after {} retries, moving on",
-                    session.global, self.settings.max_empty_retries
-                ),
-            );
-            self.complete_iteration(now, out);
+            self.move_on_from_empty(now, iteration, session, out);
             return;
         }
         self.empty_retries_this_iteration += 1;
         self.counters.empty_retries += 1;
         let retry = self.empty_retries_this_iteration;
+        let why = self.why_empty(findings);
         log(
             out,
             Level::Warn,
             format!(
-                "iteration={iteration} global={} status=retrying output={} bytes < {}: empty session, retry {retry}/{} in {:.1}s",
+                "iteration={iteration} global={} status=retrying {why}: empty session, retry {retry}/{} in {:.1}s",
                 session.global,
-                findings.output_bytes,
-                self.settings.min_output_bytes,
                 self.settings.max_empty_retries,
                 self.settings.retry_delay.as_secs_f64()
             ),
@@ -399,6 +395,46 @@ impl Core {
             return;
         }
         self.wait(now, WaitKind::Retry, self.settings.retry_delay, out);
+    }
+
+    /// The iteration ends without a productive session.
+    fn move_on_from_empty(
+        &mut self,
+        now: Now,
+        iteration: u64,
+        session: &Session,
+        out: &mut Vec<Effect>,
+    ) {
+        self.counters.empty_iterations += 1;
+        let why = if session.kill == Some(KillReason::User) {
+            "empty and killed by you".to_owned()
+        } else {
+            format!("empty after {} retries", self.settings.max_empty_retries)
+        };
+        log(
+            out,
+            Level::Warn,
+            format!(
+                "iteration={iteration} global={} {why}, moving on",
+                session.global
+            ),
+        );
+        self.complete_iteration(now, out);
+    }
+
+    /// What made a session empty, for its log line.
+    fn why_empty(&self, findings: &SessionFindings) -> String {
+        if findings.output_bytes < self.settings.min_output_bytes {
+            format!(
+                "output={} bytes < {}",
+                findings.output_bytes, self.settings.min_output_bytes
+            )
+        } else {
+            format!(
+                "output={} bytes, nothing past the agent's start-up lines (no message, tool call or result)",
+                findings.output_bytes
+            )
+        }
     }
 
     /// A productive session counts, and its post-session hooks run.

@@ -49,6 +49,7 @@ impl Runtime {
             Internal::Retrying { global, retrying } => {
                 Some(Input::AgentRetrying { global, retrying })
             }
+            Internal::AgentError { global, reason } => Some(Input::AgentError { global, reason }),
             Internal::Core(input) => Some(self.on_core_input(input)),
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {
@@ -229,6 +230,7 @@ impl Runtime {
                 }),
                 stats: summary(&analysis.stats),
                 promise_kept: analysis.promise_kept,
+                acted: analysis.acted,
                 transient_error: scan.transient_error.map(|found| found.reason),
                 agent_error: scan.fatal_error,
                 new_calls: analysis.new_calls,

@@ -178,6 +178,7 @@ impl Runtime {
                 Report::Grew => Internal::OutputWritten,
                 Report::Progress(progress) => Internal::Progress { global, progress },
                 Report::Retrying(retrying) => Internal::Retrying { global, retrying },
+                Report::AgentError(reason) => Internal::AgentError { global, reason },
                 Report::Shown { lines, stats } => {
                     if let Some(tap) = &tap {
                         let file = file.clone();

@@ -121,6 +121,13 @@ impl Tmux {
         self.wait_until_shows(&what, |screen| screen.contains(what))
     }
 
+    /// Waits until the screen no longer shows `what`; returns it. A key sent
+    /// right after Escape could reach the room in the same read, where the two
+    /// bytes are one Alt-key: wait for Escape's effect before the next key.
+    pub fn wait_gone(&self, what: &str) -> String {
+        self.wait_until_shows(&format!("no {what:?}"), |screen| !screen.contains(what))
+    }
+
     /// Waits until the screen shows every one of `what` at once; returns it.
     pub fn wait_for_all(&self, what: &[&str]) -> String {
         self.wait_until_shows(&what, |screen| what.iter().all(|w| screen.contains(w)))

@@ -70,12 +70,13 @@ fn invocations_add_up_and_reports_within_one_take_the_largest() {
     let bytes = transcript("claude_two_invocations.jsonl");
     let (_, parser) = run(AgentFormat::Auto, &bytes);
     let stats = parser.stats();
-    // aaaa…: two results of one session_id, the larger (2 turns, $0.15,
-    // 15 in, 150 out, 2.5 s); bbbb…: 2 turns, $0.30, 21 in, 210 out, 4 s.
-    assert_eq!(stats.turns, 4);
+    // aaaa…: two runs of one session_id, cost and tokens running totals (the
+    // larger: $0.15, 15 in, 150 out), turns and duration each run's own
+    // (1 + 2 turns, 1 + 2.5 s); bbbb…: 2 turns, $0.30, 21 in, 210 out, 4 s.
+    assert_eq!(stats.turns, 5);
     assert!((stats.cost_usd.unwrap() - 0.45).abs() < 1e-9, "{stats:?}");
     assert_eq!((stats.input_tokens, stats.output_tokens), (36, 360));
-    assert_eq!(stats.duration_ms, Some(6500));
+    assert_eq!(stats.duration_ms, Some(7500));
     let sonnet = stats.tokens_by_model["claude-sonnet-4-5-20250929"];
     assert_eq!((sonnet.input, sonnet.output), (36, 360));
     assert!(stats.ended);
@@ -85,8 +86,40 @@ fn invocations_add_up_and_reports_within_one_take_the_largest() {
         parser.feed(chunk);
     }
     parser.finish();
-    assert_eq!(parser.stats().turns, 4);
+    assert_eq!(parser.stats().turns, 5);
     assert_eq!(parser.stats().input_tokens, 36);
+}
+
+#[test]
+fn a_resumed_sessions_turns_and_duration_add_up_and_its_cost_is_the_running_total() {
+    let bytes = transcript("claude_resumed.jsonl");
+    let (_, parser) = run(AgentFormat::Auto, &bytes);
+    let stats = parser.stats();
+    // Two runs of one session_id, 2 turns each (4 distinct messages).
+    assert_eq!(stats.turns, 4);
+    assert_eq!(stats.duration_ms, Some(2500));
+    assert_eq!(stats.cost_usd, Some(0.25));
+    assert_eq!((stats.input_tokens, stats.output_tokens), (40, 200));
+    assert_eq!(stats.tool_calls, 2);
+    assert!(stats.ended);
+    assert_eq!(stats.result_subtype.as_deref(), Some("success"));
+}
+
+#[test]
+fn the_last_run_decides_when_it_was_cut_short() {
+    let text = String::from_utf8(transcript("claude_resumed.jsonl")).unwrap();
+    // The second run's init and first message, no result.
+    let cut: String = text.lines().take(7).map(|l| format!("{l}\n")).collect();
+    let mut parser = StreamParser::statistics_only(AgentFormat::Auto);
+    parser.watch_final_text("Tests pass");
+    parser.feed(cut.as_bytes());
+    parser.finish();
+    let stats = parser.stats();
+    assert!(!stats.ended, "{stats:?}");
+    assert_eq!(stats.result_subtype, None, "{stats:?}");
+    assert_eq!(stats.result_is_error, None, "{stats:?}");
+    assert_eq!(stats.cost_usd, None, "{stats:?}");
+    assert!(!parser.final_text_has_watched());
 }
 
 #[test]
@@ -98,9 +131,11 @@ fn a_later_invocation_without_its_result_leaves_the_figures_unknown() {
     let (_, parser) = run_auto(&cut);
     let stats = parser.stats();
     assert!(!stats.ended, "{stats:?}");
-    // What is known so far: the first session's result and the second's messages.
+    // What is known so far: the first session's result and the second's
+    // messages; the cost of a run cut short is not known.
     assert_eq!(stats.input_tokens, 15 + 21);
-    assert_eq!(stats.cost_usd, Some(0.15));
+    assert_eq!(stats.cost_usd, None);
+    assert_eq!(stats.result_subtype, None);
 }
 
 #[test]
