@@ -51,6 +51,8 @@ run "$waiters waiting asks: idle CPU and decision latency" \
 run "stream-json parse throughput against jq" bash "$benches/parse.sh"
 run "a fleet of lanes, headless" bash "$benches/fleet.sh"
 run "plan check on a long chain" bash "$benches/plan_check.sh"
+run "the gate's decision time, and gate eval over 2,000 calls" \
+  python3 "$benches/gate.py" "$([ -n "${QUICK:-}" ] && echo 50 || echo 300)"
 run "one room attached to many hosts (simulated), and a real host's socket" \
   python3 "$benches/hosts.py" idle busy keys restart real scale
 if command -v "${CHROMEDRIVER:-chromedriver}" > /dev/null && [ -x "${CHROMIUM:-/usr/bin/chromium}" ]; then
