@@ -172,7 +172,7 @@ pub fn run(
                 &outcome.snapshot,
                 secs,
             ));
-            outcome.reason.exit_code()
+            outcome.reason.exit_code_after(&outcome.snapshot)
         }
         Err(err) => {
             eprintln!("clowder: error: {err}");
