@@ -27,6 +27,7 @@ pub mod codex_hook;
 pub mod commands;
 mod events;
 mod formats;
+pub mod handed;
 pub mod host_rules;
 pub mod patch;
 pub mod policy;

@@ -248,6 +248,9 @@ pub struct Runtime {
     notes_in_prompt: Vec<crate::store::notes::Note>,
     /// Unreadable note files already reported.
     note_problems: std::collections::HashSet<String>,
+    /// The gate handed to the agent on its command line (see
+    /// [`crate::approvals::handed`]).
+    gate: crate::approvals::handed::Handover,
 }
 
 impl Runtime {

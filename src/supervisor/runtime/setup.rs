@@ -38,7 +38,12 @@ impl Runtime {
         let settings = settings_for(&config, lane.as_ref());
         let machinery = Machinery::new(lane.as_ref(), &cwd, &settings, reporter.as_mut());
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
-        core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
+        let gate = crate::approvals::handed::handover(&config.agent, &cwd);
+        // A single loop's start says so on stderr (see `cli`); a lane's, here.
+        if let (Some(why), Some(_)) = (&gate.ungated, &lane) {
+            reporter.log(Utc::now(), Level::Warn, &format!("ungated: {why}"));
+        }
+        core.set_ungated(gate.ungated.clone());
         if lane.is_some()
             && let Some(earlier) = unfinished_run(&files.status_path)
         {
@@ -53,6 +58,7 @@ impl Runtime {
             reporter,
             core,
             snapshots,
+            gate,
         };
         Ok((Runtime::assemble(parts, files, machinery), snapshot_rx))
     }
@@ -100,6 +106,7 @@ impl Runtime {
             hangup_to_the_room: false,
             notes_in_prompt: Vec::new(),
             note_problems: std::collections::HashSet::new(),
+            gate: parts.gate,
         }
     }
 }
@@ -112,6 +119,7 @@ struct Parts {
     reporter: Box<dyn Reporter>,
     core: Core,
     snapshots: watch::Sender<Arc<Snapshot>>,
+    gate: crate::approvals::handed::Handover,
 }
 
 /// Where a loop's files live: the working directory, or a lane's own folder.
