@@ -75,7 +75,7 @@ fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bo
     let ungated = snapshot
         .ungated
         .as_ref()
-        .map(|why| format!(" approvals=UNGATED ({why})"))
+        .map(|why| format!(" approvals=UNGATED — {why}"))
         .unwrap_or_default();
     format!(
         "lane={name} state={}{exit} iteration={}/{} global={}{ended}{ungated}",
