@@ -2,8 +2,8 @@
 //! Code and Codex against the local model servers: a lane added after `clowder
 //! init` (whose worktree has none of init's hook files) is gated, and an agent
 //! that edits the hook out of its worktree's settings is gated at its next
-//! session all the same. A Codex without hooks says UNGATED in `clowder lanes`
-//! and `--status`.
+//! session all the same, in a lane as in the single loop. A Codex without
+//! hooks says UNGATED in `clowder lanes` and `--status`.
 
 use crate::common;
 use crate::model_server;
@@ -73,15 +73,20 @@ fn add_lane(project: &Project, iterations: &str) {
     assert!(add.status.success(), "{}", stderr_of(&add));
 }
 
-/// The pending request of lane `api` whose subject mentions `word`: its id.
+/// The pending request whose subject mentions `word` (of lane `api`, when the
+/// project has lanes): its id.
 fn pending_with(project: &Project, word: &str) -> Option<String> {
+    let of_lane = project.path(".clowder/fleet.json").exists();
     let mut id = None;
     wait_until(Duration::from_secs(120), || {
         let listed = project.run(&["queue", "--json"]);
         let requests: Vec<Value> = serde_json::from_slice(&listed.stdout).unwrap_or_default();
         id = requests
             .iter()
-            .find(|r| r["lane"] == "api" && r["subject"].as_str().is_some_and(|s| s.contains(word)))
+            .find(|r| {
+                (!of_lane || r["lane"] == "api")
+                    && r["subject"].as_str().is_some_and(|s| s.contains(word))
+            })
             .and_then(|r| r["id"].as_str().map(str::to_string));
         id.is_some()
     });
@@ -175,6 +180,16 @@ fn edit_away(cli: Cli) -> &'static str {
 }
 
 fn an_agent_that_edits_its_hook_away_is_gated_at_its_next_session(cli: Cli) {
+    edits_its_hook_away(cli, true);
+}
+
+fn a_single_loop_agent_that_edits_its_hook_away_is_gated_at_its_next_session(cli: Cli) {
+    edits_its_hook_away(cli, false);
+}
+
+/// The agent's first session takes the gate out of its settings file (the
+/// edit approved), its second asks again: in a lane, or in the single loop.
+fn edits_its_hook_away(cli: Cli, in_a_lane: bool) {
     if !has_hooks(cli) || !cli.installed() {
         // Without hooks nothing is gated: `a_lane_added_after_init_is_gated` shows it says so.
         return;
@@ -187,14 +202,18 @@ fn an_agent_that_edits_its_hook_away_is_gated_at_its_next_session(cli: Cli) {
         Reply::Text("Done.".into()),
     ]);
     let project = project_after_init(cli);
-    // Committed, so the lane's worktree has init's hook too.
-    common::git::git_in(project.root(), &["add", "-f", hook_file(cli)]);
-    common::git::git_in(project.root(), &["commit", "--quiet", "-m", "hook"]);
-    add_lane(&project, "2");
-    let worktree = project.path(".clowder/worktrees/api");
+    let (worktree, run) = if in_a_lane {
+        // Committed, so the lane's worktree has init's hook too.
+        common::git::git_in(project.root(), &["add", "-f", hook_file(cli)]);
+        common::git::git_in(project.root(), &["commit", "--quiet", "-m", "hook"]);
+        add_lane(&project, "2");
+        (project.path(".clowder/worktrees/api"), vec!["--headless"])
+    } else {
+        (project.root().to_path_buf(), vec!["--headless", "2"])
+    };
     let settings = worktree.join(hook_file(cli));
-    assert!(settings.exists(), "committed, in the worktree");
-    let child = real_agents::clowder(cli, &server, &project, &["--headless"])
+    assert!(settings.exists(), "in the agent's folder");
+    let child = real_agents::clowder(cli, &server, &project, &run)
         .spawn()
         .expect("spawn clowder");
 
@@ -235,6 +254,7 @@ mod claude {
         Claude, CLAUDE_VERSIONS:
         a_lane_added_after_init_is_gated,
         an_agent_that_edits_its_hook_away_is_gated_at_its_next_session,
+        a_single_loop_agent_that_edits_its_hook_away_is_gated_at_its_next_session,
     );
 }
 
@@ -244,5 +264,6 @@ mod codex {
         Codex, CODEX_VERSIONS:
         a_lane_added_after_init_is_gated,
         an_agent_that_edits_its_hook_away_is_gated_at_its_next_session,
+        a_single_loop_agent_that_edits_its_hook_away_is_gated_at_its_next_session,
     );
 }
