@@ -283,27 +283,11 @@ fn files_hold(dir: &Path, text: &str) -> bool {
 }
 
 /// A lane whose agent runs without the gate (here a Codex without hooks) says
-/// why in the page's state, which the page shows as UNGATED on its row.
+/// why in the page's state (tests/it/web_browser.rs sees the row say it).
 #[test]
 fn an_ungated_lane_says_why_on_the_page() {
     let fleet = HostFleet::new(&["a"], 1);
-    let codex = fleet.out_dir().join("codex");
-    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
-    std::fs::write(
-        &codex,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex-cli 0.101.0'; exit 0; fi\nexec sh {:?} \"$@\"\n",
-            agent.display().to_string()
-        ),
-    )
-    .expect("write codex");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let config = format!(
-        "[agent]\ncommand = {:?}\nargs = [\"exec\"]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n",
-        codex.display().to_string()
-    );
-    std::fs::write(fleet.root().join("harness.toml"), config).expect("write harness.toml");
+    fleet.with_codex_without_hooks();
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
     let state = wait_for_state(&page, "lane a ungated", |state| {
