@@ -8,7 +8,7 @@
 //! trust (reviewed once in `/hooks`), or `--dangerously-bypass-hook-trust` on
 //! the `codex exec` line. Codex before 0.124 has no hooks at all.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The project file the entry goes in.
 pub const CONFIG: &str = ".codex/config.toml";
@@ -179,6 +179,56 @@ fn commands_in(item: Option<&toml_edit::Item>) -> Vec<String> {
         );
     }
     commands
+}
+
+/// Whether the Codex config folder `folder` (a project's `.codex`, or the
+/// user's Codex home) registers `clowder gate` as a PreToolUse hook, in its
+/// `config.toml` or its `hooks.json`.
+pub(crate) fn folder_registers(folder: &Path) -> bool {
+    let in_toml = read_toml(&folder.join("config.toml")).is_some_and(|doc| {
+        let pre = doc.get("hooks").and_then(|h| h.get("PreToolUse"));
+        commands_in(pre).iter().any(|c| runs_gate(c))
+    });
+    in_toml || json_registers(&folder.join("hooks.json"))
+}
+
+fn read_toml(path: &Path) -> Option<toml_edit::DocumentMut> {
+    crate::store::small_file::read_to_string(path)
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Whether the JSON hooks file at `path` (Codex's `hooks.json`, Claude Code's
+/// `settings.json`: the same shape) registers `clowder gate` as a PreToolUse hook.
+pub(crate) fn json_registers(path: &Path) -> bool {
+    let Ok(text) = crate::store::small_file::read_to_string(path) else {
+        return false;
+    };
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    let groups = json["hooks"]["PreToolUse"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    groups.iter().any(|group| {
+        group["hooks"].as_array().is_some_and(|handlers| {
+            handlers
+                .iter()
+                .any(|h| h["command"].as_str().is_some_and(runs_gate))
+        })
+    })
+}
+
+/// The user's Codex home: `$CODEX_HOME`, else `~/.codex`.
+pub(crate) fn codex_home() -> Option<PathBuf> {
+    match std::env::var_os("CODEX_HOME") {
+        Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
+        _ => std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .map(|h| PathBuf::from(h).join(".codex")),
+    }
 }
 
 /// The first Codex release that runs PreToolUse hooks.

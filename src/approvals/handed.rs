@@ -78,20 +78,65 @@ fn recognise(agent: &AgentConfig) -> Option<Known> {
     is_claude_package.then_some(Known::Claude(1))
 }
 
-/// What the loop whose agent is `agent`, run in `project`, hands it. An agent
-/// that is neither Claude Code nor Codex gets nothing and is not called ungated:
-/// whether it asks the gate is its own business.
+/// What the loop whose agent is `agent`, in the project `project` (a fleet's
+/// root, for its lanes), hands it. The gate is handed once the project asks for
+/// it: `clowder gate` registered as a PreToolUse hook in the project's or the
+/// user's settings for that agent (`clowder init` writes it). An agent that is
+/// neither Claude Code nor Codex gets nothing and is not called ungated: whether
+/// it asks the gate is its own business.
 pub fn handover(agent: &AgentConfig, project: &Path) -> Handover {
     let Some(known) = recognise(agent) else {
         return Handover::default();
     };
+    if known == Known::Codex
+        && let Some(version) = codex_hook::version_without_hooks(&agent.command.0, project)
+    {
+        return Handover::ungated(format!(
+            "Codex {version} runs no hooks (they came in 0.124): its tool calls are not gated"
+        ));
+    }
+    if let Some(why) = not_opted_in(known, project) {
+        return Handover::ungated(why);
+    }
     let command = match codex_hook::gate_command() {
         Ok(command) => format!("{command} {HANDED_FLAG}"),
         Err(err) => return Handover::ungated(format!("cannot hand the agent its gate: {err}")),
     };
     match known {
         Known::Claude(at) => claude(agent, at, &command),
-        Known::Codex => codex(agent, project, &command),
+        Known::Codex => codex(agent, &command),
+    }
+}
+
+/// Why the project has not asked for the gate, when it has not.
+fn not_opted_in(known: Known, project: &Path) -> Option<String> {
+    match known {
+        Known::Claude(_) => {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+            let user = home.map(|h| Path::new(&h).join(claude_hook::CLAUDE_SETTINGS));
+            let files = [
+                Some(project.join(claude_hook::CLAUDE_SETTINGS)),
+                Some(project.join(".claude/settings.local.json")),
+                user,
+            ];
+            let asked = files
+                .iter()
+                .flatten()
+                .any(|file| codex_hook::json_registers(file));
+            (!asked).then(|| format!(
+                "no `clowder gate` PreToolUse hook is registered for Claude Code ({}); run `clowder init --claude-hook --write`",
+                claude_hook::CLAUDE_SETTINGS
+            ))
+        }
+        Known::Codex => {
+            let in_user =
+                codex_hook::codex_home().is_some_and(|h| codex_hook::folder_registers(&h));
+            let asked = in_user || codex_hook::folder_registers(&project.join(".codex"));
+            (!asked).then(|| format!(
+                "no `clowder gate` PreToolUse hook is registered for Codex ({}); run `clowder init --codex-hook --write`",
+                codex_hook::CONFIG
+            ))
+        }
     }
 }
 
@@ -141,12 +186,7 @@ pub fn claude_settings(command: &str) -> String {
 
 /// Codex gets the hook as a `-c` override (which no project trust gates), and
 /// the flag that runs it unreviewed, right after `exec`.
-fn codex(agent: &AgentConfig, project: &Path, command: &str) -> Handover {
-    if let Some(version) = codex_hook::version_without_hooks(&agent.command.0, project) {
-        return Handover::ungated(format!(
-            "Codex {version} runs no hooks (they came in 0.124): its tool calls are not gated"
-        ));
-    }
+fn codex(agent: &AgentConfig, command: &str) -> Handover {
     let Some(exec) = agent.args.iter().position(|a| a == "exec" || a == "e") else {
         return Handover::ungated(
             "[agent] args run no `codex exec`, and clowder hands the gate only to `codex exec`"
@@ -202,7 +242,12 @@ mod tests {
 
     #[test]
     fn claude_gets_its_settings_first_and_other_agents_nothing() {
-        let here = Path::new(".");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let here = dir.path();
+        let unasked = handover(&agent("/usr/bin/claude", &["-p", "{prompt}"]), here);
+        assert!(unasked.args.is_empty() && unasked.ungated.is_some());
+        let settings = here.join(claude_hook::CLAUDE_SETTINGS);
+        claude_hook::merge_hook(&settings, "/x/clowder gate").expect("hook written");
         let handed = handover(&agent("/usr/bin/claude", &["-p", "{prompt}"]), here);
         assert_eq!(handed.at, 0);
         assert_eq!(handed.args[0], "--settings");
@@ -231,6 +276,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         // No such program: its version says nothing, so it is taken to run hooks.
         let codex = dir.path().join("codex");
+        codex_hook::merge(&dir.path().join(codex_hook::CONFIG), "/x/clowder gate")
+            .expect("hook written");
         let handed = handover(
             &agent(
                 &codex.display().to_string(),

@@ -86,9 +86,13 @@ fn summary(agent: Agent, hook_file: &str, command: &str, exclude: Option<&Path>)
     if let Some(exclude) = exclude {
         println!("clowder: {STATE_DIR}/ is listed in {}", exclude.display());
     }
+    println!(
+        "clowder: each loop and lane also hands {} this hook on its command line, so an agent cannot edit it away",
+        agent.program()
+    );
     if agent == Agent::Codex {
         println!(
-            "clowder: Codex runs the hook only in a project it trusts: `codex exec --trust` once"
+            "clowder: Codex run by hand runs the hook only in a project it trusts: `codex exec --trust` once"
         );
     }
     println!("next: edit PROMPT.md, then run `clowder` (or `clowder --headless 5`)");

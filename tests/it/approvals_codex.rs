@@ -286,6 +286,7 @@ fn run_in(project: &Project, home: &tempfile::TempDir, args: &[&str]) -> Output 
     let child = project
         .command(args)
         .env("CODEX_HOME", home.path())
+        .env("HOME", home.path())
         .spawn()
         .expect("spawn clowder");
     wait_with_deadline(child, DEADLINE)
@@ -321,9 +322,16 @@ fn sessions_args(project: &Project) -> Vec<Vec<String>> {
 }
 
 #[test]
-fn a_codex_loop_is_handed_its_gate_whatever_its_files_say() {
-    // No hook anywhere, no trust: the loop hands Codex the hook itself.
+fn a_codex_loop_whose_project_asks_for_the_gate_is_handed_it() {
+    // No hook anywhere: the project did not ask for the gate, and is told so.
     let (project, home) = codex_project(&["exec"]);
+    let why = ungated(&project, &home).expect("no hook: ungated");
+    assert!(why.contains("clowder init --codex-hook --write"), "{why}");
+    // The hook written, in a project Codex does not trust and with no hook
+    // trust: the loop hands Codex the hook itself, past both.
+    let init = run_in(&project, &home, &["init", "--codex-hook", "--write"]);
+    assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
+    std::fs::remove_file(project.path("args.txt")).ok();
     let output = project
         .command(&["--headless", "1"])
         .env("CODEX_HOME", home.path())
@@ -369,8 +377,13 @@ fn a_codex_loop_is_handed_its_gate_whatever_its_files_say() {
 
 #[test]
 fn a_claude_loop_is_handed_its_settings_and_other_agents_nothing() {
-    // The fake agent is named `claude`.
+    // The fake agent is named `claude`. Without the hook, it is said ungated.
     let project = Project::new(&fast_config(&["normal"], ""));
+    let home = tempfile::tempdir().expect("home");
+    let why = ungated(&project, &home).expect("no hook: ungated");
+    assert!(why.contains("clowder init --claude-hook --write"), "{why}");
+    let init = project.run(&["init", "--claude-hook", "--write"]);
+    assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
     let output = project
         .command(&["--headless", "1"])
         .env("FAKE_AGENT_ARGSFILE", project.path("args.txt"))

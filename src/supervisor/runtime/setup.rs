@@ -38,7 +38,10 @@ impl Runtime {
         let settings = settings_for(&config, lane.as_ref());
         let machinery = Machinery::new(lane.as_ref(), &cwd, &settings, reporter.as_mut());
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
-        let gate = crate::approvals::handed::handover(&config.agent, &cwd);
+        let project = lane
+            .as_ref()
+            .map_or(cwd.as_path(), |l| l.gate_project.as_path());
+        let gate = crate::approvals::handed::handover(&config.agent, project);
         // A single loop's start says so on stderr (see `cli`); a lane's, here.
         if let (Some(why), Some(_)) = (&gate.ungated, &lane) {
             reporter.log(Utc::now(), Level::Warn, &format!("ungated: {why}"));
