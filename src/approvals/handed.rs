@@ -3,6 +3,8 @@
 //! overrides. A hook written in a file of the agent's folder may be missing (a
 //! lane's worktree is made from HEAD, and `.claude/settings.json` is seldom
 //! committed) or edited away by the agent itself; the command line is neither.
+//! The gate is handed once the project asks for it: a `clowder gate` hook
+//! registered in its (for lanes: the fleet root's) or the user's settings.
 //!
 //! A hook registered in a settings file as well would run the gate twice, and a
 //! person would be asked twice. So the agent's environment says that the loop
