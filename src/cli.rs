@@ -305,7 +305,7 @@ pub fn run(args: Args) -> i32 {
     if args.dry_run {
         return 0;
     }
-    if let Some(why) = crate::approvals::codex_hook::ungated(&config.agent, &cwd) {
+    if let Some(why) = crate::approvals::handed::handover(&config.agent, &cwd).ungated {
         eprintln!("clowder: warning: ungated: {why}");
     }
 

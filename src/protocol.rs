@@ -324,7 +324,7 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tool_calls_per_session: Option<u64>,
     /// Why the agent's tool calls do not reach the approval gate, when they
-    /// cannot (a Codex agent with no `clowder gate` hook).
+    /// cannot (a Codex without hooks, a Claude Code run with `--bare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ungated: Option<String>,
 }

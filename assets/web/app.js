@@ -203,7 +203,7 @@
     const row = el("div", "lane");
     row.dataset.lane = name;
     const facts = el("div", "facts");
-    facts.append(el("span", "iteration"), el("span", "idle"), el("span", "cost"), el("span", "ahead"), el("span", "pending"));
+    facts.append(el("span", "iteration"), el("span", "idle"), el("span", "cost"), el("span", "ahead"), el("span", "pending"), el("span", "ungated"));
     row.append(el("span", "glyph"), el("span", "name", name), el("span", "state"), facts);
     row.addEventListener("click", () => showLane(name));
     return row;
@@ -227,6 +227,9 @@
     set(".cost", lane.cost_usd === null || lane.cost_usd === undefined ? "" : `$${Number(lane.cost_usd).toFixed(2)}`);
     set(".ahead", lane.ahead ? `${lane.ahead} ahead` : "");
     set(".pending", lane.pending ? `${lane.pending} waiting` : "");
+    // Its tool calls reach no gate: said on the row, the reason on hover.
+    set(".ungated", lane.ungated ? "UNGATED" : "");
+    row.querySelector(".ungated").title = lane.ungated || "";
   }
 
   function idleText(lane) {

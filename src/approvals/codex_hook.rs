@@ -1,7 +1,7 @@
 //! Codex's PreToolUse hook: the `[[hooks.PreToolUse]]` entry that sends Codex's
 //! shell commands and file edits (`apply_patch`) through `clowder gate`, merged
-//! into the project's `.codex/config.toml`; and whether a Codex loop would run
-//! without it (ungated).
+//! into the project's `.codex/config.toml`, and which Codex runs hooks at all.
+//! A loop hands its Codex the same entry itself (see [`super::handed`]).
 //!
 //! Codex (0.124 and later) sends the same PreToolUse JSON as Claude Code and
 //! reads the same answer. It runs a hook only once the hook is trusted: saved
@@ -184,7 +184,7 @@ fn commands_in(item: Option<&toml_edit::Item>) -> Vec<String> {
 /// Whether the Codex config folder `folder` (a project's `.codex`, or the
 /// user's Codex home) registers `clowder gate` as a PreToolUse hook, in its
 /// `config.toml` or its `hooks.json`.
-fn folder_registers(folder: &Path) -> bool {
+pub(crate) fn folder_registers(folder: &Path) -> bool {
     let in_toml = read_toml(&folder.join("config.toml")).is_some_and(|doc| {
         let pre = doc.get("hooks").and_then(|h| h.get("PreToolUse"));
         commands_in(pre).iter().any(|c| runs_gate(c))
@@ -199,7 +199,9 @@ fn read_toml(path: &Path) -> Option<toml_edit::DocumentMut> {
         .ok()
 }
 
-fn json_registers(path: &Path) -> bool {
+/// Whether the JSON hooks file at `path` (Codex's `hooks.json`, Claude Code's
+/// `settings.json`: the same shape) registers `clowder gate` as a PreToolUse hook.
+pub(crate) fn json_registers(path: &Path) -> bool {
     let Ok(text) = crate::store::small_file::read_to_string(path) else {
         return false;
     };
@@ -220,7 +222,7 @@ fn json_registers(path: &Path) -> bool {
 }
 
 /// The user's Codex home: `$CODEX_HOME`, else `~/.codex`.
-fn codex_home() -> Option<PathBuf> {
+pub(crate) fn codex_home() -> Option<PathBuf> {
     match std::env::var_os("CODEX_HOME") {
         Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
         _ => std::env::var_os("HOME")
@@ -229,51 +231,13 @@ fn codex_home() -> Option<PathBuf> {
     }
 }
 
-/// Whether the user's Codex config trusts `project` or a folder above it
-/// (`[projects."/abs/dir"] trust_level = "trusted"`): Codex reads a project's
-/// `.codex/config.toml` only then.
-fn project_trusted(user: Option<&toml_edit::DocumentMut>, project: &Path) -> bool {
-    let Some(projects) = user
-        .and_then(|doc| doc.get("projects"))
-        .and_then(|p| p.as_table_like())
-    else {
-        return false;
-    };
-    let project = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-    projects.iter().any(|(dir, settings)| {
-        let trusted = settings
-            .get("trust_level")
-            .and_then(|t| t.as_str())
-            .is_some_and(|t| t == "trusted");
-        let dir = Path::new(dir);
-        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-        trusted && project.starts_with(&dir)
-    })
-}
-
-/// Whether the user's Codex config holds saved trust for a PreToolUse hook
-/// (`[hooks.state."…:pre_tool_use:…"] trusted_hash = …`, written by `/hooks`).
-/// The hash itself is Codex's to check: a changed entry needs trust again.
-fn hook_trust_saved(user: Option<&toml_edit::DocumentMut>) -> bool {
-    let Some(state) = user
-        .and_then(|doc| doc.get("hooks"))
-        .and_then(|h| h.get("state"))
-        .and_then(|s| s.as_table_like())
-    else {
-        return false;
-    };
-    state.iter().any(|(key, entry)| {
-        key.contains(":pre_tool_use:") && entry.get("trusted_hash").is_some_and(|h| h.is_str())
-    })
-}
-
 /// The first Codex release that runs PreToolUse hooks.
 const FIRST_WITH_HOOKS: (u64, u64) = (0, 124);
 
 /// The version `program --version` reports (`codex-cli 0.101.0`), when it is
 /// one without hooks. Anything else (no answer within a few seconds, another
 /// text) says nothing.
-fn version_without_hooks(program: &str, project: &Path) -> Option<String> {
+pub(crate) fn version_without_hooks(program: &str, project: &Path) -> Option<String> {
     use std::io::Read;
     use std::process::{Command, Stdio};
     let mut child = Command::new(program)
@@ -311,43 +275,6 @@ fn version_without_hooks(program: &str, project: &Path) -> Option<String> {
     ((major, minor) < FIRST_WITH_HOOKS).then(|| version.to_string())
 }
 
-/// Why a loop whose agent is `agent` runs in `project` without the approval
-/// gate, when it does: the agent is Codex and no `clowder gate` hook is
-/// registered for it, or Codex would not run it (an untrusted project ignores
-/// its `.codex/config.toml`; an untrusted hook is skipped without a word).
-pub fn ungated(agent: &crate::config::AgentConfig, project: &Path) -> Option<String> {
-    let program = Path::new(agent.command.0.as_str()).file_name()?;
-    // `codex` on PATH, or the npm package's launcher run by its own path.
-    if program != "codex" && program != "codex.js" {
-        return None;
-    }
-    if let Some(version) = version_without_hooks(&agent.command.0, project) {
-        return Some(format!(
-            "Codex {version} runs no hooks (they came in 0.124): its tool calls are not gated"
-        ));
-    }
-    let home = codex_home();
-    let in_user = home.as_deref().is_some_and(folder_registers);
-    if !in_user && !folder_registers(&project.join(".codex")) {
-        return Some(format!(
-            "Codex has no `clowder gate` PreToolUse hook ({CONFIG}); run `clowder init --codex-hook --write`"
-        ));
-    }
-    let user = home.and_then(|home| read_toml(&home.join("config.toml")));
-    let has = |flag: &str| agent.args.iter().any(|a| a == flag);
-    if !in_user && !has("--trust") && !project_trusted(user.as_ref(), project) {
-        return Some(format!(
-            "Codex ignores {CONFIG} in a project it does not trust; trust it once (`codex exec --trust`, or `trust_level = \"trusted\"` under [projects] in the Codex home's config.toml)"
-        ));
-    }
-    if !has(BYPASS_TRUST) && !hook_trust_saved(user.as_ref()) {
-        return Some(format!(
-            "Codex skips a hook nobody trusted; add {BYPASS_TRUST} to [agent] args, or trust the hook once in `codex` (/hooks)"
-        ));
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,22 +287,6 @@ mod tests {
         assert!(!runs_gate("clowder queue"));
         assert!(!runs_gate("echo clowder gate"));
         assert!(!runs_gate("/bin/notclowder gate"));
-    }
-
-    #[test]
-    fn saved_trust_and_trusted_projects_are_read_from_the_user_config() {
-        let user: toml_edit::DocumentMut = "[projects.\"/work\"]\ntrust_level = \"trusted\"\n[projects.\"/work/x\"]\ntrust_level = \"untrusted\"\n[hooks.state.\"/work/app/.codex/config.toml:pre_tool_use:0:0\"]\ntrusted_hash = \"sha256:ab\"\n"
-            .parse()
-            .expect("toml");
-        assert!(project_trusted(Some(&user), Path::new("/work/app")));
-        assert!(!project_trusted(Some(&user), Path::new("/elsewhere")));
-        assert!(!project_trusted(None, Path::new("/work/app")));
-        assert!(hook_trust_saved(Some(&user)));
-        let stop_only: toml_edit::DocumentMut =
-            "[hooks.state.\"/c.toml:stop:0:0\"]\ntrusted_hash = \"sha256:ab\"\n"
-                .parse()
-                .expect("toml");
-        assert!(!hook_trust_saved(Some(&stop_only)));
     }
 
     #[test]

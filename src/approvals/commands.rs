@@ -99,6 +99,10 @@ pub struct GateArgs {
     /// Claude Code lets the call run when the hook itself times out.
     #[arg(long = "timeout", value_name = "DURATION")]
     pub timeout: Option<Wait>,
+    /// The registration a loop hands its agent on the command line; any other
+    /// `clowder gate` of that agent steps aside (see `approvals::handed`).
+    #[arg(long = "handed", hide = true)]
+    pub handed: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -370,6 +374,11 @@ pub fn gate(mut args: GateArgs) -> i32 {
     }));
     exit_2_on_crash();
     install_signal_flag();
+    if super::handed::steps_aside(args.handed) {
+        // No answer is no decision: the handed gate, run beside this one, decides.
+        let _ = read_hook_input(Instant::now(), Some(Duration::from_secs(5)));
+        return 0;
+    }
     let config = match gate_config() {
         Ok(config) => config,
         Err(reason) => {

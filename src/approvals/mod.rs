@@ -28,6 +28,7 @@ pub mod commands;
 pub mod eval;
 mod events;
 mod formats;
+pub mod handed;
 pub mod host_rules;
 pub mod patch;
 pub mod policy;

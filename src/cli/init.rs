@@ -33,12 +33,14 @@ pub struct InitArgs {
 
 /// Why Codex may not run the hook, and what to do: said by `init --codex-hook`.
 const CODEX_TRUST_NOTE: &str = "\
-# Codex runs this hook only when two things are trusted, and skips it in silence otherwise:
+# A clowder loop or lane hands its `codex exec` this hook itself (-c, with
+# --dangerously-bypass-hook-trust), whatever this file says. Run by hand, Codex runs the
+# hook only when two things are trusted, and skips it in silence otherwise:
 #  - the project: Codex ignores .codex/config.toml in a folder it does not trust; trust it
 #    once with `codex exec --trust` (or trust_level = \"trusted\" under [projects] in ~/.codex/config.toml);
-#  - the hook: an unattended loop has nobody to review it, so put --dangerously-bypass-hook-trust
-#    on the `codex exec` line ([agent] args in harness.toml); or trust it once in `codex` (/hooks).
-#    That trust is saved by the entry's hash: a changed entry (clowder at another path) needs it again.
+#  - the hook: trust it once in `codex` (/hooks), or put --dangerously-bypass-hook-trust on
+#    the `codex exec` line. That trust is saved by the entry's hash: a changed entry
+#    (clowder at another path) needs it again.
 # Codex before 0.124 has no hooks: its calls are not gated.";
 
 /// `clowder init --claude-hook|--codex-hook [--write]`.

@@ -162,9 +162,13 @@ fn summary(agent: Agent, kept: [bool; 2], hook_file: &str, command: &str, exclud
     if let Some(exclude) = exclude {
         println!("clowder: {STATE_DIR}/ is listed in {}", exclude.display());
     }
+    println!(
+        "clowder: each loop and lane also hands {} this hook on its command line, so an agent cannot edit it away",
+        agent.program()
+    );
     if agent == Agent::Codex {
         println!(
-            "clowder: Codex runs the hook only in a project it trusts: `codex exec --trust` once"
+            "clowder: Codex run by hand runs the hook only in a project it trusts: `codex exec --trust` once"
         );
     }
     if wrote.contains(&FILES[1]) {

@@ -316,6 +316,9 @@ fn list(root: &Path, json: bool) -> Result<(), Failure> {
     }
     print!("{}", table(&rows));
     for row in &rows {
+        if let Some(why) = &row.ungated {
+            println!("clowder: lane {}: UNGATED — {why}", row.name);
+        }
         for problem in &row.problems {
             println!("clowder: lane {}: {problem}", row.name);
         }
@@ -400,6 +403,9 @@ pub fn table(rows: &[LaneRow]) -> String {
         }
         if row.requested != LaneState::Active {
             state.push_str(&format!(" [{}]", row.requested.as_str()));
+        }
+        if row.ungated.is_some() {
+            state.push_str(" UNGATED");
         }
         let iteration = match (row.iteration, row.max_iterations) {
             (Some(i), Some(max)) => format!("{i}/{max}"),

@@ -874,6 +874,7 @@ impl Host {
         }
         let setup = LaneSetup {
             name: name.clone(),
+            gate_project: self.root.clone(),
             files_dir,
             env,
             signals: Some(signals),

@@ -80,8 +80,13 @@ fn line(name: &super::LaneName, snapshot: &crate::protocol::Snapshot, queued: bo
         .filter(|_| !alive)
         .map(|reason| format!(" ended={}", reason.label()))
         .unwrap_or_default();
+    let ungated = snapshot
+        .ungated
+        .as_ref()
+        .map(|why| format!(" approvals=UNGATED — {why}"))
+        .unwrap_or_default();
     format!(
-        "lane={name} state={}{exit} iteration={}/{} global={}{ended}",
+        "lane={name} state={}{exit} iteration={}/{} global={}{ended}{ungated}",
         state.word(),
         snapshot.iteration,
         snapshot.max_iterations,

@@ -88,6 +88,9 @@ pub struct RuntimeOptions {
 /// cgroup tree, session slots) comes from the host.
 pub struct LaneSetup {
     pub name: String,
+    /// The project whose hook registration asks for the gate the lane's agent
+    /// is handed: the fleet's root, never the lane's own folder.
+    pub gate_project: PathBuf,
     /// The lane's files folder: the config's relative file paths (status, events,
     /// counter, output, STOP) resolve here, and its requests are taken from here.
     pub files_dir: PathBuf,
@@ -253,6 +256,9 @@ pub struct Runtime {
     notes_in_prompt: Vec<crate::store::notes::Note>,
     /// Unreadable note files already reported.
     note_problems: std::collections::HashSet<String>,
+    /// The gate handed to the agent on its command line (see
+    /// [`crate::approvals::handed`]).
+    gate: crate::approvals::handed::Handover,
 }
 
 impl Runtime {

@@ -49,6 +49,8 @@ pub struct LaneView {
     pub cost_usd: Option<f64>,
     pub ahead: Option<u64>,
     pub pending: usize,
+    /// Why the lane's agent runs without the approval gate, when it does.
+    pub ungated: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -122,6 +124,7 @@ fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView {
         cost_usd: snapshot.and_then(|s| s.totals.cost_usd),
         ahead: facts.and_then(|facts| facts.ahead.flatten()),
         pending: host.pending_of(&entry.name),
+        ungated: snapshot.and_then(|s| s.ungated.clone()),
     }
 }
 

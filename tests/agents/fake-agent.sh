@@ -22,7 +22,21 @@
 #   setsid-escape [SECS] start `sleep SECS` in a session of its own (out of the agent's
 #                       process group), print normal output and "escaped pid PID", exit
 # Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
+#      FAKE_AGENT_ARGSFILE=path  append its arguments, one a line, then
+#                                CLOWDER_GATE_HANDED=VALUE and an empty line.
+# What clowder hands a `claude` (`--settings JSON`) or a `codex exec` (`exec -c
+# KEY=VALUE --dangerously-bypass-hook-trust`) before the mode is skipped.
 set -u
+if [ -n "${FAKE_AGENT_ARGSFILE:-}" ]; then
+  { printf '%s\n' "$@"; echo "CLOWDER_GATE_HANDED=${CLOWDER_GATE_HANDED:-}"; echo; } >> "$FAKE_AGENT_ARGSFILE"
+fi
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --settings|-c) shift 2 ;;
+    exec|--dangerously-bypass-hook-trust) shift ;;
+    *) break ;;
+  esac
+done
 mode=${1:-normal}
 arg=${2:-}
 if [ -n "${FAKE_AGENT_PIDFILE:-}" ]; then

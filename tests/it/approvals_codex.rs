@@ -1,8 +1,8 @@
 //! The approval gate for Codex through the real binary: `clowder init
 //! --codex-hook [--write]` and the project's `.codex/config.toml`; `clowder gate`
 //! fed Codex's PreToolUse JSON for `Bash` and for `apply_patch` (each file the
-//! patch touches judged by the path rules); and a Codex loop without the hook
-//! said to be ungated.
+//! patch touches judged by the path rules); the gate a loop hands its Codex on
+//! the command line; and a Codex that cannot run it said to be ungated.
 
 use crate::common;
 
@@ -263,8 +263,8 @@ fn write_refuses_a_malformed_config_naming_file_and_line_and_leaves_it() {
 }
 
 /// A project whose agent is a program named `codex` (the fake agent) given
-/// `args` after its mode, with an empty Codex home so that no user-wide hook or
-/// trust counts.
+/// `args` (`exec` first, as a loop runs Codex), with an empty Codex home so that
+/// no user-wide hook or trust counts.
 fn codex_project(args: &[&str]) -> (Project, tempfile::TempDir) {
     let project = Project::new("");
     std::os::unix::fs::symlink(fake_agent(), project.path("codex")).expect("symlink");
@@ -273,8 +273,8 @@ fn codex_project(args: &[&str]) -> (Project, tempfile::TempDir) {
 }
 
 fn set_codex_args(project: &Project, args: &[&str]) {
-    let mut all = vec!["normal", "2"];
-    all.extend_from_slice(args);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["normal", "2"]);
     let config = fast_config(&all, "").replace(
         &format!("{:?}", fake_agent().display().to_string()),
         &format!("{:?}", project.path("codex").display().to_string()),
@@ -286,6 +286,7 @@ fn run_in(project: &Project, home: &tempfile::TempDir, args: &[&str]) -> Output 
     let child = project
         .command(args)
         .env("CODEX_HOME", home.path())
+        .env("HOME", home.path())
         .spawn()
         .expect("spawn clowder");
     wait_with_deadline(child, DEADLINE)
@@ -308,51 +309,119 @@ fn ungated(project: &Project, home: &tempfile::TempDir) -> Option<String> {
     why
 }
 
-#[test]
-fn a_codex_loop_is_ungated_until_codex_would_run_the_gate() {
-    let (project, home) = codex_project(&[]);
-    let why = ungated(&project, &home).expect("no hook: ungated");
-    assert!(why.contains("clowder init --codex-hook --write"), "{why}");
-
-    let init = run_in(&project, &home, &["init", "--codex-hook", "--write"]);
-    assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
-    let why = ungated(&project, &home).expect("untrusted project: ungated");
-    assert!(why.contains("does not trust"), "{why}");
-
-    let root = std::fs::canonicalize(project.root()).expect("canonical root");
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!(
-            "[projects.{:?}]\ntrust_level = \"trusted\"\n",
-            root.display().to_string()
-        ),
-    )
-    .expect("write Codex config");
-    let why = ungated(&project, &home).expect("untrusted hook: ungated");
-    assert!(why.contains("--dangerously-bypass-hook-trust"), "{why}");
-
-    set_codex_args(&project, &["--dangerously-bypass-hook-trust"]);
-    assert_eq!(ungated(&project, &home), None);
+/// The arguments each session of `project` was given, and its
+/// CLOWDER_GATE_HANDED, as the fake agent recorded them (not the `--version`
+/// clowder asks a Codex for).
+fn sessions_args(project: &Project) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(project.path("args.txt")).unwrap_or_default();
+    text.split("\n\n")
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.lines().map(str::to_string).collect::<Vec<_>>())
+        .filter(|args| args[0] != "--version")
+        .collect()
 }
 
 #[test]
-fn a_gate_hook_in_the_user_s_codex_home_counts_and_other_agents_are_not_judged() {
-    let (project, home) = codex_project(&["--dangerously-bypass-hook-trust"]);
-    std::fs::write(
-        home.path().join("hooks.json"),
-        r#"{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"/opt/bin/clowder gate"}]}]}}"#,
-    )
-    .expect("write hooks.json");
+fn a_codex_loop_whose_project_asks_for_the_gate_is_handed_it() {
+    // No hook anywhere: the project did not ask for the gate, and is told so.
+    let (project, home) = codex_project(&["exec"]);
+    let why = ungated(&project, &home).expect("no hook: ungated");
+    assert!(why.contains("clowder init --codex-hook --write"), "{why}");
+    // The hook written, in a project Codex does not trust and with no hook
+    // trust: the loop hands Codex the hook itself, past both.
+    let init = run_in(&project, &home, &["init", "--codex-hook", "--write"]);
+    assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
+    std::fs::remove_file(project.path("args.txt")).ok();
+    let output = project
+        .command(&["--headless", "1"])
+        .env("CODEX_HOME", home.path())
+        .env("FAKE_AGENT_ARGSFILE", project.path("args.txt"))
+        .output()
+        .expect("run clowder");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert!(
+        !stderr_of(&output).contains("ungated"),
+        "{}",
+        stderr_of(&output)
+    );
+    assert!(
+        project.status()["ungated"].is_null(),
+        "{}",
+        project.status()
+    );
+    let sessions = sessions_args(&project);
+    let args = sessions.first().expect("one session");
+    assert_eq!(args[0], "exec", "{args:?}");
+    assert_eq!(args[1], "-c", "{args:?}");
+    let hook = &args[2];
+    assert!(hook.starts_with("hooks.PreToolUse=["), "{hook}");
+    let bin = clowder_bin().display().to_string();
+    assert!(hook.contains(&format!("{bin} gate --handed")), "{hook}");
+    assert!(hook.contains("Bash|apply_patch"), "{hook}");
+    assert_eq!(args[3], "--dangerously-bypass-hook-trust", "{args:?}");
+    assert_eq!(args[4..6], ["normal", "2"], "{args:?}");
+    assert_eq!(
+        args.last().map(String::as_str),
+        Some("CLOWDER_GATE_HANDED=1")
+    );
+
+    // Its own flag is not passed twice.
+    set_codex_args(&project, &["exec", "--dangerously-bypass-hook-trust"]);
     assert_eq!(ungated(&project, &home), None);
 
-    // Claude Code's gate is its own hook file: a non-Codex agent is never judged here.
-    let claude = Project::new(&fast_config(&["normal"], ""));
-    assert_eq!(ungated(&claude, &tempfile::tempdir().expect("home")), None);
+    // Only `codex exec` is handed the gate; anything else says why it is not gated.
+    set_codex_args(&project, &[]);
+    let why = ungated(&project, &home).expect("no exec: ungated");
+    assert!(why.contains("codex exec"), "{why}");
+}
+
+#[test]
+fn a_claude_loop_is_handed_its_settings_and_other_agents_nothing() {
+    // The fake agent is named `claude`. Without the hook, it is said ungated.
+    let project = Project::new(&fast_config(&["normal"], ""));
+    let home = tempfile::tempdir().expect("home");
+    let why = ungated(&project, &home).expect("no hook: ungated");
+    assert!(why.contains("clowder init --claude-hook --write"), "{why}");
+    let init = project.run(&["init", "--claude-hook", "--write"]);
+    assert_eq!(init.status.code(), Some(0), "{}", stderr_of(&init));
+    let output = project
+        .command(&["--headless", "1"])
+        .env("FAKE_AGENT_ARGSFILE", project.path("args.txt"))
+        .output()
+        .expect("run clowder");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    let sessions = sessions_args(&project);
+    let args = sessions.first().expect("one session");
+    assert_eq!(args[0], "--settings", "{args:?}");
+    let settings: serde_json::Value = serde_json::from_str(&args[1]).expect("JSON settings");
+    assert_eq!(settings["disableAllHooks"], false, "{settings}");
+    let hook = &settings["hooks"]["PreToolUse"][0];
+    assert_eq!(hook["matcher"], "Bash|Edit|Write", "{settings}");
+    let bin = clowder_bin().display().to_string();
+    assert_eq!(hook["hooks"][0]["command"], format!("{bin} gate --handed"));
+    assert_eq!(args[2..], ["normal", "CLOWDER_GATE_HANDED=1"], "{args:?}");
+    assert!(project.status()["ungated"].is_null());
+
+    let project = Project::new(&fast_config(&["normal"], "").replace(
+        &format!("{:?}", fake_agent().display().to_string()),
+        &format!("{:?}", fake_agent_script().display().to_string()),
+    ));
+    let output = project
+        .command(&["--headless", "1"])
+        .env("FAKE_AGENT_ARGSFILE", project.path("args.txt"))
+        .output()
+        .expect("run clowder");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(
+        sessions_args(&project),
+        [["normal", "CLOWDER_GATE_HANDED="]]
+    );
+    assert!(project.status()["ungated"].is_null());
 }
 
 #[test]
 fn a_codex_version_without_hooks_is_ungated_whatever_is_configured() {
-    let (project, home) = codex_project(&["--dangerously-bypass-hook-trust"]);
+    let (project, home) = codex_project(&["exec", "--dangerously-bypass-hook-trust"]);
     let codex = project.path("codex");
     std::fs::remove_file(&codex).expect("remove the symlink");
     std::fs::write(

@@ -28,8 +28,12 @@ fn hook_input(tool: &str, input: serde_json::Value) -> String {
 
 /// `clowder ARGS` with `stdin` piped in and closed.
 fn spawn_with_stdin(project: &Project, args: &[&str], stdin: &str) -> Child {
-    let mut child = project
-        .command(args)
+    spawn_feeding(project.command(args), stdin)
+}
+
+/// `command` with `stdin` piped in and closed.
+fn spawn_feeding(mut command: std::process::Command, stdin: &str) -> Child {
+    let mut child = command
         .stdin(Stdio::piped())
         .spawn()
         .expect("spawn clowder");
@@ -413,4 +417,29 @@ fn a_waiting_ask_sleeps_instead_of_spinning() {
     assert_eq!(project.run(&["approve", &id]).status.code(), Some(0));
     let output = wait_with_deadline(ask, DEADLINE);
     assert_eq!(output.status.code(), Some(0));
+}
+
+/// In an agent its loop handed the gate (`CLOWDER_GATE_HANDED`), a `clowder
+/// gate` registered anywhere else answers nothing and queues nothing, so a
+/// person is asked once; the handed one (`--handed`) asks as always.
+#[test]
+fn a_gate_beside_the_handed_one_steps_aside() {
+    let project = Project::new("");
+    let input = hook_input("Bash", serde_json::json!({"command": "rm -rf build"}));
+    let mut command = project.command(&["gate", "--timeout", "30s"]);
+    command.env("CLOWDER_GATE_HANDED", "1");
+    let output = wait_with_deadline(spawn_feeding(command, &input), DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output), "", "no answer: no decision");
+    assert!(queue_json(&project).is_empty(), "nothing was asked");
+
+    let mut command = project.command(&["gate", "--handed", "--timeout", "30s"]);
+    command.env("CLOWDER_GATE_HANDED", "1");
+    let child = spawn_feeding(command, &input);
+    let id = the_pending_id(&project);
+    let approve = project.run(&["approve", &id]);
+    assert_eq!(approve.status.code(), Some(0), "{}", stderr_of(&approve));
+    let output = wait_with_deadline(child, DEADLINE);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr_of(&output));
+    assert_eq!(stdout_of(&output).trim(), ALLOW);
 }

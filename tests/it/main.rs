@@ -76,6 +76,7 @@ mod protocol_schema;
 mod real_claude;
 mod real_claude_faults;
 mod real_codex;
+mod real_gate_handed;
 mod reliability_store;
 mod shell_props;
 mod state_files;

@@ -263,3 +263,27 @@ fn quitting_a_fleet_asks_about_every_lane() {
         "{screen}"
     );
 }
+
+/// A lane whose agent runs without the gate says UNGATED on its row, and in the
+/// header while it is shown; the others do not.
+#[test]
+fn an_ungated_lane_says_so_on_its_row_and_in_the_header() {
+    let mut state = fleet();
+    let mut auth = snapshot("auth", LoopState::SessionRunning, 3, 1.20);
+    auth.ungated = Some("Codex 0.101.0 runs no hooks".into());
+    let report = LaneReport::Snapshot {
+        snapshot: Arc::new(auth),
+        queued: false,
+    };
+    send(&mut state, "auth", report);
+    let screen = render(&state, 120, 40);
+    let rows: Vec<&str> = screen.lines().filter(|l| l.contains("UNGATED")).collect();
+    assert_eq!(rows.len(), 2, "{screen}");
+    assert!(rows.iter().any(|l| l.contains("agent UNGATED")), "{screen}");
+    assert!(rows.iter().any(|l| l.contains("auth")), "{screen}");
+    assert!(
+        !screen
+            .lines()
+            .any(|l| l.contains("docs") && l.contains("UNGATED"))
+    );
+}

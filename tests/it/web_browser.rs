@@ -942,3 +942,27 @@ fn the_browser_helper_clicks_reads_and_leaves_no_process() {
     let left = browser::browser_processes(driver, &marker);
     assert!(left.is_empty(), "left running after drop: {left:?}");
 }
+
+/// A lane whose agent runs without the gate says UNGATED on its row, and why
+/// when the pointer rests on it.
+#[test]
+fn an_ungated_lane_says_so_on_its_row() {
+    let fleet = HostFleet::new(&["a"], 1);
+    fleet.with_codex_without_hooks();
+    let host = fleet.host("none");
+    let served = Served::start(fleet.root(), fleet.out_dir().join("serve.err"));
+    let browser = Browser::start(DESKTOP);
+    browser.goto(&served.url);
+    browser.wait_for("body[data-ready='1']");
+    let row = "#lanes .lane[data-lane='a'] .ungated";
+    browser.wait_text(row, |text| text == "UNGATED");
+    let why = browser.execute(&format!("return document.querySelector({row:?}).title;"));
+    assert!(
+        why.as_str()
+            .is_some_and(|why| why.contains("Codex 0.101.0 runs no hooks")),
+        "{why}"
+    );
+    drop(browser);
+    drop(served);
+    stop_host(fleet.root(), host);
+}

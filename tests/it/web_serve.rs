@@ -561,3 +561,29 @@ fn files_hold(dir: &Path, text: &str) -> bool {
         }
     })
 }
+
+/// A lane whose agent runs without the gate (here a Codex without hooks) says
+/// why in the page's state (tests/it/web_browser.rs sees the row say it).
+#[test]
+fn an_ungated_lane_says_why_on_the_page() {
+    let fleet = HostFleet::new(&["a"], 1);
+    fleet.with_codex_without_hooks();
+    let host = fleet.host("none");
+    let page = Page::start(fleet.root());
+    let state = wait_for_state(&page, "lane a ungated", |state| {
+        state["view"]["lanes"][0]["ungated"].is_string()
+    });
+    let why = state["view"]["lanes"][0]["ungated"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("Codex 0.101.0 runs no hooks"), "{why}");
+    let script =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/web/app.js"))
+            .expect("app.js");
+    assert!(
+        script.contains("lane.ungated ? \"UNGATED\""),
+        "the row says it"
+    );
+    page.stop();
+    stop_host(fleet.root(), host);
+}

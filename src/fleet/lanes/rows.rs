@@ -46,6 +46,9 @@ pub struct LaneRow {
     pub last_exit_code: Option<i32>,
     pub commits_ahead: Option<u64>,
     pub pending_approvals: u64,
+    /// Why the lane's agent runs without the approval gate, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ungated: Option<String>,
     /// What could not be read (the status file, git), if anything.
     pub problems: Vec<String>,
 }
@@ -127,6 +130,7 @@ fn row(lane: &Lane, pending_approvals: u64) -> LaneRow {
         last_exit_code: None,
         commits_ahead: None,
         pending_approvals,
+        ungated: None,
         problems: Vec::new(),
     }
 }
@@ -184,6 +188,7 @@ fn fill_from_status(
     row.global_iteration = snapshot.global_iteration;
     row.cost_usd = snapshot.totals.cost_usd;
     row.last_exit_code = snapshot.last_exit_code;
+    row.ungated = snapshot.ungated.clone();
     if row.running && snapshot.state == LoopState::SessionRunning {
         // The watchdog's clock stands still while the session is paused.
         let end = snapshot.paused_at.unwrap_or(now);

@@ -43,7 +43,15 @@ impl Runtime {
         let running = Running::in_dir(places.running_dir());
         let machinery = Machinery::new(lane.as_ref(), running, &settings, reporter.as_mut());
         let mut core = Core::new(settings, std::process::id(), config.agent.command.0.clone());
-        core.set_ungated(crate::approvals::codex_hook::ungated(&config.agent, &cwd));
+        let project = lane
+            .as_ref()
+            .map_or(cwd.as_path(), |l| l.gate_project.as_path());
+        let gate = crate::approvals::handed::handover(&config.agent, project);
+        // A single loop's start says so on stderr (see `cli`); a lane's, here.
+        if let (Some(why), Some(_)) = (&gate.ungated, &lane) {
+            reporter.log(Utc::now(), Level::Warn, &format!("ungated: {why}"));
+        }
+        core.set_ungated(gate.ungated.clone());
         if lane.is_some()
             && let Some(earlier) = unfinished_run(&files.status_path)?
         {
@@ -58,6 +66,7 @@ impl Runtime {
             reporter,
             core,
             snapshots,
+            gate,
         };
         Ok((Runtime::assemble(parts, files, machinery), snapshot_rx))
     }
@@ -105,6 +114,7 @@ impl Runtime {
             hangup_to_the_room: false,
             notes_in_prompt: Vec::new(),
             note_problems: std::collections::HashSet::new(),
+            gate: parts.gate,
         }
     }
 }
@@ -117,6 +127,7 @@ struct Parts {
     reporter: Box<dyn Reporter>,
     core: Core,
     snapshots: watch::Sender<Arc<Snapshot>>,
+    gate: crate::approvals::handed::Handover,
 }
 
 /// The files a loop opens or recovers before it starts.

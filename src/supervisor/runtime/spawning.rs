@@ -23,7 +23,9 @@ impl Runtime {
             Ok(opened) => opened,
             Err(input) => return input,
         };
-        let args = prompt::agent_args(&self.config.agent.args, prompt_text);
+        let args = self
+            .gate
+            .apply(prompt::agent_args(&self.config.agent.args, prompt_text));
         let git_head_before = git_head(&self.options.working_dir);
         let token = format!("{}s{global}", self.shell.token_prefix);
         let env = self.session_env(global, &output_file, &token);
@@ -131,6 +133,7 @@ impl Runtime {
             output_file.display().to_string(),
         ));
         env.push((process::TOKEN_ENV.into(), token.to_string()));
+        env.extend(self.gate.env.iter().cloned());
         env
     }
 

@@ -149,15 +149,19 @@ pub fn row_text(row: &LaneRow, now: DateTime<Utc>) -> String {
     let ahead = row
         .ahead
         .map_or_else(|| "-".to_string(), |n| format!("+{n}"));
-    let asks = if row.pending > 0 {
-        format!("⚑{}", row.pending)
+    let mut asks = if row.pending > 0 {
+        format!("⚑{} ", row.pending)
     } else {
         String::new()
     };
+    if snapshot.is_some_and(|s| s.ungated.is_some()) {
+        asks.push_str("UNGATED");
+    }
     format!(
-        "{:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {asks}",
+        "{:<21} {iteration:>6} {:>13} {cost:>6} {ahead:>5}  {}",
         fmt::fit(&word, 21),
         idle(row, now),
+        asks.trim_end(),
     )
 }
 

@@ -50,6 +50,28 @@ impl HostFleet {
         self.repo.path()
     }
 
+    /// Makes the lanes' agent a Codex that runs no hooks (a `codex` that says
+    /// it is 0.101.0 and runs the fleet's fake agent), so every lane is ungated.
+    pub fn with_codex_without_hooks(&self) {
+        let codex = self.out_dir().join("codex");
+        let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/fleet-agent.sh");
+        std::fs::write(
+            &codex,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'codex-cli 0.101.0'; exit 0; fi\nexec sh {:?} \"$@\"\n",
+                agent.display().to_string()
+            ),
+        )
+        .expect("write codex");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&codex, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let config = format!(
+            "[agent]\ncommand = {:?}\nargs = [\"exec\"]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n",
+            codex.display().to_string()
+        );
+        std::fs::write(self.root().join("harness.toml"), config).expect("write harness.toml");
+    }
+
     /// Where the agents leave their gate answers (outside the repository).
     pub fn out_dir(&self) -> &Path {
         self.out.path()
