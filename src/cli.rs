@@ -720,7 +720,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
         Ok(outcome) => {
             let secs = started.elapsed().as_secs() as i64;
             crate::console::say(&summary_line(&outcome.reason, &outcome.snapshot, secs));
-            outcome.reason.exit_code_after(&outcome.snapshot)
+            outcome.reason.exit_code()
         }
         Err(err) => {
             eprintln!("clowder: error: {err}");

@@ -111,7 +111,7 @@ pub fn summary_line(reason: &ExitReason, snapshot: &Snapshot, duration_secs: i64
         snapshot
             .last_exit_code
             .map_or_else(|| "-".to_string(), |code| code.to_string()),
-        reason.exit_code_after(snapshot)
+        reason.exit_code()
     )
 }
 

@@ -113,17 +113,6 @@ pub enum ExitReason {
 }
 
 impl ExitReason {
-    /// The run's exit code: the reason's, but 1 for a run that used its
-    /// iterations with nothing to show (no productive session, every session
-    /// exited non-zero, or every result was an error), which the listings and
-    /// `--status` call failed: a hung agent's run does not end as done.
-    pub fn exit_code_after(&self, snapshot: &Snapshot) -> i32 {
-        match self.exit_code() {
-            0 if Ending::of(Some(self), Some(snapshot)) == Ending::Failed => 1,
-            code => code,
-        }
-    }
-
     /// The process exit code for this reason.
     pub fn exit_code(&self) -> i32 {
         match self {

@@ -225,8 +225,9 @@ fn lane_exit_code(
     reason: &ExitReason,
     snapshot: &crate::protocol::Snapshot,
 ) -> i32 {
+    let ending = crate::protocol::Ending::of(Some(reason), Some(snapshot));
     match reason.exit_code() {
-        0 if reason.exit_code_after(snapshot) != 0 => {
+        0 if ending == crate::protocol::Ending::Failed => {
             say(&format!(
                 "lane={name} no session came to anything ({} sessions, {} productive, {} exited non-zero, {} error results): counted as failed, exit code 1",
                 snapshot.counters.sessions,

@@ -172,7 +172,7 @@ pub fn run(
                 &outcome.snapshot,
                 secs,
             ));
-            outcome.reason.exit_code_after(&outcome.snapshot)
+            outcome.reason.exit_code()
         }
         Err(err) => {
             eprintln!("clowder: error: {err}");

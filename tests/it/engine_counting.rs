@@ -61,9 +61,6 @@ fn a_session_killed_after_its_init_line_alone_is_not_productive() {
     let status = stdout_of(&project.run(&["--status"]));
     assert!(status.contains("0 productive"), "{status}");
     assert!(!status.contains("✓ done"), "{status}");
-    // A hung agent's run does not end as done.
-    assert_eq!(output.status.code(), Some(1), "{ctx}");
-    assert!(stdout_of(&output).contains("exit code 1"), "{ctx}");
 }
 
 /// A session that did work and then hung is productive: the watchdog's kill
