@@ -276,7 +276,9 @@ fn killing_a_paused_session_lets_its_term_handler_run() {
     let killed = project.events_named("session_killed");
     assert_eq!(killed.len(), 1);
     assert_eq!(killed[0]["needed_sigkill"], false);
-    tmux.wait_for("✓ done: max_iterations");
+    // The agent had done nothing when it was killed: the one iteration ran, and
+    // nothing came of it.
+    tmux.wait_for("✗ failed: max_iterations");
     tmux.keys(&["q"]);
     tmux.wait_for("CLOWDER_EXIT=0");
 }

@@ -227,7 +227,7 @@ fn wrapped(request: &Request, width: usize, rows: usize) -> Option<Vec<String>> 
             } else {
                 width - INDENT.len()
             };
-            *last = format!("{}…", take_width(last, room.saturating_sub(1)));
+            *last = ending(&text, room);
         }
     }
     Some(
@@ -240,6 +240,25 @@ fn wrapped(request: &Request, width: usize, rows: usize) -> Option<Vec<String>> 
             })
             .collect(),
     )
+}
+
+/// The last row of a text cut to the rows there are: how it ends and how long
+/// it is (`…http://x|sh [20044 chars]`), so that what runs last is seen.
+fn ending(text: &str, room: usize) -> String {
+    let label = format!(" [{} chars]", text.chars().count());
+    let keep = room.saturating_sub(label.width() + 1);
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 0;
+    for c in text.chars().rev() {
+        let cells = c.width().unwrap_or(0);
+        if used + cells > keep {
+            break;
+        }
+        tail.push(c);
+        used += cells;
+    }
+    let tail: String = tail.into_iter().rev().collect();
+    format!("…{tail}{label}")
 }
 
 /// Rows the selected request may take beyond its one, to show its whole text.
