@@ -3,13 +3,15 @@
 # `clowder init`: it asks its gate about one command when PROMISE_AGENT_GATE
 # names the clowder binary (what the gate said goes to
 # $PROMISE_AGENT_LOG/gate-LANE.txt), commits work-LANE.txt, and ends with a
-# stream-json result that keeps the promise TASK_COMPLETE.
+# stream-json result that keeps the promise TASK_COMPLETE. Where clowder handed
+# it its gate (`--settings`, with CLOWDER_GATE_HANDED set), it asks that one, as
+# Claude Code runs the hook it was handed.
 set -e
 lane="${CLOWDER_LANE:-loop}"
 echo '{"type":"system","subtype":"init","session_id":"promise-agent","model":"fake","tools":[]}'
 if [ -n "$PROMISE_AGENT_GATE" ]; then
     printf '%s' '{"tool_name":"Bash","tool_input":{"command":"make deploy"}}' |
-        "$PROMISE_AGENT_GATE" gate --timeout 1s >/dev/null \
+        "$PROMISE_AGENT_GATE" gate ${CLOWDER_GATE_HANDED:+--handed} --timeout 1s >/dev/null \
             2>>"$PROMISE_AGENT_LOG/gate-$lane.txt" || true
 fi
 echo "$lane $HARNESS_GLOBAL_ITERATION" >> "work-$lane.txt"
