@@ -68,8 +68,9 @@ pub(super) struct Script {
     pub(super) unprovable: Vec<String>,
     /// Commands judged because a program runs them: each can hold more.
     wrapped_judged: usize,
-    /// The code being parsed, innermost last: the parser's positions index into it.
-    code: Vec<Vec<char>>,
+    /// The code being parsed, innermost last: the parser's positions (in
+    /// characters) index into it.
+    code: Vec<String>,
 }
 
 /// One simple command: the words a program is started with, and what in them
@@ -192,7 +193,7 @@ impl Script {
         let mut parser = brush_parser::Parser::new(text.as_bytes(), &parser_options());
         match parser.parse_program() {
             Ok(program) => {
-                self.code.push(text.chars().collect());
+                self.code.push(text.to_string());
                 for list in &program.complete_commands {
                     self.list(list, depth);
                 }
@@ -209,7 +210,7 @@ impl Script {
         let adjacent = self
             .code
             .last()
-            .is_some_and(|code| code.get(at..at + 2) == Some(&['(', '('][..]));
+            .is_some_and(|code| code.chars().skip(at).take(2).eq(['(', '(']));
         if adjacent {
             self.flag("arithmetic evaluation `(( … ))`");
         } else {

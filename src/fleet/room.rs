@@ -166,12 +166,14 @@ impl RoomSide {
         }
         self.entries = entries.clone();
         let _ = self.to_ui.send(HostMsg::Lanes(entries));
+        // One reading of the folder's config places every lane's files.
+        let config = crate::config::Config::of_folder(root);
         for lane in registry
             .lanes
             .iter()
             .filter(|l| !running.contains(&&l.name))
         {
-            let status = lanes::status_path(root, &lane.name);
+            let status = config.lane_files(root, lane.name.as_str()).status;
             if let Ok((snapshot, _)) = crate::store::status::read(&status) {
                 let report = LaneReport::Snapshot {
                     snapshot: Arc::new(snapshot),

@@ -133,12 +133,14 @@ pub fn refuse_taken_lanes(root: &Path, state: &PlanState) -> Result<(), String> 
 }
 
 pub fn row(root: &Path, state: &PlanState) -> PlanRow {
+    // One reading of the folder's config places every step's lane files.
+    let config = crate::config::Config::of_folder(root);
     let steps = state
         .steps
         .iter()
         .map(|step| {
             let snapshot = LaneName::parse(&step.lane).ok().and_then(|lane| {
-                let path = crate::fleet::lanes::status_path(root, &lane);
+                let path = config.lane_files(root, lane.as_str()).status;
                 crate::store::status::read(&path).ok().map(|(s, _)| s)
             });
             StepRow {

@@ -45,17 +45,10 @@ pub struct LoopFiles {
 impl LoopFiles {
     /// The files of the single loop that runs in `working_dir`.
     pub fn single(working_dir: &Path, names: &FileNames) -> LoopFiles {
-        let at = |path: &Path| tidy(&working_dir.join(path));
-        LoopFiles {
-            base: working_dir.to_path_buf(),
-            output_dir: at(&names.output_dir),
-            output_prefix: names.output_prefix.clone(),
-            counter: at(&names.counter_file),
-            status: at(&names.status_file),
-            event_log: names.event_log.as_deref().map(at),
-            stop: at(&names.stop_file),
-            control_dir: working_dir.join(STATE_DIR),
-        }
+        let control_dir = working_dir.join(STATE_DIR);
+        LoopFiles::placed(working_dir, control_dir, names, |path| {
+            tidy(&working_dir.join(path))
+        })
     }
 
     /// The files of lane `lane` of the fleet in `root`: each configured name
@@ -67,22 +60,31 @@ impl LoopFiles {
 
     /// [`LoopFiles::lane`] for the lane whose files folder is `dir`.
     pub fn in_lane_dir(dir: &Path, names: &FileNames) -> LoopFiles {
-        let at = |path: &Path| {
+        LoopFiles::placed(dir, dir.to_path_buf(), names, |path| {
             if path.is_absolute() {
                 dir.join(path.file_name().unwrap_or(path.as_os_str()))
             } else {
                 tidy(&dir.join(path))
             }
-        };
+        })
+    }
+
+    /// Each configured name placed by `at`, from the folder `base`.
+    fn placed(
+        base: &Path,
+        control_dir: PathBuf,
+        names: &FileNames,
+        at: impl Fn(&Path) -> PathBuf,
+    ) -> LoopFiles {
         LoopFiles {
+            base: base.to_path_buf(),
             output_dir: at(&names.output_dir),
             output_prefix: names.output_prefix.clone(),
             counter: at(&names.counter_file),
             status: at(&names.status_file),
-            event_log: names.event_log.as_deref().map(at),
+            event_log: names.event_log.as_deref().map(&at),
             stop: at(&names.stop_file),
-            control_dir: dir.to_path_buf(),
-            base: dir.to_path_buf(),
+            control_dir,
         }
     }
 
