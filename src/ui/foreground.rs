@@ -79,7 +79,7 @@ pub(super) fn run(
         }
         Err(err) => Err(err),
     };
-    let back = super::terminal::enter_screen().and_then(|()| guard.terminal.clear());
+    let back = guard.take_back();
     inputs.reopen();
     back?;
     ended

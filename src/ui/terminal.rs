@@ -35,7 +35,7 @@ pub(super) fn restore_terminal() {
     );
 }
 
-pub(super) fn enter_screen() -> io::Result<()> {
+fn enter_screen() -> io::Result<()> {
     enable_raw_mode()?;
     if let Err(err) = execute!(
         io::stdout(),
@@ -78,8 +78,18 @@ impl TerminalGuard {
         // SIGSTOP, not SIGTSTP: this process handles SIGTSTP (that is how it got
         // here), and must stop whatever its handler would do.
         nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP).map_err(io::Error::from)?;
+        self.take_back()
+    }
+
+    /// Takes the screen again after the shell or another program had it, and
+    /// has the next frame paint all of it. Not [`Terminal::clear`]: that asks
+    /// the terminal where its cursor is and waits up to two seconds for the
+    /// answer, which a busy terminal may not give in time (the room then took
+    /// the terminal for gone) and which reaches the shell when it comes late.
+    pub(super) fn take_back(&mut self) -> io::Result<()> {
         enter_screen()?;
-        self.terminal.clear()
+        let area = self.terminal.size()?;
+        self.terminal.resize(area.into())
     }
 }
 

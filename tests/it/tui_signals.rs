@@ -408,6 +408,8 @@ fn ctrl_z_stops_the_room_and_its_session_and_fg_brings_both_back() {
     tmux.keys(&["Enter"]);
     tmux.wait_for("global 1");
     let pgid = first_group(&pidfile);
+    let written = project.path("written.bin");
+    tmux.record_output(&written);
 
     tmux.keys(&["C-z"]);
     let screen = tmux.wait_for("Stopped");
@@ -435,6 +437,13 @@ fn ctrl_z_stops_the_room_and_its_session_and_fg_brings_both_back() {
     );
     assert!(!project.events_named("paused").is_empty());
     assert!(!project.events_named("resumed").is_empty());
+    // Taking the screen back never asks where the cursor is: a busy terminal
+    // answers late, into the shell, and a room that waited took it for gone.
+    let written = std::fs::read(&written).unwrap_or_default();
+    assert!(
+        !written.windows(4).any(|w| w == b"\x1b[6n"),
+        "the room asked for the cursor position"
+    );
     // Raw mode is back: a key acts without Enter.
     tmux.keys(&["q"]);
     tmux.wait_for("Quit clowder?");

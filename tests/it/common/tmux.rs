@@ -86,6 +86,17 @@ impl Tmux {
         assert!(paste.status().expect("tmux paste-buffer").success());
     }
 
+    /// Copies everything the pane's program writes from now on into `file`
+    /// (`pipe-pane -O`), escape sequences and all.
+    pub fn record_output(&self, file: &Path) {
+        let status = Command::new("tmux")
+            .args(["-L", &self.socket, "pipe-pane", "-O", "-t", SESSION])
+            .arg(format!("cat >> '{}'", file.display()))
+            .status()
+            .expect("tmux pipe-pane");
+        assert!(status.success(), "tmux pipe-pane failed");
+    }
+
     /// A tmux format about the pane, e.g. `#{alternate_on}`.
     pub fn pane_format(&self, format: &str) -> String {
         let output = Command::new("tmux")
