@@ -684,6 +684,7 @@ fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {
             format: config.agent.format,
             watched: std::sync::Arc::default(),
             outputs: Some(config.loop_files(&cwd).output_dir),
+            notified: config.ui.calls_out(),
         };
         let max_iterations = config.session.max_iterations.0;
         let reporter = single.reporter(Box::new(Console::new(verbosity)));

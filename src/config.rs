@@ -17,6 +17,7 @@ mod fleet;
 mod hosts;
 mod located;
 pub mod preflight;
+mod reviewer;
 pub mod schema;
 mod signals;
 mod ui;
@@ -26,6 +27,7 @@ mod worker;
 
 pub use fleet::FleetConfig;
 pub use hosts::HostEntry;
+pub use reviewer::{OnUnreachable, ReviewerApi, ReviewerConfig, ReviewerMode};
 pub(crate) use located::{line_column, parse_located};
 pub use signals::{SignalsConfig, Sigterm};
 pub use ui::{Notify, UiConfig, valid_http_url};
@@ -348,6 +350,9 @@ pub struct ApprovalsConfig {
     /// With autonomy 3: every N-th iteration is critical (0: none by count).
     #[serde(deserialize_with = "deserialize_count_u64")]
     pub critical_every: u64,
+    /// A model that reviews what no rule decided, before a person is asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<ReviewerConfig>,
 }
 
 impl Default for ApprovalsConfig {
@@ -361,6 +366,7 @@ impl Default for ApprovalsConfig {
             deny: Vec::new(),
             autonomy: Autonomy(5),
             critical_every: 0,
+            reviewer: None,
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod escape;
 pub mod fleet;
 pub mod fmt;
 pub mod lane_status;
+pub mod llm;
 pub mod plan;
 pub mod proc_stat;
 pub mod protocol;

@@ -484,18 +484,25 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         }
     };
     if let Some((allow, reason)) = decided_by_rule {
-        if let Ok(queue) = open_for_agent(&args.dir.dir) {
-            let mut event = ApprovalEvent::new("approval_decided");
-            event.kind = Some("policy".into());
-            event.tool = Some(hook.tool_name.clone());
-            event.reason = Some(reason.clone());
-            queue.log(&event);
+        let mut event = ApprovalEvent::new("approval_decided");
+        event.kind = Some("policy".into());
+        event.tool = Some(hook.tool_name.clone());
+        event.lane = request.lane.clone();
+        event.decider = reason.split_once(" by the ").map(|(_, rule)| rule.to_string());
+        event.verdict = Some(if allow { "allow" } else { "deny" }.into());
+        event.reason = Some(reason.clone());
+        queue.log(&event);
+        return answer(allow, &reason);
+    }
+    if let Some(reviewer) = &config.reviewer {
+        let log = queue.event_log_path();
+        match super::reviewed::consult(config, reviewer, &queue, &request, log.as_deref()) {
+            super::reviewed::Next::Answer { allow, reason } => return answer(allow, &reason),
+            super::reviewed::Next::Person(review) => {
+                eprintln!("clowder gate: {}", escape(&review.describe()));
+                request.body = Some(review.describe());
+            }
         }
-        println!("{}", hook_answer(allow, &reason));
-        std::io::stdout()
-            .flush()
-            .map_err(|err| format!("cannot write the answer: {err}"))?;
-        return Ok(0);
     }
     // Short enough for `clowder queue` to show whole, start and end.
     let subject = crate::fmt::head_and_tail(&full_subject, 90);

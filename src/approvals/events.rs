@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// `approval_requested`, `approval_decided`, `approval_timeout`,
-/// `approval_cancelled` or `approval_rejected_file`.
+/// `approval_cancelled`, `approval_rejected_file`, `reviewer_reviewed` or
+/// `reviewer_tripped`.
 #[derive(Debug, Clone, Serialize)]
 pub struct ApprovalEvent {
     pub ts: DateTime<Utc>,
@@ -27,6 +28,22 @@ pub struct ApprovalEvent {
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lane: Option<String>,
+    /// Who decided: `rule …`, `reviewer MODEL`, or the person's program and user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decider: Option<String>,
+    /// The reviewer's verdict: `allow`, `deny`, `unsure`, `failed`, `off`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl ApprovalEvent {
@@ -41,6 +58,13 @@ impl ApprovalEvent {
             waited_secs: None,
             file: None,
             reason: None,
+            lane: None,
+            decider: None,
+            verdict: None,
+            took_ms: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
         }
     }
 }

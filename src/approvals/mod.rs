@@ -33,6 +33,9 @@ pub mod host_rules;
 pub mod patch;
 pub mod policy;
 mod queue;
+pub mod presence;
+pub mod reviewed;
+pub mod reviewer;
 mod safe_options;
 pub mod safe_read;
 mod shell;
@@ -283,6 +286,9 @@ pub struct DoneRecord {
     /// `approved`, `rejected`, `timed_out`, `cancelled`, `removed` or `abandoned`.
     pub outcome: String,
     pub waited_secs: f64,
+    /// What the reviewer made of the call, when one was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<reviewer::Review>,
 }
 
 /// How a wait ended.

@@ -80,18 +80,21 @@ impl Queue {
 
     /// Appends an event to the log; the log is best effort and never fails a caller.
     pub fn log(&self, event: &ApprovalEvent) {
-        // Asked only when something is logged: reading the config costs more
-        // than opening the queue.
-        let path = match &self.event_log {
+        if let Some(path) = self.event_log_path() {
+            let _ = events::append(&path, event);
+        }
+    }
+
+    /// The event log this queue's events go to, if any. Asked only when needed:
+    /// reading the config costs more than opening the queue.
+    pub fn event_log_path(&self) -> Option<PathBuf> {
+        match &self.event_log {
             Some(path) => path.clone(),
             None => {
                 crate::config::Config::of_folder(Path::new(""))
                     .loop_files(Path::new(""))
                     .event_log
             }
-        };
-        if let Some(path) = path {
-            let _ = events::append(&path, event);
         }
     }
 
@@ -482,6 +485,19 @@ impl Queue {
         outcome
     }
 
+    /// Records a call decided without a person (by the reviewer) in `done/`,
+    /// beside the person's decisions, and logs `approval_decided`.
+    pub(super) fn record_done(
+        &self,
+        request: &Request,
+        decision: Option<DecisionRecord>,
+        review: Option<super::reviewer::Review>,
+        label: &str,
+        waited_secs: f64,
+    ) {
+        self.write_done(request, decision, review, label, "approval_decided", waited_secs);
+    }
+
     /// Writes `done/<id>.json` (request, decision, outcome), then removes the
     /// request and its decision, and logs `event`.
     pub(super) fn move_to_done(
@@ -492,12 +508,25 @@ impl Queue {
         event: &'static str,
         waited_secs: f64,
     ) {
+        self.write_done(request, decision, None, label, event, waited_secs);
+    }
+
+    fn write_done(
+        &self,
+        request: &Request,
+        decision: Option<DecisionRecord>,
+        review: Option<super::reviewer::Review>,
+        label: &str,
+        event: &'static str,
+        waited_secs: f64,
+    ) {
         let id = request.id.clone();
         let record = DoneRecord {
             request: request.clone(),
             decision: decision.clone(),
             outcome: label.to_string(),
             waited_secs,
+            review: review.clone(),
         };
         if let Ok(mut json) = formats::DONE.to_vec_pretty(&record) {
             json.push(b'\n');
@@ -513,8 +542,16 @@ impl Queue {
         event.id = Some(id);
         event.waited_secs = Some(waited_secs);
         event.outcome = Some(label.to_string());
+        event.tool = request.tool_name.clone();
+        event.lane = request.lane.clone();
         if let Some(record) = &decision {
             event.reason = record.reason.clone();
+            event.decider = record.decided_by.clone();
+        }
+        if let Some(review) = &review {
+            event.kind = Some("reviewer".into());
+            event.verdict = Some(review.verdict.word().to_string());
+            event.took_ms = Some(review.took_ms);
         }
         self.log(&event);
     }

@@ -51,6 +51,11 @@ pub fn valid_http_url(text: &str) -> bool {
 }
 
 impl UiConfig {
+    /// Whether the host calls its human by itself (`on_attention`, `notify_url`).
+    pub fn calls_out(&self) -> bool {
+        self.on_attention().is_some() || self.notify_url.is_some()
+    }
+
     /// The attention command in force, if any.
     pub fn on_attention(&self) -> Option<&str> {
         (!self.on_attention.trim().is_empty()).then_some(self.on_attention.as_str())

@@ -162,6 +162,7 @@ fn run_with(
     let headless = watchers.local.is_none();
     let approvals_dir = root.join(&config.approvals.dir.0);
     let format = config.agent.format;
+    let notified = config.ui.calls_out();
     // Headless (no room): a waiting request is said on the console.
     let _notices = (headless && verbosity != Verbosity::Quiet)
         .then(|| super::waiting_notice::start(&root, approvals_dir.clone()));
@@ -197,6 +198,7 @@ fn run_with(
             format,
             outputs: None,
             watched: Arc::clone(&host.watched),
+            notified,
         };
         let serving = super::serve::start(options, from_host, watchers.local, remote_tx);
         let _serving = match serving {

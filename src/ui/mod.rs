@@ -111,6 +111,7 @@ pub fn run(
             format: config.agent.format,
             watched: std::sync::Arc::default(),
             outputs: Some(config.loop_files(&files.root).output_dir),
+            notified: config.ui.calls_out(),
         };
         let max_iterations = config.session.max_iterations.0;
         let reporter = single.reporter(Box::new(ChannelReporter {

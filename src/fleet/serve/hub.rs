@@ -26,6 +26,8 @@ const RECENT: usize = 200;
 /// How often a fallen-behind client is looked at again, and the requests read
 /// again while a client is connected.
 const TICK: Duration = Duration::from_millis(250);
+/// How often the queue's folder is told that someone is there, while they are.
+const PRESENCE_TICK: Duration = Duration::from_secs(5);
 
 /// A client's queue, as the hub holds it; `queued` hears when the snapshot
 /// is in it, so that nothing the client asks is answered before it.
@@ -57,6 +59,9 @@ pub(super) struct Hub {
     root: PathBuf,
     approvals_dir: PathBuf,
     watched: Arc<std::sync::atomic::AtomicBool>,
+    notified: bool,
+    /// When the queue's folder was last told someone is there.
+    present_at: std::cell::Cell<Option<std::time::Instant>>,
 }
 
 #[derive(Default)]
@@ -85,6 +90,8 @@ impl Hub {
             root: options.root.clone(),
             approvals_dir: options.approvals_dir.clone(),
             watched: Arc::clone(&options.watched),
+            notified: options.notified,
+            present_at: std::cell::Cell::new(None),
         };
         hub.mark_watched();
         tokio::spawn(hub.run(from_host, joins, (rescans, told)));
@@ -102,6 +109,11 @@ impl Hub {
     ) {
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        // Someone who looks, or is called, keeps the queue's folder marked so
+        // while the host is quiet too.
+        let mut presence = tokio::time::interval(PRESENCE_TICK);
+        presence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let present = self.local.is_some() || self.notified;
         let (listed_tx, mut listed) = mpsc::unbounded_channel();
         let mut scanning = false;
         // A new client's snapshot waits for a listing of the requests begun
@@ -136,6 +148,7 @@ impl Hub {
                     }
                     scan = !waiting.is_empty();
                 }
+                _ = presence.tick(), if present => {}
                 // With no client there is nothing to catch up on or to list
                 // for: an idle host is not woken.
                 _ = tick.tick(), if !self.clients.is_empty() => {
@@ -195,10 +208,21 @@ impl Hub {
     }
 
     /// Tells the host whether anyone watches now.
+    /// Says whether anyone looks: for the host's own work, and in the queue's
+    /// folder for the gate, which denies what only a person could decide when
+    /// nobody is there to ask ([`crate::approvals::presence`]).
     fn mark_watched(&self) {
         let watched = self.local.is_some() || !self.clients.is_empty();
         self.watched
             .store(watched, std::sync::atomic::Ordering::Relaxed);
+        let due = self
+            .present_at
+            .get()
+            .is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1));
+        if (watched || self.notified) && due {
+            self.present_at.set(Some(std::time::Instant::now()));
+            crate::approvals::presence::mark(&self.approvals_dir);
+        }
     }
 
     fn join(&mut self, joined: Joined) {

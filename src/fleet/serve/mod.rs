@@ -162,6 +162,9 @@ pub struct ServeOptions {
     /// Set while someone watches (a room here, or a client): what only a
     /// watcher reads (commits ahead) is not counted for nobody.
     pub watched: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The host calls its human (`on_attention`, `notify_url`) besides: a
+    /// person is there to ask even with nobody attached.
+    pub notified: bool,
 }
 
 /// Starts the hub that fans `from_host` out to `local` (the control room on

@@ -7,17 +7,16 @@
 //! Nothing here knows of tasks: the caller passes the prompt and the answer's
 //! schema, and hears of waits through the [`Waiter`].
 
-mod http;
 mod ollama;
 mod program;
-pub(crate) mod retry;
+pub(crate) use crate::llm::retry;
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::config::WorkerConfig;
-use retry::{Backoff, Busy, Policy, Retry};
+use crate::llm::retry::{Backoff, Busy, Policy, Retry};
 
 /// Most bytes of an answer read; a longer one is refused unread.
 pub(crate) const ANSWER_CAP: u64 = 4 * 1024 * 1024;

@@ -15,7 +15,7 @@ const MESSAGE_CAP: usize = 300;
 
 /// What came back, short of a failure.
 #[derive(Debug)]
-pub(crate) enum Reply {
+pub enum Reply {
     /// A 2xx reply's JSON body.
     Json(Value),
     /// A 2xx reply that is not JSON or is over the size limit: a bad answer,
@@ -30,10 +30,12 @@ fn is_busy(status: u16) -> bool {
     matches!(status, 429 | 503 | 529)
 }
 
-/// Posts `body` to `url`. `Err`: the server is unreachable or answered an error
-/// that waiting will not cure (its message included).
-pub(crate) fn post_json(
+/// Posts `body` to `url` with `headers` (an API key, a version). `Err`: the
+/// server is unreachable or answered an error that waiting will not cure (its
+/// message included).
+pub fn post_json(
     url: &str,
+    headers: &[(&str, &str)],
     body: &Value,
     timeout: Duration,
     max_bytes: u64,
@@ -43,7 +45,11 @@ pub(crate) fn post_json(
         .http_status_as_error(false)
         .build()
         .into();
-    let mut response = match agent.post(url).send_json(body) {
+    let mut request = agent.post(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = match request.send_json(body) {
         Ok(response) => response,
         Err(ureq::Error::Timeout(_)) => return Ok(Reply::TimedOut),
         Err(err) => return Err(format!("{url} is unreachable: {err}")),

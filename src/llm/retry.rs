@@ -10,7 +10,7 @@ const FIRST_WAIT: Duration = Duration::from_secs(1);
 
 /// How long and how often a busy LLM is waited for, for one answer.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Policy {
+pub struct Policy {
     /// Tries after the first; 0: a busy answer is given up on at once.
     pub retries: u32,
     /// Most time spent waiting, all tries together.
@@ -19,7 +19,7 @@ pub(crate) struct Policy {
 
 /// What a busy answer said: its status and the wait it asked for.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Busy {
+pub struct Busy {
     /// `429 Too Many Requests`, as the server put it.
     pub status: String,
     pub retry_after: Option<Duration>,
@@ -29,7 +29,7 @@ pub(crate) struct Busy {
 
 /// The next try, as the caller reports it.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Retry {
+pub struct Retry {
     /// 1 for the first retry.
     pub number: u32,
     pub of: u32,
@@ -40,14 +40,14 @@ pub(crate) struct Retry {
 
 /// The tries of one answer so far.
 #[derive(Debug, Clone)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     policy: Policy,
     done: u32,
     waited: Duration,
 }
 
 impl Backoff {
-    pub(crate) fn new(policy: Policy) -> Backoff {
+    pub fn new(policy: Policy) -> Backoff {
         Backoff {
             policy,
             done: 0,
@@ -56,7 +56,7 @@ impl Backoff {
     }
 
     /// The next try after `busy`, or why there is none.
-    pub(crate) fn next(&mut self, busy: &Busy) -> Result<Retry, String> {
+    pub fn next(&mut self, busy: &Busy) -> Result<Retry, String> {
         if self.done >= self.policy.retries {
             return Err(format!(
                 "gave up after {} tries ({} s waited)",
@@ -87,7 +87,7 @@ impl Backoff {
 
 /// `Retry-After` as seconds or as an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`),
 /// against `now`; a date in the past is no wait. Anything else: none.
-pub(crate) fn parse_retry_after(
+pub fn parse_retry_after(
     value: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Option<Duration> {
