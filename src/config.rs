@@ -27,8 +27,8 @@ mod worker;
 
 pub use fleet::FleetConfig;
 pub use hosts::HostEntry;
-pub use reviewer::{OnUnreachable, ReviewerApi, ReviewerConfig, ReviewerMode};
 pub(crate) use located::{line_column, parse_located};
+pub use reviewer::{OnUnreachable, ReviewerApi, ReviewerConfig, ReviewerMode};
 pub use signals::{SignalsConfig, Sigterm};
 pub use ui::{Notify, UiConfig, valid_http_url};
 pub use values::*;

@@ -134,6 +134,10 @@ pub struct QueueArgs {
     /// Move the abandoned requests (their waiter is gone) to done/ now
     #[arg(long = "prune")]
     pub prune: bool,
+    /// List the newest finished requests instead: who decided each (a person,
+    /// or the reviewer), the outcome and the reason
+    #[arg(long = "history", conflicts_with = "prune")]
+    pub history: bool,
 }
 
 #[derive(Debug, Args)]
@@ -488,7 +492,9 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         event.kind = Some("policy".into());
         event.tool = Some(hook.tool_name.clone());
         event.lane = request.lane.clone();
-        event.decider = reason.split_once(" by the ").map(|(_, rule)| rule.to_string());
+        event.decider = reason
+            .split_once(" by the ")
+            .map(|(_, rule)| rule.to_string());
         event.verdict = Some(if allow { "allow" } else { "deny" }.into());
         event.reason = Some(reason.clone());
         queue.log(&event);
@@ -756,6 +762,9 @@ pub fn queue(
         Ok(queue) => queue,
         Err(code) => return code,
     };
+    if args.history {
+        return history(&args);
+    }
     let mut requests = match listed {
         Some(requests) => requests,
         None => {
@@ -840,6 +849,55 @@ pub fn queue(
     if requests.iter().any(|r| r.abandoned) {
         println!(
             "abandoned: the process that asked is gone; `clowder queue --prune` moves these to done/"
+        );
+    }
+    0
+}
+
+/// How many finished requests `clowder queue --history` lists.
+const HISTORY: usize = 50;
+
+/// `clowder queue --history`: the newest finished requests, newest first.
+fn history(args: &QueueArgs) -> i32 {
+    let records = super::list_done(&args.dir.dir, HISTORY);
+    if args.json {
+        return match serde_json::to_string_pretty(&records) {
+            Ok(json) => {
+                println!("{}", crate::escape::json_visible(&json));
+                0
+            }
+            Err(err) => {
+                eprintln!("clowder queue: error: {err}");
+                1
+            }
+        };
+    }
+    if records.is_empty() {
+        println!(
+            "no finished requests in {}",
+            escape(&args.dir.dir.display().to_string())
+        );
+        return 0;
+    }
+    println!(
+        "{:<12} {:<19}  {:<9}  {:<28} {:<40}  REASON",
+        "ID", "DECIDED", "OUTCOME", "BY", "WHAT"
+    );
+    for record in &records {
+        let decision = record.decision.as_ref();
+        let by = decision
+            .and_then(|d| d.decided_by.as_deref())
+            .unwrap_or("-");
+        let at = decision.map_or(record.request.created, |d| d.decided_at);
+        let reason = decision.and_then(|d| d.reason.as_deref()).unwrap_or("");
+        println!(
+            "{:<12} {:<19}  {:<9}  {:<28} {:<40}  {}",
+            record.request.id,
+            at.format("%Y-%m-%d %H:%M:%S"),
+            record.outcome,
+            clip(&escape(by), 28),
+            crate::fmt::head_and_tail(&escape(&titled(&record.request)), 40),
+            crate::fmt::head_and_tail(&escape(reason), 100),
         );
     }
     0

@@ -495,7 +495,14 @@ impl Queue {
         label: &str,
         waited_secs: f64,
     ) {
-        self.write_done(request, decision, review, label, "approval_decided", waited_secs);
+        self.write_done(
+            request,
+            decision,
+            review,
+            label,
+            "approval_decided",
+            waited_secs,
+        );
     }
 
     /// Writes `done/<id>.json` (request, decision, outcome), then removes the

@@ -170,5 +170,11 @@ fn record_decision(queue: &Queue, request: &Request, review: &Review, allow: boo
     };
     let label = if allow { "approved" } else { "rejected" };
     let waited = review.took_ms as f64 / 1000.0 + started.elapsed().as_secs_f64();
-    queue.record_done(&request, Some(decision), Some(review.clone()), label, waited);
+    queue.record_done(
+        &request,
+        Some(decision),
+        Some(review.clone()),
+        label,
+        waited,
+    );
 }

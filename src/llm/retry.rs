@@ -87,10 +87,7 @@ impl Backoff {
 
 /// `Retry-After` as seconds or as an HTTP date (`Wed, 21 Oct 2015 07:28:00 GMT`),
 /// against `now`; a date in the past is no wait. Anything else: none.
-pub fn parse_retry_after(
-    value: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Option<Duration> {
+pub fn parse_retry_after(value: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));

@@ -14,6 +14,7 @@ mod approvals_files;
 mod approvals_gate;
 mod approvals_known_safe;
 mod approvals_policy;
+mod approvals_reviewer;
 mod approvals_rules;
 mod approvals_scripts;
 mod approvals_subject;

@@ -584,6 +584,7 @@ fn approval_history() {
             }),
             outcome: outcome.into(),
             waited_secs: 42.0,
+            review: None,
         };
     update(
         &mut state,

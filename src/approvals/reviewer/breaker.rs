@@ -112,7 +112,9 @@ impl Breaker<'_> {
         file.lock()
             .map_err(|err| format!("cannot lock {}: {err}", path.display()))?;
         let mut text = String::new();
-        let _ = Read::by_ref(&mut file).take(16 << 20).read_to_string(&mut text);
+        let _ = Read::by_ref(&mut file)
+            .take(16 << 20)
+            .read_to_string(&mut text);
         let mut counts: Counts = serde_json::from_str(&text).unwrap_or_default();
         let result = change(&mut counts);
         let body = serde_json::to_vec(&counts).map_err(|err| err.to_string())?;
@@ -136,8 +138,16 @@ mod tests {
     #[test]
     fn three_denials_in_a_row_trip_it_for_that_lane_and_run_only() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let api = Breaker { dir: dir.path(), lane: "api", run: "r1" };
-        let docs = Breaker { dir: dir.path(), lane: "docs", run: "r1" };
+        let api = Breaker {
+            dir: dir.path(),
+            lane: "api",
+            run: "r1",
+        };
+        let docs = Breaker {
+            dir: dir.path(),
+            lane: "docs",
+            run: "r1",
+        };
         assert_eq!(api.record(Verdict::Deny, LIMITS), Ok(None));
         assert_eq!(api.record(Verdict::Deny, LIMITS), Ok(None));
         assert_eq!(docs.record(Verdict::Deny, LIMITS), Ok(None));
@@ -145,14 +155,22 @@ mod tests {
         assert_eq!(tripped.as_deref(), Some("3 denials in a row"));
         assert_eq!(api.tripped().as_deref(), Some("3 denials in a row"));
         assert_eq!(docs.tripped(), None);
-        let next_run = Breaker { dir: dir.path(), lane: "api", run: "r2" };
+        let next_run = Breaker {
+            dir: dir.path(),
+            lane: "api",
+            run: "r2",
+        };
         assert_eq!(next_run.tripped(), None);
     }
 
     #[test]
     fn an_allow_breaks_the_row_but_not_the_run_count() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let lane = Breaker { dir: dir.path(), lane: "", run: "r" };
+        let lane = Breaker {
+            dir: dir.path(),
+            lane: "",
+            run: "r",
+        };
         for _ in 0..2 {
             lane.record(Verdict::Deny, LIMITS).expect("counted");
             lane.record(Verdict::Deny, LIMITS).expect("counted");

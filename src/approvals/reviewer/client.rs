@@ -68,7 +68,9 @@ fn api_key(config: &ReviewerConfig) -> Option<String> {
         ("", _) => "OPENAI_API_KEY",
         (name, _) => name,
     };
-    std::env::var(name).ok().filter(|key| !key.trim().is_empty())
+    std::env::var(name)
+        .ok()
+        .filter(|key| !key.trim().is_empty())
 }
 
 fn request_body(config: &ReviewerConfig, system: &str, user: &str, max_tokens: u32) -> Value {
@@ -116,14 +118,17 @@ fn read_answer(api: ReviewerApi, reply: &Value) -> Result<Answer, String> {
             &reply["usage"]["completion_tokens"],
         ),
         ReviewerApi::OpenaiResponses => (
-            reply["output_text"].as_str().map(str::to_string).or_else(|| {
-                let messages = reply["output"].as_array()?;
-                let texts: Vec<String> = messages
-                    .iter()
-                    .filter_map(|m| joined_text(&m["content"], "output_text"))
-                    .collect();
-                (!texts.is_empty()).then(|| texts.join("\n"))
-            }),
+            reply["output_text"]
+                .as_str()
+                .map(str::to_string)
+                .or_else(|| {
+                    let messages = reply["output"].as_array()?;
+                    let texts: Vec<String> = messages
+                        .iter()
+                        .filter_map(|m| joined_text(&m["content"], "output_text"))
+                        .collect();
+                    (!texts.is_empty()).then(|| texts.join("\n"))
+                }),
             &reply["usage"]["input_tokens"],
             &reply["usage"]["output_tokens"],
         ),
@@ -156,9 +161,19 @@ mod tests {
         let anthropic = json!({"content": [{"type": "thinking", "thinking": "x"}, {"type": "text", "text": "hi"}],
             "usage": {"input_tokens": 10, "output_tokens": 2}});
         let answer = read_answer(ReviewerApi::Anthropic, &anthropic).expect("read");
-        assert_eq!((answer.text.as_str(), answer.input_tokens, answer.output_tokens), ("hi", 10, 2));
+        assert_eq!(
+            (
+                answer.text.as_str(),
+                answer.input_tokens,
+                answer.output_tokens
+            ),
+            ("hi", 10, 2)
+        );
         let chat = json!({"choices": [{"message": {"content": "yo"}}], "usage": {"prompt_tokens": 5, "completion_tokens": 1}});
-        assert_eq!(read_answer(ReviewerApi::Openai, &chat).expect("read").text, "yo");
+        assert_eq!(
+            read_answer(ReviewerApi::Openai, &chat).expect("read").text,
+            "yo"
+        );
         let responses = json!({"output": [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}]});
         let answer = read_answer(ReviewerApi::OpenaiResponses, &responses).expect("read");
         assert_eq!((answer.text.as_str(), answer.input_tokens), ("ok", 0));

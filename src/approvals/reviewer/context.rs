@@ -22,8 +22,8 @@ const EVENTS_TAIL: u64 = 256 * 1024;
 const MAX_SCRIPTS: usize = 4;
 /// Programs whose first word that is not an option is a script they run.
 const INTERPRETERS: &[&str] = &[
-    "sh", "bash", "zsh", "dash", "ksh", "python", "python3", "node", "deno", "bun", "ruby",
-    "perl", "php", "source", ".",
+    "sh", "bash", "zsh", "dash", "ksh", "python", "python3", "node", "deno", "bun", "ruby", "perl",
+    "php", "source", ".",
 ];
 
 /// The parts of a call's context that the gate knows directly.
@@ -103,8 +103,14 @@ fn delivered_notes(log: &Path) -> Vec<String> {
 
 /// The rules, one a line, deny first.
 fn rules_text(config: &ApprovalsConfig) -> String {
-    let deny = config.deny.iter().map(|r| format!("deny: {}", r.describe()));
-    let allow = config.allow.iter().map(|r| format!("allow: {}", r.describe()));
+    let deny = config
+        .deny
+        .iter()
+        .map(|r| format!("deny: {}", r.describe()));
+    let allow = config
+        .allow
+        .iter()
+        .map(|r| format!("allow: {}", r.describe()));
     deny.chain(allow).collect::<Vec<_>>().join("\n")
 }
 
@@ -153,7 +159,10 @@ mod tests {
         std::fs::write(dir.path().join("run.sh"), "rm -rf build\n").expect("write");
         std::fs::create_dir(dir.path().join("tools")).expect("mkdir");
         std::fs::write(dir.path().join("tools/y.py"), "print(1)\n").expect("write");
-        let found = scripts_run("./run.sh && python3 -u tools/y.py; cat /etc/passwd; bash ../x.sh", dir.path());
+        let found = scripts_run(
+            "./run.sh && python3 -u tools/y.py; cat /etc/passwd; bash ../x.sh",
+            dir.path(),
+        );
         let names: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(names, ["./run.sh", "tools/y.py"]);
         assert_eq!(found[0].1, "rm -rf build\n");

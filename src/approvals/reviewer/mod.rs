@@ -119,7 +119,9 @@ pub fn review(config: &ReviewerConfig, context: &Context) -> Review {
     };
     let judged = match first {
         Ok(true) => Ok((Verdict::Allow, "plainly safe at a first look".to_string())),
-        Ok(false) => ask(prompt::SYSTEM, VERDICT_TOKENS).and_then(|text| prompt::read_verdict(&text)),
+        Ok(false) => {
+            ask(prompt::SYSTEM, VERDICT_TOKENS).and_then(|text| prompt::read_verdict(&text))
+        }
         Err(why) => Err(why),
     };
     let (verdict, reason) = judged.unwrap_or_else(|why| (Verdict::Failed, why));

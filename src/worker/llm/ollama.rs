@@ -6,9 +6,9 @@ use std::thread;
 
 use serde_json::Value;
 
-use crate::llm::http::{self, Reply};
 use super::{ANSWER_CAP, Attempt, Call, POLL, Waiter};
 use crate::config::WorkerConfig;
+use crate::llm::http::{self, Reply};
 
 /// Most bytes of a reply read: the answer, JSON-escaped, and Ollama's token list.
 const REPLY_CAP: u64 = 4 * ANSWER_CAP;
@@ -32,7 +32,13 @@ pub(super) fn attempt(
     let request_url = url.clone();
     // The request blocks; this thread keeps the heartbeat and the stop check going.
     thread::spawn(move || {
-        let _ = tx.send(http::post_json(&request_url, &[], &body, timeout, REPLY_CAP));
+        let _ = tx.send(http::post_json(
+            &request_url,
+            &[],
+            &body,
+            timeout,
+            REPLY_CAP,
+        ));
     });
     let reply = loop {
         match rx.recv_timeout(POLL) {

@@ -6,6 +6,7 @@
 
 pub mod anthropic;
 pub mod openai;
+pub mod reviewer;
 mod sse;
 
 use std::collections::VecDeque;
