@@ -9,6 +9,7 @@ use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::path::Path;
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use super::Verdict;
@@ -102,17 +103,17 @@ impl Breaker<'_> {
     /// A file that cannot be read as counts starts them again.
     fn with_counts<T>(&self, change: impl FnOnce(&mut Counts) -> T) -> Result<T, String> {
         let path = self.dir.join(FILE);
-        let mut file = File::options()
+        let file = File::options()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(&path)
             .map_err(|err| format!("cannot open {}: {err}", path.display()))?;
-        file.lock()
-            .map_err(|err| format!("cannot lock {}: {err}", path.display()))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, err)| format!("cannot lock {}: {err}", path.display()))?;
         let mut text = String::new();
-        let _ = Read::by_ref(&mut file)
+        let _ = Read::by_ref(&mut *file)
             .take(16 << 20)
             .read_to_string(&mut text);
         let mut counts: Counts = serde_json::from_str(&text).unwrap_or_default();
