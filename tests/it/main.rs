@@ -78,6 +78,7 @@ mod real_claude;
 mod real_claude_faults;
 mod real_codex;
 mod real_gate_handed;
+mod real_gate_reviewer;
 mod reliability_store;
 mod shell_props;
 mod state_files;

@@ -597,6 +597,28 @@ fn approval_history() {
             ),
             done("lint", "approved", Some(DecisionKind::Approve), None),
             done("release", "timed_out", None, None),
+            DoneRecord {
+                decision: Some(DecisionRecord {
+                    id: "test".into(),
+                    decision: DecisionKind::Approve,
+                    reason: Some("runs the tests".into()),
+                    decided_at: now(),
+                    request_hash: "0".repeat(64),
+                    decided_by: Some("reviewer judge-1".into()),
+                }),
+                ..done("test", "approved", None, None)
+            },
+            DoneRecord {
+                decision: Some(DecisionRecord {
+                    id: "push".into(),
+                    decision: DecisionKind::Approve,
+                    reason: None,
+                    decided_at: now(),
+                    request_hash: "0".repeat(64),
+                    decided_by: Some("clowder approve (user me, pid 42)".into()),
+                }),
+                ..done("push", "approved", None, None)
+            },
         ]),
         now(),
     );

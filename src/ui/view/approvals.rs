@@ -315,6 +315,18 @@ fn wrap_text(text: &str, first: usize, rest: usize, limit: usize) -> Vec<String>
     lines
 }
 
+/// ` by reviewer MODEL`, ` by clowder approve`: who decided, short.
+fn decided_by(record: &DoneRecord) -> String {
+    let by = record
+        .decision
+        .as_ref()
+        .and_then(|d| d.decided_by.as_deref());
+    by.map_or_else(String::new, |by| {
+        let program = by.split(" (").next().unwrap_or(by);
+        format!(" by {}", escape(program))
+    })
+}
+
 /// The history view: finished requests, newest first, with how each ended.
 fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, area: Rect) {
     let block = pane_block(
@@ -341,8 +353,9 @@ fn draw_history(state: &AppState, records: &[DoneRecord], frame: &mut Frame, are
                     _ => ("·", Color::DarkGray),
                 };
                 let ended = format!(
-                    "  {} · {}",
+                    "  {}{} · {}",
                     record.outcome.replace('_', " "),
+                    decided_by(record),
                     short_duration(record.waited_secs as i64)
                 );
                 let request =
