@@ -469,9 +469,46 @@ pub struct Totals {
     pub tool_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// What the gate's reviewer cost (its cost is in `cost_usd` too).
+    #[serde(skip_serializing_if = "ReviewerSpend::is_none")]
+    pub reviewer: ReviewerSpend,
+}
+
+/// The gate's reviewer: its answers, tokens and cost, for a session or a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
+pub struct ReviewerSpend {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: f64,
+}
+
+impl ReviewerSpend {
+    pub fn is_none(&self) -> bool {
+        self.calls == 0
+    }
+
+    pub fn add(&mut self, other: &ReviewerSpend) {
+        self.calls = self.calls.saturating_add(other.calls);
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        if other.cost_usd.is_finite() {
+            self.cost_usd += other.cost_usd.max(0.0);
+        }
+    }
 }
 
 impl Totals {
+    /// Counts what the reviewer spent: in its own sums, and, when it cost
+    /// anything, in the run's cost, which budgets are judged against.
+    pub fn add_review(&mut self, spend: &ReviewerSpend) {
+        self.reviewer.add(spend);
+        if spend.cost_usd.is_finite() && spend.cost_usd > 0.0 {
+            self.cost_usd = Some(self.known_cost() + spend.cost_usd);
+        }
+    }
+
     /// The cost reported so far, what budgets are judged against (an
     /// unknown cost is none).
     pub fn known_cost(&self) -> f64 {

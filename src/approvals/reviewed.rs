@@ -58,6 +58,7 @@ pub fn consult(
         }
     };
     log_review(queue, request, &review);
+    leave_spend(&review);
     let decides = reviewer.mode == ReviewerMode::Decide;
     if decides && matches!(review.verdict, Verdict::Allow | Verdict::Deny) {
         trip_if_due(queue, &breaker, reviewer, &review);
@@ -120,6 +121,27 @@ fn trip_if_due(queue: &Queue, breaker: &Breaker, reviewer: &ReviewerConfig, revi
         }
         Ok(None) => {}
         Err(err) => eprintln!("clowder gate: the reviewer's breaker: {err}"),
+    }
+}
+
+/// Leaves what the answer cost for the loop to count in its totals: the
+/// lane's files folder (beside the rules its host gave it), else the single
+/// loop's control folder in the working folder.
+fn leave_spend(review: &Review) {
+    if review.stages == 0 {
+        return;
+    }
+    let control_dir = std::env::var_os(super::host_rules::RULES_ENV)
+        .and_then(|rules| Path::new(&rules).parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| crate::store::paths::state_dir(Path::new("")));
+    let spend = crate::protocol::ReviewerSpend {
+        calls: 1,
+        input_tokens: review.input_tokens,
+        output_tokens: review.output_tokens,
+        cost_usd: review.cost_usd,
+    };
+    if let Err(err) = crate::store::spend::leave(&control_dir, &spend) {
+        eprintln!("clowder gate: the reviewer's cost is not counted: {err}");
     }
 }
 

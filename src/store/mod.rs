@@ -10,6 +10,7 @@ pub mod notes;
 pub mod paths;
 pub mod running;
 pub mod small_file;
+pub mod spend;
 pub mod status;
 pub mod status_pointer;
 pub mod versioned;

@@ -197,6 +197,8 @@ pub struct RateLimitFinding {
 pub enum Input {
     /// Begin the loop.
     Start,
+    /// The gate's reviewer spent this since the last look.
+    ReviewerSpent(crate::protocol::ReviewerSpend),
     /// Answer to [`Effect::CheckStopFile`].
     StopFileChecked {
         present: bool,
@@ -618,6 +620,10 @@ impl Core {
                 reason,
             } => self.on_doom_loop_approval(now, global, approved, reason, out),
             Input::Tick => self.on_tick(now, out),
+            Input::ReviewerSpent(spend) => {
+                self.totals.add_review(&spend);
+                self.check_run_cost(None, out);
+            }
             Input::SessionExited {
                 exit_code,
                 needed_sigkill,

@@ -293,6 +293,11 @@ impl Runtime {
                 Some(message) = self.internal_rx.recv() => match message {
                     Internal::Look => self.on_tick(&mut queue),
                     Internal::OutputWritten => self.output_grew(&mut queue),
+                    // What the session's gates spent is counted before its end.
+                    message @ Internal::GroupEnded(_) => {
+                        self.take_reviewer_spend(&mut queue);
+                        queue.extend(self.on_internal(message));
+                    }
                     message => queue.extend(self.on_internal(message)),
                 },
                 Some(()) = recv_signal(&mut sigint) => queue.push_back(Input::Signal(StopSignal::Int)),

@@ -2,7 +2,8 @@
 //! `clowder init`, the room on a terminal: one session's calls are allowed by
 //! the reviewer, denied by it (the agent reads why), passed to the person who
 //! approves in the room, and, once two denials in a row trip its breaker, sent
-//! to the person without asking it, who rejects in the room.
+//! to the person without asking it, who rejects in the room. What the reviewer
+//! cost is in the room's counters.
 
 use crate::common;
 use crate::model_server;
@@ -43,7 +44,7 @@ fn project(cli: Cli, reviewer: &ReviewerServer) -> Project {
     let init = project.run(&["init", "--agent", agent]);
     assert!(init.status.success(), "{}", stderr_of(&init));
     let approvals = format!(
-        "[approvals]\ntimeout = \"150s\"\n\n[approvals.reviewer]\napi = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"judge-1\"\nmax_denials_in_a_row = 2\n",
+        "[approvals]\ntimeout = \"150s\"\n\n[approvals.reviewer]\napi = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"judge-1\"\nmax_denials_in_a_row = 2\ninput_usd_per_mtok = 1\n",
         reviewer.base_url()
     );
     project.write("harness.toml", &real_agents::config(cli, &approvals));
@@ -151,6 +152,16 @@ fn the_reviewer_allows_denies_passes_on_and_trips(cli: Cli) {
     tmux.wait_for("person-says-no");
     tmux.keys(&["Enter"]);
     let screen = tmux.wait_for("✓ done");
+    // Four answers of 1,000 input tokens at $1 a million: in the run's counters.
+    let screen = if screen.contains("4 calls") {
+        screen
+    } else {
+        tmux.wait_for("4 calls")
+    };
+    assert!(
+        screen.contains("reviewer    4 calls · $0.0040"),
+        "{version}: {screen}"
+    );
     assert!(
         !project.path("after-trip").exists(),
         "{version}: rejected, yet run"

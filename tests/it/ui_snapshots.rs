@@ -83,6 +83,7 @@ fn snapshot() -> Snapshot {
             tool_calls: 40,
             input_tokens: 90_000,
             output_tokens: 8_000,
+            ..Totals::default()
         },
         max_cost_usd: None,
         max_runtime_secs: None,

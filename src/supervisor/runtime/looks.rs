@@ -136,6 +136,7 @@ impl Runtime {
             queue.push_back(Input::StopFileSeen);
         }
         self.take_control_requests(queue);
+        self.take_reviewer_spend(queue);
         // Logged as soon as seen; delivered with the next session's prompt.
         self.waiting_notes();
         if self.held_iteration.is_some() && self.stop_file.exists() {
@@ -144,6 +145,16 @@ impl Runtime {
         queue.push_back(Input::Tick);
         if self.status_due().is_some_and(|at| at <= Instant::now()) {
             self.write_status();
+        }
+    }
+
+    /// What the gate's reviewer spent since the last look, for the run's totals.
+    pub(super) fn take_reviewer_spend(&mut self, queue: &mut VecDeque<Input>) {
+        if self.config.approvals.reviewer.is_some() {
+            let spend = crate::store::spend::take(&self.control_dir);
+            if spend.calls > 0 {
+                queue.push_back(Input::ReviewerSpent(spend));
+            }
         }
     }
 

@@ -219,6 +219,19 @@ fn usage_rows(state: &AppState) -> Vec<Row> {
         values,
         budget_color(run_cost.unwrap_or(0.0), snap.max_cost_usd, Color::Cyan),
     ));
+    let reviewer = &snap.totals.reviewer;
+    if reviewer.calls > 0 {
+        let calls = fmt::count(reviewer.calls);
+        rows.push(row(
+            "reviewer",
+            vec![
+                format!("{calls} calls · ${:.4} (in run)", reviewer.cost_usd),
+                format!("{calls} calls · ${:.4}", reviewer.cost_usd),
+                format!("{calls} calls · ${:.2}", reviewer.cost_usd),
+            ],
+            Color::Cyan,
+        ));
+    }
     if let Some(stats) = session {
         rows.push(row(
             "tool calls",
