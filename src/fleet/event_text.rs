@@ -239,8 +239,11 @@ pub fn summaries(event: &Event) -> Vec<String> {
             ),
         ],
         Event::NoteQueued { .. } => vec![summary(event), "note queued".into()],
-        Event::NoteDelivered { global, .. } => {
-            vec![summary(event), format!("#{global} took your note")]
+        Event::NoteDelivered { global, how, .. } => {
+            vec![
+                summary(event),
+                format!("#{global} took your note{}", how_said(*how)),
+            ]
         }
         _ => vec![summary(event)],
     }
@@ -415,12 +418,23 @@ fn summary(event: &Event) -> String {
         Event::NoteQueued { text, .. } => {
             format!("note queued: \"{}\"", crate::store::notes::one_line(text))
         }
-        Event::NoteDelivered { global, text, .. } => {
+        Event::NoteDelivered {
+            global, text, how, ..
+        } => {
             format!(
-                "#{global} took your note: \"{}\"",
+                "#{global} took your note{}: \"{}\"",
+                how_said(*how),
                 crate::store::notes::one_line(text)
             )
         }
+    }
+}
+
+/// How a session took a note, after "took your note".
+fn how_said(how: crate::protocol::NoteHow) -> &'static str {
+    match how {
+        crate::protocol::NoteHow::Prompt => "",
+        crate::protocol::NoteHow::Now => " now",
     }
 }
 

@@ -25,10 +25,21 @@ impl Runtime {
             Effect::RemoveStopFile => self.remove_stop_file(),
             Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
             Effect::Spawn { iteration } => self.take_slot(iteration),
-            Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
-            Effect::ResumeGroup { pgid } => process::signal_group(pgid, Signal::SIGCONT),
+            Effect::PauseGroup { pgid } => {
+                self.pause_steering(true);
+                process::signal_group(pgid, Signal::SIGSTOP);
+            }
+            Effect::ResumeGroup { pgid } => {
+                process::signal_group(pgid, Signal::SIGCONT);
+                self.pause_steering(false);
+                // Notes told during the pause went to the next session.
+            }
             Effect::TerminateGroup { pgid, .. } => {
                 if let Some(session) = self.session.as_ref().filter(|s| s.pgid == pgid) {
+                    // No note reaches a session after its kill.
+                    if let Some(steer) = &session.steer {
+                        steer.close();
+                    }
                     let _ = session.kill.send(());
                 }
             }
