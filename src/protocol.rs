@@ -836,6 +836,9 @@ pub enum Event {
         note: String,
         text: String,
         queued_at: DateTime<Utc>,
+        /// Why it waits rather than reach the running session now.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
     /// A session took the note: at the top of its prompt, or (`how`: `now`)
     /// written to its stdin while it ran.

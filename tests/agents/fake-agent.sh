@@ -27,7 +27,9 @@
 #                       at once ("Read the note."), then the result; a message after the
 #                       result runs a turn of its own; ends when stdin closes. Each message
 #                       taken is echoed when --replay-user-messages is among the arguments.
-#                       FAKE_AGENT_STALL=1: never writes a result (the watchdog's target).
+#                       FAKE_AGENT_STALL=1: never writes a result (the watchdog's target);
+#                       FAKE_AGENT_EOF_MARK=FILE: created once stdin is closed;
+#                       FAKE_AGENT_LINGER=SECS: how long it stays after that.
 # Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
 #      FAKE_AGENT_ARGSFILE=path  append its arguments, one a line, then
 #                                CLOWDER_GATE_HANDED=VALUE and an empty line.
@@ -88,6 +90,8 @@ stdin_mode() {
     n=$((n+1)); assistant "$n"
     echo "$result_line"
   done
+  if [ -n "${FAKE_AGENT_EOF_MARK:-}" ]; then : > "$FAKE_AGENT_EOF_MARK"; fi
+  sleep "${FAKE_AGENT_LINGER:-0}"
 }
 
 normal() {

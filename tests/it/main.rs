@@ -84,6 +84,7 @@ mod state_versions;
 mod state_words;
 mod task_lanes;
 mod tell;
+mod tell_now;
 mod terminal_escapes;
 mod tui_expand;
 mod tui_fidelity;

@@ -34,6 +34,7 @@ impl Runtime {
                 note: note.id.clone(),
                 text: note.text.clone(),
                 queued_at: note.queued_at,
+                why: Some(why.to_string()),
             });
             if let Err(err) = notes::mark_announced(note) {
                 let message = format!("cannot mark {} as logged: {err}", note.path.display());

@@ -225,6 +225,7 @@ impl Runtime {
             note: note.id,
             text: note.text,
             queued_at: note.queued_at,
+            why: Some(why.to_string()),
         });
     }
 
