@@ -77,6 +77,7 @@ mod real_claude;
 mod real_claude_faults;
 mod real_codex;
 mod real_gate_handed;
+mod real_tell;
 mod reliability_store;
 mod shell_props;
 mod state_files;
