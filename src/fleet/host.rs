@@ -687,7 +687,7 @@ impl Host {
             }
         };
         if !self.commands.contains_key(&lane) {
-            let verdict = crate::store::notes::not_running(super::tell::NO_LANE);
+            let verdict = crate::store::notes::not_running(super::note_answer::NO_LANE);
             let said = format!("lane={lane} note {}: {}", note.id, verdict.answer());
             self.say(Level::Info, &said);
             if let Some(reply) = reply {
@@ -696,7 +696,7 @@ impl Host {
             return;
         }
         tokio::spawn(async move {
-            let verdict = super::tell::verdict(&dir, &note.id).await;
+            let verdict = super::note_answer::verdict(&dir, &note.id).await;
             if let Some(reply) = reply {
                 let _ = reply.send(Ok(format!("lane {lane}: {}", verdict.answer())));
             }

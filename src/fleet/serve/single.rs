@@ -114,7 +114,7 @@ async fn take_requests(
                     Ok(note) => {
                         let lane = lane.clone();
                         tokio::spawn(async move {
-                            let verdict = crate::fleet::tell::verdict(&dir, &note.id).await;
+                            let verdict = crate::fleet::note_answer::verdict(&dir, &note.id).await;
                             if let Some(reply) = remote.reply {
                                 let _ = reply.send(Ok(format!("{lane}: {}", verdict.answer())));
                             }

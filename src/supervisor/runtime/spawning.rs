@@ -36,11 +36,7 @@ impl Runtime {
         };
         // Recorded before it starts, and again once its pid is known.
         self.record_session(global, 0, Some(self.shell.own_start), &containment);
-        let io = process::AgentIo {
-            output: &file,
-            piped_stdin: self.live_input.is_some(),
-        };
-        let spawned = match self.spawn_contained(&args, &env, &io, &mut containment) {
+        let mut spawned = match self.spawn_contained(&args, &env, &file, &mut containment) {
             Ok(spawned) => spawned,
             Err(err) => {
                 self.running.remove(&containment.token);
@@ -53,7 +49,6 @@ impl Runtime {
         };
         drop(file);
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-        let mut spawned = spawned;
         let steer = self.start_steering(&mut spawned, prompt_text, global);
         let (pid, pgid) = (spawned.pid, spawned.pgid);
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
@@ -248,9 +243,13 @@ impl Runtime {
         &mut self,
         args: &[String],
         env: &[(String, String)],
-        io: &process::AgentIo<'_>,
+        file: &File,
         containment: &mut process::Containment,
     ) -> std::io::Result<process::Spawned> {
+        let io = &process::AgentIo {
+            output: file,
+            piped_stdin: self.live_input.is_some(),
+        };
         let program = &self.config.agent.command.0;
         let cwd = &self.options.working_dir;
         let owner = self.lane.as_ref().map_or("", |lane| lane.name.as_str());

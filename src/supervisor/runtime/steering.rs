@@ -240,11 +240,20 @@ impl Runtime {
         }
     }
 
-    /// The running session was paused or resumed.
-    pub(super) fn pause_steering(&mut self, paused: bool) {
+    /// Pauses or resumes the running session's group. A note told during
+    /// a pause goes to the next session: a kill may end the pause, and a
+    /// note in the pipe of a stopped agent would go with it, unread.
+    pub(super) fn pause_group(&mut self, pgid: i32, paused: bool) {
+        use nix::sys::signal::Signal;
         if let Some(steer) = self.session.as_mut().and_then(|s| s.steer.as_mut()) {
             steer.set_paused(paused);
         }
+        let signal = if paused {
+            Signal::SIGSTOP
+        } else {
+            Signal::SIGCONT
+        };
+        crate::supervisor::process::signal_group(pgid, signal);
     }
 
     /// Before the first session: a note left claimed by a run that died while
