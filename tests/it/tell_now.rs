@@ -217,3 +217,27 @@ fn t_in_the_room_tells_the_running_session_now_and_the_pane_shows_the_note() {
     assert_eq!(delivered.len(), 1, "{delivered:?}");
     assert_eq!(delivered[0]["how"], "now");
 }
+
+#[test]
+fn a_note_told_now_is_not_told_again_after_clowder_is_killed() {
+    let project = Project::new(&config(30.0, ""));
+    let run = project.spawn(&["--headless", "1"]);
+    let first = wait_for_output(&project, 1, "toolu_long");
+    let answer = tell(&project, "only once, please");
+    assert!(answer.contains(TOLD_NOW), "{answer}");
+    assert!(wait_until(DEADLINE, || read(&first).contains("Read the note.")));
+    send_signal(run.id(), libc::SIGKILL);
+    wait_with_deadline(run, DEADLINE);
+
+    // The next run's first session starts with the prompt alone.
+    project.write("harness.toml", &config(0.2, ""));
+    let again = project.run(&["--headless", "1"]);
+    assert_eq!(again.status.code(), Some(0), "{}", stderr_of(&again));
+    let files = project.output_files();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(echoed(&files[1]), ["Fix the failing test.\n"]);
+    let delivered = project.events_named("note_delivered");
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["how"], "now");
+    assert!(project.events_named("note_queued").is_empty());
+}
