@@ -262,7 +262,8 @@ impl Runtime {
     pub(super) fn recover_notes(&mut self) {
         notes::mark_live(&self.control_dir, self.live_input.is_some());
         for (note, global) in notes::left_claimed(&self.control_dir) {
-            let why = format!("session #{global} ended with clowder before it read it");
+            let why =
+                format!("clowder stopped while it told session #{global}, which ended with it");
             self.note_not_taken(note, &why);
         }
     }
