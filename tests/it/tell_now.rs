@@ -241,3 +241,36 @@ fn a_note_told_now_is_not_told_again_after_clowder_is_killed() {
     assert_eq!(delivered[0]["how"], "now");
     assert!(project.events_named("note_queued").is_empty());
 }
+
+#[test]
+fn a_note_told_while_the_session_is_paused_waits_for_the_next_session() {
+    let project = Project::new(&config(2.0, ""));
+    let run = project.spawn(&["--headless", "2"]);
+    let first = wait_for_output(&project, 1, "toolu_long");
+    let paused = project.run(&["pause"]);
+    assert_eq!(paused.status.code(), Some(0), "{}", stderr_of(&paused));
+    assert!(wait_until(DEADLINE, || project
+        .read("harness.status")
+        .contains("\"paused\": true")
+        || project.read("harness.status").contains("\"paused\":true")));
+    let answer = tell(&project, "after the pause");
+    assert!(
+        answer.contains("left for the next session (no session takes notes now)"),
+        "{answer}"
+    );
+    let resumed = project.run(&["resume"]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", stderr_of(&resumed));
+    let run = wait_with_deadline(run, DEADLINE);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr_of(&run));
+    assert_eq!(echoed(&first), ["Fix the failing test.\n"]);
+    let second = &project.output_files()[1];
+    assert_eq!(
+        echoed(second),
+        [format!(
+            "{NOTE_HEADING}\nafter the pause\n---\nFix the failing test.\n"
+        )]
+    );
+    let delivered = project.events_named("note_delivered");
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert_eq!(delivered[0]["how"], "prompt");
+}
