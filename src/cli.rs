@@ -568,6 +568,7 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
     println!("# config: {source}");
     println!("# prompt file in force: {}", config.prompt_path().display());
     println!("# agent: {agent}");
+    println!("# notes (`clowder tell`): {}", notes_reach(config));
     println!(
         "# output files: {}/{}-N.jsonl",
         config.session.output_dir.0.display(),
@@ -584,6 +585,14 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
             eprintln!("clowder: error: cannot print the settings: {err}");
             1
         }
+    }
+}
+
+/// How a note told while a session runs reaches this agent.
+fn notes_reach(config: &Config) -> &'static str {
+    match crate::agent::live_input::LiveInput::of(&config.agent.args) {
+        Some(_) => "reach the running session now (the agent reads its stdin as it runs)",
+        None => "wait for the next session (this agent reads notes only at start)",
     }
 }
 

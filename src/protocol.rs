@@ -316,6 +316,10 @@ pub struct Snapshot {
     /// cannot (a Codex without hooks, a Claude Code run with `--bare`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ungated: Option<String>,
+    /// The agent takes a note while a session runs (`clowder tell` reaches
+    /// the running session); false: notes wait for the next session.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub notes_now: bool,
 }
 
 /// How a loop that has stopped ended, in the one word every listing uses.
@@ -412,6 +416,7 @@ impl Snapshot {
             max_cost_per_session_usd: None,
             max_tool_calls_per_session: None,
             ungated: None,
+            notes_now: false,
         }
     }
 }
@@ -868,14 +873,34 @@ pub enum Event {
         note: String,
         text: String,
         queued_at: DateTime<Utc>,
+        /// Why it waits rather than reach the running session now.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        why: Option<String>,
     },
-    /// A session started with the note at the top of its prompt.
+    /// A session took the note: at the top of its prompt, or (`how`: `now`)
+    /// written to its stdin while it ran.
     NoteDelivered {
         note: String,
         text: String,
         iteration: u64,
         global: u64,
+        /// Logs from before notes were told to a running session say none.
+        #[serde(default)]
+        how: NoteHow,
     },
+}
+
+/// How a session took a note.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum NoteHow {
+    /// At the top of the prompt of the session that started next.
+    #[default]
+    Prompt,
+    /// Written to the running session's stdin: it read it at its next step.
+    Now,
 }
 
 impl Event {

@@ -20,7 +20,8 @@
 //! - `text`: display lines for the screen: escape sequences removed (colour
 //!   kept on plain lines), a terminal's carriage returns, tabs, caps; every
 //!   other invisible character shown by [`crate::escape`];
-//! - `follow`: the control room's follower, on its own thread, woken by notify.
+//! - `follow`: the control room's follower, on its own thread, woken by notify;
+//! - `live_input`: agents that take a message on stdin while a session runs.
 //!
 //! A new agent format is one new file in `stream/` (its event type with serde,
 //! `owns` to recognise its event types, `decode` to read a line into
@@ -31,6 +32,7 @@ mod classify;
 mod decode;
 pub mod follow;
 mod lines;
+pub mod live_input;
 pub mod stream;
 mod text;
 

@@ -339,9 +339,11 @@ fn agent_table(agent: Agent) -> String {
     match agent {
         Agent::Claude => "\
 [agent]
-# The agent clowder starts for each session; {prompt} is replaced by the prompt.
+# The agent clowder starts for each session. With --input-format stream-json the
+# prompt goes to its stdin as the first message, and a note told while the
+# session runs (`clowder tell`, `t`) goes in next: the agent reads it at its next step.
 command = \"claude\"
-args = [\"-p\", \"{prompt}\", \"--dangerously-skip-permissions\", \"--verbose\", \"--output-format\", \"stream-json\"]
+args = [\"-p\", \"--input-format\", \"stream-json\", \"--output-format\", \"stream-json\", \"--replay-user-messages\", \"--verbose\", \"--dangerously-skip-permissions\"]
 "
         .to_owned(),
         Agent::Codex => format!(
@@ -434,6 +436,8 @@ mod tests {
                 let config = crate::config::Config::parse(&text, Path::new("harness.toml"))
                     .unwrap_or_else(|err| panic!("{err}\n{text}"));
                 assert_eq!(config.agent.command.0, agent.program());
+                let live = crate::agent::live_input::LiveInput::of(&config.agent.args);
+                assert_eq!(live.is_some(), agent == Agent::Claude);
                 assert_eq!(config.completion.promise(), promise);
                 assert_eq!(config.guard.max_cost_usd.0 > 0.0, budget.is_some());
                 assert!(config.output.event_log.starts_with(STATE_DIR));

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::fmt;
 use crate::lane_status::LaneStatus;
-use crate::protocol::{Event, KillReason, TimedEvent};
+use crate::protocol::{Event, KillReason, NoteHow, TimedEvent};
 use crate::supervisor::core::Level;
 
 /// The `status=` of the supervisor's log lines that an [`Event`] also reports:
@@ -238,10 +238,22 @@ pub fn summaries(event: &Event) -> Vec<String> {
                 }
             ),
         ],
-        Event::NoteQueued { .. } => vec![summary(event), "note queued".into()],
-        Event::NoteDelivered { global, .. } => {
-            vec![summary(event), format!("#{global} took your note")]
+        Event::NoteQueued { why, .. } => {
+            let mut forms = vec![summary(event)];
+            if let Some(why) = why {
+                forms.push(format!("note left for the next session ({why})"));
+            }
+            forms.push("note queued".into());
+            forms
         }
+        Event::NoteDelivered { global, how, .. } => match how {
+            NoteHow::Now => vec![
+                summary(event),
+                format!("#{global} {}", crate::store::notes::TOLD_NOW),
+                format!("#{global} told now: your note"),
+            ],
+            NoteHow::Prompt => vec![summary(event), format!("#{global} took your note")],
+        },
         _ => vec![summary(event)],
     }
 }
@@ -412,14 +424,24 @@ fn summary(event: &Event) -> String {
             "#{global} {} escaped process {pid} ({command})",
             if *killed { "killed" } else { "could not kill" }
         ),
-        Event::NoteQueued { text, .. } => {
-            format!("note queued: \"{}\"", crate::store::notes::one_line(text))
+        Event::NoteQueued { text, why, .. } => {
+            let text = crate::store::notes::one_line(text);
+            match why {
+                Some(why) => format!("note queued: \"{text}\": left for the next session ({why})"),
+                None => format!("note queued: \"{text}\""),
+            }
         }
-        Event::NoteDelivered { global, text, .. } => {
-            format!(
-                "#{global} took your note: \"{}\"",
-                crate::store::notes::one_line(text)
-            )
+        Event::NoteDelivered {
+            global, text, how, ..
+        } => {
+            let text = crate::store::notes::one_line(text);
+            match how {
+                NoteHow::Prompt => format!("#{global} took your note: \"{text}\""),
+                NoteHow::Now => format!(
+                    "#{global} took your note: {}: \"{text}\"",
+                    crate::store::notes::TOLD_NOW
+                ),
+            }
         }
     }
 }

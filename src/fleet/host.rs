@@ -649,17 +649,7 @@ impl Host {
                     room.plan = None;
                 }
             }
-            Some(HostRequest::Tell { lane, text }) => {
-                let dir = super::lane_files_dir(&self.root, &lane);
-                let (level, said) = match crate::store::notes::leave(&dir, &text, Utc::now()) {
-                    Ok(_) => (
-                        Level::Info,
-                        format!("lane={lane} note left for its next session"),
-                    ),
-                    Err(err) => (Level::Error, format!("lane={lane} no note left: {err}")),
-                };
-                self.say(level, &said);
-            }
+            Some(HostRequest::Tell { lane, text }) => self.tell(lane, &text, None),
             Some(HostRequest::StopTask(lane)) => {
                 if let Some(room) = &self.room {
                     room.stop_task(&self.root, lane);
@@ -677,9 +667,51 @@ impl Host {
         }
     }
 
+    /// Leaves a note for `lane`; once its runtime has decided whether the
+    /// running session takes it now, `reply` is answered with which. The
+    /// room hears it from the lane itself, or here when the lane is not running.
+    fn tell(
+        &self,
+        lane: LaneName,
+        text: &str,
+        reply: Option<tokio::sync::oneshot::Sender<Result<String, String>>>,
+    ) {
+        let dir = super::lane_files_dir(&self.root, &lane);
+        let note = match crate::store::notes::leave(&dir, text, Utc::now()) {
+            Ok(note) => note,
+            Err(err) => {
+                let said = format!("lane={lane} no note left: {err}");
+                self.say(Level::Error, &said);
+                if let Some(reply) = reply {
+                    let _ = reply.send(Err(format!("no note left for lane {lane}: {err}")));
+                }
+                return;
+            }
+        };
+        if !self.commands.contains_key(&lane) {
+            let verdict = crate::store::notes::not_running(super::note_answer::NO_LANE);
+            let said = format!("lane={lane} note {}: {}", note.id, verdict.answer());
+            self.say(Level::Info, &said);
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(format!("lane {lane}: {}", verdict.answer())));
+            }
+            return;
+        }
+        tokio::spawn(async move {
+            let verdict = super::note_answer::verdict(&dir, &note.id).await;
+            if let Some(reply) = reply {
+                let _ = reply.send(Ok(format!("lane {lane}: {}", verdict.answer())));
+            }
+        });
+    }
+
     /// A request from a client of the socket: as the room's, but a client
     /// leaving stops nothing.
     fn on_remote(&mut self, remote: super::serve::Remote) {
+        if let HostRequest::Tell { lane, text } = remote.request {
+            self.tell(lane, &text, remote.reply);
+            return;
+        }
         let answer = match &remote.request {
             HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => {
                 Err(format!(

@@ -13,6 +13,7 @@ pub mod lanes;
 pub mod link;
 mod name;
 pub mod new_lane;
+pub mod note_answer;
 pub mod plans;
 pub mod registry;
 pub mod remote;

@@ -1,12 +1,14 @@
-//! `clowder tell TEXT` and `clowder lane tell NAME TEXT`: a note for the next
-//! session of the loop running here, or of a lane (see [`crate::store::notes`]).
+//! Telling a note to a loop or a lane (`clowder tell TEXT`, `clowder lane
+//! tell NAME TEXT`, `t` in the room, the web page's Tell): the note is left
+//! (see [`crate::store::notes`]), and the teller waits for the loop to decide
+//! whether its running session takes it now or the next session does.
 
 use std::path::Path;
 
 use super::LaneName;
 use super::lanes::Failure;
+use super::note_answer::{NO_LANE, NO_LOOP, tell_blocking};
 use crate::store::lock::InstanceLock;
-use crate::store::notes;
 use crate::store::paths;
 
 /// `clowder tell TEXT`, in the current folder; the exit code.
@@ -27,22 +29,17 @@ pub fn for_the_loop(root: &Path, words: &[String]) -> Result<Vec<String>, Failur
                 .into(),
         ));
     }
-    let note = notes::leave(
-        &paths::state_dir(root),
-        &words.join(" "),
-        chrono::Utc::now(),
-    )
-    .map_err(Failure::Usage)?;
+    let lock = InstanceLock::acquire(root);
     // Taking the lock means nobody holds it: no loop runs here now.
-    let running = InstanceLock::acquire(root).is_err();
-    let when = if running {
-        "its next session gets it at the top of its prompt"
-    } else {
-        "no loop runs here now: the next one started here gets it in its first session"
-    };
+    let running = lock.is_err();
+    drop(lock);
+    let control_dir = paths::state_dir(root);
+    let (note, verdict) =
+        tell_blocking(&control_dir, running, NO_LOOP, &words.join(" ")).map_err(Failure::Usage)?;
     Ok(vec![format!(
-        "note {} left for the loop in this folder: {when}",
-        note.id
+        "note {} for the loop in this folder: {}",
+        note.id,
+        verdict.answer()
     )])
 }
 
@@ -60,17 +57,13 @@ pub fn for_a_lane(root: &Path, name: &LaneName, words: &[String]) -> Result<Vec<
         )));
     }
     let files = super::lane_files_dir(root, name);
-    let note =
-        notes::leave(&files, &words.join(" "), chrono::Utc::now()).map_err(Failure::Usage)?;
     let lock = super::lane_lock_path(root, name);
     let running = InstanceLock::acquire_file(&lock).is_err();
-    let when = if running {
-        "its next session gets it at the top of its prompt"
-    } else {
-        "the lane is not running now: its next session gets it when it runs again"
-    };
+    let (note, verdict) =
+        tell_blocking(&files, running, NO_LANE, &words.join(" ")).map_err(Failure::Usage)?;
     Ok(vec![format!(
-        "note {} left for lane {name}: {when}",
-        note.id
+        "note {} for lane {name}: {}",
+        note.id,
+        verdict.answer()
     )])
 }

@@ -3,10 +3,16 @@
 //! `notes/` folder, kept there until a session's prompt has taken them, so that
 //! a restart loses none.
 //!
-//! A note is written as `ID.note` by whoever leaves it. The loop renames it to
+//! A note is written as `ID.note` by whoever leaves it, who then touches
+//! [`BELL`] to wake the loop. The loop decides each new note once: where the
+//! running session takes input while it runs (see
+//! [`crate::agent::live_input`]) it renames the note `ID.sending-G` (claimed
+//! for session G), writes it to the session's stdin, and renames it
+//! `ID.told-G` (the teller's answer, removed later); otherwise it renames it
 //! `ID.queued` once it has logged `note_queued` (so a restart logs it once),
-//! and removes it once a session started with it in its prompt. IDs sort in
-//! the order the notes were left.
+//! and removes it once a session started with it in its prompt. A teller that
+//! stops waiting for the loop's answer renames `ID.note` to `ID.held`: that
+//! note waits for the next session. IDs sort in the order the notes were left.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,6 +27,21 @@ pub const NOTES_DIR: &str = "notes";
 const NEW: &str = "note";
 /// A note the loop has logged as `note_queued`.
 const QUEUED: &str = "queued";
+/// A new note its teller stopped waiting for: it waits for the next session.
+const HELD: &str = "held";
+/// `ID.sending-G`: being written to session G's stdin.
+const SENDING: &str = "sending-";
+/// `ID.told-G`: written to session G's stdin; kept a while as the teller's answer.
+const TOLD: &str = "told-";
+/// Touched by whoever leaves a note, to wake the loop (which watches it).
+pub const BELL: &str = ".bell";
+/// Present while the loop's agent takes notes while a session runs.
+const LIVE_MARK: &str = ".live";
+/// What `clowder tell`, `t` and the web page answer for a note the running
+/// session takes now.
+pub const TOLD_NOW: &str = "told now (the session reads it at its next step)";
+/// The reason given for a note that waits because the agent reads notes at start only.
+pub const ONLY_AT_START: &str = "this agent reads notes only at start";
 /// The longest note taken: a note is a word to the agent, not a document.
 pub const MAX_NOTE_BYTES: usize = 16 * 1024;
 const VERSION: u32 = 1;
@@ -40,6 +61,8 @@ pub struct Note {
     pub text: String,
     /// `note_queued` was logged for it.
     pub announced: bool,
+    /// Nobody decided yet whether it goes to the running session or the next.
+    pub fresh: bool,
     pub path: PathBuf,
 }
 
@@ -80,11 +103,14 @@ pub fn leave(control_dir: &Path, text: &str, now: DateTime<Utc>) -> Result<Note,
         serde_json::to_vec_pretty(&file).map_err(|err| format!("cannot encode the note: {err}"))?;
     super::write_atomically(&path, &bytes)
         .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+    // A wake-up only: without it the loop finds the note at its next look.
+    let _ = std::fs::write(dir.join(BELL), b"");
     Ok(Note {
         id,
         queued_at: now,
         text: text.to_string(),
         announced: false,
+        fresh: true,
         path,
     })
 }
@@ -100,7 +126,7 @@ pub fn pending(control_dir: &Path) -> (Vec<Note>, Vec<String>) {
             continue;
         };
         let announced = match suffix {
-            NEW => false,
+            NEW | HELD => false,
             QUEUED => true,
             _ => continue,
         };
@@ -111,6 +137,7 @@ pub fn pending(control_dir: &Path) -> (Vec<Note>, Vec<String>) {
                 queued_at: file.queued_at,
                 text: file.text,
                 announced,
+                fresh: suffix == NEW,
                 path,
             }),
             // Gone meanwhile: taken by the loop.
@@ -156,6 +183,172 @@ pub fn mark_announced(note: &mut Note) -> io::Result<()> {
     Ok(())
 }
 
+/// Claims `note` for session `global`'s stdin: no prompt takes it meanwhile.
+/// `Ok(false)`: its teller took it back first (it waits for the next session).
+pub fn claim(note: &mut Note, global: u64) -> io::Result<bool> {
+    let claimed = note.path.with_extension(format!("{SENDING}{global}"));
+    match std::fs::rename(&note.path, &claimed) {
+        Ok(()) => {
+            note.path = claimed;
+            note.fresh = false;
+            Ok(true)
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// Records that the claimed `note` was written to its session's stdin.
+pub fn mark_told(note: &mut Note) -> io::Result<()> {
+    let Some(global) = claimed_by(&note.path) else {
+        return Ok(());
+    };
+    let told = note.path.with_extension(format!("{TOLD}{global}"));
+    std::fs::rename(&note.path, &told)?;
+    note.path = told;
+    Ok(())
+}
+
+/// A claimed note its session did not take: it waits for the next session,
+/// as logged (`note_queued`).
+pub fn unclaim(note: &mut Note) -> io::Result<()> {
+    let queued = note.path.with_extension(QUEUED);
+    std::fs::rename(&note.path, &queued)?;
+    note.path = queued;
+    note.announced = true;
+    Ok(())
+}
+
+/// The session a claimed note's file names.
+fn claimed_by(path: &Path) -> Option<u64> {
+    let suffix = path.extension()?.to_str()?;
+    suffix.strip_prefix(SENDING)?.parse().ok()
+}
+
+/// The notes left claimed (`ID.sending-G`) by a run that died while it
+/// wrote them, with their session; and the answers (`ID.told-G`) kept,
+/// which are removed.
+pub fn left_claimed(control_dir: &Path) -> Vec<(Note, u64)> {
+    let dir = dir(control_dir);
+    let mut claimed = Vec::new();
+    for name in names(&dir) {
+        let path = dir.join(&name);
+        let Some((id, suffix)) = name.rsplit_once('.') else {
+            continue;
+        };
+        if suffix.starts_with(TOLD) {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        }
+        let Some(global) = claimed_by(&path) else {
+            continue;
+        };
+        if let Ok(file) = read(&path) {
+            let note = Note {
+                id: id.to_string(),
+                queued_at: file.queued_at,
+                text: file.text,
+                announced: true,
+                fresh: false,
+                path,
+            };
+            claimed.push((note, global));
+        }
+    }
+    claimed
+}
+
+/// Removes the answers (`ID.told-G`) older than `age`: their tellers have
+/// read them or stopped waiting.
+pub fn clear_answers(control_dir: &Path, age: std::time::Duration) {
+    let dir = dir(control_dir);
+    for name in names(&dir) {
+        let told = name
+            .rsplit_once('.')
+            .is_some_and(|(_, suffix)| suffix.starts_with(TOLD));
+        let path = dir.join(&name);
+        let old = std::fs::metadata(&path)
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|elapsed| elapsed >= age);
+        if told && old {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+}
+
+/// Says whether the loop's agent takes notes while a session runs, for
+/// tellers to give the reason a note waits.
+pub fn mark_live(control_dir: &Path, live: bool) {
+    let mark = dir(control_dir).join(LIVE_MARK);
+    if live {
+        let _ = std::fs::create_dir_all(dir(control_dir));
+        let _ = std::fs::write(mark, b"");
+    } else {
+        let _ = std::fs::remove_file(mark);
+    }
+}
+
+/// What became of a note, as its teller is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The running session took it.
+    Now,
+    /// It waits for the next session, for this reason.
+    Next(String),
+}
+
+impl Verdict {
+    /// The answer's words: `told now (…)` or `left for the next session (…)`.
+    pub fn answer(&self) -> String {
+        match self {
+            Verdict::Now => TOLD_NOW.to_string(),
+            Verdict::Next(why) => format!("left for the next session ({why})"),
+        }
+    }
+}
+
+/// Why a note waits for the next session, when the loop runs.
+fn why_next(control_dir: &Path) -> String {
+    if dir(control_dir).join(LIVE_MARK).exists() {
+        "no session takes notes now".to_string()
+    } else {
+        ONLY_AT_START.to_string()
+    }
+}
+
+/// What the loop decided for note `id`, if it did.
+pub fn verdict(control_dir: &Path, id: &str) -> Option<Verdict> {
+    let dir = dir(control_dir);
+    let mine: Vec<String> = names(&dir)
+        .into_iter()
+        .filter(|name| name.rsplit_once('.').is_some_and(|(i, _)| i == id))
+        .collect();
+    let suffix = |name: &String| name.rsplit_once('.').map(|(_, s)| s.to_string());
+    match mine.first().and_then(suffix) {
+        Some(s) if s == NEW || s.starts_with(SENDING) => None,
+        Some(s) if s.starts_with(TOLD) => Some(Verdict::Now),
+        // Queued or held; or gone: a session started with it in its prompt.
+        _ => Some(Verdict::Next(why_next(control_dir))),
+    }
+}
+
+/// The teller stops waiting for the loop: the note, if still undecided,
+/// waits for the next session. `None`: the loop decided meanwhile.
+pub fn hold(control_dir: &Path, id: &str) -> Option<Verdict> {
+    let new = dir(control_dir).join(format!("{id}.{NEW}"));
+    match std::fs::rename(&new, new.with_extension(HELD)) {
+        Ok(()) => Some(Verdict::Next(why_next(control_dir))),
+        Err(_) => None,
+    }
+}
+
+/// The answer for a note left where no loop runs now, `why` saying so.
+pub fn not_running(why: &str) -> Verdict {
+    Verdict::Next(why.to_string())
+}
+
 /// Removes a delivered note.
 pub fn remove(note: &Note) -> io::Result<()> {
     match std::fs::remove_file(&note.path) {
@@ -169,7 +362,10 @@ pub fn remove(note: &Note) -> io::Result<()> {
 pub fn prompt_block(texts: &[String]) -> String {
     texts
         .iter()
-        .map(|text| format!("## Note from your human operator\n{}", text.trim_end()))
+        .map(|text| {
+            let heading = crate::agent::live_input::NOTE_HEADING;
+            format!("{heading}\n{}", text.trim_end())
+        })
         .collect::<Vec<_>>()
         .join("\n\n")
 }

@@ -525,6 +525,8 @@ pub struct Core {
     reset_skew_logged: bool,
     /// Why the agent's calls bypass the approval gate, when they do.
     ungated: Option<String>,
+    /// The agent takes notes while a session runs.
+    notes_now: bool,
 }
 
 impl Core {
@@ -566,6 +568,7 @@ impl Core {
             disk_full_since: None,
             reset_skew_logged: false,
             ungated: None,
+            notes_now: false,
         }
     }
 

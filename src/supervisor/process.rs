@@ -57,43 +57,58 @@ pub struct Spawned {
     pub pgid: i32,
     /// Keeps the leader registered with the reaper until it has been waited for.
     pub owned: Option<super::reaper::Owned>,
+    /// The agent's stdin, when it takes messages there (see [`AgentIo`]).
+    pub stdin: Option<tokio::process::ChildStdin>,
+}
+
+/// Where an agent's standard streams go.
+pub struct AgentIo<'a> {
+    /// Its stdout and stderr, opened for append.
+    pub output: &'a File,
+    /// A pipe that clowder writes the agent's messages to; else `/dev/null`.
+    pub piped_stdin: bool,
 }
 
 /// Starts `program args` in `cwd` as the leader of a new process group, with
-/// stdin `/dev/null` and `output` (opened for append) as stdout and stderr;
-/// registered with the reaper as `owner`'s.
+/// its streams as `io` says; registered with the reaper as `owner`'s.
 pub fn spawn_agent(
     program: &str,
     args: &[String],
     env: &[(String, String)],
-    output: &File,
+    io: &AgentIo<'_>,
     cwd: &Path,
     cgroup: Option<&Path>,
     owner: &str,
 ) -> io::Result<Spawned> {
-    let stdout = output.try_clone()?;
-    let stderr = output.try_clone()?;
+    let stdout = io.output.try_clone()?;
+    let stderr = io.output.try_clone()?;
     let mut command = Command::new(program);
     command
         .args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(cwd)
-        .stdin(Stdio::null())
+        .stdin(if io.piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::from(stdout))
         .stderr(Stdio::from(stderr))
         .process_group(0)
         .kill_on_drop(false);
     die_with_clowder(&mut command, cgroup)?;
-    let (child, owned) = super::reaper::spawn_owned(owner, || command.spawn(), Child::id)?;
+    let (mut child, owned) = super::reaper::spawn_owned(owner, || command.spawn(), Child::id)?;
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())
         .ok_or_else(|| io::Error::other("the agent exited before its pid was known"))?;
+    let stdin = child.stdin.take();
     Ok(Spawned {
         child,
         pid,
         pgid: pid,
         owned,
+        stdin,
     })
 }
 

@@ -52,6 +52,8 @@ pub enum Report {
     Retrying(Option<AgentRetrying>),
     /// The agent cannot work (it cannot authenticate or pay), said once.
     AgentError(String),
+    /// The session's result was read (said once): it has finished its work.
+    ResultRead,
     /// Display lines read since the last report, and the statistics so far
     /// (only from a reader told to [`SessionReader::show`]; the first comes
     /// at once, even without lines, to say the session's output is shown).
@@ -267,6 +269,7 @@ fn run(reader: SessionReader, signals: &Signals, sink: Sink, progress: bool) -> 
         announced: false,
         retrying: None,
         agent_error_said: false,
+        result_said: false,
     };
     loop {
         let due = reading
@@ -308,6 +311,7 @@ struct Reading {
     announced: bool,
     retrying: Option<AgentRetrying>,
     agent_error_said: bool,
+    result_said: bool,
 }
 
 impl Reading {
@@ -368,6 +372,10 @@ impl Reading {
         {
             self.agent_error_said = true;
             (self.sink)(Report::AgentError(reason.to_owned()));
+        }
+        if !self.result_said && self.reader.stats().ended {
+            self.result_said = true;
+            (self.sink)(Report::ResultRead);
         }
         if self.showing {
             let lines = self.reader.take_shown();

@@ -13,6 +13,7 @@ mod notes;
 mod recovery;
 mod setup;
 mod spawning;
+mod steering;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -169,6 +170,16 @@ enum Internal {
         spent: f64,
         limit: f64,
     },
+    /// The session's result line was read: it takes no more notes.
+    ResultRead {
+        global: u64,
+    },
+    /// A note was written to session `global`'s stdin, or could not be.
+    NoteWritten {
+        global: u64,
+        note: crate::store::notes::Note,
+        written: Result<(), String>,
+    },
 }
 
 struct LiveSession {
@@ -192,6 +203,8 @@ struct LiveSession {
     /// The lane's activity file's modification time when last looked at: only
     /// a new write is activity.
     activity_seen: Option<std::time::SystemTime>,
+    /// The agent's stdin, when it takes notes while it runs.
+    steer: Option<steering::Steer>,
 }
 
 pub struct Runtime {
@@ -259,6 +272,8 @@ pub struct Runtime {
     /// The gate handed to the agent on its command line (see
     /// [`crate::approvals::handed`]).
     gate: crate::approvals::handed::Handover,
+    /// How the agent takes a message while a session runs, if it does.
+    live_input: Option<crate::agent::live_input::LiveInput>,
 }
 
 impl Runtime {
@@ -279,6 +294,7 @@ impl Runtime {
         // Before anything rewrites the status file of the run that may have left it.
         self.recover_abandoned_session().await;
         self.end_leftovers().await;
+        self.recover_notes();
         self.look_watch = self.watch_control_files();
         let mut commands_open = true;
         let mut queue = VecDeque::from([Input::Start]);

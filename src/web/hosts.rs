@@ -115,7 +115,8 @@ impl Shared {
         .await
     }
 
-    /// Leaves a note for a lane's next session, as `t` does in the room.
+    /// Tells a lane a note, as `t` does in the room: the answer says whether
+    /// its running session took it now or the next session will.
     pub async fn tell(&self, shown: &str, text: String) -> Answer {
         let located = self.model.lock().ok().and_then(|m| m.locate(shown));
         let Some((host, lane)) = located else {

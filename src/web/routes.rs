@@ -257,14 +257,8 @@ async fn tell(
     if text.is_empty() {
         return answer_json(StatusCode::BAD_REQUEST, false, "the note is empty");
     }
-    let answer = app.shared.tell(&body.lane, text).await;
-    answer_response(match answer {
-        Answer::Done(_) => Answer::Done(format!(
-            "a note is left for {}: its next session starts with it",
-            body.lane
-        )),
-        other => other,
-    })
+    // The host's answer says whether the running session took the note now.
+    answer_response(app.shared.tell(&body.lane, text).await)
 }
 
 /// A state-changing request from anywhere but the page itself.

@@ -21,12 +21,22 @@
 #   prompt              print the prompt (first argument after the mode) and normal output
 #   setsid-escape [SECS] start `sleep SECS` in a session of its own (out of the agent's
 #                       process group), print normal output and "escaped pid PID", exit
+#   stdin [SECS]        read messages on stdin as `claude -p --input-format stream-json`
+#                       does: the first is the prompt; then a "tool call" of SECS s
+#                       (default 2) during which a message that arrives enters the turn
+#                       at once ("Read the note."), then the result; a message after the
+#                       result runs a turn of its own; ends when stdin closes. Each message
+#                       taken is echoed when --replay-user-messages is among the arguments.
+#                       FAKE_AGENT_STALL=1: never writes a result (the watchdog's target);
+#                       FAKE_AGENT_EOF_MARK=FILE: created once stdin is closed;
+#                       FAKE_AGENT_LINGER=SECS: how long it stays after that.
 # Env: FAKE_AGENT_PIDFILE=path  append "pid pgid" of this process on start.
 #      FAKE_AGENT_ARGSFILE=path  append its arguments, one a line, then
 #                                CLOWDER_GATE_HANDED=VALUE and an empty line.
 # What clowder hands a `claude` (`--settings JSON`) or a `codex exec` (`exec -c
 # KEY=VALUE --dangerously-bypass-hook-trust`) before the mode is skipped.
 set -u
+case " $* " in *" --replay-user-messages "*) replay_input=1 ;; *) replay_input=0 ;; esac
 if [ -n "${FAKE_AGENT_ARGSFILE:-}" ]; then
   { printf '%s\n' "$@"; echo "CLOWDER_GATE_HANDED=${CLOWDER_GATE_HANDED:-}"; echo; } >> "$FAKE_AGENT_ARGSFILE"
 fi
@@ -48,6 +58,40 @@ result_line='{"type":"result","subtype":"success","is_error":false,"num_turns":2
 
 assistant() {
   printf '{"type":"assistant","message":{"id":"msg_%s","role":"assistant","content":[{"type":"text","text":"Step %s: working on the task."}],"usage":{"input_tokens":10,"output_tokens":5}}}\n' "$1" "$1"
+}
+
+took() {
+  if [ "$replay_input" = 1 ]; then printf '%s\n' "$1"; fi
+}
+
+# Claude Code with stream-json input: see the `stdin` mode above.
+stdin_mode() {
+  local ticks
+  ticks=$(awk "BEGIN { print int(${1:-2} * 10) }")
+  IFS= read -r first || exit 0
+  echo "$init_line"
+  took "$first"
+  printf '{"type":"assistant","message":{"id":"msg_tool","role":"assistant","content":[{"type":"tool_use","id":"toolu_long","name":"Bash","input":{"command":"sleep %s"}}],"usage":{"input_tokens":10,"output_tokens":5}}}\n' "${1:-2}"
+  local i=0 line n=1
+  while [ "$i" -lt "$ticks" ]; do
+    i=$((i+1))
+    if IFS= read -r -t 0.1 line && [ -n "$line" ]; then
+      took "$line"
+      n=$((n+1)); printf '{"type":"assistant","message":{"id":"msg_note%s","role":"assistant","content":[{"type":"text","text":"Read the note."}],"usage":{"input_tokens":10,"output_tokens":5}}}\n' "$n"
+    fi
+  done
+  printf '{"type":"user","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_long","content":"done"}]}}\n'
+  if [ "${FAKE_AGENT_STALL:-}" = 1 ]; then exec sleep 100000; fi
+  assistant 1
+  echo "$result_line"
+  while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    took "$line"
+    n=$((n+1)); assistant "$n"
+    echo "$result_line"
+  done
+  if [ -n "${FAKE_AGENT_EOF_MARK:-}" ]; then : > "$FAKE_AGENT_EOF_MARK"; fi
+  sleep "${FAKE_AGENT_LINGER:-0}"
 }
 
 normal() {
@@ -95,6 +139,7 @@ case "$mode" in
     echo "$result_line" ;;
   exit) normal 3; exit "${arg:-1}" ;;
   prompt) printf '%s\n' "$arg"; normal 3 ;;
+  stdin) stdin_mode "${arg:-2}" ;;
   setsid-escape)
     # Not a group leader, so setsid(1) calls setsid() itself and execs: $! is the sleep.
     setsid sleep "${arg:-1000}" &

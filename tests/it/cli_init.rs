@@ -4,6 +4,9 @@
 
 use crate::common;
 
+/// The `[agent] args` that `clowder init --agent claude` writes.
+const CLAUDE_ARGS: &str = "args = [\"-p\", \"--input-format\", \"stream-json\", \"--output-format\", \"stream-json\", \"--replay-user-messages\", \"--verbose\", \"--dangerously-skip-permissions\"]";
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -113,10 +116,7 @@ fn init_writes_a_project_whose_session_leaves_git_clean() {
 
     // Run the fake agent in place of claude (same name, found on PATH), and
     // commit what init wrote, as a user would.
-    let harness = harness.replace(
-        "args = [\"-p\", \"{prompt}\", \"--dangerously-skip-permissions\", \"--verbose\", \"--output-format\", \"stream-json\"]",
-        "args = [\"normal\"]",
-    );
+    let harness = harness.replace(CLAUDE_ARGS, "args = [\"normal\"]");
     assert!(harness.contains("args = [\"normal\"]"));
     std::fs::write(setup.root().join("harness.toml"), harness).expect("write harness.toml");
     git_in(setup.root(), &["add", "-A"]);
@@ -211,10 +211,9 @@ fn a_prompt_left_as_inits_template_is_warned_about() {
     let dry = setup.clowder(&["--dry-run"], true);
     assert!(dry.status.success(), "dry run: {}", stderr_of(&dry));
     assert!(stderr_of(&dry).contains(warning), "{}", stderr_of(&dry));
-    let harness = setup.read("harness.toml").replace(
-        "args = [\"-p\", \"{prompt}\", \"--dangerously-skip-permissions\", \"--verbose\", \"--output-format\", \"stream-json\"]",
-        "args = [\"normal\"]",
-    );
+    let harness = setup
+        .read("harness.toml")
+        .replace(CLAUDE_ARGS, "args = [\"normal\"]");
     std::fs::write(setup.root().join("harness.toml"), harness).expect("write harness.toml");
     let run = setup.clowder(&["--headless", "1"], true);
     assert!(run.status.success(), "session: {}", stderr_of(&run));

@@ -91,7 +91,12 @@ fn a_note_survives_a_restart_and_is_logged_once() {
     assert!(wait_until(DEADLINE, || prompts(&log).len() == 1));
     let told = project.run(&["tell", "look at the logs first"]);
     assert_eq!(told.status.code(), Some(0), "{}", stderr_of(&told));
-    assert!(stdout_of(&told).contains("its next session gets it"));
+    assert!(
+        stdout_of(&told)
+            .contains("left for the next session (this agent reads notes only at start)"),
+        "{}",
+        stdout_of(&told)
+    );
     // Seen (and logged) by the running loop, which dies before any session
     // took it.
     assert!(wait_until(DEADLINE, || logged(&project, "note_queued") == 1));
@@ -131,7 +136,12 @@ fn lane_tell_reaches_the_lanes_next_session() {
 
     let told = run(&["lane", "tell", "a", "keep", "it", "small"]);
     assert_eq!(told.status.code(), Some(0), "{}", stderr_of(&told));
-    assert!(stdout_of(&told).contains("left for lane a"));
+    assert!(
+        stdout_of(&told)
+            .contains("for lane a: left for the next session (the lane is not running now)"),
+        "{}",
+        stdout_of(&told)
+    );
     let unknown = run(&["lane", "tell", "b", "hello"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(stderr_of(&unknown).contains("no lane named b"));

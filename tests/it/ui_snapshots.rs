@@ -90,6 +90,7 @@ fn snapshot() -> Snapshot {
         max_cost_per_session_usd: None,
         max_tool_calls_per_session: None,
         ungated: None,
+        notes_now: false,
     }
 }
 

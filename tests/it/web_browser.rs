@@ -321,7 +321,7 @@ fn a_desktop_rejects_by_keyboard_sees_a_lane_paused_and_tells_a_lane() {
     browser.wait_text("#output-title", |t| t.contains("alpha"));
     browser.send_keys("#tell-text", "keep the diff small");
     browser.click("#tell-send");
-    browser.wait_text("#flash", |t| t.contains("a note is left for alpha"));
+    browser.wait_text("#flash", |t| t.contains("left for the next session"));
     let lane_files = fleet.base.root().join(".clowder/lanes/alpha");
     assert!(
         wait_until(DEADLINE, || holds_text(&lane_files, "keep the diff small")),

@@ -251,6 +251,49 @@ fn a_note_from_the_page_waits_for_the_lanes_next_session() {
     stop_host(fleet.root(), host);
 }
 
+/// The phone: a lane whose agent reads its stdin while it runs (the
+/// fake agent's `stdin` mode, as Claude Code with stream-json input) is in a
+/// long Bash call; a note sent from the page enters that session at once, and
+/// the page and the lane's events both say "told now".
+#[test]
+fn a_note_from_the_page_reaches_a_running_session_now() {
+    let fleet = HostFleet::new(&["a"], 1);
+    let agent = common::fake_agent_script().display().to_string();
+    let config = format!(
+        "[agent]\ncommand = {agent:?}\nargs = [\"stdin\", \"60\", \"--input-format\", \"stream-json\", \"--replay-user-messages\"]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n"
+    );
+    std::fs::write(fleet.root().join("harness.toml"), config).expect("write harness.toml");
+    let host = fleet.host("none");
+    let lane_dir = fleet.root().join(".clowder/lanes/a");
+    assert!(
+        wait_until(DEADLINE, || files_hold(&lane_dir, "toolu_long")),
+        "the lane's Bash call never started"
+    );
+    let page = Page::start(fleet.root());
+    wait_for_state(&page, "lane a", |state| {
+        state["view"]["lanes"][0]["name"] == "a"
+    });
+    let note = "stop editing the migrations; fix the test first";
+    let (status, answer) = page.post("api/tell", json!({"lane": "a", "text": note}));
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer
+            .to_string()
+            .contains("lane a: told now (the session reads it at its next step)"),
+        "{answer}"
+    );
+    // In the session's output, where the agent took it.
+    assert!(wait_until(DEADLINE, || files_hold(
+        &lane_dir,
+        "Read the note."
+    )));
+    wait_for_state(&page, "the note in the events", |state| {
+        state["view"]["events"].to_string().contains("told now")
+    });
+    page.stop();
+    stop_host(fleet.root(), host);
+}
+
 /// The page names itself in `.clowder/web-url`; a second page in the same
 /// folder neither overwrites the name nor removes it when it ends.
 #[test]

@@ -111,6 +111,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     }
 }
 
+/// A note the human told the running session, as the agent echoed the
+/// message that took it in (`--replay-user-messages`), on one line.
+fn told_note(content: &Content<'_>) -> Option<String> {
+    let text = match content {
+        Content::Text(text) => text.cow()?,
+        Content::Blocks(blocks) => {
+            let block = blocks.iter().find(|b| b.kind.str() == Some("text"))?;
+            text_of(block.text)
+        }
+    };
+    let note = text
+        .trim_start()
+        .strip_prefix(crate::agent::live_input::NOTE_HEADING)?;
+    Some(note.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 /// Whether an event `type` is Claude Code's.
 pub(super) fn owns(kind: &str) -> bool {
     matches!(
@@ -557,8 +573,15 @@ impl StreamParser {
     }
 
     fn claude_user(&mut self, event: &ClaudeEvent<'_>, out: &mut Vec<Rendered>) {
+        let content = event.message.object().map(|m| &m.content);
+        if self.render
+            && let Some(note) = content.and_then(told_note)
+        {
+            out.push(line(LineKind::System, fit(format!("✉ your note: {note}"))));
+            return;
+        }
         // A plain string is the prompt echoed back: nothing new to show.
-        let Some(Content::Blocks(blocks)) = event.message.object().map(|m| &m.content) else {
+        let Some(Content::Blocks(blocks)) = content else {
             return;
         };
         for block in blocks {

@@ -840,3 +840,24 @@ mod lazy;
 mod more;
 mod one_pass;
 mod transcripts;
+
+/// A note told to a running Claude Code, echoed by `--replay-user-messages`
+/// (as 2.1.332 writes it), is shown where it entered; the echoed prompt is not.
+#[test]
+fn an_echoed_note_is_shown_and_the_echoed_prompt_is_not() {
+    let input = [
+        INIT,
+        r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"Fix the failing test.\n"}]},"session_id":"s","parent_tool_use_id":null,"uuid":"u1","isReplay":true}"#,
+        r###"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"## Note from your human operator\nstop editing the migrations;\nfix the test first"}]},"session_id":"s","parent_tool_use_id":null,"uuid":"u2","isReplay":true}"###,
+        r###"{"type":"user","message":{"content":"## Note from your human operator\nas a string"}}"###,
+    ]
+    .join("\n");
+    let (out, _) = run_auto(&input);
+    assert_eq!(
+        texts(&out)[1..],
+        [
+            "✉ your note: stop editing the migrations; fix the test first",
+            "✉ your note: as a string"
+        ]
+    );
+}

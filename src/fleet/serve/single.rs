@@ -65,13 +65,7 @@ impl SingleLoop {
         let to_hub = self.to_hub.clone();
         crate::fleet::room::forward_snapshots(self.lane.clone(), to_hub, None, snapshots);
         let (remote_tx, remote_rx) = mpsc::unbounded_channel();
-        tokio::spawn(take_requests(
-            self.lane,
-            self.root,
-            self.to_hub,
-            remote_rx,
-            commands,
-        ));
+        tokio::spawn(take_requests(self.lane, self.root, remote_rx, commands));
         super::start(options, self.from_host, None, remote_tx)
     }
 }
@@ -101,7 +95,6 @@ fn lane_name(root: &Path) -> LaneName {
 async fn take_requests(
     lane: LaneName,
     root: PathBuf,
-    to_hub: mpsc::UnboundedSender<HostMsg>,
     mut requests: mpsc::UnboundedReceiver<Remote>,
     commands: mpsc::UnboundedSender<Command>,
 ) {
@@ -117,13 +110,16 @@ async fn take_requests(
             HostRequest::Tell { lane: asked, text } if asked == lane => {
                 let dir = crate::store::paths::state_dir(&root);
                 match crate::store::notes::leave(&dir, &text, Utc::now()) {
-                    Ok(_) => {
-                        let said = HostMsg::Log {
-                            level: Level::Info,
-                            text: "note left for the loop's next session".to_string(),
-                        };
-                        let _ = to_hub.send(said);
-                        Ok("note left".to_string())
+                    // The loop serving this socket runs: it decides, and logs which.
+                    Ok(note) => {
+                        let lane = lane.clone();
+                        tokio::spawn(async move {
+                            let verdict = crate::fleet::note_answer::verdict(&dir, &note.id).await;
+                            if let Some(reply) = remote.reply {
+                                let _ = reply.send(Ok(format!("{lane}: {}", verdict.answer())));
+                            }
+                        });
+                        continue;
                     }
                     Err(err) => Err(format!("no note left: {err}")),
                 }

@@ -199,6 +199,7 @@ impl Core {
             max_tool_calls_per_session: Some(self.settings.guard.max_tool_calls_per_session)
                 .filter(|limit| *limit > 0),
             ungated: self.ungated.clone(),
+            notes_now: self.notes_now,
         }
     }
 
@@ -232,5 +233,10 @@ impl Core {
     /// Says, in every snapshot, that the agent runs without the approval gate.
     pub fn set_ungated(&mut self, why: Option<String>) {
         self.ungated = why;
+    }
+
+    /// Says, in every snapshot, that notes reach a running session.
+    pub fn set_notes_now(&mut self, now: bool) {
+        self.notes_now = now;
     }
 }

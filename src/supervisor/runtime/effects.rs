@@ -4,7 +4,6 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use nix::sys::signal::Signal;
 
 use super::{
     Internal, MIN_FREE_SPACE, QUEUED_MARK, Runtime, SHARED_LIMIT_POLL, budget_spent, free_space,
@@ -13,7 +12,7 @@ use super::{
 use crate::protocol::{Event, ExitReason, HookKind};
 use crate::store::status;
 use crate::supervisor::core::{Effect, Input, Level};
-use crate::supervisor::{hooks, process};
+use crate::supervisor::hooks;
 
 impl Runtime {
     pub(super) fn execute(&mut self, effect: Effect, queue: &mut VecDeque<Input>) {
@@ -25,10 +24,14 @@ impl Runtime {
             Effect::RemoveStopFile => self.remove_stop_file(),
             Effect::RunHooks { kind, env } => self.run_hooks(kind, env),
             Effect::Spawn { iteration } => self.take_slot(iteration),
-            Effect::PauseGroup { pgid } => process::signal_group(pgid, Signal::SIGSTOP),
-            Effect::ResumeGroup { pgid } => process::signal_group(pgid, Signal::SIGCONT),
+            Effect::PauseGroup { pgid } => self.pause_group(pgid, true),
+            Effect::ResumeGroup { pgid } => self.pause_group(pgid, false),
             Effect::TerminateGroup { pgid, .. } => {
                 if let Some(session) = self.session.as_ref().filter(|s| s.pgid == pgid) {
+                    // No note reaches a session after its kill.
+                    if let Some(steer) = &session.steer {
+                        steer.close();
+                    }
                     let _ = session.kill.send(());
                 }
             }

@@ -50,6 +50,18 @@ impl Runtime {
                 Some(Input::AgentRetrying { global, retrying })
             }
             Internal::AgentError { global, reason } => Some(Input::AgentError { global, reason }),
+            Internal::ResultRead { global } => {
+                self.stop_steering(Some(global));
+                None
+            }
+            Internal::NoteWritten {
+                global,
+                note,
+                written,
+            } => {
+                self.on_note_written(global, note, written);
+                None
+            }
             Internal::Core(input) => Some(self.on_core_input(input)),
             Internal::HooksDone { kind, failures } => Some(match kind {
                 HookKind::PreSession => Input::PreHooksFinished {

@@ -54,6 +54,11 @@ impl Runtime {
         }
         let activity = self.lane.as_ref().and_then(|l| l.activity_file.as_ref());
         files.extend(activity.cloned());
+        // A folder is watched only if it is there.
+        let notes = crate::store::notes::dir(&self.control_dir);
+        if std::fs::create_dir_all(&notes).is_ok() {
+            files.push(notes.join(crate::store::notes::BELL));
+        }
         let wake = self.internal_tx.clone();
         Watch::start(&files, move || {
             let _ = wake.send(Internal::Look);
@@ -137,8 +142,8 @@ impl Runtime {
         }
         self.take_control_requests(queue);
         self.take_reviewer_spend(queue);
-        // Logged as soon as seen; delivered with the next session's prompt.
-        self.waiting_notes();
+        // Each new note is decided as soon as seen: now, or the next session.
+        self.route_notes();
         if self.held_iteration.is_some() && self.stop_file.exists() {
             self.stop_before_start(ExitReason::StopFile, "stopped while paused".into());
         }

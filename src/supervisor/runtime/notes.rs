@@ -1,5 +1,7 @@
-//! The human's notes (`clowder tell`): logged when the loop first sees them,
-//! put at the top of the next session's prompt, removed once that session runs.
+//! The human's notes (`clowder tell`) that wait for the next session: logged
+//! when the loop first sees them, put at the top of the next session's
+//! prompt, removed once that session runs. (Those a running session takes
+//! now: `steering`.)
 
 use chrono::Utc;
 
@@ -19,14 +21,20 @@ impl Runtime {
                 self.reporter.log(Utc::now(), Level::Warn, &message);
             }
         }
+        let why = if self.live_input.is_some() {
+            "no session takes notes now"
+        } else {
+            notes::ONLY_AT_START
+        };
         for note in waiting.iter_mut().filter(|note| !note.announced) {
             let text = notes::one_line(&note.text);
-            let line = format!("status=note_queued: \"{text}\"");
+            let line = format!("status=note_queued: \"{text}\": left for the next session ({why})");
             self.reporter.log(Utc::now(), Level::Info, &line);
             self.emit(&Event::NoteQueued {
                 note: note.id.clone(),
                 text: note.text.clone(),
                 queued_at: note.queued_at,
+                why: Some(why.to_string()),
             });
             if let Err(err) = notes::mark_announced(note) {
                 let message = format!("cannot mark {} as logged: {err}", note.path.display());
@@ -56,6 +64,7 @@ impl Runtime {
                 text: note.text,
                 iteration,
                 global,
+                how: crate::protocol::NoteHow::Prompt,
             });
         }
     }

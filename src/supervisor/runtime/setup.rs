@@ -52,6 +52,8 @@ impl Runtime {
             reporter.log(Utc::now(), Level::Warn, &format!("ungated: {why}"));
         }
         core.set_ungated(gate.ungated.clone());
+        let live_input = crate::agent::live_input::LiveInput::of(&config.agent.args);
+        core.set_notes_now(live_input.is_some());
         if lane.is_some()
             && let Some(earlier) = unfinished_run(&files.status_path)?
         {
@@ -67,6 +69,7 @@ impl Runtime {
             core,
             snapshots,
             gate,
+            live_input,
         };
         Ok((Runtime::assemble(parts, files, machinery), snapshot_rx))
     }
@@ -115,6 +118,7 @@ impl Runtime {
             notes_in_prompt: Vec::new(),
             note_problems: std::collections::HashSet::new(),
             gate: parts.gate,
+            live_input: parts.live_input,
         }
     }
 }
@@ -128,6 +132,7 @@ struct Parts {
     core: Core,
     snapshots: watch::Sender<Arc<Snapshot>>,
     gate: crate::approvals::handed::Handover,
+    live_input: Option<crate::agent::live_input::LiveInput>,
 }
 
 /// The files a loop opens or recovers before it starts.

@@ -36,7 +36,7 @@ impl Runtime {
         };
         // Recorded before it starts, and again once its pid is known.
         self.record_session(global, 0, Some(self.shell.own_start), &containment);
-        let spawned = match self.spawn_contained(&args, &env, &file, &mut containment) {
+        let mut spawned = match self.spawn_contained(&args, &env, &file, &mut containment) {
             Ok(spawned) => spawned,
             Err(err) => {
                 self.running.remove(&containment.token);
@@ -49,6 +49,7 @@ impl Runtime {
         };
         drop(file);
         let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+        let steer = self.start_steering(&mut spawned, prompt_text, global);
         let (pid, pgid) = (spawned.pid, spawned.pgid);
         let start_ticks = process::read_proc_stat(pid).map(|info| info.start_ticks);
         self.record_session(global, pid, start_ticks, &containment);
@@ -68,6 +69,7 @@ impl Runtime {
             reader: Some(reader),
             output_watch,
             activity_seen: self.activity_before(),
+            steer,
         });
         Input::Spawned {
             global,
@@ -75,6 +77,26 @@ impl Runtime {
             pgid,
             output_file,
         }
+    }
+
+    /// Feeds the prompt to an agent that takes messages while it runs.
+    fn start_steering(
+        &mut self,
+        spawned: &mut process::Spawned,
+        prompt_text: &str,
+        global: u64,
+    ) -> Option<super::steering::Steer> {
+        self.clear_note_answers();
+        let input = self.live_input?;
+        let stdin = spawned.stdin.take()?;
+        let tx = self.internal_tx.clone();
+        Some(super::steering::Steer::start(
+            input,
+            stdin,
+            prompt_text,
+            global,
+            tx,
+        ))
     }
 
     /// When the lane's activity file was last written before the session: a
@@ -182,6 +204,7 @@ impl Runtime {
                 Report::Progress(progress) => Internal::Progress { global, progress },
                 Report::Retrying(retrying) => Internal::Retrying { global, retrying },
                 Report::AgentError(reason) => Internal::AgentError { global, reason },
+                Report::ResultRead => Internal::ResultRead { global },
                 Report::Shown { lines, stats } => {
                     if let Some(tap) = &tap {
                         let file = file.clone();
@@ -223,11 +246,15 @@ impl Runtime {
         file: &File,
         containment: &mut process::Containment,
     ) -> std::io::Result<process::Spawned> {
+        let io = &process::AgentIo {
+            output: file,
+            piped_stdin: self.live_input.is_some(),
+        };
         let program = &self.config.agent.command.0;
         let cwd = &self.options.working_dir;
         let owner = self.lane.as_ref().map_or("", |lane| lane.name.as_str());
         let cgroup = containment.cgroup.as_deref();
-        let first = process::spawn_agent(program, args, env, file, cwd, cgroup, owner);
+        let first = process::spawn_agent(program, args, env, io, cwd, cgroup, owner);
         if first.is_ok() {
             return first;
         }
@@ -235,7 +262,7 @@ impl Runtime {
             return first;
         };
         cgroup::remove_tree(&cgroup);
-        let second = process::spawn_agent(program, args, env, file, cwd, None, owner);
+        let second = process::spawn_agent(program, args, env, io, cwd, None, owner);
         if second.is_ok()
             && let Err(err) = &first
         {

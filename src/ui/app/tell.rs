@@ -1,6 +1,7 @@
-//! `t`: a one-line note for the selected lane, or for the single loop, which
-//! its next session reads at the top of its prompt. The room writes the note
-//! (see [`crate::store::notes`]); the loop logs and delivers it.
+//! `t`: a one-line note for the selected lane, or for the single loop. The
+//! room writes the note (see [`crate::store::notes`]); the loop decides and
+//! logs whether its running session takes it now (an agent that reads its
+//! stdin while it runs) or its next session reads it at the top of its prompt.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui_textarea::TextArea;
@@ -35,7 +36,7 @@ pub(super) fn open(state: &mut AppState) {
         None => None,
     };
     let mut text = TextArea::default();
-    text.set_placeholder_text("a note for its next session (Enter leaves it, Esc cancels)");
+    text.set_placeholder_text("a note for the agent (Enter tells it, Esc cancels)");
     state.tell_box = Some(TellBox { lane, text });
 }
 

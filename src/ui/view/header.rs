@@ -141,7 +141,10 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
     } else {
         ""
     };
-    let fixed = " agent ".len() + ungated.len() + 3 + fmt::width(&process);
+    // An agent that takes a note while it runs says so (`t` reaches it now);
+    // without the mark, notes wait for the next session.
+    let notes = if snap.notes_now { " · notes now" } else { "" };
+    let fixed = " agent ".len() + ungated.len() + notes.len() + 3 + fmt::width(&process);
     let own = if fixed + fmt::width(&own) + 12 <= width {
         own
     } else {
@@ -157,6 +160,7 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
         ),
         Span::raw(command),
+        Span::styled(notes, Style::default().fg(Color::Green)),
         Span::styled("   ", Style::default()),
         Span::styled(process, Style::default().fg(Color::DarkGray)),
         Span::styled(own, Style::default().fg(Color::DarkGray)),

@@ -182,6 +182,38 @@ pub fn run(
     crate::common::wait_with_deadline(child, std::time::Duration::from_secs(180))
 }
 
+/// A `harness.toml` running Claude Code `cli` as `clowder init --agent claude`
+/// sets it up: with stream-json input, so that a note reaches a running
+/// session; `backoff` is the pause between sessions, `extra` as in [`config`].
+pub fn live_input_config(cli: Cli, backoff: f64, extra: &str) -> String {
+    let program = cli.program();
+    let mut args: Vec<String> = program[1..]
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    args.extend(
+        [
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--replay-user-messages",
+            "--verbose",
+            "--dangerously-skip-permissions",
+            "--model",
+            "claude-sonnet-4-5",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[agent]\ncommand = {:?}\nargs = [{}]\n\n[backoff]\ninitial_delay_secs = {backoff}\n\n[retry]\nretry_delay_secs = 0.05\n\n{extra}\n",
+        program[0].display().to_string(),
+        args.join(", ")
+    )
+}
+
 /// A `harness.toml` running `cli` with short pauses between sessions, plus `extra`
 /// (whole tables that the base does not have: `[completion]`, `[watchdog]`, …).
 pub fn config(cli: Cli, extra: &str) -> String {
