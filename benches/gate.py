@@ -3,14 +3,18 @@
 
   decision   `clowder gate` started with a Bash call on stdin -> exited with its answer,
              for a call a rule allows: `ls -la`, and a chain of six commands
+  reviewer   a call no rule decides, allowed by `[approvals.reviewer]` answering from a
+             local server on 127.0.0.1 at once (what the reviewer step itself adds)
   eval       `clowder gate eval` over N calls (the project's corpus, repeated)
 
 Each decision is timed N times (default 300) after 20 warm-up runs; prints the median
 and p99. Usage: python3 benches/gate.py [N]
 Builds the release binary into ${CARGO_TARGET_DIR:-target} unless CLOWDER_BIN names one.
 """
+import http.server
 import json
 import os
+import threading
 import shutil
 import statistics
 import subprocess
@@ -46,14 +50,47 @@ def hook(command):
     }).encode()
 
 
-def decide(command):
+class Reviewer(http.server.BaseHTTPRequestHandler):
+    """Chat Completions answering every question with an allow, at once."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        verdict = json.dumps({"verdict": "allow", "reason": "part of the task"})
+        body = json.dumps({
+            "choices": [{"message": {"role": "assistant", "content": verdict}}],
+            "usage": {"prompt_tokens": 900, "completion_tokens": 20},
+        }).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def with_reviewer():
+    """A folder whose gate asks the local reviewer, and the server's address."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Reviewer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    folder = os.path.join(work, "reviewed")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "harness.toml"), "w") as f:
+        f.write(open(os.path.join(work, "harness.toml")).read())
+        f.write(f'\n[approvals.reviewer]\napi = "openai"\nbase_url = "http://127.0.0.1:{server.server_port}/v1"\nmodel = "bench"\n')
+    return folder, server
+
+
+def decide(command, folder=None):
+    folder = folder or work
     data = hook(command)
     for _ in range(20):
-        subprocess.run([clowder, "gate"], input=data, cwd=work, capture_output=True, check=True)
+        subprocess.run([clowder, "gate"], input=data, cwd=folder, capture_output=True, check=True)
     times = []
     for _ in range(count):
         start = time.perf_counter()
-        done = subprocess.run([clowder, "gate"], input=data, cwd=work, capture_output=True, check=True)
+        done = subprocess.run([clowder, "gate"], input=data, cwd=folder, capture_output=True, check=True)
         times.append((time.perf_counter() - start) * 1000)
         if b'"allow"' not in done.stdout:
             sys.exit(f"not allowed: {command}: {done.stdout!r} {done.stderr!r}")
@@ -78,6 +115,11 @@ try:
     print(f"{count} decisions each, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     decide("ls -la")
     decide("git status && git diff --stat && ls -la src | grep rs | sort | head -5")
+    folder, server = with_reviewer()
+    print("with [approvals.reviewer] on a local server that answers at once:")
+    decide("ls -la", folder)
+    decide("cargo build --release", folder)
+    server.shutdown()
     evaluate(2000)
 finally:
     shutil.rmtree(work, ignore_errors=True)
