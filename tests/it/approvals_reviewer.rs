@@ -405,3 +405,62 @@ fn gate_eval_runs_what_no_rule_decided_through_the_reviewer() {
         .to_string();
     assert!(task.contains("<task>\nfix the tests\n</task>"), "{task}");
 }
+
+/// A lane's gate takes the reviewer from the rules its host wrote (never from
+/// the worktree's `harness.toml`, which the agent rewrote to allow all), the
+/// denial reaches the agent, and what the answer cost is in the lane's totals.
+#[test]
+fn a_lanes_gate_asks_the_reviewer_its_host_gave_it_and_the_lane_counts_the_cost() {
+    use common::git::{clowder_command, init_with_one_commit};
+    let server = ReviewerServer::start();
+    server.script([Answer::Verdict("deny", "lane-reviewer-says-no")]);
+    let repo = tempfile::tempdir().expect("tempdir");
+    let out = tempfile::tempdir().expect("tempdir");
+    init_with_one_commit(repo.path());
+    std::fs::write(repo.path().join("PROMPT.md"), "Tidy the lane.\n").expect("write");
+    let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/gate-agent.sh");
+    let config = format!(
+        "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n\n[approvals.reviewer]\napi = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"judge-1\"\ninput_usd_per_mtok = 2\n",
+        agent.display().to_string(),
+        server.base_url()
+    );
+    std::fs::write(repo.path().join("harness.toml"), config).expect("write");
+    let add = wait_with_deadline(
+        clowder_command(repo.path(), &["lane", "add", "api"])
+            .spawn()
+            .expect("spawn"),
+        DEADLINE,
+    );
+    assert!(add.status.success(), "{}", stderr_of(&add));
+    let mut fleet = clowder_command(repo.path(), &["--headless"]);
+    fleet
+        .env("GATE_AGENT_OUT", out.path())
+        .env("GATE_AGENT_CLOWDER", clowder_bin());
+    let ran = wait_with_deadline(fleet.spawn().expect("spawn the fleet"), DEADLINE);
+    let answer = std::fs::read_to_string(out.path().join("answer.json")).unwrap_or_default();
+    assert!(
+        answer.contains("denied by reviewer judge-1: lane-reviewer-says-no"),
+        "{answer}\n{}\n{}",
+        stderr_of(&ran),
+        std::fs::read_to_string(out.path().join("stderr.txt")).unwrap_or_default()
+    );
+    let asked = server.asked();
+    assert_eq!(asked.len(), 1);
+    let user = asked[0].1["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(user.contains("<lane>\napi\n</lane>"), "{user}");
+    let lane = repo.path().join(".clowder/lanes/api");
+    let status: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(lane.join("harness.status")).expect("status"),
+    )
+    .expect("status is JSON");
+    assert_eq!(status["totals"]["reviewer"]["calls"], 1, "{status}");
+    assert_eq!(status["totals"]["reviewer"]["input_tokens"], INPUT_TOKENS);
+    let events = std::fs::read_to_string(lane.join("harness-events.jsonl")).unwrap_or_default();
+    assert!(
+        events.contains("\"reviewer_reviewed\"") && events.contains("\"lane\":\"api\""),
+        "{events}"
+    );
+}
