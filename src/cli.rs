@@ -569,6 +569,7 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
     println!("# prompt file in force: {}", config.prompt_path().display());
     println!("# agent: {agent}");
     println!("# notes (`clowder tell`): {}", notes_reach(config));
+    println!("# gate: {}", gate_tiers(config));
     println!(
         "# output files: {}/{}-N.jsonl",
         config.session.output_dir.0.display(),
@@ -586,6 +587,32 @@ fn print_dry_run(config: &Config, config_path: &Path, required: bool, cwd: &Path
             1
         }
     }
+}
+
+/// Who decides a gated call, in order: `2 deny rules, 5 allow rules, reviewer
+/// qwen2.5 (openai at http://…, decide), then you`.
+fn gate_tiers(config: &Config) -> String {
+    let approvals = &config.approvals;
+    let reviewer = approvals.reviewer.as_ref().map_or_else(String::new, |r| {
+        format!(
+            "reviewer {} ({} at {}, {}), ",
+            r.model.0,
+            serde_json::to_value(r.api)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            r.endpoint(),
+            serde_json::to_value(r.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+        )
+    });
+    format!(
+        "{} deny rules, {} allow rules, {reviewer}then you",
+        approvals.deny.len(),
+        approvals.allow.len()
+    )
 }
 
 /// How a note told while a session runs reaches this agent.

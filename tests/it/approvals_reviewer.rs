@@ -358,6 +358,14 @@ fn a_bad_reviewer_setting_names_its_file_line_and_key() {
     assert!(text.contains("harness.toml:3"), "{text}");
     assert!(text.contains("approvals.reviewer.mode"), "{text}");
     assert!(text.contains("decide") && text.contains("advise"), "{text}");
+    let server = ReviewerServer::start();
+    let valid = self::project(&server, "openai", "");
+    let dry = stdout_of(&valid.run(&["--dry-run"]));
+    let tiers = format!(
+        "# gate: 1 deny rules, 1 allow rules, reviewer judge-1 (openai at {}/chat/completions, decide), then you",
+        server.base_url()
+    );
+    assert!(dry.contains(&tiers), "{dry}");
 }
 
 #[test]
