@@ -483,7 +483,11 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         super::policy::Verdict::Allow(reason) => Some((true, reason)),
         super::policy::Verdict::Deny(reason) => Some((false, reason)),
         super::policy::Verdict::Ask(why) => {
-            eprintln!("clowder gate: asking a human: {}", escape(&why));
+            let next = match config.reviewer {
+                Some(_) => "asking the reviewer",
+                None => "asking a human",
+            };
+            eprintln!("clowder gate: {next}: {}", escape(&why));
             None
         }
     };
@@ -500,6 +504,13 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
         queue.log(&event);
         return answer(allow, &reason);
     }
+    // Short enough for `clowder queue` to show whole, start and end.
+    let subject = crate::fmt::head_and_tail(&full_subject, 90);
+    request.title = if subject.is_empty() {
+        hook.tool_name.clone()
+    } else {
+        format!("{}: {subject}", hook.tool_name)
+    };
     if let Some(reviewer) = &config.reviewer {
         let log = queue.event_log_path();
         match super::reviewed::consult(config, reviewer, &queue, &request, log.as_deref()) {
@@ -510,13 +521,6 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             }
         }
     }
-    // Short enough for `clowder queue` to show whole, start and end.
-    let subject = crate::fmt::head_and_tail(&full_subject, 90);
-    request.title = if subject.is_empty() {
-        hook.tool_name.clone()
-    } else {
-        format!("{}: {subject}", hook.tool_name)
-    };
     let submitted = match queue.submit(request) {
         Ok(submitted) => submitted,
         // Shown in part, a call could be approved for what nobody saw.

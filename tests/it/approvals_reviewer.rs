@@ -112,6 +112,7 @@ fn the_reviewer_allows_and_denies_and_the_agent_reads_the_reason() {
     let text = stdout_of(&history);
     assert!(text.contains("reviewer judge-1"), "{text}");
     assert!(text.contains("deletes the build cache"), "{text}");
+    assert!(text.contains("Bash: rm -rf ~/.cargo/registry"), "{text}");
 }
 
 #[test]
