@@ -588,7 +588,7 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
     lanes
         .iter()
         .map(|lane| {
-            let row = fleet.rows.iter().find(|row| &row.name == lane)?;
+            let row = fleet.row(lane)?;
             Some(view::lane_row_text(row, now))
         })
         .collect()
@@ -637,9 +637,7 @@ fn all_paused(state: &AppState, lanes: &[LaneName]) -> bool {
     };
     lanes.iter().all(|lane| {
         fleet
-            .rows
-            .iter()
-            .find(|row| &row.name == lane)
+            .row(lane)
             .and_then(|row| row.snapshot.as_ref())
             .is_none_or(|s| s.paused || s.pgid.is_none())
     })
