@@ -336,7 +336,7 @@ pub(super) async fn room_loop(
             redraw.changed(by_user);
         }
         if news {
-            caller.look(&state);
+            caller.look(&mut state);
         }
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
         if state.should_quit && !idle && !state.attached {

@@ -15,6 +15,7 @@ use super::{
     Action, AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update,
 };
 use crate::fleet::LaneName;
+use crate::fleet::attention::{self, AttentionEvent};
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
 use crate::fleet::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
@@ -134,6 +135,10 @@ pub struct Fleet {
     pub name_width: usize,
     /// The rows with requests waiting, as last counted.
     asking: Vec<usize>,
+    /// Lanes that became held, failed or done since the caller last took
+    /// them (see [`crate::ui::caller`]): found as each lane's news comes, not
+    /// by looking at every lane.
+    pub(crate) calls: Vec<AttentionEvent>,
     /// The lane the panes show.
     pub selected: Option<LaneName>,
     /// The other lanes' views, while they are not shown.
@@ -149,6 +154,9 @@ pub struct Fleet {
 
 /// The name column's widest.
 pub const NAME_MAX: usize = 16;
+
+/// The most calls kept for the caller to take.
+const MAX_CALLS: usize = 1_000;
 
 impl Fleet {
     /// The listed rows' indices in the order shown (see [`Listing`]).
@@ -223,10 +231,20 @@ impl Fleet {
             return;
         };
         let before = self.listing.place_of(row);
+        let seen = attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref());
         change(row);
         row.status = status_of(row);
         if self.listing.place_of(row) != before {
             *self.shown.get_mut() = None;
+        }
+        let now = attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref());
+        if let Some(call) = now.and_then(|now| attention::lane_event(row.name.as_str(), seen, now))
+        {
+            // Taken after every batch; a room driven without a caller keeps the latest.
+            if self.calls.len() >= MAX_CALLS {
+                self.calls.remove(0);
+            }
+            self.calls.push(call);
         }
     }
 }
