@@ -368,22 +368,7 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
         },
         Msg::Snapshot(snapshot) => on_snapshot(state, snapshot, now, &mut commands),
         Msg::Log { at, level, text } => {
-            if !event_text::repeats_an_event(&text) {
-                let base = |plan: &str| {
-                    let plans = &state.plan.plans;
-                    plans
-                        .iter()
-                        .find(|p| p.name == plan)
-                        .map(|p| p.base.clone())
-                };
-                let wordings = event_text::plan_wordings(&text, base)
-                    .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
-                let line = EventLine {
-                    at,
-                    level,
-                    text: wordings,
-                    detail: text,
-                };
+            if let Some(line) = log_line(state, at, level, text) {
                 push_event(state, line);
             }
         }
@@ -456,6 +441,28 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
         Msg::Tick => {}
     }
     commands
+}
+
+/// A log line as the events pane shows it; `None` for one that repeats an event.
+fn log_line(state: &AppState, at: DateTime<Utc>, level: Level, text: String) -> Option<EventLine> {
+    if event_text::repeats_an_event(&text) {
+        return None;
+    }
+    let base = |plan: &str| {
+        let plans = &state.plan.plans;
+        plans
+            .iter()
+            .find(|p| p.name == plan)
+            .map(|p| p.base.clone())
+    };
+    let wordings = event_text::plan_wordings(&text, base)
+        .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
+    Some(EventLine {
+        at,
+        level,
+        text: wordings,
+        detail: text,
+    })
 }
 
 fn push_event(state: &mut AppState, line: EventLine) {

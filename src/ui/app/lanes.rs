@@ -47,6 +47,9 @@ pub struct LaneRow {
     /// In an attached room: its host cannot be reached since then, and
     /// what it last said of the lane may be old.
     pub unreachable: Option<DateTime<Utc>>,
+    /// The number of the last line said to every lane when it was added:
+    /// it hears the lines said after.
+    joined: u64,
 }
 
 impl LaneRow {
@@ -64,6 +67,7 @@ impl LaneRow {
             kind: entry.kind,
             base: entry.base.clone(),
             unreachable: None,
+            joined: 0,
         };
         row.status = status_of(&row);
         row
@@ -135,6 +139,11 @@ pub struct Fleet {
     pub name_width: usize,
     /// The rows with requests waiting, as last counted.
     asking: Vec<usize>,
+    /// The latest lines said to every lane, each with its number, for the
+    /// lanes not shown (see [`tell_every_lane`]).
+    common: VecDeque<(u64, EventLine)>,
+    /// The number of the last line said to every lane.
+    said: u64,
     /// Lanes that became held, failed or done since the caller last took
     /// them (see [`crate::ui::caller`]): found as each lane's news comes, not
     /// by looking at every lane.
@@ -261,6 +270,8 @@ struct LaneView {
     growth_sample: Option<(u64, DateTime<Utc>)>,
     growth_rate: f64,
     finished: Option<ExitReason>,
+    /// The number of the last line said to every lane that it has.
+    heard: u64,
 }
 
 impl LaneView {
@@ -279,6 +290,7 @@ impl LaneView {
             growth_sample: None,
             growth_rate: 0.0,
             finished: None,
+            heard: 0,
         }
     }
 
@@ -288,7 +300,10 @@ impl LaneView {
             let max = row.and_then(|r| r.max_iterations);
             Arc::new(placeholder(lane.as_str(), max))
         });
-        LaneView::new(snapshot)
+        LaneView {
+            heard: row.map_or(0, |r| r.joined),
+            ..LaneView::new(snapshot)
+        }
     }
 
     /// Puts this view into `state` and returns the one it replaces.
@@ -332,9 +347,12 @@ fn with_lane(
         .views
         .remove(lane)
         .unwrap_or_else(|| LaneView::of(fleet.row(lane), lane));
+    let heard = view.heard;
     let shown = view.swap_into(state);
+    let heard = catch_up(state, heard);
     let mut commands = f(state);
-    let view = shown.swap_into(state);
+    let mut view = shown.swap_into(state);
+    view.heard = heard;
     if let Some(fleet) = state.fleet.as_mut() {
         fleet.views.insert(lane.clone(), view);
     }
@@ -356,10 +374,15 @@ pub fn select(state: &mut AppState, name: &LaneName) -> Vec<UiCommand> {
     let view = LaneView::of(Some(row), name);
     let view = fleet.views.remove(name).unwrap_or(view);
     let previous = fleet.selected.replace(name.clone());
-    let old = view.swap_into(state);
+    let said = fleet.said;
+    let heard = view.heard;
+    let mut old = view.swap_into(state);
+    // The lane shown heard every line as it was said.
+    old.heard = said;
     if let (Some(previous), Some(fleet)) = (previous, state.fleet.as_mut()) {
         fleet.views.insert(previous, old);
     }
+    catch_up(state, heard);
     // The output lines kept were of the follower that stopped: read afresh.
     state.output.clear();
     state.output.expanded = None;
@@ -545,23 +568,44 @@ pub(super) fn count_requests(state: &mut AppState) {
     fleet.asking = counts.into_keys().collect();
 }
 
-/// A line in the events pane of every lane (news about the fleet).
+/// A line in the events pane of every lane (news about the fleet): shown
+/// now in the lane shown, and kept once for the others, which take it when
+/// their view is next used ([`catch_up`]): a line costs one line, not one a lane.
 fn tell_every_lane(state: &mut AppState, level: Level, text: &str, now: DateTime<Utc>) {
-    let names: Vec<LaneName> = state
-        .fleet
-        .as_ref()
-        .map(|f| f.rows.iter().map(|r| r.name.clone()).collect())
-        .unwrap_or_default();
-    let shown = state.fleet.as_ref().and_then(|f| f.selected.clone());
-    let log = |text: &str| Msg::Log {
-        at: now,
-        level,
-        text: text.to_string(),
+    let Some(line) = super::log_line(state, now, level, text.to_string()) else {
+        return;
     };
-    update(state, log(text), now);
-    for name in names.iter().filter(|n| Some(*n) != shown.as_ref()) {
-        with_lane(state, name, |state| update(state, log(text), now));
+    super::push_event(state, line.clone());
+    let Some(fleet) = state.fleet.as_mut() else {
+        return;
+    };
+    fleet.said += 1;
+    if fleet.common.len() >= super::MAX_EVENT_LINES {
+        fleet.common.pop_front();
     }
+    fleet.common.push_back((fleet.said, line));
+}
+
+/// Puts the fleet's lines said after `heard` into the events of the lane in
+/// `state`, in the order they came; returns the last one's number.
+fn catch_up(state: &mut AppState, heard: u64) -> u64 {
+    let Some(fleet) = state.fleet.as_ref() else {
+        return heard;
+    };
+    let said = fleet.said;
+    if said == heard {
+        return said;
+    }
+    let missed: Vec<EventLine> = fleet
+        .common
+        .iter()
+        .filter(|(n, _)| *n > heard)
+        .map(|(_, line)| line.clone())
+        .collect();
+    for line in missed {
+        super::push_event(state, line);
+    }
+    said
 }
 
 pub(super) fn on_host(
@@ -644,9 +688,11 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry], now: DateTime<Utc>) -> 
         .collect();
     fleet.index.clear();
     for entry in entries {
-        let mut row = old
-            .remove(&entry.name)
-            .unwrap_or_else(|| LaneRow::new(entry));
+        let said = fleet.said;
+        let mut row = old.remove(&entry.name).unwrap_or_else(|| LaneRow {
+            joined: said,
+            ..LaneRow::new(entry)
+        });
         row.requested = entry.requested;
         row.max_iterations = entry.max_iterations;
         row.kind = entry.kind;

@@ -613,3 +613,60 @@ fn a_lane_that_stays_in_its_place_leaves_the_listing_as_made() {
     assert!(!made(&state));
     assert_eq!(listed(&state), ["b", "a"]);
 }
+
+fn event_texts(state: &AppState) -> Vec<String> {
+    state
+        .events
+        .iter()
+        .map(|line| line.detail.clone())
+        .collect()
+}
+
+/// A line said to every lane is kept once: a lane not shown has it, in the
+/// order it came among its own lines, when it is shown; a lane added after
+/// it does not.
+#[test]
+fn a_line_for_every_lane_reaches_each_in_order_and_not_lanes_added_after() {
+    let mut state = fleet(&["a", "b"]);
+    let log = |text: &str| {
+        Msg::Host(HostMsg::Log {
+            level: Level::Info,
+            text: text.to_string(),
+        })
+    };
+    let own = |text: &str| LaneReport::Log {
+        at: t0(),
+        level: Level::Info,
+        text: text.to_string(),
+    };
+    update(&mut state, log("fleet one"), t0());
+    report(&mut state, "b", own("b's own"));
+    update(&mut state, log("fleet two"), t0());
+    let entries = ["a", "b", "c"].iter().map(|n| entry(n)).collect();
+    update(&mut state, Msg::Host(HostMsg::Lanes(entries)), t0());
+    update(&mut state, log("fleet three"), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "fleet two", "fleet three"]
+    );
+    assert!(
+        state.fleet.as_ref().is_some_and(|f| f.views.len() == 1),
+        "only b has a view"
+    );
+    update(&mut state, key('2'), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "b's own", "fleet two", "fleet three"]
+    );
+    update(&mut state, key('3'), t0());
+    assert_eq!(event_texts(&state), ["fleet three"]);
+    // Back to a: nothing twice.
+    update(&mut state, key('1'), t0());
+    update(&mut state, log("fleet four"), t0());
+    update(&mut state, key('2'), t0());
+    update(&mut state, key('1'), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "fleet two", "fleet three", "fleet four"]
+    );
+}
