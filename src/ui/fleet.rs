@@ -264,7 +264,9 @@ pub(super) async fn room_loop(
         // Nothing is drawn on a terminal that is gone: a frame due is not waited for.
         let redraw_at = redraw.due_at().filter(|_| !terminal_gone);
         let mut messages = Vec::new();
+        // A key is taken before any news waiting: a person never waits behind a batch.
         tokio::select! {
+            biased;
             input = inputs.next() => match super::to_messages(input, &mut messages) {
                 // The terminal is gone: nobody can answer, so every lane stops.
                 Some(Input::Closed) => {
@@ -282,10 +284,6 @@ pub(super) async fn room_loop(
                 // A stop: the host has the signal too, and stops the lanes, then the room.
                 Some(_) | None => {}
             },
-            message = from_host.recv() => match message {
-                Some(message) => messages.push(Msg::Host(message)),
-                None => host_gone = true,
-            },
             Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
             _ = ticker.tick() => messages.push(Msg::Tick),
             _ = history_ticker.tick(), if state.approval_history.is_some() => {
@@ -299,6 +297,11 @@ pub(super) async fn room_loop(
                     messages.push(Msg::Approvals { dir_exists, pending });
                 }
             }
+            // Last: at start, or over many busy lanes, it is always ready.
+            message = from_host.recv() => match message {
+                Some(message) => messages.push(Msg::Host(message)),
+                None => host_gone = true,
+            },
             _ = sleep_until_opt(redraw_at) => {}
         }
         // Drain what is already queued before drawing once.
