@@ -500,6 +500,9 @@ async fn talk(
     let mut buffer = Vec::new();
     loop {
         buffer.clear();
+        // A host's first line holds every lane (megabytes with a thousand):
+        // a room over a hundred hosts would keep each one's largest line.
+        buffer.shrink_to(KEEP_LINE);
         tokio::select! {
             read = read_line(&mut lines, &mut buffer) => match read {
                 Ok(true) => {
@@ -544,6 +547,9 @@ async fn talk(
         }
     }
 }
+
+/// The room of a line kept between two lines: a change is a few kilobytes.
+const KEEP_LINE: usize = 64 * 1024;
 
 /// One line into `buffer`; `false` at the end of the stream.
 async fn read_line(

@@ -618,3 +618,106 @@ fn is_recent(message: &HostMsg) -> bool {
             }
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::fleet::link::LaneReport;
+    use crate::fleet::registry::{LaneKind, LaneState};
+    use crate::fleet::wire::{HostSnapshot, LaneFacts};
+
+    fn host_snapshot(lanes: &[&str]) -> RemoteEvent {
+        let mut snapshot = HostSnapshot::default();
+        for lane in lanes {
+            let name = LaneName::parse(lane).expect("a lane name");
+            snapshot.lanes.push(LaneEntry {
+                name: name.clone(),
+                requested: LaneState::Active,
+                max_iterations: Some(3),
+                kind: LaneKind::Worktree,
+                base: Some("main".into()),
+            });
+            let state = crate::ui::app::lanes::placeholder(lane, Some(3));
+            snapshot.facts.push(LaneFacts {
+                lane: name,
+                snapshot: Some(Arc::new(state)),
+                queued: false,
+                ahead: None,
+                ended: None,
+            });
+        }
+        RemoteEvent::Snapshot(Box::new(snapshot))
+    }
+
+    fn carrier(hosts: usize) -> (Carrier, mpsc::UnboundedReceiver<HostMsg>) {
+        let (host_tx, room) = mpsc::unbounded_channel();
+        let (listing_tx, _listing) = mpsc::unbounded_channel();
+        let (feed_tx, _feed) = mpsc::unbounded_channel();
+        let links = (0..hosts)
+            .map(|i| HostLink::new(mpsc::unbounded_channel().0, format!("h{}", i + 1)))
+            .collect();
+        let carrier = Carrier {
+            host_tx,
+            listing_tx,
+            feed_tx,
+            hosts: links,
+            multi: hosts > 1,
+            asked: 0,
+            current: 0,
+            decisions: std::collections::HashMap::new(),
+            unsaid: Vec::new(),
+            out: Vec::new(),
+            lanes_at: None,
+            lanes_due: false,
+        };
+        (carrier, room)
+    }
+
+    /// Hosts whose snapshots come in one batch give the room one list of
+    /// every host's lanes, ahead of every lane's report.
+    #[test]
+    fn the_lanes_of_hosts_that_come_together_are_listed_once_before_their_reports() {
+        let (mut carrier, mut room) = carrier(3);
+        carrier.on_event(1, host_snapshot(&["a", "b"]));
+        carrier.on_event(0, host_snapshot(&["a"]));
+        carrier.on_event(2, host_snapshot(&["c"]));
+        carrier.flush();
+        let mut sent = Vec::new();
+        while let Ok(message) = room.try_recv() {
+            sent.push(message);
+        }
+        let lists: Vec<Vec<String>> = sent
+            .iter()
+            .filter_map(|m| match m {
+                HostMsg::Lanes(lanes) => Some(lanes.iter().map(|l| l.name.to_string()).collect()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lists, [["h1/a", "h2/a", "h2/b", "h3/c"]]);
+        assert!(matches!(sent[0], HostMsg::Lanes(_)), "{:?}", sent[0]);
+        let reports = sent
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m,
+                    HostMsg::Lane {
+                        report: LaneReport::Snapshot { .. },
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(reports, 4);
+        // A later host alone: the list again, with it.
+        carrier.hosts[2].lanes.clear();
+        carrier.on_event(2, host_snapshot(&["d"]));
+        carrier.flush();
+        let Ok(HostMsg::Lanes(lanes)) = room.try_recv() else {
+            panic!("no list of lanes first");
+        };
+        assert_eq!(lanes.len(), 4);
+        assert_eq!(lanes[3].name.to_string(), "h3/d");
+    }
+}
