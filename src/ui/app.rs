@@ -533,7 +533,7 @@ fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>, commands: &mut
         .as_ref()
         .is_some_and(|f| f.listing.typing.is_some())
     {
-        commands.extend(listing::type_text(state, &one_line(), now));
+        commands.extend(filter::type_text(state, &one_line(), now));
     } else {
         ignored_paste(state, text.chars().count(), now);
     }
@@ -593,6 +593,7 @@ fn ignored_paste(state: &mut AppState, chars: usize, now: DateTime<Utc>) {
     );
 }
 
+mod filter;
 mod keys;
 pub mod lanes;
 pub mod listing;

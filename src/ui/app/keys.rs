@@ -64,7 +64,7 @@ pub(super) fn on_key(
         return;
     }
 
-    if listing::typing_key(state, key, now, commands) {
+    if filter::typing_key(state, key, now, commands) {
         return;
     }
 
@@ -245,7 +245,7 @@ pub(super) fn act(
         }
         Action::PlanView => state.plan.shown = !state.plan.shown,
         Action::FilterLanes | Action::NeedsYouOnly | Action::SortLanes => {
-            commands.extend(listing::act(state, action, now))
+            commands.extend(filter::act(state, action, now))
         }
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,

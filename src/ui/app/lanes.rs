@@ -83,6 +83,32 @@ impl LaneRow {
     }
 }
 
+impl listing::Listed for LaneRow {
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn status(&self) -> LaneStatus {
+        self.status
+    }
+
+    fn cost(&self) -> Option<f64> {
+        self.snapshot
+            .as_ref()
+            .and_then(|s| s.totals.cost_usd)
+            .filter(|c| c.is_finite())
+    }
+
+    fn silent_since(&self) -> Option<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+        let snapshot = self.snapshot.as_deref()?;
+        if self.ended.is_some() || snapshot.state != LoopState::SessionRunning {
+            return None;
+        }
+        let since = snapshot.last_output_growth.or(snapshot.session_start)?;
+        Some((since, snapshot.paused_at))
+    }
+}
+
 /// The lane's status from what its loop last said.
 pub fn status_of(row: &LaneRow) -> LaneStatus {
     let facts = crate::lane_status::Facts {

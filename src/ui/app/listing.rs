@@ -4,12 +4,19 @@
 //! numbers); this is only how they are listed.
 
 use chrono::{DateTime, Utc};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::lanes::{self, LaneRow, LaneStatus};
-use super::{AppState, UiCommand};
-use crate::protocol::LoopState;
-use crate::ui::keymap::Action;
+use crate::lane_status::LaneStatus;
+
+/// What the listing needs to know of a lane's row.
+pub trait Listed {
+    fn name(&self) -> &str;
+    fn status(&self) -> LaneStatus;
+    /// The run's cost so far, if known.
+    fn cost(&self) -> Option<f64>;
+    /// Since when its running session has been silent, and since when the
+    /// clock stands still if paused; `None` when no session runs.
+    fn silent_since(&self) -> Option<(DateTime<Utc>, Option<DateTime<Utc>>)>;
+}
 
 /// How the listed lanes are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -71,19 +78,19 @@ impl Listing {
     }
 
     /// Whether `row` is listed.
-    pub fn shows(&self, row: &LaneRow) -> bool {
-        (!self.needs_you_only || row.status.needs_you())
-            && holds_ignoring_case(row.name.as_str(), self.query())
+    pub fn shows(&self, row: &impl Listed) -> bool {
+        (!self.needs_you_only || row.status().needs_you())
+            && holds_ignoring_case(row.name(), self.query())
     }
 
     /// The listed rows' indices, in the order shown.
-    pub fn order(&self, rows: &[LaneRow], now: DateTime<Utc>) -> Vec<usize> {
+    pub fn order(&self, rows: &[impl Listed], now: DateTime<Utc>) -> Vec<usize> {
         let mut order: Vec<usize> = (0..rows.len()).filter(|&i| self.shows(&rows[i])).collect();
         // Stable sorts: rows that compare equal keep their registry order.
         match self.sort {
-            LaneSort::Registry => order.sort_by_key(|&i| !rows[i].status.needs_you()),
-            LaneSort::State => order.sort_by_key(|&i| state_rank(rows[i].status)),
-            LaneSort::Cost => order.sort_by(|&a, &b| match (cost(&rows[a]), cost(&rows[b])) {
+            LaneSort::Registry => order.sort_by_key(|&i| !rows[i].status().needs_you()),
+            LaneSort::State => order.sort_by_key(|&i| state_rank(rows[i].status())),
+            LaneSort::Cost => order.sort_by(|&a, &b| match (rows[a].cost(), rows[b].cost()) {
                 (Some(a), Some(b)) => b.total_cmp(&a),
                 (a, b) => b.is_some().cmp(&a.is_some()),
             }),
@@ -94,85 +101,23 @@ impl Listing {
 
     /// What in `row` decides where it is listed: when it changes, the order must
     /// be made again.
-    pub fn place_of(&self, row: &LaneRow) -> Place {
-        let needs_you = row.status.needs_you();
+    pub fn place_of(&self, row: &impl Listed) -> Place {
+        let needs_you = row.status().needs_you();
         match self.sort {
             LaneSort::Registry => Place::NeedsYou(needs_you),
-            LaneSort::State => Place::Rank(state_rank(row.status)),
-            LaneSort::Cost => Place::Cost(needs_you, cost(row).map(f64::to_bits)),
+            LaneSort::State => Place::Rank(state_rank(row.status())),
+            LaneSort::Cost => Place::Cost(needs_you, row.cost().map(f64::to_bits)),
             LaneSort::Idle => Place::Since(
                 needs_you,
-                idle_since(row).map(|(since, paused)| (since.timestamp_millis(), paused)),
+                row.silent_since().map(|(since, paused)| {
+                    (
+                        since.timestamp_millis(),
+                        paused.map(|p| p.timestamp_millis()),
+                    )
+                }),
             ),
         }
     }
-}
-
-/// `/` (open the prompt), `w` and `O` (with lanes; availability checked).
-pub fn act(state: &mut AppState, action: Action, now: DateTime<Utc>) -> Vec<UiCommand> {
-    let Some(fleet) = state.fleet.as_mut() else {
-        return Vec::new();
-    };
-    let listing = &mut fleet.listing;
-    match action {
-        Action::FilterLanes => listing.typing = Some(listing.filter.clone()),
-        Action::NeedsYouOnly => listing.needs_you_only = !listing.needs_you_only,
-        Action::SortLanes => listing.sort = listing.sort.next(),
-        _ => return Vec::new(),
-    }
-    fleet.relist();
-    lanes::keep_selection_listed(state, now)
-}
-
-/// A key while `/`'s prompt is open: it owns every key (none acts as a
-/// command); the lanes are listed anew as it is typed. Returns whether it took the key.
-pub fn typing_key(
-    state: &mut AppState,
-    key: KeyEvent,
-    now: DateTime<Utc>,
-    commands: &mut Vec<UiCommand>,
-) -> bool {
-    let Some(fleet) = state.fleet.as_mut() else {
-        return false;
-    };
-    let listing = &mut fleet.listing;
-    let Some(typed) = listing.typing.as_mut() else {
-        return false;
-    };
-    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-    match key.code {
-        KeyCode::Esc => {
-            listing.typing = None;
-            listing.filter.clear();
-        }
-        KeyCode::Char('c') if ctrl => {
-            listing.typing = None;
-            listing.filter.clear();
-        }
-        KeyCode::Enter => listing.filter = listing.typing.take().unwrap_or_default(),
-        KeyCode::Backspace => {
-            typed.pop();
-        }
-        KeyCode::Char(c) if !ctrl => typed.push(c),
-        _ => return true,
-    }
-    fleet.relist();
-    commands.extend(lanes::keep_selection_listed(state, now));
-    true
-}
-
-/// Text pasted into `/`'s prompt.
-pub fn type_text(state: &mut AppState, text: &str, now: DateTime<Utc>) -> Vec<UiCommand> {
-    let Some(fleet) = state.fleet.as_mut() else {
-        return Vec::new();
-    };
-    let Some(typed) = fleet.listing.typing.as_mut() else {
-        return Vec::new();
-    };
-    // Lane names hold no white space: a pasted name's line break is no part of it.
-    typed.extend(text.chars().filter(|c| !c.is_whitespace()));
-    fleet.relist();
-    lanes::keep_selection_listed(state, now)
 }
 
 /// See [`Listing::place_of`].
@@ -181,7 +126,7 @@ pub enum Place {
     NeedsYou(bool),
     Rank(u8),
     Cost(bool, Option<u64>),
-    Since(bool, Option<(i64, bool)>),
+    Since(bool, Option<(i64, Option<i64>)>),
 }
 
 /// The order of states when sorted by state: what needs you, then what works.
@@ -201,36 +146,12 @@ fn state_rank(status: LaneStatus) -> u8 {
     }
 }
 
-/// The run's cost so far, if known.
-fn cost(row: &LaneRow) -> Option<f64> {
-    row.snapshot
-        .as_ref()
-        .and_then(|s| s.totals.cost_usd)
-        .filter(|c| c.is_finite())
-}
-
-/// Since when the running session has been silent, and whether the clock
-/// stands still (paused); `None` when no session runs.
-fn idle_since(row: &LaneRow) -> Option<(DateTime<Utc>, bool)> {
-    let snapshot = row.snapshot.as_deref()?;
-    if row.ended.is_some() || snapshot.state != LoopState::SessionRunning {
-        return None;
-    }
-    let since = snapshot.last_output_growth.or(snapshot.session_start)?;
-    Some((since, snapshot.paused_at.is_some()))
-}
-
 /// Seconds of silence as the row's idle column counts them; -1 when no session runs.
-fn idle_secs(row: &LaneRow, now: DateTime<Utc>) -> i64 {
-    let Some((since, _)) = idle_since(row) else {
+fn idle_secs(row: &impl Listed, now: DateTime<Utc>) -> i64 {
+    let Some((since, paused)) = row.silent_since() else {
         return -1;
     };
-    let end = row
-        .snapshot
-        .as_deref()
-        .and_then(|s| s.paused_at)
-        .unwrap_or(now);
-    (end - since).num_seconds().max(0)
+    (paused.unwrap_or(now) - since).num_seconds().max(0)
 }
 
 /// `needle` in `hay`, ASCII letters of any case alike (lane names are lower
