@@ -2,7 +2,9 @@
 //! serves `DIR/.clowder/host.sock` with the real protocol (the crate's own wire
 //! types), says hello, sends a snapshot of LANES running lanes, then a new
 //! snapshot of each of its BUSY lanes RATE times a second, as a session that
-//! writes output would. Idle lanes send nothing. It runs no agent and no loop.
+//! writes output would (as its moved fields, `lane_changed`, to a client that
+//! asked for changes, as a real host does). Idle lanes send nothing. It runs
+//! no agent and no loop.
 //!
 //! ```sh
 //! cargo bench --bench host_sim -- DIR [--lanes 100] [--busy 0] [--rate 5] [--marker TEXT]
@@ -20,7 +22,9 @@ use chrono::Utc;
 use clowder::fleet::LaneName;
 use clowder::fleet::link::{HostMsg, LaneEntry, LaneReport};
 use clowder::fleet::registry::{LaneKind, LaneState};
-use clowder::fleet::wire::{self, Hello, HostSnapshot, LaneFacts, PROTOCOL_VERSION, ServerMsg};
+use clowder::fleet::wire::{
+    self, Hello, HostSnapshot, LaneChange, LaneFacts, PROTOCOL_VERSION, ServerMsg,
+};
 use clowder::protocol::{LoopState, Snapshot};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
@@ -69,7 +73,9 @@ fn options() -> Result<Options> {
 struct Host {
     hello: String,
     state: RwLock<HostSnapshot>,
-    changes: broadcast::Sender<Arc<str>>,
+    /// Each change as its whole snapshot, and as the moved fields alone for
+    /// a client that asked for changes.
+    changes: broadcast::Sender<(Arc<str>, Arc<str>)>,
 }
 
 fn main() -> Result<()> {
@@ -121,6 +127,7 @@ fn first_snapshot(options: &Options) -> Result<HostSnapshot> {
     let now = Utc::now();
     let mut snapshot = HostSnapshot {
         idle: Some((false, false)),
+        changes: true,
         ..HostSnapshot::default()
     };
     for index in 0..options.lanes {
@@ -171,8 +178,10 @@ async fn busy_lane(host: Arc<Host>, index: usize, rate: f64) {
         lane.last_output_growth = Some(now);
         lane.last_update = now;
         lane.totals.tool_calls += 1;
+        let change = LaneChange::between(&facts.lane, (old, false), (&lane, false));
         let lane = Arc::new(lane);
         facts.snapshot = Some(Arc::clone(&lane));
+        let change = change.map(|change| wire::line(&ServerMsg::LaneChanged(Box::new(change))));
         let message = ServerMsg::Host {
             msg: HostMsg::Lane {
                 lane: facts.lane.clone(),
@@ -183,8 +192,10 @@ async fn busy_lane(host: Arc<Host>, index: usize, rate: f64) {
             },
         };
         drop(state);
+        let full: Arc<str> = Arc::from(wire::line(&message));
+        let change = change.map_or_else(|| Arc::clone(&full), Arc::from);
         // No client connected: nobody to tell.
-        let _ = host.changes.send(Arc::from(wire::line(&message)));
+        let _ = host.changes.send((full, change));
     }
 }
 
@@ -202,11 +213,14 @@ async fn client(stream: UnixStream, host: Arc<Host>) {
         return;
     }
     let mut lines = BufReader::new(reader).lines();
+    // The client asked for changes (`{"type":"changes"}`).
+    let mut moved_only = false;
     loop {
         tokio::select! {
             change = changes.recv() => {
                 let text = match change {
-                    Ok(text) => format!("{text}\n"),
+                    Ok((_, change)) if moved_only => format!("{change}\n"),
+                    Ok((full, _)) => format!("{full}\n"),
                     Err(broadcast::error::RecvError::Lagged(dropped)) => {
                         let state = host.state.read().await.clone();
                         let note = wire::line(&ServerMsg::Overflowed { dropped });
@@ -221,6 +235,10 @@ async fn client(stream: UnixStream, host: Arc<Host>) {
             }
             line = lines.next_line() => match line {
                 Ok(Some(line)) => {
+                    moved_only |= matches!(
+                        wire::parse_client_line(line.as_bytes()),
+                        Ok(wire::ClientMsg::Changes)
+                    );
                     if let Some(answer) = answer(&line) {
                         let text = format!("{}\n", wire::line(&answer));
                         if writer.write_all(text.as_bytes()).await.is_err() {

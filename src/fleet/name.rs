@@ -58,6 +58,14 @@ impl LaneName {
     }
 }
 
+/// Looked up by its text: a room's maps of lanes are asked with the lane a
+/// request names (`HOST/NAME` with several hosts, which no parse accepts).
+impl std::borrow::Borrow<str> for LaneName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl TryFrom<String> for LaneName {
     type Error = String;
 

@@ -3,16 +3,22 @@
 //! what the host says as [`RemoteEvent`]s, and sends what the room asks. A
 //! lost host is tried again with backoff, for as long as the client runs.
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use super::link::HostMsg;
-use super::wire::{self, ClientMsg, Hello, HostSnapshot, Output, PendingRequest, ServerMsg};
+use super::LaneName;
+use super::link::{HostMsg, LaneReport};
+use super::wire::{
+    self, ClientMsg, Hello, HostSnapshot, LaneChange, Output, PendingRequest, ServerMsg,
+};
+use crate::protocol::Snapshot;
 
 /// The program a pipe runs on the far side; `CLOWDER_REMOTE_COMMAND` names
 /// another (a clowder outside the far side's PATH).
@@ -497,13 +503,29 @@ async fn talk(
 ) -> (String, bool) {
     let mut lines = BufReader::new(read);
     let mut spoke = false;
+    let mut last = LastSnapshots::default();
     let mut buffer = Vec::new();
     loop {
         buffer.clear();
+        // A host's first line holds every lane (megabytes with a thousand):
+        // a room over a hundred hosts would keep each one's largest line.
+        buffer.shrink_to(KEEP_LINE);
         tokio::select! {
             read = read_line(&mut lines, &mut buffer) => match read {
                 Ok(true) => {
-                    let event = parse_host_line(&buffer);
+                    let event = match parse_host_line(&buffer) {
+                        HostLine::Event(event) => event,
+                        HostLine::Change(change) => match last.expand(&change) {
+                            Some(event) => event,
+                            // A lane not seen yet: its next snapshot comes whole.
+                            None => continue,
+                        },
+                    };
+                    if last.note(&event)
+                        && let Err(why) = send_line(&mut write, &ClientMsg::Changes).await
+                    {
+                        return (why, spoke);
+                    }
                     if let (RemoteEvent::Hello(hello), Some(folder)) = (&event, folder)
                         && !super::serve::serves(&hello.folder, folder)
                     {
@@ -533,17 +555,31 @@ async fn talk(
             },
             message = from_room.recv() => match message {
                 Some(message) => {
-                    let text = format!("{}\n", wire::line(&message));
-                    if let Err(err) = write.write_all(text.as_bytes()).await {
-                        return (format!("cannot write to the host: {err}"), spoke);
+                    if let Err(why) = send_line(&mut write, &message).await {
+                        return (why, spoke);
                     }
-                    let _ = write.flush().await;
                 }
                 None => return ("the room closed".into(), spoke),
             },
         }
     }
 }
+
+/// Writes `message` to the host as its line.
+async fn send_line(
+    write: &mut Box<dyn AsyncWrite + Unpin + Send>,
+    message: &ClientMsg,
+) -> Result<(), String> {
+    let text = format!("{}\n", wire::line(message));
+    if let Err(err) = write.write_all(text.as_bytes()).await {
+        return Err(format!("cannot write to the host: {err}"));
+    }
+    let _ = write.flush().await;
+    Ok(())
+}
+
+/// The room of a line kept between two lines: a change is a few kilobytes.
+const KEEP_LINE: usize = 64 * 1024;
 
 /// One line into `buffer`; `false` at the end of the stream.
 async fn read_line(
@@ -565,8 +601,74 @@ async fn read_line(
     Ok(read > 0)
 }
 
-fn parse_host_line(bytes: &[u8]) -> RemoteEvent {
-    match serde_json::from_slice::<ServerMsg>(bytes) {
+/// A host's line: an event, or a lane's change to make a snapshot of.
+enum HostLine {
+    Event(RemoteEvent),
+    Change(Box<LaneChange>),
+}
+
+/// Each lane's last snapshot, kept by a connection to a host that sends
+/// changes ([`ServerMsg::LaneChanged`]), so that whoever reads its events
+/// gets whole snapshots as from any host.
+#[derive(Default)]
+struct LastSnapshots {
+    /// The host offered changes and was asked for them.
+    asked: bool,
+    lanes: HashMap<LaneName, (Arc<Snapshot>, bool)>,
+}
+
+impl LastSnapshots {
+    /// Keeps what `event` says of the lanes' snapshots; true when the host
+    /// must now be asked for changes.
+    fn note(&mut self, event: &RemoteEvent) -> bool {
+        match event {
+            RemoteEvent::Snapshot(snapshot) if snapshot.changes => {
+                self.lanes = snapshot
+                    .facts
+                    .iter()
+                    .filter_map(|f| {
+                        Some((f.lane.clone(), (Arc::clone(f.snapshot.as_ref()?), f.queued)))
+                    })
+                    .collect();
+                return !std::mem::replace(&mut self.asked, true);
+            }
+            RemoteEvent::Host(HostMsg::Lane {
+                lane,
+                report: LaneReport::Snapshot { snapshot, queued },
+            }) if self.asked => {
+                self.lanes
+                    .insert(lane.clone(), (Arc::clone(snapshot), *queued));
+            }
+            RemoteEvent::Host(HostMsg::Lanes(entries)) if self.asked => {
+                let names: HashSet<&LaneName> = entries.iter().map(|e| &e.name).collect();
+                self.lanes.retain(|lane, _| names.contains(lane));
+            }
+            _ => {}
+        }
+        false
+    }
+
+    /// The lane's whole snapshot after `change`, as the host would have sent it.
+    fn expand(&mut self, change: &LaneChange) -> Option<RemoteEvent> {
+        let (last, _) = self.lanes.get(&change.lane)?;
+        let mut snapshot = Snapshot::clone(last);
+        change.apply(&mut snapshot);
+        let snapshot = Arc::new(snapshot);
+        self.lanes
+            .insert(change.lane.clone(), (Arc::clone(&snapshot), change.queued));
+        Some(RemoteEvent::Host(HostMsg::Lane {
+            lane: change.lane.clone(),
+            report: LaneReport::Snapshot {
+                snapshot,
+                queued: change.queued,
+            },
+        }))
+    }
+}
+
+fn parse_host_line(bytes: &[u8]) -> HostLine {
+    HostLine::Event(match serde_json::from_slice::<ServerMsg>(bytes) {
+        Ok(ServerMsg::LaneChanged(change)) => return HostLine::Change(change),
         Ok(ServerMsg::Hello(hello)) => RemoteEvent::Hello(hello),
         Ok(ServerMsg::Snapshot(snapshot)) => RemoteEvent::Snapshot(snapshot),
         Ok(ServerMsg::Host { msg }) => RemoteEvent::Host(msg),
@@ -582,7 +684,7 @@ fn parse_host_line(bytes: &[u8]) -> RemoteEvent {
                 crate::escape::one_line(&start)
             ))
         }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -654,10 +756,82 @@ mod tests {
 
     #[test]
     fn a_line_that_is_not_the_protocol_is_said_so() {
-        let event = parse_host_line(b"Welcome to Ubuntu\n");
-        let RemoteEvent::Refused(why) = event else {
-            panic!("{event:?}")
+        let HostLine::Event(RemoteEvent::Refused(why)) = parse_host_line(b"Welcome to Ubuntu\n")
+        else {
+            panic!("not a refusal")
         };
         assert!(why.contains("Welcome to Ubuntu"), "{why}");
+    }
+
+    fn running(bytes: u64) -> Snapshot {
+        let start = DateTime::from_timestamp(1_800_000_000, 0).expect("a time");
+        let mut snapshot = Snapshot::starting(1, "agent".into(), start);
+        snapshot.state = crate::protocol::LoopState::SessionRunning;
+        snapshot.output_bytes = bytes;
+        snapshot
+    }
+
+    fn host_snapshot(changes: bool) -> RemoteEvent {
+        let lane = LaneName::parse("api").expect("a name");
+        let facts = wire::LaneFacts {
+            lane,
+            snapshot: Some(Arc::new(running(10))),
+            queued: false,
+            ahead: None,
+            ended: None,
+        };
+        RemoteEvent::Snapshot(Box::new(HostSnapshot {
+            facts: vec![facts],
+            changes,
+            ..HostSnapshot::default()
+        }))
+    }
+
+    /// A host that offers changes is asked once; each change becomes the
+    /// lane's whole snapshot, made from the last one; what else moved comes whole.
+    #[test]
+    fn a_lanes_changes_become_whole_snapshots_again() {
+        let lane = LaneName::parse("api").expect("a name");
+        let mut last = LastSnapshots::default();
+        assert!(
+            !last.note(&host_snapshot(false)),
+            "an older host is not asked"
+        );
+        assert!(last.lanes.is_empty());
+        assert!(last.note(&host_snapshot(true)));
+        assert!(!last.note(&host_snapshot(true)), "asked once a connection");
+        let old = running(10);
+        let mut new = running(500);
+        new.totals.tool_calls = 3;
+        new.last_output_growth = Some(chrono::Utc::now());
+        let change = LaneChange::between(&lane, (&old, false), (&new, false)).expect("a change");
+        let line = wire::line(&ServerMsg::LaneChanged(Box::new(change)));
+        assert!(line.len() < wire::line(&new).len() / 2, "{line}");
+        let HostLine::Change(change) = parse_host_line(line.as_bytes()) else {
+            panic!("not a change: {line}")
+        };
+        let Some(RemoteEvent::Host(HostMsg::Lane {
+            report: LaneReport::Snapshot { snapshot, queued },
+            ..
+        })) = last.expand(&change)
+        else {
+            panic!("no snapshot made")
+        };
+        assert!(!queued);
+        assert_eq!(snapshot.output_bytes, 500);
+        assert_eq!(snapshot.totals.tool_calls, 3);
+        assert_eq!(snapshot.last_output_growth, new.last_output_growth);
+        assert_eq!(snapshot.agent_command, "agent");
+        // A new state is no change: it goes whole.
+        let mut held = new.clone();
+        held.state = crate::protocol::LoopState::Held;
+        assert_eq!(
+            LaneChange::between(&lane, (&new, false), (&held, false)),
+            None
+        );
+        assert_eq!(
+            LaneChange::between(&lane, (&new, false), (&new, true)),
+            None
+        );
     }
 }

@@ -52,6 +52,55 @@ pub enum ServerMsg {
     Overflowed { dropped: u64 },
     /// New lines of the followed output file.
     Output(Box<Output>),
+    /// A lane's snapshot where only what moves as its session writes moved,
+    /// in place of the whole snapshot; sent only to a client that asked with
+    /// [`ClientMsg::Changes`].
+    LaneChanged(Box<LaneChange>),
+}
+
+/// The fields of a lane's snapshot that move while its session writes: its
+/// output, when the output last grew, the run's totals. A host sends this in
+/// place of the lane's whole snapshot when nothing else moved; the client
+/// applies it to the lane's last snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LaneChange {
+    pub lane: LaneName,
+    /// Waiting for a session slot.
+    pub queued: bool,
+    pub output_bytes: u64,
+    pub last_output_growth: Option<chrono::DateTime<chrono::Utc>>,
+    pub last_update: chrono::DateTime<chrono::Utc>,
+    pub totals: crate::protocol::Totals,
+}
+
+impl LaneChange {
+    /// The change from `old` to `new` (each with whether the lane was
+    /// queued), when only the fields it carries moved.
+    pub fn between(
+        lane: &LaneName,
+        (old, was_queued): (&Snapshot, bool),
+        (new, queued): (&Snapshot, bool),
+    ) -> Option<LaneChange> {
+        let change = LaneChange {
+            lane: lane.clone(),
+            queued,
+            output_bytes: new.output_bytes,
+            last_output_growth: new.last_output_growth,
+            last_update: new.last_update,
+            totals: new.totals.clone(),
+        };
+        let mut probe = old.clone();
+        change.apply(&mut probe);
+        (was_queued == queued && probe == *new).then_some(change)
+    }
+
+    /// Sets this change's fields in `snapshot`.
+    pub fn apply(&self, snapshot: &mut Snapshot) {
+        snapshot.output_bytes = self.output_bytes;
+        snapshot.last_output_growth = self.last_output_growth;
+        snapshot.last_update = self.last_update;
+        snapshot.totals = self.totals.clone();
+    }
 }
 
 /// New lines of a followed session output file.
@@ -150,6 +199,10 @@ pub enum ClientMsg {
     /// Answered with a [`ServerMsg::Reply`]: a client's check that the host
     /// still reads it.
     Ping { re: u64 },
+    /// Send [`ServerMsg::LaneChanged`] in place of a lane's whole snapshot
+    /// when only what it carries moved. Ask only a host whose snapshot says
+    /// `changes`: an older host refuses the line.
+    Changes,
     /// Send the lines of one of the lane's session output files (as its
     /// snapshot's `output_file` names it) as they are written, rendered as
     /// the control room shows them, until another `follow`.
@@ -223,6 +276,10 @@ pub struct HostSnapshot {
     /// The latest log lines and events, oldest first.
     pub recent: Vec<HostMsg>,
     pub requests: Vec<PendingRequest>,
+    /// The host sends [`ServerMsg::LaneChanged`] to a client that asks with
+    /// [`ClientMsg::Changes`]; absent (false) from a host that does not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub changes: bool,
 }
 
 impl HostSnapshot {

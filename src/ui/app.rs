@@ -327,7 +327,13 @@ impl AppState {
 
     /// Whether a text prompt takes the keys.
     pub fn typing(&self) -> bool {
-        self.output.search_input.is_some() || self.reject_box.is_some() || self.tell_box.is_some()
+        self.output.search_input.is_some()
+            || self.reject_box.is_some()
+            || self.tell_box.is_some()
+            || self
+                .fleet
+                .as_ref()
+                .is_some_and(|f| f.listing.typing.is_some())
     }
 
     pub fn selected_approval(&self) -> Option<&Request> {
@@ -353,7 +359,7 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
     let mut commands = Vec::new();
     match msg {
         Msg::Key(key) => on_key(state, key, now, &mut commands),
-        Msg::Paste(text) => on_paste(state, &text, now),
+        Msg::Paste(text) => on_paste(state, &text, now, &mut commands),
         Msg::Burst(keys) => on_burst(state, keys, now, &mut commands),
         Msg::Mouse(mouse) => match mouse.kind {
             MouseEventKind::ScrollUp => state.output.move_by(-3),
@@ -362,22 +368,7 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
         },
         Msg::Snapshot(snapshot) => on_snapshot(state, snapshot, now, &mut commands),
         Msg::Log { at, level, text } => {
-            if !event_text::repeats_an_event(&text) {
-                let base = |plan: &str| {
-                    let plans = &state.plan.plans;
-                    plans
-                        .iter()
-                        .find(|p| p.name == plan)
-                        .map(|p| p.base.clone())
-                };
-                let wordings = event_text::plan_wordings(&text, base)
-                    .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
-                let line = EventLine {
-                    at,
-                    level,
-                    text: wordings,
-                    detail: text,
-                };
+            if let Some(line) = log_line(state, at, level, text) {
                 push_event(state, line);
             }
         }
@@ -452,6 +443,28 @@ fn update_inner(state: &mut AppState, msg: Msg, now: DateTime<Utc>) -> Vec<UiCom
     commands
 }
 
+/// A log line as the events pane shows it; `None` for one that repeats an event.
+fn log_line(state: &AppState, at: DateTime<Utc>, level: Level, text: String) -> Option<EventLine> {
+    if event_text::repeats_an_event(&text) {
+        return None;
+    }
+    let base = |plan: &str| {
+        let plans = &state.plan.plans;
+        plans
+            .iter()
+            .find(|p| p.name == plan)
+            .map(|p| p.base.clone())
+    };
+    let wordings = event_text::plan_wordings(&text, base)
+        .unwrap_or_else(|| vec![event_text::log_summary(&text)]);
+    Some(EventLine {
+        at,
+        level,
+        text: wordings,
+        detail: text,
+    })
+}
+
 fn push_event(state: &mut AppState, line: EventLine) {
     if state.events.len() >= MAX_EVENT_LINES {
         state.events.pop_front();
@@ -496,7 +509,7 @@ fn on_snapshot(
 
 /// A paste fills the open text prompt (a rejection's reason, the search, the
 /// new-lane dialog); with none open it is dropped, and the events pane says so.
-fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
+fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>, commands: &mut Vec<UiCommand>) {
     if tell::paste(state, text) {
         return;
     }
@@ -515,6 +528,12 @@ fn on_paste(state: &mut AppState, text: &str, now: DateTime<Utc>) {
         reason.insert_str(one_line());
     } else if let Some(query) = state.output.search_input.as_mut() {
         query.push_str(&one_line());
+    } else if state
+        .fleet
+        .as_ref()
+        .is_some_and(|f| f.listing.typing.is_some())
+    {
+        commands.extend(filter::type_text(state, &one_line(), now));
     } else {
         ignored_paste(state, text.chars().count(), now);
     }
@@ -574,8 +593,10 @@ fn ignored_paste(state: &mut AppState, chars: usize, now: DateTime<Utc>) {
     );
 }
 
+mod filter;
 mod keys;
 pub mod lanes;
+pub mod listing;
 pub mod observe;
 mod pane_state;
 pub mod plan;

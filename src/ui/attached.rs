@@ -141,6 +141,9 @@ impl Attached {
             current: 0,
             decisions: std::collections::HashMap::new(),
             unsaid: Vec::new(),
+            out: Vec::new(),
+            lanes_at: None,
+            lanes_due: false,
         };
         let task = tokio::spawn(carrier.run(tagged, self.requests, asks));
         Feeds {
@@ -212,7 +215,15 @@ struct Carrier {
     /// Lines said while no host had shown a lane: said again to the first
     /// lanes (the screen without lanes that showed them is gone by then).
     unsaid: Vec<(Level, String)>,
+    /// What the room is sent once the batch is over (see [`Carrier::emit`]).
+    out: Vec<HostMsg>,
+    /// Where in `out` the lanes go, and whether a host's lanes changed.
+    lanes_at: Option<usize>,
+    lanes_due: bool,
 }
+
+/// At most this many events of the hosts go to the room in one batch.
+const EVENT_BATCH: usize = 256;
 
 impl Carrier {
     async fn run(
@@ -224,7 +235,17 @@ impl Carrier {
         loop {
             tokio::select! {
                 event = events.recv() => match event {
-                    Some((host, event)) => self.on_event(host, event),
+                    Some((host, event)) => {
+                        self.on_event(host, event);
+                        // What else the hosts said meanwhile goes to the room with it.
+                        let mut taken = 1;
+                        while taken < EVENT_BATCH
+                            && let Ok((host, event)) = events.try_recv()
+                        {
+                            self.on_event(host, event);
+                            taken += 1;
+                        }
+                    }
                     None => return,
                 },
                 Some(request) = requests.recv() => self.request(request),
@@ -233,6 +254,34 @@ impl Carrier {
                     None => return,
                 },
             }
+            self.flush();
+        }
+    }
+
+    /// Queues `message` for the room. The lanes of every host are sent once a
+    /// batch, where the batch's first list of lanes was: as hosts come (a
+    /// hundred at start), the room takes the whole list a few times, not once
+    /// a host; the reports after it name lanes the list holds.
+    fn emit(&mut self, message: HostMsg) {
+        if matches!(message, HostMsg::Lanes(_)) {
+            self.lanes_due = true;
+            if self.lanes_at.is_some() {
+                return;
+            }
+            self.lanes_at = Some(self.out.len());
+        }
+        self.out.push(message);
+    }
+
+    /// Sends the room what the batch said.
+    fn flush(&mut self) {
+        if let Some(at) = self.lanes_at.take()
+            && std::mem::take(&mut self.lanes_due)
+        {
+            self.out[at] = HostMsg::Lanes(self.all_lanes());
+        }
+        for message in self.out.drain(..) {
+            let _ = self.host_tx.send(message);
         }
     }
 
@@ -274,12 +323,16 @@ impl Carrier {
     }
 
     /// Every lane of `host`, as the room names it, told whether its host is lost.
-    fn mark_reach(&self, host: usize) {
+    fn mark_reach(&mut self, host: usize) {
         let since = self.hosts[host].lost;
-        for entry in &self.hosts[host].lanes {
-            let lane = self.outward(host, &entry.name);
+        let lanes: Vec<LaneName> = self.hosts[host]
+            .lanes
+            .iter()
+            .map(|entry| self.outward(host, &entry.name))
+            .collect();
+        for lane in lanes {
             let report = crate::fleet::link::LaneReport::Unreachable(since);
-            let _ = self.host_tx.send(HostMsg::Lane { lane, report });
+            self.emit(HostMsg::Lane { lane, report });
         }
     }
 
@@ -359,7 +412,7 @@ impl Carrier {
         if self.hosts.iter().all(|host| host.lanes.is_empty()) && self.unsaid.len() < UNSAID {
             self.unsaid.push((level, text.clone()));
         }
-        let _ = self.host_tx.send(HostMsg::Log { level, text });
+        self.emit(HostMsg::Log { level, text });
     }
 
     /// How the room names a host in its lines.
@@ -467,7 +520,8 @@ impl Carrier {
             },
             HostMsg::Lanes(entries) => {
                 self.hosts[host].lanes = entries;
-                HostMsg::Lanes(self.all_lanes())
+                // Made once the batch is over (see `emit`).
+                HostMsg::Lanes(Vec::new())
             }
             HostMsg::Plans(plans) => {
                 self.hosts[host].plans = plans;
@@ -492,11 +546,12 @@ impl Carrier {
             }
             log @ HostMsg::Log { .. } => log,
         };
-        let lanes_came = matches!(&renamed, HostMsg::Lanes(lanes) if !lanes.is_empty());
-        let _ = self.host_tx.send(renamed);
+        let lanes_came = matches!(&renamed, HostMsg::Lanes(_))
+            && self.hosts.iter().any(|host| !host.lanes.is_empty());
+        self.emit(renamed);
         if lanes_came {
             for (level, text) in std::mem::take(&mut self.unsaid) {
-                let _ = self.host_tx.send(HostMsg::Log { level, text });
+                self.emit(HostMsg::Log { level, text });
             }
         }
     }
@@ -562,4 +617,107 @@ fn is_recent(message: &HostMsg) -> bool {
                 ..
             }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::fleet::link::LaneReport;
+    use crate::fleet::registry::{LaneKind, LaneState};
+    use crate::fleet::wire::{HostSnapshot, LaneFacts};
+
+    fn host_snapshot(lanes: &[&str]) -> RemoteEvent {
+        let mut snapshot = HostSnapshot::default();
+        for lane in lanes {
+            let name = LaneName::parse(lane).expect("a lane name");
+            snapshot.lanes.push(LaneEntry {
+                name: name.clone(),
+                requested: LaneState::Active,
+                max_iterations: Some(3),
+                kind: LaneKind::Worktree,
+                base: Some("main".into()),
+            });
+            let state = crate::ui::app::lanes::placeholder(lane, Some(3));
+            snapshot.facts.push(LaneFacts {
+                lane: name,
+                snapshot: Some(Arc::new(state)),
+                queued: false,
+                ahead: None,
+                ended: None,
+            });
+        }
+        RemoteEvent::Snapshot(Box::new(snapshot))
+    }
+
+    fn carrier(hosts: usize) -> (Carrier, mpsc::UnboundedReceiver<HostMsg>) {
+        let (host_tx, room) = mpsc::unbounded_channel();
+        let (listing_tx, _listing) = mpsc::unbounded_channel();
+        let (feed_tx, _feed) = mpsc::unbounded_channel();
+        let links = (0..hosts)
+            .map(|i| HostLink::new(mpsc::unbounded_channel().0, format!("h{}", i + 1)))
+            .collect();
+        let carrier = Carrier {
+            host_tx,
+            listing_tx,
+            feed_tx,
+            hosts: links,
+            multi: hosts > 1,
+            asked: 0,
+            current: 0,
+            decisions: std::collections::HashMap::new(),
+            unsaid: Vec::new(),
+            out: Vec::new(),
+            lanes_at: None,
+            lanes_due: false,
+        };
+        (carrier, room)
+    }
+
+    /// Hosts whose snapshots come in one batch give the room one list of
+    /// every host's lanes, ahead of every lane's report.
+    #[test]
+    fn the_lanes_of_hosts_that_come_together_are_listed_once_before_their_reports() {
+        let (mut carrier, mut room) = carrier(3);
+        carrier.on_event(1, host_snapshot(&["a", "b"]));
+        carrier.on_event(0, host_snapshot(&["a"]));
+        carrier.on_event(2, host_snapshot(&["c"]));
+        carrier.flush();
+        let mut sent = Vec::new();
+        while let Ok(message) = room.try_recv() {
+            sent.push(message);
+        }
+        let lists: Vec<Vec<String>> = sent
+            .iter()
+            .filter_map(|m| match m {
+                HostMsg::Lanes(lanes) => Some(lanes.iter().map(|l| l.name.to_string()).collect()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lists, [["h1/a", "h2/a", "h2/b", "h3/c"]]);
+        assert!(matches!(sent[0], HostMsg::Lanes(_)), "{:?}", sent[0]);
+        let reports = sent
+            .iter()
+            .filter(|m| {
+                matches!(
+                    m,
+                    HostMsg::Lane {
+                        report: LaneReport::Snapshot { .. },
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert_eq!(reports, 4);
+        // A later host alone: the list again, with it.
+        carrier.hosts[2].lanes.clear();
+        carrier.on_event(2, host_snapshot(&["d"]));
+        carrier.flush();
+        let Ok(HostMsg::Lanes(lanes)) = room.try_recv() else {
+            panic!("no list of lanes first");
+        };
+        assert_eq!(lanes.len(), 4);
+        assert_eq!(lanes[3].name.to_string(), "h3/d");
+    }
 }

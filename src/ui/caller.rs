@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::app::AppState;
-use super::app::observe::observe;
+use super::app::observe::{observe, take_lane_calls};
 use super::attention::Notifier;
 use crate::config::UiConfig;
 use crate::fleet::attention::{AttentionEvent, Observation, detect};
@@ -20,9 +20,9 @@ pub(super) struct Caller {
     loop_name: String,
     last: Option<Observation>,
     due: Vec<AttentionEvent>,
-    /// When the state was last observed: over thousands of lanes an
-    /// observation is the room's largest cost, so news is looked at at most
-    /// every [`LOOK_GAP`] (the room's one-second tick looks again).
+    /// When the requests were last observed: a large inbox is listed in
+    /// full, so news is looked at at most every [`LOOK_GAP`] (the room's
+    /// one-second tick looks again).
     looked: Option<Instant>,
 }
 
@@ -47,7 +47,8 @@ impl Caller {
     }
 
     /// Looks at the state after an update; what changed is signalled by [`Caller::signal`].
-    pub(super) fn look(&mut self, state: &AppState) {
+    pub(super) fn look(&mut self, state: &mut AppState) {
+        self.due.extend(take_lane_calls(state));
         if self.looked.is_some_and(|at| at.elapsed() < LOOK_GAP) {
             return;
         }

@@ -264,7 +264,9 @@ pub(super) async fn room_loop(
         // Nothing is drawn on a terminal that is gone: a frame due is not waited for.
         let redraw_at = redraw.due_at().filter(|_| !terminal_gone);
         let mut messages = Vec::new();
+        // A key is taken before any news waiting: a person never waits behind a batch.
         tokio::select! {
+            biased;
             input = inputs.next() => match super::to_messages(input, &mut messages) {
                 // The terminal is gone: nobody can answer, so every lane stops.
                 Some(Input::Closed) => {
@@ -282,10 +284,6 @@ pub(super) async fn room_loop(
                 // A stop: the host has the signal too, and stops the lanes, then the room.
                 Some(_) | None => {}
             },
-            message = from_host.recv() => match message {
-                Some(message) => messages.push(Msg::Host(message)),
-                None => host_gone = true,
-            },
             Some(update) = feed_rx.recv() => messages.push(output_msg(update)),
             _ = ticker.tick() => messages.push(Msg::Tick),
             _ = history_ticker.tick(), if state.approval_history.is_some() => {
@@ -299,6 +297,11 @@ pub(super) async fn room_loop(
                     messages.push(Msg::Approvals { dir_exists, pending });
                 }
             }
+            // Last: at start, or over many busy lanes, it is always ready.
+            message = from_host.recv() => match message {
+                Some(message) => messages.push(Msg::Host(message)),
+                None => host_gone = true,
+            },
             _ = sleep_until_opt(redraw_at) => {}
         }
         // Drain what is already queued before drawing once.
@@ -336,7 +339,7 @@ pub(super) async fn room_loop(
             redraw.changed(by_user);
         }
         if news {
-            caller.look(&state);
+            caller.look(&mut state);
         }
         let idle = state.fleet.as_ref().is_some_and(|f| f.idle);
         if state.should_quit && !idle && !state.attached {
@@ -588,7 +591,7 @@ fn rows_text(state: &AppState, lanes: &[LaneName], now: DateTime<Utc>) -> Vec<Op
     lanes
         .iter()
         .map(|lane| {
-            let row = fleet.rows.iter().find(|row| &row.name == lane)?;
+            let row = fleet.row(lane)?;
             Some(view::lane_row_text(row, now))
         })
         .collect()
@@ -637,9 +640,7 @@ fn all_paused(state: &AppState, lanes: &[LaneName]) -> bool {
     };
     lanes.iter().all(|lane| {
         fleet
-            .rows
-            .iter()
-            .find(|row| &row.name == lane)
+            .row(lane)
             .and_then(|row| row.snapshot.as_ref())
             .is_none_or(|s| s.paused || s.pgid.is_none())
     })

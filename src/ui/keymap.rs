@@ -101,6 +101,12 @@ pub enum Action {
     OpenShell,
     /// `e`: `$VISUAL` or `$EDITOR` in the selected lane's worktree.
     OpenEditor,
+    /// `/` in the Lanes pane: list only the lanes whose name holds what is typed.
+    FilterLanes,
+    /// `w`: list only the lanes that need you (again: every lane).
+    NeedsYouOnly,
+    /// `O`: order the lanes by state, cost, idle time, then as usual again.
+    SortLanes,
     /// `Ctrl-Z`: suspend to the shell. Taken where the terminal's input is read
     /// ([`crate::ui::terminal`]), before any prompt or dialog, as the shell's
     /// job control would take it.
@@ -219,6 +225,9 @@ pub const KEYMAP: &[Binding] = &[
     bind(&[k('t')], "t", C::Main, A::Tell, "tell: a note for the selected lane (or the loop); its next session reads it at the top of its prompt. Enter leaves it, Esc cancels", Some(("t", "tell"))),
     bind(&[k('j'), code(KeyCode::Down)], "j k ↑ ↓", C::Lanes, A::Down, "select a lane: the other panes show it", Some(("j/k", "lane"))),
     bind(&[k('k'), code(KeyCode::Up)], "", C::Lanes, A::Up, "", None),
+    bind(&[k('/')], "/", C::Lanes, A::FilterLanes, "list only the lanes whose name holds what you type (as you type); Enter keeps the filter, Esc clears it", Some(("/", "filter"))),
+    bind(&[k('w')], "w", C::Main, A::NeedsYouOnly, "list only the lanes that need you: waiting, held, failed (again: every lane)", None),
+    bind(&[k('O')], "O", C::Main, A::SortLanes, "order the lanes by state, by cost, by idle time, then as usual again", None),
     bind(&[code(KeyCode::Tab)], "Tab / Shift-Tab", C::Main, A::FocusNext, "move the focus between panes", Some(("Tab", "focus"))),
     bind(&[code(KeyCode::BackTab)], "", C::Main, A::FocusPrev, "", None),
     bind(&[k('z')], "z", C::Main, A::Zoom, "zoom the focused pane (Esc: back)", Some(("z", "zoom"))),

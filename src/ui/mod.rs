@@ -492,7 +492,7 @@ async fn event_loop(
         for replay in replays {
             update(&mut state, output_msg(replay), Utc::now());
         }
-        caller.look(&state);
+        caller.look(&mut state);
         if state.should_quit && outcome.is_none() {
             // Leave only once the loop has ended: nothing keeps running unseen.
             state.should_quit = false;

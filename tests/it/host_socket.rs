@@ -285,6 +285,32 @@ fn a_client_gets_the_hello_then_the_snapshot_then_each_change_as_it_happens() {
     }
 }
 
+/// A host offers changes in its snapshot; a client that asks for them gets a
+/// writing lane's moving fields (`lane_changed`), smaller than its snapshot.
+/// (That anything else moved goes whole is `LaneChange::between`'s unit test.)
+#[test]
+fn a_client_that_asks_for_changes_gets_a_writing_lanes_moved_fields_only() {
+    let mut fleet = Fleet::new(&["api"], 1);
+    fleet.start(4, "");
+    let mut client = fleet.try_connect().expect("connect");
+    assert_eq!(client.next()["type"], "hello");
+    let snapshot = client.next();
+    assert_eq!(snapshot["changes"], true, "{snapshot}");
+    client.send(&json!({"type": "changes"}));
+    let mut bytes = 0;
+    let change = client.until("a lane_changed of api with its output grown", |message| {
+        let grown = message["type"] == "lane_changed"
+            && message["lane"] == "api"
+            && message["output_bytes"].as_u64().is_some_and(|b| b > bytes);
+        if let Some((_, snap)) = lane_snapshot(message) {
+            bytes = snap["output_bytes"].as_u64().unwrap_or(0);
+        }
+        grown
+    });
+    assert!(change.get("state").is_none(), "{change}");
+    assert!(change.to_string().len() < 600, "{change}");
+}
+
 #[test]
 fn a_request_pauses_a_lane_and_one_for_an_unknown_lane_is_refused_with_the_reason() {
     let mut fleet = Fleet::new(&["api", "docs"], 1);

@@ -95,6 +95,7 @@ mod tui_fleet;
 mod tui_fleet_edges;
 mod tui_fleet_wiring;
 mod tui_lane_actions;
+mod tui_lane_filter;
 mod tui_lane_numbers;
 mod tui_plan;
 mod tui_room_keys;

@@ -44,6 +44,7 @@ fn each_side_of_the_schema_takes_real_messages_and_refuses_wrong_ones() {
         json!({"type": "request", "re": 2, "request": {"command": {"lane": "api", "command": "pause"}}}),
         json!({"type": "decide", "id": "r-1", "decision": {"decision": "reject", "reason": "no"}}),
         json!({"type": "follow", "lane": "api", "file": "/x/.clowder/lanes/api/a.jsonl"}),
+        json!({"type": "changes"}),
     ];
     for message in &good_client {
         assert!(client.is_valid(message), "the schema refuses {message}");
@@ -62,9 +63,14 @@ fn each_side_of_the_schema_takes_real_messages_and_refuses_wrong_ones() {
         json!({"type": "overflowed", "dropped": 3}),
         json!({"type": "hello", "protocol": 1, "clowder": "0.1.0", "host": "h", "folder": "/x", "pid": 1}),
         json!({"type": "snapshot", "lanes": [], "facts": [], "plans": [], "idle": null, "recent": [], "requests": []}),
+        json!({"type": "snapshot", "lanes": [], "facts": [], "plans": [], "idle": null, "recent": [], "requests": [], "changes": true}),
+        json!({"type": "lane_changed", "lane": "api", "queued": false, "output_bytes": 6500,
+               "last_output_growth": "2026-11-29T03:00:00Z", "last_update": "2026-11-29T03:00:00Z",
+               "totals": {"cost_usd": 0.5, "turns": 3, "tool_calls": 7}}),
     ];
     for message in &good_server {
         assert!(server.is_valid(message), "the schema refuses {message}");
     }
     assert!(!server.is_valid(&json!({"type": "reply", "re": 1})));
+    assert!(!server.is_valid(&json!({"type": "lane_changed", "lane": "api"})));
 }

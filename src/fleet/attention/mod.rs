@@ -119,25 +119,34 @@ pub fn detect(previous: Option<&Observation>, current: &Observation) -> Vec<Atte
         return events;
     };
     for (lane, state) in &current.lanes {
-        let Some(before) = previous.lanes.get(lane) else {
-            continue;
-        };
-        if before == state {
-            continue;
+        if let Some(event) = lane_event(lane, previous.lanes.get(lane).copied(), *state) {
+            events.push(event);
         }
-        let (event, word) = match state {
-            AttentionState::Held => (EventKind::LaneHeld, "held"),
-            AttentionState::Failed => (EventKind::LaneFailed, "failed"),
-            AttentionState::Done => (EventKind::LaneDone, "done"),
-            AttentionState::Other => continue,
-        };
-        events.push(AttentionEvent {
-            lane: lane.clone(),
-            event,
-            text: format!("lane {lane} is {word}"),
-        });
     }
     events
+}
+
+/// The call for lane `lane` whose state went from `before` (`None`: not seen
+/// yet) to `now`, if that needs a human: becoming held, failed or done.
+pub fn lane_event(
+    lane: &str,
+    before: Option<AttentionState>,
+    now: AttentionState,
+) -> Option<AttentionEvent> {
+    if before.is_none_or(|before| before == now) {
+        return None;
+    }
+    let (event, word) = match now {
+        AttentionState::Held => (EventKind::LaneHeld, "held"),
+        AttentionState::Failed => (EventKind::LaneFailed, "failed"),
+        AttentionState::Done => (EventKind::LaneDone, "done"),
+        AttentionState::Other => return None,
+    };
+    Some(AttentionEvent {
+        lane: lane.to_string(),
+        event,
+        text: format!("lane {lane} is {word}"),
+    })
 }
 
 fn approval_event(request: &PendingRequest) -> AttentionEvent {

@@ -98,12 +98,14 @@ pub(super) async fn serve(stream: UnixStream, context: Context, _slot: Slot) {
     let hello = Arc::clone(&context.hello);
     let writing = tokio::spawn(write_lines(writer, hello, queue, stopped));
     let (queued, snapshot_queued) = oneshot::channel();
+    let changes = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let joined = Joined {
         lines: lines.clone(),
         queued,
+        changes: Arc::clone(&changes),
     };
     if context.hub.join.send(joined).is_ok() && snapshot_queued.await.is_ok() {
-        read_lines(BufReader::new(reader), &context, &lines).await;
+        read_lines(BufReader::new(reader), &context, (&lines, &changes)).await;
     }
     // What is queued (a refusal, say) is still written, then the queue closes,
     // and the hub forgets the client.
@@ -157,7 +159,7 @@ async fn write_line(writer: &mut OwnedWriteHalf, text: &str) -> std::io::Result<
 async fn read_lines(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     context: &Context,
-    lines: &mpsc::Sender<Arc<str>>,
+    (lines, changes): (&mpsc::Sender<Arc<str>>, &std::sync::atomic::AtomicBool),
 ) {
     let mut buffer = Vec::new();
     // Held for as long as the client follows a file: dropping it stops the reading.
@@ -211,6 +213,11 @@ async fn read_lines(
                     }),
                 }
             }
+            // From now on a lane's snapshot may come as a change.
+            Ok(ClientMsg::Changes) => {
+                changes.store(true, Ordering::Relaxed);
+                None
+            }
             Ok(message) => answer(message, context).await,
             Err(reason) => Some(ServerMsg::Refused {
                 reason,
@@ -232,7 +239,7 @@ async fn read_lines(
 /// and its answer waits in the client's own bounded queue.
 fn cost_of(message: &ClientMsg) -> u32 {
     match message {
-        ClientMsg::Hello { .. } | ClientMsg::Ping { .. } => 0,
+        ClientMsg::Hello { .. } | ClientMsg::Ping { .. } | ClientMsg::Changes => 0,
         ClientMsg::Decide { .. } | ClientMsg::Follow { .. } => 4,
         ClientMsg::Request { request, .. } => match request {
             HostRequest::Command { .. }
@@ -301,7 +308,7 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
                 closing: true,
             })
         }
-        ClientMsg::Hello { .. } | ClientMsg::Follow { .. } => None,
+        ClientMsg::Hello { .. } | ClientMsg::Follow { .. } | ClientMsg::Changes => None,
         ClientMsg::Ping { re } => Some(reply(re, Ok("pong".to_string()))),
         ClientMsg::Request { re, request } => {
             let done = forward(request, context).await;

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
@@ -15,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::ServeOptions;
 use crate::fleet::LaneName;
 use crate::fleet::link::{HostMsg, LaneReport};
-use crate::fleet::wire::{HostSnapshot, LaneFacts, PendingRequest, ServerMsg, line};
+use crate::fleet::wire::{HostSnapshot, LaneChange, LaneFacts, PendingRequest, ServerMsg, line};
 
 /// With a watcher on the queue, its full listing is made every this many ticks.
 const RELIST_TICKS: u64 = 8;
@@ -34,6 +35,8 @@ const PRESENCE_TICK: Duration = Duration::from_secs(5);
 pub(super) struct Joined {
     pub(super) lines: mpsc::Sender<Arc<str>>,
     pub(super) queued: oneshot::Sender<()>,
+    /// Set once the client asks for [`ServerMsg::LaneChanged`].
+    pub(super) changes: Arc<AtomicBool>,
 }
 
 /// How the connections reach the hub.
@@ -50,6 +53,34 @@ struct Client {
     lines: mpsc::Sender<Arc<str>>,
     /// Changes not sent since the queue was full; `None`: keeping up.
     dropped: Option<u64>,
+    /// It reads [`ServerMsg::LaneChanged`] (see [`crate::fleet::wire::ClientMsg::Changes`]).
+    changes: Arc<AtomicBool>,
+}
+
+/// One change as each kind of client reads it: the whole message, and for a
+/// lane's snapshot where only its moving fields moved, the smaller one.
+struct Lines<'m> {
+    full: &'m ServerMsg,
+    change: Option<ServerMsg>,
+    full_text: Option<Arc<str>>,
+    change_text: Option<Arc<str>>,
+}
+
+impl Lines<'_> {
+    /// The line for a client that reads changes (`changes`) or not; each is
+    /// made once, when a client first needs it.
+    fn for_client(&mut self, changes: bool) -> Arc<str> {
+        match (&self.change, changes) {
+            (Some(change), true) => self
+                .change_text
+                .get_or_insert_with(|| Arc::from(line(change)))
+                .clone(),
+            _ => self
+                .full_text
+                .get_or_insert_with(|| Arc::from(line(self.full)))
+                .clone(),
+        }
+    }
 }
 
 pub(super) struct Hub {
@@ -196,6 +227,7 @@ impl Hub {
     }
 
     fn on_host(&mut self, message: HostMsg) {
+        let change = self.state.change_of(&message);
         self.state.remember(&message);
         if let Some(local) = &self.local
             && local.send(message.clone()).is_err()
@@ -203,7 +235,14 @@ impl Hub {
             self.local = None;
         }
         if !self.clients.is_empty() {
-            self.broadcast(&ServerMsg::Host { msg: message });
+            let full = ServerMsg::Host { msg: message };
+            let change = change.map(|change| ServerMsg::LaneChanged(Box::new(change)));
+            self.send_all(Lines {
+                full: &full,
+                change,
+                full_text: None,
+                change_text: None,
+            });
         }
     }
 
@@ -231,19 +270,29 @@ impl Hub {
             self.clients.push(Client {
                 lines: joined.lines,
                 dropped: None,
+                changes: joined.changes,
             });
             let _ = joined.queued.send(());
         }
     }
 
     fn broadcast(&mut self, message: &ServerMsg) {
-        let text: Arc<str> = Arc::from(line(message));
+        self.send_all(Lines {
+            full: message,
+            change: None,
+            full_text: None,
+            change_text: None,
+        });
+    }
+
+    fn send_all(&mut self, mut lines: Lines<'_>) {
         self.clients.retain_mut(|client| {
             if let Some(dropped) = client.dropped.as_mut() {
                 *dropped += 1;
                 return !client.lines.is_closed();
             }
-            match client.lines.try_send(Arc::clone(&text)) {
+            let text = lines.for_client(client.changes.load(Ordering::Relaxed));
+            match client.lines.try_send(text) {
                 Ok(()) => true,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     client.dropped = Some(1);
@@ -282,6 +331,21 @@ impl Hub {
 }
 
 impl State {
+    /// `message` as a [`LaneChange`], when it is a lane's snapshot where only
+    /// what a change carries moved since the last one.
+    fn change_of(&self, message: &HostMsg) -> Option<LaneChange> {
+        let HostMsg::Lane {
+            lane,
+            report: LaneReport::Snapshot { snapshot, queued },
+        } = message
+        else {
+            return None;
+        };
+        let facts = self.facts.get(lane)?;
+        let old = facts.snapshot.as_deref()?;
+        LaneChange::between(lane, (old, facts.queued), (snapshot, *queued))
+    }
+
     fn remember(&mut self, message: &HostMsg) {
         match message {
             HostMsg::Lanes(lanes) => {
@@ -340,6 +404,7 @@ impl State {
             idle: self.idle,
             recent: self.recent.iter().cloned().collect(),
             requests: self.requests.clone(),
+            changes: true,
         }
     }
 }

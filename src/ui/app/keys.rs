@@ -64,6 +64,10 @@ pub(super) fn on_key(
         return;
     }
 
+    if filter::typing_key(state, key, now, commands) {
+        return;
+    }
+
     if let Some(dialog) = state.dialog {
         answer_dialog(state, dialog, key, commands);
         return;
@@ -169,6 +173,10 @@ pub fn available(state: &AppState, action: Action) -> bool {
         | Action::OpenEditor => lane_selected,
         Action::PlanView => state.fleet.is_some() && !state.plan.plans.is_empty(),
         Action::NewLane => state.fleet.is_some(),
+        // Nothing to list before the first lane.
+        Action::FilterLanes | Action::NeedsYouOnly | Action::SortLanes => {
+            state.fleet.as_ref().is_some_and(|f| !f.rows.is_empty())
+        }
         Action::Tell => match &state.fleet {
             Some(_) => lane_selected && !lanes::selected_kind(state).is_some_and(LaneKind::is_task),
             None => live,
@@ -236,10 +244,13 @@ pub(super) fn act(
             on_lane_work(state, action, commands)
         }
         Action::PlanView => state.plan.shown = !state.plan.shown,
+        Action::FilterLanes | Action::NeedsYouOnly | Action::SortLanes => {
+            commands.extend(filter::act(state, action, now))
+        }
         Action::Zoom => state.zoom = !state.zoom,
         Action::Unzoom => state.zoom = false,
         _ => match state.focus {
-            Pane::Lanes => on_lanes_action(state, action, commands),
+            Pane::Lanes => on_lanes_action(state, action, now, commands),
             Pane::Output => on_output_action(state, action, page, commands),
             Pane::Approvals => on_approvals_action(state, action, commands),
             Pane::Events => state.events_view.act(action, state.events.len()),
@@ -296,10 +307,15 @@ pub(super) fn on_decision(state: &mut AppState, action: Action, commands: &mut V
 }
 
 /// `j`/`k` in the Lanes pane: another lane.
-pub(super) fn on_lanes_action(state: &mut AppState, action: Action, commands: &mut Vec<UiCommand>) {
+pub(super) fn on_lanes_action(
+    state: &mut AppState,
+    action: Action,
+    now: DateTime<Utc>,
+    commands: &mut Vec<UiCommand>,
+) {
     match action {
-        Action::Down => commands.extend(lanes::select_by(state, 1)),
-        Action::Up => commands.extend(lanes::select_by(state, -1)),
+        Action::Down => commands.extend(lanes::select_by(state, 1, now)),
+        Action::Up => commands.extend(lanes::select_by(state, -1, now)),
         _ => {}
     }
 }

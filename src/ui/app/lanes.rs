@@ -3,16 +3,19 @@
 //! kept while another lane is shown. Every message from the host names its
 //! lane; commands for a lane go back with its name.
 
+use std::cell::{Ref, RefCell};
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use super::listing::{self, Listing};
 use super::{
     Action, AppState, EventLine, EventsView, Msg, OutputView, UiCommand, Usage, Viewing, update,
 };
 use crate::fleet::LaneName;
+use crate::fleet::attention::{self, AttentionEvent};
 use crate::fleet::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
 use crate::fleet::registry::{LaneKind, LaneState};
 use crate::protocol::{Command, ExitReason, LoopState, Snapshot};
@@ -44,6 +47,9 @@ pub struct LaneRow {
     /// In an attached room: its host cannot be reached since then, and
     /// what it last said of the lane may be old.
     pub unreachable: Option<DateTime<Utc>>,
+    /// The number of the last line said to every lane when it was added:
+    /// it hears the lines said after.
+    joined: u64,
 }
 
 impl LaneRow {
@@ -61,6 +67,7 @@ impl LaneRow {
             kind: entry.kind,
             base: entry.base.clone(),
             unreachable: None,
+            joined: 0,
         };
         row.status = status_of(&row);
         row
@@ -73,6 +80,32 @@ impl LaneRow {
                 .snapshot
                 .as_ref()
                 .is_some_and(|s| s.state != LoopState::Stopped)
+    }
+}
+
+impl listing::Listed for LaneRow {
+    fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    fn status(&self) -> LaneStatus {
+        self.status
+    }
+
+    fn cost(&self) -> Option<f64> {
+        self.snapshot
+            .as_ref()
+            .and_then(|s| s.totals.cost_usd)
+            .filter(|c| c.is_finite())
+    }
+
+    fn silent_since(&self) -> Option<(DateTime<Utc>, Option<DateTime<Utc>>)> {
+        let snapshot = self.snapshot.as_deref()?;
+        if self.ended.is_some() || snapshot.state != LoopState::SessionRunning {
+            return None;
+        }
+        let since = snapshot.last_output_growth.or(snapshot.session_start)?;
+        Some((since, snapshot.paused_at))
     }
 }
 
@@ -94,12 +127,17 @@ pub fn status_of(row: &LaneRow) -> LaneStatus {
     LaneStatus::of(row.snapshot.as_deref(), facts)
 }
 
-/// The rows' indices in the order shown: lanes that need a human first, then
-/// the rest, each group in registry order (rows do not jump as they work).
-pub fn display_order(rows: &[LaneRow]) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by_key(|&i| !rows[i].status.needs_you());
-    order
+/// The rows as the Lanes pane lists them, made again only when a row's place
+/// in it (or the listing itself) changed: a busy lane that stays busy costs
+/// nothing here, however many lanes there are.
+#[derive(Debug, Clone, Default)]
+struct Shown {
+    /// The listed rows' indices, in the order shown.
+    order: Vec<usize>,
+    /// Rows that need you, listed or not.
+    needing: usize,
+    /// The second it was made at, for the order by idle time (which time moves).
+    at: i64,
 }
 
 /// `D`: a lane's diff against its base, on top of everything.
@@ -114,8 +152,28 @@ pub struct DiffView {
 /// The fleet's part of the state.
 #[derive(Debug, Clone, Default)]
 pub struct Fleet {
-    /// In registry order.
+    /// In registry order. Changed only here, which keeps [`Fleet::index`] and
+    /// the listing's order true.
     pub rows: Vec<LaneRow>,
+    /// Each row's place in `rows`, by name.
+    index: HashMap<LaneName, usize>,
+    /// `/`, `w`, `O`: which rows the Lanes pane lists, in what order.
+    pub listing: Listing,
+    /// The listing as last made; `None` when something moved a row in it.
+    shown: RefCell<Option<Shown>>,
+    /// The widest lane name, in cells (at most [`NAME_MAX`]).
+    pub name_width: usize,
+    /// The rows with requests waiting, as last counted.
+    asking: Vec<usize>,
+    /// The latest lines said to every lane, each with its number, for the
+    /// lanes not shown (see [`tell_every_lane`]).
+    common: VecDeque<(u64, EventLine)>,
+    /// The number of the last line said to every lane.
+    said: u64,
+    /// Lanes that became held, failed or done since the caller last took
+    /// them (see [`crate::ui::caller`]): found as each lane's news comes, not
+    /// by looking at every lane.
+    pub(crate) calls: Vec<AttentionEvent>,
     /// The lane the panes show.
     pub selected: Option<LaneName>,
     /// The other lanes' views, while they are not shown.
@@ -129,24 +187,100 @@ pub struct Fleet {
     pub new_lane: Option<NewLaneDialog>,
 }
 
+/// The name column's widest.
+pub const NAME_MAX: usize = 16;
+
+/// The most calls kept for the caller to take.
+const MAX_CALLS: usize = 1_000;
+
 impl Fleet {
-    pub fn order(&self) -> Vec<usize> {
-        display_order(&self.rows)
+    /// The listed rows' indices in the order shown (see [`Listing`]).
+    pub fn order(&self, now: DateTime<Utc>) -> Ref<'_, [usize]> {
+        self.refresh(now);
+        Ref::map(self.shown.borrow(), |shown| match shown {
+            Some(shown) => shown.order.as_slice(),
+            None => &[],
+        })
+    }
+
+    /// How many lanes need you, listed or not.
+    pub fn needing(&self, now: DateTime<Utc>) -> usize {
+        self.refresh(now);
+        self.shown
+            .borrow()
+            .as_ref()
+            .map_or(0, |shown| shown.needing)
+    }
+
+    /// Makes the listing again if a row moved in it since it was made.
+    fn refresh(&self, now: DateTime<Utc>) {
+        let at = now.timestamp();
+        let fresh =
+            self.shown.borrow().as_ref().is_some_and(|shown| {
+                self.listing.sort != listing::LaneSort::Idle || shown.at == at
+            });
+        if fresh {
+            return;
+        }
+        let shown = Shown {
+            order: self.listing.order(&self.rows, now),
+            needing: self.rows.iter().filter(|r| r.status.needs_you()).count(),
+            at,
+        };
+        *self.shown.borrow_mut() = Some(shown);
+    }
+
+    /// The listing must be made again before it is next read.
+    pub(crate) fn relist(&mut self) {
+        *self.shown.get_mut() = None;
     }
 
     pub fn selected_row(&self) -> Option<&LaneRow> {
-        let name = self.selected.as_ref()?;
-        self.rows.iter().find(|row| &row.name == name)
+        self.rows.get(self.selected_index()?)
+    }
+
+    /// The selected lane's place in `rows`.
+    pub fn selected_index(&self) -> Option<usize> {
+        self.index_of(self.selected.as_ref()?)
+    }
+
+    /// Lane `name`'s place in `rows`.
+    pub fn index_of(&self, name: &LaneName) -> Option<usize> {
+        self.index.get(name).copied()
+    }
+
+    pub fn row(&self, name: &LaneName) -> Option<&LaneRow> {
+        self.rows.get(self.index_of(name)?)
     }
 
     /// Where the selected lane is in the order shown.
     pub fn selected_position(&self, order: &[usize]) -> Option<usize> {
-        let name = self.selected.as_ref()?;
-        order.iter().position(|&i| &self.rows[i].name == name)
+        let selected = self.selected_index()?;
+        order.iter().position(|&i| i == selected)
     }
 
-    fn row_mut(&mut self, name: &LaneName) -> Option<&mut LaneRow> {
-        self.rows.iter_mut().find(|row| &row.name == name)
+    /// Changes row `i` with `change`, then its status from its facts; the
+    /// listing is made again only if that moves the row in it.
+    fn change_row(&mut self, i: usize, change: impl FnOnce(&mut LaneRow)) {
+        let Some(row) = self.rows.get_mut(i) else {
+            return;
+        };
+        let before = self.listing.place_of(row);
+        let seen = attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref());
+        change(row);
+        row.status = status_of(row);
+        if self.listing.place_of(row) != before {
+            *self.shown.get_mut() = None;
+        }
+        let now = attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref());
+        if let Some(call) = now.and_then(|now| attention::lane_event(row.name.as_str(), seen, now))
+        {
+            // Taken after every batch; a room driven without a caller keeps the latest.
+            if self.calls.len() >= MAX_CALLS {
+                self.calls.remove(0);
+            }
+            self.calls.push(call);
+        }
     }
 }
 
@@ -162,6 +296,8 @@ struct LaneView {
     growth_sample: Option<(u64, DateTime<Utc>)>,
     growth_rate: f64,
     finished: Option<ExitReason>,
+    /// The number of the last line said to every lane that it has.
+    heard: u64,
 }
 
 impl LaneView {
@@ -180,6 +316,19 @@ impl LaneView {
             growth_sample: None,
             growth_rate: 0.0,
             finished: None,
+            heard: 0,
+        }
+    }
+
+    /// A fresh view of a lane: its last snapshot, else a placeholder.
+    fn of(row: Option<&LaneRow>, lane: &LaneName) -> LaneView {
+        let snapshot = row.and_then(|r| r.snapshot.clone()).unwrap_or_else(|| {
+            let max = row.and_then(|r| r.max_iterations);
+            Arc::new(placeholder(lane.as_str(), max))
+        });
+        LaneView {
+            heard: row.map_or(0, |r| r.joined),
+            ..LaneView::new(snapshot)
         }
     }
 
@@ -220,17 +369,16 @@ fn with_lane(
     if fleet.selected.as_ref() == Some(lane) {
         return f(state);
     }
-    let view = fleet.views.remove(lane).unwrap_or_else(|| {
-        let max = fleet
-            .rows
-            .iter()
-            .find(|r| &r.name == lane)
-            .and_then(|r| r.max_iterations);
-        LaneView::new(Arc::new(placeholder(lane.as_str(), max)))
-    });
+    let view = fleet
+        .views
+        .remove(lane)
+        .unwrap_or_else(|| LaneView::of(fleet.row(lane), lane));
+    let heard = view.heard;
     let shown = view.swap_into(state);
+    let heard = catch_up(state, heard);
     let mut commands = f(state);
-    let view = shown.swap_into(state);
+    let mut view = shown.swap_into(state);
+    view.heard = heard;
     if let Some(fleet) = state.fleet.as_mut() {
         fleet.views.insert(lane.clone(), view);
     }
@@ -246,19 +394,21 @@ pub fn select(state: &mut AppState, name: &LaneName) -> Vec<UiCommand> {
     if fleet.selected.as_ref() == Some(name) {
         return Vec::new();
     }
-    let Some(row) = fleet.rows.iter().find(|r| &r.name == name) else {
+    let Some(row) = fleet.row(name) else {
         return Vec::new();
     };
-    let fallback = row.snapshot.clone();
-    let max = row.max_iterations;
-    let view = fleet.views.remove(name).unwrap_or_else(|| {
-        LaneView::new(fallback.unwrap_or_else(|| Arc::new(placeholder(name.as_str(), max))))
-    });
+    let view = LaneView::of(Some(row), name);
+    let view = fleet.views.remove(name).unwrap_or(view);
     let previous = fleet.selected.replace(name.clone());
-    let old = view.swap_into(state);
+    let said = fleet.said;
+    let heard = view.heard;
+    let mut old = view.swap_into(state);
+    // The lane shown heard every line as it was said.
+    old.heard = said;
     if let (Some(previous), Some(fleet)) = (previous, state.fleet.as_mut()) {
         fleet.views.insert(previous, old);
     }
+    catch_up(state, heard);
     // The output lines kept were of the follower that stopped: read afresh.
     state.output.clear();
     state.output.expanded = None;
@@ -279,18 +429,39 @@ pub fn select(state: &mut AppState, name: &LaneName) -> Vec<UiCommand> {
 }
 
 /// Selects the lane `delta` rows away in the order shown.
-pub fn select_by(state: &mut AppState, delta: isize) -> Vec<UiCommand> {
+pub fn select_by(state: &mut AppState, delta: isize, now: DateTime<Utc>) -> Vec<UiCommand> {
     let Some(fleet) = &state.fleet else {
         return Vec::new();
     };
-    let order = fleet.order();
-    if order.is_empty() {
-        return Vec::new();
-    }
-    let at = fleet.selected_position(&order).unwrap_or(0) as isize;
-    let target = (at + delta).clamp(0, order.len() as isize - 1) as usize;
-    let name = fleet.rows[order[target]].name.clone();
+    let name = {
+        let order = fleet.order(now);
+        if order.is_empty() {
+            return Vec::new();
+        }
+        let at = fleet.selected_position(&order).unwrap_or(0) as isize;
+        let target = (at + delta).clamp(0, order.len() as isize - 1) as usize;
+        fleet.rows[order[target]].name.clone()
+    };
     select(state, &name)
+}
+
+/// After the listing changed: a lane it no longer lists gives way to the
+/// first one it does, so that the panes show a lane in the list.
+pub(super) fn keep_selection_listed(state: &mut AppState, now: DateTime<Utc>) -> Vec<UiCommand> {
+    let Some(fleet) = &state.fleet else {
+        return Vec::new();
+    };
+    let first = {
+        let order = fleet.order(now);
+        if fleet.selected_position(&order).is_some() {
+            return Vec::new();
+        }
+        match order.first() {
+            Some(&i) => fleet.rows[i].name.clone(),
+            None => return Vec::new(),
+        }
+    };
+    select(state, &first)
 }
 
 /// `1`–`9`: the lane whose number its row shows.
@@ -324,11 +495,8 @@ pub fn request_lane(state: &AppState, command: &UiCommand) -> Option<LaneName> {
         .find(|r| &r.id == id)?
         .lane
         .as_deref()?;
-    fleet
-        .rows
-        .iter()
-        .find(|row| row.name.as_str() == lane)
-        .map(|row| row.name.clone())
+    let i = *fleet.index.get(lane)?;
+    fleet.rows.get(i).map(|row| row.name.clone())
 }
 
 /// A command for the shown lane's loop goes to that lane, by name.
@@ -400,38 +568,70 @@ pub(super) fn on_task_lane(
     true
 }
 
-/// The inbox changed: each lane's count of waiting requests.
+/// The inbox changed: each lane's count of waiting requests. Only the rows
+/// whose count changes are touched: the lanes that asked, before or now.
 pub(super) fn count_requests(state: &mut AppState) {
     let Some(fleet) = state.fleet.as_mut() else {
         return;
     };
-    for row in &mut fleet.rows {
-        row.pending = state
-            .approvals
-            .iter()
-            .filter(|r| r.lane.as_deref() == Some(row.name.as_str()))
-            .count();
-        row.status = status_of(row);
+    let mut counts: HashMap<usize, usize> = HashMap::new();
+    for request in &state.approvals {
+        if let Some(&i) = request
+            .lane
+            .as_deref()
+            .and_then(|lane| fleet.index.get(lane))
+        {
+            *counts.entry(i).or_default() += 1;
+        }
     }
+    let asked_before: Vec<usize> = std::mem::take(&mut fleet.asking);
+    for i in asked_before.into_iter().chain(counts.keys().copied()) {
+        let pending = counts.get(&i).copied().unwrap_or(0);
+        if fleet.rows.get(i).is_some_and(|row| row.pending != pending) {
+            fleet.change_row(i, |row| row.pending = pending);
+        }
+    }
+    fleet.asking = counts.into_keys().collect();
 }
 
-/// A line in the events pane of every lane (news about the fleet).
+/// A line in the events pane of every lane (news about the fleet): shown
+/// now in the lane shown, and kept once for the others, which take it when
+/// their view is next used ([`catch_up`]): a line costs one line, not one a lane.
 fn tell_every_lane(state: &mut AppState, level: Level, text: &str, now: DateTime<Utc>) {
-    let names: Vec<LaneName> = state
-        .fleet
-        .as_ref()
-        .map(|f| f.rows.iter().map(|r| r.name.clone()).collect())
-        .unwrap_or_default();
-    let shown = state.fleet.as_ref().and_then(|f| f.selected.clone());
-    let log = |text: &str| Msg::Log {
-        at: now,
-        level,
-        text: text.to_string(),
+    let Some(line) = super::log_line(state, now, level, text.to_string()) else {
+        return;
     };
-    update(state, log(text), now);
-    for name in names.iter().filter(|n| Some(*n) != shown.as_ref()) {
-        with_lane(state, name, |state| update(state, log(text), now));
+    super::push_event(state, line.clone());
+    let Some(fleet) = state.fleet.as_mut() else {
+        return;
+    };
+    fleet.said += 1;
+    if fleet.common.len() >= super::MAX_EVENT_LINES {
+        fleet.common.pop_front();
     }
+    fleet.common.push_back((fleet.said, line));
+}
+
+/// Puts the fleet's lines said after `heard` into the events of the lane in
+/// `state`, in the order they came; returns the last one's number.
+fn catch_up(state: &mut AppState, heard: u64) -> u64 {
+    let Some(fleet) = state.fleet.as_ref() else {
+        return heard;
+    };
+    let said = fleet.said;
+    if said == heard {
+        return said;
+    }
+    let missed: Vec<EventLine> = fleet
+        .common
+        .iter()
+        .filter(|(n, _)| *n > heard)
+        .map(|(_, line)| line.clone())
+        .collect();
+    for line in missed {
+        super::push_event(state, line);
+    }
+    said
 }
 
 pub(super) fn on_host(
@@ -441,7 +641,7 @@ pub(super) fn on_host(
 ) -> Vec<UiCommand> {
     match message {
         HostMsg::Lane { lane, report } => on_lane(state, &lane, report, now),
-        HostMsg::Lanes(entries) => on_lanes(state, &entries),
+        HostMsg::Lanes(entries) => on_lanes(state, &entries, now),
         // The parent routes these to the Plan view.
         HostMsg::Plans(_) => Vec::new(),
         HostMsg::Log { level, text } => {
@@ -503,7 +703,7 @@ fn on_lane_added(
 }
 
 /// The registry's lanes: rows kept by name, new ones added, removed ones dropped.
-fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
+fn on_lanes(state: &mut AppState, entries: &[LaneEntry], now: DateTime<Utc>) -> Vec<UiCommand> {
     let Some(fleet) = state.fleet.as_mut() else {
         return Vec::new();
     };
@@ -512,31 +712,46 @@ fn on_lanes(state: &mut AppState, entries: &[LaneEntry]) -> Vec<UiCommand> {
         .drain(..)
         .map(|row| (row.name.clone(), row))
         .collect();
+    fleet.index.clear();
     for entry in entries {
-        let mut row = old
-            .remove(&entry.name)
-            .unwrap_or_else(|| LaneRow::new(entry));
+        let said = fleet.said;
+        let mut row = old.remove(&entry.name).unwrap_or_else(|| LaneRow {
+            joined: said,
+            ..LaneRow::new(entry)
+        });
         row.requested = entry.requested;
         row.max_iterations = entry.max_iterations;
         row.kind = entry.kind;
         row.base = entry.base.clone();
         row.status = status_of(&row);
+        fleet.index.insert(row.name.clone(), fleet.rows.len());
         fleet.rows.push(row);
     }
     for gone in old.keys() {
         fleet.views.remove(gone);
     }
-    let selected_gone = fleet
-        .selected
-        .as_ref()
-        .is_none_or(|name| !fleet.rows.iter().any(|r| &r.name == name));
+    fleet.name_width = fleet
+        .rows
+        .iter()
+        .map(|r| crate::fmt::width(r.name.as_str()))
+        .max()
+        .unwrap_or(4)
+        .clamp(4, NAME_MAX);
+    fleet.asking = (0..fleet.rows.len())
+        .filter(|&i| fleet.rows[i].pending > 0)
+        .collect();
+    fleet.relist();
+    let selected_gone = fleet.selected_index().is_none();
     count_requests(state);
     let Some(fleet) = state.fleet.as_mut().filter(|_| selected_gone) else {
         return Vec::new();
     };
     // The shown lane was removed: its view goes with it.
     fleet.selected = None;
-    let first = fleet.order().first().map(|&i| fleet.rows[i].name.clone());
+    let first = fleet
+        .order(now)
+        .first()
+        .map(|&i| fleet.rows[i].name.clone());
     let blank = LaneView::new(Arc::new(placeholder("fleet", None)));
     let _removed = blank.swap_into(state);
     match first {
@@ -554,18 +769,24 @@ fn on_lane(
     let Some(fleet) = state.fleet.as_mut() else {
         return Vec::new();
     };
-    let Some(row) = fleet.row_mut(lane) else {
+    let Some(i) = fleet.index_of(lane) else {
         // Not (or no longer) in the registry.
         return Vec::new();
     };
     match report {
         LaneReport::Snapshot { snapshot, queued } => {
-            if snapshot.state != LoopState::Stopped {
-                row.ended = None;
+            fleet.change_row(i, |row| {
+                if snapshot.state != LoopState::Stopped {
+                    row.ended = None;
+                }
+                row.queued = queued;
+                row.snapshot = Some(Arc::clone(&snapshot));
+            });
+            // A lane never shown keeps no view: its row holds the snapshot,
+            // from which a view is made when it is shown.
+            if fleet.selected.as_ref() != Some(lane) && !fleet.views.contains_key(lane) {
+                return Vec::new();
             }
-            row.queued = queued;
-            row.snapshot = Some(Arc::clone(&snapshot));
-            row.status = status_of(row);
             with_lane(state, lane, |state| {
                 update(state, Msg::Snapshot(snapshot), now)
             })
@@ -577,8 +798,7 @@ fn on_lane(
             update(state, Msg::Event { at, event }, now)
         }),
         LaneReport::Ended(ended) => {
-            row.ended = Some(ended.clone());
-            row.status = status_of(row);
+            fleet.change_row(i, |row| row.ended = Some(ended.clone()));
             with_lane(state, lane, |state| {
                 let reason = match ended {
                     Ok(reason) => reason,
@@ -599,11 +819,11 @@ fn on_lane(
             })
         }
         LaneReport::Ahead(ahead) => {
-            row.ahead = ahead;
+            fleet.rows[i].ahead = ahead;
             Vec::new()
         }
         LaneReport::Unreachable(since) => {
-            row.unreachable = since;
+            fleet.rows[i].unreachable = since;
             Vec::new()
         }
         LaneReport::Diff(text) => {

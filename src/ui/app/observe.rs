@@ -2,18 +2,15 @@
 //! the pending requests, as an [`Observation`] for [`crate::fleet::attention::detect`].
 
 use super::AppState;
-use super::lanes::LaneRow;
-use crate::fleet::attention::{AttentionState, Observation, PendingRequest};
+use crate::fleet::attention::{AttentionEvent, AttentionState, Observation, PendingRequest};
 
-/// The state's observation. With lanes, one entry per lane; a single loop is
-/// one entry named `loop_name` (the folder's name).
+/// The state's observation: the pending requests, and a single loop as one
+/// lane named `loop_name` (the folder's name). A fleet's lanes are not in it:
+/// their calls are found as their news comes ([`take_lane_calls`]), so that
+/// looking costs what changed, not what there is.
 pub fn observe(state: &AppState, loop_name: &str) -> Observation {
     let lanes = match &state.fleet {
-        Some(fleet) => fleet
-            .rows
-            .iter()
-            .filter_map(|row| Some((row.name.to_string(), lane_state(row)?)))
-            .collect(),
+        Some(_) => Default::default(),
         None => {
             let ended = state.finished.clone().map(Ok);
             let attention =
@@ -36,9 +33,13 @@ pub fn observe(state: &AppState, loop_name: &str) -> Observation {
     Observation { lanes, pending }
 }
 
-/// A lane's state as the host's watcher tells it, from the row's last snapshot and end.
-fn lane_state(row: &LaneRow) -> Option<AttentionState> {
-    crate::fleet::attention::lane_state(row.snapshot.as_deref(), row.ended.as_ref())
+/// The fleet's lanes that became held, failed or done since last taken.
+pub fn take_lane_calls(state: &mut AppState) -> Vec<AttentionEvent> {
+    state
+        .fleet
+        .as_mut()
+        .map(|fleet| std::mem::take(&mut fleet.calls))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -109,21 +110,19 @@ mod tests {
         }
     }
 
-    /// The fleet's rows and inbox make the observation: a lane that ends well is
-    /// done, a held one held, a failed start failed, and a request of a lane
-    /// names it; between two observations `detect` calls for each once.
+    /// A fleet's lanes are called for as their news comes: a lane that ends
+    /// well is done, a held one held, a failed start failed, each once; a
+    /// lane's first state is no call. Its requests are observed, naming it.
     #[test]
-    fn a_fleets_rows_and_requests_are_observed() {
+    fn a_fleets_lanes_are_called_for_as_they_change_and_requests_observed() {
         let mut state = AppState::for_fleet(true);
         update(&mut state, lanes(&["auth", "docs", "api"]), t0());
-        // Not seen yet: nothing to compare with.
-        assert!(observe(&state, "ignored").lanes.is_empty());
         for lane in ["auth", "docs", "api"] {
             update(&mut state, snapshot(lane, LoopState::SessionRunning), t0());
         }
+        assert!(take_lane_calls(&mut state).is_empty());
         let before = observe(&state, "ignored");
-        assert_eq!(before.lanes.len(), 3);
-        assert!(before.lanes.values().all(|s| *s == AttentionState::Other));
+        assert!(before.lanes.is_empty());
         assert!(before.pending.is_empty());
 
         update(&mut state, snapshot("docs", LoopState::Held), t0());
@@ -131,6 +130,8 @@ mod tests {
         update(&mut state, report("auth", ended), t0());
         let failed = LaneReport::Ended(Err("the lane's folder is missing".into()));
         update(&mut state, report("api", failed), t0());
+        // Held again is no news.
+        update(&mut state, snapshot("docs", LoopState::Held), t0());
         let pending = vec![request("r1", "docs")];
         let inbox = Msg::Approvals {
             dir_exists: true,
@@ -138,33 +139,40 @@ mod tests {
         };
         update(&mut state, inbox, t0());
         let after = observe(&state, "ignored");
-        assert_eq!(after.lanes["auth"], AttentionState::Done);
-        assert_eq!(after.lanes["docs"], AttentionState::Held);
-        assert_eq!(after.lanes["api"], AttentionState::Failed);
         assert_eq!(after.pending["r1"].lane.as_deref(), Some("docs"));
 
-        let events: Vec<(String, EventKind)> = detect(Some(&before), &after)
+        let calls: Vec<(String, EventKind)> = take_lane_calls(&mut state)
             .into_iter()
             .map(|e| (e.lane, e.event))
             .collect();
         assert_eq!(
-            events,
+            calls,
             vec![
-                ("docs".to_string(), EventKind::ApprovalRequested),
-                ("api".to_string(), EventKind::LaneFailed),
-                ("auth".to_string(), EventKind::LaneDone),
                 ("docs".to_string(), EventKind::LaneHeld),
+                ("auth".to_string(), EventKind::LaneDone),
+                ("api".to_string(), EventKind::LaneFailed),
             ]
         );
+        assert!(take_lane_calls(&mut state).is_empty());
+        let requests: Vec<EventKind> = detect(Some(&before), &after)
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        assert_eq!(requests, vec![EventKind::ApprovalRequested]);
         assert!(detect(Some(&after), &observe(&state, "x")).is_empty());
     }
 
     /// A lane whose agent exited non-zero in every session calls for attention
     /// as failed, as its row says, not as done.
     #[test]
-    fn a_lane_that_failed_every_session_is_observed_failed() {
+    fn a_lane_that_failed_every_session_is_called_for_as_failed() {
         let mut state = AppState::for_fleet(true);
         update(&mut state, lanes(&["flaky"]), t0());
+        update(
+            &mut state,
+            snapshot("flaky", LoopState::SessionRunning),
+            t0(),
+        );
         let mut failing = placeholder("flaky", Some(2));
         failing.state = LoopState::Stopped;
         failing.counters.sessions = 2;
@@ -177,10 +185,9 @@ mod tests {
         update(&mut state, report("flaky", snapshot), t0());
         let ended = LaneReport::Ended(Ok(ExitReason::MaxIterations));
         update(&mut state, report("flaky", ended), t0());
-        assert_eq!(
-            observe(&state, "ignored").lanes["flaky"],
-            AttentionState::Failed
-        );
+        let calls = take_lane_calls(&mut state);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0].event, EventKind::LaneFailed);
     }
 
     /// A single loop is one lane named after its folder; it is done once finished well.

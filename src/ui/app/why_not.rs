@@ -33,6 +33,9 @@ pub fn why_not(state: &AppState, action: Action, key: &str) -> Option<String> {
         Action::RestartLane => ("runs a finished lane again", no_lane()),
         Action::OpenShell => ("opens a shell in a lane", no_lane()),
         Action::OpenEditor => ("opens an editor in a lane", no_lane()),
+        Action::FilterLanes | Action::NeedsYouOnly | Action::SortLanes => {
+            ("lists lanes", no_lane())
+        }
         Action::PlanView if single => (
             "shows plans",
             "they run with lanes: `clowder plan run FILE` starts one".to_string(),

@@ -15,29 +15,14 @@ use crate::protocol::LoopState;
 use crate::ui::app::lanes::{Fleet, LaneRow, LaneStatus};
 use crate::ui::app::{AppState, Pane};
 
-/// The name column's widest.
-const NAME_MAX: usize = 16;
-
 pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>) {
     let Some(fleet) = &state.fleet else {
         return;
     };
-    let order = fleet.order();
-    let needs_you = fleet.rows.iter().filter(|r| r.status.needs_you()).count();
-    let heading = match (fleet.rows.len(), needs_you) {
-        (0, _) => "Lanes — none yet (clowder lane add NAME)".to_string(),
-        (n, 0) => format!("Lanes {n}"),
-        (n, k) => format!("Lanes {n} · {k} need you"),
-    };
-    let block = pane_block(state, Pane::Lanes, title(heading));
+    let order = fleet.order(now);
+    let block = pane_block(state, Pane::Lanes, title(heading(fleet, order.len(), now)));
     let inner = block.inner(area);
-    let name_width = fleet
-        .rows
-        .iter()
-        .map(|r| fmt::width(r.name.as_str()))
-        .max()
-        .unwrap_or(4)
-        .clamp(4, NAME_MAX);
+    let name_width = fleet.name_width;
     let visible = (inner.height as usize).saturating_sub(1);
     let position = fleet.selected_position(&order).unwrap_or(0);
     // The selected lane stays in view; a long list scrolls under it.
@@ -58,7 +43,38 @@ pub fn draw(state: &AppState, frame: &mut Frame, area: Rect, now: DateTime<Utc>)
             now,
         ));
     }
+    if order.is_empty() && !fleet.rows.is_empty() {
+        lines.push(Line::styled(
+            "    no lane matches (/ then Esc: every lane; w: not only those that need you)",
+            Style::default().fg(Color::DarkGray),
+        ));
+    }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The pane's title: how many lanes, how many need you, and how they are
+/// listed when not all or not in the usual order.
+fn heading(fleet: &Fleet, listed: usize, now: DateTime<Utc>) -> String {
+    let listing = &fleet.listing;
+    let total = fleet.rows.len();
+    let mut heading = match (total, fleet.needing(now)) {
+        (0, _) => "Lanes — none yet (clowder lane add NAME)".to_string(),
+        (n, 0) => format!("Lanes {n}"),
+        (n, k) => format!("Lanes {n} · {k} need you"),
+    };
+    if listing.narrowed() {
+        heading.push_str(&format!(" · {listed} shown"));
+    }
+    if !listing.query().is_empty() {
+        heading.push_str(&format!(" · /{}", crate::escape::one_line(listing.query())));
+    }
+    if listing.needs_you_only {
+        heading.push_str(" · only those that need you");
+    }
+    if let Some(words) = listing.sort.words() {
+        heading.push_str(&format!(" · {words}"));
+    }
+    heading
 }
 
 /// Lanes scrolled out of the pane are counted on its border: above at the

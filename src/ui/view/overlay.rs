@@ -65,6 +65,19 @@ pub fn status_line(state: &AppState, frame: &mut Frame, area: Rect) {
         frame.render_widget(Paragraph::new(line), area);
         return;
     }
+    if let Some(typed) = state.fleet.as_ref().and_then(|f| f.listing.typing.as_ref()) {
+        let line = Line::from(vec![
+            Span::styled("lanes /", Style::default().fg(Color::Magenta)),
+            Span::raw(one_line(typed)),
+            Span::styled("█", Style::default().fg(Color::Magenta)),
+            Span::styled(
+                "   Enter keeps the filter · Esc clears it",
+                Style::default().fg(Color::DarkGray),
+            ),
+        ]);
+        frame.render_widget(Paragraph::new(line), area);
+        return;
+    }
     let pane = pane_context(state.focus);
     let mut items: Vec<StatusItem> = KEYMAP
         .iter()

@@ -1,6 +1,7 @@
 use super::*;
 use crate::approvals::{Request, RequestKind};
 use crate::ui::app::Pane;
+use crate::ui::app::listing::Listing;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn name(text: &str) -> LaneName {
@@ -85,7 +86,8 @@ fn lanes_that_need_you_come_first_the_rest_in_registry_order() {
         row("f", LaneStatus::Held),
         row("g", LaneStatus::Backoff { until: None }),
     ];
-    let names: Vec<&str> = display_order(&rows)
+    let names: Vec<&str> = Listing::default()
+        .order(&rows, t0())
         .into_iter()
         .map(|i| rows[i].name.as_str())
         .collect();
@@ -247,7 +249,7 @@ fn a_lane_with_a_request_waits_for_you_and_comes_first() {
         t0(),
     );
     let fleet = state.fleet.as_ref().expect("a fleet");
-    let first = &fleet.rows[fleet.order()[0]];
+    let first = &fleet.rows[fleet.order(t0())[0]];
     assert_eq!(first.name.as_str(), "b");
     assert_eq!(first.status, LaneStatus::WaitingForYou);
     assert_eq!(first.pending, 1);
@@ -419,4 +421,252 @@ fn s_stops_a_task_lane_and_k_does_not_apply_to_a_watched_one() {
     assert_eq!(state.dialog, None);
     let last = state.events.back().expect("a line");
     assert!(last.detail.contains("K (kill) does not apply"), "{last:?}");
+}
+
+fn press(state: &mut AppState, code: KeyCode) -> Vec<UiCommand> {
+    update(
+        state,
+        Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)),
+        t0(),
+    )
+}
+
+/// The names the Lanes pane lists, in its order.
+fn listed(state: &AppState) -> Vec<String> {
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    let order = fleet.order(t0());
+    order
+        .iter()
+        .map(|&i| fleet.rows[i].name.to_string())
+        .collect()
+}
+
+fn shown(state: &AppState) -> Option<String> {
+    let fleet = state.fleet.as_ref()?;
+    fleet.selected.as_ref().map(ToString::to_string)
+}
+
+fn report(state: &mut AppState, lane: &str, report: LaneReport) {
+    let message = HostMsg::Lane {
+        lane: name(lane),
+        report,
+    };
+    update(state, Msg::Host(message), t0());
+}
+
+fn snapshot_of(state: &mut AppState, lane: &str, snapshot: Snapshot) {
+    let snapshot = Arc::new(snapshot);
+    let queued = false;
+    report(state, lane, LaneReport::Snapshot { snapshot, queued });
+}
+
+/// `/` in the Lanes pane lists the lanes whose name holds what is typed, as
+/// it is typed; the panes move to a listed lane; Enter keeps the filter and
+/// Esc (from `/` again) lists every lane.
+#[test]
+fn slash_in_the_lanes_pane_filters_lanes_by_name_as_typed() {
+    let mut state = fleet(&["api", "auth", "docs"]);
+    assert_eq!(state.focus, Pane::Lanes);
+    assert_eq!(shown(&state).as_deref(), Some("api"));
+    update(&mut state, key('/'), t0());
+    assert!(state.typing(), "the prompt takes the keys");
+    update(&mut state, key('a'), t0());
+    assert_eq!(listed(&state), ["api", "auth"]);
+    // `u` is typed, not a command; the lane shown is no longer listed: the first listed is.
+    update(&mut state, key('u'), t0());
+    assert_eq!(listed(&state), ["auth"]);
+    assert_eq!(shown(&state).as_deref(), Some("auth"));
+    press(&mut state, KeyCode::Enter);
+    assert!(!state.typing());
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    assert_eq!(fleet.listing.filter, "au");
+    // Keys act again, on the listed lanes: `j` stays on the one lane listed.
+    update(&mut state, key('j'), t0());
+    assert_eq!(shown(&state).as_deref(), Some("auth"));
+    update(&mut state, key('/'), t0());
+    press(&mut state, KeyCode::Backspace);
+    assert_eq!(listed(&state), ["api", "auth"]);
+    press(&mut state, KeyCode::Esc);
+    assert_eq!(listed(&state), ["api", "auth", "docs"]);
+    assert_eq!(
+        state.fleet.as_ref().map(|f| f.listing.filter.as_str()),
+        Some("")
+    );
+}
+
+/// In the output pane `/` still searches the output.
+#[test]
+fn slash_in_the_output_pane_still_searches_the_output() {
+    let mut state = fleet(&["api", "docs"]);
+    state.focus = Pane::Output;
+    update(&mut state, key('/'), t0());
+    assert_eq!(state.output.search_input.as_deref(), Some(""));
+    let fleet = state.fleet.as_ref().expect("a fleet");
+    assert_eq!(fleet.listing.typing, None);
+}
+
+/// A paste goes into the open filter, and is never read as keys.
+#[test]
+fn a_paste_goes_into_the_lane_filter() {
+    let mut state = fleet(&["api", "docs"]);
+    update(&mut state, key('/'), t0());
+    update(&mut state, Msg::Paste("do\n".into()), t0());
+    assert_eq!(
+        state
+            .fleet
+            .as_ref()
+            .and_then(|f| f.listing.typing.as_deref()),
+        Some("do")
+    );
+    assert_eq!(listed(&state), ["docs"]);
+    assert_eq!(shown(&state).as_deref(), Some("docs"));
+}
+
+/// `w` lists only the lanes that need you, from any pane; again, every lane.
+#[test]
+fn w_lists_only_the_lanes_that_need_you() {
+    let mut state = fleet(&["a", "b", "c"]);
+    let mut held = (*running("c")).clone();
+    held.state = LoopState::Held;
+    snapshot_of(&mut state, "c", held);
+    let pending = vec![request("r1", "b")];
+    let inbox = Msg::Approvals {
+        dir_exists: true,
+        pending,
+    };
+    update(&mut state, inbox, t0());
+    state.focus = Pane::Output;
+    update(&mut state, key('w'), t0());
+    assert_eq!(listed(&state), ["b", "c"]);
+    assert_eq!(shown(&state).as_deref(), Some("b"));
+    // A lane that stops needing you leaves the list as it does.
+    update(
+        &mut state,
+        Msg::Approvals {
+            dir_exists: true,
+            pending: Vec::new(),
+        },
+        t0(),
+    );
+    assert_eq!(listed(&state), ["c"]);
+    update(&mut state, key('w'), t0());
+    assert_eq!(listed(&state), ["c", "a", "b"]);
+}
+
+/// `O` orders the lanes by state, then cost (dearest first), then idle time
+/// (longest silent first), then as usual again.
+#[test]
+fn o_orders_the_lanes_by_state_cost_and_idle_time() {
+    let mut state = fleet(&["a", "b", "c", "d"]);
+    let at = |secs| t0() - chrono::Duration::seconds(secs);
+    let lanes = [
+        ("a", LoopState::SessionRunning, Some(1.0), 30),
+        ("b", LoopState::Stopped, Some(3.0), 0),
+        ("c", LoopState::SessionRunning, None, 300),
+        ("d", LoopState::Held, Some(2.0), 0),
+    ];
+    for (lane, loop_state, cost, silent) in lanes {
+        let mut snapshot = (*running(lane)).clone();
+        snapshot.state = loop_state;
+        if loop_state == LoopState::Stopped {
+            snapshot.exit_reason = Some(ExitReason::MaxIterations);
+        }
+        snapshot.totals.cost_usd = cost;
+        snapshot.session_start = Some(at(silent));
+        snapshot.last_output_growth = Some(at(silent));
+        snapshot_of(&mut state, lane, snapshot);
+    }
+    assert_eq!(listed(&state), ["d", "a", "b", "c"]);
+    update(&mut state, key('O'), t0());
+    assert_eq!(listed(&state), ["d", "a", "c", "b"]);
+    update(&mut state, key('O'), t0());
+    assert_eq!(listed(&state), ["b", "d", "a", "c"]);
+    update(&mut state, key('O'), t0());
+    assert_eq!(listed(&state), ["c", "a", "b", "d"]);
+    update(&mut state, key('O'), t0());
+    assert_eq!(listed(&state), ["d", "a", "b", "c"]);
+}
+
+/// The listing is made again only when a row moves in it: a busy lane that
+/// stays busy, or a lane whose cost moves while sorted as usual, leaves it be.
+#[test]
+fn a_lane_that_stays_in_its_place_leaves_the_listing_as_made() {
+    let mut state = fleet(&["a", "b"]);
+    let made = |state: &AppState| {
+        state
+            .fleet
+            .as_ref()
+            .is_some_and(|f| f.shown.borrow().is_some())
+    };
+    listed(&state);
+    let mut busy = (*running("b")).clone();
+    busy.output_bytes += 100;
+    busy.totals.cost_usd = Some(0.5);
+    snapshot_of(&mut state, "b", busy.clone());
+    assert!(made(&state));
+    // Sorted by cost, the same change moves it.
+    update(&mut state, key('O'), t0());
+    update(&mut state, key('O'), t0());
+    assert_eq!(listed(&state), ["b", "a"]);
+    busy.totals.cost_usd = Some(0.75);
+    snapshot_of(&mut state, "b", busy);
+    assert!(!made(&state));
+    assert_eq!(listed(&state), ["b", "a"]);
+}
+
+fn event_texts(state: &AppState) -> Vec<String> {
+    state
+        .events
+        .iter()
+        .map(|line| line.detail.clone())
+        .collect()
+}
+
+/// A line said to every lane is kept once: a lane not shown has it, in the
+/// order it came among its own lines, when it is shown; a lane added after
+/// it does not.
+#[test]
+fn a_line_for_every_lane_reaches_each_in_order_and_not_lanes_added_after() {
+    let mut state = fleet(&["a", "b"]);
+    let log = |text: &str| {
+        Msg::Host(HostMsg::Log {
+            level: Level::Info,
+            text: text.to_string(),
+        })
+    };
+    let own = |text: &str| LaneReport::Log {
+        at: t0(),
+        level: Level::Info,
+        text: text.to_string(),
+    };
+    update(&mut state, log("fleet one"), t0());
+    report(&mut state, "b", own("b's own"));
+    update(&mut state, log("fleet two"), t0());
+    let entries = ["a", "b", "c"].iter().map(|n| entry(n)).collect();
+    update(&mut state, Msg::Host(HostMsg::Lanes(entries)), t0());
+    update(&mut state, log("fleet three"), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "fleet two", "fleet three"]
+    );
+    assert!(
+        state.fleet.as_ref().is_some_and(|f| f.views.len() == 1),
+        "only b has a view"
+    );
+    update(&mut state, key('2'), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "b's own", "fleet two", "fleet three"]
+    );
+    update(&mut state, key('3'), t0());
+    assert_eq!(event_texts(&state), ["fleet three"]);
+    // Back to a: nothing twice.
+    update(&mut state, key('1'), t0());
+    update(&mut state, log("fleet four"), t0());
+    update(&mut state, key('2'), t0());
+    update(&mut state, key('1'), t0());
+    assert_eq!(
+        event_texts(&state),
+        ["fleet one", "fleet two", "fleet three", "fleet four"]
+    );
 }
