@@ -94,7 +94,7 @@ pub(super) async fn serve(stream: UnixStream, context: Context, _slot: Slot) {
     }
     let (reader, writer) = stream.into_split();
     let (lines, queue) = mpsc::channel::<Arc<str>>(CLIENT_QUEUE);
-    let (stop, stopped) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel::<Option<Arc<str>>>();
     let hello = Arc::clone(&context.hello);
     let writing = tokio::spawn(write_lines(writer, hello, queue, stopped));
     let (queued, snapshot_queued) = oneshot::channel();
@@ -104,12 +104,14 @@ pub(super) async fn serve(stream: UnixStream, context: Context, _slot: Slot) {
         queued,
         changes: Arc::clone(&changes),
     };
+    let mut last_words = None;
     if context.hub.join.send(joined).is_ok() && snapshot_queued.await.is_ok() {
-        read_lines(BufReader::new(reader), &context, (&lines, &changes)).await;
+        last_words = read_lines(BufReader::new(reader), &context, (&lines, &changes)).await;
     }
-    // What is queued (a refusal, say) is still written, then the queue closes,
-    // and the hub forgets the client.
-    let _ = stop.send(());
+    // A refusal that closes the connection is its last line: what the hub
+    // queued meanwhile is not written after it. Otherwise what is queued is
+    // still written, then the queue closes, and the hub forgets the client.
+    let _ = stop.send(last_words);
     let _ = writing.await;
 }
 
@@ -120,7 +122,7 @@ async fn write_lines(
     mut writer: OwnedWriteHalf,
     hello: Arc<str>,
     mut queue: mpsc::Receiver<Arc<str>>,
-    mut stop: oneshot::Receiver<()>,
+    mut stop: oneshot::Receiver<Option<Arc<str>>>,
 ) {
     if write_line(&mut writer, &hello).await.is_err() {
         return;
@@ -128,7 +130,14 @@ async fn write_lines(
     loop {
         tokio::select! {
             biased;
-            _ = &mut stop => break,
+            last = &mut stop => {
+                if let Ok(Some(last)) = last {
+                    let write = write_line(&mut writer, &last);
+                    let _ = tokio::time::timeout(LAST_WORDS, write).await;
+                    return;
+                }
+                break;
+            }
             text = queue.recv() => match text {
                 Some(text) => if write_line(&mut writer, &text).await.is_err() {
                     return;
@@ -155,12 +164,13 @@ async fn write_line(writer: &mut OwnedWriteHalf, text: &str) -> std::io::Result<
     writer.write_all(&bytes).await
 }
 
-/// Reads the client's lines until it hangs up or is refused for good.
+/// Reads the client's lines until it hangs up, or is refused for good: then
+/// the refusal, for the writer to end with.
 async fn read_lines(
     mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
     context: &Context,
     (lines, changes): (&mpsc::Sender<Arc<str>>, &std::sync::atomic::AtomicBool),
-) {
+) -> Option<Arc<str>> {
     let mut buffer = Vec::new();
     // Held for as long as the client follows a file: dropping it stops the reading.
     let mut _following: Option<Follower> = None;
@@ -173,20 +183,16 @@ async fn read_lines(
             .read_until(b'\n', &mut buffer)
             .await;
         match read {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(_) => {}
         }
         if buffer.len() > MAX_CLIENT_LINE {
             let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
-            send(
-                lines,
-                &ServerMsg::Refused {
-                    reason,
-                    closing: true,
-                },
-            )
-            .await;
-            return;
+            let refusal = ServerMsg::Refused {
+                reason,
+                closing: true,
+            };
+            return Some(Arc::from(line(&refusal)));
         }
         let parsed = parse_client_line(&buffer);
         // A client that asks faster than its share is read more slowly: what
@@ -225,11 +231,10 @@ async fn read_lines(
             }),
         };
         if let Some(answer) = answer {
-            let closing = matches!(answer, ServerMsg::Refused { closing: true, .. });
-            send(lines, &answer).await;
-            if closing {
-                return;
+            if matches!(answer, ServerMsg::Refused { closing: true, .. }) {
+                return Some(Arc::from(line(&answer)));
             }
+            send(lines, &answer).await;
         }
     }
 }
