@@ -517,6 +517,9 @@ fn run_gate(args: &GateArgs, config: &crate::config::ApprovalsConfig) -> Result<
             super::reviewed::Next::Answer { allow, reason } => return answer(allow, &reason),
             super::reviewed::Next::Person(review) => {
                 eprintln!("clowder gate: {}", escape(&review.describe()));
+                // The title goes wherever the request is listed or rung (the
+                // room's inbox, the page, the notifier): it says the verdict.
+                request.title.push_str(&format!(" · {}", review.headline()));
                 request.body = Some(review.describe());
             }
         }

@@ -83,6 +83,20 @@ impl Review {
         )
     }
 
+    /// `reviewer: unsure`, `reviewer off: 3 denials in a row`, for a title.
+    pub fn headline(&self) -> String {
+        match self.verdict {
+            Verdict::Off => {
+                let why = self.reason.split(" after ").nth(1).unwrap_or(&self.reason);
+                format!(
+                    "reviewer off: {}",
+                    why.trim_end_matches("; a person decides")
+                )
+            }
+            verdict => format!("reviewer: {}", verdict.word()),
+        }
+    }
+
     /// A review that did not ask the model: the breaker is off, or the call
     /// could not be judged.
     pub fn not_asked(config: &ReviewerConfig, verdict: Verdict, reason: String) -> Review {
