@@ -205,6 +205,8 @@ fn what_the_reviewer_is_unsure_of_waits_for_a_person_with_its_verdict() {
         .expect("the review beside the request");
     assert!(body.contains("reviewer judge-1: unsure"), "{body}");
     assert!(body.contains("pushes to a remote"), "{body}");
+    let title = request["title"].as_str().expect("title");
+    assert!(title.ends_with(" · reviewer: unsure"), "{title}");
     let id = request["id"].as_str().expect("id");
     let approved = project.run(&["approve", id]);
     assert!(approved.status.success(), "{}", stderr_of(&approved));
@@ -322,6 +324,11 @@ fn three_denials_in_a_row_trip_the_breaker_and_the_lane_goes_to_a_person() {
     assert!(
         body.contains("off for this lane after 3 denials in a row"),
         "{body}"
+    );
+    let title = request["title"].as_str().expect("title");
+    assert!(
+        title.ends_with(" · reviewer off: 3 denials in a row"),
+        "{title}"
     );
     assert_eq!(server.asked().len(), 3);
     project.run(&["approve", request["id"].as_str().expect("id")]);
