@@ -4,6 +4,7 @@
 //! means a call that only a person could decide is better denied now than left
 //! waiting for its timeout.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -23,12 +24,20 @@ fn age(path: &Path, now: SystemTime) -> Option<Duration> {
     Some(now.duration_since(modified).unwrap_or(Duration::ZERO))
 }
 
-/// Says that someone is there, at most every [`TOUCH_EVERY`]. A queue folder
-/// that does not exist yet is not made for this.
+/// Says that someone is there, at most every [`TOUCH_EVERY`]. The queue's
+/// folder is made as the queue makes it (0700) when it is not there yet: the
+/// first call of a run must find the mark too.
 pub fn mark(dir: &Path) {
     let path = mark_path(dir);
     let now = SystemTime::now();
-    if age(&path, now).is_some_and(|age| age < TOUCH_EVERY) || !dir.is_dir() {
+    if age(&path, now).is_some_and(|age| age < TOUCH_EVERY) {
+        return;
+    }
+    let made = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir);
+    if made.is_err() {
         return;
     }
     let file = std::fs::OpenOptions::new()
@@ -65,6 +74,13 @@ mod tests {
         assert!(!watched(dir.path()));
         mark(dir.path());
         assert!(watched(dir.path()));
-        assert!(!watched(&dir.path().join("missing")));
+        let queue = dir.path().join("new/approvals");
+        assert!(!watched(&queue));
+        mark(&queue);
+        assert!(watched(&queue));
+        assert!(
+            crate::approvals::Queue::open(&queue).is_ok(),
+            "made as the queue makes it"
+        );
     }
 }

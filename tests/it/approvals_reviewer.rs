@@ -422,21 +422,18 @@ fn gate_eval_runs_what_no_rule_decided_through_the_reviewer() {
     assert!(task.contains("<task>\nfix the tests\n</task>"), "{task}");
 }
 
-/// A lane's gate takes the reviewer from the rules its host wrote (never from
-/// the worktree's `harness.toml`, which the agent rewrote to allow all), the
-/// denial reaches the agent, and what the answer cost is in the lane's totals.
-#[test]
-fn a_lanes_gate_asks_the_reviewer_its_host_gave_it_and_the_lane_counts_the_cost() {
+/// A repository with lane `api` whose agent (`tests/agents/gate-agent.sh`)
+/// runs `clowder gate` once, the reviewer at `server`, and `extra` config;
+/// and the folder the agent writes the gate's answer to.
+fn lane_repo(server: &ReviewerServer, extra: &str) -> (tempfile::TempDir, tempfile::TempDir) {
     use common::git::{clowder_command, init_with_one_commit};
-    let server = ReviewerServer::start();
-    server.script([Answer::Verdict("deny", "lane-reviewer-says-no")]);
     let repo = tempfile::tempdir().expect("tempdir");
     let out = tempfile::tempdir().expect("tempdir");
     init_with_one_commit(repo.path());
     std::fs::write(repo.path().join("PROMPT.md"), "Tidy the lane.\n").expect("write");
     let agent = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/gate-agent.sh");
     let config = format!(
-        "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n\n[approvals.reviewer]\napi = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"judge-1\"\ninput_usd_per_mtok = 2\n",
+        "[agent]\ncommand = {:?}\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n\n{extra}\n[approvals.reviewer]\napi = \"anthropic\"\nbase_url = \"{}\"\nmodel = \"judge-1\"\ninput_usd_per_mtok = 2\n",
         agent.display().to_string(),
         server.base_url()
     );
@@ -448,12 +445,32 @@ fn a_lanes_gate_asks_the_reviewer_its_host_gave_it_and_the_lane_counts_the_cost(
         DEADLINE,
     );
     assert!(add.status.success(), "{}", stderr_of(&add));
-    let mut fleet = clowder_command(repo.path(), &["--headless"]);
+    (repo, out)
+}
+
+/// The fleet, headless, with the gate agent's environment.
+fn spawn_lane_fleet(repo: &std::path::Path, out: &std::path::Path) -> std::process::Child {
+    let mut fleet = common::git::clowder_command(repo, &["--headless"]);
     fleet
-        .env("GATE_AGENT_OUT", out.path())
+        .env("GATE_AGENT_OUT", out)
         .env("GATE_AGENT_CLOWDER", clowder_bin());
-    let ran = wait_with_deadline(fleet.spawn().expect("spawn the fleet"), DEADLINE);
-    let answer = std::fs::read_to_string(out.path().join("answer.json")).unwrap_or_default();
+    fleet.spawn().expect("spawn the fleet")
+}
+
+fn lane_answer(out: &std::path::Path) -> String {
+    std::fs::read_to_string(out.join("answer.json")).unwrap_or_default()
+}
+
+/// A lane's gate takes the reviewer from the rules its host wrote (never from
+/// the worktree's `harness.toml`, which the agent rewrote to allow all), the
+/// denial reaches the agent, and what the answer cost is in the lane's totals.
+#[test]
+fn a_lanes_gate_asks_the_reviewer_its_host_gave_it_and_the_lane_counts_the_cost() {
+    let server = ReviewerServer::start();
+    server.script([Answer::Verdict("deny", "lane-reviewer-says-no")]);
+    let (repo, out) = lane_repo(&server, "");
+    let ran = wait_with_deadline(spawn_lane_fleet(repo.path(), out.path()), DEADLINE);
+    let answer = lane_answer(out.path());
     assert!(
         answer.contains("denied by reviewer judge-1: lane-reviewer-says-no"),
         "{answer}\n{}\n{}",
@@ -478,5 +495,44 @@ fn a_lanes_gate_asks_the_reviewer_its_host_gave_it_and_the_lane_counts_the_cost(
     assert!(
         events.contains("\"reviewer_reviewed\"") && events.contains("\"lane\":\"api\""),
         "{events}"
+    );
+}
+
+/// A headless host with nobody attached denies what the reviewer could not
+/// judge at once; one that calls its human (`on_attention`) is someone there,
+/// and the call waits for them.
+#[test]
+fn a_host_that_calls_its_human_counts_as_someone_there() {
+    let server = ReviewerServer::start();
+    server.script([Answer::Status(500)]);
+    let (repo, out) = lane_repo(&server, "");
+    wait_with_deadline(spawn_lane_fleet(repo.path(), out.path()), DEADLINE);
+    let answer = lane_answer(out.path());
+    assert!(answer.contains("nobody is there to ask"), "{answer}");
+
+    let server = ReviewerServer::start();
+    server.script([Answer::Status(500)]);
+    let (repo, out) = lane_repo(&server, "[ui]\non_attention = \"true\"\n");
+    let fleet = spawn_lane_fleet(repo.path(), out.path());
+    let mut id = None;
+    let queued = wait_until(DEADLINE, || {
+        let listed = common::git::clowder_command(repo.path(), &["queue", "--json"])
+            .output()
+            .expect("queue");
+        let list: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap_or_default();
+        id = list[0]["id"].as_str().map(str::to_string);
+        id.is_some()
+    });
+    assert!(queued, "never queued: {}", lane_answer(out.path()));
+    let id = id.expect("an id");
+    let approved = common::git::clowder_command(repo.path(), &["approve", &id])
+        .output()
+        .expect("approve");
+    assert!(approved.status.success(), "{}", stderr_of(&approved));
+    wait_with_deadline(fleet, DEADLINE);
+    assert!(
+        lane_answer(out.path()).contains("\"allow\""),
+        "{}",
+        lane_answer(out.path())
     );
 }
