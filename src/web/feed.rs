@@ -92,9 +92,7 @@ impl Feed {
 
     fn state(&mut self) -> Event {
         self.last_state = Some(Instant::now());
-        let (version, view) = self
-            .shared
-            .view_since(self.epoch.as_deref(), self.since);
+        let (version, view) = self.shared.view_since(self.epoch.as_deref(), self.since);
         // From now on the page holds this version of this run.
         self.since = Some(version);
         if self.epoch.is_none() {

@@ -234,7 +234,12 @@ impl Parts {
             self.events.insert(line.id, part);
             changed = true;
         }
-        let left: Vec<u64> = self.events.keys().filter(|id| !ids.contains(id)).copied().collect();
+        let left: Vec<u64> = self
+            .events
+            .keys()
+            .filter(|id| !ids.contains(id))
+            .copied()
+            .collect();
         for id in left {
             self.events.remove(&id);
             self.gone_events.push_back((next, id));

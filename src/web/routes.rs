@@ -170,12 +170,7 @@ async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -
         .lane
         .as_deref()
         .and_then(|lane| app.shared.follow(lane));
-    let feed = super::feed::Feed::new(
-        Arc::clone(&app.shared),
-        follower,
-        query.epoch,
-        query.since,
-    );
+    let feed = super::feed::Feed::new(Arc::clone(&app.shared), follower, query.epoch, query.since);
     let stream = stream::unfold((feed, seat), |(mut feed, seat)| async move {
         let event = feed.next().await?;
         Some((Ok::<_, Infallible>(event), (feed, seat)))

@@ -97,7 +97,11 @@ pub fn request_views(model: &Model) -> Vec<RequestView> {
     let mut requests: Vec<RequestView> = model
         .hosts
         .iter()
-        .flat_map(|host| host.requests.iter().map(move |r| request_view(model, host, r)))
+        .flat_map(|host| {
+            host.requests
+                .iter()
+                .map(move |r| request_view(model, host, r))
+        })
         .collect();
     requests.sort_by_key(|request| request.created);
     requests
