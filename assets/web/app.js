@@ -9,10 +9,24 @@
 (() => {
   const $ = (selector) => document.querySelector(selector);
   const OUTPUT_KEPT = 200;
+  // Every lane row is this tall (app.css says the same): the list draws only
+  // the rows in sight, placed by their index.
+  const ROW_HEIGHT = 56;
+  const ROWS_AROUND = 8; // drawn above and below the visible ones
 
   let csrf = "";
   let clockOffset = 0; // server time minus this browser's
-  let view = { hosts: [], lanes: [], requests: [], events: [] };
+  // The view as the server sent it, patched in place by each message.
+  let view = { hosts: [], requests: [] };
+  let epoch = null; // the server's run, and the version of the view held
+  let version = null;
+  const lanes = new Map(); // name -> the lane's facts
+  let order = []; // every lane's name, in the hosts' order
+  const events = new Map(); // id -> event line
+  let listed = []; // the names the list shows: filtered, those needing you first
+  const drawnRows = new Map(); // name -> its row in the DOM (only those in sight)
+  let filter = "all";
+  let search = "";
   let shownLane = null; // the lane whose output shows
   let selected = 0; // index of the selected request
   let feed = null; // the AbortController of the live feed
@@ -69,26 +83,61 @@
 
   // ---- drawing -------------------------------------------------------
 
+  // A message of the server: the whole view, or what changed since the
+  // version this page holds.
   function take(state) {
     clockOffset = Date.parse(state.now) - Date.now();
-    view = state.view;
-    if (shownLane === null || !view.lanes.some((lane) => lane.name === shownLane)) {
-      const first = view.lanes.find((lane) => lane.needs_you) || view.lanes[0];
-      if (first) showLane(first.name);
+    const part = state.view;
+    if (part.full) takeWhole(part);
+    else patch(part);
+    version = part.v;
+    list();
+    if (shownLane === null || !lanes.has(shownLane)) {
+      const first = listed.find((name) => lanes.get(name).needs_you) || order[0];
+      if (first) showLane(first);
     }
-    draw();
-    document.body.dataset.ready = "1";
+    draw(part.full || part.events.length > 0 || part.gone_events.length > 0);
+    if (!document.body.dataset.ready) {
+      document.body.dataset.ready = "1";
+      performance.mark("clowder-drawn");
+    }
   }
 
-  function draw() {
+  function takeWhole(part) {
+    epoch = part.epoch;
+    lanes.clear();
+    for (const lane of part.lanes) lanes.set(lane.name, lane);
+    order = part.lanes.map((lane) => lane.name);
+    view = { hosts: part.hosts, requests: part.requests };
+    events.clear();
+    for (const event of part.events) events.set(event.id, event);
+  }
+
+  // Only the facts that changed come: they go into the lane's object, and
+  // its row (if in sight) is filled again in place.
+  function patch(part) {
+    for (const name of part.gone) lanes.delete(name);
+    for (const facts of part.lanes) {
+      const lane = lanes.get(facts.name);
+      if (lane) Object.assign(lane, facts);
+      else lanes.set(facts.name, facts);
+    }
+    if (part.order) order = part.order;
+    if (part.hosts) view.hosts = part.hosts;
+    if (part.requests) view.requests = part.requests;
+    for (const id of part.gone_events) events.delete(id);
+    for (const event of part.events) events.set(event.id, event);
+  }
+
+  function draw(eventsChanged) {
     drawHosts();
     drawRequests();
     drawLanes();
-    drawEvents();
+    if (eventsChanged) drawEvents();
     showConn();
     const waiting = view.requests.length;
     $("#summary").textContent =
-      `${view.lanes.length} lane${view.lanes.length === 1 ? "" : "s"}` +
+      `${lanes.size.toLocaleString("en")} lane${lanes.size === 1 ? "" : "s"}` +
       (waiting ? ` · ${waiting} waiting` : "");
     document.title = waiting ? `(${waiting}) clowder inbox` : "clowder inbox";
   }
@@ -185,16 +234,77 @@
     card.classList.toggle("abandoned", request.abandoned);
   }
 
+  // ---- the lane list: filtered, searched, and drawn as a window --------
+
+  const FILTERS = {
+    all: () => true,
+    needs: (lane) => lane.needs_you,
+    failed: (lane) => lane.state === "failed",
+    running: (lane) => lane.state === "running",
+  };
+
+  // The names to list: those that pass the filter and the search, the ones
+  // that need you first; and each filter's count on its chip.
+  function list() {
+    const words = search.toLowerCase();
+    const counts = { all: 0, needs: 0, failed: 0, running: 0 };
+    const needing = [];
+    const others = [];
+    for (const name of order) {
+      const lane = lanes.get(name);
+      if (!lane) continue;
+      if (words && !name.toLowerCase().includes(words) && !String(lane.label).toLowerCase().includes(words)) continue;
+      for (const key in FILTERS) if (FILTERS[key](lane)) counts[key] += 1;
+      if (!FILTERS[filter](lane)) continue;
+      (lane.needs_you ? needing : others).push(name);
+    }
+    listed = needing.concat(others);
+    for (const chip of document.querySelectorAll("#lane-filters button")) {
+      const key = chip.dataset.filter;
+      chip.querySelector(".count").textContent = counts[key].toLocaleString("en");
+      chip.setAttribute("aria-pressed", String(key === filter));
+    }
+    const count = listed.length === lanes.size ? "" : `${listed.length.toLocaleString("en")} of ${lanes.size.toLocaleString("en")}`;
+    $("#lane-count").textContent = count;
+    $("#no-lanes").hidden = listed.length > 0 || lanes.size === 0;
+  }
+
+  // Only the rows in sight (and a few around) are in the DOM; a row already
+  // there is kept and filled in place.
   function drawLanes() {
     const box = $("#lanes");
-    const old = new Map([...box.children].map((row) => [row.dataset.lane, row]));
-    const rows = view.lanes.map((lane) => {
-      const row = old.get(lane.name) || laneRow(lane.name);
-      fillLane(row, lane);
-      return row;
+    $("#lanes-spacer").style.height = `${listed.length * ROW_HEIGHT}px`;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - ROWS_AROUND);
+    const last = Math.min(listed.length, Math.ceil((box.scrollTop + box.clientHeight) / ROW_HEIGHT) + ROWS_AROUND);
+    const kept = new Map();
+    for (let index = first; index < last; index += 1) {
+      const name = listed[index];
+      const row = drawnRows.get(name) || laneRow(name);
+      fillLane(row, lanes.get(name));
+      const top = `${index * ROW_HEIGHT}px`;
+      if (row.style.top !== top) row.style.top = top;
+      if (!row.isConnected) box.append(row);
+      kept.set(name, row);
+    }
+    for (const [name, row] of drawnRows) if (!kept.has(name)) row.remove();
+    drawnRows.clear();
+    for (const [name, row] of kept) drawnRows.set(name, row);
+  }
+
+  let drawPending = false;
+  function drawLanesSoon() {
+    if (drawPending) return;
+    drawPending = true;
+    requestAnimationFrame(() => {
+      drawPending = false;
+      drawLanes();
     });
-    const inOrder = rows.length === box.children.length && rows.every((row, index) => box.children[index] === row);
-    if (!inOrder) box.replaceChildren(...rows);
+  }
+
+  function relist() {
+    list();
+    $("#lanes").scrollTop = 0;
+    drawLanes();
   }
 
   // A row is made once and then filled in place: a row replaced under the
@@ -219,12 +329,12 @@
     row.classList.toggle("shown", lane.name === shownLane);
     set(".glyph", lane.glyph);
     set(".state", lane.state);
-    set(".iteration", lane.iteration === null ? "" : `#${lane.iteration}${lane.max_iterations ? `/${lane.max_iterations}` : ""}`);
+    set(".iteration", lane.iteration == null ? "" : `#${lane.iteration}${lane.max_iterations ? `/${lane.max_iterations}` : ""}`);
     set(".idle", idleText(lane));
     const idle = row.querySelector(".idle");
     idle.dataset.since = lane.idle_since || "";
     idle.dataset.limit = lane.stale_limit_secs || "";
-    set(".cost", lane.cost_usd === null || lane.cost_usd === undefined ? "" : `$${Number(lane.cost_usd).toFixed(2)}`);
+    set(".cost", lane.cost_usd == null ? "" : `$${Number(lane.cost_usd).toFixed(2)}`);
     set(".ahead", lane.ahead ? `${lane.ahead} ahead` : "");
     set(".pending", lane.pending ? `${lane.pending} waiting` : "");
     // Its tool calls reach no gate: said on the row, the reason on hover.
@@ -241,7 +351,8 @@
   function drawEvents() {
     const box = $("#events");
     const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
-    const rows = view.events.map((event) => {
+    const lines = [...events.values()].sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : a.id - b.id));
+    const rows = lines.map((event) => {
       const row = el("div", `event level-${String(event.level).toLowerCase()}`);
       const time = el("time", null, clock(event.at));
       time.dateTime = event.at;
@@ -341,7 +452,13 @@
     if (feed) feed.abort();
     const controller = new AbortController();
     feed = controller;
-    const address = shownLane ? `/api/events?lane=${encodeURIComponent(shownLane)}` : "/api/events";
+    // The feed starts from the version this page holds: only what changed
+    // since is sent.
+    const query = new URLSearchParams();
+    if (epoch !== null) query.set("epoch", epoch);
+    if (version !== null) query.set("since", String(version));
+    if (shownLane) query.set("lane", shownLane);
+    const address = `/api/events?${query}`;
     follow(address, controller).catch(() => {}).finally(() => {
       if (feed !== controller) return;
       setConnected(false);
@@ -491,7 +608,7 @@
   }
 
   function moveLane(step) {
-    const names = view.lanes.map((lane) => lane.name);
+    const names = listed;
     if (!names.length) return;
     const next = Math.max(0, Math.min(names.length - 1, names.indexOf(shownLane) + step));
     showLane(names[next]);
@@ -529,6 +646,18 @@
   $("#tell-text").addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) tell(event);
   });
+  $("#lane-search").addEventListener("input", (event) => {
+    search = event.target.value.trim();
+    relist();
+  });
+  for (const chip of document.querySelectorAll("#lane-filters button")) {
+    chip.addEventListener("click", () => {
+      filter = chip.dataset.filter;
+      relist();
+    });
+  }
+  $("#lanes").addEventListener("scroll", drawLanesSoon, { passive: true });
+  window.addEventListener("resize", drawLanesSoon);
   setInterval(tick, 1000);
   start();
 })();

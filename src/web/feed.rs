@@ -1,5 +1,7 @@
-//! One page's live feed: the fleet's state when it changes (coalesced, so a
-//! burst of changes costs one message), and the followed lane's new output.
+//! One page's live feed: what changed in the fleet's view since the version
+//! the page holds (coalesced, so a burst of changes costs one message; the
+//! whole view first for a page that holds none), and the followed lane's new
+//! output.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +25,18 @@ pub struct Feed {
     kept: Option<String>,
     started: bool,
     last_state: Option<Instant>,
+    /// The run of the server and the version of the view the page holds.
+    epoch: Option<String>,
+    since: Option<u64>,
 }
 
 impl Feed {
-    pub fn new(shared: Arc<Shared>, follower: Option<Arc<Follower>>) -> Feed {
+    pub fn new(
+        shared: Arc<Shared>,
+        follower: Option<Arc<Follower>>,
+        epoch: Option<String>,
+        since: Option<u64>,
+    ) -> Feed {
         let changes = shared.changes();
         let (kept, output) = match &follower {
             Some(follower) => {
@@ -43,6 +53,8 @@ impl Feed {
             kept,
             started: false,
             last_state: None,
+            epoch,
+            since,
         }
     }
 
@@ -80,10 +92,15 @@ impl Feed {
 
     fn state(&mut self) -> Event {
         self.last_state = Some(Instant::now());
+        let (version, view) = self.shared.view_since(self.epoch.as_deref(), self.since);
+        // From now on the page holds this version of this run.
+        self.since = Some(version);
+        if self.epoch.is_none() {
+            self.epoch = Some(self.shared.epoch().to_string());
+        }
         let data = format!(
-            r#"{{"now":"{}","view":{}}}"#,
+            r#"{{"now":"{}","view":{view}}}"#,
             chrono::Utc::now().to_rfc3339(),
-            self.shared.view_json()
         );
         Event::default().event("state").data(data)
     }

@@ -1,7 +1,8 @@
 //! The web inbox's side of the host protocol: one connection per host keeps
 //! the [`Model`] current, and carries the page's decisions and notes to the
-//! host that holds the request or the lane. Every change bumps a version
-//! that the pages' event streams wait on.
+//! host that holds the request or the lane. Every change makes again the
+//! parts of the view it touched and bumps the version that the pages' event
+//! streams wait on.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +14,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::follow::Follower;
 use super::model::Model;
+use super::parts::Parts;
 use crate::fleet::LaneName;
 use crate::fleet::link::HostRequest;
 use crate::fleet::remote::{RemoteEvent, Target, keep_reached_as};
@@ -31,8 +33,9 @@ pub struct WebHost {
 pub struct Shared {
     model: Mutex<Model>,
     version: watch::Sender<u64>,
-    /// The view's JSON at a version: one serialization serves every page.
-    cached: Mutex<(u64, Arc<str>)>,
+    epoch: String,
+    /// The view as parts, locked after `model` when both are.
+    parts: Mutex<Parts>,
     targets: Vec<Target>,
     to_hosts: Vec<mpsc::UnboundedSender<ClientMsg>>,
     replies: Mutex<HashMap<u64, oneshot::Sender<(bool, String)>>>,
@@ -62,10 +65,16 @@ impl Shared {
             targets.push(target);
             labels.push(name);
         }
+        let mut model = Model::new(labels);
+        let epoch = epoch();
+        let mut parts = Parts::new(epoch.clone());
+        let dirty = model.take_dirty();
+        parts.refresh(&model, dirty);
         let shared = Arc::new(Shared {
-            model: Mutex::new(Model::new(labels)),
-            version: watch::Sender::new(0),
-            cached: Mutex::new((u64::MAX, Arc::from(""))),
+            model: Mutex::new(model),
+            version: watch::Sender::new(parts.version()),
+            parts: Mutex::new(parts),
+            epoch,
             targets,
             to_hosts,
             replies: Mutex::new(HashMap::new()),
@@ -81,20 +90,18 @@ impl Shared {
         self.version.subscribe()
     }
 
-    /// The view as JSON, made once per change.
-    pub fn view_json(&self) -> Arc<str> {
-        let version = *self.version.borrow();
-        let Ok(mut cached) = self.cached.lock() else {
-            return Arc::from("{}");
-        };
-        if cached.0 != version {
-            let json = match self.model.lock() {
-                Ok(model) => serde_json::to_string(&super::view::view(&model)),
-                Err(_) => Ok("{}".to_string()),
-            };
-            *cached = (version, Arc::from(json.unwrap_or_else(|_| "{}".into())));
+    /// This run's name, which versions are of.
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// What a page at version `since` of run `epoch` lacks (the whole view
+    /// for a new page), and the version it then holds.
+    pub fn view_since(&self, epoch: Option<&str>, since: Option<u64>) -> (u64, Arc<str>) {
+        match self.parts.lock() {
+            Ok(mut parts) => parts.since(epoch, since),
+            Err(_) => (0, Arc::from("{}")),
         }
-        Arc::clone(&cached.1)
     }
 
     /// Decides request `id` on the host that holds it.
@@ -184,11 +191,26 @@ async fn carry(shared: Arc<Shared>, mut tagged: mpsc::UnboundedReceiver<(usize, 
             continue;
         }
         let changed = match shared.model.lock() {
-            Ok(mut model) => model.apply(index, &event, Utc::now()),
+            Ok(mut model) => {
+                model.apply(index, &event, Utc::now());
+                let dirty = model.take_dirty();
+                match shared.parts.lock() {
+                    Ok(mut parts) => parts.refresh(&model, dirty),
+                    Err(_) => return,
+                }
+            }
             Err(_) => return,
         };
         if changed {
             shared.version.send_modify(|version| *version += 1);
         }
     }
+}
+
+/// A name for this run of the server, which a page's version is of.
+fn epoch() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos());
+    format!("{:x}-{:x}", nanos, std::process::id())
 }

@@ -11,6 +11,7 @@ mod follow;
 mod hosts;
 mod listen;
 mod model;
+mod parts;
 mod routes;
 mod url_file;
 mod view;

@@ -1,9 +1,11 @@
 //! What the web inbox knows of the fleet: each host's lanes, facts and
 //! pending requests, and the latest events, kept from the host protocol's
-//! messages; and the page's view of it as JSON.
+//! messages, with what each message changed, so that only those parts of
+//! the page's view are made again.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -42,9 +44,13 @@ pub struct LaneFacts {
     pub ended: Option<Result<ExitReason, String>>,
 }
 
+/// Numbers every event line once, over every host: a page knows a line by it.
+static NEXT_EVENT: AtomicU64 = AtomicU64::new(1);
+
 /// One line of the events list.
 #[derive(Debug, Clone, Serialize)]
 pub struct EventLine {
+    pub id: u64,
     pub at: DateTime<Utc>,
     pub level: &'static str,
     pub lane: Option<String>,
@@ -55,17 +61,29 @@ pub struct EventLine {
     pub lost: bool,
 }
 
+/// What changed since the view's parts were last made.
+#[derive(Default)]
+pub struct Dirty {
+    /// Hosts whose every lane is made again (a new list, a snapshot, a name).
+    pub hosts: BTreeSet<usize>,
+    pub lanes: HashSet<(usize, LaneName)>,
+    pub header: bool,
+    pub requests: bool,
+    pub events: bool,
+}
+
 /// The fleet over every host the page serves.
 pub struct Model {
     pub hosts: Vec<HostState>,
     /// Several hosts: lanes are named `HOST/lane`.
     pub multi: bool,
+    pub dirty: Dirty,
 }
 
 impl Model {
     pub fn new(labels: Vec<Option<String>>) -> Model {
         let multi = labels.len() > 1;
-        let hosts = labels
+        let hosts: Vec<HostState> = labels
             .into_iter()
             .map(|label| HostState {
                 label,
@@ -73,7 +91,24 @@ impl Model {
                 ..HostState::default()
             })
             .collect();
-        Model { hosts, multi }
+        // Everything is made at first.
+        let dirty = Dirty {
+            hosts: (0..hosts.len()).collect(),
+            header: true,
+            requests: true,
+            events: true,
+            ..Dirty::default()
+        };
+        Model {
+            hosts,
+            multi,
+            dirty,
+        }
+    }
+
+    /// What changed since the last call.
+    pub fn take_dirty(&mut self) -> Dirty {
+        std::mem::take(&mut self.dirty)
     }
 
     /// Takes one event of host `index`; whether the page's view changed.
@@ -81,16 +116,40 @@ impl Model {
         let Some(host) = self.hosts.get_mut(index) else {
             return false;
         };
+        let dirty = &mut self.dirty;
         match event {
             RemoteEvent::Hello(hello) => {
                 host.hello = Some(hello.clone());
                 host.lost = None;
+                // Its name may name its lanes and requests.
+                dirty.hosts.insert(index);
+                dirty.header = true;
+                dirty.requests = true;
             }
-            RemoteEvent::Snapshot(snapshot) => host.take_snapshot(snapshot, now),
-            RemoteEvent::Host(msg) => return host.take(msg, now),
+            RemoteEvent::Snapshot(snapshot) => {
+                host.take_snapshot(snapshot, now);
+                dirty.hosts.insert(index);
+                dirty.requests = true;
+                dirty.events = true;
+            }
+            RemoteEvent::Host(msg) => return host.take(msg, now, index, dirty),
             RemoteEvent::Requests(requests) if *requests == host.requests => return false,
-            RemoteEvent::Requests(requests) => host.requests = requests.clone(),
-            RemoteEvent::Refused(reason) => host.log(now, Level::Warn, None, reason),
+            RemoteEvent::Requests(requests) => {
+                // The lanes they name count them, and may need you now or no more.
+                for pending in host.requests.iter().chain(requests) {
+                    if let Some(lane) = pending.request.lane.as_deref()
+                        && let Ok(lane) = LaneName::parse(lane)
+                    {
+                        dirty.lanes.insert((index, lane));
+                    }
+                }
+                host.requests = requests.clone();
+                dirty.requests = true;
+            }
+            RemoteEvent::Refused(reason) => {
+                host.log(now, Level::Warn, None, reason);
+                dirty.events = true;
+            }
             RemoteEvent::Lost { since, why, retry } => {
                 let name = match (self.multi, host_label(host)) {
                     (true, Some(label)) => format!("host {label}"),
@@ -99,6 +158,8 @@ impl Model {
                 let text = crate::fleet::remote::unreachable_text(&name, *since, why, *retry);
                 host.lost = Some(why.clone());
                 host.say_lost(now, &text);
+                dirty.header = true;
+                dirty.events = true;
             }
             RemoteEvent::Reply { .. } | RemoteEvent::Overflowed(_) | RemoteEvent::Output(_) => {
                 return false;
@@ -160,16 +221,32 @@ impl HostState {
         // A snapshot's recent lines are what the host kept: they replace ours,
         // so that a reconnection does not show them twice.
         self.events.clear();
+        let mut ignored = Dirty::default();
         for msg in &snapshot.recent {
-            self.take(msg, now);
+            self.take(msg, now, 0, &mut ignored);
         }
     }
 
-    /// Takes one message; whether the view changed.
-    fn take(&mut self, msg: &HostMsg, now: DateTime<Utc>) -> bool {
+    /// Takes one message of host `index`, noting in `dirty` what it
+    /// changed; whether the view changed.
+    fn take(&mut self, msg: &HostMsg, now: DateTime<Utc>, index: usize, dirty: &mut Dirty) -> bool {
         match msg {
-            HostMsg::Lane { lane, report } => return self.take_report(lane, report),
-            HostMsg::Lanes(lanes) => self.lanes = lanes.clone(),
+            HostMsg::Lane { lane, report } => {
+                let changed = self.take_report(lane, report);
+                match report {
+                    LaneReport::Log { .. } | LaneReport::Event { .. } => dirty.events |= changed,
+                    _ => {
+                        dirty.lanes.insert((index, lane.clone()));
+                    }
+                }
+                return changed;
+            }
+            HostMsg::Lanes(lanes) => {
+                self.lanes = lanes.clone();
+                dirty.hosts.insert(index);
+                dirty.requests = true;
+                return true;
+            }
             HostMsg::Log { level, text } => self.log(now, *level, None, text),
             HostMsg::LaneAdded { lane, result } => {
                 let (level, text) = match result {
@@ -180,6 +257,7 @@ impl HostState {
             }
             HostMsg::Idle { .. } | HostMsg::Plans(_) => return false,
         }
+        dirty.events = true;
         true
     }
 
@@ -232,6 +310,7 @@ impl HostState {
             self.events.pop_front();
         }
         self.events.push_back(EventLine {
+            id: NEXT_EVENT.fetch_add(1, Ordering::Relaxed),
             at,
             level: level.as_str(),
             lane: lane.map(ToString::to_string),
@@ -320,7 +399,11 @@ mod tests {
         let newer = snapshot(&["api"], &[("r2", "api", "2026-01-01T09:00:00Z")]);
         model.apply(0, &RemoteEvent::Snapshot(Box::new(older)), now);
         model.apply(1, &RemoteEvent::Snapshot(Box::new(newer)), now);
-        let view = serde_json::to_value(super::super::view::view(&model)).expect("json");
+        let mut parts = super::super::parts::Parts::new("run".into());
+        let dirty = model.take_dirty();
+        parts.refresh(&model, dirty);
+        let view: serde_json::Value =
+            serde_json::from_str(&parts.since(None, None).1).expect("json");
         let lanes: Vec<_> = view["lanes"]
             .as_array()
             .expect("lanes")

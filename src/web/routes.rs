@@ -139,12 +139,13 @@ async fn index() -> Response {
     asset("text/html; charset=utf-8", INDEX_HTML)
 }
 
+/// The whole view, with the CSRF token for the page's actions.
 async fn state(State(app): State<Arc<App>>) -> Response {
+    let (_, view) = app.shared.view_since(None, None);
     let body = format!(
-        r#"{{"csrf":"{}","now":"{}","view":{}}}"#,
+        r#"{{"csrf":"{}","now":"{}","view":{view}}}"#,
         app.csrf,
         chrono::Utc::now().to_rfc3339(),
-        app.shared.view_json()
     );
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
@@ -152,10 +153,14 @@ async fn state(State(app): State<Arc<App>>) -> Response {
 #[derive(Deserialize)]
 struct EventsQuery {
     lane: Option<String>,
+    /// The run of the server and the version of the view the page holds.
+    epoch: Option<String>,
+    since: Option<u64>,
 }
 
-/// The page's live feed: `state` at once and after every change (at most
-/// ten a second), and, with `?lane=`, that lane's `output`.
+/// The page's live feed: `state` at once (what changed since `?since=`,
+/// or the whole view) and what changed after every change (at most ten a
+/// second), and, with `?lane=`, that lane's `output`.
 async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -> Response {
     let Some(seat) = Seat::take(&app.feeds) else {
         let text = format!("503: {MAX_FEEDS} pages are open already; close one");
@@ -165,7 +170,7 @@ async fn events(State(app): State<Arc<App>>, Query(query): Query<EventsQuery>) -
         .lane
         .as_deref()
         .and_then(|lane| app.shared.follow(lane));
-    let feed = super::feed::Feed::new(Arc::clone(&app.shared), follower);
+    let feed = super::feed::Feed::new(Arc::clone(&app.shared), follower, query.epoch, query.since);
     let stream = stream::unfold((feed, seat), |(mut feed, seat)| async move {
         let event = feed.next().await?;
         Some((Ok::<_, Infallible>(event), (feed, seat)))

@@ -3,7 +3,7 @@
 //! timestamps (sent with the server's `now`), so that the page counts ages
 //! itself and nothing is sent while nothing changes.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::Serialize;
 
 use super::model::{EventLine, HostState, Model, host_label};
@@ -16,14 +16,6 @@ const LONG_SUBJECT: usize = 400;
 const SUBJECT_END: usize = 160;
 
 #[derive(Serialize)]
-pub struct View<'a> {
-    pub hosts: Vec<HostView>,
-    pub lanes: Vec<LaneView>,
-    pub requests: Vec<RequestView>,
-    pub events: Vec<&'a EventLine>,
-}
-
-#[derive(Serialize)]
 pub struct HostView {
     pub name: Option<String>,
     pub folder: Option<String>,
@@ -31,6 +23,8 @@ pub struct HostView {
     pub lost: Option<String>,
 }
 
+/// A lane's row. Facts it lacks are left out: a page told only what changed
+/// reads a missing fact as none, and 10,000 rows are sent shorter.
 #[derive(Serialize)]
 pub struct LaneView {
     pub name: String,
@@ -39,17 +33,27 @@ pub struct LaneView {
     /// The state with its one fact: `✗ failed (exit 1)`.
     pub label: String,
     pub needs_you: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub iteration: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u64>,
     /// Since when no output was written (the watchdog's clock), while a
-    /// session runs.
+    /// session runs; to the second, as the page counts it, so that a lane
+    /// writing output changes its row once a second at most.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_since: Option<DateTime<Utc>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub stale_limit_secs: Option<f64>,
-    #[serde(serialize_with = "crate::fmt::usd_json")]
+    #[serde(
+        serialize_with = "crate::fmt::usd_json",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ahead: Option<u64>,
     pub pending: usize,
     /// Why the lane's agent runs without the approval gate, when it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ungated: Option<String>,
 }
 
@@ -75,19 +79,9 @@ pub struct RequestView {
     pub abandoned: bool,
 }
 
-/// The whole view as the page reads it.
-pub fn view(model: &Model) -> View<'_> {
-    let mut lanes = Vec::new();
-    let mut requests = Vec::new();
-    let mut events: Vec<&EventLine> = Vec::new();
-    for host in &model.hosts {
-        lanes.extend(host.lanes.iter().map(|entry| lane_view(model, host, entry)));
-        requests.extend(host.requests.iter().map(|r| request_view(model, host, r)));
-        events.extend(host.events.iter());
-    }
-    requests.sort_by_key(|request| request.created);
-    events.sort_by_key(|event| event.at);
-    let hosts = model
+/// Every host: its name, folder, and why it cannot be reached.
+pub fn host_views(model: &Model) -> Vec<HostView> {
+    model
         .hosts
         .iter()
         .map(|host| HostView {
@@ -95,16 +89,32 @@ pub fn view(model: &Model) -> View<'_> {
             folder: host.hello.as_ref().map(|hello| hello.folder.clone()),
             lost: host.lost.clone(),
         })
-        .collect();
-    View {
-        hosts,
-        lanes,
-        requests,
-        events,
-    }
+        .collect()
 }
 
-fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView {
+/// Every host's requests, oldest first whichever host holds them.
+pub fn request_views(model: &Model) -> Vec<RequestView> {
+    let mut requests: Vec<RequestView> = model
+        .hosts
+        .iter()
+        .flat_map(|host| {
+            host.requests
+                .iter()
+                .map(move |r| request_view(model, host, r))
+        })
+        .collect();
+    requests.sort_by_key(|request| request.created);
+    requests
+}
+
+/// Every host's events, newest last.
+pub fn event_lines(model: &Model) -> Vec<&EventLine> {
+    let mut events: Vec<&EventLine> = model.hosts.iter().flat_map(|h| h.events.iter()).collect();
+    events.sort_by_key(|event| (event.at, event.id));
+    events
+}
+
+pub fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView {
     let status = host.status(entry);
     let facts = host.facts.get(&entry.name);
     let snapshot = facts.and_then(|facts| facts.snapshot.as_deref());
@@ -119,7 +129,8 @@ fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView {
         max_iterations: snapshot.map(|s| s.max_iterations).or(entry.max_iterations),
         idle_since: snapshot
             .filter(|_| running)
-            .and_then(|s| s.last_output_growth.or(s.session_start)),
+            .and_then(|s| s.last_output_growth.or(s.session_start))
+            .map(|at| at.trunc_subsecs(0)),
         stale_limit_secs: snapshot.map(|s| s.stale_timeout_secs),
         cost_usd: snapshot.and_then(|s| s.totals.cost_usd),
         ahead: facts.and_then(|facts| facts.ahead.flatten()),

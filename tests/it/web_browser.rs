@@ -15,6 +15,7 @@ use std::process::Child;
 use std::time::Duration;
 
 use browser::{Browser, DESKTOP, PHONE};
+use clowder::fleet::link::LaneReport;
 use common::git::clowder_command;
 use common::host::{Asking, HostFleet, stop_host};
 use common::{DEADLINE, clowder_bin, send_signal, wait_until};
@@ -965,4 +966,172 @@ fn an_ungated_lane_says_so_on_its_row() {
     drop(browser);
     drop(served);
     stop_host(fleet.root(), host);
+}
+
+/// Lanes of the simulated host (common/sim_host.rs): one in ten failed, one
+/// in ten waiting for its session's approval.
+const MANY: usize = 3000;
+
+/// `clowder serve --http` over a simulated host of [`MANY`] lanes.
+fn many_lanes() -> (tempfile::TempDir, common::sim_host::SimHost, Served) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let host = common::sim_host::SimHost::start(dir.path(), MANY);
+    let served = Served::start(dir.path(), dir.path().join("serve.err"));
+    (dir, host, served)
+}
+
+/// A browser of `size` on the page once every lane is listed.
+fn open_many(served: &Served, size: (u32, u32)) -> Browser {
+    let browser = Browser::start(size);
+    browser.goto(&served.url);
+    browser.wait_for("body[data-ready='1']");
+    browser.wait_text("#summary", |t| t.starts_with("3,000 lanes"));
+    browser
+}
+
+/// Whether every row drawn passes `test` (a JS expression of `row`), and
+/// there are some.
+fn every_row(browser: &Browser, test: &str) -> bool {
+    let script = format!(
+        "const rows = [...document.querySelectorAll('#lanes .lane')];
+         return rows.length > 0 && rows.every(row => {test});"
+    );
+    browser.execute(&script) == Value::Bool(true)
+}
+
+/// With thousands of lanes, at a phone's size and a desktop's: only a window
+/// of rows is in the DOM, those that need you first, scrolled to the end it
+/// holds the last lane; the chips filter by state and the search by name.
+#[test]
+fn many_lanes_are_windowed_filtered_and_searched() {
+    let (_dir, _host, served) = many_lanes();
+    for size in [PHONE, DESKTOP] {
+        let browser = open_many(&served, size);
+        let drawn = browser.count("#lanes .lane");
+        assert!(drawn > 0 && drawn < 60, "{drawn} rows drawn at {size:?}");
+        assert!(
+            every_row(&browser, "row.classList.contains('needs-you')"),
+            "the lanes that need you come first: {:?}",
+            browser.texts("#lanes .lane .name")
+        );
+        browser.execute(
+            "const box = document.querySelector('#lanes'); box.scrollTop = box.scrollHeight;",
+        );
+        browser.wait_for("#lanes .lane[data-lane='l3000']");
+        assert!(
+            browser.count("#lanes .lane") < 60,
+            "still a window at the end"
+        );
+
+        browser.click("#lane-filters button[data-filter='failed']");
+        browser.wait_text("#lane-count", |t| t == "300 of 3,000");
+        assert!(every_row(
+            &browser,
+            "row.querySelector('.state').textContent === 'failed'"
+        ));
+        // Waiting for you, and failed: both need you, as in the room.
+        browser.click("#lane-filters button[data-filter='needs']");
+        browser.wait_text("#lane-count", |t| t == "600 of 3,000");
+        assert!(every_row(&browser, "row.classList.contains('needs-you')"));
+        browser.click("#lane-filters button[data-filter='running']");
+        browser.wait_text("#lane-count", |t| t == "2,400 of 3,000");
+        assert!(every_row(
+            &browser,
+            "row.querySelector('.state').textContent === 'running'"
+        ));
+
+        browser.click("#lane-filters button[data-filter='all']");
+        browser.send_keys("#lane-search", "l2999");
+        browser.wait_text("#lane-count", |t| t == "1 of 3,000");
+        assert_eq!(browser.texts("#lanes .lane .name"), ["l2999"]);
+        browser.execute("document.querySelector('#lane-search').value = 'nothing like it'; document.querySelector('#lane-search').dispatchEvent(new Event('input'));");
+        browser.wait_for("#no-lanes:not([hidden])");
+        assert_eq!(browser.count("#lanes .lane"), 0);
+    }
+}
+
+/// A lane that changes is updated in its row, the same element, on both
+/// sizes; a page that comes back with the version it holds is sent only
+/// what changed since.
+#[test]
+fn a_changed_lane_updates_in_place_and_a_page_is_sent_only_changes() {
+    let (_dir, host, served) = many_lanes();
+    let browsers: Vec<Browser> = [PHONE, DESKTOP]
+        .into_iter()
+        .map(|size| open_many(&served, size))
+        .collect();
+    for browser in &browsers {
+        browser.send_keys("#lane-search", "l2991");
+        browser.wait_text("#lane-count", |t| t == "1 of 3,000");
+        browser.execute("document.querySelector(\".lane[data-lane='l2991']\").kept = true;");
+    }
+    let (epoch, since) = view_version(&served);
+    host.report(
+        2991,
+        LaneReport::Snapshot {
+            snapshot: common::sim_host::session(7, false),
+            queued: false,
+        },
+    );
+    host.report(2991, LaneReport::Ended(Err("exit 2".into())));
+    for browser in &browsers {
+        browser.wait_text(".lane[data-lane='l2991'] .state", |t| t == "failed");
+        browser.wait_text(".lane[data-lane='l2991'] .iteration", |t| t == "#7/100");
+        let kept = browser
+            .execute("return document.querySelector(\".lane[data-lane='l2991']\").kept === true;");
+        assert_eq!(kept, Value::Bool(true), "the row was made again");
+    }
+    let first = first_state(&served, &format!("epoch={epoch}&since={since}"));
+    assert_eq!(first["view"]["full"], false, "{first}");
+    let lanes = first["view"]["lanes"].as_array().expect("lanes");
+    assert_eq!(lanes.len(), 1, "only l2991 changed: {first}");
+    assert_eq!(lanes[0]["name"], "l2991");
+    assert!(
+        lanes[0].get("max_iterations").is_none(),
+        "only its changed facts: {first}"
+    );
+    let whole = first_state(&served, &format!("epoch=another-run&since={since}"));
+    assert_eq!(whole["view"]["full"], true);
+}
+
+/// The view's run and version, from `/api/state`.
+fn view_version(served: &Served) -> (String, u64) {
+    let auth = format!("Authorization: Bearer {}", served.token());
+    let reply = http(served.addr(), "GET", "/api/state", &[auth], "");
+    let state: Value = serde_json::from_str(&reply.body).expect("the state is JSON");
+    let epoch = state["view"]["epoch"]
+        .as_str()
+        .expect("an epoch")
+        .to_string();
+    (epoch, state["view"]["v"].as_u64().expect("a version"))
+}
+
+/// The first `state` message of `/api/events?QUERY`, read over a raw
+/// connection until it is whole.
+fn first_state(served: &Served, query: &str) -> Value {
+    let addr = served.addr();
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(DEADLINE))
+        .expect("read timeout");
+    let request = format!(
+        "GET /api/events?{query} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\r\n",
+        served.token()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 65536];
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        let data = text
+            .split_once("event: state\ndata: ")
+            .and_then(|(_, rest)| rest.split_once('\n'))
+            .map(|(data, _)| data.to_string());
+        if let Some(data) = data {
+            return serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data}"));
+        }
+        let read = stream.read(&mut buffer).expect("read the feed");
+        assert!(read > 0, "the feed ended before a state: {text}");
+        got.extend_from_slice(&buffer[..read]);
+    }
 }

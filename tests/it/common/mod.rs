@@ -8,6 +8,7 @@ pub mod gate;
 pub mod git;
 pub mod host;
 pub mod plan;
+pub mod sim_host;
 pub mod tmux;
 
 use std::io::Read;
