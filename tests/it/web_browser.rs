@@ -318,8 +318,7 @@ fn a_desktop_rejects_by_keyboard_sees_a_lane_paused_and_tells_a_lane() {
     common::git::clowder_in(fleet.base.root(), &["lane", "pause", "alpha"]);
     browser.wait_text("#lanes .lane[data-lane='alpha'] .state", |t| t == "paused");
 
-    browser.click("#lanes .lane[data-lane='alpha']");
-    browser.wait_text("#output-title", |t| t.contains("alpha"));
+    pick_lane(&browser, "alpha");
     browser.send_keys("#tell-text", "keep the diff small");
     browser.click("#tell-send");
     browser.wait_text("#flash", |t| t.contains("left for the next session"));
@@ -436,8 +435,7 @@ fn a_request_approved_in_a_terminal_leaves_the_page_and_a_late_decision_is_refus
 fn agent_output_with_html_shows_as_text_and_runs_nothing() {
     let fleet = WebFleet::start(&["alpha", "gamma"], &[], "gamma");
     let browser = fleet.open(PHONE);
-    browser.click("#lanes .lane[data-lane='gamma']");
-    browser.wait_text("#output-title", |t| t.contains("gamma"));
+    pick_lane(&browser, "gamma");
     let hostile = "<script>alert(1)</script><img src=x onerror=\"alert(2)\">";
     let lines = browser.wait_texts("#output .out-line", |t| t.contains("tick 1"));
     assert!(lines.lines().any(|line| line == hostile), "{lines}");
@@ -838,10 +836,34 @@ fn the_demo_fleet_is_approved_from_a_phone_and_its_screenshots_are_taken() {
         "./release.sh --publish"
     );
     phone.click(&format!("{card} button.approve"));
-    phone.click("#lanes .lane[data-lane='release']");
+    // Once approved, `release` no longer needs you and moves down the list: it
+    // is picked after that move, and again if a move came under the press.
+    let gone = format!("return document.querySelector({card:?}) === null;");
+    phone.wait_js("the approved request's card to go", &gone);
+    pick_lane(&phone, "release");
     phone.wait_texts("#output .out-line", |t| t.contains("published v0.3.0"));
     drop(served);
     drop(demo);
+}
+
+/// Presses lane `lane`'s row until the output pane is that lane's: a row can
+/// move between finding it and pressing it while the list reorders.
+fn pick_lane(browser: &Browser, lane: &str) {
+    for _ in 0..5 {
+        browser.click(&format!("#lanes .lane[data-lane='{lane}']"));
+        let shown = wait_until(Duration::from_secs(10), || {
+            browser
+                .try_text("#output-title")
+                .is_some_and(|title| title.contains(lane))
+        });
+        if shown {
+            return;
+        }
+    }
+    panic!(
+        "lane {lane} was never shown; the page reads:\n{}",
+        browser.page_text()
+    );
 }
 
 /// A browser of `size` on the demo's page once lane `release` asks, its
