@@ -229,6 +229,9 @@ fn the_control_room_shows_a_hidden_command_in_every_pane() {
     assert!(screen.contains("git status\\u{200b}"), "{screen}");
     assert!(!screen.contains('\u{200b}'), "{screen}");
     tmux.keys(&["Escape"]);
+    // Closed first: Escape and `q` in one read would be Alt-q, and the room would
+    // go on.
+    tmux.wait_gone("Request — a approve");
     gate.kill().expect("SIGKILL the gate");
     gate.wait().expect("reap");
     tmux.keys(&["q"]);
