@@ -816,15 +816,7 @@ pub fn queue(
                 abandoned: r.abandoned,
             })
             .collect();
-        match serde_json::to_string_pretty(&listed) {
-            // serde_json leaves DEL, C1 controls and format characters raw.
-            Ok(json) => println!("{}", crate::escape::json_visible(&json)),
-            Err(err) => {
-                eprintln!("clowder queue: error: {err}");
-                return 1;
-            }
-        }
-        return 0;
+        return print_json(&listed);
     }
     if requests.is_empty() {
         println!(
@@ -861,6 +853,21 @@ pub fn queue(
     0
 }
 
+/// `clowder queue --json`'s output: 0, or 1 when it cannot be encoded.
+fn print_json(value: &impl Serialize) -> i32 {
+    match serde_json::to_string_pretty(value) {
+        // serde_json leaves DEL, C1 controls and format characters raw.
+        Ok(json) => {
+            println!("{}", crate::escape::json_visible(&json));
+            0
+        }
+        Err(err) => {
+            eprintln!("clowder queue: error: {err}");
+            1
+        }
+    }
+}
+
 /// How many finished requests `clowder queue --history` lists.
 const HISTORY: usize = 50;
 
@@ -868,16 +875,7 @@ const HISTORY: usize = 50;
 fn history(args: &QueueArgs) -> i32 {
     let records = super::list_done(&args.dir.dir, HISTORY);
     if args.json {
-        return match serde_json::to_string_pretty(&records) {
-            Ok(json) => {
-                println!("{}", crate::escape::json_visible(&json));
-                0
-            }
-            Err(err) => {
-                eprintln!("clowder queue: error: {err}");
-                1
-            }
-        };
+        return print_json(&records);
     }
     if records.is_empty() {
         println!(
