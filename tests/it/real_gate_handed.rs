@@ -14,23 +14,9 @@ use std::time::Duration;
 
 use common::git::init_with_one_commit;
 use common::*;
-use model_server::{ModelServer, Reply, ToolCall, ToolResult, anthropic, openai};
+use model_server::{Reply, ToolCall};
 use real_agents::Cli;
 use serde_json::Value;
-
-fn start_server(cli: Cli) -> ModelServer {
-    match cli {
-        Cli::Claude(_) => anthropic::start(),
-        Cli::Codex(_) => openai::start(),
-    }
-}
-
-fn tool_results(cli: Cli, server: &ModelServer) -> Vec<ToolResult> {
-    match cli {
-        Cli::Claude(_) => anthropic::tool_results(server),
-        Cli::Codex(_) => openai::tool_results(server),
-    }
-}
 
 /// Whether this agent runs PreToolUse hooks at all (Codex since 0.124).
 fn has_hooks(cli: Cli) -> bool {
@@ -116,7 +102,7 @@ fn a_lane_added_after_init_is_gated(cli: Cli) {
     if !cli.installed() {
         return;
     }
-    let server = start_server(cli);
+    let server = real_agents::model_server(cli);
     server.script([
         Reply::Tools("Trying.".into(), vec![ToolCall::shell("touch lane-marker")]),
         Reply::Text("Done.".into()),
@@ -161,7 +147,7 @@ fn a_lane_added_after_init_is_gated(cli: Cli) {
     let all = everything(&project, &output);
     assert_eq!(output.status.code(), Some(0), "{all}");
     assert!(!worktree.join("lane-marker").exists(), "rejected, it ran");
-    let results = tool_results(cli, &server);
+    let results = real_agents::tool_results(cli, &server);
     assert!(
         results
             .iter()
@@ -194,7 +180,7 @@ fn edits_its_hook_away(cli: Cli, in_a_lane: bool) {
         // Without hooks nothing is gated: `a_lane_added_after_init_is_gated` shows it says so.
         return;
     }
-    let server = start_server(cli);
+    let server = real_agents::model_server(cli);
     server.script([
         Reply::Tools("Editing.".into(), vec![ToolCall::shell(edit_away(cli))]),
         Reply::Text("Edited.".into()),
@@ -241,7 +227,7 @@ fn edits_its_hook_away(cli: Cli, in_a_lane: bool) {
     let all = everything(&project, &output);
     assert_eq!(output.status.code(), Some(0), "{all}");
     assert!(!worktree.join("second-marker").exists(), "rejected, it ran");
-    let results = tool_results(cli, &server);
+    let results = real_agents::tool_results(cli, &server);
     assert!(
         results.iter().any(|r| r.output.contains("still-gated")),
         "the reason never reached the model: {results:?}\n{all}"

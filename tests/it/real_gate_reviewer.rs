@@ -14,23 +14,9 @@ use std::time::Duration;
 use common::git::init_with_one_commit;
 use common::*;
 use model_server::reviewer::{Answer, ReviewerServer};
-use model_server::{ModelServer, Reply, ToolCall, ToolResult, anthropic, openai};
+use model_server::{Reply, ToolCall};
 use real_agents::Cli;
 use serde_json::Value;
-
-fn agent_server(cli: Cli) -> ModelServer {
-    match cli {
-        Cli::Claude(_) => anthropic::start(),
-        Cli::Codex(_) => openai::start(),
-    }
-}
-
-fn tool_results(cli: Cli, server: &ModelServer) -> Vec<ToolResult> {
-    match cli {
-        Cli::Claude(_) => anthropic::tool_results(server),
-        Cli::Codex(_) => openai::tool_results(server),
-    }
-}
 
 /// A repository set up by `clowder init` for `cli`, whose gate asks `reviewer`.
 fn project(cli: Cli, reviewer: &ReviewerServer) -> Project {
@@ -79,7 +65,7 @@ fn the_reviewer_allows_denies_passes_on_and_trips(cli: Cli) {
         Answer::Verdict("unsure", "cannot-tell"),
         Answer::Verdict("deny", "still-not-in-the-task"),
     ]);
-    let server = agent_server(cli);
+    let server = real_agents::model_server(cli);
     let step = |marker: &str| {
         Reply::Tools(
             "Next.".into(),
@@ -168,7 +154,7 @@ fn the_reviewer_allows_denies_passes_on_and_trips(cli: Cli) {
         "{version}: rejected, yet run"
     );
 
-    let results: Vec<String> = tool_results(cli, &server)
+    let results: Vec<String> = real_agents::tool_results(cli, &server)
         .into_iter()
         .map(|r| r.output)
         .collect();

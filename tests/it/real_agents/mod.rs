@@ -155,6 +155,23 @@ impl Cli {
     }
 }
 
+/// A model server of the API `cli` speaks: Anthropic's for Claude Code,
+/// OpenAI's Responses for Codex.
+pub fn model_server(cli: Cli) -> ModelServer {
+    match cli {
+        Cli::Claude(_) => crate::model_server::anthropic::start(),
+        Cli::Codex(_) => crate::model_server::openai::start(),
+    }
+}
+
+/// The tool results `cli` sent back to `server`.
+pub fn tool_results(cli: Cli, server: &ModelServer) -> Vec<crate::model_server::ToolResult> {
+    match cli {
+        Cli::Claude(_) => crate::model_server::anthropic::tool_results(server),
+        Cli::Codex(_) => crate::model_server::openai::tool_results(server),
+    }
+}
+
 /// A `clowder` command in `project` whose agent reaches `server`.
 pub fn clowder(
     cli: Cli,
