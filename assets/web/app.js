@@ -17,7 +17,7 @@
   let csrf = "";
   let clockOffset = 0; // server time minus this browser's
   // The view as the server sent it, patched in place by each message.
-  let view = { hosts: [], requests: [] };
+  let view = { hosts: [], requests: [], plans: [] };
   let epoch = null; // the server's run, and the version of the view held
   let version = null;
   const lanes = new Map(); // name -> the lane's facts
@@ -31,6 +31,8 @@
   let selected = 0; // index of the selected request
   let feed = null; // the AbortController of the live feed
   let feedUp = false;
+  let reachable = true; // false: the last try could not reach `clowder serve` at all
+  let tab = "output"; // the lane's pane shown: "output" or "work"
   const decidedHere = new Set(); // requests this page decided
   const TOKEN_KEY = "clowder-token";
   const token = takeToken();
@@ -92,6 +94,10 @@
     else patch(part);
     version = part.v;
     list();
+    if (laneToShow !== null && lanes.has(laneToShow)) {
+      showLane(laneToShow);
+      laneToShow = null;
+    }
     if (shownLane === null || !lanes.has(shownLane)) {
       const first = listed.find((name) => lanes.get(name).needs_you) || order[0];
       if (first) showLane(first);
@@ -108,7 +114,7 @@
     lanes.clear();
     for (const lane of part.lanes) lanes.set(lane.name, lane);
     order = part.lanes.map((lane) => lane.name);
-    view = { hosts: part.hosts, requests: part.requests };
+    view = { hosts: part.hosts, requests: part.requests, plans: part.plans || [] };
     events.clear();
     for (const event of part.events) events.set(event.id, event);
   }
@@ -125,6 +131,7 @@
     if (part.order) order = part.order;
     if (part.hosts) view.hosts = part.hosts;
     if (part.requests) view.requests = part.requests;
+    if (part.plans) view.plans = part.plans;
     for (const id of part.gone_events) events.delete(id);
     for (const event of part.events) events.set(event.id, event);
   }
@@ -133,6 +140,8 @@
     drawHosts();
     drawRequests();
     drawLanes();
+    drawActions();
+    drawPlans();
     if (eventsChanged) drawEvents();
     showConn();
     const waiting = view.requests.length;
@@ -387,11 +396,15 @@
   function showLane(name) {
     if (name === shownLane) return;
     shownLane = name;
-    $("#output-title").textContent = `Output: ${name}`;
+    $("#output-title").textContent = `Lane ${name}`;
     $("#output").replaceChildren();
     for (const row of document.querySelectorAll(".lane")) {
       row.classList.toggle("shown", row.dataset.lane === name);
     }
+    actionsKey = "";
+    drawActions();
+    clearWork();
+    if (tab === "work") loadWork();
     connect();
   }
 
@@ -459,7 +472,10 @@
     if (version !== null) query.set("since", String(version));
     if (shownLane) query.set("lane", shownLane);
     const address = `/api/events?${query}`;
-    follow(address, controller).catch(() => {}).finally(() => {
+    follow(address, controller).catch((error) => {
+      // A fetch that throws (not an abort) reached no server at all.
+      if (error && error.name !== "AbortError" && feed === controller) reachable = false;
+    }).finally(() => {
       if (feed !== controller) return;
       setConnected(false);
       setTimeout(() => feed === controller && start(), 2000);
@@ -468,6 +484,7 @@
 
   async function follow(address, controller) {
     const response = await fetch(address, { headers: authorized({}), signal: controller.signal });
+    reachable = true;
     if (!response.ok) {
       if (response.status === 401) refused(response.status);
       return;
@@ -510,13 +527,13 @@
     const conn = $("#conn");
     const gone = view.hosts.filter((host) => host.lost);
     let text = "live";
-    if (!feedUp) text = "reconnecting…";
+    if (!feedUp) text = reachable ? "reconnecting…" : "offline: cannot reach clowder serve";
     else if (gone.length) {
       const named = view.hosts.length > 1 ? ` ${gone.map((host) => host.name || "?").join(", ")}` : "";
       text = gone.every((host) => host.folder === null) ? `reaching host${named}…` : `host${named} gone, retrying`;
     }
     if (conn.textContent !== text) conn.textContent = text;
-    conn.className = text === "live" ? "conn-up" : "conn-down";
+    conn.className = text === "live" ? "conn-up" : reachable ? "conn-down" : "conn-off";
   }
 
   function refused(status) {
@@ -525,7 +542,9 @@
 
   // ---- what the page may change -----------------------------------------
 
-  async function post(path, body) {
+  // A POST of the page: its answer `{ok, text}`, whatever went wrong said
+  // in the same shape (a server that cannot be reached, an answer not JSON).
+  async function send(path, body) {
     try {
       const response = await fetch(path, {
         method: "POST",
@@ -533,12 +552,28 @@
         body: JSON.stringify(body),
       });
       const answer = await response.json().catch(() => ({ ok: false, text: `HTTP ${response.status}` }));
-      flash(answer.text, !answer.ok);
-      return answer.ok;
+      return { ok: response.ok && Boolean(answer.ok), text: String(answer.text || `HTTP ${response.status}`) };
     } catch (error) {
-      flash(`not sent: ${error}`, true);
-      return false;
+      return { ok: false, text: `not sent: cannot reach clowder serve (${error.message || error})` };
     }
+  }
+
+  // A GET of the API: `{ok, …}` as the server answered, or `{ok: false, text}`.
+  async function getJson(path) {
+    try {
+      const response = await fetch(path, { headers: authorized({}) });
+      const answer = await response.json().catch(() => ({ ok: false, text: `HTTP ${response.status}` }));
+      if (!response.ok) return { ok: false, text: String(answer.text || `HTTP ${response.status}`) };
+      return { ok: true, ...answer };
+    } catch (error) {
+      return { ok: false, text: "cannot reach clowder serve" };
+    }
+  }
+
+  async function post(path, body) {
+    const answer = await send(path, body);
+    flash(answer.text, !answer.ok);
+    return answer.ok;
   }
 
   async function decide(id, decision, reason) {
@@ -573,10 +608,600 @@
     if (await post("/api/tell", { lane: shownLane, text })) $("#tell-text").value = "";
   }
 
+  // ---- the shown lane's actions ---------------------------------------------
+
+  // The room's actions on a lane, in its words, those that make sense in the
+  // lane's state. `confirm` is what a second press does, for those that lose
+  // work or cannot be undone: said in full, as the room's popups say it.
+  function laneActions(lane) {
+    const name = lane.name;
+    const running = Boolean(lane.running);
+    const actions = [];
+    if (lane.base) {
+      actions.push({ action: "merge", label: "Merge", confirm: `Merge ${name} into ${lane.base}?` });
+      actions.push({ action: "push", label: "Push", confirm: `Push ${name}'s branch to its remote?` });
+    }
+    if (lane.paused) actions.push({ action: "resume", label: "Resume" });
+    else if (running) actions.push({ action: "pause", label: "Pause" });
+    if (running) {
+      actions.push({ action: "stop", label: lane.stop_pending ? "Cancel stop" : "Stop after this session" });
+      actions.push({ action: "stop_now", label: "Stop now", confirm: `Stop ${name} now, ending its session?` });
+      const session = lane.iteration == null ? "the session" : `session ${lane.iteration}`;
+      actions.push({ action: "kill", label: "Kill session", confirm: `Kill ${session} of ${name}?` });
+    } else {
+      actions.push({ action: "restart", label: "Run again", confirm: `Run ${name} again?` });
+      actions.push({ action: "remove", label: "Remove", confirm: `Remove lane ${name}?` });
+    }
+    return actions;
+  }
+
+  let actionsKey = ""; // what the buttons were drawn for: redrawn only when it changes
+  const inFlight = new Set(); // "lane action" sent and not yet answered
+
+  function drawActions() {
+    const lane = shownLane === null ? null : lanes.get(shownLane);
+    const actions = lane ? laneActions(lane) : [];
+    const key = JSON.stringify([shownLane, actions]);
+    if (key === actionsKey) return;
+    actionsKey = key;
+    $("#lane-actions").replaceChildren(...actions.map((item) => actionButton(lane.name, item)));
+  }
+
+  // The first press of a risky action turns the button into its question;
+  // the second one does it. Left alone, or Esc, it goes back.
+  function actionButton(name, item) {
+    const button = el("button", `act act-${item.action}`, item.label);
+    button.type = "button";
+    button.dataset.action = item.action;
+    button.disabled = inFlight.has(`${name} ${item.action}`);
+    if (item.confirm) button.classList.add("risky");
+    let armed = null;
+    const disarm = () => {
+      clearTimeout(armed);
+      armed = null;
+      button.textContent = item.label;
+      button.classList.remove("confirm");
+    };
+    button.addEventListener("click", () => {
+      if (item.confirm && armed === null) {
+        for (const other of document.querySelectorAll("#lane-actions .confirm")) other.dispatchEvent(new Event("disarm"));
+        button.textContent = item.confirm;
+        button.classList.add("confirm");
+        armed = setTimeout(disarm, 8000);
+        return;
+      }
+      disarm();
+      act(name, item.action, button);
+    });
+    button.addEventListener("disarm", disarm);
+    button.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && armed !== null) {
+        event.stopPropagation();
+        disarm();
+      }
+    });
+    return button;
+  }
+
+  async function act(name, action, button) {
+    const key = `${name} ${action}`;
+    inFlight.add(key);
+    button.disabled = true;
+    const answer = await send("/api/act", { lane: name, action });
+    inFlight.delete(key);
+    for (const same of document.querySelectorAll(`#lane-actions button[data-action="${action}"]`)) {
+      if (shownLane === name) same.disabled = false;
+    }
+    said(answer);
+    if (answer.ok && ["merge", "push", "restart"].includes(action) && tab === "work" && shownLane === name) loadWork();
+  }
+
+  // What the host answered, under the actions and in the flash: a refusal
+  // is its reason, as it said it.
+  function said(answer) {
+    const line = $("#act-result");
+    line.textContent = answer.text;
+    line.className = answer.ok ? "said-ok" : "said-error";
+    flash(answer.text, !answer.ok);
+  }
+
+  // ---- the shown lane's panes: output, work ---------------------------------
+
+  function showTab(name) {
+    tab = name;
+    for (const button of document.querySelectorAll("#lane-tabs [role=tab]")) {
+      const chosen = button.dataset.tab === name;
+      button.setAttribute("aria-selected", String(chosen));
+      button.tabIndex = chosen ? 0 : -1;
+    }
+    $("#pane-output").hidden = name !== "output";
+    $("#pane-work").hidden = name !== "work";
+    if (name === "work" && (work === null || work.lane !== shownLane)) loadWork();
+  }
+
+  const FOLD = 200; // lines of a file's patch shown at first
+  const MORE = 1000; // lines each "show more" adds
+  let work = null; // { lane, data } shown in the Work pane
+  let workAsked = 0; // only the last request's answer is drawn
+  let file = null; // { index, lines, shown } of the file whose patch shows
+
+  function clearWork() {
+    work = null;
+    file = null;
+    workAsked += 1;
+    $("#work-summary").textContent = "";
+    $("#work-summary").className = "";
+    $("#work-cut").hidden = true;
+    $("#work-uncommitted").hidden = true;
+    $("#work-chart").replaceChildren();
+    $("#work-commits").replaceChildren();
+    $("#work-commits-title").hidden = true;
+    $("#work-stat-box").hidden = true;
+    $("#work-files").hidden = true;
+    $("#diff").replaceChildren();
+  }
+
+  async function loadWork() {
+    const name = shownLane;
+    if (name === null) return;
+    workAsked += 1;
+    const asked = workAsked;
+    const summary = $("#work-summary");
+    if (work === null) summary.textContent = `Reading the work of ${name}…`;
+    const started = performance.now();
+    const answer = await getJson(`/api/work?lane=${encodeURIComponent(name)}`);
+    if (asked !== workAsked || name !== shownLane) return;
+    const fetched = performance.now();
+    if (!answer.ok) {
+      clearWork();
+      summary.textContent = answer.text;
+      summary.className = "said-error";
+      return;
+    }
+    work = { lane: name, data: answer.work };
+    drawWork();
+    // Reading a size makes the browser lay the pane out: the time includes it.
+    void $("#pane-work").offsetHeight;
+    const pane = $("#pane-work");
+    pane.dataset.fetchMs = (fetched - started).toFixed(1);
+    pane.dataset.renderMs = (performance.now() - fetched).toFixed(1);
+    pane.dataset.lane = name;
+  }
+
+  function plural(count, word) {
+    return `${count.toLocaleString("en")} ${word}${count === 1 ? "" : "s"}`;
+  }
+
+  function drawWork() {
+    const data = work.data;
+    const commits = data.commits || [];
+    const files = data.files || [];
+    const ahead = commits.length + (data.commits_more || 0);
+    const summary = $("#work-summary");
+    summary.className = "";
+    summary.textContent =
+      `${plural(ahead, "commit")} on ${data.branch} not in ${data.base} · ` +
+      `${plural(files.length, "file")} · ${plural(data.lines || 0, "line")} of diff`;
+    const cut = $("#work-cut");
+    cut.hidden = !data.cut;
+    cut.textContent = data.cut ? `⚠ Not all of it is shown: ${data.cut}` : "";
+    const uncommitted = $("#work-uncommitted");
+    uncommitted.hidden = !data.uncommitted;
+    uncommitted.textContent = data.uncommitted
+      ? `${plural(data.uncommitted, "file")} changed in the lane's worktree ${data.uncommitted === 1 ? "is" : "are"} not committed: a merge or a push leaves ${data.uncommitted === 1 ? "it" : "them"} out.`
+      : "";
+    $("#work-chart").replaceChildren(laneChart(data));
+    drawCommits(commits, data.commits_more || 0);
+    $("#work-stat-box").hidden = !data.stat;
+    $("#work-stat").textContent = data.stat || "";
+    const pick = $("#file-pick");
+    pick.replaceChildren(
+      ...files.map((each, index) => {
+        const option = el("option", null, `${each.path} (+${each.added} −${each.removed})`);
+        option.value = String(index);
+        return option;
+      }),
+    );
+    $("#work-files").hidden = files.length === 0;
+    if (files.length) showFile(0);
+  }
+
+  function drawCommits(commits, more) {
+    $("#work-commits-title").hidden = false;
+    const rows = commits.map((commit) => {
+      const row = el("li", "commit");
+      const meta = el("span", "commit-meta");
+      const sha = el("code", "sha", commit.sha);
+      const time = el("time", null, `${duration(ageOf(commit.at))} ago`);
+      time.dateTime = commit.at;
+      meta.append(sha, ` · ${commit.author} · `, time);
+      row.append(el("span", "commit-subject", commit.subject), meta);
+      return row;
+    });
+    if (!commits.length) rows.push(el("li", "empty", "No commit ahead."));
+    if (more) rows.push(el("li", "empty", `… and ${plural(more, "older commit")}`));
+    $("#work-commits").replaceChildren(...rows);
+  }
+
+  // One file's patch at a time, folded: a 5,000-line diff puts 200 lines in
+  // the DOM until more are asked for.
+  function showFile(index) {
+    const files = work.data.files;
+    index = Math.max(0, Math.min(files.length - 1, index));
+    const each = files[index];
+    const lines = each.patch ? each.patch.split("\n") : [];
+    if (lines.length && lines[lines.length - 1] === "") lines.pop();
+    file = { index, lines, shown: 0 };
+    $("#file-pick").value = String(index);
+    $("#file-prev").disabled = index === 0;
+    $("#file-next").disabled = index === files.length - 1;
+    const facts = [`${each.path}`, `+${each.added} −${each.removed}`, `file ${index + 1} of ${files.length}`];
+    if (each.binary) facts.push("binary: no patch to show");
+    if (each.cut) facts.push("its patch is cut: see the note above");
+    $("#file-head").textContent = facts.join(" · ");
+    $("#diff").replaceChildren();
+    $("#diff").scrollTop = 0;
+    moreLines(FOLD);
+  }
+
+  function moreLines(count) {
+    const box = $("#diff");
+    const end = Math.min(file.lines.length, file.shown + count);
+    const fragment = document.createDocumentFragment();
+    for (let at = file.shown; at < end; at += 1) {
+      const line = file.lines[at];
+      const first = line.charAt(0);
+      const kind = first === "+" ? "d-add" : first === "-" ? "d-del" : first === "@" ? "d-hunk" : first === "\\" ? "d-note" : "d-ctx";
+      const row = document.createElement("div");
+      row.className = `dl ${kind}`;
+      row.textContent = line;
+      fragment.append(row);
+    }
+    box.append(fragment);
+    file.shown = end;
+    const left = file.lines.length - end;
+    const button = $("#diff-more");
+    button.hidden = left === 0;
+    button.textContent = left > MORE ? `Show ${MORE.toLocaleString("en")} more lines (${left.toLocaleString("en")} not shown)` : `Show ${plural(left, "more line")}`;
+  }
+
+  // ---- charts ----------------------------------------------------------------
+
+  const SVG = "http://www.w3.org/2000/svg";
+  const CHART_WIDTH = 600;
+  const CHART_HEIGHT = 120;
+
+  function svg(tag, attributes, className) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+    if (className) node.setAttribute("class", className);
+    return node;
+  }
+
+  function money(usd) {
+    return `$${Number(usd).toFixed(2)}`;
+  }
+
+  // Sessions (`at` their end, `label` what names one) as bars over time,
+  // each as tall as its cost; rate-limit waits as shaded bands.
+  function costChart(title, sessions, waits) {
+    const figure = el("figure", "chart");
+    const summary = costSummary(sessions, waits);
+    const spans = sessions
+      .map((session) => {
+        const end = Date.parse(session.at);
+        return { session, start: end - (session.duration_secs || 0) * 1000, end };
+      })
+      .filter((span) => Number.isFinite(span.end));
+    const bands = waits
+      .map((wait) => {
+        const start = Date.parse(wait.at);
+        return { wait, start, end: start + (wait.secs || 0) * 1000 };
+      })
+      .filter((band) => Number.isFinite(band.start));
+    const times = spans.concat(bands).flatMap((span) => [span.start, span.end]);
+    if (times.length) {
+      const first = Math.min(...times);
+      const length = Math.max(1, Math.max(...times) - first);
+      const x = (at) => ((at - first) / length) * CHART_WIDTH;
+      const picture = svg("svg", { viewBox: `0 0 ${CHART_WIDTH} ${CHART_HEIGHT}`, preserveAspectRatio: "none", role: "img", "aria-label": `${title}: ${summary}` }, "chart-svg");
+      for (const band of bands) {
+        const rect = svg("rect", { x: x(band.start), y: 0, width: Math.max(2, x(band.end) - x(band.start)), height: CHART_HEIGHT }, "rl-band");
+        rect.append(svg("title", {}));
+        rect.lastChild.textContent = `rate-limit wait of ${duration(band.wait.secs)} from ${clock(band.wait.at)}`;
+        picture.append(rect);
+      }
+      const most = Math.max(0, ...sessions.map((session) => session.cost_usd || 0)) || 1;
+      for (const span of spans) {
+        const cost = span.session.cost_usd;
+        const tall = cost == null ? 3 : Math.max(1.5, (cost / most) * (CHART_HEIGHT - 6));
+        const rect = svg("rect", { x: x(span.start), y: CHART_HEIGHT - tall, width: Math.max(3, x(span.end) - x(span.start)), height: tall }, cost == null ? "bar bar-unknown" : "bar");
+        rect.append(svg("title", {}));
+        rect.lastChild.textContent = `${span.session.label}: ${cost == null ? "cost not reported" : money(cost)}, ${duration(span.session.duration_secs || 0)}, ended ${clock(span.session.at)}`;
+        picture.append(rect);
+      }
+      picture.append(svg("line", { x1: 0, y1: CHART_HEIGHT - 0.5, x2: CHART_WIDTH, y2: CHART_HEIGHT - 0.5 }, "axis"));
+      figure.append(picture);
+    }
+    const caption = el("figcaption", "chart-summary", summary);
+    figure.append(caption);
+    return figure;
+  }
+
+  // The chart's figures in words: what a screen reader says, and what a
+  // glance at the chart gives.
+  function costSummary(sessions, waits) {
+    if (!sessions.length && !waits.length) return "No session has ended yet.";
+    const known = sessions.filter((session) => session.cost_usd != null);
+    let text = plural(sessions.length, "session");
+    if (known.length) {
+      const total = known.reduce((sum, session) => sum + session.cost_usd, 0);
+      const top = known.reduce((best, session) => (session.cost_usd > best.cost_usd ? session : best));
+      text += `, ${money(total)} in all, most ${money(top.cost_usd)} (${top.label})`;
+    } else if (sessions.length) {
+      text += ", cost not reported";
+    }
+    const waited = waits.reduce((sum, wait) => sum + (wait.secs || 0), 0);
+    text += waits.length ? `; ${plural(waits.length, "rate-limit wait")}, ${duration(waited)} in all` : "; no rate-limit wait";
+    return text;
+  }
+
+  // A table a screen reader can walk, out of sight: the same figures.
+  function figuresTable(caption, head, rows) {
+    const table = el("table", "visually-hidden");
+    table.append(el("caption", null, caption));
+    const top = el("tr");
+    for (const name of head) top.append(el("th", null, name));
+    const header = el("thead");
+    header.append(top);
+    const body = el("tbody");
+    for (const cells of rows) {
+      const row = el("tr");
+      for (const cell of cells) row.append(el("td", null, cell));
+      body.append(row);
+    }
+    table.append(header, body);
+    return table;
+  }
+
+  function laneChart(data) {
+    const sessions = (data.sessions || []).map((session) => ({ ...session, label: `session ${session.iteration}` }));
+    const waits = data.rate_limits || [];
+    const box = el("div", "lane-chart");
+    box.append(el("h3", null, "Cost per session"), costChart(`Cost per session of ${data.lane}`, sessions, waits));
+    box.append(
+      figuresTable(
+        `Sessions of ${data.lane}`,
+        ["Session", "Ended", "Cost", "Duration"],
+        sessions.map((s) => [String(s.iteration), clock(s.at), s.cost_usd == null ? "not reported" : money(s.cost_usd), duration(s.duration_secs || 0)]),
+      ),
+      figuresTable(
+        `Rate-limit waits of ${data.lane}`,
+        ["Started", "Length"],
+        waits.map((wait) => [clock(wait.at), duration(wait.secs || 0)]),
+      ),
+    );
+    return box;
+  }
+
+  // ---- the fleet's cost -------------------------------------------------------
+
+  let costTimer = null;
+
+  async function loadChart() {
+    if (document.hidden || !$("#cost").open) return;
+    const answer = await getJson("/api/chart");
+    const box = $("#fleet-chart");
+    if (!answer.ok) {
+      // The last chart stays; what went wrong is said under it.
+      const error = box.querySelector(".chart-error") || el("p", "chart-error said-error");
+      error.textContent = `Not refreshed: ${answer.text}`;
+      box.append(error);
+      return;
+    }
+    const sessions = (answer.sessions || []).map((session) => ({ ...session, label: `${session.lane}, ended ${clock(session.at)}` }));
+    const waits = answer.rate_limits || [];
+    const byLane = new Map();
+    for (const session of sessions) {
+      const sum = byLane.get(session.lane) || { sessions: 0, cost: 0, waits: 0 };
+      sum.sessions += 1;
+      sum.cost += session.cost_usd || 0;
+      byLane.set(session.lane, sum);
+    }
+    for (const wait of waits) {
+      const sum = byLane.get(wait.lane) || { sessions: 0, cost: 0, waits: 0 };
+      sum.waits += 1;
+      byLane.set(wait.lane, sum);
+    }
+    const ranked = [...byLane].sort((a, b) => b[1].cost - a[1].cost);
+    const lanesLine = el("p", "chart-lanes");
+    lanesLine.textContent = ranked.length
+      ? `${plural(ranked.length, "lane")}: ` + ranked.slice(0, 6).map(([lane, sum]) => `${lane} ${money(sum.cost)}`).join(" · ") + (ranked.length > 6 ? " · …" : "")
+      : "";
+    box.replaceChildren(
+      costChart("Cost per session of the fleet", sessions, waits),
+      lanesLine,
+      figuresTable(
+        "Cost of the fleet per lane",
+        ["Lane", "Sessions", "Cost", "Rate-limit waits"],
+        ranked.map(([lane, sum]) => [lane, String(sum.sessions), money(sum.cost), String(sum.waits)]),
+      ),
+    );
+    box.dataset.loaded = String(Date.now());
+  }
+
+  function costToggled() {
+    clearInterval(costTimer);
+    costTimer = null;
+    if (!$("#cost").open) return;
+    loadChart();
+    costTimer = setInterval(loadChart, 30000);
+  }
+
+  // ---- plans -------------------------------------------------------------------
+
+  const STEP_GLYPHS = {
+    pending: "·",
+    "waiting for approval": "⏸",
+    ready: "○",
+    running: "▶",
+    done: "✓",
+    failed: "✗",
+    blocked: "⊘",
+    merged: "✔",
+    "needs review": "⚑",
+  };
+  let plansKey = "";
+  const planAnswers = new Map(); // plan address -> the host's answer to a retry
+
+  function drawPlans() {
+    const plans = view.plans || [];
+    const key = JSON.stringify([plans, [...planAnswers]]);
+    if (key === plansKey) return;
+    plansKey = key;
+    $("#plans-pane").hidden = plans.length === 0;
+    $("#plans").replaceChildren(...plans.map(planCard));
+  }
+
+  // Steps in the plan's order (its merge order), each indented below the
+  // steps it waits for.
+  function planCard(plan) {
+    const card = el("div", `plan plan-${String(plan.status).replace(/ /g, "-")}`);
+    card.dataset.plan = plan.address;
+    const head = el("div", "plan-head");
+    head.append(el("span", "plan-name", plan.name), el("span", "plan-status", plan.status));
+    if (plan.base) head.append(el("span", "plan-base", `onto ${plan.base}`));
+    if (plan.host) head.append(el("span", "plan-host", `on ${plan.host}`));
+    if (plan.status === "failed") {
+      const retry = el("button", "plan-retry", "Retry");
+      retry.type = "button";
+      retry.title = "Start its failed and blocked steps again from fresh branches";
+      retry.addEventListener("click", () => retryPlan(plan.address, retry));
+      head.append(retry);
+    }
+    card.append(head);
+    const depth = new Map();
+    const ids = new Map(plan.steps.map((step) => [step.id, step]));
+    const depthOf = (step, seen) => {
+      if (depth.has(step.id)) return depth.get(step.id);
+      if (seen.has(step.id)) return 0;
+      seen.add(step.id);
+      const below = (step.depends_on || []).map((id) => (ids.has(id) ? depthOf(ids.get(id), seen) + 1 : 0));
+      const found = Math.max(0, ...below);
+      depth.set(step.id, found);
+      return found;
+    };
+    const steps = el("ol", "steps");
+    plan.steps.forEach((step, index) => {
+      const state = String(step.state);
+      const row = el("li", `step step-${state.replace(/ /g, "-")} depth-${Math.min(6, depthOf(step, new Set()))}`);
+      row.dataset.step = step.id;
+      row.append(
+        el("span", "step-glyph", STEP_GLYPHS[state] || "·"),
+        el("span", "step-order", `${index + 1}.`),
+        el("span", "step-id", step.id),
+        el("span", "step-state", state),
+      );
+      if (step.depends_on && step.depends_on.length) row.append(el("span", "step-after", `after ${step.depends_on.join(", ")}`));
+      if (step.lane && lanes.has(step.lane)) {
+        const go = el("button", "step-lane", step.lane);
+        go.type = "button";
+        go.title = `Show lane ${step.lane}`;
+        go.addEventListener("click", () => showLane(step.lane));
+        row.append(go);
+      }
+      steps.append(row);
+    });
+    card.append(steps);
+    const answer = planAnswers.get(plan.address);
+    if (answer) card.append(el("p", `plan-said ${answer.ok ? "said-ok" : "said-error"}`, answer.text));
+    return card;
+  }
+
+  async function retryPlan(address, button) {
+    button.disabled = true;
+    const answer = await send("/api/plans/retry", { plan: address });
+    button.disabled = false;
+    planAnswers.set(address, answer);
+    flash(answer.text, !answer.ok);
+    drawPlans();
+  }
+
+  // ---- a new lane -------------------------------------------------------------------
+
+  let laneToShow = null; // a lane added here, shown once the view has it
+
+  function openNewLane(open) {
+    $("#new-lane").hidden = !open;
+    $("#new-lane-open").setAttribute("aria-expanded", String(open));
+    if (!open) return;
+    fillHosts();
+    $("#new-name").focus();
+  }
+
+  function fillHosts() {
+    const several = view.hosts.length > 1;
+    $("#new-host-label").hidden = !several;
+    const select = $("#new-host");
+    const chosen = select.value;
+    select.replaceChildren(
+      ...view.hosts
+        .filter((host) => host.name)
+        .map((host) => {
+          const option = el("option", null, host.lost ? `${host.name} (unreachable)` : host.name);
+          option.value = host.name;
+          return option;
+        }),
+    );
+    if (chosen) select.value = chosen;
+  }
+
+  async function addLane(event) {
+    event.preventDefault();
+    const error = $("#new-lane-error");
+    const name = $("#new-name").value.trim();
+    const prompt = $("#new-prompt").value;
+    const promptFile = $("#new-prompt-file").value.trim();
+    const base = $("#new-base").value.trim();
+    if (!name) {
+      error.textContent = "Give the lane a name.";
+      $("#new-name").focus();
+      return;
+    }
+    if (prompt.trim() && promptFile) {
+      error.textContent = "Give a prompt or a prompt file, not both.";
+      return;
+    }
+    const several = view.hosts.length > 1;
+    const body = {
+      name,
+      prompt: prompt.trim() ? prompt : null,
+      prompt_file: promptFile || null,
+      base: base || null,
+      host: several ? $("#new-host").value || null : null,
+    };
+    const button = $("#new-lane-add");
+    button.disabled = true;
+    error.textContent = "";
+    const answer = await send("/api/lanes", body);
+    button.disabled = false;
+    if (!answer.ok) {
+      // What was typed stays, to be mended and sent again.
+      error.textContent = answer.text;
+      return;
+    }
+    $("#new-lane").reset();
+    openNewLane(false);
+    flash(answer.text || `Lane ${name} added.`, false);
+    laneToShow = several && body.host ? `${body.host}/${name}` : name;
+    if (lanes.has(laneToShow)) showLane(laneToShow);
+    else if (lanes.has(name)) showLane(name);
+  }
+
   // ---- keys ---------------------------------------------------------------
 
   function onKey(event) {
-    const typing = ["INPUT", "TEXTAREA"].includes(event.target.tagName);
+    const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(event.target.tagName);
     if (typing) {
       if (event.key === "Escape") event.target.blur();
       return;
@@ -601,6 +1226,15 @@
       case "r":
         if (card) card.querySelector(".reason").focus();
         break;
+      case "o":
+        showTab("output");
+        break;
+      case "w":
+        showTab("work");
+        break;
+      case "n":
+        openNewLane(true);
+        break;
       default:
         return;
     }
@@ -624,6 +1258,7 @@
     }
     try {
       const response = await fetch("/api/state", { headers: authorized({}) });
+      reachable = true;
       if (!response.ok) {
         refused(response.status);
         setConnected(false);
@@ -636,6 +1271,8 @@
       take(state);
       connect();
     } catch (error) {
+      // What the page shows stays: it is the last the server said.
+      reachable = false;
       setConnected(false);
       setTimeout(start, 3000);
     }
@@ -657,6 +1294,22 @@
     });
   }
   $("#lanes").addEventListener("scroll", drawLanesSoon, { passive: true });
+  for (const button of document.querySelectorAll("#lane-tabs [role=tab]")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
+  }
+  $("#work-refresh").addEventListener("click", loadWork);
+  $("#file-pick").addEventListener("change", (event) => showFile(Number(event.target.value)));
+  $("#file-prev").addEventListener("click", () => file && showFile(file.index - 1));
+  $("#file-next").addEventListener("click", () => file && showFile(file.index + 1));
+  $("#diff-more").addEventListener("click", () => file && moreLines(MORE));
+  $("#cost").addEventListener("toggle", costToggled);
+  $("#new-lane-open").addEventListener("click", () => openNewLane($("#new-lane").hidden));
+  $("#new-lane-cancel").addEventListener("click", () => openNewLane(false));
+  $("#new-lane").addEventListener("submit", addLane);
+  // Installed, the page opens without its server and says it cannot reach
+  // it. Only a secure context has a service worker: a page over plain http
+  // from another machine goes without.
+  if ("serviceWorker" in navigator) navigator.serviceWorker.register("/sw.js").catch(() => {});
   window.addEventListener("resize", drawLanesSoon);
   setInterval(tick, 1000);
   start();
