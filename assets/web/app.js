@@ -629,7 +629,7 @@
       const session = lane.iteration == null ? "the session" : `session ${lane.iteration}`;
       actions.push({ action: "kill", label: "Kill session", confirm: `Kill ${session} of ${name}?` });
     } else {
-      actions.push({ action: "restart", label: "Run again", confirm: `Run ${name} again?` });
+      actions.push({ action: "restart", label: "Run again" });
       actions.push({ action: "remove", label: "Remove", confirm: `Remove lane ${name}?` });
     }
     return actions;

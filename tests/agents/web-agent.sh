@@ -5,11 +5,25 @@
 # is, then asks through `clowder gate` as Claude Code's PreToolUse hook would;
 # the answer goes to WEB_AGENT_OUT/answer-LANE.json, the gate's exit status
 # to WEB_AGENT_OUT/gate-exit-LANE. In lane WEB_AGENT_HOSTILE_LANE it prints
-# HTML and terminal escapes. Then it writes a line every 0.2 s for
+# HTML and terminal escapes. In a lane named LANE:N in WEB_AGENT_COMMIT_LANES
+# it commits LANE.txt of N lines, reports a cost of $0.42 as Claude Code's
+# result line does, and ends. Else it writes a line every 0.2 s for
 # WEB_AGENT_SECS seconds.
 lane="${CLOWDER_LANE:-none}"
 out="${WEB_AGENT_OUT:?}"
 echo "lane=$lane"
+for entry in ${WEB_AGENT_COMMIT_LANES:-}; do
+    case "$entry" in
+    "$lane":*)
+        seq 1 "${entry#*:}" | sed 's/^/line /' > "$lane.txt"
+        git add "$lane.txt"
+        git -c user.name=Agent -c user.email=agent@example.com -c commit.gpgsign=false \
+            commit --quiet -m "$lane: ${entry#*:} lines"
+        echo '{"type":"result","subtype":"success","is_error":false,"result":"committed","session_id":"web-1","total_cost_usd":0.42}'
+        exit 0
+        ;;
+    esac
+done
 if [ "$lane" = "${WEB_AGENT_HOSTILE_LANE:-}" ]; then
     printf '<script>alert(1)</script><img src=x onerror="alert(2)">\n'
     printf 'esc \033[31mred\033[0m \033]0;title\007 \033[2Jafter\n'

@@ -107,6 +107,7 @@ mod ui_fleet_snapshots;
 mod ui_header_states;
 mod ui_plan_snapshots;
 mod ui_snapshots;
+mod web_actions;
 mod web_browser;
 mod web_serve;
 mod worker_loop;

@@ -5,7 +5,7 @@
 //! Debian's `chromium` and `chromium-driver` (`.ci/run` installs them).
 
 #[path = "common/browser.rs"]
-mod browser;
+pub mod browser;
 use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -22,16 +22,16 @@ use common::{DEADLINE, clowder_bin, send_signal, wait_until};
 use serde_json::Value;
 
 /// `clowder serve --http 127.0.0.1:0` in a folder, ended (SIGTERM) on drop.
-struct Served {
+pub struct Served {
     child: Child,
     /// The page's address with its token, as printed.
-    url: String,
+    pub url: String,
     log: PathBuf,
 }
 
 impl Served {
     /// Starts it in `folder`, its stderr in `log`, and reads the URL it prints.
-    fn start(folder: &Path, log: PathBuf) -> Served {
+    pub fn start(folder: &Path, log: PathBuf) -> Served {
         let stderr = std::fs::File::create(&log).expect("create the serve log");
         let mut child = clowder_command(folder, &["serve", "--http", "127.0.0.1:0"])
             .stderr(stderr)
@@ -71,14 +71,14 @@ impl Served {
             .expect("a token in the URL")
     }
 
-    fn stderr(&self) -> String {
+    pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
 impl Served {
     /// SIGTERM, as a service manager would stop it; its exit status.
-    fn stop(mut self) -> std::process::ExitStatus {
+    pub fn stop(mut self) -> std::process::ExitStatus {
         send_signal(self.child.id(), libc::SIGTERM);
         let ended = wait_until(DEADLINE, || matches!(self.child.try_wait(), Ok(Some(_))));
         assert!(
@@ -104,20 +104,33 @@ impl Drop for Served {
 
 /// A repository with lanes of the web fake agent, its headless host, and
 /// `clowder serve --http` over it.
-struct WebFleet {
-    base: HostFleet,
+pub struct WebFleet {
+    pub base: HostFleet,
     host: Option<Child>,
-    served: Option<Served>,
+    pub served: Option<Served>,
 }
 
 impl WebFleet {
     /// Lanes `lanes`; those in `gate_lanes` ask through the gate once told
     /// ([`WebFleet::go`]); `hostile` prints HTML and terminal escapes.
-    fn start(lanes: &[&str], gate_lanes: &[&str], hostile: &str) -> WebFleet {
+    pub fn start(lanes: &[&str], gate_lanes: &[&str], hostile: &str) -> WebFleet {
+        WebFleet::start_with(lanes, gate_lanes, hostile, "", "")
+    }
+
+    /// As [`WebFleet::start`], with `commit_lanes` (`LANE:N`, space
+    /// separated) whose agent commits N lines and ends, and `extra` TOML in
+    /// harness.toml.
+    pub fn start_with(
+        lanes: &[&str],
+        gate_lanes: &[&str],
+        hostile: &str,
+        commit_lanes: &str,
+        extra: &str,
+    ) -> WebFleet {
         let base = HostFleet::new(lanes, 1);
         let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/web-agent.sh");
         let config = format!(
-            "[agent]\ncommand = \"sh\"\nargs = [{:?}]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n",
+            "[agent]\ncommand = \"sh\"\nargs = [{:?}]\n\n[session]\nmax_iterations = 1\n\n[watchdog]\nmin_output_bytes = 1\n\n{extra}",
             agent.display().to_string()
         );
         std::fs::write(base.root().join("harness.toml"), config).expect("write harness.toml");
@@ -126,6 +139,7 @@ impl WebFleet {
             .env("WEB_AGENT_OUT", base.out_dir())
             .env("WEB_AGENT_GATE_LANES", gate_lanes.join(" "))
             .env("WEB_AGENT_HOSTILE_LANE", hostile)
+            .env("WEB_AGENT_COMMIT_LANES", commit_lanes)
             .env("WEB_AGENT_SECS", "120")
             .env("WEB_AGENT_CLOWDER", clowder_bin())
             .stdout(log("host.out"))
@@ -145,7 +159,7 @@ impl WebFleet {
         }
     }
 
-    fn served(&self) -> &Served {
+    pub fn served(&self) -> &Served {
         self.served.as_ref().expect("served until drop")
     }
 
@@ -182,7 +196,7 @@ impl WebFleet {
     }
 
     /// A browser of `size` on the page, its first state drawn.
-    fn open(&self, size: (u32, u32)) -> Browser {
+    pub fn open(&self, size: (u32, u32)) -> Browser {
         let browser = Browser::start(size);
         browser.goto(&self.served().url);
         browser.wait_for("body[data-ready='1']");
@@ -848,7 +862,7 @@ fn the_demo_fleet_is_approved_from_a_phone_and_its_screenshots_are_taken() {
 
 /// Presses lane `lane`'s row until the output pane is that lane's: a row can
 /// move between finding it and pressing it while the list reorders.
-fn pick_lane(browser: &Browser, lane: &str) {
+pub fn pick_lane(browser: &Browser, lane: &str) {
     for _ in 0..5 {
         browser.click(&format!("#lanes .lane[data-lane='{lane}']"));
         let shown = wait_until(Duration::from_secs(10), || {
@@ -877,6 +891,13 @@ fn open_demo(served: &Served, size: (u32, u32), name: &str) -> Browser {
         browser.wait_for(&format!("#lanes .lane[data-lane='{lane}']"));
     }
     browser.wait_texts("#output .out-line", |t| t.contains("release.sh --publish"));
+    screenshot(&browser, size, name);
+    browser
+}
+
+/// A screenshot of the viewport in target/screenshots/`name`, and in
+/// docs/`name` when CLOWDER_UPDATE_SCREENSHOTS=1.
+pub fn screenshot(browser: &Browser, size: (u32, u32), name: &str) {
     let shot = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/screenshots")
         .join(name);
@@ -889,7 +910,6 @@ fn open_demo(served: &Served, size: (u32, u32), name: &str) -> Browser {
             .join(name);
         std::fs::copy(&shot, &docs).expect("copy the screenshot to docs/");
     }
-    browser
 }
 
 /// The demo's host, ended as a service manager would end it.
