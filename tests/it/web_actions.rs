@@ -7,11 +7,14 @@
 
 use crate::common;
 use crate::web_browser::browser::{Browser, DESKTOP, PHONE};
-use crate::web_browser::{WebFleet, pick_lane, screenshot};
+use crate::web_browser::{Served, WebFleet, pick_lane, screenshot};
 
 use std::path::Path;
 
 use common::git::git_in;
+use common::host::stop_host;
+use common::plan::PlanRepo;
+use common::{DEADLINE, stdout_of, wait_until};
 use serde_json::Value;
 
 /// Presses the action `action` of the shown lane; a risky one is pressed a
@@ -218,41 +221,118 @@ fn a_desktop_pauses_resumes_stops_kills_and_runs_a_lane_again() {
     screenshot(&browser, DESKTOP, "web-desktop-lane.png");
 }
 
+/// A plan whose step `a` fails until the file `ok` exists in `dir`; `b`
+/// waits for `a`, `c` for nothing.
+fn failing_until(dir: &Path) -> String {
+    format!(
+        "[plan]\nname = \"rt\"\n\n[[step]]\nid = \"a\"\nprompt = \"write a.txt\\nfail-unless {}\"\n\n[[step]]\nid = \"b\"\ndepends_on = [\"a\"]\nprompt = \"write b.txt\"\n\n[[step]]\nid = \"c\"\nprompt = \"write c.txt\"\n",
+        dir.join("ok").display()
+    )
+}
+
 /// The lane's name in the registry, once `lane add` from the page has made it.
 fn registered(root: &Path, lane: &str) -> bool {
     std::fs::read_to_string(root.join(".clowder/fleet.json"))
         .is_ok_and(|text| text.contains(&format!("\"{lane}\"")))
 }
 
-/// A lane made from the page's form runs; a name already taken is refused
-/// with the host's reason and what was typed is kept. With the server gone
-/// the page says it cannot reach it, and keeps what it shows.
+/// On a phone, over a host where a plan failed: the plan's steps show in
+/// order with their states and what each waits for, and Retry runs it again
+/// to the end. A lane made from the page's form runs; a name already taken
+/// is refused with the host's reason and what was typed is kept. With the
+/// server gone the page says it cannot reach it, and keeps what it shows.
 #[test]
-fn a_new_lane_is_made_from_the_page_and_runs() {
-    let mut fleet = WebFleet::start(&["alpha"], &[], "");
-    let browser = fleet.open(PHONE);
+fn a_failed_plan_is_retried_and_a_new_lane_is_made_from_the_page() {
+    let flag = tempfile::tempdir().expect("tempdir");
+    let repo = PlanRepo::new(&failing_until(flag.path()));
+    let out = repo.run_plan();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let logs = tempfile::tempdir().expect("tempdir");
+    let log = |name: &str| std::fs::File::create(logs.path().join(name)).expect("log");
+    let host = repo
+        .command(&["--headless"])
+        .stdout(log("host.out"))
+        .stderr(log("host.err"))
+        .spawn()
+        .expect("start the host");
+    let host = Host {
+        root: repo.root().to_path_buf(),
+        child: Some(host),
+    };
+    let socket = repo.path(".clowder/host.sock");
+    assert!(
+        wait_until(DEADLINE, || std::os::unix::net::UnixStream::connect(
+            &socket
+        )
+        .is_ok()),
+        "the host never served"
+    );
+    let mut served = Some(Served::start(repo.root(), logs.path().join("serve.err")));
+    let browser = Browser::start(PHONE);
+    browser.goto(&served.as_ref().expect("served").url);
+    browser.wait_for("body[data-ready='1']");
+
+    let plan = ".plan[data-plan='rt']";
+    browser.wait_text(&format!("{plan} .plan-status"), |t| t == "failed");
+    let steps = browser.texts(&format!("{plan} .step"));
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert!(steps[0].starts_with("✗1.afailed"), "{steps:?}");
+    assert!(
+        steps[1].contains("2.bblocked") && steps[1].contains("after a"),
+        "{steps:?}"
+    );
+    assert_eq!(browser.count(&format!("{plan} .step.depth-1")), 1);
+    std::fs::write(flag.path().join("ok"), "").expect("write");
+    browser.click(&format!("{plan} .plan-retry"));
+    browser.wait_text(&format!("{plan} .plan-status"), |t| t == "completed");
+    assert_eq!(browser.count(&format!("{plan} .plan-retry")), 0);
+    let files = repo.files_at("main");
+    assert!(files.iter().any(|f| f == "b.txt"), "{files:?}");
+
     browser.click("#new-lane-open");
-    browser.send_keys("#new-name", "alpha");
-    browser.send_keys("#new-prompt", "Write the docs.");
+    browser.send_keys("#new-name", "rt-a");
+    browser.send_keys("#new-prompt", "write docs.txt");
     browser.click("#new-lane-add");
     let refused = browser.wait_text("#new-lane-error", |t| !t.is_empty());
-    assert!(refused.contains("alpha"), "{refused}");
+    assert!(refused.contains("rt-a"), "{refused}");
     let kept = browser.execute(
         "return [document.querySelector('#new-name').value, document.querySelector('#new-prompt').value];",
     );
-    assert_eq!(kept, serde_json::json!(["alpha", "Write the docs."]));
-
+    assert_eq!(kept, serde_json::json!(["rt-a", "write docs.txt"]));
     browser.execute("document.querySelector('#new-name').value = '';");
-    browser.send_keys("#new-name", "fresh");
+    browser.send_keys("#new-name", "docs");
     browser.click("#new-lane-add");
     browser.wait_for("#new-lane[hidden]");
-    browser.wait_for("#lanes .lane[data-lane='fresh']");
-    assert!(registered(fleet.base.root(), "fresh"));
-    browser.wait_text("#output-title", |t| t.contains("fresh"));
-    browser.wait_texts("#output .out-line", |t| t.contains("lane=fresh"));
+    browser.wait_for("#lanes .lane[data-lane='docs']");
+    assert!(registered(repo.root(), "docs"));
+    browser.wait_text("#output-title", |t| t.contains("docs"));
+    let ran = wait_until(DEADLINE, || {
+        repo.git(&["log", "--format=%s", "clowder/docs", "--"])
+            .contains("docs: docs.txt")
+    });
+    assert!(ran, "the new lane's agent committed nothing");
+    browser.wait_text("#lanes .lane[data-lane='docs'] .ahead", |t| t == "1 ahead");
 
-    let served = fleet.served.take().expect("served");
-    assert!(served.stop().success());
+    assert!(served.take().expect("served").stop().success());
     browser.wait_text("#conn", |t| t == "offline: cannot reach clowder serve");
-    assert_eq!(browser.count("#lanes .lane[data-lane='fresh']"), 1);
+    assert_eq!(
+        browser.count("#lanes .lane[data-lane='docs']"),
+        1,
+        "what was shown stays"
+    );
+    drop(host);
+}
+
+/// A host in a plan's repository, ended as a service manager would end it.
+struct Host {
+    root: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            stop_host(&self.root, child);
+        }
+    }
 }
