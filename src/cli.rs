@@ -691,10 +691,12 @@ fn run_fleet(config: Config, cwd: PathBuf, args: &Args) -> i32 {
     } else {
         Verbosity::Normal
     };
+    // The plans run here before, for the socket's clients (the web page).
+    let plans = Some(crate::plan::room_viewer(cwd.clone()));
     if args.stay {
-        return crate::fleet::host::run_staying(cwd, config, verbosity);
+        return crate::fleet::host::run_staying(cwd, config, verbosity, plans);
     }
-    crate::fleet::host::run_headless(cwd, config, verbosity)
+    crate::fleet::host::run_headless(cwd, config, verbosity, plans)
 }
 
 fn run_headless(config: Config, cwd: PathBuf, verbosity: Verbosity) -> i32 {

@@ -106,6 +106,7 @@ fn make(root: &Path) -> Result<(PathBuf, PathBuf), String> {
         .map_err(|err| format!("cannot find the clowder program itself: {err}"))?;
     write_files(&root)?;
     commit_all(&root)?;
+    add_origin(&root)?;
     for (name, _) in LANES {
         let name = LaneName::parse(name)?;
         let options = AddOptions {
@@ -136,7 +137,37 @@ fn clear(root: &Path) -> Result<(), String> {
             root.display()
         ));
     }
+    let origin = origin_of(root);
+    if origin.join(MARK).is_file() {
+        std::fs::remove_dir_all(&origin)
+            .map_err(|err| format!("cannot remove {}: {err}", origin.display()))?;
+    }
     std::fs::remove_dir_all(root).map_err(|err| format!("cannot remove {}: {err}", root.display()))
+}
+
+/// The demo's remote, a bare repository beside it: `lane push` has somewhere
+/// to push, and no network is used.
+fn origin_of(root: &Path) -> PathBuf {
+    let mut name = root.file_name().unwrap_or_default().to_os_string();
+    name.push("-origin.git");
+    root.with_file_name(name)
+}
+
+fn add_origin(root: &Path) -> Result<(), String> {
+    let origin = origin_of(root);
+    if origin.exists() {
+        let _ = std::fs::remove_dir_all(&origin);
+    }
+    let path = origin.to_string_lossy().into_owned();
+    worktree::git(
+        root,
+        &["init", "--quiet", "--bare", "--end-of-options", &path],
+    )?;
+    std::fs::write(origin.join(MARK), "the remote of `clowder demo`\n")
+        .map_err(|err| format!("cannot write in {path}: {err}"))?;
+    worktree::git(root, &["remote", "add", "origin", &path])?;
+    worktree::git(root, &["push", "--quiet", "origin", "HEAD"])?;
+    Ok(())
 }
 
 fn write_files(root: &Path) -> Result<(), String> {

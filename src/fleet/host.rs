@@ -19,6 +19,7 @@ use super::link::{HostMsg, HostRequest};
 use super::plans::Driver;
 use super::registry::{self, Lane, LaneKind, LaneState};
 use super::room::RoomSide;
+use super::serve::{WorkDone, settle};
 use crate::approvals::commands::{APPROVALS_DIR_ENV, EVENT_LOG_ENV, LANE_ENV};
 use crate::approvals::host_rules::{self, HostRules};
 use crate::config::{Config, Usd};
@@ -52,21 +53,28 @@ pub fn lane_configs(root: &Path, base: &Config) -> Result<Vec<(LaneName, Config)
 
 /// Runs the lanes of the fleet in `root` until every one has ended; returns the
 /// exit code (0, or that of the first lane in lane order that did not end well).
-pub fn run_headless(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
-    run_headless_with(root, config, verbosity, None)
+/// `plans` shows the plans run here to the socket's clients, and takes their
+/// merges and retries.
+pub fn run_headless(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    plans: Option<super::plans::RoomDriver>,
+) -> i32 {
+    run_headless_with(root, config, verbosity, None, plans)
 }
 
 /// [`run_headless`] that goes on after its lanes have ended, serving and
 /// starting lanes added or resumed, until a signal stops it.
-pub fn run_staying(root: PathBuf, config: Config, verbosity: Verbosity) -> i32 {
-    let (to_hub, from_host) = mpsc::unbounded_channel();
-    let watchers = Watchers {
-        room: RoomSide::served(to_hub),
-        from_host,
-        local: None,
-    };
+pub fn run_staying(
+    root: PathBuf,
+    config: Config,
+    verbosity: Verbosity,
+    plans: Option<super::plans::RoomDriver>,
+) -> i32 {
+    let (watchers, viewer) = served(plans);
     let stay = Host::staying;
-    run_with(root, config, verbosity, watchers, (None, None), stay)
+    run_with(root, config, verbosity, watchers, (None, viewer), stay)
 }
 
 /// [`run_headless`], kept alive until `driver` is done too.
@@ -75,14 +83,28 @@ pub fn run_headless_with(
     config: Config,
     verbosity: Verbosity,
     driver: Option<Driver>,
+    plans: Option<super::plans::RoomDriver>,
 ) -> i32 {
+    let (watchers, viewer) = served(plans);
+    run(root, config, verbosity, watchers, driver, viewer)
+}
+
+/// The watchers of a host with no room on its terminal, and the plans'
+/// side made to hear its clients' plan requests.
+fn served(plans: Option<super::plans::RoomDriver>) -> (Watchers, Option<Driver>) {
     let (to_hub, from_host) = mpsc::unbounded_channel();
+    let mut room = RoomSide::served(to_hub.clone());
+    let viewer = plans.map(|make| {
+        let (plan_tx, plan_rx) = mpsc::unbounded_channel();
+        room.plan = Some(plan_tx);
+        make(to_hub, plan_rx)
+    });
     let watchers = Watchers {
-        room: RoomSide::served(to_hub),
+        room,
         from_host,
         local: None,
     };
-    run(root, config, verbosity, watchers, driver, None)
+    (watchers, viewer)
 }
 
 fn run(
@@ -474,7 +496,7 @@ impl Host {
                 Some(()) = recv(&mut sigint) => self.forward(StopSignal::Int),
                 Some(()) = recv(&mut sigterm) => self.forward(StopSignal::Term),
                 Some(()) = recv(&mut sighup) => self.forward(StopSignal::Hup),
-                request = RoomSide::next_request(&mut self.room) => self.on_request(request),
+                request = RoomSide::next_request(&mut self.room) => self.on_request(request, None),
                 Some(remote) = recv_remote(&mut self.remote) => self.on_remote(remote),
                 _ = poll.tick() => {
                     if !self.stopping && let Some(fresh) = self.start_ready() {
@@ -592,77 +614,72 @@ impl Host {
         }
     }
 
-    /// A request from the control room; `None`: it has closed.
-    fn on_request(&mut self, request: Option<HostRequest>) {
-        match request {
-            None => {
-                // Nobody is looking: start nothing new, and stop what runs
-                // (a plan's driver too: `plan run` again goes on with it).
-                self.stopping = true;
-                self.driver = None;
-                if let Some(room) = self.room.as_mut() {
-                    room.close();
-                }
-                for (name, sender) in &self.commands {
-                    if !self.ended.contains_key(name) {
-                        let _ = sender.send(Command::StopNow);
-                    }
-                }
+    /// A request from the control room; `None`: it has closed. `done`,
+    /// when given, hears how the work went.
+    fn on_request(&mut self, request: Option<HostRequest>, done: Option<WorkDone>) {
+        let Some(request) = request else {
+            self.room_closed();
+            return;
+        };
+        if matches!(request, HostRequest::Detached) {
+            // Nobody asks anything more; nothing is stopped.
+            if let Some(room) = self.room.as_mut() {
+                room.close();
+                room.plan = None;
             }
-            Some(HostRequest::Command { lane, command }) => {
+            return;
+        }
+        if let HostRequest::Tell { lane, text } = request {
+            self.tell(lane, &text, done);
+            return;
+        }
+        let Some(room) = &self.room else {
+            return;
+        };
+        match request {
+            HostRequest::Command { lane, command } => {
                 let word = command_word(&command);
                 let sent = self
                     .commands
                     .get(&lane)
                     .is_some_and(|sender| sender.send(command).is_ok());
-                if !sent {
-                    self.say(
-                        Level::Warn,
-                        &format!("lane={lane} is not running: nothing to {word}"),
-                    );
+                let said = match sent {
+                    true => Ok(format!("lane {lane}: {word} sent")),
+                    false => Err(format!("lane {lane} is not running: nothing to {word}")),
+                };
+                if let Err(why) = &said {
+                    self.say(Level::Warn, why);
                 }
+                settle(done, said);
             }
-            Some(HostRequest::Diff(lane)) => {
-                if let Some(room) = &self.room {
-                    room.diff(&self.root, lane);
-                }
+            HostRequest::Diff(lane) => room.diff(&self.root, lane, done),
+            HostRequest::Work(lane) => room.work(&self.root, lane, done),
+            HostRequest::Remove(lane) => room.remove(&self.root, lane, done),
+            request @ (HostRequest::MergeStep { .. } | HostRequest::RetryPlan { .. }) => {
+                room.to_plan(request, done);
             }
-            Some(HostRequest::Remove(lane)) => {
-                if let Some(room) = &self.room {
-                    room.remove(&self.root, lane);
-                }
+            HostRequest::AddLane(request) => room.add_lane(&self.root, request, done),
+            HostRequest::Detached | HostRequest::Tell { .. } => {}
+            HostRequest::StopTask(lane) => room.stop_task(&self.root, lane, done),
+            request @ (HostRequest::MergeLane(_)
+            | HostRequest::PushLane(_)
+            | HostRequest::RestartLane(_)) => {
+                room.lane_work(&self.root, &self.config, request, done);
             }
-            Some(request @ (HostRequest::MergeStep { .. } | HostRequest::RetryPlan { .. })) => {
-                if let Some(room) = &self.room {
-                    room.to_plan(request);
-                }
-            }
-            Some(HostRequest::AddLane(request)) => {
-                if let Some(room) = &self.room {
-                    room.add_lane(&self.root, request);
-                }
-            }
-            Some(HostRequest::Detached) => {
-                // Nobody asks anything more; nothing is stopped.
-                if let Some(room) = self.room.as_mut() {
-                    room.close();
-                    room.plan = None;
-                }
-            }
-            Some(HostRequest::Tell { lane, text }) => self.tell(lane, &text, None),
-            Some(HostRequest::StopTask(lane)) => {
-                if let Some(room) = &self.room {
-                    room.stop_task(&self.root, lane);
-                }
-            }
-            Some(
-                request @ (HostRequest::MergeLane(_)
-                | HostRequest::PushLane(_)
-                | HostRequest::RestartLane(_)),
-            ) => {
-                if let Some(room) = &self.room {
-                    room.lane_work(&self.root, &self.config, request);
-                }
+        }
+    }
+
+    /// Nobody is looking: start nothing new, and stop what runs (a plan's
+    /// driver too: `plan run` again goes on with it).
+    fn room_closed(&mut self) {
+        self.stopping = true;
+        self.driver = None;
+        if let Some(room) = self.room.as_mut() {
+            room.close();
+        }
+        for (name, sender) in &self.commands {
+            if !self.ended.contains_key(name) {
+                let _ = sender.send(Command::StopNow);
             }
         }
     }
@@ -706,13 +723,22 @@ impl Host {
     }
 
     /// A request from a client of the socket: as the room's, but a client
-    /// leaving stops nothing.
+    /// leaving stops nothing. Who asked is said in the events.
     fn on_remote(&mut self, remote: super::serve::Remote) {
-        if let HostRequest::Tell { lane, text } = remote.request {
-            self.tell(lane, &text, remote.reply);
+        let super::serve::Remote {
+            request,
+            reply,
+            outcome,
+            by,
+        } = remote;
+        if !by.is_empty() {
+            self.say_asked(&request, &by);
+        }
+        if let HostRequest::Tell { lane, text } = request {
+            self.tell(lane, &text, reply);
             return;
         }
-        let answer = match &remote.request {
+        let answer = match &request {
             HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => {
                 Err(format!(
                     "lane {lane} is not running here: nothing to {}",
@@ -720,13 +746,45 @@ impl Host {
                 ))
             }
             HostRequest::Detached => Err("only the room that started the host detaches".into()),
+            HostRequest::Work(_) if outcome.is_none() => {
+                Err("`work` is answered only to a request with `re` and `wait`".into())
+            }
             _ => Ok("sent to the host".to_string()),
         };
         if answer.is_ok() {
-            self.on_request(Some(remote.request));
+            self.on_request(Some(request), outcome);
         }
-        if let Some(reply) = remote.reply {
+        if let Some(reply) = reply {
             let _ = reply.send(answer);
+        }
+    }
+
+    /// `lane api: merge asked by web 127.0.0.1:50412`, in the lane's events
+    /// (the room's too) as it is asked.
+    fn say_asked(&self, request: &HostRequest, by: &str) {
+        let by = crate::escape::one_line(by);
+        let (lane, what) = match request {
+            HostRequest::Command { lane, command } => (Some(lane), command_word(command)),
+            HostRequest::MergeLane(lane) => (Some(lane), "merge"),
+            HostRequest::PushLane(lane) => (Some(lane), "push"),
+            HostRequest::RestartLane(lane) => (Some(lane), "run again"),
+            HostRequest::Remove(lane) => (Some(lane), "remove"),
+            HostRequest::StopTask(lane) => (Some(lane), "stop"),
+            HostRequest::AddLane(new) => (Some(&new.name), "new lane"),
+            HostRequest::RetryPlan { plan } => {
+                self.say(Level::Info, &format!("plan {plan}: retry asked by {by}"));
+                return;
+            }
+            HostRequest::MergeStep { plan, step } => {
+                let text = format!("plan {plan}: merge of step {step} asked by {by}");
+                self.say(Level::Info, &text);
+                return;
+            }
+            // Reading asks nothing of the lane; a note says itself.
+            _ => return,
+        };
+        if let (Some(lane), Some(room)) = (lane, &self.room) {
+            room.log(lane, Level::Info, format!("{what} asked by {by}"));
         }
     }
 

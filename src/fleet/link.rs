@@ -98,6 +98,10 @@ pub enum HostRequest {
     Command { lane: LaneName, command: Command },
     /// Compute the lane's diff against its base.
     Diff(LaneName),
+    /// The lane's commits ahead of its base, its diff by file and its
+    /// sessions' costs (`lane_work::LaneWork` as JSON): answered only in the
+    /// reply to a request that carries `re`.
+    Work(LaneName),
     /// `lane rm` without --force.
     Remove(LaneName),
     /// `M`: merge a step that needs review by hand (`clowder plan merge`).

@@ -9,6 +9,7 @@ pub mod client;
 pub mod event_text;
 mod forge;
 pub mod host;
+pub mod lane_work;
 pub mod lanes;
 pub mod link;
 mod name;

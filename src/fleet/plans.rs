@@ -15,9 +15,14 @@ pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 /// Builds a plan's driver on the host's thread, from the channel to the control
 /// room and the plan requests (merges) the host forwards from it.
 pub type RoomDriver = Box<
-    dyn FnOnce(mpsc::UnboundedSender<HostMsg>, mpsc::UnboundedReceiver<HostRequest>) -> Driver
-        + Send,
+    dyn FnOnce(mpsc::UnboundedSender<HostMsg>, mpsc::UnboundedReceiver<PlanAsk>) -> Driver + Send,
 >;
+
+/// A plan request (a merge, a retry), and who waits to hear how it went.
+pub struct PlanAsk {
+    pub request: HostRequest,
+    pub done: Option<super::serve::WorkDone>,
+}
 
 /// What the control room's host runs for the Plan view.
 pub enum RoomPlans {

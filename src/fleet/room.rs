@@ -14,7 +14,9 @@ use tokio::sync::{mpsc, watch};
 use super::LaneName;
 use super::link::{HostMsg, HostRequest, LaneEntry, LaneReport};
 use super::new_lane::NewLaneRequest;
+use super::plans::PlanAsk;
 use super::registry::{Lane, Registry};
+use super::serve::{WorkDone, settle};
 use super::{lanes, task_lane, worktree};
 use crate::protocol::{Event, Snapshot};
 use crate::supervisor::core::Level;
@@ -35,7 +37,7 @@ pub(super) struct RoomSide {
     entries: Vec<LaneEntry>,
     idle: Option<(bool, bool)>,
     /// Where plan requests (merges) go: the plan's driver, when one runs here.
-    pub(super) plan: Option<mpsc::UnboundedSender<HostRequest>>,
+    pub(super) plan: Option<mpsc::UnboundedSender<PlanAsk>>,
 }
 
 impl RoomSide {
@@ -94,14 +96,24 @@ impl RoomSide {
         });
     }
 
+    /// A line in lane `lane`'s events.
+    pub(super) fn log(&self, lane: &LaneName, level: Level, text: String) {
+        let at = Utc::now();
+        self.send(lane, LaneReport::Log { at, level, text });
+    }
+
     /// Hands a plan request to the plan's driver.
-    pub(super) fn to_plan(&self, request: HostRequest) {
-        let sent = self
-            .plan
-            .as_ref()
-            .is_some_and(|plan| plan.send(request).is_ok());
-        if !sent {
-            self.say(Level::Warn, "no plan runs in this control room");
+    pub(super) fn to_plan(&self, request: HostRequest, done: Option<WorkDone>) {
+        let Some(plan) = &self.plan else {
+            let why = "no plan runs in this control room";
+            self.say(Level::Warn, why);
+            settle(done, Err(why.to_string()));
+            return;
+        };
+        if let Err(refused) = plan.send(PlanAsk { request, done }) {
+            let why = "the plans' side has ended";
+            self.say(Level::Warn, why);
+            settle(refused.0.done, Err(why.to_string()));
         }
     }
 
@@ -220,7 +232,8 @@ impl RoomSide {
         });
     }
 
-    pub(super) fn diff(&self, root: &Path, lane: LaneName) {
+    /// The lane's diff: to whoever waits for it (`done`), else to every room.
+    pub(super) fn diff(&self, root: &Path, lane: LaneName, done: Option<WorkDone>) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
@@ -228,14 +241,34 @@ impl RoomSide {
             let text = tokio::task::spawn_blocking(move || diff(&root, &name))
                 .await
                 .unwrap_or_else(|err| Err(format!("the diff failed: {err}")));
-            let report = LaneReport::Diff(text);
-            let _ = to_ui.send(HostMsg::Lane { lane, report });
+            match done {
+                Some(done) => settle(Some(done), text),
+                None => {
+                    let report = LaneReport::Diff(text);
+                    let _ = to_ui.send(HostMsg::Lane { lane, report });
+                }
+            }
+        });
+    }
+
+    /// The lane's commits, diff by file and costs ([`super::lane_work`]), as
+    /// JSON, to whoever waits for them.
+    pub(super) fn work(&self, root: &Path, lane: LaneName, done: Option<WorkDone>) {
+        let root = root.to_path_buf();
+        tokio::task::spawn_local(async move {
+            let work = tokio::task::spawn_blocking(move || {
+                let work = super::lane_work::work(&root, &lane)?;
+                serde_json::to_string(&work).map_err(|err| format!("the work: {err}"))
+            })
+            .await
+            .unwrap_or_else(|err| Err(format!("reading the lane's work failed: {err}")));
+            settle(done, work);
         });
     }
 
     /// `lane rm` without --force: it refuses a running lane, a dirty worktree
     /// and a branch with commits its base lacks.
-    pub(super) fn remove(&self, root: &Path, lane: LaneName) {
+    pub(super) fn remove(&self, root: &Path, lane: LaneName, waiting: Option<WorkDone>) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
@@ -245,6 +278,7 @@ impl RoomSide {
             })
             .await
             .unwrap_or_else(|err| Err(format!("lane rm failed: {err}")));
+            settle(waiting, done.clone().map(|lines| lines.join("\n")));
             let report = LaneReport::Removed(done);
             let _ = to_ui.send(HostMsg::Lane { lane, report });
         });
@@ -252,7 +286,7 @@ impl RoomSide {
 
     /// The new-lane dialog's lane, added (git runs here, off the screen's
     /// thread); the dialog hears how it went. The registry poll then starts it.
-    pub(super) fn add_lane(&self, root: &Path, request: NewLaneRequest) {
+    pub(super) fn add_lane(&self, root: &Path, request: NewLaneRequest, done: Option<WorkDone>) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
@@ -261,6 +295,7 @@ impl RoomSide {
                 tokio::task::spawn_blocking(move || super::new_lane::submit(&root, &request))
                     .await
                     .unwrap_or_else(|err| Err(format!("adding the lane failed: {err}")));
+            settle(done, result.clone());
             let _ = to_ui.send(HostMsg::LaneAdded { lane, result });
         });
     }
@@ -272,6 +307,7 @@ impl RoomSide {
         root: &Path,
         config: &crate::config::Config,
         request: HostRequest,
+        waiting: Option<WorkDone>,
     ) {
         let (lane, verb) = match &request {
             HostRequest::MergeLane(lane) => (lane.clone(), "merge"),
@@ -306,6 +342,15 @@ impl RoomSide {
                 Ok(lines) => (Level::Info, lines),
                 Err(why) => (Level::Warn, vec![format!("lane {verb} {lane}: {why}")]),
             };
+            let said = lines.join("\n");
+            settle(
+                waiting,
+                if level == Level::Info {
+                    Ok(said)
+                } else {
+                    Err(said)
+                },
+            );
             for text in lines {
                 let report = LaneReport::Log {
                     at: Utc::now(),
@@ -322,7 +367,7 @@ impl RoomSide {
 
     /// `s` on a task lane: `"status": "stopped"` into its task's state.json;
     /// the worker ends at its next check, and the lane with it.
-    pub(super) fn stop_task(&self, root: &Path, lane: LaneName) {
+    pub(super) fn stop_task(&self, root: &Path, lane: LaneName, waiting: Option<WorkDone>) {
         let to_ui = self.to_ui.clone();
         let root = root.to_path_buf();
         tokio::task::spawn_local(async move {
@@ -341,6 +386,15 @@ impl RoomSide {
                 Ok(text) => (Level::Info, format!("stop: {text}")),
                 Err(why) => (Level::Error, format!("cannot stop the task: {why}")),
             };
+            let said = text.clone();
+            settle(
+                waiting,
+                if level == Level::Info {
+                    Ok(said)
+                } else {
+                    Err(said)
+                },
+            );
             let report = LaneReport::Log {
                 at: Utc::now(),
                 level,

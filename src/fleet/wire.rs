@@ -180,10 +180,18 @@ pub enum ClientMsg {
         client: String,
     },
     /// What the control room would ask of the host (pause a lane, merge it…).
+    /// With `re`, a reply says that the host took it, or why not.
     Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         re: Option<u64>,
         request: HostRequest,
+        /// With `re`: the reply comes once the work is done, and says how it
+        /// went (what a merge, a push or a new lane did, or why not).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait: bool,
+        /// Who asks, as the host's events say it (`web 127.0.0.1:50412`).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        by: String,
     },
     /// Decide an approval request: the first decision wins, and a later one
     /// is answered with who decided first.
@@ -371,6 +379,8 @@ mod tests {
                 lane,
                 command: Command::Pause,
             },
+            wait: false,
+            by: String::new(),
         };
         let text = line(&message);
         assert_eq!(

@@ -12,7 +12,8 @@ use super::driver::Driver;
 use super::state::PlanState;
 use crate::console::Verbosity;
 use crate::fleet::link::{HostMsg, HostRequest};
-use crate::fleet::plans::{PlanSummary, RoomDriver, StepSummary};
+use crate::fleet::plans::{PlanAsk, PlanSummary, RoomDriver, StepSummary};
+use crate::fleet::serve::{WorkDone, settle};
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::Reporter;
 
@@ -64,26 +65,50 @@ pub(super) fn room_driver(
     })
 }
 
-/// For the control room of a fleet that runs no plan: the plans run here
-/// before, as their state files say, for the Plan view (`P`), where `M` still
-/// merges a step that needs review. A retry needs a driver: `plan retry`.
+/// For a fleet that runs no plan (its room, or its host headless): the
+/// plans run here before, as their state files say, for the Plan view and
+/// the web page, where `M` still merges a step that needs review and a retry
+/// starts a failed plan's failed steps again, its driver run here.
 pub fn viewer(root: PathBuf) -> RoomDriver {
     Box::new(move |to_ui, mut requests| {
         Box::pin(async move {
             let mut known = None;
             let mut ticker = tokio::time::interval(PLANS_EVERY);
+            let mut again: Option<Retried> = None;
             loop {
+                let driving = async {
+                    match again.as_mut() {
+                        Some(retried) => retried.driver.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = ticker.tick() => send_plans(&root, &to_ui, &mut known).await,
+                    () = driving => {
+                        again = None;
+                        send_plans(&root, &to_ui, &mut known).await;
+                    }
                     request = requests.recv() => match request {
-                        Some(HostRequest::MergeStep { plan, step }) => merge(&root, &to_ui, plan, step),
-                        Some(HostRequest::RetryPlan { plan }) => {
-                            let text = format!(
-                                "plan {plan} is not run by this room: `clowder plan retry {plan}` runs its failed steps again"
-                            );
-                            let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text });
+                        Some(PlanAsk { request: HostRequest::MergeStep { plan, step }, done }) => {
+                            merge(&root, &to_ui, (plan, step), done);
                         }
-                        Some(_) => {}
+                        Some(PlanAsk { request: HostRequest::RetryPlan { plan }, done }) => {
+                            let said = match &again {
+                                Some(retried) => Err(format!(
+                                    "plan {} runs again here already: retry {plan} once it has ended",
+                                    retried.name
+                                )),
+                                None => retry_here(&root, &to_ui, &plan).await.map(|(retried, said)| {
+                                    again = Some(retried);
+                                    said
+                                }),
+                            };
+                            if let Err(why) = &said {
+                                let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text: why.clone() });
+                            }
+                            settle(done, said);
+                        }
+                        Some(PlanAsk { done, .. }) => settle(done, Err("not a plan request".into())),
                         // The room has gone (detached): nobody looks at plans.
                         None => return,
                     },
@@ -91,6 +116,61 @@ pub fn viewer(root: PathBuf) -> RoomDriver {
             }
         })
     })
+}
+
+/// A failed plan started again by the viewer: its driver, run next to the
+/// lanes, and the lock that says it runs.
+struct Retried {
+    name: String,
+    driver: super::super::fleet::plans::Driver,
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// `plan retry ASKED` in the fleet's own host: the plan (the one `asked`
+/// is, or is a sub-plan of) is reset as `plan retry` resets it, and its
+/// driver made; what it said.
+async fn retry_here(
+    root: &Path,
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    asked: &str,
+) -> Result<(Retried, String), String> {
+    let name = asked.split('/').next().unwrap_or(asked).to_string();
+    let (dir, top) = (root.to_path_buf(), name.clone());
+    let reset = tokio::task::spawn_blocking(move || {
+        let path = super::status::plan_file(&dir, &top)?;
+        let home = super::home::Home::of_file(&dir, &path, &top);
+        let Some(lock) = super::control::lock(&home)? else {
+            return Err(format!("cannot retry plan {top}: it is running"));
+        };
+        let mut state = PlanState::load(&path)?;
+        let said = super::retry::reset(&dir, &mut state, &[])?;
+        Ok((state, lock, said))
+    })
+    .await
+    .unwrap_or_else(|err| Err(format!("the retry failed: {err}")))?;
+    let (state, lock, mut said) = reset;
+    said.push(format!("plan {name} runs again"));
+    for line in &said {
+        let text = format!("plan={name} {line}");
+        let _ = to_ui.send(HostMsg::Log {
+            level: Level::Info,
+            text,
+        });
+    }
+    let config = crate::config::Config::of_folder(root);
+    let queue_dir = root.join(&config.approvals.dir.0);
+    let log = RoomLog {
+        to_ui: to_ui.clone(),
+    };
+    let driver = Driver::new(root.to_path_buf(), state, queue_dir, Verbosity::Normal)
+        .kill_grace(config.watchdog.kill_grace_secs.0)
+        .report_to(Box::new(log));
+    let retried = Retried {
+        name,
+        driver: Box::pin(driver.run()),
+        _lock: lock,
+    };
+    Ok((retried, said.join("\n")))
 }
 
 /// The driver's lines, as the fleet's own lines in the events pane.
@@ -111,7 +191,7 @@ impl Reporter for RoomLog {
 async fn serve(
     root: &Path,
     to_ui: &mpsc::UnboundedSender<HostMsg>,
-    requests: &mut mpsc::UnboundedReceiver<HostRequest>,
+    requests: &mut mpsc::UnboundedReceiver<PlanAsk>,
     known: &mut Option<Vec<PlanSummary>>,
     mut ended: Option<(&str, &mut Option<PlanState>)>,
 ) {
@@ -121,20 +201,25 @@ async fn serve(
         tokio::select! {
             _ = ticker.tick() => send_plans(root, to_ui, known).await,
             request = requests.recv(), if open => match request {
-                Some(HostRequest::MergeStep { plan, step }) => merge(root, to_ui, plan, step),
-                Some(HostRequest::RetryPlan { plan }) => match ended.as_mut() {
+                Some(PlanAsk { request: HostRequest::MergeStep { plan, step }, done }) => {
+                    merge(root, to_ui, (plan, step), done);
+                }
+                Some(PlanAsk { request: HostRequest::RetryPlan { plan }, done }) => match ended.as_mut() {
                     Some((name, retried)) => {
-                        if let Some(state) = retry(root, to_ui, name, &plan).await {
+                        let (state, said) = retry(root, to_ui, name, &plan).await;
+                        settle(done, said);
+                        if let Some(state) = state {
                             **retried = Some(state);
                             return;
                         }
                     }
                     None => {
                         let text = format!("cannot retry plan {plan}: it is running");
-                        let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text });
+                        let _ = to_ui.send(HostMsg::Log { level: Level::Warn, text: text.clone() });
+                        settle(done, Err(text));
                     }
                 },
-                Some(_) => {}
+                Some(PlanAsk { done, .. }) => settle(done, Err("not a plan request".into())),
                 // The room has gone (detached): an ended plan has nothing to wait for.
                 None if ended.is_some() => return,
                 None => open = false,
@@ -144,23 +229,22 @@ async fn serve(
 }
 
 /// `plan retry` of the room's plan `name` (`asked`: the plan whose row was
-/// selected, one of its sub-plans perhaps); the plan's new state when it was reset.
+/// selected, one of its sub-plans perhaps); the plan's new state when it was
+/// reset, and what was said.
 async fn retry(
     root: &Path,
     to_ui: &mpsc::UnboundedSender<HostMsg>,
     name: &str,
     asked: &str,
-) -> Option<PlanState> {
+) -> (Option<PlanState>, Result<String, String>) {
     let say = |level, text: String| {
         let _ = to_ui.send(HostMsg::Log { level, text });
     };
     let inside = |sep: &str| asked.starts_with(&format!("{name}{sep}"));
     if asked != name && !inside("-") && !inside("/") {
-        say(
-            Level::Warn,
-            format!("cannot retry plan {asked}: this room runs plan {name}"),
-        );
-        return None;
+        let why = format!("cannot retry plan {asked}: this room runs plan {name}");
+        say(Level::Warn, why.clone());
+        return (None, Err(why));
     }
     let (root, name) = (root.to_path_buf(), name.to_string());
     let reset = tokio::task::spawn_blocking(move || {
@@ -171,32 +255,40 @@ async fn retry(
     .await
     .unwrap_or_else(|err| Err(format!("the retry failed: {err}")));
     match reset {
-        Ok((state, said)) => {
-            for line in said {
+        Ok((state, mut said)) => {
+            said.push(format!("plan {} runs again", state.name));
+            for line in &said {
                 say(Level::Info, format!("plan={} {line}", state.name));
             }
-            say(Level::Info, format!("plan {} runs again", state.name));
-            Some(state)
+            (Some(state), Ok(said.join("\n")))
         }
         Err(err) => {
-            say(Level::Warn, err);
-            None
+            say(Level::Warn, err.clone());
+            (None, Err(err))
         }
     }
 }
 
-/// `plan::merge_step` on a blocking thread; what it said goes to the events pane.
-fn merge(root: &Path, to_ui: &mpsc::UnboundedSender<HostMsg>, plan: String, step: String) {
+/// `plan::merge_step` on a blocking thread; what it said goes to the events
+/// pane, and to `done`.
+fn merge(
+    root: &Path,
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    (plan, step): (String, String),
+    done: Option<WorkDone>,
+) {
     let (root, to_ui) = (root.to_path_buf(), to_ui.clone());
     tokio::task::spawn_local(async move {
         let said = tokio::task::spawn_blocking(move || super::merge_step(&root, &plan, &step))
             .await
             .unwrap_or_else(|err| Err(format!("the merge failed: {err}")));
-        let (level, text) = match said {
-            Ok(text) => (Level::Info, text),
-            Err(text) => (Level::Warn, text),
+        let level = match &said {
+            Ok(_) => Level::Info,
+            Err(_) => Level::Warn,
         };
+        let text = said.clone().unwrap_or_else(|why| why);
         let _ = to_ui.send(HostMsg::Log { level, text });
+        settle(done, said);
     });
 }
 

@@ -200,11 +200,15 @@ pub(super) fn drive(
     } else {
         let driver =
             Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).kill_grace(grace);
+        // The plans, for the socket's clients; the driver holds the plan's
+        // lock, so a retry from there waits until it has ended.
+        let plans = Some(super::room::viewer(root.clone()));
         crate::fleet::host::run_headless_with(
             root.clone(),
             config,
             Verbosity::Normal,
             Some(Box::pin(driver.run())),
+            plans,
         )
     };
     // Its checks were told to stop with their drivers; none outlives `plan run`.

@@ -343,7 +343,16 @@ impl Carrier {
         };
         self.asked += 1;
         let re = Some(self.asked);
-        self.send_asked(host, ClientMsg::Request { re, request }, "the request");
+        self.send_asked(
+            host,
+            ClientMsg::Request {
+                re,
+                request,
+                wait: false,
+                by: String::new(),
+            },
+            "the request",
+        );
     }
 
     /// The host a request is for, and the request as that host names things.
@@ -355,6 +364,7 @@ impl Carrier {
                 (host, HostRequest::Command { lane, command })
             }
             HostRequest::Diff(lane) => lane_of(&lane).map(|(h, l)| (h, HostRequest::Diff(l)))?,
+            HostRequest::Work(lane) => lane_of(&lane).map(|(h, l)| (h, HostRequest::Work(l)))?,
             HostRequest::Remove(lane) => {
                 lane_of(&lane).map(|(h, l)| (h, HostRequest::Remove(l)))?
             }

@@ -22,6 +22,8 @@ use crate::fleet::wire::{ClientMsg, WireDecision};
 
 /// How long the page waits for a host to answer a decision or a note.
 const ANSWER_WAIT: Duration = Duration::from_secs(15);
+/// How long it waits for git work (a merge, a push, a diff) to be done.
+const WORK_WAIT: Duration = Duration::from_secs(120);
 
 /// A host to serve, and the name its lanes go by when there are several.
 pub struct WebHost {
@@ -132,11 +134,104 @@ impl Shared {
         self.ask(host, |re| ClientMsg::Request {
             re: Some(re),
             request: HostRequest::Tell { lane, text },
+            wait: false,
+            by: String::new(),
         })
         .await
     }
 
+    /// Asks lane `shown`'s host for `make(lane)`, as `by`, and waits until
+    /// the work is done: the answer says what it did, or why not.
+    pub async fn lane_work(
+        &self,
+        shown: &str,
+        make: impl FnOnce(LaneName) -> HostRequest,
+        by: String,
+    ) -> Answer {
+        let located = self.model.lock().ok().and_then(|m| m.locate(shown));
+        let Some((host, lane)) = located else {
+            return Answer::Refused(format!("no lane {shown} in this fleet"));
+        };
+        self.work(host, make(lane), by).await
+    }
+
+    /// Asks host `host` (by its name; none: the only one) for `request`.
+    pub async fn host_work(&self, host: Option<&str>, request: HostRequest, by: String) -> Answer {
+        let found = self.model.lock().ok().map(|model| match host {
+            Some(name) => model
+                .hosts
+                .iter()
+                .position(|h| super::model::host_label(h).as_deref() == Some(name))
+                .ok_or_else(|| format!("no host {name} is served here")),
+            None if model.hosts.len() == 1 => Ok(0),
+            None => Err("this page serves several hosts: say which".to_string()),
+        });
+        match found {
+            Some(Ok(index)) => self.work(index, request, by).await,
+            Some(Err(why)) => Answer::Refused(why),
+            None => Answer::Unreachable("the page's state is unreadable".to_string()),
+        }
+    }
+
+    /// Retries plan `shown` (`HOST/address` when several hosts are served).
+    pub async fn retry_plan(&self, shown: &str, by: String) -> Answer {
+        let found = self.model.lock().ok().and_then(|model| {
+            model.hosts.iter().enumerate().find_map(|(index, host)| {
+                let label = super::model::host_label(host);
+                let own = match (model.multi, &label) {
+                    (true, Some(label)) => shown.strip_prefix(&format!("{label}/"))?,
+                    _ => shown,
+                };
+                host.plans
+                    .iter()
+                    .any(|plan| plan.address == own)
+                    .then(|| (index, own.to_string()))
+            })
+        });
+        let Some((host, plan)) = found else {
+            return Answer::Refused(format!("no plan {shown} here"));
+        };
+        self.work(host, HostRequest::RetryPlan { plan }, by).await
+    }
+
+    /// The fleet's sessions and rate-limit waits, as the page's server has
+    /// heard of them, oldest first.
+    pub fn chart(&self) -> serde_json::Value {
+        let Ok(model) = self.model.lock() else {
+            return serde_json::json!({ "sessions": [], "rate_limits": [] });
+        };
+        let mut sessions = Vec::new();
+        let mut waits = Vec::new();
+        for host in &model.hosts {
+            let name = |lane: &LaneName| model.shown_name(host, lane);
+            sessions.extend(host.costs.sessions(name));
+            waits.extend(host.costs.waits(name));
+        }
+        sessions.sort_by_key(|point| point.at);
+        waits.sort_by_key(|span| span.at);
+        serde_json::json!({ "sessions": sessions, "rate_limits": waits })
+    }
+
+    async fn work(&self, host: usize, request: HostRequest, by: String) -> Answer {
+        let message = |re| ClientMsg::Request {
+            re: Some(re),
+            request,
+            wait: true,
+            by,
+        };
+        self.ask_within(host, WORK_WAIT, message).await
+    }
+
     async fn ask(&self, host: usize, message: impl FnOnce(u64) -> ClientMsg) -> Answer {
+        self.ask_within(host, ANSWER_WAIT, message).await
+    }
+
+    async fn ask_within(
+        &self,
+        host: usize,
+        wait: Duration,
+        message: impl FnOnce(u64) -> ClientMsg,
+    ) -> Answer {
         let re = self.next_re.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         if let Ok(mut replies) = self.replies.lock() {
@@ -147,7 +242,7 @@ impl Shared {
             .get(host)
             .is_some_and(|to_host| to_host.send(message(re)).is_ok());
         let answer = match sent {
-            true => tokio::time::timeout(ANSWER_WAIT, answer)
+            true => tokio::time::timeout(wait, answer)
                 .await
                 .ok()
                 .and_then(Result::ok),

@@ -4,8 +4,10 @@
 //! behind a token the page sends in a header, an `Origin` check and a CSRF
 //! token.
 
+mod actions;
 mod announce;
 mod auth;
+mod costs;
 mod feed;
 mod follow;
 mod hosts;

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::fleet::LaneName;
-use crate::fleet::link::{HostMsg, LaneEntry, LaneReport};
+use crate::fleet::link::{HostMsg, LaneEntry, LaneReport, PlanSummary};
 use crate::fleet::remote::RemoteEvent;
 use crate::fleet::wire::{Hello, HostSnapshot, PendingRequest};
 use crate::lane_status::{Facts, LaneStatus};
@@ -33,6 +33,8 @@ pub struct HostState {
     /// Why it cannot be reached now, if it cannot.
     pub lost: Option<String>,
     pub events: VecDeque<EventLine>,
+    pub plans: Vec<PlanSummary>,
+    pub costs: super::costs::Costs,
 }
 
 /// What the host said of one lane.
@@ -70,6 +72,7 @@ pub struct Dirty {
     pub header: bool,
     pub requests: bool,
     pub events: bool,
+    pub plans: bool,
 }
 
 /// The fleet over every host the page serves.
@@ -97,6 +100,7 @@ impl Model {
             header: true,
             requests: true,
             events: true,
+            plans: true,
             ..Dirty::default()
         };
         Model {
@@ -131,6 +135,7 @@ impl Model {
                 dirty.hosts.insert(index);
                 dirty.requests = true;
                 dirty.events = true;
+                dirty.plans = true;
             }
             RemoteEvent::Host(msg) => return host.take(msg, now, index, dirty),
             RemoteEvent::Requests(requests) if *requests == host.requests => return false,
@@ -205,6 +210,7 @@ impl HostState {
     fn take_snapshot(&mut self, snapshot: &HostSnapshot, now: DateTime<Utc>) {
         self.lanes = snapshot.lanes.clone();
         self.requests = snapshot.requests.clone();
+        self.plans = snapshot.plans.clone();
         self.facts = snapshot
             .facts
             .iter()
@@ -255,7 +261,13 @@ impl HostState {
                 };
                 self.log(now, level, Some(lane), &text);
             }
-            HostMsg::Idle { .. } | HostMsg::Plans(_) => return false,
+            HostMsg::Plans(plans) if *plans == self.plans => return false,
+            HostMsg::Plans(plans) => {
+                self.plans = plans.clone();
+                dirty.plans = true;
+                return true;
+            }
+            HostMsg::Idle { .. } => return false,
         }
         dirty.events = true;
         true
@@ -278,6 +290,7 @@ impl HostState {
                 self.log(*at, *level, Some(lane), &text);
             }
             LaneReport::Event { at, event } => {
+                self.costs.take(lane, *at, event);
                 let level = crate::fleet::event_text::level(event);
                 let words = crate::fleet::event_text::summaries(event);
                 let text = words.into_iter().next().unwrap_or_default();

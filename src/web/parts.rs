@@ -49,6 +49,7 @@ pub struct Parts {
     order: (u64, Vec<String>),
     hosts: (u64, String),
     requests: (u64, String),
+    plans: (u64, String),
     events: BTreeMap<u64, EventPart>,
     gone_lanes: VecDeque<(u64, String)>,
     gone_events: VecDeque<(u64, u64)>,
@@ -68,6 +69,7 @@ impl Parts {
             order: (0, Vec::new()),
             hosts: (0, "[]".to_string()),
             requests: (0, "[]".to_string()),
+            plans: (0, "[]".to_string()),
             events: BTreeMap::new(),
             gone_lanes: VecDeque::new(),
             gone_events: VecDeque::new(),
@@ -101,6 +103,9 @@ impl Parts {
         }
         if dirty.requests {
             changed |= set_json(&mut self.requests, next, &view::request_views(model));
+        }
+        if dirty.plans {
+            changed |= set_json(&mut self.plans, next, &view::plan_views(model));
         }
         if dirty.events {
             changed |= self.refresh_events(model, next);
@@ -288,11 +293,12 @@ impl Parts {
         let mut out = String::with_capacity(self.rows.len() * 200 + 4096);
         let _ = write!(
             out,
-            r#"{{"epoch":{},"v":{},"full":true,"hosts":{},"requests":{},"lanes":["#,
+            r#"{{"epoch":{},"v":{},"full":true,"hosts":{},"requests":{},"plans":{},"lanes":["#,
             json_string(&self.epoch),
             self.version,
             self.hosts.1,
-            self.requests.1
+            self.requests.1,
+            self.plans.1
         );
         let mut first = true;
         for name in &self.order.1 {
@@ -334,6 +340,9 @@ impl Parts {
         }
         if self.requests.0 > since {
             let _ = write!(out, r#","requests":{}"#, self.requests.1);
+        }
+        if self.plans.0 > since {
+            let _ = write!(out, r#","plans":{}"#, self.plans.1);
         }
         out.push_str(r#","events":["#);
         self.events_json(&mut out, Some(since));

@@ -27,13 +27,16 @@ use crate::fleet::wire::WireDecision;
 const INDEX_HTML: &str = include_str!("../../assets/web/index.html");
 const APP_JS: &str = include_str!("../../assets/web/app.js");
 const APP_CSS: &str = include_str!("../../assets/web/app.css");
+const MANIFEST: &str = include_str!("../../assets/web/manifest.webmanifest");
+const ICON: &str = include_str!("../../assets/web/icon.svg");
+const SERVICE_WORKER: &str = include_str!("../../assets/web/sw.js");
 
 /// Headers on every answer: the page runs only its own script, is never
 /// framed, and never leaks its address (with a token in it) as a referrer.
 const SECURITY_HEADERS: [(&str, &str); 5] = [
     (
         "content-security-policy",
-        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; manifest-src 'self'; worker-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     ),
     ("x-content-type-options", "nosniff"),
     ("referrer-policy", "no-referrer"),
@@ -57,6 +60,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/events", get(events))
         .route("/api/decide", post(decide))
         .route("/api/tell", post(tell))
+        .route("/api/act", post(super::actions::act))
+        .route("/api/lanes", post(super::actions::new_lane))
+        .route("/api/plans/retry", post(super::actions::retry_plan))
+        .route("/api/work", get(super::actions::work))
+        .route("/api/chart", get(super::actions::chart))
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guard))
         .with_state(app);
     Router::new()
@@ -66,6 +74,15 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| async { asset("text/javascript", APP_JS) }),
         )
         .route("/app.css", get(|| async { asset("text/css", APP_CSS) }))
+        .route(
+            "/manifest.webmanifest",
+            get(|| async { asset("application/manifest+json", MANIFEST) }),
+        )
+        .route("/icon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+        .route(
+            "/sw.js",
+            get(|| async { asset("text/javascript", SERVICE_WORKER) }),
+        )
         .merge(api)
         .layer(middleware::map_response(|response| async {
             secured(response)
@@ -267,7 +284,7 @@ async fn tell(
 }
 
 /// A state-changing request from anywhere but the page itself.
-fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
+pub(super) fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
     let text = |name| {
         headers
             .get(name)
@@ -291,7 +308,7 @@ fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
     None
 }
 
-fn answer_response(answer: Answer) -> Response {
+pub(super) fn answer_response(answer: Answer) -> Response {
     match answer {
         Answer::Done(text) => answer_json(StatusCode::OK, true, &text),
         Answer::Refused(text) => answer_json(StatusCode::CONFLICT, false, &text),
@@ -299,7 +316,7 @@ fn answer_response(answer: Answer) -> Response {
     }
 }
 
-fn answer_json(status: StatusCode, ok: bool, text: &str) -> Response {
+pub(super) fn answer_json(status: StatusCode, ok: bool, text: &str) -> Response {
     let body = serde_json::json!({ "ok": ok, "text": text });
     (status, axum::Json(body)).into_response()
 }

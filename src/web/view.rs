@@ -55,6 +55,40 @@ pub struct LaneView {
     /// Why the lane's agent runs without the approval gate, when it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ungated: Option<String>,
+    /// A session runs now (`iteration` is its number).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub running: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// The loop stops once this session ends.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stop_pending: bool,
+    /// The branch it merges into, when it has one of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub task: bool,
+}
+
+/// A plan and its steps, in the plan file's order.
+#[derive(Serialize)]
+pub struct PlanView<'a> {
+    pub name: &'a str,
+    /// How a retry names it (`HOST/address` when several hosts are served).
+    pub address: String,
+    pub host: Option<String>,
+    pub status: &'a str,
+    pub base: &'a str,
+    pub steps: Vec<StepView<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct StepView<'a> {
+    pub id: &'a str,
+    pub state: &'a str,
+    pub depends_on: &'a [String],
+    /// The lane as the page names it.
+    pub lane: String,
 }
 
 #[derive(Serialize)]
@@ -136,7 +170,48 @@ pub fn lane_view(model: &Model, host: &HostState, entry: &LaneEntry) -> LaneView
         ahead: facts.and_then(|facts| facts.ahead.flatten()),
         pending: host.pending_of(&entry.name),
         ungated: snapshot.and_then(|s| s.ungated.clone()),
+        running,
+        paused: running && snapshot.is_some_and(|s| s.paused),
+        stop_pending: running && snapshot.is_some_and(|s| s.stop_pending),
+        base: entry
+            .base
+            .as_deref()
+            .map(|base| crate::fleet::lanes::short_ref(base).to_string()),
+        task: entry.kind.is_task(),
     }
+}
+
+/// Every host's plans, each host's in its own order.
+pub fn plan_views(model: &Model) -> Vec<PlanView<'_>> {
+    let mut plans = Vec::new();
+    for host in &model.hosts {
+        let label = host_label(host);
+        let shown = |name: &str| match (model.multi, &label) {
+            (true, Some(label)) => format!("{label}/{name}"),
+            _ => name.to_string(),
+        };
+        for plan in &host.plans {
+            let steps = plan
+                .steps
+                .iter()
+                .map(|step| StepView {
+                    id: &step.id,
+                    state: &step.state,
+                    depends_on: &step.depends_on,
+                    lane: shown(&step.lane),
+                })
+                .collect();
+            plans.push(PlanView {
+                name: &plan.name,
+                address: shown(&plan.address),
+                host: label.clone(),
+                status: &plan.status,
+                base: crate::fleet::lanes::short_ref(&plan.base),
+                steps,
+            });
+        }
+    }
+    plans
 }
 
 fn request_view(model: &Model, host: &HostState, pending: &PendingRequest) -> RequestView {

@@ -224,6 +224,15 @@ async fn read_lines(
                 changes.store(true, Ordering::Relaxed);
                 None
             }
+            Ok(ClientMsg::Request {
+                re: Some(re),
+                request,
+                wait,
+                by,
+            }) if wait || matches!(request, HostRequest::Work(_)) => {
+                let asked = Asked { re, request, by };
+                until_done(asked, context, lines).await
+            }
             Ok(message) => answer(message, context).await,
             Err(reason) => Some(ServerMsg::Refused {
                 reason,
@@ -252,6 +261,7 @@ fn cost_of(message: &ClientMsg) -> u32 {
             | HostRequest::StopTask(_)
             | HostRequest::Detached => 1,
             HostRequest::Diff(_)
+            | HostRequest::Work(_)
             | HostRequest::Remove(_)
             | HostRequest::MergeStep { .. }
             | HostRequest::RetryPlan { .. }
@@ -315,8 +325,10 @@ async fn answer(message: ClientMsg, context: &Context) -> Option<ServerMsg> {
         }
         ClientMsg::Hello { .. } | ClientMsg::Follow { .. } | ClientMsg::Changes => None,
         ClientMsg::Ping { re } => Some(reply(re, Ok("pong".to_string()))),
-        ClientMsg::Request { re, request } => {
-            let done = forward(request, context).await;
+        ClientMsg::Request {
+            re, request, by, ..
+        } => {
+            let done = forward(request, by, None, context).await;
             match re {
                 Some(re) => Some(reply(re, done)),
                 None => done.err().map(|reason| ServerMsg::Refused {
@@ -363,9 +375,43 @@ fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
     }
 }
 
+/// A request whose reply waits for the end of its work.
+struct Asked {
+    re: u64,
+    request: HostRequest,
+    by: String,
+}
+
+/// Hands a request to the host's loop; once taken, its reply is sent when
+/// the work is done, while this client's other lines are read meanwhile.
+async fn until_done(
+    asked: Asked,
+    context: &Context,
+    lines: &mpsc::Sender<Arc<str>>,
+) -> Option<ServerMsg> {
+    let (outcome, done) = oneshot::channel();
+    let Asked { re, request, by } = asked;
+    if let Err(why) = forward(request, by, Some(outcome), context).await {
+        return Some(reply(re, Err(why)));
+    }
+    let lines = lines.clone();
+    tokio::spawn(async move {
+        let done = done
+            .await
+            .unwrap_or_else(|_| Err("the host ended before the work was done".to_string()));
+        send(&lines, &reply(re, done)).await;
+    });
+    None
+}
+
 /// Hands a request to the host's loop, and waits until it was taken: a
 /// client has one request at a time in the host's hands.
-async fn forward(request: HostRequest, context: &Context) -> Result<String, String> {
+async fn forward(
+    request: HostRequest,
+    by: String,
+    outcome: Option<super::WorkDone>,
+    context: &Context,
+) -> Result<String, String> {
     if matches!(request, HostRequest::Detached) {
         return Err("`detached` is for the room that started the host".to_string());
     }
@@ -373,6 +419,8 @@ async fn forward(request: HostRequest, context: &Context) -> Result<String, Stri
     let remote = Remote {
         request,
         reply: Some(reply),
+        outcome,
+        by,
     };
     if context.remote.send(remote).is_err() {
         return Err("the host is stopping: it takes no more requests".to_string());

@@ -127,10 +127,25 @@ fn through_folder<T>(
     use_path(&short)
 }
 
-/// A request a client sent, for the host's loop; `reply` hears how it went.
+/// A request a client sent, for the host's loop; `reply` hears that the
+/// host took it (or why not), and `outcome`, when given, how the work it
+/// asked for went once done.
 pub struct Remote {
     pub request: HostRequest,
     pub reply: Option<oneshot::Sender<Result<String, String>>>,
+    pub outcome: Option<WorkDone>,
+    /// Who asked, for the host's events; empty when unsaid.
+    pub by: String,
+}
+
+/// Where the end of a piece of work is told: what it did, or why not.
+pub type WorkDone = oneshot::Sender<Result<String, String>>;
+
+/// Tells `done`, if anyone waits on it, how the work went.
+pub fn settle(done: Option<WorkDone>, said: Result<String, String>) {
+    if let Some(done) = done {
+        let _ = done.send(said);
+    }
 }
 
 /// The socket while the host serves: removed when dropped, if it is still ours.
