@@ -11,6 +11,7 @@ use crate::web_browser::{Served, WebFleet, pick_lane, screenshot};
 
 use std::path::Path;
 
+use common::fleet::lane_status;
 use common::git::git_in;
 use common::host::stop_host;
 use common::plan::PlanRepo;
@@ -197,7 +198,11 @@ fn a_desktop_pauses_resumes_stops_kills_and_runs_a_lane_again() {
     act(&browser, "kill", Some("Kill session 1 of alpha?"), true);
     offers(&browser, "restart");
     act(&browser, "restart", None, true);
-    offers(&browser, "kill");
+    let root = fleet.base.root();
+    let again = wait_until(DEADLINE, || {
+        lane_status(root, "alpha").is_some_and(|status| status["state"] == "session_running")
+    });
+    assert!(again, "alpha was not run again");
 
     pick_lane(&browser, "beta");
     offers(&browser, "stop_now");
@@ -299,15 +304,15 @@ fn a_failed_plan_is_retried_and_a_new_lane_is_made_from_the_page() {
     assert!(files.iter().any(|f| f == "b.txt"), "{files:?}");
 
     browser.click("#new-lane-open");
-    browser.send_keys("#new-name", "rt-a");
+    browser.send_keys("#new-name", "keep");
     browser.send_keys("#new-prompt", "write docs.txt");
     browser.click("#new-lane-add");
     let refused = browser.wait_text("#new-lane-error", |t| !t.is_empty());
-    assert!(refused.contains("rt-a"), "{refused}");
+    assert!(refused.contains("keep"), "{refused}");
     let kept = browser.execute(
         "return [document.querySelector('#new-name').value, document.querySelector('#new-prompt').value];",
     );
-    assert_eq!(kept, serde_json::json!(["rt-a", "write docs.txt"]));
+    assert_eq!(kept, serde_json::json!(["keep", "write docs.txt"]));
     browser.execute("document.querySelector('#new-name').value = '';");
     browser.send_keys("#new-name", "docs");
     browser.click("#new-lane-add");

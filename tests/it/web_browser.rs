@@ -863,8 +863,14 @@ fn the_demo_fleet_is_approved_from_a_phone_and_its_screenshots_are_taken() {
 /// Presses lane `lane`'s row until the output pane is that lane's: a row can
 /// move between finding it and pressing it while the list reorders.
 pub fn pick_lane(browser: &Browser, lane: &str) {
+    let row = format!("#lanes .lane[data-lane='{lane}']");
     for _ in 0..5 {
-        browser.click(&format!("#lanes .lane[data-lane='{lane}']"));
+        // In the middle of the screen, not under the page's sticky header.
+        browser.wait_for(&row);
+        browser.execute(&format!(
+            "document.querySelector({row:?}).scrollIntoView({{block: 'center'}});"
+        ));
+        browser.click(&row);
         let shown = wait_until(Duration::from_secs(10), || {
             browser
                 .try_text("#output-title")
