@@ -403,6 +403,12 @@
     }
     actionsKey = "";
     drawActions();
+    // What the host said of another lane goes, unless that lane went (a
+    // removal's answer stays to be read).
+    if (saidOf !== null && saidOf !== name && lanes.has(saidOf)) {
+      $("#act-result").textContent = "";
+      saidOf = null;
+    }
     clearWork();
     if (tab === "work") loadWork();
     connect();
@@ -692,13 +698,16 @@
     for (const same of document.querySelectorAll(`#lane-actions button[data-action="${action}"]`)) {
       if (shownLane === name) same.disabled = false;
     }
-    said(answer);
+    said(answer, name);
     if (answer.ok && ["merge", "push", "restart"].includes(action) && tab === "work" && shownLane === name) loadWork();
   }
 
   // What the host answered, under the actions and in the flash: a refusal
   // is its reason, as it said it.
-  function said(answer) {
+  let saidOf = null; // the lane the line under the actions speaks of
+
+  function said(answer, name) {
+    saidOf = name;
     const line = $("#act-result");
     line.textContent = answer.text;
     line.className = answer.ok ? "said-ok" : "said-error";
@@ -901,9 +910,14 @@
       .filter((band) => Number.isFinite(band.start));
     const times = spans.concat(bands).flatMap((span) => [span.start, span.end]);
     if (times.length) {
-      const first = Math.min(...times);
-      const length = Math.max(1, Math.max(...times) - first);
+      // Some room either side, so that one short session is a bar in the
+      // middle, not a line at the edge or the whole width.
+      const span = Math.max(...times) - Math.min(...times);
+      const pad = Math.max(span * 0.04, 30000);
+      const first = Math.min(...times) - pad;
+      const length = span + 2 * pad;
       const x = (at) => ((at - first) / length) * CHART_WIDTH;
+      const narrowest = Math.min(10, (0.8 * CHART_WIDTH) / Math.max(1, spans.length));
       const picture = svg("svg", { viewBox: `0 0 ${CHART_WIDTH} ${CHART_HEIGHT}`, preserveAspectRatio: "none", role: "img", "aria-label": `${title}: ${summary}` }, "chart-svg");
       for (const band of bands) {
         const rect = svg("rect", { x: x(band.start), y: 0, width: Math.max(2, x(band.end) - x(band.start)), height: CHART_HEIGHT }, "rl-band");
@@ -915,7 +929,9 @@
       for (const span of spans) {
         const cost = span.session.cost_usd;
         const tall = cost == null ? 3 : Math.max(1.5, (cost / most) * (CHART_HEIGHT - 6));
-        const rect = svg("rect", { x: x(span.start), y: CHART_HEIGHT - tall, width: Math.max(3, x(span.end) - x(span.start)), height: tall }, cost == null ? "bar bar-unknown" : "bar");
+        const wide = Math.max(narrowest, x(span.end) - x(span.start));
+        const left = Math.min(CHART_WIDTH - wide, Math.max(0, (x(span.start) + x(span.end) - wide) / 2));
+        const rect = svg("rect", { x: left, y: CHART_HEIGHT - tall, width: wide, height: tall }, cost == null ? "bar bar-unknown" : "bar");
         rect.append(svg("title", {}));
         rect.lastChild.textContent = `${span.session.label}: ${cost == null ? "cost not reported" : money(cost)}, ${duration(span.session.duration_secs || 0)}, ended ${clock(span.session.at)}`;
         picture.append(rect);
@@ -1003,20 +1019,21 @@
     const waits = answer.rate_limits || [];
     const byLane = new Map();
     for (const session of sessions) {
-      const sum = byLane.get(session.lane) || { sessions: 0, cost: 0, waits: 0 };
+      const sum = byLane.get(session.lane) || { sessions: 0, cost: 0, waits: 0, known: false };
       sum.sessions += 1;
       sum.cost += session.cost_usd || 0;
+      sum.known = sum.known || session.cost_usd != null;
       byLane.set(session.lane, sum);
     }
     for (const wait of waits) {
-      const sum = byLane.get(wait.lane) || { sessions: 0, cost: 0, waits: 0 };
+      const sum = byLane.get(wait.lane) || { sessions: 0, cost: 0, waits: 0, known: false };
       sum.waits += 1;
       byLane.set(wait.lane, sum);
     }
     const ranked = [...byLane].sort((a, b) => b[1].cost - a[1].cost);
     const lanesLine = el("p", "chart-lanes");
     lanesLine.textContent = ranked.length
-      ? `${plural(ranked.length, "lane")}: ` + ranked.slice(0, 6).map(([lane, sum]) => `${lane} ${money(sum.cost)}`).join(" · ") + (ranked.length > 6 ? " · …" : "")
+      ? `${plural(ranked.length, "lane")}: ` + ranked.slice(0, 6).map(([lane, sum]) => `${lane} ${sum.known ? money(sum.cost) : "cost not reported"}`).join(" · ") + (ranked.length > 6 ? " · …" : "")
       : "";
     box.replaceChildren(
       costChart("Cost per session of the fleet", sessions, waits),
@@ -1024,7 +1041,7 @@
       figuresTable(
         "Cost of the fleet per lane",
         ["Lane", "Sessions", "Cost", "Rate-limit waits"],
-        ranked.map(([lane, sum]) => [lane, String(sum.sessions), money(sum.cost), String(sum.waits)]),
+        ranked.map(([lane, sum]) => [lane, String(sum.sessions), sum.known ? money(sum.cost) : "not reported", String(sum.waits)]),
       ),
     );
     box.dataset.loaded = String(Date.now());
