@@ -1,7 +1,8 @@
-//! The web inbox's HTTP side: the embedded page (which holds nothing secret
-//! and needs no token), and behind the token check its state, its event
-//! stream and the two things it may change (decide a request, tell a lane),
-//! these two also behind `Origin` and CSRF.
+//! The web inbox's HTTP side: the embedded page and its manifest, icon and
+//! service worker (which hold nothing secret and need no token), and behind
+//! the token check its state, its event stream and what it may change
+//! (decide a request, tell a lane, and the actions of `actions`), these
+//! also behind `Origin` and CSRF.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,8 +20,9 @@ use axum::routing::{get, post};
 use futures_util::stream;
 use serde::Deserialize;
 
-use super::auth::{self, Brake};
-use super::hosts::{Answer, Shared};
+use super::app::{App, answer_json, answer_response, refuse_foreign};
+use super::auth;
+use super::hosts::Answer;
 use super::listen::Door;
 use crate::fleet::wire::WireDecision;
 
@@ -43,16 +45,6 @@ const SECURITY_HEADERS: [(&str, &str); 5] = [
     ("x-frame-options", "DENY"),
     ("cache-control", "no-store"),
 ];
-
-/// What the handlers share.
-pub struct App {
-    pub shared: Arc<Shared>,
-    pub token: String,
-    pub csrf: String,
-    pub brake: Brake,
-    /// Event streams open now.
-    pub feeds: Arc<AtomicUsize>,
-}
 
 pub fn router(app: Arc<App>) -> Router {
     let api = Router::new()
@@ -281,42 +273,4 @@ async fn tell(
     }
     // The host's answer says whether the running session took the note now.
     answer_response(app.shared.tell(&body.lane, text).await)
-}
-
-/// A state-changing request from anywhere but the page itself.
-pub(super) fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|value: &HeaderValue| value.to_str().ok())
-    };
-    if !auth::same_origin(text(header::ORIGIN.as_str()), text(header::HOST.as_str())) {
-        return Some(answer_json(
-            StatusCode::FORBIDDEN,
-            false,
-            "refused: the request did not come from this page (Origin)",
-        ));
-    }
-    let csrf = text(auth::CSRF_HEADER).unwrap_or("");
-    if !auth::same_secret(csrf, &app.csrf) {
-        return Some(answer_json(
-            StatusCode::FORBIDDEN,
-            false,
-            "refused: a missing or stale CSRF token; reload the page",
-        ));
-    }
-    None
-}
-
-pub(super) fn answer_response(answer: Answer) -> Response {
-    match answer {
-        Answer::Done(text) => answer_json(StatusCode::OK, true, &text),
-        Answer::Refused(text) => answer_json(StatusCode::CONFLICT, false, &text),
-        Answer::Unreachable(text) => answer_json(StatusCode::BAD_GATEWAY, false, &text),
-    }
-}
-
-pub(super) fn answer_json(status: StatusCode, ok: bool, text: &str) -> Response {
-    let body = serde_json::json!({ "ok": ok, "text": text });
-    (status, axum::Json(body)).into_response()
 }

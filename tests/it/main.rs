@@ -108,6 +108,7 @@ mod ui_header_states;
 mod ui_plan_snapshots;
 mod ui_snapshots;
 mod web_browser;
+mod web_lane_work;
 mod web_serve;
 mod worker_loop;
 mod worker_ollama;
