@@ -447,3 +447,43 @@ fn a_failed_plan_is_retried_from_the_page_on_a_headless_host() {
     );
     common::host::stop_host(repo.root(), host);
 }
+
+/// The room in a terminal shows each action of the page as it happens, and
+/// the lane's event log keeps who asked.
+#[test]
+fn the_room_shows_the_pages_actions_as_they_happen() {
+    let fleet = HostFleet::new(&["api"], 1);
+    let root = fleet.root();
+    let command = format!(
+        "env GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null FLEET_AGENT_SECS=120 FLEET_AGENT_OUT={} FLEET_AGENT_GATE_LANE=none {}; sleep 600",
+        fleet.out_dir().display(),
+        common::clowder_bin().display()
+    );
+    let tmux = common::tmux::Tmux::start(root, &command, 160, 40);
+    tmux.wait_for("Lanes 1");
+    let page = Page::start(root);
+    page.wait_for("api running", |view| lane(view, "api")["running"] == true);
+    let (status, text) = page.act("api", "pause");
+    assert_eq!(status, 200, "{text}");
+    tmux.wait_for("pause asked by web 127.0.0.1:");
+    page.wait_for("api paused", |view| lane(view, "api")["paused"] == true);
+    let (status, text) = page.act("api", "stop_now");
+    assert_eq!(status, 200, "{text}");
+    tmux.wait_for("stop asked by web 127.0.0.1:");
+    let log = std::fs::read_to_string(root.join(".clowder/lanes/api/harness-events.jsonl"))
+        .expect("the lane's event log");
+    let asked: Vec<Value> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|event| event["event"] == "asked")
+        .collect();
+    assert_eq!(asked.len(), 2, "{log}");
+    assert_eq!(asked[0]["action"], "pause");
+    assert!(
+        asked[0]["by"]
+            .as_str()
+            .expect("by")
+            .starts_with("web 127.0.0.1:")
+    );
+    tmux.keys(&["q"]);
+}
