@@ -31,6 +31,9 @@ const APP_JS: &str = include_str!("../../assets/web/app.js");
 const APP_CSS: &str = include_str!("../../assets/web/app.css");
 const MANIFEST: &str = include_str!("../../assets/web/manifest.webmanifest");
 const ICON: &str = include_str!("../../assets/web/icon.svg");
+/// The icon drawn at the sizes a phone's home screen asks for (made from icon.svg).
+const ICON_192: &[u8] = include_bytes!("../../assets/web/icon-192.png");
+const ICON_512: &[u8] = include_bytes!("../../assets/web/icon-512.png");
 const SERVICE_WORKER: &str = include_str!("../../assets/web/sw.js");
 
 /// Headers on every answer: the page runs only its own script, is never
@@ -71,6 +74,8 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| async { asset("application/manifest+json", MANIFEST) }),
         )
         .route("/icon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+        .route("/icon-192.png", get(|| async { png(ICON_192) }))
+        .route("/icon-512.png", get(|| async { png(ICON_512) }))
         .route(
             "/sw.js",
             get(|| async { asset("text/javascript", SERVICE_WORKER) }),
@@ -142,6 +147,10 @@ fn too_many(wait: Duration) -> Response {
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+fn png(body: &'static [u8]) -> Response {
+    ([(header::CONTENT_TYPE, "image/png")], body).into_response()
 }
 
 async fn index() -> Response {
