@@ -652,14 +652,15 @@ def clean_up():
     shutil.rmtree(work, ignore_errors=True)
 
 
-signal.signal(signal.SIGTERM, stop)
-signal.signal(signal.SIGHUP, stop)
-MODES = ["latency", "cpu", "memory", "probe"]
-chosen = sys.argv[1:] or MODES
-for mode in chosen:
-    if mode not in MODES:
-        sys.exit(f"unknown mode {mode} ({', '.join(MODES)})")
-try:
-    main(chosen)
-finally:
-    clean_up()
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    MODES = ["latency", "cpu", "memory", "probe"]
+    chosen = sys.argv[1:] or MODES
+    for mode in chosen:
+        if mode not in MODES:
+            sys.exit(f"unknown mode {mode} ({', '.join(MODES)})")
+    try:
+        main(chosen)
+    finally:
+        clean_up()

@@ -888,6 +888,12 @@ pub enum Event {
         #[serde(default)]
         how: NoteHow,
     },
+    /// A client of the host asked something of the lane (a merge, a pause…):
+    /// who, as decisions record who decided (`web 127.0.0.1:50412`).
+    Asked {
+        action: String,
+        by: String,
+    },
 }
 
 /// How a session took a note.
@@ -938,6 +944,7 @@ impl Event {
             Event::LeakedPid { .. } => "leaked_pid",
             Event::NoteQueued { .. } => "note_queued",
             Event::NoteDelivered { .. } => "note_delivered",
+            Event::Asked { .. } => "asked",
         }
     }
 }

@@ -431,6 +431,7 @@ fn summary(event: &Event) -> String {
                 None => format!("note queued: \"{text}\""),
             }
         }
+        Event::Asked { action, by } => format!("{action} asked by {}", crate::escape::one_line(by)),
         Event::NoteDelivered {
             global, text, how, ..
         } => {

@@ -783,8 +783,33 @@ impl Host {
             // Reading asks nothing of the lane; a note says itself.
             _ => return,
         };
-        if let (Some(lane), Some(room)) = (lane, &self.room) {
-            room.log(lane, Level::Info, format!("{what} asked by {by}"));
+        if let Some(lane) = lane {
+            self.record_asked(lane, what, &by);
+        }
+    }
+
+    /// Writes `asked` into the lane's event log, as the lane's own events
+    /// are, and tells the rooms.
+    fn record_asked(&self, lane: &LaneName, action: &str, by: &str) {
+        let event = Event::Asked {
+            action: action.to_string(),
+            by: by.to_string(),
+        };
+        let at = Utc::now();
+        let log = self.config.lane_files(&self.root, lane.as_str()).event_log;
+        if let Some(path) = log {
+            let appended = crate::store::events::EventLog::open(&path)
+                .and_then(|mut log| log.append(at, &event));
+            if let Err(err) = appended {
+                let said = format!(
+                    "lane={lane} {action} asked by {by}: not recorded in {}: {err}",
+                    path.display()
+                );
+                self.say(Level::Warn, &said);
+            }
+        }
+        if let Some(room) = &self.room {
+            room.event(lane, at, event);
         }
     }
 

@@ -113,9 +113,10 @@ pub fn work(root: &Path, name: &LaneName) -> Result<LaneWork, String> {
     let numstat = diff(&["--numstat"])?;
     let patch = diff(&[])?;
     let (files, lines, shown) = split_patch(&numstat, &patch);
+    let short_base = super::lanes::short_ref(base);
     let cut = (shown < lines).then(|| {
         format!(
-            "the diff has {lines} lines; the first {shown} are shown: run `git diff {range}` in {} to see it all",
+            "the diff has {lines} lines; the first {shown} are shown: run `git diff {short_base}...{branch}` in {} to see it all",
             root.display()
         )
     });
@@ -124,7 +125,7 @@ pub fn work(root: &Path, name: &LaneName) -> Result<LaneWork, String> {
     let (sessions, rate_limits) = event_log.as_deref().map(costs).unwrap_or_default();
     Ok(LaneWork {
         lane: name.clone(),
-        base: super::lanes::short_ref(base).to_string(),
+        base: short_base.to_string(),
         branch: branch.to_string(),
         commits,
         commits_more,

@@ -96,10 +96,10 @@ impl RoomSide {
         });
     }
 
-    /// A line in lane `lane`'s events.
-    pub(super) fn log(&self, lane: &LaneName, level: Level, text: String) {
-        let at = Utc::now();
-        self.send(lane, LaneReport::Log { at, level, text });
+    /// An event of lane `lane` that the host itself recorded.
+    pub(super) fn event(&self, lane: &LaneName, at: DateTime<Utc>, event: Event) {
+        let event = Box::new(event);
+        self.send(lane, LaneReport::Event { at, event });
     }
 
     /// Hands a plan request to the plan's driver.

@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
+use super::app::{App, answer_json, answer_response, refuse_foreign};
 use super::hosts::Answer;
-use super::routes::{App, answer_json, answer_response, refuse_foreign};
 use crate::fleet::LaneName;
 use crate::fleet::link::HostRequest;
 use crate::fleet::new_lane::{NewLaneRequest, PromptSource};

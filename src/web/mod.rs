@@ -6,6 +6,7 @@
 
 mod actions;
 mod announce;
+mod app;
 mod auth;
 mod costs;
 mod feed;
@@ -86,7 +87,7 @@ async fn serve(options: WebOptions) -> Result<(), String> {
     let base = bases.first().cloned().unwrap_or_default();
     let named = name_the_page(&options.hosts, &base);
     let shared = hosts::Shared::start(options.hosts);
-    let app = Arc::new(routes::App {
+    let app = Arc::new(app::App {
         shared,
         token,
         csrf: auth::random_token()?,

@@ -1,7 +1,8 @@
-//! The web inbox's HTTP side: the embedded page (which holds nothing secret
-//! and needs no token), and behind the token check its state, its event
-//! stream and the two things it may change (decide a request, tell a lane),
-//! these two also behind `Origin` and CSRF.
+//! The web inbox's HTTP side: the embedded page and its manifest, icon and
+//! service worker (which hold nothing secret and need no token), and behind
+//! the token check its state, its event stream and what it may change
+//! (decide a request, tell a lane, and the actions of `actions`), these
+//! also behind `Origin` and CSRF.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -19,8 +20,9 @@ use axum::routing::{get, post};
 use futures_util::stream;
 use serde::Deserialize;
 
-use super::auth::{self, Brake};
-use super::hosts::{Answer, Shared};
+use super::app::{App, answer_json, answer_response, refuse_foreign};
+use super::auth;
+use super::hosts::Answer;
 use super::listen::Door;
 use crate::fleet::wire::WireDecision;
 
@@ -29,6 +31,9 @@ const APP_JS: &str = include_str!("../../assets/web/app.js");
 const APP_CSS: &str = include_str!("../../assets/web/app.css");
 const MANIFEST: &str = include_str!("../../assets/web/manifest.webmanifest");
 const ICON: &str = include_str!("../../assets/web/icon.svg");
+/// The icon drawn at the sizes a phone's home screen asks for (made from icon.svg).
+const ICON_192: &[u8] = include_bytes!("../../assets/web/icon-192.png");
+const ICON_512: &[u8] = include_bytes!("../../assets/web/icon-512.png");
 const SERVICE_WORKER: &str = include_str!("../../assets/web/sw.js");
 
 /// Headers on every answer: the page runs only its own script, is never
@@ -43,16 +48,6 @@ const SECURITY_HEADERS: [(&str, &str); 5] = [
     ("x-frame-options", "DENY"),
     ("cache-control", "no-store"),
 ];
-
-/// What the handlers share.
-pub struct App {
-    pub shared: Arc<Shared>,
-    pub token: String,
-    pub csrf: String,
-    pub brake: Brake,
-    /// Event streams open now.
-    pub feeds: Arc<AtomicUsize>,
-}
 
 pub fn router(app: Arc<App>) -> Router {
     let api = Router::new()
@@ -79,6 +74,8 @@ pub fn router(app: Arc<App>) -> Router {
             get(|| async { asset("application/manifest+json", MANIFEST) }),
         )
         .route("/icon.svg", get(|| async { asset("image/svg+xml", ICON) }))
+        .route("/icon-192.png", get(|| async { png(ICON_192) }))
+        .route("/icon-512.png", get(|| async { png(ICON_512) }))
         .route(
             "/sw.js",
             get(|| async { asset("text/javascript", SERVICE_WORKER) }),
@@ -150,6 +147,10 @@ fn too_many(wait: Duration) -> Response {
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+fn png(body: &'static [u8]) -> Response {
+    ([(header::CONTENT_TYPE, "image/png")], body).into_response()
 }
 
 async fn index() -> Response {
@@ -281,42 +282,4 @@ async fn tell(
     }
     // The host's answer says whether the running session took the note now.
     answer_response(app.shared.tell(&body.lane, text).await)
-}
-
-/// A state-changing request from anywhere but the page itself.
-pub(super) fn refuse_foreign(app: &App, headers: &HeaderMap) -> Option<Response> {
-    let text = |name| {
-        headers
-            .get(name)
-            .and_then(|value: &HeaderValue| value.to_str().ok())
-    };
-    if !auth::same_origin(text(header::ORIGIN.as_str()), text(header::HOST.as_str())) {
-        return Some(answer_json(
-            StatusCode::FORBIDDEN,
-            false,
-            "refused: the request did not come from this page (Origin)",
-        ));
-    }
-    let csrf = text(auth::CSRF_HEADER).unwrap_or("");
-    if !auth::same_secret(csrf, &app.csrf) {
-        return Some(answer_json(
-            StatusCode::FORBIDDEN,
-            false,
-            "refused: a missing or stale CSRF token; reload the page",
-        ));
-    }
-    None
-}
-
-pub(super) fn answer_response(answer: Answer) -> Response {
-    match answer {
-        Answer::Done(text) => answer_json(StatusCode::OK, true, &text),
-        Answer::Refused(text) => answer_json(StatusCode::CONFLICT, false, &text),
-        Answer::Unreachable(text) => answer_json(StatusCode::BAD_GATEWAY, false, &text),
-    }
-}
-
-pub(super) fn answer_json(status: StatusCode, ok: bool, text: &str) -> Response {
-    let body = serde_json::json!({ "ok": ok, "text": text });
-    (status, axum::Json(body)).into_response()
 }

@@ -109,6 +109,7 @@ mod ui_plan_snapshots;
 mod ui_snapshots;
 mod web_actions;
 mod web_browser;
+mod web_lane_work;
 mod web_serve;
 mod worker_loop;
 mod worker_ollama;
