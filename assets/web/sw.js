@@ -2,8 +2,8 @@
 // which needs the token and is never cached) so that the page still opens
 // without its server and says that it cannot reach it.
 "use strict";
-const SHELL = "clowder-shell-v1";
-const FILES = ["/", "/app.js", "/app.css", "/icon.svg", "/manifest.webmanifest"];
+const SHELL = "clowder-shell-v2";
+const FILES = ["/", "/app.js", "/app.css", "/icon.svg", "/icon-192.png", "/icon-512.png", "/manifest.webmanifest"];
 
 self.addEventListener("install", (event) => {
   event.waitUntil(caches.open(SHELL).then((cache) => cache.addAll(FILES)));

@@ -180,6 +180,11 @@ fn a_desktop_pauses_resumes_stops_kills_and_runs_a_lane_again() {
     pick_lane(&browser, "alpha");
     offers(&browser, "pause");
     act(&browser, "pause", None, true);
+    // The host says who asked, in the events the room shows too.
+    browser.wait_texts("#events .ev-text", |t| {
+        t.lines()
+            .any(|line| line.contains("pause asked by web 127.0.0.1:"))
+    });
     browser.wait_text("#lanes .lane[data-lane='alpha'] .state", |t| t == "paused");
     offers(&browser, "resume");
     act(&browser, "resume", None, true);
@@ -327,13 +332,23 @@ fn a_failed_plan_is_retried_and_a_new_lane_is_made_from_the_page() {
     assert!(ran, "the new lane's agent committed nothing");
     browser.wait_text("#lanes .lane[data-lane='docs'] .ahead", |t| t == "1 ahead");
 
-    assert!(served.take().expect("served").stop().success());
+    // The page's service worker keeps its shell, for a page opened while
+    // the server is gone.
+    browser.wait_js(
+        "the service worker in charge of the page",
+        "return navigator.serviceWorker.controller !== null;",
+    );
+    let served = served.take().expect("served");
+    let page = served.url.split('#').next().unwrap_or_default().to_string();
+    assert!(served.stop().success());
     browser.wait_text("#conn", |t| t == "offline: cannot reach clowder serve");
     assert_eq!(
         browser.count("#lanes .lane[data-lane='docs']"),
         1,
         "what was shown stays"
     );
+    browser.goto(&page);
+    browser.wait_text("#conn", |t| t == "offline: cannot reach clowder serve");
     drop(host);
 }
 
