@@ -142,6 +142,7 @@
     drawLanes();
     drawActions();
     drawPlans();
+    markStaleWork();
     if (eventsChanged) drawEvents();
     showConn();
     const waiting = view.requests.length;
@@ -767,14 +768,29 @@
       summary.className = "said-error";
       return;
     }
-    work = { lane: name, data: answer.work };
+    const lane = lanes.get(name);
+    work = { lane: name, data: answer.work, ahead: lane ? lane.ahead : undefined };
     drawWork();
+    $("#work-refresh").textContent = "Refresh";
+    $("#work-refresh").classList.remove("stale");
     // Reading a size makes the browser lay the pane out: the time includes it.
     void $("#pane-work").offsetHeight;
     const pane = $("#pane-work");
     pane.dataset.fetchMs = (fetched - started).toFixed(1);
     pane.dataset.renderMs = (performance.now() - fetched).toFixed(1);
     pane.dataset.lane = name;
+  }
+
+  // A lane that commits while its work is read: said on the Refresh button,
+  // not redrawn under the reader.
+  function markStaleWork() {
+    if (work === null || work.lane !== shownLane) return;
+    const lane = lanes.get(shownLane);
+    if (!lane || lane.ahead === work.ahead) return;
+    const button = $("#work-refresh");
+    if (button.classList.contains("stale")) return;
+    button.textContent = "Refresh: new commits";
+    button.classList.add("stale");
   }
 
   function plural(count, word) {
@@ -931,7 +947,8 @@
         const tall = cost == null ? 3 : Math.max(1.5, (cost / most) * (CHART_HEIGHT - 6));
         const wide = Math.max(narrowest, x(span.end) - x(span.start));
         const left = Math.min(CHART_WIDTH - wide, Math.max(0, (x(span.start) + x(span.end) - wide) / 2));
-        const rect = svg("rect", { x: left, y: CHART_HEIGHT - tall, width: wide, height: tall }, cost == null ? "bar bar-unknown" : "bar");
+        const kind = cost == null ? "bar bar-unknown" : span.session.productive === false ? "bar bar-idle" : "bar";
+        const rect = svg("rect", { x: left, y: CHART_HEIGHT - tall, width: wide, height: tall }, kind);
         rect.append(svg("title", {}));
         rect.lastChild.textContent = `${span.session.label}: ${cost == null ? "cost not reported" : money(cost)}, ${duration(span.session.duration_secs || 0)}, ended ${clock(span.session.at)}`;
         picture.append(rect);
@@ -988,8 +1005,8 @@
     box.append(
       figuresTable(
         `Sessions of ${data.lane}`,
-        ["Session", "Ended", "Cost", "Duration"],
-        sessions.map((s) => [String(s.iteration), clock(s.at), s.cost_usd == null ? "not reported" : money(s.cost_usd), duration(s.duration_secs || 0)]),
+        ["Session", "Ended", "Cost", "Duration", "Productive"],
+        sessions.map((s) => [String(s.iteration), clock(s.at), s.cost_usd == null ? "not reported" : money(s.cost_usd), duration(s.duration_secs || 0), s.productive === false ? "no" : "yes"]),
       ),
       figuresTable(
         `Rate-limit waits of ${data.lane}`,
@@ -1313,6 +1330,13 @@
   $("#lanes").addEventListener("scroll", drawLanesSoon, { passive: true });
   for (const button of document.querySelectorAll("#lane-tabs [role=tab]")) {
     button.addEventListener("click", () => showTab(button.dataset.tab));
+    button.addEventListener("keydown", (event) => {
+      if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
+      event.preventDefault();
+      const next = tab === "output" ? "work" : "output";
+      showTab(next);
+      $(`#tab-${next}`).focus();
+    });
   }
   $("#work-refresh").addEventListener("click", loadWork);
   $("#file-pick").addEventListener("change", (event) => showFile(Number(event.target.value)));
