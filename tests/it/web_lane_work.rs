@@ -487,3 +487,45 @@ fn the_room_shows_the_pages_actions_as_they_happen() {
     );
     tmux.keys(&["q"]);
 }
+
+/// The page over a host reached by ssh (a real sshd on 127.0.0.1): a lane's
+/// work is read and merged there, as over the folder's socket.
+#[test]
+fn over_ssh_the_page_reads_and_merges_a_lane() {
+    let Some(sshd) = common::sshd::Sshd::start() else {
+        return;
+    };
+    let fleet = HostFleet::new(&["api"], 1);
+    let root = fleet.root();
+    let host = host(&fleet, 1);
+    let target = format!("ssh://root@127.0.0.1:{}{}", sshd.port, root.display());
+    let somewhere_else = tempfile::tempdir().expect("tempdir");
+    let mut child = clowder_command(
+        somewhere_else.path(),
+        &["serve", "--http", "127.0.0.1:0", &target],
+    )
+    .env("CLOWDER_SSH", sshd.ssh_command())
+    .env("CLOWDER_REMOTE_COMMAND", common::clowder_bin())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("start clowder serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the address");
+    let (base, token) = line.trim().split_once("#token=").expect("an address");
+    let page = Page {
+        base: base.to_string(),
+        auth: format!("Bearer {token}"),
+        child,
+    };
+    page.wait_for("api's commit", |view| lane(view, "api")["ahead"] == 1);
+    let (status, work) = page.get("api/work?lane=api");
+    assert_eq!(status, 200, "{work}");
+    assert_eq!(work["work"]["commits"][0]["subject"], "api: session 1");
+    let (status, text) = page.act("api", "merge");
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(git(root, &["show", "main:work-api.txt"]), "api 1");
+    drop(page);
+    stop_host(root, host);
+}

@@ -9,6 +9,7 @@ pub mod git;
 pub mod host;
 pub mod plan;
 pub mod sim_host;
+pub mod sshd;
 pub mod tmux;
 
 use std::io::Read;
