@@ -116,7 +116,7 @@ fn a_phone_reads_a_long_diff_merges_pushes_and_is_told_what_is_refused() {
         browser.execute("return Number(document.querySelector('#pane-work').dataset.renderMs);");
     eprintln!("5,000-line diff drawn at 390x844 in {rendered} ms");
     assert!(fits(&browser), "the diff widens the page");
-    browser.execute("document.querySelector('#work-files').scrollIntoView();");
+    browser.execute("document.querySelector('#output-title').scrollIntoView();");
     screenshot(&browser, PHONE, "web-phone-diff.png");
     let more = browser.execute(
         "const t = performance.now(); document.querySelector('#diff-more').click();
