@@ -210,6 +210,11 @@ fn a_desktop_pauses_resumes_stops_kills_and_runs_a_lane_again() {
     assert!(table.contains(&"gamma".to_string()), "{table:?}");
     browser.execute("window.scrollTo(0, 0);");
     screenshot(&browser, DESKTOP, "web-desktop-lane.png");
+    // Keys: o shows the output, w the work again.
+    browser.keys("o");
+    browser.wait_for("#pane-work[hidden]");
+    browser.keys("w");
+    browser.wait_for("#pane-output[hidden]");
 
     offers(&browser, "restart");
     act(&browser, "restart", None, true);
