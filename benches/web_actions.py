@@ -64,11 +64,10 @@ def phone(driver):
 
 def select(driver, session, lane):
     driver.run(session, """
-        const row = [...document.querySelectorAll('#lanes .lane')].find(r => r.dataset.name === arguments[0]
-            || (r.querySelector('.lane-name') || {}).textContent === arguments[0]);
+        const row = [...document.querySelectorAll('#lanes .lane')].find(r => r.dataset.lane === arguments[0]);
         if (row) row.click();
         return !!row;""", lane)
-    wait(driver, session, "return document.querySelector('#output-title').textContent.includes(arguments[0])",
+    wait(driver, session, "return document.querySelector('#output-title').textContent === 'Lane ' + arguments[0]",
          f"lane {lane} selected", lane)
 
 
@@ -133,7 +132,7 @@ def commit_five_thousand_lines():
 OPEN_WORK = """
 window.__ready = null; window.__frame = null;
 const done = () => {
-  const lines = document.querySelectorAll('#work-files .diff-line, #work-files .add, #work-files tr, #work-files code');
+  const lines = document.querySelectorAll('#diff .dl');
   if (window.__ready === null && lines.length > 0) {
     window.__ready = Date.now();
     requestAnimationFrame(() => { window.__frame = Date.now(); });
