@@ -628,8 +628,9 @@
       actions.push({ action: "merge", label: "Merge", confirm: `Merge ${name} into ${lane.base}?` });
       actions.push({ action: "push", label: "Push", confirm: `Push ${name}'s branch to its remote?` });
     }
-    // The room's p resumes a held loop too.
-    if (lane.paused || lane.state === "held") actions.push({ action: "resume", label: "Resume" });
+    // The room's p resumes a held loop too; a lane paused between sessions
+    // says so only in its state.
+    if (lane.paused || lane.state === "held" || lane.state === "paused") actions.push({ action: "resume", label: "Resume" });
     else if (running) actions.push({ action: "pause", label: "Pause" });
     if (running) {
       actions.push({ action: "stop", label: lane.stop_pending ? "Cancel stop" : "Stop after this session" });
