@@ -323,7 +323,7 @@
     const row = el("div", "lane");
     row.dataset.lane = name;
     const facts = el("div", "facts");
-    facts.append(el("span", "iteration"), el("span", "idle"), el("span", "cost"), el("span", "ahead"), el("span", "pending"), el("span", "ungated"));
+    facts.append(el("span", "iteration"), el("span", "idle"), el("span", "cost"), el("span", "ahead"), el("span", "pending"), el("span", "stopping"), el("span", "ungated"));
     row.append(el("span", "glyph"), el("span", "name", name), el("span", "state"), facts);
     row.addEventListener("click", () => showLane(name));
     return row;
@@ -347,6 +347,7 @@
     set(".cost", lane.cost_usd == null ? "" : `$${Number(lane.cost_usd).toFixed(2)}`);
     set(".ahead", lane.ahead ? `${lane.ahead} ahead` : "");
     set(".pending", lane.pending ? `${lane.pending} waiting` : "");
+    set(".stopping", lane.stop_pending ? "stops after this session" : "");
     // Its tool calls reach no gate: said on the row, the reason on hover.
     set(".ungated", lane.ungated ? "UNGATED" : "");
     row.querySelector(".ungated").title = lane.ungated || "";

@@ -243,6 +243,9 @@ fn a_desktop_pauses_resumes_stops_kills_and_runs_a_lane_again() {
     browser.wait_text("#lane-actions button[data-action='stop']", |t| {
         t == "Cancel stop"
     });
+    browser.wait_text("#lanes .lane[data-lane='alpha'] .stopping", |t| {
+        t == "stops after this session"
+    });
     act(&browser, "stop", None, true);
     browser.wait_text("#lane-actions button[data-action='stop']", |t| {
         t == "Stop after this session"
