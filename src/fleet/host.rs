@@ -639,10 +639,18 @@ impl Host {
         match request {
             HostRequest::Command { lane, command } => {
                 let word = command_word(&command);
+                let resume = command == Command::Resume;
                 let sent = self
                     .commands
                     .get(&lane)
+                    .filter(|_| !self.ended.contains_key(&lane))
                     .is_some_and(|sender| sender.send(command).is_ok());
+                // A lane paused between sessions (`lane pause`) has no loop
+                // to tell: it is made active, as `lane resume` does.
+                if !sent && resume {
+                    room.resume_lane(&self.root, lane, done);
+                    return;
+                }
                 let said = match sent {
                     true => Ok(format!("lane {lane}: {word} sent")),
                     false => Err(format!("lane {lane} is not running: nothing to {word}")),
@@ -739,7 +747,9 @@ impl Host {
             return;
         }
         let answer = match &request {
-            HostRequest::Command { lane, command } if !self.commands.contains_key(lane) => {
+            HostRequest::Command { lane, command }
+                if !self.commands.contains_key(lane) && *command != Command::Resume =>
+            {
                 Err(format!(
                     "lane {lane} is not running here: nothing to {}",
                     command_word(command)
@@ -1039,7 +1049,8 @@ fn command_word(command: &Command) -> &'static str {
         Command::Pause => "pause",
         Command::Resume => "resume",
         Command::KillSession => "kill",
-        Command::StopAfterCurrent | Command::StopNow | Command::TerminalClosed => "stop",
+        Command::StopAfterCurrent | Command::TerminalClosed => "stop",
+        Command::StopNow => "stop now",
     }
 }
 

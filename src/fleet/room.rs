@@ -365,6 +365,33 @@ impl RoomSide {
         });
     }
 
+    /// `lane resume`: a lane paused between sessions made active again; the
+    /// registry poll then starts it.
+    pub(super) fn resume_lane(&self, root: &Path, lane: LaneName, waiting: Option<WorkDone>) {
+        let root = root.to_path_buf();
+        let to_ui = self.to_ui.clone();
+        tokio::task::spawn_local(async move {
+            let name = lane.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                lanes::set_state(&root, &name, super::registry::LaneState::Active, false)
+                    .map_err(|failure| failure.message().to_string())
+            })
+            .await
+            .unwrap_or_else(|err| Err(format!("lane resume failed: {err}")));
+            let (level, text) = match &done {
+                Ok(lines) => (Level::Info, lines.join("; ")),
+                Err(why) => (Level::Warn, format!("lane resume {lane}: {why}")),
+            };
+            settle(waiting, done.map(|lines| lines.join("\n")));
+            let report = LaneReport::Log {
+                at: Utc::now(),
+                level,
+                text,
+            };
+            let _ = to_ui.send(HostMsg::Lane { lane, report });
+        });
+    }
+
     /// `s` on a task lane: `"status": "stopped"` into its task's state.json;
     /// the worker ends at its next check, and the lane with it.
     pub(super) fn stop_task(&self, root: &Path, lane: LaneName, waiting: Option<WorkDone>) {

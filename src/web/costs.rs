@@ -22,6 +22,7 @@ pub struct Costs {
 
 #[derive(Clone, Copy)]
 struct Session {
+    iteration: u64,
     cost_usd: Option<f64>,
     duration_secs: f64,
 }
@@ -29,6 +30,8 @@ struct Session {
 #[derive(Serialize)]
 pub struct SessionPoint {
     pub lane: String,
+    /// The lane's session number.
+    pub iteration: u64,
     pub at: DateTime<Utc>,
     #[serde(serialize_with = "crate::fmt::usd_json")]
     pub cost_usd: Option<f64>,
@@ -48,12 +51,14 @@ impl Costs {
     pub fn take(&mut self, lane: &LaneName, at: DateTime<Utc>, event: &Event) {
         match event {
             Event::SessionComplete {
+                iteration,
                 global,
                 cost_usd,
                 duration_secs,
                 ..
             } => {
                 let session = Session {
+                    iteration: *iteration,
                     cost_usd: *cost_usd,
                     duration_secs: *duration_secs,
                 };
@@ -74,6 +79,7 @@ impl Costs {
             .iter()
             .map(|((at, lane, _), session)| SessionPoint {
                 lane: name(lane),
+                iteration: session.iteration,
                 at: *at,
                 cost_usd: session.cost_usd,
                 duration_secs: session.duration_secs,

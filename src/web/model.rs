@@ -44,6 +44,9 @@ pub struct LaneFacts {
     pub queued: bool,
     pub ahead: Option<Option<u64>>,
     pub ended: Option<Result<ExitReason, String>>,
+    /// When the run that ended had started: a snapshot of a later run (the
+    /// lane run again) says it no longer has.
+    pub ended_run: Option<DateTime<Utc>>,
 }
 
 /// Numbers every event line once, over every host: a page knows a line by it.
@@ -220,6 +223,7 @@ impl HostState {
                     queued: facts.queued,
                     ahead: facts.ahead,
                     ended: facts.ended.clone(),
+                    ended_run: None,
                 };
                 (facts.lane.clone(), lane)
             })
@@ -277,11 +281,24 @@ impl HostState {
         let facts = self.facts.entry(lane.clone()).or_default();
         match report {
             LaneReport::Snapshot { snapshot, queued } => {
+                // A lane run again has not ended (a status file read again
+                // for a lane that does not run is of the run that ended).
+                let again = match facts.ended_run {
+                    Some(ended) => snapshot.loop_start > ended,
+                    None => snapshot.exit_reason.is_none(),
+                };
+                if facts.ended.is_some() && again {
+                    facts.ended = None;
+                    facts.ended_run = None;
+                }
                 facts.snapshot = Some(Arc::clone(snapshot));
                 facts.queued = *queued;
             }
             LaneReport::Ahead(ahead) => facts.ahead = Some(*ahead),
-            LaneReport::Ended(ended) => facts.ended = Some(ended.clone()),
+            LaneReport::Ended(ended) => {
+                facts.ended = Some(ended.clone());
+                facts.ended_run = facts.snapshot.as_ref().map(|s| s.loop_start);
+            }
             LaneReport::Log { at, level, text } => {
                 if crate::fleet::event_text::repeats_an_event(text) {
                     return false;
@@ -454,6 +471,43 @@ mod tests {
         assert_eq!(model.hosts[0].events.len(), EVENTS_KEPT);
         model.apply(0, &hello("ann"), now);
         assert_eq!(model.hosts[0].lost, None);
+    }
+
+    #[test]
+    fn a_lane_run_again_no_longer_reads_as_ended_and_an_old_status_does_not_undo_it() {
+        use crate::protocol::{LoopState, Snapshot};
+        let mut model = Model::new(vec![None]);
+        let now = Utc::now();
+        model.apply(
+            0,
+            &RemoteEvent::Snapshot(Box::new(snapshot(&["api"], &[]))),
+            now,
+        );
+        let lane = LaneName::parse("api").expect("name");
+        let report = |report| {
+            RemoteEvent::Host(HostMsg::Lane {
+                lane: lane.clone(),
+                report,
+            })
+        };
+        let run = |started, state| {
+            let mut snapshot = Snapshot::starting(1, "agent".into(), started);
+            snapshot.state = state;
+            LaneReport::Snapshot {
+                snapshot: Arc::new(snapshot),
+                queued: false,
+            }
+        };
+        let first = now - chrono::Duration::seconds(60);
+        model.apply(0, &report(run(first, LoopState::SessionRunning)), now);
+        model.apply(0, &report(LaneReport::Ended(Err("killed".into()))), now);
+        let ended = |model: &Model| model.hosts[0].facts[&lane].ended.is_some();
+        assert!(ended(&model));
+        // The status file of the run that ended, read again: still ended.
+        model.apply(0, &report(run(first, LoopState::SessionRunning)), now);
+        assert!(ended(&model));
+        model.apply(0, &report(run(now, LoopState::SessionRunning)), now);
+        assert!(!ended(&model), "run again: not ended");
     }
 
     #[test]

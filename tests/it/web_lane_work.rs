@@ -469,7 +469,7 @@ fn the_room_shows_the_pages_actions_as_they_happen() {
     page.wait_for("api paused", |view| lane(view, "api")["paused"] == true);
     let (status, text) = page.act("api", "stop_now");
     assert_eq!(status, 200, "{text}");
-    tmux.wait_for("stop asked by web 127.0.0.1:");
+    tmux.wait_for("stop now asked by web 127.0.0.1:");
     let log = std::fs::read_to_string(root.join(".clowder/lanes/api/harness-events.jsonl"))
         .expect("the lane's event log");
     let asked: Vec<Value> = log
@@ -527,5 +527,32 @@ fn over_ssh_the_page_reads_and_merges_a_lane() {
     assert_eq!(status, 200, "{text}");
     assert_eq!(git(root, &["show", "main:work-api.txt"]), "api 1");
     drop(page);
+    stop_host(root, host);
+}
+
+/// A lane paused between sessions (`lane pause`) is resumed from the page,
+/// as `lane resume` does; a lane run again from the page no longer reads
+/// as ended.
+#[test]
+fn resume_of_a_lane_paused_between_sessions_and_a_lane_run_again_from_the_page() {
+    let fleet = HostFleet::new(&["api", "docs"], 1);
+    let root = fleet.root();
+    common::git::clowder_in(root, &["lane", "pause", "docs"]);
+    let host = host(&fleet, 1);
+    let page = Page::start(root);
+    page.wait_for("api done, docs paused", |view| {
+        lane(view, "api")["state"] == "done" && lane(view, "docs")["state"] == "paused"
+    });
+    let (status, text) = page.act("docs", "resume");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("lane docs: active (was paused)"), "{text}");
+    page.wait_for("docs run and done", |view| {
+        lane(view, "docs")["state"] == "done" && lane(view, "docs")["ahead"] == 1
+    });
+    let (status, text) = page.act("api", "restart");
+    assert_eq!(status, 200, "{text}");
+    page.wait_for("api run again, its second session", |view| {
+        lane(view, "api")["state"] == "done" && lane(view, "api")["ahead"] == 2
+    });
     stop_host(root, host);
 }
