@@ -1035,7 +1035,7 @@
       box.append(error);
       return;
     }
-    const sessions = (answer.sessions || []).map((session) => ({ ...session, label: `${session.lane}, ended ${clock(session.at)}` }));
+    const sessions = (answer.sessions || []).map((session) => ({ ...session, label: session.iteration ? `${session.lane} session ${session.iteration}` : `${session.lane}, ended ${clock(session.at)}` }));
     const waits = answer.rate_limits || [];
     const byLane = new Map();
     for (const session of sessions) {
