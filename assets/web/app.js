@@ -632,8 +632,11 @@
     // The room's p resumes a held loop too; a lane paused between sessions
     // says so only in its state.
     if (lane.paused || lane.state === "held" || lane.state === "paused") actions.push({ action: "resume", label: "Resume" });
-    else if (running) actions.push({ action: "pause", label: "Pause" });
-    if (running) {
+    else if (running && !lane.task) actions.push({ action: "pause", label: "Pause" });
+    if (running && lane.task) {
+      // A task lane stops through its task's state, as the room's s does it.
+      actions.push({ action: "stop", label: "Stop the task" });
+    } else if (running) {
       actions.push({ action: "stop", label: lane.stop_pending ? "Cancel stop" : "Stop after this session" });
       actions.push({ action: "stop_now", label: "Stop now", confirm: `Stop ${name} now, ending its session?` });
       const session = lane.iteration == null ? "the session" : `session ${lane.iteration}`;

@@ -156,7 +156,14 @@ fn origin_of(root: &Path) -> PathBuf {
 fn add_origin(root: &Path) -> Result<(), String> {
     let origin = origin_of(root);
     if origin.exists() {
-        let _ = std::fs::remove_dir_all(&origin);
+        if !origin.join(MARK).is_file() {
+            return Err(format!(
+                "{} exists and is not the demo's remote (it has no {MARK} file): move it away first",
+                origin.display()
+            ));
+        }
+        std::fs::remove_dir_all(&origin)
+            .map_err(|err| format!("cannot remove {}: {err}", origin.display()))?;
     }
     let path = origin.to_string_lossy().into_owned();
     worktree::git(

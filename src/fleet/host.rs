@@ -94,11 +94,7 @@ pub fn run_headless_with(
 fn served(plans: Option<super::plans::RoomDriver>) -> (Watchers, Option<Driver>) {
     let (to_hub, from_host) = mpsc::unbounded_channel();
     let mut room = RoomSide::served(to_hub.clone());
-    let viewer = plans.map(|make| {
-        let (plan_tx, plan_rx) = mpsc::unbounded_channel();
-        room.plan = Some(plan_tx);
-        make(to_hub, plan_rx)
-    });
+    let viewer = plans.map(|make| room.plans_side(make, to_hub));
     let watchers = Watchers {
         room,
         from_host,
@@ -145,11 +141,7 @@ pub fn run_for_room(
         Some(RoomPlans::View(make)) => (None, Some(make)),
         None => (None, None),
     };
-    let mut start = |make: super::plans::RoomDriver| {
-        let (plan_tx, plan_rx) = mpsc::unbounded_channel();
-        room.plan = Some(plan_tx);
-        make(to_hub.clone(), plan_rx)
-    };
+    let mut start = |make: super::plans::RoomDriver| room.plans_side(make, to_hub.clone());
     let driver = driver.map(&mut start);
     let viewer = viewer.map(&mut start);
     let watchers = Watchers {
@@ -481,6 +473,7 @@ impl Host {
             || self.room_open()
             || self.driver.is_some()
             || (self.stay && !self.stopping)
+            || self.plan_runs()
         {
             self.tell_idle();
             tokio::select! {
@@ -597,6 +590,15 @@ impl Host {
         if self.headless {
             Console::new(self.verbosity).log(Utc::now(), level, message);
         }
+    }
+
+    /// Whether a plan the plans' side started (a retry) still runs.
+    fn plan_runs(&self) -> bool {
+        !self.stopping
+            && self
+                .room
+                .as_ref()
+                .is_some_and(|room| room.plan_busy.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Whether the control room is still on screen (then the host keeps
@@ -739,11 +741,15 @@ impl Host {
             outcome,
             by,
         } = remote;
-        if !by.is_empty() {
-            self.say_asked(&request, &by);
-        }
         if let HostRequest::Tell { lane, text } = request {
-            self.tell(lane, &text, reply);
+            // Whoever waits for the end hears the verdict; the other, that it was taken.
+            match outcome {
+                Some(outcome) => {
+                    self.tell(lane, &text, Some(outcome));
+                    settle(reply, Ok("sent to the host".to_string()));
+                }
+                None => self.tell(lane, &text, reply),
+            }
             return;
         }
         let answer = match &request {
@@ -757,11 +763,15 @@ impl Host {
             }
             HostRequest::Detached => Err("only the room that started the host detaches".into()),
             HostRequest::Work(_) if outcome.is_none() => {
-                Err("`work` is answered only to a request with `re` and `wait`".into())
+                Err("`work` is answered only to a request with `re`".into())
             }
             _ => Ok("sent to the host".to_string()),
         };
         if answer.is_ok() {
+            // Who asked is kept only for what was taken.
+            if !by.is_empty() {
+                self.say_asked(&request, &by);
+            }
             self.on_request(Some(request), outcome);
         }
         if let Some(reply) = reply {
@@ -780,9 +790,14 @@ impl Host {
             HostRequest::RestartLane(lane) => (Some(lane), "run again"),
             HostRequest::Remove(lane) => (Some(lane), "remove"),
             HostRequest::StopTask(lane) => (Some(lane), "stop"),
-            HostRequest::AddLane(new) => (Some(&new.name), "new lane"),
             HostRequest::RetryPlan { plan } => {
                 self.say(Level::Info, &format!("plan {plan}: retry asked by {by}"));
+                return;
+            }
+            // It has no event log yet: the fleet's events say it.
+            HostRequest::AddLane(new) => {
+                let text = format!("new lane {} asked by {by}", new.name);
+                self.say(Level::Info, &text);
                 return;
             }
             HostRequest::MergeStep { plan, step } => {

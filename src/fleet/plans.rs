@@ -14,9 +14,16 @@ pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 
 /// Builds a plan's driver on the host's thread, from the channel to the control
 /// room and the plan requests (merges) the host forwards from it.
-pub type RoomDriver = Box<
-    dyn FnOnce(mpsc::UnboundedSender<HostMsg>, mpsc::UnboundedReceiver<PlanAsk>) -> Driver + Send,
->;
+pub type RoomDriver = Box<dyn FnOnce(PlanLink) -> Driver + Send>;
+
+/// What a plans' side is given: where to say things, the plan requests the
+/// host forwards, and a flag it holds up while a plan it started runs (the
+/// host then stays until that plan is done).
+pub struct PlanLink {
+    pub to_ui: mpsc::UnboundedSender<HostMsg>,
+    pub requests: mpsc::UnboundedReceiver<PlanAsk>,
+    pub busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
 
 /// A plan request (a merge, a retry), and who waits to hear how it went.
 pub struct PlanAsk {

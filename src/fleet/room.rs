@@ -38,6 +38,8 @@ pub(super) struct RoomSide {
     idle: Option<(bool, bool)>,
     /// Where plan requests (merges) go: the plan's driver, when one runs here.
     pub(super) plan: Option<mpsc::UnboundedSender<PlanAsk>>,
+    /// Up while a plan the plans' side started runs: the host stays for it.
+    pub(super) plan_busy: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RoomSide {
@@ -51,6 +53,7 @@ impl RoomSide {
             entries: Vec::new(),
             idle: None,
             plan: None,
+            plan_busy: Arc::default(),
         }
     }
 
@@ -63,6 +66,7 @@ impl RoomSide {
             entries: Vec::new(),
             idle: None,
             plan: None,
+            plan_busy: Arc::default(),
         }
     }
 
@@ -100,6 +104,22 @@ impl RoomSide {
     pub(super) fn event(&self, lane: &LaneName, at: DateTime<Utc>, event: Event) {
         let event = Box::new(event);
         self.send(lane, LaneReport::Event { at, event });
+    }
+
+    /// Makes the plans' side with `make`, its requests coming from here.
+    pub(super) fn plans_side(
+        &mut self,
+        make: super::plans::RoomDriver,
+        to_ui: mpsc::UnboundedSender<HostMsg>,
+    ) -> super::plans::Driver {
+        let (plan_tx, requests) = mpsc::unbounded_channel();
+        self.plan = Some(plan_tx);
+        let busy = Arc::clone(&self.plan_busy);
+        make(super::plans::PlanLink {
+            to_ui,
+            requests,
+            busy,
+        })
     }
 
     /// Hands a plan request to the plan's driver.
@@ -373,7 +393,20 @@ impl RoomSide {
         tokio::task::spawn_local(async move {
             let name = lane.clone();
             let done = tokio::task::spawn_blocking(move || {
-                lanes::set_state(&root, &name, super::registry::LaneState::Active, false)
+                use super::registry::LaneState;
+                // Only a pause is undone here: a lane a person stopped, or
+                // one that finished, is started again by `restart` alone.
+                let state = super::registry::load(&root)?
+                    .lane(&name)
+                    .map(|lane| lane.state)
+                    .ok_or_else(|| format!("no lane named {name}"))?;
+                if state != LaneState::Paused {
+                    return Err(format!(
+                        "lane {name} is not running and is {}, not paused: nothing to resume (run it again to start it)",
+                        state.as_str()
+                    ));
+                }
+                lanes::set_state(&root, &name, LaneState::Active, false)
                     .map_err(|failure| failure.message().to_string())
             })
             .await

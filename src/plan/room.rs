@@ -3,6 +3,7 @@
 //! screen's) for the Plan view, and `M` there merges a step that needs review.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -12,7 +13,7 @@ use super::driver::Driver;
 use super::state::PlanState;
 use crate::console::Verbosity;
 use crate::fleet::link::{HostMsg, HostRequest};
-use crate::fleet::plans::{PlanAsk, PlanSummary, RoomDriver, StepSummary};
+use crate::fleet::plans::{PlanAsk, PlanLink, PlanSummary, RoomDriver, StepSummary};
 use crate::fleet::serve::{WorkDone, settle};
 use crate::supervisor::core::Level;
 use crate::supervisor::runtime::Reporter;
@@ -29,7 +30,12 @@ pub(super) fn room_driver(
     queue_dir: PathBuf,
     grace: Duration,
 ) -> RoomDriver {
-    Box::new(move |to_ui, mut requests| {
+    Box::new(move |link: PlanLink| {
+        let PlanLink {
+            to_ui,
+            mut requests,
+            ..
+        } = link;
         Box::pin(async move {
             let mut known = None;
             let mut state = state;
@@ -70,7 +76,12 @@ pub(super) fn room_driver(
 /// the web page, where `M` still merges a step that needs review and a retry
 /// starts a failed plan's failed steps again, its driver run here.
 pub fn viewer(root: PathBuf) -> RoomDriver {
-    Box::new(move |to_ui, mut requests| {
+    Box::new(move |link: PlanLink| {
+        let PlanLink {
+            to_ui,
+            mut requests,
+            busy,
+        } = link;
         Box::pin(async move {
             let mut known = None;
             let mut ticker = tokio::time::interval(PLANS_EVERY);
@@ -86,6 +97,7 @@ pub fn viewer(root: PathBuf) -> RoomDriver {
                     _ = ticker.tick() => send_plans(&root, &to_ui, &mut known).await,
                     () = driving => {
                         again = None;
+                        busy.store(false, Ordering::Relaxed);
                         send_plans(&root, &to_ui, &mut known).await;
                     }
                     request = requests.recv() => match request {
@@ -100,6 +112,7 @@ pub fn viewer(root: PathBuf) -> RoomDriver {
                                 )),
                                 None => retry_here(&root, &to_ui, &plan).await.map(|(retried, said)| {
                                     again = Some(retried);
+                                    busy.store(true, Ordering::Relaxed);
                                     said
                                 }),
                             };
@@ -109,8 +122,15 @@ pub fn viewer(root: PathBuf) -> RoomDriver {
                             settle(done, said);
                         }
                         Some(PlanAsk { done, .. }) => settle(done, Err("not a plan request".into())),
-                        // The room has gone (detached): nobody looks at plans.
-                        None => return,
+                        // The room has gone (detached): nobody looks at plans,
+                        // but a plan started again runs to its end.
+                        None => {
+                            if let Some(retried) = again.take() {
+                                retried.driver.await;
+                            }
+                            busy.store(false, Ordering::Relaxed);
+                            return;
+                        }
                     },
                 }
             }

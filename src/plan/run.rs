@@ -201,7 +201,7 @@ pub(super) fn drive(
         let driver =
             Driver::new(root.clone(), state, queue_dir, Verbosity::Normal).kill_grace(grace);
         // The plans, for the socket's clients; the driver holds the plan's
-        // lock, so a retry from there waits until it has ended.
+        // lock, so a retry from there is refused while it runs.
         let plans = Some(super::room::viewer(root.clone()));
         crate::fleet::host::run_headless_with(
             root.clone(),

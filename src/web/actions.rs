@@ -66,7 +66,12 @@ pub async fn act(
     if let Some(refused) = refuse_foreign(&app, &headers) {
         return refused;
     }
-    let Some(action) = LaneAction::named(&body.action) else {
+    let action = match body.action.as_str() {
+        // A task lane stops through its task's state, as the room's `s` does it.
+        "stop" if app.shared.is_task(&body.lane) => Some(LaneAction::Work(HostRequest::StopTask)),
+        named => LaneAction::named(named),
+    };
+    let Some(action) = action else {
         let text = format!(
             "action {:?}: expected merge, push, restart, pause, resume, stop, stop_now, kill or remove",
             body.action
@@ -208,7 +213,7 @@ pub async fn chart(State(app): State<Arc<App>>) -> Response {
 fn said(answer: &Answer) {
     if let Answer::Done(text) = answer {
         for line in text.lines() {
-            eprintln!("clowder serve: {line}");
+            eprintln!("clowder serve: {}", crate::escape::one_line(line));
         }
     }
 }

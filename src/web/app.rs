@@ -51,6 +51,7 @@ pub(super) fn answer_response(answer: Answer) -> Response {
         Answer::Done(text) => answer_json(StatusCode::OK, true, &text),
         Answer::Refused(text) => answer_json(StatusCode::CONFLICT, false, &text),
         Answer::Unreachable(text) => answer_json(StatusCode::BAD_GATEWAY, false, &text),
+        Answer::Pending(text) => answer_json(StatusCode::ACCEPTED, true, &text),
     }
 }
 

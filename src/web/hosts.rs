@@ -22,8 +22,9 @@ use crate::fleet::wire::{ClientMsg, WireDecision};
 
 /// How long the page waits for a host to answer a decision or a note.
 const ANSWER_WAIT: Duration = Duration::from_secs(15);
-/// How long it waits for git work (a merge, a push, a diff) to be done.
-const WORK_WAIT: Duration = Duration::from_secs(120);
+/// How long it waits for git work (a merge with its verify, a push over
+/// the network) to be done before it says the host is still at it.
+const WORK_WAIT: Duration = Duration::from_secs(600);
 
 /// A host to serve, and the name its lanes go by when there are several.
 pub struct WebHost {
@@ -52,6 +53,8 @@ pub enum Answer {
     Refused(String),
     /// No host holds it, or none answered.
     Unreachable(String),
+    /// The host took it and is still at it: its events will say how it went.
+    Pending(String),
 }
 
 impl Shared {
@@ -155,6 +158,20 @@ impl Shared {
         self.work(host, make(lane), by).await
     }
 
+    /// Whether lane `shown` is a task lane.
+    pub fn is_task(&self, shown: &str) -> bool {
+        let Ok(model) = self.model.lock() else {
+            return false;
+        };
+        model.locate(shown).is_some_and(|(host, lane)| {
+            model.hosts.get(host).is_some_and(|host| {
+                host.lanes
+                    .iter()
+                    .any(|entry| entry.name == lane && entry.kind.is_task())
+            })
+        })
+    }
+
     /// Asks host `host` (by its name; none: the only one) for `request`.
     pub async fn host_work(&self, host: Option<&str>, request: HostRequest, by: String) -> Answer {
         let found = self.model.lock().ok().map(|model| match host {
@@ -241,12 +258,12 @@ impl Shared {
             .to_hosts
             .get(host)
             .is_some_and(|to_host| to_host.send(message(re)).is_ok());
-        let answer = match sent {
-            true => tokio::time::timeout(wait, answer)
-                .await
-                .ok()
-                .and_then(Result::ok),
-            false => None,
+        let (answer, timed_out) = match sent {
+            true => match tokio::time::timeout(wait, answer).await {
+                Ok(answer) => (answer.ok(), false),
+                Err(_) => (None, true),
+            },
+            false => (None, false),
         };
         if let Ok(mut replies) = self.replies.lock() {
             replies.remove(&re);
@@ -254,6 +271,10 @@ impl Shared {
         match answer {
             Some((true, text)) => Answer::Done(text),
             Some((false, text)) => Answer::Refused(text),
+            None if timed_out && wait > ANSWER_WAIT => Answer::Pending(format!(
+                "still at it after {} minutes: the lane's events will say how it went",
+                wait.as_secs() / 60
+            )),
             None => Answer::Unreachable("the host did not answer; try again".to_string()),
         }
     }

@@ -176,23 +176,10 @@ async fn read_lines(
     let mut _following: Option<Follower> = None;
     let mut pace = Pace::new(tokio::time::Instant::now());
     loop {
-        buffer.clear();
-        let limit = MAX_CLIENT_LINE as u64 + 1;
-        let read = (&mut reader)
-            .take(limit)
-            .read_until(b'\n', &mut buffer)
-            .await;
-        match read {
-            Ok(0) | Err(_) => return None,
-            Ok(_) => {}
-        }
-        if buffer.len() > MAX_CLIENT_LINE {
-            let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
-            let refusal = ServerMsg::Refused {
-                reason,
-                closing: true,
-            };
-            return Some(Arc::from(line(&refusal)));
+        match read_line(&mut reader, &mut buffer).await {
+            Ok(true) => {}
+            Ok(false) => return None,
+            Err(refusal) => return Some(refusal),
         }
         let parsed = parse_client_line(&buffer);
         // A client that asks faster than its share is read more slowly: what
@@ -204,19 +191,12 @@ async fn read_lines(
         let answer = match parsed {
             Ok(ClientMsg::Follow { lane, file }) => {
                 _following = None;
-                let folder = match &context.options.outputs {
-                    Some(outputs) => outputs.clone(),
-                    None => crate::fleet::lane_files_dir(&context.options.root, &lane),
-                };
-                match output::follow_for(&folder, context.options.format, lines, &lane, &file) {
+                match follow(context, lines, &lane, &file) {
                     Ok(follower) => {
                         _following = Some(follower);
                         None
                     }
-                    Err(reason) => Some(ServerMsg::Refused {
-                        reason,
-                        closing: false,
-                    }),
+                    Err(refused) => Some(refused),
                 }
             }
             // From now on a lane's snapshot may come as a change.
@@ -246,6 +226,48 @@ async fn read_lines(
             send(lines, &answer).await;
         }
     }
+}
+
+/// The client's next line into `buffer`: false once it hung up, or the
+/// refusal that ends a line past [`MAX_CLIENT_LINE`].
+async fn read_line(
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    buffer: &mut Vec<u8>,
+) -> Result<bool, Arc<str>> {
+    buffer.clear();
+    let limit = MAX_CLIENT_LINE as u64 + 1;
+    match reader.take(limit).read_until(b'\n', buffer).await {
+        Ok(0) | Err(_) => return Ok(false),
+        Ok(_) => {}
+    }
+    if buffer.len() > MAX_CLIENT_LINE {
+        let reason = format!("a line longer than {MAX_CLIENT_LINE} bytes: hung up");
+        let refusal = ServerMsg::Refused {
+            reason,
+            closing: true,
+        };
+        return Err(Arc::from(line(&refusal)));
+    }
+    Ok(true)
+}
+
+/// Starts following one of `lane`'s output files for this client.
+fn follow(
+    context: &Context,
+    lines: &mpsc::Sender<Arc<str>>,
+    lane: &crate::fleet::LaneName,
+    file: &std::path::Path,
+) -> Result<Follower, ServerMsg> {
+    let folder = match &context.options.outputs {
+        Some(outputs) => outputs.clone(),
+        None => crate::fleet::lane_files_dir(&context.options.root, lane),
+    };
+    output::follow_for(&folder, context.options.format, lines, lane, file).map_err(|reason| {
+        ServerMsg::Refused {
+            reason,
+            closing: false,
+        }
+    })
 }
 
 /// What a message costs of a client's share of the host: git work (a diff,
@@ -375,6 +397,9 @@ fn reply(re: u64, done: Result<String, String>) -> ServerMsg {
     }
 }
 
+/// The characters of `by` kept.
+const MAX_BY_CHARS: usize = 200;
+
 /// A request whose reply waits for the end of its work.
 struct Asked {
     re: u64,
@@ -416,6 +441,8 @@ async fn forward(
         return Err("`detached` is for the room that started the host".to_string());
     }
     let (reply, answer) = oneshot::channel();
+    // Who asks is said in the lane's events: a line, not a page of text.
+    let by: String = by.chars().take(MAX_BY_CHARS).collect();
     let remote = Remote {
         request,
         reply: Some(reply),
