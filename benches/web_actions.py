@@ -152,14 +152,29 @@ def diff(driver, session):
     select(driver, session, "l1")
     ready, frames = [], []
     for _ in range(REPEAT):
+        # Each time as a reader comes to it: from another lane, so that the
+        # work is read from the host and drawn afresh.
         driver.run(session, "document.querySelector('#tab-output').click(); return true")
+        select(driver, session, "l2")
+        select(driver, session, "l1")
+        if driver.run(session, "return document.querySelectorAll('#diff .dl').length"):
+            sys.exit("the diff was still drawn before Work was clicked")
         time.sleep(0.2)
         driver.run(session, OPEN_WORK)
         wait(driver, session, "return window.__frame !== null", "the 5,000-line diff")
         clicked, shown, frame = driver.run(
             session, "window.__observer.disconnect(); return [window.__clicked, window.__ready, window.__frame]")
+        if os.environ.get("VERBOSE"):
+            print("  fetch / draw (ms): " + str(driver.run(
+                session, "const p = document.querySelector('#pane-work'); return [p.dataset.fetchMs, p.dataset.renderMs]")),
+                flush=True)
         ready.append(shown - clicked)
         frames.append(frame - clicked)
+    if os.environ.get("VERBOSE"):
+        print("each, in order (ms): " + " ".join(f"{v:.0f}" for v in frames), flush=True)
+        print("fetch / draw of the last (the page's own figures): " + str(driver.run(
+            session, "const p = document.querySelector('#pane-work'); return [p.dataset.fetchMs, p.dataset.renderMs]")),
+            flush=True)
     overflow = driver.run(session, "return document.documentElement.scrollWidth - window.innerWidth")
     print(f"a 5,000-line diff at 390x844, Work clicked -> its lines in the DOM: {web.spread(ready)}", flush=True)
     print(f"                                  Work clicked -> next frame: {web.spread(frames)}; "
