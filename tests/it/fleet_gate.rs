@@ -131,8 +131,13 @@ fn a_gate_that_says_it_is_in_a_lane_without_its_hosts_rules_denies() {
         .stdin(std::process::Stdio::piped());
     let mut child = command.spawn().expect("spawn the gate");
     let input = r#"{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf precious"}}"#;
-    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), input.as_bytes())
-        .expect("write");
+    // The gate may deny (it lacks its host's rules) before it reads its
+    // input: a closed pipe then is its answer, not the test's failure.
+    let written =
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), input.as_bytes());
+    if let Err(err) = written {
+        assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "write: {err}");
+    }
     let out = wait_with_deadline(child, DEADLINE);
     assert_eq!(out.status.code(), Some(2), "{}", stdout_of(&out));
     assert!(
