@@ -858,7 +858,7 @@ fn a_fleet_run_under_another_program_name_is_running_and_its_lane_is_not_removed
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    let fleet = command.spawn().expect("spawn the renamed fleet");
+    let fleet = common::spawn_written(&mut command);
     repo.session_group("a");
 
     let row = repo.lanes_json().remove(0);

@@ -339,3 +339,22 @@ pub fn cannot_run(why: &str) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "SKIPPED: {why}");
 }
+
+/// Spawns `command`, whose program this test wrote a moment ago: while the
+/// file was open for writing, another test's thread may have forked, and
+/// until that child execs it holds the file open too (`ETXTBSY`), so a busy
+/// program is tried again for a while.
+pub fn spawn_written(command: &mut Command) -> Child {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match command.spawn() {
+            Err(err)
+                if err.kind() == std::io::ErrorKind::ExecutableFileBusy
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            spawned => return spawned.expect("spawn"),
+        }
+    }
+}
