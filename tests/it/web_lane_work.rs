@@ -8,118 +8,14 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 
 use common::git::{clowder_command, git_in as git};
 use common::host::{HostFleet, stop_host};
+use common::page::{Page, agent};
 use common::{DEADLINE, wait_until};
 use serde_json::{Value, json};
-
-/// `clowder serve --http` on a free loopback port, killed on drop.
-struct Page {
-    child: Child,
-    base: String,
-    auth: String,
-}
-
-impl Page {
-    fn start(root: &Path) -> Page {
-        let mut child = clowder_command(root, &["serve", "--http", "127.0.0.1:0"])
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start clowder serve");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read the address");
-        let (base, token) = line.trim().split_once("#token=").expect("an address");
-        Page {
-            base: base.to_string(),
-            auth: format!("Bearer {token}"),
-            child,
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        let mut response = agent()
-            .get(format!("{}{path}", self.base))
-            .header("Authorization", &self.auth)
-            .call()
-            .expect("GET");
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().expect("body");
-        (status, serde_json::from_str(&text).expect("JSON"))
-    }
-
-    fn view(&self) -> Value {
-        self.get("api/state").1["view"].clone()
-    }
-
-    /// POSTs as the page does: token, `Origin` and CSRF token.
-    fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let csrf = self.get("api/state").1["csrf"]
-            .as_str()
-            .expect("csrf")
-            .to_string();
-        let origin = self.base.trim_end_matches('/').to_string();
-        self.post_with(
-            path,
-            body,
-            &[("Origin", &origin), ("X-Clowder-Csrf", &csrf)],
-        )
-    }
-
-    fn post_with(&self, path: &str, body: Value, headers: &[(&str, &str)]) -> (u16, Value) {
-        let mut request = agent()
-            .post(format!("{}{path}", self.base))
-            .header("Authorization", &self.auth);
-        for (name, value) in headers {
-            request = request.header(*name, *value);
-        }
-        let mut response = request.send_json(body).expect("POST");
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().expect("body");
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        )
-    }
-
-    fn act(&self, lane: &str, action: &str) -> (u16, String) {
-        let (status, answer) = self.post("api/act", json!({"lane": lane, "action": action}));
-        (
-            status,
-            answer["text"].as_str().unwrap_or_default().to_string(),
-        )
-    }
-
-    fn wait_for(&self, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let mut last = Value::Null;
-        let seen = wait_until(DEADLINE, || {
-            last = self.view();
-            check(&last)
-        });
-        assert!(seen, "the page never showed {what}; last view:\n{last:#}");
-        last
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into()
-}
 
 fn commit(dir: &Path, message: &str) {
     let who = [
@@ -500,25 +396,14 @@ fn over_ssh_the_page_reads_and_merges_a_lane() {
     let host = host(&fleet, 1);
     let target = format!("ssh://root@127.0.0.1:{}{}", sshd.port, root.display());
     let somewhere_else = tempfile::tempdir().expect("tempdir");
-    let mut child = clowder_command(
-        somewhere_else.path(),
-        &["serve", "--http", "127.0.0.1:0", &target],
-    )
-    .env("CLOWDER_SSH", sshd.ssh_command())
-    .env("CLOWDER_REMOTE_COMMAND", common::clowder_bin())
-    .stderr(Stdio::null())
-    .spawn()
-    .expect("start clowder serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read the address");
-    let (base, token) = line.trim().split_once("#token=").expect("an address");
-    let page = Page {
-        base: base.to_string(),
-        auth: format!("Bearer {token}"),
-        child,
-    };
+    let page = Page::spawned(
+        clowder_command(
+            somewhere_else.path(),
+            &["serve", "--http", "127.0.0.1:0", &target],
+        )
+        .env("CLOWDER_SSH", sshd.ssh_command())
+        .env("CLOWDER_REMOTE_COMMAND", common::clowder_bin()),
+    );
     page.wait_for("api's commit", |view| lane(view, "api")["ahead"] == 1);
     let (status, work) = page.get("api/work?lane=api");
     assert_eq!(status, 200, "{work}");

@@ -7,123 +7,13 @@
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Stdio};
 
 use common::git::clowder_command;
 use common::host::{Asking, HostFleet, stop_host};
-use common::{DEADLINE, send_signal, stderr_of, wait_until};
+use common::page::{Page, agent};
+use common::{DEADLINE, stderr_of, wait_until};
 use serde_json::{Value, json};
-
-/// A running `clowder serve --http`, and what it printed.
-struct Page {
-    child: Child,
-    base: String,
-    token: String,
-    /// The `Authorization` header's value.
-    auth: String,
-}
-
-impl Page {
-    /// Serves the host of `root` on a free loopback port.
-    fn start(root: &Path) -> Page {
-        Page::start_with(root, &["serve", "--http", "127.0.0.1:0"])
-    }
-
-    /// `clowder ARGS` in `root`; its first line on stdout is the address.
-    fn start_with(root: &Path, args: &[&str]) -> Page {
-        let mut child = clowder_command(root, args)
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start clowder serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read the address");
-        let url = line.trim().to_string();
-        let (base, token) = url
-            .split_once("#token=")
-            .or_else(|| url.split_once("?token="))
-            .expect("an address with a token");
-        assert!(base.starts_with("http://") && base.ends_with('/'), "{url}");
-        Page {
-            child,
-            base: base.to_string(),
-            token: token.to_string(),
-            auth: format!("Bearer {token}"),
-        }
-    }
-
-    fn origin(&self) -> String {
-        self.base.trim_end_matches('/').to_string()
-    }
-
-    fn state(&self) -> Value {
-        let mut response = agent()
-            .get(format!("{}api/state", self.base))
-            .header("Authorization", &self.auth)
-            .call()
-            .expect("GET /api/state");
-        assert_eq!(response.status().as_u16(), 200);
-        let text = response.body_mut().read_to_string().expect("body");
-        serde_json::from_str(&text).expect("JSON state")
-    }
-
-    /// POSTs `body` as the page would; the status and the answer.
-    fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let csrf = self.state()["csrf"].as_str().expect("csrf").to_string();
-        let mut response = agent()
-            .post(format!("{}{path}", self.base))
-            .header("Authorization", &self.auth)
-            .header("Origin", self.origin())
-            .header("X-Clowder-Csrf", csrf)
-            .send_json(body)
-            .expect("POST");
-        let status = response.status().as_u16();
-        let text = response.body_mut().read_to_string().expect("body");
-        (status, serde_json::from_str(&text).expect("JSON answer"))
-    }
-
-    /// Ends it as Ctrl-C would; it must exit 0.
-    fn stop(mut self) {
-        send_signal(self.child.id(), libc::SIGINT);
-        let ended = wait_until(DEADLINE, || matches!(self.child.try_wait(), Ok(Some(_))));
-        if !ended {
-            let _ = self.child.kill();
-        }
-        let status = self.child.wait().expect("wait");
-        assert!(ended, "clowder serve did not end on SIGINT");
-        assert!(status.success(), "clowder serve exited with {status}");
-    }
-}
-
-impl Drop for Page {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// HTTP that answers every status and follows no redirect.
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .max_redirects(0)
-        .build()
-        .into()
-}
-
-fn wait_for_state(page: &Page, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-    let mut last = Value::Null;
-    let seen = wait_until(DEADLINE, || {
-        last = page.state();
-        check(&last)
-    });
-    assert!(seen, "never saw {what}; the last state: {last:#}");
-    last
-}
 
 /// GET `path` with `headers`; the status, the `set-cookie` and the body.
 fn get(page: &Page, path: &str, headers: &[(&str, &str)]) -> (u16, Option<String>, String) {
@@ -179,9 +69,7 @@ fn the_api_takes_the_token_only_in_a_header_and_no_cookie_is_ever_set() {
         let (status, _, body) = get(&page, path, &headers);
         assert_eq!(status, 401, "GET {path} with {why}: {body}");
     }
-    let state = wait_for_state(&page, "lane a", |state| {
-        state["view"]["lanes"][0]["name"] == "a"
-    });
+    let state = page.wait_for_state("lane a", |state| state["view"]["lanes"][0]["name"] == "a");
     assert_eq!(state["view"]["hosts"].as_array().map(Vec::len), Some(1));
     page.stop();
     stop_host(fleet.root(), host);
@@ -192,7 +80,7 @@ fn a_decision_from_the_page_reaches_the_gate_and_is_taken_once() {
     let fleet = HostFleet::new(&["a", "b"], 1);
     let host = fleet.host("b");
     let page = Page::start(fleet.root());
-    let state = wait_for_state(&page, "b's request", |state| {
+    let state = page.wait_for_state("b's request", |state| {
         state["view"]["requests"][0]["lane"] == "b"
     });
     let request = &state["view"]["requests"][0];
@@ -211,7 +99,7 @@ fn a_decision_from_the_page_reaches_the_gate_and_is_taken_once() {
     // Decided: the page says who decided, and a second decision is refused.
     let (status, again) = page.post("api/decide", json!({"id": id, "decision": "approve"}));
     assert_eq!(status, 409, "{again}");
-    wait_for_state(&page, "the decision in the events", |state| {
+    page.wait_for_state("the decision in the events", |state| {
         state["view"]["requests"]
             .as_array()
             .is_some_and(Vec::is_empty)
@@ -228,9 +116,7 @@ fn a_note_from_the_page_waits_for_the_lanes_next_session() {
     let fleet = HostFleet::new(&["a"], 1);
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
-    wait_for_state(&page, "lane a", |state| {
-        state["view"]["lanes"][0]["name"] == "a"
-    });
+    page.wait_for_state("lane a", |state| state["view"]["lanes"][0]["name"] == "a");
     let (status, answer) = page.post(
         "api/tell",
         json!({"lane": "a", "text": "use the staging database"}),
@@ -270,9 +156,7 @@ fn a_note_from_the_page_reaches_a_running_session_now() {
         "the lane's Bash call never started"
     );
     let page = Page::start(fleet.root());
-    wait_for_state(&page, "lane a", |state| {
-        state["view"]["lanes"][0]["name"] == "a"
-    });
+    page.wait_for_state("lane a", |state| state["view"]["lanes"][0]["name"] == "a");
     let note = "stop editing the migrations; fix the test first";
     let (status, answer) = page.post("api/tell", json!({"lane": "a", "text": note}));
     assert_eq!(status, 200, "{answer}");
@@ -287,7 +171,7 @@ fn a_note_from_the_page_reaches_a_running_session_now() {
         &lane_dir,
         "Read the note."
     )));
-    wait_for_state(&page, "the note in the events", |state| {
+    page.wait_for_state("the note in the events", |state| {
         state["view"]["events"].to_string().contains("told now")
     });
     page.stop();
@@ -342,7 +226,7 @@ fn request_cards_show_invisible_characters_and_the_end_of_a_long_command() {
         Asking::start(fleet.root(), sneaky),
         Asking::start(fleet.root(), &long),
     ];
-    let state = wait_for_state(&page, "both requests", |state| {
+    let state = page.wait_for_state("both requests", |state| {
         state["view"]["requests"].as_array().map(Vec::len) == Some(2)
     });
     let requests = state["view"]["requests"].as_array().expect("requests");
@@ -370,11 +254,9 @@ fn a_host_that_ends_is_said_once_while_it_is_retried() {
     let fleet = HostFleet::new(&["a"], 1);
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
-    wait_for_state(&page, "lane a", |state| {
-        state["view"]["lanes"][0]["name"] == "a"
-    });
+    page.wait_for_state("lane a", |state| state["view"]["lanes"][0]["name"] == "a");
     stop_host(fleet.root(), host);
-    wait_for_state(&page, "the host lost", |state| {
+    page.wait_for_state("the host lost", |state| {
         state["view"]["hosts"][0]["lost"].is_string()
     });
     // Local hosts are retried every half second: six retries at least.
@@ -468,7 +350,7 @@ fn half_open_connections_never_keep_the_page_away() {
         .collect();
     let (status, _, body) = get(&page, "/api/state", &[("Authorization", &page.auth)]);
     assert_eq!(status, 200, "{body}");
-    let held = std::fs::read_dir(format!("/proc/{}/fd", page.child.id()))
+    let held = std::fs::read_dir(format!("/proc/{}/fd", page.pid()))
         .expect("the page's descriptors")
         .count();
     assert!(held < 200, "the page holds {held} descriptors");
@@ -613,7 +495,7 @@ fn an_ungated_lane_says_why_on_the_page() {
     fleet.with_codex_without_hooks();
     let host = fleet.host("none");
     let page = Page::start(fleet.root());
-    let state = wait_for_state(&page, "lane a ungated", |state| {
+    let state = page.wait_for_state("lane a ungated", |state| {
         state["view"]["lanes"][0]["ungated"].is_string()
     });
     let why = state["view"]["lanes"][0]["ungated"]

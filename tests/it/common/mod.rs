@@ -7,6 +7,7 @@ pub mod fleet;
 pub mod gate;
 pub mod git;
 pub mod host;
+pub mod page;
 pub mod plan;
 pub mod sim_host;
 pub mod sshd;
