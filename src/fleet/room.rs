@@ -358,30 +358,8 @@ impl RoomSide {
             })
             .await
             .unwrap_or_else(|err| Err(format!("lane {verb} failed: {err}")));
-            let (level, lines) = match done {
-                Ok(lines) => (Level::Info, lines),
-                Err(why) => (Level::Warn, vec![format!("lane {verb} {lane}: {why}")]),
-            };
-            let said = lines.join("\n");
-            settle(
-                waiting,
-                if level == Level::Info {
-                    Ok(said)
-                } else {
-                    Err(said)
-                },
-            );
-            for text in lines {
-                let report = LaneReport::Log {
-                    at: Utc::now(),
-                    level,
-                    text,
-                };
-                let _ = to_ui.send(HostMsg::Lane {
-                    lane: lane.clone(),
-                    report,
-                });
-            }
+            let done = done.map_err(|why| format!("lane {verb} {lane}: {why}"));
+            work_ended(&to_ui, lane, waiting, done, Level::Warn);
         });
     }
 
@@ -411,17 +389,8 @@ impl RoomSide {
             })
             .await
             .unwrap_or_else(|err| Err(format!("lane resume failed: {err}")));
-            let (level, text) = match &done {
-                Ok(lines) => (Level::Info, lines.join("; ")),
-                Err(why) => (Level::Warn, format!("lane resume {lane}: {why}")),
-            };
-            settle(waiting, done.map(|lines| lines.join("\n")));
-            let report = LaneReport::Log {
-                at: Utc::now(),
-                level,
-                text,
-            };
-            let _ = to_ui.send(HostMsg::Lane { lane, report });
+            let done = done.map_err(|why| format!("lane resume {lane}: {why}"));
+            work_ended(&to_ui, lane, waiting, done, Level::Warn);
         });
     }
 
@@ -442,26 +411,36 @@ impl RoomSide {
             })
             .await
             .unwrap_or_else(|err| Err(format!("the stop failed: {err}")));
-            let (level, text) = match done {
-                Ok(text) => (Level::Info, format!("stop: {text}")),
-                Err(why) => (Level::Error, format!("cannot stop the task: {why}")),
-            };
-            let said = text.clone();
-            settle(
-                waiting,
-                if level == Level::Info {
-                    Ok(said)
-                } else {
-                    Err(said)
-                },
-            );
-            let report = LaneReport::Log {
-                at: Utc::now(),
-                level,
-                text,
-            };
-            let _ = to_ui.send(HostMsg::Lane { lane, report });
+            let done = done
+                .map(|text| vec![format!("stop: {text}")])
+                .map_err(|why| format!("cannot stop the task: {why}"));
+            work_ended(&to_ui, lane, waiting, done, Level::Error);
         });
+    }
+}
+
+/// How a piece of a lane's work ended: `waiting`, if anyone, hears it, and
+/// the rooms see it as the lane's lines (a refusal at level `refused`).
+fn work_ended(
+    to_ui: &mpsc::UnboundedSender<HostMsg>,
+    lane: LaneName,
+    waiting: Option<WorkDone>,
+    done: Result<Vec<String>, String>,
+    refused: Level,
+) {
+    let (level, lines) = match &done {
+        Ok(lines) => (Level::Info, lines.clone()),
+        Err(why) => (refused, vec![why.clone()]),
+    };
+    settle(waiting, done.map(|lines| lines.join("\n")));
+    for text in lines {
+        let report = LaneReport::Log {
+            at: Utc::now(),
+            level,
+            text,
+        };
+        let lane = lane.clone();
+        let _ = to_ui.send(HostMsg::Lane { lane, report });
     }
 }
 
