@@ -23,8 +23,6 @@ pub const MAX_PATCH_BYTES: usize = 4 << 20;
 const MAX_COMMITS: usize = 100;
 /// Sessions and rate-limit waits kept at most, the latest.
 const MAX_SESSIONS: usize = 500;
-/// An event line longer than this is skipped (a session's events are short).
-const MAX_EVENT_LINE: u64 = 1 << 20;
 
 /// A lane's work, as the web page shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -405,37 +403,16 @@ fn uncommitted(root: &Path, lane: &Lane) -> Option<usize> {
 /// The sessions and rate-limit waits of an event log, the latest
 /// [`MAX_SESSIONS`] of each; none when it cannot be read.
 fn costs(path: &Path) -> (Vec<SessionCost>, Vec<RateLimitWait>) {
-    // Opened as the event log's readers open it (a FIFO put there hangs
-    // nothing), and read a bounded line at a time.
-    let Ok(file) = crate::store::small_file::open(path) else {
-        return (Vec::new(), Vec::new());
-    };
     let mut sessions = std::collections::VecDeque::new();
     let mut waits = std::collections::VecDeque::new();
-    let mut reader = std::io::BufReader::new(file);
-    let mut raw = Vec::new();
-    loop {
-        raw.clear();
-        use std::io::Read;
-        match reader
-            .by_ref()
-            .take(MAX_EVENT_LINE)
-            .read_until(b'\n', &mut raw)
-        {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        if !raw.ends_with(b"\n") && raw.len() as u64 == MAX_EVENT_LINE {
-            let _ = reader.read_until(b'\n', &mut Vec::new());
-            continue;
-        }
-        let line = String::from_utf8_lossy(&raw);
+    let _ = crate::store::events::for_each_line(path, |line| {
         // Cheap before parsing: most lines are neither.
-        if !line.contains("session_complete") && !line.contains("rate_limited") {
-            continue;
+        let wanted = |word: &[u8]| memchr::memmem::find(line, word).is_some();
+        if !wanted(b"session_complete") && !wanted(b"rate_limited") {
+            return;
         }
-        let Ok(timed) = serde_json::from_str::<TimedEvent>(line.trim_end()) else {
-            continue;
+        let Ok(timed) = serde_json::from_slice::<TimedEvent>(line) else {
+            return;
         };
         match timed.event {
             Event::SessionComplete {
@@ -463,7 +440,7 @@ fn costs(path: &Path) -> (Vec<SessionCost>, Vec<RateLimitWait>) {
             ),
             _ => {}
         }
-    }
+    });
     (sessions.into(), waits.into())
 }
 

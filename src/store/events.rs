@@ -69,19 +69,29 @@ const MAX_LINE: usize = 64 * 1024;
 /// (0 without any, or without the file). A session starts only with a number
 /// the counter has handed out, so this is a floor for the counter.
 ///
-/// The log is streamed: memory stays bounded whatever its size. Lines that are
-/// not events (torn by a crash, a full disk, edited by hand) are skipped.
+/// Lines that are not events (torn by a crash, a full disk, edited by hand)
+/// are skipped.
 pub fn highest_session_global(path: &Path) -> io::Result<u64> {
+    let mut highest = 0;
+    let read = for_each_line(path, |line| {
+        highest = highest.max(session_start_global(line).unwrap_or(0));
+    });
+    match read {
+        Ok(()) => Ok(highest),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(0),
+        Err(err) => Err(err),
+    }
+}
+
+/// Calls `each` with every line of the log at `path` (a last line without
+/// its newline too), streamed: memory stays bounded whatever its size, and
+/// lines longer than [`MAX_LINE`] are skipped unread.
+pub fn for_each_line(path: &Path, mut each: impl FnMut(&[u8])) -> io::Result<()> {
     // A regular file only: a FIFO would wait forever, `/dev/zero` never end.
-    let file = match super::small_file::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(0),
-        Err(err) => return Err(err),
-    };
+    let file = super::small_file::open(path)?;
     let mut reader = BufReader::new(file);
     let mut line = Vec::new();
     let mut overlong = false;
-    let mut highest = 0;
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
@@ -103,17 +113,16 @@ pub fn highest_session_global(path: &Path) -> io::Result<u64> {
         reader.consume(consumed);
         if line_ends {
             if !overlong {
-                highest = highest.max(session_start_global(&line).unwrap_or(0));
+                each(&line);
             }
             line.clear();
             overlong = false;
         }
     }
-    // A last line without its newline counts if it is whole.
-    if !overlong {
-        highest = highest.max(session_start_global(&line).unwrap_or(0));
+    if !overlong && !line.is_empty() {
+        each(&line);
     }
-    Ok(highest)
+    Ok(())
 }
 
 /// The `global` of a `session_start` line; only the two fields are read, so a
