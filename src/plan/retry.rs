@@ -14,6 +14,29 @@ fn retryable(status: StepStatus) -> bool {
     matches!(status, StepStatus::Failed | StepStatus::Blocked)
 }
 
+/// A saved plan reset for a retry, with the driver lock it was reset under.
+pub struct Reset {
+    pub state: PlanState,
+    pub lock: nix::fcntl::Flock<std::fs::File>,
+    /// What was done, a line each.
+    pub said: Vec<String>,
+}
+
+/// Takes the driver lock of the saved plan `name` and resets `ids` (see
+/// [`reset`]); refused while the plan's driver runs.
+pub fn reset_saved(root: &Path, name: &str, ids: &[String]) -> Result<Reset, String> {
+    let path = super::status::plan_file(root, name)?;
+    let home = super::home::Home::of_file(root, &path, name);
+    let Some(lock) = super::control::lock(&home)? else {
+        return Err(format!(
+            "cannot retry plan {name}: it is running here (`R` in its Plan view retries it there once it has failed)"
+        ));
+    };
+    let mut state = PlanState::load(&path)?;
+    let said = reset(root, &mut state, ids)?;
+    Ok(Reset { state, lock, said })
+}
+
 /// Resets `ids` (every failed or blocked step when empty) of the saved plan
 /// `state` and marks it running; returns what was done, a line each. Checked
 /// whole before anything changes: a refusal leaves the plan, its lanes and

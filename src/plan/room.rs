@@ -156,19 +156,14 @@ async fn retry_here(
 ) -> Result<(Retried, String), String> {
     let name = asked.split('/').next().unwrap_or(asked).to_string();
     let (dir, top) = (root.to_path_buf(), name.clone());
-    let reset = tokio::task::spawn_blocking(move || {
-        let path = super::status::plan_file(&dir, &top)?;
-        let home = super::home::Home::of_file(&dir, &path, &top);
-        let Some(lock) = super::control::lock(&home)? else {
-            return Err(format!("cannot retry plan {top}: it is running"));
-        };
-        let mut state = PlanState::load(&path)?;
-        let said = super::retry::reset(&dir, &mut state, &[])?;
-        Ok((state, lock, said))
-    })
-    .await
-    .unwrap_or_else(|err| Err(format!("the retry failed: {err}")))?;
-    let (state, lock, mut said) = reset;
+    let reset = tokio::task::spawn_blocking(move || super::retry::reset_saved(&dir, &top, &[]))
+        .await
+        .unwrap_or_else(|err| Err(format!("the retry failed: {err}")))?;
+    let super::retry::Reset {
+        state,
+        lock,
+        mut said,
+    } = reset;
     said.push(format!("plan {name} runs again"));
     for line in &said {
         let text = format!("plan={name} {line}");

@@ -295,17 +295,10 @@ pub fn retry(name: &str, ids: &[String], headless: bool, open_room: OpenRoom) ->
 /// The saved plan `name` reset for a retry, under its driver lock (released
 /// before the plan runs, which takes it again).
 fn reset_saved(root: &Path, name: &str, ids: &[String]) -> Result<PlanState, String> {
-    let path = super::status::plan_file(root, name)?;
-    let home = super::home::Home::of_file(root, &path, name);
-    let Some(_lock) = super::control::lock(&home)? else {
-        return Err(format!(
-            "cannot retry plan {name}: it is running here (`R` in its Plan view retries it there once it has failed)"
-        ));
-    };
-    let mut state = PlanState::load(&path)?;
-    for line in super::retry::reset(root, &mut state, ids)? {
+    let reset = super::retry::reset_saved(root, name, ids)?;
+    for line in &reset.said {
         println!("clowder: {line}");
     }
     println!("clowder: plan {name} runs again");
-    Ok(state)
+    Ok(reset.state)
 }
