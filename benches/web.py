@@ -652,15 +652,21 @@ def clean_up():
     shutil.rmtree(work, ignore_errors=True)
 
 
-if __name__ == "__main__":
+def run(modes, measure):
+    """Runs `measure` with the modes named on the command line (default all of
+    `modes`), cleaning up whatever happens; a bench of the page built on this one
+    calls it too."""
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
-    MODES = ["latency", "cpu", "memory", "probe"]
-    chosen = sys.argv[1:] or MODES
+    chosen = sys.argv[1:] or modes
     for mode in chosen:
-        if mode not in MODES:
-            sys.exit(f"unknown mode {mode} ({', '.join(MODES)})")
+        if mode not in modes:
+            sys.exit(f"unknown mode {mode} ({', '.join(modes)})")
     try:
-        main(chosen)
+        measure(chosen)
     finally:
         clean_up()
+
+
+if __name__ == "__main__":
+    run(["latency", "cpu", "memory", "probe"], main)

@@ -225,15 +225,4 @@ def main(modes):
 
 
 if __name__ == "__main__":
-    import signal
-    signal.signal(signal.SIGTERM, web.stop)
-    signal.signal(signal.SIGHUP, web.stop)
-    MODES = ["press", "diff", "soak"]
-    chosen = sys.argv[1:] or MODES
-    for mode in chosen:
-        if mode not in MODES:
-            sys.exit(f"unknown mode {mode} ({', '.join(MODES)})")
-    try:
-        main(chosen)
-    finally:
-        web.clean_up()
+    web.run(["press", "diff", "soak"], main)
